@@ -1,0 +1,305 @@
+/*
+ * flash_attn.h: the one public header of flashattn-c.
+ *
+ * Exact attention, softmax(Q·Kᵀ·scale)·V, forward and backward, computed the FlashAttention way
+ * (tiles in fast memory, online softmax, logsumexp kept, scores recomputed in the backward pass) by
+ * backend plugins: CPU (OpenMP), CUDA, HIP, OpenCL. Usable from C99/C11; no C++ needed.
+ *
+ * Conventions (fixed once, identical on every backend):
+ *   - q   [batch, seqlen_q, heads_q,  head_dim]
+ *     k   [batch, seqlen_k, heads_kv, head_dim]
+ *     v   [batch, seqlen_k, heads_kv, head_dim_v]
+ *     out [batch, seqlen_q, heads_q,  head_dim_v]
+ *     lse [batch, heads_q, seqlen_q], float32, natural logarithm.
+ *     heads_q must be a multiple of heads_kv (MHA, GQA, MQA): query head h reads KV head
+ *     h / (heads_q / heads_kv).
+ *   - Strides are in elements and may be anything non-negative that does not make two output
+ *     elements alias; the last dimension need not be contiguous.
+ *   - Causal masking is bottom-right aligned by default (query row i sees keys
+ *     j <= i + seqlen_k - seqlen_q, as FlashAttention >= 2.1); top-left alignment (j <= i) is
+ *     available through fa_params.causal_align.
+ *   - A query row that sees no key at all gives output 0, LSE -inf and zero gradients, never NaN.
+ *
+ * Errors: every call returns an fa_status; on failure fa_last_error() gives a message naming the
+ * argument and the constraint. No call aborts, prints, or writes outside its outputs on bad input.
+ * On failure the outputs are left untouched whenever the failure is found before computing (all
+ * argument and support checks are done before anything is written).
+ *
+ * Thread safety: every function may be called from any thread concurrently. Plugins are loaded
+ * lazily, once, on the first call that needs the registry.
+ */
+#ifndef FLASH_ATTN_H
+#define FLASH_ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define FA_API __declspec(dllimport)
+#elif defined(__GNUC__)
+#define FA_API __attribute__((visibility("default")))
+#else
+#define FA_API
+#endif
+
+#define FA_VERSION_MAJOR 0
+#define FA_VERSION_MINOR 1
+#define FA_VERSION_PATCH 0
+
+/** Status of every call. FA_OK is 0; every other value is an error. */
+typedef enum fa_status {
+  FA_OK = 0,
+  FA_ERR_INVALID_ARGUMENT = 1,    /**< an argument breaks a documented constraint */
+  FA_ERR_UNSUPPORTED = 2,         /**< valid, but no (allowed) backend can serve the request */
+  FA_ERR_OUT_OF_MEMORY = 3,       /**< an allocation failed; nothing was written */
+  FA_ERR_BACKEND_UNAVAILABLE = 4, /**< the requested backend is not built or cannot run here */
+  FA_ERR_BACKEND_FAILURE = 5,     /**< the backend's runtime reported an error while running */
+  FA_ERR_INTERNAL = 6             /**< a bug in this library: please report it */
+} fa_status;
+
+/** Element types. Storage types of q/k/v/out/grads are F32, F16 and BF16; accumulation is fp32. */
+typedef enum fa_dtype {
+  FA_DTYPE_INVALID = 0,
+  FA_F32 = 1,
+  FA_F16 = 2,
+  FA_BF16 = 3,
+  FA_I32 = 4 /**< index tensors: cu_seqlens, seqused_k, block_table */
+} fa_dtype;
+
+/** Where a tensor's memory lives; the kind decides which backends may touch it. */
+typedef enum fa_device_kind {
+  FA_DEVICE_INVALID = 0,
+  FA_DEVICE_CPU = 1,   /**< host pointer */
+  FA_DEVICE_CUDA = 2,  /**< CUDA device pointer */
+  FA_DEVICE_HIP = 3,   /**< HIP device pointer */
+  FA_DEVICE_OPENCL = 4 /**< cl_mem handle in data, element offset through byte_offset */
+} fa_device_kind;
+
+typedef struct fa_device {
+  fa_device_kind kind;
+  int32_t id; /**< device ordinal for CUDA/HIP/OpenCL; 0 for CPU */
+} fa_device;
+
+#define FA_MAX_DIMS 4
+
+/** A strided view of memory. shape and strides hold ndim entries; strides are in elements. */
+typedef struct fa_tensor {
+  void *data;           /**< base pointer (or cl_mem for OpenCL) */
+  uint64_t byte_offset; /**< added to data before indexing (DLPack's byte_offset) */
+  fa_device device;
+  fa_dtype dtype;
+  int32_t ndim;
+  int64_t shape[FA_MAX_DIMS];
+  int64_t strides[FA_MAX_DIMS];
+} fa_tensor;
+
+/** Backends a caller may ask for. AUTO picks per call the best one that owns the memory. */
+typedef enum fa_backend_id {
+  FA_BACKEND_AUTO = 0,
+  FA_BACKEND_CPU = 1,
+  FA_BACKEND_CUDA = 2,
+  FA_BACKEND_HIP = 3,
+  FA_BACKEND_OPENCL = 4,
+  FA_BACKEND_COUNT_ = 5 /**< number of ids; not a backend */
+} fa_backend_id;
+
+/** Causal alignment when seqlen_q != seqlen_k. */
+typedef enum fa_causal_align {
+  FA_CAUSAL_BOTTOM_RIGHT = 0, /**< row i sees keys j <= i + seqlen_k - seqlen_q (default) */
+  FA_CAUSAL_TOP_LEFT = 1      /**< row i sees keys j <= i */
+} fa_causal_align;
+
+/**
+ * Options of an attention call. Zero-initialised (after fa_params_init) means plain attention with
+ * scale 1/sqrt(head_dim) on the AUTO backend. A field a backend cannot honour is refused with
+ * FA_ERR_UNSUPPORTED naming it, never ignored. struct_size lets later versions add fields without
+ * breaking callers built against this header: set it with fa_params_init or FA_PARAMS_INIT.
+ */
+typedef struct fa_params {
+  size_t struct_size;
+
+  /* --- the attention function --- */
+  float softmax_scale; /**< 0 means 1/sqrt(head_dim_qk); must be finite and >= 0 */
+  int32_t causal;      /**< non-zero: causal mask */
+  int32_t causal_align; /**< fa_causal_align */
+  int32_t window_enabled; /**< non-zero: sliding window of window_left/right keys */
+  int64_t window_left;    /**< keys to the left of the (aligned) diagonal, inclusive; -1 unbounded */
+  int64_t window_right;   /**< keys to the right, inclusive; -1 unbounded */
+  float softcap;          /**< > 0: scores become tanh(s/softcap)·softcap before softmax */
+  const fa_tensor *alibi_slopes; /**< float32 [heads_q] or [batch, heads_q]; NULL: none */
+
+  /* --- dropout (Philox counter-based RNG, identical masks on every backend) --- */
+  float dropout_p; /**< probability of dropping, in [0, 1) */
+  uint64_t dropout_seed;
+  uint64_t dropout_offset;
+
+  /* --- variable length and paged KV --- */
+  const fa_tensor *cu_seqlens_q; /**< int32 [batch+1]: packed q/out are [total_q, heads, dim] */
+  const fa_tensor *cu_seqlens_k; /**< int32 [batch+1]: packed k/v are [total_k, heads, dim] */
+  const fa_tensor *seqused_k;    /**< int32 [batch]: keys actually used per sequence */
+  int64_t max_seqlen_q;
+  int64_t max_seqlen_k;
+  const fa_tensor *block_table; /**< int32 [batch, max_blocks]: k/v are [blocks, page, heads, dim] */
+  int64_t page_size;            /**< keys per page when block_table is set */
+
+  /* --- execution --- */
+  int32_t num_splits;    /**< split-KV chunks; 0 lets the backend choose, 1 disables */
+  int32_t deterministic; /**< non-zero: bitwise identical results across runs, or refused */
+  int32_t return_lse;    /**< non-zero: the lse argument is required (an error if NULL) */
+  void *stream;          /**< cudaStream_t / hipStream_t / cl_command_queue; NULL = default */
+  int32_t backend;       /**< fa_backend_id; AUTO = best available */
+  int32_t strict;        /**< non-zero: never fall back; refuse with the reason instead */
+  const char *kernel_family; /**< NULL = backend's choice; else e.g. "fa2", "fa3" (backend-specific) */
+  void *workspace;           /**< caller-owned scratch, or NULL to let the backend allocate */
+  size_t workspace_size;     /**< bytes at workspace; see fa_forward_workspace_size */
+} fa_params;
+
+/** Sets every field to its default: zero, except struct_size. */
+FA_API void fa_params_init(fa_params *params);
+#define FA_PARAMS_INIT {sizeof(fa_params)}
+
+#define FA_NAME_LEN 32
+#define FA_KERNEL_LEN 96
+#define FA_REASON_LEN 1024
+
+/**
+ * What ran (or, from fa_plan, what would run). Set struct_size with fa_run_info_init.
+ * `rejected` lists every backend tried before the chosen one and why it was passed over, as
+ * "cuda: not built (no CUDA toolkit at configure time); opencl: ...". fell_back is non-zero when
+ * the backend that ran is not the first one AUTO would have preferred.
+ */
+typedef struct fa_run_info {
+  size_t struct_size;
+  int32_t backend;               /**< fa_backend_id that ran */
+  char backend_name[FA_NAME_LEN]; /**< "cpu", "cuda", ... */
+  fa_device device;
+  char kernel[FA_KERNEL_LEN]; /**< e.g. "cpu.flash.fwd.bf16.hd128.causal" */
+  int32_t tile_m;             /**< query rows per tile */
+  int32_t tile_n;             /**< key rows per tile */
+  int32_t num_splits;         /**< split-KV chunks used (1 = none) */
+  int32_t deterministic;      /**< non-zero when the kernel that ran is deterministic */
+  size_t workspace_bytes;     /**< scratch the call needs */
+  int32_t fell_back;
+  char rejected[FA_REASON_LEN];
+} fa_run_info;
+
+FA_API void fa_run_info_init(fa_run_info *info);
+
+/* ---------------------------------------------------------------------------------------------
+ * Attention calls
+ * ------------------------------------------------------------------------------------------- */
+
+/**
+ * Forward pass: out = softmax(q·kᵀ·scale + mask)·v, and lse = log(sum(exp(scores))) per query row.
+ * @param params  options; NULL means defaults (as fa_params_init)
+ * @param q,k,v   inputs as in the conventions above; same dtype and device
+ * @param out     output, same dtype and device as q
+ * @param lse     optional float32 [batch, heads_q, seqlen_q] output (required by fa_backward)
+ * @param info    optional; filled with what ran (backend, kernel, tiles, rejected candidates)
+ */
+FA_API fa_status fa_forward(const fa_params *params, const fa_tensor *q, const fa_tensor *k,
+                            const fa_tensor *v, fa_tensor *out, fa_tensor *lse, fa_run_info *info);
+
+/**
+ * Backward pass: given dout, the forward's out and lse, computes dq, dk, dv (same shapes, dtype
+ * and device as q, k, v). Scores are recomputed from q, k and lse; params must match the forward
+ * call's (same mask, scale, dropout seed and offset).
+ */
+FA_API fa_status fa_backward(const fa_params *params, const fa_tensor *q, const fa_tensor *k,
+                             const fa_tensor *v, const fa_tensor *out, const fa_tensor *lse,
+                             const fa_tensor *dout, fa_tensor *dq, fa_tensor *dk, fa_tensor *dv,
+                             fa_run_info *info);
+
+/**
+ * What fa_forward would run for these arguments (and why others were passed over), without
+ * running it. Fails exactly when fa_forward would fail before computing, with the same message.
+ */
+FA_API fa_status fa_plan_forward(const fa_params *params, const fa_tensor *q, const fa_tensor *k,
+                                 const fa_tensor *v, const fa_tensor *out, const fa_tensor *lse,
+                                 fa_run_info *plan);
+
+/** As fa_plan_forward, for fa_backward. */
+FA_API fa_status fa_plan_backward(const fa_params *params, const fa_tensor *q, const fa_tensor *k,
+                                  const fa_tensor *v, const fa_tensor *out, const fa_tensor *lse,
+                                  const fa_tensor *dout, const fa_tensor *dq, const fa_tensor *dk,
+                                  const fa_tensor *dv, fa_run_info *plan);
+
+/**
+ * Bytes of scratch fa_forward needs for these arguments on the backend it would pick. A caller
+ * that passes params->workspace of at least this size makes the call allocate nothing.
+ */
+FA_API fa_status fa_forward_workspace_size(const fa_params *params, const fa_tensor *q,
+                                           const fa_tensor *k, const fa_tensor *v,
+                                           const fa_tensor *out, const fa_tensor *lse,
+                                           size_t *bytes);
+
+/** As fa_forward_workspace_size, for fa_backward. */
+FA_API fa_status fa_backward_workspace_size(const fa_params *params, const fa_tensor *q,
+                                            const fa_tensor *k, const fa_tensor *v,
+                                            const fa_tensor *out, const fa_tensor *lse,
+                                            const fa_tensor *dout, const fa_tensor *dq,
+                                            const fa_tensor *dk, const fa_tensor *dv,
+                                            size_t *bytes);
+
+/* ---------------------------------------------------------------------------------------------
+ * Backends
+ * ------------------------------------------------------------------------------------------- */
+
+/** One backend the library knows, loaded or not. Set struct_size before the call. */
+typedef struct fa_backend_desc {
+  size_t struct_size;
+  int32_t id;              /**< fa_backend_id */
+  char name[FA_NAME_LEN];  /**< "cpu", "cuda", "hip", "opencl" */
+  int32_t available;       /**< non-zero when it can run calls now */
+  char reason[FA_REASON_LEN]; /**< when unavailable: exactly why (not built, runtime missing, ...) */
+  char plugin_path[512];   /**< the shared object loaded or looked for */
+  int32_t device_count;
+  char devices[256];       /**< e.g. "cpu0: 2 threads, avx512f" */
+  char arch[64];           /**< e.g. "x86_64", "sm_90" */
+  char kernel_families[128]; /**< e.g. "flash" or "fa2,fa3" */
+  char dtypes[64];         /**< e.g. "f32,f16,bf16" */
+  char features[512];      /**< what decide() accepts, probed: "fwd,bwd,causal,lse,gqa,..." */
+  char unsupported[512];   /**< features probed and refused, each with decide()'s reason */
+} fa_backend_desc;
+
+/**
+ * Describes every backend the library knows (loading plugins on first use).
+ * @param out      array of capacity descriptors, each with struct_size set (fa_backend_desc_init)
+ * @param count    set to the number of backends known (may exceed capacity; then only capacity
+ *                 entries are written)
+ */
+FA_API fa_status fa_backend_info(fa_backend_desc *out, int32_t capacity, int32_t *count);
+
+FA_API void fa_backend_desc_init(fa_backend_desc *desc);
+
+/** Name of a backend id ("auto", "cpu", ...) or NULL for an unknown id. */
+FA_API const char *fa_backend_name(int32_t id);
+
+/** Parses "auto", "cpu", "cuda", "hip", "opencl"; returns FA_ERR_INVALID_ARGUMENT otherwise. */
+FA_API fa_status fa_backend_from_name(const char *name, int32_t *id);
+
+/** Frees every workspace and cached resource the backends hold. Plugins stay loaded. */
+FA_API void fa_release(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Errors and version
+ * ------------------------------------------------------------------------------------------- */
+
+/** The message of this thread's last failed call ("" if none). Valid until the next call. */
+FA_API const char *fa_last_error(void);
+
+/** A short constant name for a status ("FA_ERR_UNSUPPORTED"). */
+FA_API const char *fa_status_string(fa_status status);
+
+/** The library's version as "major.minor.patch"; optionally each part. */
+FA_API const char *fa_version(int *major, int *minor, int *patch);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLASH_ATTN_H */

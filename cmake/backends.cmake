@@ -1,0 +1,55 @@
+# Decides, per backend, whether it is built, and records why not. The reasons are compiled into the
+# core library (core/build_config.h) so fa_backend_info() can report "not built: <reason>".
+
+# CPU: needs OpenMP.
+find_package(OpenMP COMPONENTS C)
+option(FA_BACKEND_CPU "Build the CPU (OpenMP) backend" ON)
+set(FA_CPU_REASON "")
+if(FA_BACKEND_CPU AND NOT OpenMP_C_FOUND)
+  set(FA_BACKEND_CPU OFF)
+  set(FA_CPU_REASON "not built: no OpenMP for the C compiler at configure time")
+elseif(NOT FA_BACKEND_CPU)
+  set(FA_CPU_REASON "not built: disabled at configure time (FA_BACKEND_CPU=OFF)")
+endif()
+
+# CUDA: the toolchain is looked for; the plugin's source arrives with the CUDA issue.
+include(CheckLanguage)
+check_language(CUDA)
+set(FA_HAVE_CUDA_SOURCE OFF)
+if(EXISTS ${CMAKE_SOURCE_DIR}/backends/cuda/CMakeLists.txt)
+  set(FA_HAVE_CUDA_SOURCE ON)
+endif()
+if(NOT CMAKE_CUDA_COMPILER)
+  set(FA_CUDA_REASON "not built: no CUDA compiler (nvcc) found at configure time")
+  set(FA_BACKEND_CUDA OFF)
+elseif(NOT FA_HAVE_CUDA_SOURCE)
+  set(FA_CUDA_REASON "not built: this version has no CUDA backend yet (nvcc found: ${CMAKE_CUDA_COMPILER})")
+  set(FA_BACKEND_CUDA OFF)
+else()
+  option(FA_BACKEND_CUDA "Build the CUDA backend" ON)
+  set(FA_CUDA_REASON "")
+endif()
+
+# HIP: hipcc.
+find_program(FA_HIPCC hipcc)
+if(NOT FA_HIPCC)
+  set(FA_HIP_REASON "not built: no HIP compiler (hipcc) found at configure time")
+elseif(NOT EXISTS ${CMAKE_SOURCE_DIR}/backends/hip/CMakeLists.txt)
+  set(FA_HIP_REASON "not built: this version has no HIP backend yet (hipcc found: ${FA_HIPCC})")
+else()
+  set(FA_HIP_REASON "")
+endif()
+
+# OpenCL: headers and ICD loader.
+find_package(OpenCL QUIET)
+if(NOT OpenCL_FOUND)
+  set(FA_OPENCL_REASON "not built: no OpenCL headers and ICD loader found at configure time")
+elseif(NOT EXISTS ${CMAKE_SOURCE_DIR}/backends/opencl/CMakeLists.txt)
+  set(FA_OPENCL_REASON "not built: this version has no OpenCL backend yet (OpenCL found)")
+else()
+  set(FA_OPENCL_REASON "")
+endif()
+
+foreach(b CPU CUDA HIP OPENCL)
+  message(STATUS "flashattn backend ${b}: ${FA_${b}_REASON}")
+endforeach()

@@ -1,0 +1,76 @@
+/*
+ * mask.h: the one definition of which keys a query row sees (FA_HD: host and device code).
+ *
+ * Row i of a sequence with seqlen_q rows over seqlen_k keys is aligned to key column
+ * i + shift, where shift = seqlen_k - seqlen_q for bottom-right alignment (the default, as
+ * FlashAttention >= 2.1) and 0 for top-left. Causal keeps keys j <= i + shift. A sliding window
+ * keeps i + shift - left <= j <= i + shift + right (bounds inclusive; -1 = unbounded side).
+ * Causal with a window is the window with right = 0. Every mask here keeps one contiguous key
+ * range per row, so a backend needs only fa_mask_key_range and fa_mask_tile_class.
+ */
+#ifndef FA_CORE_MASK_H
+#define FA_CORE_MASK_H
+
+#include <stdint.h>
+
+#include "fa_hd.h"
+
+typedef struct fa_mask {
+  int64_t shift;      /* diagonal offset: row i sits at key column i + shift */
+  int64_t left;       /* keys left of the diagonal a row sees; -1: unbounded */
+  int64_t right;      /* keys right of the diagonal a row sees; -1: unbounded */
+} fa_mask;
+
+/* causal_align: 0 bottom-right, 1 top-left (fa_causal_align). */
+FA_HD fa_mask fa_mask_make(int32_t causal, int32_t causal_align, int32_t window_enabled,
+                           int64_t window_left, int64_t window_right, int64_t seqlen_q,
+                           int64_t seqlen_k) {
+  fa_mask m;
+  m.shift = causal_align == 1 ? 0 : seqlen_k - seqlen_q;
+  m.left = -1;
+  m.right = -1;
+  if (window_enabled) {
+    m.left = window_left < 0 ? -1 : window_left;
+    m.right = window_right < 0 ? -1 : window_right;
+  }
+  if (causal && (m.right < 0 || m.right > 0)) m.right = 0;
+  return m;
+}
+
+/* Keys row i sees: [*lo, *hi) within [0, seqlen_k); empty when *lo >= *hi. */
+FA_HD void fa_mask_key_range(const fa_mask *m, int64_t i, int64_t seqlen_k, int64_t *lo,
+                             int64_t *hi) {
+  int64_t diag = i + m->shift;
+  int64_t a = 0, b = seqlen_k;
+  if (m->left >= 0 && diag - m->left > a) a = diag - m->left;
+  if (m->right >= 0 && diag + m->right + 1 < b) b = diag + m->right + 1;
+  *lo = a;
+  *hi = b < a ? a : b;
+}
+
+FA_HD int fa_mask_allows(const fa_mask *m, int64_t i, int64_t j, int64_t seqlen_k) {
+  int64_t lo, hi;
+  fa_mask_key_range(m, i, seqlen_k, &lo, &hi);
+  return j >= lo && j < hi;
+}
+
+typedef enum fa_tile_class {
+  FA_TILE_EMPTY = 0,   /* no (row, key) pair of the tile is kept: skip it */
+  FA_TILE_PARTIAL = 1, /* some pairs kept: apply the mask per element */
+  FA_TILE_FULL = 2     /* every pair kept: no masking needed */
+} fa_tile_class;
+
+/* Classifies the tile rows [r0, r1) x keys [c0, c1) (both non-empty, keys within seqlen_k). */
+FA_HD fa_tile_class fa_mask_tile_class(const fa_mask *m, int64_t r0, int64_t r1, int64_t c0,
+                                       int64_t c1, int64_t seqlen_k) {
+  /* Both ends of a row's key range are non-decreasing in the row, so the first and the last row
+     bound every row of the tile: lo/hi of row r0 are the smallest, those of row r1-1 the largest. */
+  int64_t lo_first, hi_first, lo_last, hi_last;
+  fa_mask_key_range(m, r0, seqlen_k, &lo_first, &hi_first);
+  fa_mask_key_range(m, r1 - 1, seqlen_k, &lo_last, &hi_last);
+  if (hi_last <= c0 || lo_first >= c1) return FA_TILE_EMPTY;
+  if (lo_last <= c0 && hi_first >= c1) return FA_TILE_FULL;
+  return FA_TILE_PARTIAL;
+}
+
+#endif /* FA_CORE_MASK_H */

@@ -1,0 +1,99 @@
+/*
+ * plugin.h: the contract between the core library and a backend plugin.
+ *
+ * A plugin is a shared object (libfa_<name>.so) exporting one symbol, FA_PLUGIN_ENTRY_SYMBOL, of type
+ * fa_plugin_entry_fn. The registry calls it with the core's FA_PLUGIN_ABI_VERSION; a plugin built
+ * for another ABI returns NULL (or a table whose abi_version differs) and is refused with the
+ * reason kept for fa_backend_info().
+ *
+ * The request a plugin sees has been validated by core/validate: shapes, strides, dtypes and
+ * devices agree, every index fits in int64. The plugin's decide() is the ONE function that says
+ * whether it supports a request, which kernel runs and how much workspace it needs; fa_plan,
+ * fa_backend_info's feature list and the call itself all go through it.
+ */
+#ifndef FA_CORE_PLUGIN_H
+#define FA_CORE_PLUGIN_H
+
+#include "flash_attn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FA_PLUGIN_ABI_VERSION 1u
+#define FA_PLUGIN_ENTRY_SYMBOL "fa_plugin_entry"
+
+typedef enum fa_op { FA_OP_FORWARD = 0, FA_OP_BACKWARD = 1 } fa_op;
+
+/** A validated call, with the dimensions derived once by core/validate. */
+typedef struct fa_request {
+  fa_op op;
+  const fa_params *params; /* never NULL: defaults are filled in by the core */
+  const fa_tensor *q, *k, *v, *out, *lse;
+  const fa_tensor *dout, *dq, *dk, *dv; /* backward only; NULL for forward */
+  fa_dtype dtype;
+  fa_device device;
+  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, head_dim_v;
+  float scale; /* softmax_scale resolved (0 -> 1/sqrt(head_dim)) */
+} fa_request;
+
+/** What decide() answers. */
+typedef struct fa_decision {
+  int32_t supported;             /* 0: reason says why */
+  char reason[256];              /* "head_dim 320 > 256 for fa2_sm80" */
+  char kernel[FA_KERNEL_LEN];
+  int32_t tile_m, tile_n;
+  int32_t num_splits;
+  int32_t deterministic;
+  size_t workspace_bytes;
+} fa_decision;
+
+/** What probe() reports about the machine. */
+typedef struct fa_plugin_probe {
+  int32_t available;
+  char reason[FA_REASON_LEN];
+  int32_t device_count;
+  char devices[256];
+  char arch[64];
+  char kernel_families[128];
+  char dtypes[64];
+} fa_plugin_probe;
+
+typedef struct fa_plugin {
+  uint32_t abi_version; /* FA_PLUGIN_ABI_VERSION the plugin was built for */
+  uint32_t struct_size; /* sizeof(fa_plugin) it was built with */
+  int32_t backend_id;   /* fa_backend_id */
+  const char *name;
+  /* Probes the runtime and devices once; must not fail hard (report through the struct). */
+  void (*probe)(fa_plugin_probe *out);
+  /* The one decide-function (see above). Pure: no allocation, no device work. */
+  void (*decide)(const fa_request *req, fa_decision *out);
+  /* Runs the request with the decision decide() gave. workspace has decision->workspace_bytes
+   * bytes (or is NULL when that is 0). Errors set the thread-local message through
+   * fa_core_set_error and return its status. */
+  fa_status (*run)(const fa_request *req, const fa_decision *decision, void *workspace);
+  /* Frees cached resources (fa_release). May be NULL. */
+  void (*release)(void);
+} fa_plugin;
+
+typedef const fa_plugin *(*fa_plugin_entry_fn)(uint32_t core_abi_version);
+
+/* --- services the core library exports to plugins (declared here, not in the public header) --- */
+
+/* Records status and a printf-style message as this thread's last error; returns status. */
+FA_API fa_status fa_core_set_error(fa_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Element pointer arithmetic shared by host backends. */
+static inline void *fa_tensor_base(const fa_tensor *t) {
+  return (void *)((char *)t->data + t->byte_offset);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FA_CORE_PLUGIN_H */
