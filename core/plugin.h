@@ -69,8 +69,10 @@ typedef struct fa_plugin {
   /* The one decide-function (see above). Pure: no allocation, no device work. */
   void (*decide)(const fa_request *req, fa_decision *out);
   /* Runs the request with the decision decide() gave. workspace has decision->workspace_bytes
-   * bytes (or is NULL when that is 0). Errors set the thread-local message through
-   * fa_core_set_error and return its status. */
+   * bytes: the caller's (params->workspace) or, for host memory, one the core allocated for this
+   * call. It is NULL when that is 0, and for device memory when the caller gave none: a device
+   * backend then uses its own per-device, per-stream cache (freed by release). Errors set the
+   * thread-local message through fa_core_set_error and return its status. */
   fa_status (*run)(const fa_request *req, const fa_decision *decision, void *workspace);
   /* Frees cached resources (fa_release). May be NULL. */
   void (*release)(void);

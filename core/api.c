@@ -1,0 +1,311 @@
+/*
+ * api.c: the public entry points. Each call: validate every argument (core/validate.c), choose a
+ * backend through the plugins' decide() (the same path for fa_plan, the workspace queries and the
+ * call itself), then run. Everything that can fail before computing fails before any output is
+ * written.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "build_config.h"
+#include "internal.h"
+
+void fa_params_init(fa_params *params) {
+  if (!params) return;
+  memset(params, 0, sizeof *params);
+  params->struct_size = sizeof *params;
+}
+
+void fa_run_info_init(fa_run_info *info) {
+  if (!info) return;
+  memset(info, 0, sizeof *info);
+  info->struct_size = sizeof *info;
+}
+
+void fa_backend_desc_init(fa_backend_desc *desc) {
+  if (!desc) return;
+  memset(desc, 0, sizeof *desc);
+  desc->struct_size = sizeof *desc;
+}
+
+static const char *const backend_names[FA_BACKEND_COUNT_] = {"auto", "cpu", "cuda", "hip",
+                                                             "opencl"};
+
+const char *fa_backend_name(int32_t id) {
+  return (id >= 0 && id < FA_BACKEND_COUNT_) ? backend_names[id] : NULL;
+}
+
+fa_status fa_backend_from_name(const char *name, int32_t *id) {
+  fa_core_clear_error();
+  if (!id) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "id: NULL pointer");
+  for (int32_t i = 0; name && i < FA_BACKEND_COUNT_; ++i)
+    if (strcmp(name, backend_names[i]) == 0) {
+      *id = i;
+      return FA_OK;
+    }
+  return fa_core_set_error(FA_ERR_INVALID_ARGUMENT,
+                           "name: '%s' is not a backend (auto, cpu, cuda, hip, opencl)",
+                           name ? name : "(null)");
+}
+
+const char *fa_version(int *major, int *minor, int *patch) {
+  if (major) *major = FA_VERSION_MAJOR;
+  if (minor) *minor = FA_VERSION_MINOR;
+  if (patch) *patch = FA_VERSION_PATCH;
+  return FA_VERSION_STRING;
+}
+
+/* AUTO's preference: the accelerators first; only backends that own the tensors' memory count. */
+static const int32_t auto_order[] = {FA_BACKEND_CUDA, FA_BACKEND_HIP, FA_BACKEND_OPENCL,
+                                     FA_BACKEND_CPU};
+
+typedef struct choice {
+  const fa_backend_slot *slot;
+  fa_decision decision;
+  int32_t fell_back;
+  char rejected[FA_REASON_LEN];
+} choice;
+
+static void note_rejected(choice *c, const char *name, const char *why) {
+  size_t used = strlen(c->rejected);
+  snprintf(c->rejected + used, sizeof c->rejected - used, "%s%s: %s", used ? "; " : "", name, why);
+}
+
+static const char *memory_name(fa_device_kind kind) {
+  switch (kind) {
+    case FA_DEVICE_CPU: return "host";
+    case FA_DEVICE_CUDA: return "CUDA";
+    case FA_DEVICE_HIP: return "HIP";
+    case FA_DEVICE_OPENCL: return "OpenCL";
+    default: return "unknown";
+  }
+}
+
+/* Picks the backend and kernel. With a named backend it is tried first; without strict, AUTO's
+ * order follows. With strict, only the first candidate is tried: no fallback at all. */
+static fa_status choose(const fa_request *req, choice *c) {
+  memset(c, 0, sizeof *c);
+  const fa_params *p = req->params;
+  int32_t order[1 + sizeof auto_order / sizeof auto_order[0]];
+  int n = 0;
+  if (p->backend != FA_BACKEND_AUTO) order[n++] = p->backend;
+  for (size_t i = 0; i < sizeof auto_order / sizeof auto_order[0]; ++i) {
+    const fa_backend_slot *s = fa_registry_slot(auto_order[i]);
+    if (auto_order[i] != p->backend && s->owns == req->device.kind) order[n++] = auto_order[i];
+  }
+  if (p->strict && n > 1) n = 1;
+
+  int any_refused = 0;
+  for (int i = 0; i < n; ++i) {
+    const fa_backend_slot *s = fa_registry_slot(order[i]);
+    char why[FA_REASON_LEN];
+    if (s->owns != req->device.kind) {
+      snprintf(why, sizeof why, "cannot use %s memory (the tensors' device)",
+               memory_name(req->device.kind));
+      any_refused = 1;
+    } else if (!s->plugin) {
+      snprintf(why, sizeof why, "unavailable: %s", s->reason);
+    } else {
+      s->plugin->decide(req, &c->decision);
+      if (c->decision.supported) {
+        c->slot = s;
+        c->fell_back = i > 0;
+        return FA_OK;
+      }
+      snprintf(why, sizeof why, "%s", c->decision.reason);
+      any_refused = 1;
+    }
+    note_rejected(c, s->name, why);
+  }
+  fa_status st = any_refused ? FA_ERR_UNSUPPORTED : FA_ERR_BACKEND_UNAVAILABLE;
+  if (n == 0)
+    return fa_core_set_error(FA_ERR_BACKEND_UNAVAILABLE, "no backend owns %s memory",
+                             memory_name(req->device.kind));
+  return fa_core_set_error(st, "%sno backend can run this request: %s",
+                           p->strict ? "strict: " : "", c->rejected);
+}
+
+static fa_status check_info(const fa_run_info *info) {
+  if (info && info->struct_size < sizeof(fa_run_info))
+    return fa_core_set_error(FA_ERR_INVALID_ARGUMENT,
+                             "info.struct_size = %zu but fa_run_info has %zu bytes: initialise it "
+                             "with fa_run_info_init()",
+                             info->struct_size, sizeof(fa_run_info));
+  return FA_OK;
+}
+
+static void fill_info(fa_run_info *info, const fa_request *req, const choice *c) {
+  if (!info) return;
+  size_t size = info->struct_size;
+  memset(info, 0, size); /* fields of a newer header this version does not know stay zero */
+  info->struct_size = size;
+  info->backend = c->slot->id;
+  snprintf(info->backend_name, sizeof info->backend_name, "%s", c->slot->name);
+  info->device = req->device;
+  snprintf(info->kernel, sizeof info->kernel, "%s", c->decision.kernel);
+  info->tile_m = c->decision.tile_m;
+  info->tile_n = c->decision.tile_n;
+  info->num_splits = c->decision.num_splits;
+  info->deterministic = c->decision.deterministic;
+  info->workspace_bytes = c->decision.workspace_bytes;
+  info->fell_back = c->fell_back;
+  snprintf(info->rejected, sizeof info->rejected, "%s", c->rejected);
+}
+
+/* Validation and choice, shared by the calls, the plans and the workspace queries. */
+static fa_status prepare(fa_op op, const fa_params *params, const fa_call_args *args,
+                         fa_params *resolved, fa_request *req, choice *c) {
+  fa_core_clear_error();
+  fa_status st = fa_validate(op, params, args, resolved, req);
+  if (st != FA_OK) return st;
+  return choose(req, c);
+}
+
+static fa_status execute(fa_op op, const fa_params *params, const fa_call_args *args,
+                         fa_run_info *info) {
+  fa_params resolved;
+  fa_request req;
+  choice c;
+  fa_core_clear_error();
+  fa_status st = check_info(info);
+  if (st != FA_OK) return st;
+  st = prepare(op, params, args, &resolved, &req, &c);
+  if (st != FA_OK) return st;
+
+  size_t need = c.decision.workspace_bytes;
+  void *workspace = NULL, *owned = NULL;
+  if (need > 0 && resolved.workspace) {
+    if (resolved.workspace_size < need)
+      return fa_core_set_error(FA_ERR_INVALID_ARGUMENT,
+                               "params.workspace_size = %zu but kernel %s needs %zu bytes (ask "
+                               "fa_%s_workspace_size)",
+                               resolved.workspace_size, c.decision.kernel, need,
+                               op == FA_OP_FORWARD ? "forward" : "backward");
+    workspace = resolved.workspace;
+  } else if (need > 0 && req.device.kind == FA_DEVICE_CPU) {
+    /* Host scratch is cheap to get per call; device backends keep their own per-stream caches. */
+    owned = workspace = malloc(need);
+    if (!owned)
+      return fa_core_set_error(FA_ERR_OUT_OF_MEMORY, "workspace: could not allocate %zu bytes for %s",
+                               need, c.decision.kernel);
+  }
+  st = c.slot->plugin->run(&req, &c.decision, workspace);
+  free(owned);
+  if (st != FA_OK) {
+    if (!fa_last_error()[0])
+      fa_core_set_error(st, "%s: kernel %s failed without a message", c.slot->name,
+                        c.decision.kernel);
+    return st;
+  }
+  fill_info(info, &req, &c);
+  return FA_OK;
+}
+
+static fa_status plan(fa_op op, const fa_params *params, const fa_call_args *args,
+                      fa_run_info *info, size_t *bytes) {
+  fa_params resolved;
+  fa_request req;
+  choice c;
+  fa_core_clear_error();
+  fa_status st = check_info(info);
+  if (st != FA_OK) return st;
+  if (!info && !bytes) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "plan: NULL output");
+  st = prepare(op, params, args, &resolved, &req, &c);
+  if (st != FA_OK) return st;
+  fill_info(info, &req, &c);
+  if (bytes) *bytes = c.decision.workspace_bytes;
+  return FA_OK;
+}
+
+fa_status fa_forward(const fa_params *params, const fa_tensor *q, const fa_tensor *k,
+                     const fa_tensor *v, fa_tensor *out, fa_tensor *lse, fa_run_info *info) {
+  fa_call_args a = {q, k, v, out, lse, NULL, NULL, NULL, NULL};
+  return execute(FA_OP_FORWARD, params, &a, info);
+}
+
+fa_status fa_backward(const fa_params *params, const fa_tensor *q, const fa_tensor *k,
+                      const fa_tensor *v, const fa_tensor *out, const fa_tensor *lse,
+                      const fa_tensor *dout, fa_tensor *dq, fa_tensor *dk, fa_tensor *dv,
+                      fa_run_info *info) {
+  fa_call_args a = {q, k, v, out, lse, dout, dq, dk, dv};
+  return execute(FA_OP_BACKWARD, params, &a, info);
+}
+
+fa_status fa_plan_forward(const fa_params *params, const fa_tensor *q, const fa_tensor *k,
+                          const fa_tensor *v, const fa_tensor *out, const fa_tensor *lse,
+                          fa_run_info *info) {
+  fa_call_args a = {q, k, v, out, lse, NULL, NULL, NULL, NULL};
+  if (!info) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "plan: NULL fa_run_info");
+  return plan(FA_OP_FORWARD, params, &a, info, NULL);
+}
+
+fa_status fa_plan_backward(const fa_params *params, const fa_tensor *q, const fa_tensor *k,
+                           const fa_tensor *v, const fa_tensor *out, const fa_tensor *lse,
+                           const fa_tensor *dout, const fa_tensor *dq, const fa_tensor *dk,
+                           const fa_tensor *dv, fa_run_info *info) {
+  fa_call_args a = {q, k, v, out, lse, dout, dq, dk, dv};
+  if (!info) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "plan: NULL fa_run_info");
+  return plan(FA_OP_BACKWARD, params, &a, info, NULL);
+}
+
+fa_status fa_forward_workspace_size(const fa_params *params, const fa_tensor *q,
+                                    const fa_tensor *k, const fa_tensor *v, const fa_tensor *out,
+                                    const fa_tensor *lse, size_t *bytes) {
+  fa_call_args a = {q, k, v, out, lse, NULL, NULL, NULL, NULL};
+  if (!bytes) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "bytes: NULL pointer");
+  return plan(FA_OP_FORWARD, params, &a, NULL, bytes);
+}
+
+fa_status fa_backward_workspace_size(const fa_params *params, const fa_tensor *q,
+                                     const fa_tensor *k, const fa_tensor *v, const fa_tensor *out,
+                                     const fa_tensor *lse, const fa_tensor *dout,
+                                     const fa_tensor *dq, const fa_tensor *dk, const fa_tensor *dv,
+                                     size_t *bytes) {
+  fa_call_args a = {q, k, v, out, lse, dout, dq, dk, dv};
+  if (!bytes) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "bytes: NULL pointer");
+  return plan(FA_OP_BACKWARD, params, &a, NULL, bytes);
+}
+
+fa_status fa_backend_info(fa_backend_desc *out, int32_t capacity, int32_t *count) {
+  fa_core_clear_error();
+  if (!count) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "count: NULL pointer");
+  if (capacity < 0 || (capacity > 0 && !out))
+    return fa_core_set_error(FA_ERR_INVALID_ARGUMENT,
+                             "out/capacity: capacity = %d with out = %p", (int)capacity,
+                             (void *)out);
+  for (int32_t i = 0; i < capacity && i < FA_BACKEND_COUNT_ - 1; ++i)
+    if (out[i].struct_size < sizeof(fa_backend_desc))
+      return fa_core_set_error(FA_ERR_INVALID_ARGUMENT,
+                               "out[%d].struct_size = %zu but fa_backend_desc has %zu bytes: "
+                               "initialise it with fa_backend_desc_init()",
+                               (int)i, out[i].struct_size, sizeof(fa_backend_desc));
+  *count = FA_BACKEND_COUNT_ - 1;
+  for (int32_t id = FA_BACKEND_CPU; id < FA_BACKEND_COUNT_ && id - 1 < capacity; ++id) {
+    const fa_backend_slot *s = fa_registry_slot(id);
+    fa_backend_desc *d = &out[id - 1];
+    size_t size = d->struct_size;
+    memset(d, 0, size);
+    d->struct_size = size;
+    d->id = id;
+    snprintf(d->name, sizeof d->name, "%s", s->name);
+    d->available = s->plugin != NULL;
+    snprintf(d->reason, sizeof d->reason, "%s", s->reason);
+    snprintf(d->plugin_path, sizeof d->plugin_path, "%s", s->path);
+    d->device_count = s->probe.device_count;
+    snprintf(d->devices, sizeof d->devices, "%s", s->probe.devices);
+    snprintf(d->arch, sizeof d->arch, "%s", s->probe.arch);
+    snprintf(d->kernel_families, sizeof d->kernel_families, "%s", s->probe.kernel_families);
+    snprintf(d->dtypes, sizeof d->dtypes, "%s", s->probe.dtypes);
+    snprintf(d->features, sizeof d->features, "%s", s->features);
+    snprintf(d->unsupported, sizeof d->unsupported, "%s", s->unsupported);
+  }
+  return FA_OK;
+}
+
+void fa_release(void) {
+  for (int32_t id = FA_BACKEND_CPU; id < FA_BACKEND_COUNT_; ++id) {
+    const fa_backend_slot *s = fa_registry_slot(id);
+    if (s->plugin && s->plugin->release) s->plugin->release();
+  }
+}

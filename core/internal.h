@@ -1,0 +1,42 @@
+/*
+ * internal.h: declarations shared by the core library's own files (not installed, not for plugins).
+ */
+#ifndef FA_CORE_INTERNAL_H
+#define FA_CORE_INTERNAL_H
+
+#include "plugin.h"
+
+/* error.c */
+void fa_core_clear_error(void);
+
+/* validate.c: every argument checked once. On success *req is filled (pointing into *params_out,
+ * which holds the caller's params resolved to this version's struct). */
+typedef struct fa_call_args {
+  const fa_tensor *q, *k, *v, *out, *lse;
+  const fa_tensor *dout, *dq, *dk, *dv;
+} fa_call_args;
+
+fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args *args,
+                      fa_params *params_out, fa_request *req);
+
+/* registry.c: the backends the library knows, loaded lazily and once. */
+typedef struct fa_backend_slot {
+  int32_t id;
+  const char *name;
+  fa_device_kind owns; /* the memory this backend computes on */
+  const fa_plugin *plugin; /* NULL when unavailable */
+  fa_plugin_probe probe;
+  char reason[FA_REASON_LEN]; /* why unavailable ("" when available) */
+  char path[512];
+  char features[512];
+  char unsupported[512];
+} fa_backend_slot;
+
+/* The slot of a backend id (FA_BACKEND_CPU..), loading all plugins on first use; NULL if the id
+ * is not a backend. Slots live for the whole process and are read-only after loading. */
+const fa_backend_slot *fa_registry_slot(int32_t id);
+
+/* features.c: fills slot->features / slot->unsupported by asking the plugin's decide(). */
+void fa_features_probe(fa_backend_slot *slot);
+
+#endif /* FA_CORE_INTERNAL_H */

@@ -1,0 +1,170 @@
+/*
+ * registry.c: plugin discovery and loading.
+ *
+ * Each backend is a shared object libfa_<name>.so. The registry looks, in order, in the
+ * directories of FA_PLUGIN_PATH (absolute paths only) and beside libflashattn.so itself (found with
+ * dladdr), never in the current directory. The first file found is the one tried; if it fails
+ * (dlopen error, no entry symbol, another ABI, probe says unavailable) the backend is unavailable
+ * with that reason, rather than silently trying a different file. Loading happens once per process
+ * (pthread_once), on the first call that needs a backend; afterwards the slots are read-only.
+ */
+#define _GNU_SOURCE /* dladdr */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "build_config.h"
+#include "internal.h"
+
+static fa_backend_slot slots[FA_BACKEND_COUNT_] = {
+    [FA_BACKEND_CPU] = {.id = FA_BACKEND_CPU, .name = "cpu", .owns = FA_DEVICE_CPU},
+    [FA_BACKEND_CUDA] = {.id = FA_BACKEND_CUDA, .name = "cuda", .owns = FA_DEVICE_CUDA},
+    [FA_BACKEND_HIP] = {.id = FA_BACKEND_HIP, .name = "hip", .owns = FA_DEVICE_HIP},
+    [FA_BACKEND_OPENCL] = {.id = FA_BACKEND_OPENCL, .name = "opencl", .owns = FA_DEVICE_OPENCL},
+};
+
+static const char *build_reason(int32_t id) {
+  switch (id) {
+    case FA_BACKEND_CPU: return FA_BUILD_REASON_CPU;
+    case FA_BACKEND_CUDA: return FA_BUILD_REASON_CUDA;
+    case FA_BACKEND_HIP: return FA_BUILD_REASON_HIP;
+    case FA_BACKEND_OPENCL: return FA_BUILD_REASON_OPENCL;
+    default: return "unknown backend";
+  }
+}
+
+#define MAX_DIRS 16
+typedef struct search_dirs {
+  int count;
+  char dir[MAX_DIRS][512];
+  char ignored[512]; /* FA_PLUGIN_PATH entries refused, for the reason text */
+} search_dirs;
+
+static void add_dir(search_dirs *d, const char *dir, size_t len) {
+  if (d->count >= MAX_DIRS || len == 0 || len >= sizeof d->dir[0]) return;
+  memcpy(d->dir[d->count], dir, len);
+  d->dir[d->count][len] = '\0';
+  d->count++;
+}
+
+static void note_ignored(search_dirs *d, const char *entry, size_t len) {
+  size_t used = strlen(d->ignored);
+  snprintf(d->ignored + used, sizeof d->ignored - used, "%s'%.*s'", used ? ", " : "", (int)len,
+           entry);
+}
+
+static void find_search_dirs(search_dirs *d) {
+  memset(d, 0, sizeof *d);
+  const char *env = getenv("FA_PLUGIN_PATH");
+  while (env && *env) {
+    const char *end = strchr(env, ':');
+    size_t len = end ? (size_t)(end - env) : strlen(env);
+    /* Relative entries (".", "", "lib") would resolve against the current directory. */
+    if (len > 0 && env[0] == '/') add_dir(d, env, len);
+    else if (len > 0) note_ignored(d, env, len);
+    env = end ? end + 1 : NULL;
+  }
+  Dl_info info;
+  if (dladdr((void *)&fa_registry_slot, &info) && info.dli_fname && info.dli_fname[0] == '/') {
+    const char *slash = strrchr(info.dli_fname, '/');
+    add_dir(d, info.dli_fname, (size_t)(slash - info.dli_fname));
+  }
+}
+
+static void load_from(fa_backend_slot *s, const char *path) {
+  snprintf(s->path, sizeof s->path, "%s", path);
+  void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    snprintf(s->reason, sizeof s->reason, "plugin %s failed to load: %s", path, dlerror());
+    return;
+  }
+  fa_plugin_entry_fn entry;
+  void *sym = dlsym(handle, FA_PLUGIN_ENTRY_SYMBOL);
+  memcpy(&entry, &sym, sizeof entry); /* object pointer -> function pointer without UB warnings */
+  if (!sym) {
+    snprintf(s->reason, sizeof s->reason,
+             "plugin %s has no %s symbol (missing entry point: not a flashattn plugin)", path,
+             FA_PLUGIN_ENTRY_SYMBOL);
+    dlclose(handle);
+    return;
+  }
+  const fa_plugin *plugin = entry(FA_PLUGIN_ABI_VERSION);
+  if (!plugin) {
+    snprintf(s->reason, sizeof s->reason,
+             "plugin %s refused plugin ABI version %u of this core (built for another version)",
+             path, FA_PLUGIN_ABI_VERSION);
+    dlclose(handle);
+    return;
+  }
+  if (plugin->abi_version != FA_PLUGIN_ABI_VERSION || plugin->struct_size < sizeof(fa_plugin)) {
+    snprintf(s->reason, sizeof s->reason,
+             "plugin %s was built for plugin ABI version %u (table of %u bytes) but this core "
+             "needs ABI version %u (%zu bytes)",
+             path, plugin->abi_version, plugin->struct_size, FA_PLUGIN_ABI_VERSION,
+             sizeof(fa_plugin));
+    dlclose(handle);
+    return;
+  }
+  if (plugin->backend_id != s->id || !plugin->probe || !plugin->decide || !plugin->run) {
+    snprintf(s->reason, sizeof s->reason,
+             "plugin %s is malformed (backend id %d, expected %d, or a NULL function)", path,
+             (int)plugin->backend_id, (int)s->id);
+    dlclose(handle);
+    return;
+  }
+  plugin->probe(&s->probe);
+  if (!s->probe.available) {
+    snprintf(s->reason, sizeof s->reason, "%s",
+             s->probe.reason[0] ? s->probe.reason : "the plugin reports no usable device");
+    return; /* kept loaded: its probe's facts (devices, arch) are still reported */
+  }
+  s->plugin = plugin;
+  s->reason[0] = '\0';
+  fa_features_probe(s);
+}
+
+static void load_slot(fa_backend_slot *s, const search_dirs *dirs) {
+  char file[64];
+  snprintf(file, sizeof file, "libfa_%s.so", s->name);
+  for (int i = 0; i < dirs->count; ++i) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dirs->dir[i], file);
+    if (access(path, F_OK) == 0) {
+      load_from(s, path);
+      return;
+    }
+  }
+  char where[300] = "";
+  for (int i = 0; i < dirs->count; ++i) {
+    size_t used = strlen(where);
+    snprintf(where + used, sizeof where - used, "%s%s", i ? ", " : "", dirs->dir[i]);
+  }
+  const char *why = build_reason(s->id);
+  if (why[0])
+    snprintf(s->reason, sizeof s->reason, "%s", why);
+  else
+    snprintf(s->reason, sizeof s->reason, "plugin %s not found (looked in: %s)", file,
+             dirs->count ? where : "no directory");
+  if (dirs->ignored[0]) {
+    size_t used = strlen(s->reason);
+    snprintf(s->reason + used, sizeof s->reason - used,
+             "; FA_PLUGIN_PATH entries ignored as not absolute: %s", dirs->ignored);
+  }
+}
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+
+static void load_all(void) {
+  search_dirs dirs;
+  find_search_dirs(&dirs);
+  for (int32_t id = FA_BACKEND_CPU; id < FA_BACKEND_COUNT_; ++id) load_slot(&slots[id], &dirs);
+}
+
+const fa_backend_slot *fa_registry_slot(int32_t id) {
+  if (id <= FA_BACKEND_AUTO || id >= FA_BACKEND_COUNT_) return NULL;
+  pthread_once(&load_once, load_all);
+  return &slots[id];
+}
