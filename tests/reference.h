@@ -1,0 +1,97 @@
+/*
+ * reference.h: naive attention for the tests (ref_ prefix), materialising the score matrix.
+ *
+ * Two precisions:
+ *   REF_F64      float64 throughout: the "truth" every backend is compared with.
+ *   REF_STORAGE  the naive computation in the storage dtype, as FlashAttention's tests do with
+ *                upcast=False: fp32 accumulation, every intermediate tensor (q·scale, S, P, O, dP,
+ *                dS, dQ, dK, dV) rounded to the storage dtype. Its distance from REF_F64 measures
+ *                how much error the dtype itself forces, and so sets the tolerance.
+ *
+ * Conventions are the library's: q [b, sq, hq, d], k [b, sk, hkv, d], v [b, sk, hkv, dv],
+ * out [b, sq, hq, dv], lse [b, hq, sq] natural log; query head h reads kv head h / (hq / hkv);
+ * the causal mask comes from core/mask.h. Results are float64 arrays in contiguous row-major order
+ * of those shapes, whatever the inputs' layouts.
+ */
+#ifndef FA_TESTS_REFERENCE_H
+#define FA_TESTS_REFERENCE_H
+
+#include <stdint.h>
+
+#include "tensor_util.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ref_problem {
+  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, head_dim_v;
+  double scale;     /* the softmax scale as the library resolves it (never 0 here) */
+  int causal;       /* non-zero: causal mask */
+  int causal_align; /* fa_causal_align */
+} ref_problem;
+
+typedef enum ref_precision { REF_F64 = 0, REF_STORAGE = 1 } ref_precision;
+
+typedef enum ref_which { REF_OUT = 0, REF_LSE = 1, REF_DQ = 2, REF_DK = 3, REF_DV = 4 } ref_which;
+#define REF_NUM_OUTPUTS 5
+
+const char *ref_which_name(ref_which w); /* "out", "lse", "dq", "dk", "dv" */
+
+typedef struct ref_result {
+  double *t[REF_NUM_OUTPUTS]; /* contiguous arrays; the gradients are NULL after a forward only */
+  int64_t n[REF_NUM_OUTPUTS]; /* element counts */
+} ref_result;
+
+/* The scale the library uses for softmax_scale = s: s itself, or 1/sqrt(head_dim) when s is 0,
+   both as float (the library resolves it in float). */
+double ref_resolve_scale(float softmax_scale, int64_t head_dim);
+
+/*
+ * Computes out and lse, and with dout non-NULL also dq, dk, dv. Inputs are read as stored (any
+ * layout); REF_STORAGE rounds to q's dtype. threads <= 0 picks ref_default_threads(). Returns 0, or
+ * -1 when out of memory or the shapes disagree with p (r is then empty).
+ */
+int ref_attention(const ref_problem *p, ref_precision prec, const tu_tensor *q, const tu_tensor *k,
+                  const tu_tensor *v, const tu_tensor *dout, ref_result *r, int threads);
+void ref_result_free(ref_result *r);
+
+/* FA_TEST_THREADS when set, else the online CPU count (at least 1). */
+int ref_default_threads(void);
+
+/*
+ * Elements whose value the mask alone decides: outputs and dq of query rows that see no key (0),
+ * lse of those rows (-inf), dk and dv of keys no query row sees (0). Returns a malloc'd map of
+ * r->n[which] bytes (1 = decided by the mask), or NULL when out of memory.
+ */
+unsigned char *ref_masked_map(const ref_problem *p, ref_which which);
+
+/* The absolute error floor of the pass rule for a storage dtype (see reference.c for why). */
+double ref_floor(fa_dtype dtype);
+
+/* Result of checking one output tensor against the references. */
+typedef struct ref_check {
+  int pass;
+  double max_err;   /* max |x - ref64| over elements both finite */
+  double naive_err; /* max |naive - ref64| over the same elements */
+  double tol;       /* 2 * naive_err + floor */
+  int64_t worst;    /* flat index of the worst element (the first broken one if any), or -1 */
+  double worst_got, worst_want;
+  int64_t broken;   /* elements that fail regardless of tolerance: NaN, wrong infinity, a
+                       mask-decided element that is not exactly its value */
+  char why[160];    /* what broke, for the report */
+} ref_check;
+
+/*
+ * The pass rule: every element non-NaN; where ref64 is -inf (lse of an empty row) x is exactly
+ * -inf, elsewhere finite; elements in masked (may be NULL) equal ref64 exactly; and
+ * max|x - ref64| <= 2 * max|naive - ref64| + ref_floor(dtype). x is read as stored.
+ */
+void ref_check_tensor(const tu_tensor *x, const double *ref64, const double *naive,
+                      const unsigned char *masked, fa_dtype dtype, ref_check *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FA_TESTS_REFERENCE_H */
