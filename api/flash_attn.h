@@ -263,7 +263,7 @@ typedef struct fa_backend_desc {
   char kernel_families[128]; /**< e.g. "flash" or "fa2,fa3" */
   char dtypes[64];         /**< e.g. "f32,f16,bf16" */
   char features[512];      /**< what decide() accepts, probed: "fwd,bwd,causal,lse,gqa,..." */
-  char unsupported[512];   /**< features probed and refused, each with decide()'s reason */
+  char unsupported[2048];  /**< features probed and refused, each with decide()'s reason */
 } fa_backend_desc;
 
 /**

@@ -100,12 +100,12 @@ static fa_status choose(const fa_request *req, choice *c) {
   for (int i = 0; i < n; ++i) {
     const fa_backend_slot *s = fa_registry_slot(order[i]);
     char why[FA_REASON_LEN];
-    if (s->owns != req->device.kind) {
+    if (!s->plugin) {
+      snprintf(why, sizeof why, "unavailable: %s", s->reason);
+    } else if (s->owns != req->device.kind) {
       snprintf(why, sizeof why, "cannot use %s memory (the tensors' device)",
                memory_name(req->device.kind));
       any_refused = 1;
-    } else if (!s->plugin) {
-      snprintf(why, sizeof why, "unavailable: %s", s->reason);
     } else {
       s->plugin->decide(req, &c->decision);
       if (c->decision.supported) {

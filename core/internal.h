@@ -29,7 +29,7 @@ typedef struct fa_backend_slot {
   char reason[FA_REASON_LEN]; /* why unavailable ("" when available) */
   char path[512];
   char features[512];
-  char unsupported[512];
+  char unsupported[2048];
 } fa_backend_slot;
 
 /* The slot of a backend id (FA_BACKEND_CPU..), loading all plugins on first use; NULL if the id

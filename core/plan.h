@@ -1,7 +1,8 @@
 /*
  * plan.h: tile sizes from a device's fast-memory budget and the head dim, as in the FlashAttention
- * paper (Algorithm 1): with M words of on-chip memory, Bc = ceil(M / (4d)) key rows and
- * Br = min(Bc, d) query rows, then rounded down to what the backend's kernels can use.
+ * paper (Algorithm 1): with M words of on-chip memory, Bc = M / (4d) key rows (rounded down, so the
+ * tiles fit) and Br = min(Bc, d) query rows, then rounded down to what the backend's kernels can
+ * use, never below one granule.
  */
 #ifndef FA_CORE_PLAN_H
 #define FA_CORE_PLAN_H

@@ -41,6 +41,9 @@ const char *ref_which_name(ref_which w); /* "out", "lse", "dq", "dk", "dv" */
 typedef struct ref_result {
   double *t[REF_NUM_OUTPUTS]; /* contiguous arrays; the gradients are NULL after a forward only */
   int64_t n[REF_NUM_OUTPUTS]; /* element counts */
+  /* REF_F64 only (NULL otherwise): per element, the absolute sum of the terms that form it, every
+     cancellation counted as a sum; fp32 arithmetic errs by about 2^-24 times this. */
+  double *mag[REF_NUM_OUTPUTS];
 } ref_result;
 
 /* The scale the library uses for softmax_scale = s: s itself, or 1/sqrt(head_dim) when s is 0,
@@ -66,7 +69,7 @@ int ref_default_threads(void);
  */
 unsigned char *ref_masked_map(const ref_problem *p, ref_which which);
 
-/* The absolute error floor of the pass rule for a storage dtype (see reference.c for why). */
+/* The constant part of the pass rule's floor for a storage dtype (see reference.c for why). */
 double ref_floor(fa_dtype dtype);
 
 /* Result of checking one output tensor against the references. */
@@ -74,19 +77,27 @@ typedef struct ref_check {
   int pass;
   double max_err;   /* max |x - ref64| over elements both finite */
   double naive_err; /* max |naive - ref64| over the same elements */
-  double tol;       /* 2 * naive_err + floor */
-  int64_t worst;    /* flat index of the worst element (the first broken one if any), or -1 */
+  double floor;  /* ref_floor(dtype), plus the fp32 accumulation term when magnitudes are known */
+  double tol;    /* 2 * naive_err + floor */
+  int64_t worst; /* flat index of the worst element (the first broken one if any), or -1 */
   double worst_got, worst_want;
-  int64_t broken;   /* elements that fail regardless of tolerance: NaN, wrong infinity, a
-                       mask-decided element that is not exactly its value */
-  char why[160];    /* what broke, for the report */
+  int64_t broken; /* elements that fail regardless of tolerance: NaN, wrong infinity, a
+                     mask-decided element that is not exactly its value */
+  char why[160];  /* what broke, for the report */
 } ref_check;
 
 /*
- * The pass rule: every element non-NaN; where ref64 is -inf (lse of an empty row) x is exactly
- * -inf, elsewhere finite; elements in masked (may be NULL) equal ref64 exactly; and
- * max|x - ref64| <= 2 * max|naive - ref64| + ref_floor(dtype). x is read as stored.
+ * The pass rule for output `which` of x: every element non-NaN; where ref64 is -inf (lse of an
+ * empty row) x is exactly -inf, elsewhere finite; elements in masked (may be NULL) equal ref64
+ * exactly; and max|x - ref64| <= 2 * max|naive - ref64| + floor, where floor = ref_floor(dtype) +
+ * 4 * 2^-24 * max(r64->mag) (fp32 accumulation; see reference.c). x is read as stored; naive may be
+ * NULL (then only the floor counts).
  */
+void ref_check_output(const tu_tensor *x, const ref_result *r64, const ref_result *naive,
+                      ref_which which, const unsigned char *masked, fa_dtype dtype, ref_check *out);
+
+/* The same rule from bare arrays, without the fp32 accumulation term (floor = ref_floor(dtype)):
+   enough for short sequences; ref_check_output is the suite's rule. */
 void ref_check_tensor(const tu_tensor *x, const double *ref64, const double *naive,
                       const unsigned char *masked, fa_dtype dtype, ref_check *out);
 

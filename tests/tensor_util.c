@@ -79,6 +79,8 @@ void tu_rng_init(tu_rng *rng, uint64_t seed) {
   for (int i = 0; i < 4; ++i) rng->s[i] = splitmix64(&st);
   /* splitmix64 is a bijection of a counter, so four outputs are never all zero; kept explicit. */
   if (!(rng->s[0] | rng->s[1] | rng->s[2] | rng->s[3])) rng->s[0] = 1;
+  rng->spare = 0.0;
+  rng->has_spare = 0;
 }
 
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
@@ -102,11 +104,18 @@ double tu_rng_uniform(tu_rng *rng) {
 }
 
 double tu_rng_normal(tu_rng *rng) {
-  /* Box-Muller; 1 - u keeps the log's argument in (0, 1]. The second value is dropped: simpler,
-     and speed of drawing test data does not matter. */
+  /* Box-Muller, both values of a pair used (the transcendentals are most of the cost of filling
+     large tensors); 1 - u keeps the log's argument in (0, 1]. */
+  if (rng->has_spare) {
+    rng->has_spare = 0;
+    return rng->spare;
+  }
   double u1 = 1.0 - tu_rng_uniform(rng);
   double u2 = tu_rng_uniform(rng);
-  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+  double rad = sqrt(-2.0 * log(u1)), ang = 6.283185307179586 * u2;
+  rng->spare = rad * sin(ang);
+  rng->has_spare = 1;
+  return rad * cos(ang);
 }
 
 /* ----------------------------------------------------------------------------------------------
@@ -115,11 +124,16 @@ double tu_rng_normal(tu_rng *rng) {
 
 const char *tu_layout_name(tu_layout_kind kind) {
   switch (kind) {
-    case TU_CONTIGUOUS: return "contig";
-    case TU_PADDED: return "padded";
-    case TU_PERMUTED: return "permuted";
-    case TU_STRIDED: return "strided";
-    default: return "?";
+    case TU_CONTIGUOUS:
+      return "contig";
+    case TU_PADDED:
+      return "padded";
+    case TU_PERMUTED:
+      return "permuted";
+    case TU_STRIDED:
+      return "strided";
+    default:
+      return "?";
   }
 }
 
@@ -148,7 +162,8 @@ tu_layout tu_layout_of(tu_layout_kind kind, int ndim) {
       l.step = 2;
       l.lead = 1;
       break;
-    default: break;
+    default:
+      break;
   }
   return l;
 }
@@ -159,21 +174,31 @@ tu_layout tu_layout_of(tu_layout_kind kind, int ndim) {
 
 size_t tu_dtype_size(fa_dtype dtype) {
   switch (dtype) {
-    case FA_F32: return 4;
-    case FA_F16: return 2;
-    case FA_BF16: return 2;
-    case FA_I32: return 4;
-    default: return 0;
+    case FA_F32:
+      return 4;
+    case FA_F16:
+      return 2;
+    case FA_BF16:
+      return 2;
+    case FA_I32:
+      return 4;
+    default:
+      return 0;
   }
 }
 
 const char *tu_dtype_name(fa_dtype dtype) {
   switch (dtype) {
-    case FA_F32: return "f32";
-    case FA_F16: return "f16";
-    case FA_BF16: return "bf16";
-    case FA_I32: return "i32";
-    default: return "?";
+    case FA_F32:
+      return "f32";
+    case FA_F16:
+      return "f16";
+    case FA_BF16:
+      return "bf16";
+    case FA_I32:
+      return "i32";
+    default:
+      return "?";
   }
 }
 
@@ -186,8 +211,7 @@ int tu_alloc_layout(tu_tensor *x, fa_dtype dtype, int ndim, const int64_t *shape
                     const tu_layout *layout) {
   memset(x, 0, sizeof *x);
   size_t esz = tu_dtype_size(dtype);
-  if (esz == 0 || ndim < 1 || ndim > FA_MAX_DIMS || layout->step < 1 || layout->lead < 0)
-    return -1;
+  if (esz == 0 || ndim < 1 || ndim > FA_MAX_DIMS || layout->step < 1 || layout->lead < 0) return -1;
   int seen[FA_MAX_DIMS] = {0};
   for (int p = 0; p < ndim; ++p) {
     int d = layout->perm[p];
@@ -272,7 +296,8 @@ static double load(const tu_tensor *x, int64_t off) {
       memcpy(&i, p, 4);
       return i;
     }
-    default: return NAN;
+    default:
+      return NAN;
   }
 }
 
@@ -301,7 +326,8 @@ static void store(tu_tensor *x, int64_t off, double value) {
       memcpy(p, &i, 4);
       break;
     }
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -330,6 +356,40 @@ void tu_set_flat(tu_tensor *x, int64_t flat, double value) {
   tu_set(x, idx, value);
 }
 
+void tu_read_all(const tu_tensor *x, double *dst) {
+  const int nd = x->t.ndim;
+  int64_t n = tu_numel(x), idx[FA_MAX_DIMS] = {0};
+  int64_t off = (int64_t)(x->t.byte_offset / x->elem_bytes);
+  for (int64_t f = 0; f < n; ++f) {
+    dst[f] = load(x, off);
+    /* Advance the odometer, keeping the element offset in step with it. */
+    for (int d = nd - 1; d >= 0; --d) {
+      off += x->t.strides[d];
+      if (++idx[d] < x->t.shape[d]) break;
+      off -= idx[d] * x->t.strides[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+void tu_read_rows_f64(const tu_tensor *x, int64_t i0, int64_t i2, int64_t rows, int64_t cols,
+                      double *dst) {
+  const int64_t base =
+      (int64_t)(x->t.byte_offset / x->elem_bytes) + i0 * x->t.strides[0] + i2 * x->t.strides[2];
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      dst[r * cols + c] = load(x, base + r * x->t.strides[1] + c * x->t.strides[3]);
+}
+
+void tu_read_rows_f32(const tu_tensor *x, int64_t i0, int64_t i2, int64_t rows, int64_t cols,
+                      float *dst) {
+  const int64_t base =
+      (int64_t)(x->t.byte_offset / x->elem_bytes) + i0 * x->t.strides[0] + i2 * x->t.strides[2];
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      dst[r * cols + c] = (float)load(x, base + r * x->t.strides[1] + c * x->t.strides[3]);
+}
+
 char *tu_format_index(const tu_tensor *x, int64_t flat, char *buf, size_t n) {
   int64_t idx[FA_MAX_DIMS];
   tu_unflatten(x, flat, idx);
@@ -346,12 +406,20 @@ char *tu_format_index(const tu_tensor *x, int64_t flat, char *buf, size_t n) {
 }
 
 void tu_fill_random(tu_tensor *x, tu_rng *rng) {
-  int64_t n = tu_numel(x);
+  const int nd = x->t.ndim;
+  int64_t n = tu_numel(x), idx[FA_MAX_DIMS] = {0};
+  int64_t off = (int64_t)(x->t.byte_offset / x->elem_bytes);
   for (int64_t f = 0; f < n; ++f) {
     /* Zeros would hide a kernel that skips work or never loads an element; redraw them. */
     do {
-      tu_set_flat(x, f, tu_rng_normal(rng));
-    } while (tu_get_flat(x, f) == 0.0);
+      store(x, off, tu_rng_normal(rng));
+    } while (load(x, off) == 0.0);
+    for (int d = nd - 1; d >= 0; --d) {
+      off += x->t.strides[d];
+      if (++idx[d] < x->t.shape[d]) break;
+      off -= idx[d] * x->t.strides[d];
+      idx[d] = 0;
+    }
   }
 }
 
@@ -377,8 +445,7 @@ void tu_poison(tu_tensor *x) {
       break;
     }
   }
-  for (size_t i = 0; i < x->buf_elems; ++i)
-    memcpy(x->buf + i * x->elem_bytes, pat, x->elem_bytes);
+  for (size_t i = 0; i < x->buf_elems; ++i) memcpy(x->buf + i * x->elem_bytes, pat, x->elem_bytes);
   (void)tu_snapshot(x);
 }
 
@@ -415,6 +482,8 @@ static int compare_snapshot(const tu_tensor *x, const unsigned char *skip, char 
     if (msg && n) snprintf(msg, n, "no snapshot taken");
     return -1;
   }
+  /* Whole-buffer equality first: the common answer, in one memcmp. */
+  if (!memcmp(x->buf, x->snapshot, x->buf_elems * x->elem_bytes)) return 1;
   for (size_t i = 0; i < x->buf_elems; ++i) {
     if (skip && skip[i]) continue;
     if (memcmp(x->buf + i * x->elem_bytes, x->snapshot + i * x->elem_bytes, x->elem_bytes)) {

@@ -28,6 +28,8 @@ extern "C" {
 /* xoshiro256** state: small, fast and good enough for test data; never all zero. */
 typedef struct tu_rng {
   uint64_t s[4];
+  double spare; /* the second normal value of the last Box-Muller pair */
+  int has_spare;
 } tu_rng;
 
 /* The run's seed: FA_TEST_SEED (decimal or 0x-hex) when set, else time and pid mixed. Chosen once
@@ -76,9 +78,9 @@ tu_layout tu_layout_of(tu_layout_kind kind, int ndim);
  * -------------------------------------------------------------------------------------------- */
 
 typedef struct tu_tensor {
-  fa_tensor t;             /* the view handed to the library: CPU device, data = buf */
-  unsigned char *buf;      /* the whole allocation, gaps included */
-  size_t buf_elems;        /* elements in buf (each elem_bytes wide) */
+  fa_tensor t;        /* the view handed to the library: CPU device, data = buf */
+  unsigned char *buf; /* the whole allocation, gaps included */
+  size_t buf_elems;   /* elements in buf (each elem_bytes wide) */
   size_t elem_bytes;
   unsigned char *snapshot; /* copy of buf from the last tu_poison / tu_snapshot, or NULL */
 } tu_tensor;
@@ -102,6 +104,17 @@ void tu_set(tu_tensor *x, const int64_t *idx, double value);
 double tu_get_flat(const tu_tensor *x, int64_t flat);
 void tu_set_flat(tu_tensor *x, int64_t flat, double value);
 void tu_unflatten(const tu_tensor *x, int64_t flat, int64_t *idx);
+
+/* Reads every logical element, in row-major logical order, into dst (tu_numel(x) doubles). The
+   bulk form of tu_get_flat: one pass with an index odometer instead of a division per dimension. */
+void tu_read_all(const tu_tensor *x, double *dst);
+
+/* Reads x[i0, 0:rows, i2, 0:cols] of a 4-D tensor into dst[rows][cols] as double or float (every
+   stored f32/f16/bf16 value is exact in both). */
+void tu_read_rows_f64(const tu_tensor *x, int64_t i0, int64_t i2, int64_t rows, int64_t cols,
+                      double *dst);
+void tu_read_rows_f32(const tu_tensor *x, int64_t i0, int64_t i2, int64_t rows, int64_t cols,
+                      float *dst);
 
 /* Formats a logical index as "[1,2,3,4]" into buf; returns buf. */
 char *tu_format_index(const tu_tensor *x, int64_t flat, char *buf, size_t n);

@@ -318,7 +318,8 @@ static void shape(fa_tensor *t, void *data, fa_dtype dt, int ndim, const int64_t
   }
 }
 
-static void test_calls(void) {
+static void make_call(fa_tensor *tq, fa_tensor *tk, fa_tensor *tv, fa_tensor *to, fa_tensor *tl,
+                      fa_device_kind kind) {
   static float q[B * S * H * D], k[B * S * H * D], v[B * S * H * D], out[B * S * H * D];
   static float lse[B * H * S];
   /* Non-zero inputs (a small deterministic pattern is enough: only dispatch is tested here). */
@@ -326,65 +327,115 @@ static void test_calls(void) {
     q[i] = (float)sin(0.37 * i + 0.1);
     k[i] = (float)cos(0.23 * i + 0.2);
     v[i] = (float)sin(0.11 * i + 0.3);
+    out[i] = NAN;
   }
+  for (int i = 0; i < B * H * S; ++i) lse[i] = NAN;
   int64_t e4[4] = {B, S, H, D}, e3[3] = {B, H, S};
-  fa_tensor tq, tk, tv, to, tl;
-  shape(&tq, q, FA_F32, 4, e4);
-  shape(&tk, k, FA_F32, 4, e4);
-  shape(&tv, v, FA_F32, 4, e4);
-  shape(&to, out, FA_F32, 4, e4);
-  shape(&tl, lse, FA_F32, 3, e3);
+  shape(tq, q, FA_F32, 4, e4);
+  shape(tk, k, FA_F32, 4, e4);
+  shape(tv, v, FA_F32, 4, e4);
+  shape(to, out, FA_F32, 4, e4);
+  shape(tl, lse, FA_F32, 3, e3);
+  /* For device memory the pointers stand in for device handles: a refused call must not touch
+     them, and these are host buffers that show whether anything was written. */
+  fa_tensor *all[5] = {tq, tk, tv, to, tl};
+  for (int i = 0; i < 5; ++i) all[i]->device.kind = kind;
+}
 
-  static const int32_t ids[] = {FA_BACKEND_OPENCL, FA_BACKEND_HIP};
-  for (size_t i = 0; i < sizeof ids / sizeof ids[0]; ++i) {
-    char name[128];
+static int outputs_written(const fa_tensor *to, const fa_tensor *tl) {
+  const float *out = to->data, *lse = tl->data;
+  int written = 0;
+  for (int j = 0; j < B * S * H * D; ++j) written |= !isnan(out[j]);
+  for (int j = 0; j < B * H * S; ++j) written |= !isnan(lse[j]);
+  return written;
+}
+
+static void test_calls(void) {
+  fa_tensor tq, tk, tv, to, tl;
+  static const struct {
+    int32_t id;
+    fa_device_kind memory;
+  } refused[] = {{FA_BACKEND_OPENCL, FA_DEVICE_OPENCL}, {FA_BACKEND_HIP, FA_DEVICE_HIP}};
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; ++i) {
+    const char *bname = fa_backend_name(refused[i].id);
+    char name[160];
     snprintf(name, sizeof name,
-             "fa_forward/fa_plan_forward with backend = %s: FA_ERR_BACKEND_UNAVAILABLE, message, "
-             "outputs untouched",
-             fa_backend_name(ids[i]));
+             "backend = %s on its own memory: fa_forward, fa_plan_forward (strict or not) give "
+             "FA_ERR_BACKEND_UNAVAILABLE with a message, outputs untouched",
+             bname);
     case_begin(name);
-    for (int j = 0; j < B * S * H * D; ++j) out[j] = NAN;
-    for (int j = 0; j < B * H * S; ++j) lse[j] = NAN;
-    fa_params p;
-    fa_params_init(&p);
-    p.backend = ids[i];
-    fa_run_info info;
-    fa_run_info_init(&info);
-    fa_status st = fa_forward(&p, &tq, &tk, &tv, &to, &tl, &info);
-    const char *msg = fa_last_error();
-    if (st != FA_ERR_BACKEND_UNAVAILABLE)
-      fail("fa_forward returned %s (%s)", fa_status_string(st), msg);
-    if (!msg[0]) fail("no message");
-    if (!strstr(msg, fa_backend_name(ids[i]))) fail("message does not name the backend: '%s'", msg);
-    printf("  message: %s\n", msg);
-    int written = 0;
-    for (int j = 0; j < B * S * H * D; ++j) written |= !isnan(out[j]);
-    for (int j = 0; j < B * H * S; ++j) written |= !isnan(lse[j]);
-    if (written) fail("outputs were written by a refused call");
-    fa_run_info plan;
-    fa_run_info_init(&plan);
-    st = fa_plan_forward(&p, &tq, &tk, &tv, &to, &tl, &plan);
-    if (st != FA_ERR_BACKEND_UNAVAILABLE)
-      fail("fa_plan_forward returned %s (%s)", fa_status_string(st), fa_last_error());
-    p.strict = 1;
-    st = fa_forward(&p, &tq, &tk, &tv, &to, &tl, &info);
-    if (st != FA_ERR_BACKEND_UNAVAILABLE)
-      fail("strict fa_forward returned %s (%s)", fa_status_string(st), fa_last_error());
+    for (int strict = 0; strict <= 1; ++strict) {
+      make_call(&tq, &tk, &tv, &to, &tl, refused[i].memory);
+      fa_params p;
+      fa_params_init(&p);
+      p.backend = refused[i].id;
+      p.strict = strict;
+      fa_run_info info;
+      fa_run_info_init(&info);
+      fa_status st = fa_forward(&p, &tq, &tk, &tv, &to, &tl, &info);
+      const char *msg = fa_last_error();
+      if (st != FA_ERR_BACKEND_UNAVAILABLE)
+        fail("strict %d: fa_forward returned %s (%s)", strict, fa_status_string(st), msg);
+      if (!strstr(msg, bname))
+        fail("strict %d: message does not name %s: '%s'", strict, bname, msg);
+      if (strict == 0) printf("  message: %s\n", msg);
+      if (outputs_written(&to, &tl)) fail("strict %d: outputs written by a refused call", strict);
+      fa_run_info plan;
+      fa_run_info_init(&plan);
+      st = fa_plan_forward(&p, &tq, &tk, &tv, &to, &tl, &plan);
+      if (st != FA_ERR_BACKEND_UNAVAILABLE)
+        fail("strict %d: fa_plan_forward returned %s (%s)", strict, fa_status_string(st),
+             fa_last_error());
+    }
     case_end();
   }
 
-  case_begin("AUTO still runs on cpu with the broken plugins present");
+  /* Host tensors with opencl named: strict refuses (the backend is unavailable and could not use
+     host memory anyway); without strict the request falls back to cpu and the run report says
+     what was passed over, as DESIGN.md's dispatch report promises. */
+  case_begin(
+      "backend = opencl on host memory: strict refuses naming opencl; otherwise cpu runs "
+      "and the report lists opencl as rejected");
+  make_call(&tq, &tk, &tv, &to, &tl, FA_DEVICE_CPU);
   fa_params p;
   fa_params_init(&p);
+  p.backend = FA_BACKEND_OPENCL;
+  p.strict = 1;
   fa_run_info info;
   fa_run_info_init(&info);
   fa_status st = fa_forward(&p, &tq, &tk, &tv, &to, &tl, &info);
+  if (st != FA_ERR_BACKEND_UNAVAILABLE && st != FA_ERR_UNSUPPORTED)
+    fail("strict: fa_forward returned %s (%s)", fa_status_string(st), fa_last_error());
+  else
+    printf("  strict: %s: %s\n", fa_status_string(st), fa_last_error());
+  if (!strstr(fa_last_error(), "opencl")) fail("strict: message does not name opencl");
+  if (outputs_written(&to, &tl)) fail("strict: outputs written by a refused call");
+  p.strict = 0;
+  st = fa_forward(&p, &tq, &tk, &tv, &to, &tl, &info);
+  if (st != FA_OK) {
+    fail("non-strict: fa_forward returned %s (%s)", fa_status_string(st), fa_last_error());
+  } else {
+    if (info.backend != FA_BACKEND_CPU) fail("ran on %s", info.backend_name);
+    if (!info.fell_back) fail("fell_back is 0 although opencl was asked for");
+    if (!strstr(info.rejected, "opencl"))
+      fail("rejected does not list opencl: '%s'", info.rejected);
+    printf("  non-strict: ran %s, rejected: %s\n", info.kernel, info.rejected);
+  }
+  case_end();
+
+  case_begin("AUTO still runs on cpu with the broken plugins present");
+  make_call(&tq, &tk, &tv, &to, &tl, FA_DEVICE_CPU);
+  fa_params_init(&p);
+  fa_run_info_init(&info);
+  st = fa_forward(&p, &tq, &tk, &tv, &to, &tl, &info);
   if (st != FA_OK) fail("fa_forward returned %s (%s)", fa_status_string(st), fa_last_error());
   if (st == FA_OK && info.backend != FA_BACKEND_CPU)
     fail("ran on %s (%d)", info.backend_name, info.backend);
+  const float *out = to.data;
   int finite = 1;
   for (int j = 0; j < B * S * H * D; ++j) finite &= isfinite(out[j]) != 0;
   if (st == FA_OK && !finite) fail("non-finite output");
+  if (st == FA_OK && info.fell_back) fail("AUTO on host memory reported a fallback");
   case_end();
 }
 

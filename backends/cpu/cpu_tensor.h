@@ -9,6 +9,7 @@
 #ifndef FA_CPU_TENSOR_H
 #define FA_CPU_TENSOR_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -65,16 +66,36 @@ static inline void cpu_load_tile(const fa_tensor *t, int64_t b, int64_t row0, in
 }
 
 /* Tile transposed to dst[c * ld + r]: the key-side operands of Q·Kᵀ and dO·Vᵀ, so the kernels
-   stream contiguous key rows. Converted row by row through a small buffer to read each source
-   row once, in order. */
+   stream contiguous key rows. Goes through a block of rows converted into a small buffer, so the
+   source is read row by row and the destination is written in runs of CPU_T_BLOCK contiguous
+   floats rather than one float per cache line. */
+#define CPU_T_BLOCK 16
 static inline void cpu_load_tile_t(const fa_tensor *t, int64_t b, int64_t row0, int64_t rows,
                                    int64_t h, int64_t cols, float *restrict dst, int64_t ld) {
   const void *base = fa_tensor_base(t);
-  float row[256];
-  for (int64_t r = 0; r < rows; ++r) {
-    cpu_load_row(t->dtype, base, cpu_row_offset(t, b, row0 + r, h), t->strides[3], cols, row);
-    for (int64_t c = 0; c < cols; ++c) dst[c * ld + r] = row[c];
+  float block[CPU_T_BLOCK][256]; /* cols <= 256 (decide() refuses larger head dims) */
+  for (int64_t r0 = 0; r0 < rows; r0 += CPU_T_BLOCK) {
+    int64_t n = rows - r0 < CPU_T_BLOCK ? rows - r0 : CPU_T_BLOCK;
+    for (int64_t r = 0; r < n; ++r)
+      cpu_load_row(t->dtype, base, cpu_row_offset(t, b, row0 + r0 + r, h), t->strides[3], cols,
+                   block[r]);
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t r = 0; r < n; ++r) dst[c * ld + r0 + r] = block[r][c];
   }
+}
+
+/* Tile rows as fp32 rows with leading dimension *ld: read in place when the tensor already is fp32
+   with a contiguous last dimension (no copy), else converted into scratch. */
+static inline const float *cpu_tile_view(const fa_tensor *t, int64_t b, int64_t row0,
+                                         int64_t rows, int64_t h, int64_t cols, float *scratch,
+                                         ptrdiff_t *ld) {
+  if (t->dtype == FA_F32 && t->strides[3] == 1) {
+    *ld = (ptrdiff_t)t->strides[1];
+    return (const float *)fa_tensor_base(t) + cpu_row_offset(t, b, row0, h);
+  }
+  cpu_load_tile(t, b, row0, rows, h, cols, scratch, cols);
+  *ld = (ptrdiff_t)cols;
+  return scratch;
 }
 
 /* fp32 tile src[r * ld + c], times mul, to tensor rows. */

@@ -1,0 +1,223 @@
+/*
+ * cpu_backward.c: the FlashAttention backward pass on the CPU, deterministic without atomics.
+ *
+ * P is recomputed from the scores and the forward's LSE, never stored. Every gradient element has
+ * exactly one owner task, which sums its contributions in a fixed order:
+ *   phase D: D = rowsum(dO ∘ O) per query row, into the workspace;
+ *   pass 1:  one task per (batch, KV head, key tile) owns those rows of dK and dV and visits every
+ *            query head of its group and every query tile that sees the keys, in order;
+ *   pass 2:  one task per (batch, query head, query tile) owns those rows of dQ and visits the key
+ *            tiles its rows see, in order.
+ * Recomputing S and dS twice (once per pass) costs less than what it avoids: atomics, or a
+ * per-thread dQ copy to reduce, either of which would tie the result to the thread count.
+ */
+#include <omp.h>
+
+#include "core/backward.h"
+#include "core/mask.h"
+#include "cpu_internal.h"
+#include "cpu_kernels.h"
+#include "cpu_tensor.h"
+
+typedef struct bwd_scratch {
+  float *q;    /* [tm][d]  query tile (when it cannot be read in place, as for dO, K and O) */
+  float *dout; /* [tm][dv] dO tile */
+  float *lse;  /* [tm]     the rows' LSE */
+  float *dd;   /* [tm]     the rows' D */
+  float *s;    /* [tm][tn] scores, then P */
+  float *dp;   /* [tm][tn] dP, then dS */
+  float *kt;   /* [d][tn]  key tile, transposed */
+  float *vt;   /* [dv][tn] value tile, transposed */
+  float *kd;   /* [tn][d]  pass 1: the dK accumulator; pass 2: the key tile */
+  float *vd;   /* pass 1: dV accumulator [tn][dv]; pass 2: dQ accumulator [tm][d];
+                  phase D: the O tile [tm][dv] */
+} bwd_scratch;
+
+static size_t max3(size_t a, size_t b, size_t c) {
+  size_t m = a > b ? a : b;
+  return m > c ? m : c;
+}
+
+/* The one layout of a thread's scratch; with base NULL it only counts the bytes. */
+static size_t bwd_carve(const cpu_problem *pb, char *base, bwd_scratch *sc) {
+  size_t tm = (size_t)pb->tm, tn = (size_t)pb->tn, d = (size_t)pb->d, dv = (size_t)pb->dv;
+  size_t at = 0;
+  sc->q = cpu_scratch_take(base, &at, tm * d);
+  sc->dout = cpu_scratch_take(base, &at, tm * dv);
+  sc->lse = cpu_scratch_take(base, &at, tm);
+  sc->dd = cpu_scratch_take(base, &at, tm);
+  sc->s = cpu_scratch_take(base, &at, tm * tn);
+  sc->dp = cpu_scratch_take(base, &at, tm * tn);
+  sc->kt = cpu_scratch_take(base, &at, d * tn);
+  sc->vt = cpu_scratch_take(base, &at, dv * tn);
+  sc->kd = cpu_scratch_take(base, &at, tn * d);
+  sc->vd = cpu_scratch_take(base, &at, max3(tn * dv, tm * d, tm * dv));
+  return at;
+}
+
+size_t cpu_backward_thread_bytes(const cpu_problem *pb) {
+  bwd_scratch unused;
+  return bwd_carve(pb, NULL, &unused);
+}
+
+static int tile_rows(int64_t total, int64_t start, int tile) {
+  return (int)(total - start < tile ? total - start : tile);
+}
+
+static void phase_d_task(const fa_request *req, const cpu_problem *pb, const bwd_scratch *sc,
+                         float *dall, int64_t b, int64_t h, int64_t r0) {
+  const int mr = tile_rows(pb->seqlen_q, r0, pb->tm), dv = pb->dv;
+  ptrdiff_t ldo, lddo;
+  const float *o = cpu_tile_view(req->out, b, r0, mr, h, dv, sc->vd, &ldo);
+  const float *dout = cpu_tile_view(req->dout, b, r0, mr, h, dv, sc->dout, &lddo);
+  float *drow = dall + (b * pb->heads_q + h) * pb->seqlen_q + r0;
+  for (int i = 0; i < mr; ++i) drow[i] = fa_bwd_rowdot(dout + i * lddo, o + i * ldo, dv);
+}
+
+/* Q and dO of a query tile, as fp32 rows (in place or in scratch). */
+typedef struct query_side {
+  const float *q, *dout;
+  ptrdiff_t ldq, lddo;
+} query_side;
+
+/* Q, dO, LSE and D of query rows [r0, r0 + mr) of head h. */
+static query_side load_query_side(const fa_request *req, const cpu_problem *pb,
+                                  const bwd_scratch *sc, const float *dall, int64_t b, int64_t h,
+                                  int64_t r0, int mr) {
+  query_side qs;
+  qs.q = cpu_tile_view(req->q, b, r0, mr, h, pb->d, sc->q, &qs.ldq);
+  qs.dout = cpu_tile_view(req->dout, b, r0, mr, h, pb->dv, sc->dout, &qs.lddo);
+  const float *drow = dall + (b * pb->heads_q + h) * pb->seqlen_q + r0;
+  for (int i = 0; i < mr; ++i) {
+    sc->lse[i] = *cpu_lse_ptr(req->lse, b, h, r0 + i);
+    sc->dd[i] = drow[i];
+  }
+  return qs;
+}
+
+/* With the query side and the transposed key/value tiles loaded: P into s, dS into dp. */
+static void tile_p_and_ds(const cpu_problem *pb, const cpu_kernels *kern, const bwd_scratch *sc,
+                          const query_side *qs, int64_t r0, int mr, int64_t c0, int nc,
+                          fa_tile_class cls) {
+  const int tn = pb->tn;
+  int jlo[CPU_MAX_TILE_M], jhi[CPU_MAX_TILE_M];
+  const int *lo = NULL, *hi = NULL;
+  if (cls == FA_TILE_PARTIAL) {
+    cpu_tile_row_bounds(pb, r0, mr, c0, nc, jlo, jhi);
+    lo = jlo;
+    hi = jhi;
+  }
+  kern->gemm(mr, nc, pb->d, qs->q, qs->ldq, 1, sc->kt, tn, sc->s, tn, 0);
+  kern->probs_tile(mr, nc, sc->s, tn, pb->scale, sc->lse, lo, hi);
+  kern->gemm(mr, nc, pb->dv, qs->dout, qs->lddo, 1, sc->vt, tn, sc->dp, tn, 0);
+  kern->ds_tile(mr, nc, sc->s, sc->dp, tn, sc->dd);
+}
+
+static void zero(float *x, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] = 0.0f;
+}
+
+/* Pass 1: dK and dV of key rows [c0, c0 + nc) of KV head hk. */
+static void dkdv_task(const fa_request *req, const cpu_problem *pb, const cpu_kernels *kern,
+                      const bwd_scratch *sc, const float *dall, int64_t b, int64_t hk,
+                      int64_t c0) {
+  const int tn = pb->tn, tm = pb->tm, d = pb->d, dv = pb->dv;
+  const int nc = tile_rows(pb->seqlen_k, c0, tn);
+  cpu_load_tile_t(req->k, b, c0, nc, hk, d, sc->kt, tn);
+  cpu_load_tile_t(req->v, b, c0, nc, hk, dv, sc->vt, tn);
+  zero(sc->kd, (size_t)nc * (size_t)d);
+  zero(sc->vd, (size_t)nc * (size_t)dv);
+  for (int64_t g = 0; g < pb->group; ++g) {
+    const int64_t h = hk * pb->group + g;
+    for (int64_t r0 = 0; r0 < pb->seqlen_q; r0 += tm) {
+      const int mr = tile_rows(pb->seqlen_q, r0, tm);
+      fa_tile_class cls = fa_mask_tile_class(&pb->mask, r0, r0 + mr, c0, c0 + nc, pb->seqlen_k);
+      if (cls == FA_TILE_EMPTY) continue;
+      query_side qs = load_query_side(req, pb, sc, dall, b, h, r0, mr);
+      tile_p_and_ds(pb, kern, sc, &qs, r0, mr, c0, nc, cls);
+      kern->gemm(nc, dv, mr, sc->s, 1, tn, qs.dout, qs.lddo, sc->vd, dv, 1); /* dV += Pᵀ·dO */
+      kern->gemm(nc, d, mr, sc->dp, 1, tn, qs.q, qs.ldq, sc->kd, d, 1);      /* dK += dSᵀ·Q */
+    }
+  }
+  cpu_store_tile(req->dk, b, c0, nc, hk, d, sc->kd, d, pb->scale);
+  cpu_store_tile(req->dv, b, c0, nc, hk, dv, sc->vd, dv, 1.0f);
+}
+
+/* Pass 2: dQ of query rows [r0, r0 + mr) of head h. */
+static void dq_task(const fa_request *req, const cpu_problem *pb, const cpu_kernels *kern,
+                    const bwd_scratch *sc, const float *dall, int64_t b, int64_t h, int64_t r0) {
+  const int tn = pb->tn, d = pb->d, dv = pb->dv;
+  const int mr = tile_rows(pb->seqlen_q, r0, pb->tm);
+  const int64_t hk = h / pb->group, sk = pb->seqlen_k;
+  query_side qs = load_query_side(req, pb, sc, dall, b, h, r0, mr);
+  zero(sc->vd, (size_t)mr * (size_t)d);
+  int64_t lo_first, hi_first, lo_last, hi_last;
+  fa_mask_key_range(&pb->mask, r0, sk, &lo_first, &hi_first);
+  fa_mask_key_range(&pb->mask, r0 + mr - 1, sk, &lo_last, &hi_last);
+  for (int64_t c0 = lo_first / tn * tn; c0 < hi_last; c0 += tn) {
+    const int nc = tile_rows(sk, c0, tn);
+    fa_tile_class cls = fa_mask_tile_class(&pb->mask, r0, r0 + mr, c0, c0 + nc, sk);
+    if (cls == FA_TILE_EMPTY) continue;
+    ptrdiff_t ldk;
+    cpu_load_tile_t(req->k, b, c0, nc, hk, d, sc->kt, tn);
+    const float *k = cpu_tile_view(req->k, b, c0, nc, hk, d, sc->kd, &ldk);
+    cpu_load_tile_t(req->v, b, c0, nc, hk, dv, sc->vt, tn);
+    tile_p_and_ds(pb, kern, sc, &qs, r0, mr, c0, nc, cls);
+    kern->gemm(mr, d, nc, sc->dp, tn, 1, k, ldk, sc->vd, d, 1); /* dQ += dS·K */
+  }
+  cpu_store_tile(req->dq, b, r0, mr, h, d, sc->vd, d, pb->scale);
+}
+
+fa_status cpu_backward(const fa_request *req, const cpu_problem *pb, const cpu_workspace *ws) {
+  const int64_t q_rows = pb->batch * pb->heads_q, k_rows = pb->batch * pb->heads_kv;
+  const int64_t q_tasks = q_rows * pb->q_tiles, k_tasks = k_rows * pb->k_tiles;
+  const int64_t q_tiles = pb->q_tiles;
+  const int q_team = cpu_team_size(ws, q_tasks), k_team = cpu_team_size(ws, k_tasks);
+  if ((q_tasks > 0 && q_team < 1) || (k_tasks > 0 && k_team < 1))
+    return fa_core_set_error(FA_ERR_INTERNAL, "cpu: the workspace holds no per-thread scratch");
+  if (q_tasks > 0 && !ws->shared)
+    return fa_core_set_error(FA_ERR_INTERNAL, "cpu: the workspace has no room for D");
+  const cpu_kernels *kern = cpu_kernels_get();
+  float *dall = ws->shared;
+
+  if (q_tasks > 0) {
+#pragma omp parallel num_threads(q_team)
+    {
+      bwd_scratch sc;
+      bwd_carve(pb, ws->threads_base + (size_t)omp_get_thread_num() * ws->thread_bytes, &sc);
+#pragma omp for schedule(static)
+      for (int64_t t = 0; t < q_tasks; ++t)
+        phase_d_task(req, pb, &sc, dall, t / q_tiles / pb->heads_q, t / q_tiles % pb->heads_q,
+                     t % q_tiles * pb->tm);
+    }
+  }
+
+  if (k_tasks > 0) {
+#pragma omp parallel num_threads(k_team)
+    {
+      bwd_scratch sc;
+      bwd_carve(pb, ws->threads_base + (size_t)omp_get_thread_num() * ws->thread_bytes, &sc);
+      /* The first key tiles first: under a causal mask they are seen by the most rows. */
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t t = 0; t < k_tasks; ++t) {
+        int64_t tile = t / k_rows, bh = t % k_rows;
+        dkdv_task(req, pb, kern, &sc, dall, bh / pb->heads_kv, bh % pb->heads_kv, tile * pb->tn);
+      }
+    }
+  }
+
+  if (q_tasks > 0) {
+#pragma omp parallel num_threads(q_team)
+    {
+      bwd_scratch sc;
+      bwd_carve(pb, ws->threads_base + (size_t)omp_get_thread_num() * ws->thread_bytes, &sc);
+      /* The last query tiles first: under a causal mask they see the most keys. */
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t t = 0; t < q_tasks; ++t) {
+        int64_t tile = q_tiles - 1 - t / q_rows, bh = t % q_rows;
+        dq_task(req, pb, kern, &sc, dall, bh / pb->heads_q, bh % pb->heads_q, tile * pb->tm);
+      }
+    }
+  }
+  return FA_OK;
+}

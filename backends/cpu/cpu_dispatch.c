@@ -1,0 +1,69 @@
+/*
+ * cpu_dispatch.c: picks the build of the tile kernels this CPU can run, once per process.
+ *
+ * The choice is made from what the CPU reports (cpuid through the compiler's builtin), never from
+ * what the plugin was compiled on, so one libfa_cpu.so runs on every x86-64 and uses AVX2 or
+ * AVX-512 where present. It is fixed for the process: every call on a machine runs the same code,
+ * which deterministic mode needs.
+ *
+ * FA_CPU_ISA=generic|avx2|avx512 in the environment asks for a lower build than the best one
+ * (to compare them, or to rule one out); a build the CPU cannot run is never chosen.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+#define CPU_KERNEL_TABLE(name)                                                              \
+  {#name, cpu_gemm_##name, cpu_softmax_tile_##name, cpu_probs_tile_##name, cpu_ds_tile_##name}
+
+static const cpu_kernels kernels_generic = CPU_KERNEL_TABLE(generic);
+#if defined(FA_CPU_HAVE_AVX2)
+static const cpu_kernels kernels_avx2 = CPU_KERNEL_TABLE(avx2);
+#endif
+#if defined(FA_CPU_HAVE_AVX512)
+static const cpu_kernels kernels_avx512 = CPU_KERNEL_TABLE(avx512);
+#endif
+
+static const cpu_kernels *chosen = &kernels_generic;
+static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
+
+static int allowed(const char *isa) {
+  const char *want = getenv("FA_CPU_ISA");
+  if (!want || !*want) return 1;
+  /* Builds from the widest down: a request allows itself and everything below it. */
+  static const char *const order[] = {"avx512", "avx2", "generic"};
+  int want_rank = -1, isa_rank = -1;
+  for (int r = 0; r < 3; ++r) {
+    if (strcmp(want, order[r]) == 0) want_rank = r;
+    if (strcmp(isa, order[r]) == 0) isa_rank = r;
+  }
+  return want_rank < 0 || isa_rank >= want_rank;
+}
+
+static void choose(void) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  __builtin_cpu_init();
+#if defined(FA_CPU_HAVE_AVX512)
+  /* The flags the AVX-512 build is compiled with (CMakeLists.txt), all of them. */
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && allowed("avx512")) {
+    chosen = &kernels_avx512;
+    return;
+  }
+#endif
+#if defined(FA_CPU_HAVE_AVX2)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && allowed("avx2")) {
+    chosen = &kernels_avx2;
+    return;
+  }
+#endif
+#endif
+}
+
+const cpu_kernels *cpu_kernels_get(void) {
+  pthread_once(&chosen_once, choose);
+  return chosen;
+}

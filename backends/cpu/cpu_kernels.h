@@ -1,0 +1,74 @@
+/*
+ * cpu_kernels.h: the tile operations the CPU forward and backward passes are made of, and the
+ * table that picks, once per process, the build of them that suits the machine.
+ *
+ * The tiles are contiguous fp32 buffers in the plugin's scratch. cpu_gemm.c and cpu_rowops.c are
+ * compiled once per instruction set (plain x86-64 / any CPU, AVX2+FMA, AVX-512): the plugin
+ * stays loadable on every CPU of its architecture while running wide vectors where they exist.
+ *
+ * Reproducibility: each output element is computed by one fixed sequence of operations that
+ * depends only on the tile shapes, never on the thread or the blocking, so a run is bitwise
+ * repeatable on a given machine; and scores are computed by the same gemm in the forward and the
+ * backward pass, so the backward pass recomputes exactly the forward's scores.
+ */
+#ifndef FA_CPU_KERNELS_H
+#define FA_CPU_KERNELS_H
+
+#include <stddef.h>
+
+/*
+ * gemm: C[m x n] = A·B (accumulate = 0) or C += A·B. A(i, p) = a[i * rs_a + p * cs_a], so one
+ * routine serves Q·Kᵀ (A row-major) and Pᵀ·dO (A read transposed). B and C are row-major.
+ *
+ * softmax_tile (forward): s holds the unscaled scores of an mr x nc tile. Row i sees columns
+ * [jlo[i], jhi[i]) (every column when jlo is NULL). Scales the scores, runs the online-softmax
+ * step of each row on (m[i], l[i]), rescales row i of the running output o (dv wide) by the
+ * step's alpha, and leaves in s the unnormalised probabilities (0 where masked), ready for o += P·V.
+ *
+ * probs_tile (backward): s holds unscaled scores; replaces them with P recomputed from the rows'
+ * LSE (0 where masked or where the row saw no key).
+ *
+ * ds_tile (backward): dp holds dP = dO·Vᵀ; replaces it with dS = P ∘ (dP − D) (D per row).
+ */
+typedef struct cpu_kernels {
+  const char *isa; /* "avx512", "avx2" or "generic", for the probe's device line */
+  void (*gemm)(int m, int n, int k, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,
+               ptrdiff_t ldb, float *c, ptrdiff_t ldc, int accumulate);
+  void (*softmax_tile)(int mr, int nc, float *s, ptrdiff_t lds, float scale, const int *jlo,
+                       const int *jhi, float *m, float *l, float *o, ptrdiff_t ldo, int dv);
+  void (*probs_tile)(int mr, int nc, float *s, ptrdiff_t lds, float scale, const float *lse,
+                     const int *jlo, const int *jhi);
+  void (*ds_tile)(int mr, int nc, const float *p, float *dp, ptrdiff_t ld, const float *d);
+} cpu_kernels;
+
+/* The best build for this CPU; chosen once, thread-safe. */
+const cpu_kernels *cpu_kernels_get(void);
+
+/* Each per-ISA build names its functions <name>_<isa>. */
+#define CPU_KERNEL_DECLS(isa)                                                                  \
+  void cpu_gemm_##isa(int m, int n, int k, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a,     \
+                      const float *b, ptrdiff_t ldb, float *c, ptrdiff_t ldc, int accumulate); \
+  void cpu_softmax_tile_##isa(int mr, int nc, float *s, ptrdiff_t lds, float scale,            \
+                              const int *jlo, const int *jhi, float *m, float *l, float *o,    \
+                              ptrdiff_t ldo, int dv);                                          \
+  void cpu_probs_tile_##isa(int mr, int nc, float *s, ptrdiff_t lds, float scale,              \
+                            const float *lse, const int *jlo, const int *jhi);                 \
+  void cpu_ds_tile_##isa(int mr, int nc, const float *p, float *dp, ptrdiff_t ld, const float *d);
+
+CPU_KERNEL_DECLS(generic)
+#if defined(FA_CPU_HAVE_AVX2)
+CPU_KERNEL_DECLS(avx2)
+#endif
+#if defined(FA_CPU_HAVE_AVX512)
+CPU_KERNEL_DECLS(avx512)
+#endif
+
+/* Inside a per-ISA build (CPU_ISA set by the build), CPU_KFN(gemm) is cpu_gemm_<isa>. */
+#ifndef CPU_ISA
+#define CPU_ISA generic
+#endif
+#define CPU_KFN_PASTE(name, isa) cpu_##name##_##isa
+#define CPU_KFN_EXPAND(name, isa) CPU_KFN_PASTE(name, isa)
+#define CPU_KFN(name) CPU_KFN_EXPAND(name, CPU_ISA)
+
+#endif /* FA_CPU_KERNELS_H */
