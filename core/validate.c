@@ -89,6 +89,13 @@ static fa_status check_tensor(const char *name, const fa_tensor *t, int32_t ndim
                                name);
     if (!t->data) return fa_core_set_error(INVALID, "%s.data is NULL but the tensor has %lld elements",
                                            name, (long long)numel);
+    /* Misaligned elements are undefined behaviour for every backend that dereferences them; an
+       OpenCL handle is not an address, only its offset counts. */
+    uintptr_t addr = (t->device.kind == FA_DEVICE_OPENCL ? 0 : (uintptr_t)t->data) +
+                     (uintptr_t)t->byte_offset;
+    if (addr % esize != 0)
+      return fa_core_set_error(INVALID, "%s: data + byte_offset is not aligned to its %zu-byte "
+                               "elements", name, esize);
   }
   return FA_OK;
 }

@@ -269,7 +269,8 @@ typedef enum what {
   W_NEGSTRIDE, /* strides[dim] negated */
   W_DTYPE,     /* dtype = value */
   W_DEVICE,    /* device.kind = value */
-  W_DATA_NULL  /* data = NULL (the tensor still has elements) */
+  W_DATA_NULL, /* data = NULL (the tensor still has elements) */
+  W_OFFSET     /* byte_offset += value */
 } what;
 
 typedef struct tmut {
@@ -312,6 +313,9 @@ static void apply_one(call *c, int i, const tmut *m) {
     case W_DATA_NULL:
       t->data = NULL;
       t->byte_offset = 0;
+      break;
+    case W_OFFSET:
+      t->byte_offset += (uint64_t)m->value;
       break;
   }
 }
@@ -512,6 +516,12 @@ int main(void) {
       /* Outputs whose strides make two elements share memory (documented as invalid). */
       {OP_FWD, T_OUT, W_STRIDE, 3, 0, -1, "out", "out stride[3] 0 (aliasing)"},
       {OP_FWD, T_LSE, W_STRIDE, 2, 0, -1, "lse", "lse stride[2] 0 (aliasing)"},
+      /* Elements not aligned to their size. */
+      {OP_FWD, T_Q, W_OFFSET, 0, 2, -1, "q", "q byte_offset 2 (misaligned f32)"},
+      {OP_FWD, T_LSE, W_OFFSET, 0, 1, -1, "lse", "lse byte_offset 1 (misaligned)"},
+      /* Sizes whose byte counts overflow 64 bits are refused before anything is touched. */
+      {OP_FWD, T_K, W_SHAPE, 1, INT64_C(1) << 61, T_V, "k", "k seqlen 2^61 (bytes overflow)"},
+      {OP_FWD, T_Q, W_STRIDE, 0, INT64_C(1) << 62, -1, "q", "q stride[0] 2^62 (bytes overflow)"},
   };
   static const tmut bwd[] = {
       {OP_BWD, T_Q, W_NULL, 0, 0, -1, "q", "q NULL"},

@@ -285,7 +285,7 @@ int main(int argc, char **argv) {
   for (int w = 0; w < REF_NUM_OUTPUTS; ++w) {
     unsigned char *masked = ref_masked_map(&p, (ref_which)w);
     ref_check c;
-    ref_check_tensor(got[w], r64.t[w], naive.t[w], masked, o.dtype, &c);
+    ref_check_output(got[w], &r64, &naive, (ref_which)w, masked, o.dtype, &c);
     free(masked);
     all_pass &= c.pass;
     printf("  %-4s %s  max error %.3g (naive %s: %.3g, tolerance %.3g)", ref_which_name(w),

@@ -8,8 +8,9 @@
  *            query head of its group and every query tile that sees the keys, in order;
  *   pass 2:  one task per (batch, query head, query tile) owns those rows of dQ and visits the key
  *            tiles its rows see, in order.
- * Recomputing S and dS twice (once per pass) costs less than what it avoids: atomics, or a
- * per-thread dQ copy to reduce, either of which would tie the result to the thread count.
+ * S, P and dS are recomputed in both passes (seven tile products per tile pair instead of five):
+ * the price of one owner per gradient element, with no atomics and no partial dQ copies to reduce,
+ * so the result is the same whatever the thread count or the schedule.
  */
 #include <omp.h>
 
@@ -20,7 +21,7 @@
 #include "cpu_tensor.h"
 
 typedef struct bwd_scratch {
-  float *q;    /* [tm][d]  query tile (when it cannot be read in place, as for dO, K and O) */
+  float *q;    /* [tm][d]  query tile */
   float *dout; /* [tm][dv] dO tile */
   float *lse;  /* [tm]     the rows' LSE */
   float *dd;   /* [tm]     the rows' D */
@@ -67,38 +68,28 @@ static int tile_rows(int64_t total, int64_t start, int tile) {
 static void phase_d_task(const fa_request *req, const cpu_problem *pb, const bwd_scratch *sc,
                          float *dall, int64_t b, int64_t h, int64_t r0) {
   const int mr = tile_rows(pb->seqlen_q, r0, pb->tm), dv = pb->dv;
-  ptrdiff_t ldo, lddo;
-  const float *o = cpu_tile_view(req->out, b, r0, mr, h, dv, sc->vd, &ldo);
-  const float *dout = cpu_tile_view(req->dout, b, r0, mr, h, dv, sc->dout, &lddo);
+  cpu_load_tile(req->out, b, r0, mr, h, dv, sc->vd, dv);
+  cpu_load_tile(req->dout, b, r0, mr, h, dv, sc->dout, dv);
   float *drow = dall + (b * pb->heads_q + h) * pb->seqlen_q + r0;
-  for (int i = 0; i < mr; ++i) drow[i] = fa_bwd_rowdot(dout + i * lddo, o + i * ldo, dv);
+  for (int i = 0; i < mr; ++i)
+    drow[i] = fa_bwd_rowdot(sc->dout + (ptrdiff_t)i * dv, sc->vd + (ptrdiff_t)i * dv, dv);
 }
 
-/* Q and dO of a query tile, as fp32 rows (in place or in scratch). */
-typedef struct query_side {
-  const float *q, *dout;
-  ptrdiff_t ldq, lddo;
-} query_side;
-
 /* Q, dO, LSE and D of query rows [r0, r0 + mr) of head h. */
-static query_side load_query_side(const fa_request *req, const cpu_problem *pb,
-                                  const bwd_scratch *sc, const float *dall, int64_t b, int64_t h,
-                                  int64_t r0, int mr) {
-  query_side qs;
-  qs.q = cpu_tile_view(req->q, b, r0, mr, h, pb->d, sc->q, &qs.ldq);
-  qs.dout = cpu_tile_view(req->dout, b, r0, mr, h, pb->dv, sc->dout, &qs.lddo);
+static void load_query_side(const fa_request *req, const cpu_problem *pb, const bwd_scratch *sc,
+                            const float *dall, int64_t b, int64_t h, int64_t r0, int mr) {
+  cpu_load_tile(req->q, b, r0, mr, h, pb->d, sc->q, pb->d);
+  cpu_load_tile(req->dout, b, r0, mr, h, pb->dv, sc->dout, pb->dv);
   const float *drow = dall + (b * pb->heads_q + h) * pb->seqlen_q + r0;
   for (int i = 0; i < mr; ++i) {
     sc->lse[i] = *cpu_lse_ptr(req->lse, b, h, r0 + i);
     sc->dd[i] = drow[i];
   }
-  return qs;
 }
 
 /* With the query side and the transposed key/value tiles loaded: P into s, dS into dp. */
 static void tile_p_and_ds(const cpu_problem *pb, const cpu_kernels *kern, const bwd_scratch *sc,
-                          const query_side *qs, int64_t r0, int mr, int64_t c0, int nc,
-                          fa_tile_class cls) {
+                          int64_t r0, int mr, int64_t c0, int nc, fa_tile_class cls) {
   const int tn = pb->tn;
   int jlo[CPU_MAX_TILE_M], jhi[CPU_MAX_TILE_M];
   const int *lo = NULL, *hi = NULL;
@@ -107,9 +98,9 @@ static void tile_p_and_ds(const cpu_problem *pb, const cpu_kernels *kern, const 
     lo = jlo;
     hi = jhi;
   }
-  kern->gemm(mr, nc, pb->d, qs->q, qs->ldq, 1, sc->kt, tn, sc->s, tn, 0);
+  kern->gemm(mr, nc, pb->d, sc->q, pb->d, 1, sc->kt, tn, sc->s, tn, 0);
   kern->probs_tile(mr, nc, sc->s, tn, pb->scale, sc->lse, lo, hi);
-  kern->gemm(mr, nc, pb->dv, qs->dout, qs->lddo, 1, sc->vt, tn, sc->dp, tn, 0);
+  kern->gemm(mr, nc, pb->dv, sc->dout, pb->dv, 1, sc->vt, tn, sc->dp, tn, 0);
   kern->ds_tile(mr, nc, sc->s, sc->dp, tn, sc->dd);
 }
 
@@ -119,8 +110,7 @@ static void zero(float *x, size_t n) {
 
 /* Pass 1: dK and dV of key rows [c0, c0 + nc) of KV head hk. */
 static void dkdv_task(const fa_request *req, const cpu_problem *pb, const cpu_kernels *kern,
-                      const bwd_scratch *sc, const float *dall, int64_t b, int64_t hk,
-                      int64_t c0) {
+                      const bwd_scratch *sc, const float *dall, int64_t b, int64_t hk, int64_t c0) {
   const int tn = pb->tn, tm = pb->tm, d = pb->d, dv = pb->dv;
   const int nc = tile_rows(pb->seqlen_k, c0, tn);
   cpu_load_tile_t(req->k, b, c0, nc, hk, d, sc->kt, tn);
@@ -133,10 +123,10 @@ static void dkdv_task(const fa_request *req, const cpu_problem *pb, const cpu_ke
       const int mr = tile_rows(pb->seqlen_q, r0, tm);
       fa_tile_class cls = fa_mask_tile_class(&pb->mask, r0, r0 + mr, c0, c0 + nc, pb->seqlen_k);
       if (cls == FA_TILE_EMPTY) continue;
-      query_side qs = load_query_side(req, pb, sc, dall, b, h, r0, mr);
-      tile_p_and_ds(pb, kern, sc, &qs, r0, mr, c0, nc, cls);
-      kern->gemm(nc, dv, mr, sc->s, 1, tn, qs.dout, qs.lddo, sc->vd, dv, 1); /* dV += Pᵀ·dO */
-      kern->gemm(nc, d, mr, sc->dp, 1, tn, qs.q, qs.ldq, sc->kd, d, 1);      /* dK += dSᵀ·Q */
+      load_query_side(req, pb, sc, dall, b, h, r0, mr);
+      tile_p_and_ds(pb, kern, sc, r0, mr, c0, nc, cls);
+      kern->gemm(nc, dv, mr, sc->s, 1, tn, sc->dout, dv, sc->vd, dv, 1); /* dV += Pᵀ·dO */
+      kern->gemm(nc, d, mr, sc->dp, 1, tn, sc->q, d, sc->kd, d, 1);      /* dK += dSᵀ·Q */
     }
   }
   cpu_store_tile(req->dk, b, c0, nc, hk, d, sc->kd, d, pb->scale);
@@ -149,7 +139,7 @@ static void dq_task(const fa_request *req, const cpu_problem *pb, const cpu_kern
   const int tn = pb->tn, d = pb->d, dv = pb->dv;
   const int mr = tile_rows(pb->seqlen_q, r0, pb->tm);
   const int64_t hk = h / pb->group, sk = pb->seqlen_k;
-  query_side qs = load_query_side(req, pb, sc, dall, b, h, r0, mr);
+  load_query_side(req, pb, sc, dall, b, h, r0, mr);
   zero(sc->vd, (size_t)mr * (size_t)d);
   int64_t lo_first, hi_first, lo_last, hi_last;
   fa_mask_key_range(&pb->mask, r0, sk, &lo_first, &hi_first);
@@ -158,12 +148,11 @@ static void dq_task(const fa_request *req, const cpu_problem *pb, const cpu_kern
     const int nc = tile_rows(sk, c0, tn);
     fa_tile_class cls = fa_mask_tile_class(&pb->mask, r0, r0 + mr, c0, c0 + nc, sk);
     if (cls == FA_TILE_EMPTY) continue;
-    ptrdiff_t ldk;
     cpu_load_tile_t(req->k, b, c0, nc, hk, d, sc->kt, tn);
-    const float *k = cpu_tile_view(req->k, b, c0, nc, hk, d, sc->kd, &ldk);
+    cpu_load_tile(req->k, b, c0, nc, hk, d, sc->kd, d);
     cpu_load_tile_t(req->v, b, c0, nc, hk, dv, sc->vt, tn);
-    tile_p_and_ds(pb, kern, sc, &qs, r0, mr, c0, nc, cls);
-    kern->gemm(mr, d, nc, sc->dp, tn, 1, k, ldk, sc->vd, d, 1); /* dQ += dS·K */
+    tile_p_and_ds(pb, kern, sc, r0, mr, c0, nc, cls);
+    kern->gemm(mr, d, nc, sc->dp, tn, 1, sc->kd, d, sc->vd, d, 1); /* dQ += dS·K */
   }
   cpu_store_tile(req->dq, b, r0, mr, h, d, sc->vd, d, pb->scale);
 }

@@ -7,14 +7,18 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <stdlib.h> /* XXX-TUNE */
 
 #include "core/plan.h"
 #include "cpu_internal.h"
 
 #if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
+#define CPU_PRINTF_LIKE __attribute__((format(printf, 2, 3)))
+#else
+#define CPU_PRINTF_LIKE
 #endif
+
+static void refuse(fa_decision *out, const char *fmt, ...) CPU_PRINTF_LIKE;
+
 static void refuse(fa_decision *out, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -23,7 +27,8 @@ static void refuse(fa_decision *out, const char *fmt, ...) {
   out->supported = 0;
 }
 
-static const char *dtype_name(fa_dtype dtype) {
+/* The storage dtypes the kernels compute on, by name; NULL for any other. */
+static const char *storage_dtype_name(fa_dtype dtype) {
   switch (dtype) {
     case FA_F32:
       return "f32";
@@ -76,8 +81,7 @@ static int refuse_missing_feature(const fa_params *p, fa_decision *out) {
     return 1;
   }
   if (p->num_splits > 1) {
-    refuse(out, "split-KV (num_splits = %d) is not supported by cpu.flash yet",
-           (int)p->num_splits);
+    refuse(out, "split-KV (num_splits = %d) is not supported by cpu.flash yet", (int)p->num_splits);
     return 1;
   }
   if (p->kernel_family && strcmp(p->kernel_family, "flash") != 0) {
@@ -99,14 +103,15 @@ static int refuse_head_dim(const char *name, int64_t dim, fa_decision *out) {
 void cpu_decide(const fa_request *req, fa_decision *out) {
   memset(out, 0, sizeof *out);
   const fa_params *p = req->params;
-  const char *dtype = dtype_name(req->dtype);
+  const char *dtype = storage_dtype_name(req->dtype);
   if (req->device.kind != FA_DEVICE_CPU) {
     refuse(out, "tensors are in %s memory; cpu.flash reads host memory only",
            device_kind_name(req->device.kind));
     return;
   }
   if (!dtype) {
-    refuse(out, "dtype %d is not supported by cpu.flash (f32, f16, bf16)", (int)req->dtype);
+    refuse(out, "dtype %s is not supported by cpu.flash (f32, f16, bf16)",
+           req->dtype == FA_I32 ? "i32" : "invalid");
     return;
   }
   if (req->op != FA_OP_FORWARD && req->op != FA_OP_BACKWARD) {
@@ -121,10 +126,6 @@ void cpu_decide(const fa_request *req, fa_decision *out) {
   int64_t dmax = req->head_dim > req->head_dim_v ? req->head_dim : req->head_dim_v;
   fa_tile_limits limits = {cpu_fast_memory_bytes(), 4, 4, 4, CPU_MAX_TILE_M, CPU_MAX_TILE_N};
   fa_tile_plan tiles = fa_plan_tiles(&limits, dmax);
-  { /* XXX-TUNE: remove */
-    const char *e = getenv("XX_TM"); if (e) tiles.tile_m = atoi(e);
-    e = getenv("XX_TN"); if (e) tiles.tile_n = atoi(e);
-  }
 
   cpu_problem pb;
   cpu_problem_init(&pb, req, tiles.tile_m, tiles.tile_n);
@@ -136,8 +137,7 @@ void cpu_decide(const fa_request *req, fa_decision *out) {
   if (req->head_dim_v == req->head_dim)
     snprintf(dims, sizeof dims, "%lld", (long long)req->head_dim);
   else
-    snprintf(dims, sizeof dims, "%lldx%lld", (long long)req->head_dim,
-             (long long)req->head_dim_v);
+    snprintf(dims, sizeof dims, "%lldx%lld", (long long)req->head_dim, (long long)req->head_dim_v);
   snprintf(out->kernel, sizeof out->kernel, "cpu.flash.%s.%s.hd%s%s",
            req->op == FA_OP_FORWARD ? "fwd" : "bwd", dtype, dims, p->causal ? ".causal" : "");
   out->supported = 1;

@@ -15,8 +15,8 @@
 
 #include "cpu_kernels.h"
 
-#define CPU_KERNEL_TABLE(name)                                                              \
-  {#name, cpu_gemm_##name, cpu_softmax_tile_##name, cpu_probs_tile_##name, cpu_ds_tile_##name}
+#define CPU_KERNEL_TABLE(name) \
+  { #name, cpu_gemm_##name, cpu_softmax_tile_##name, cpu_probs_tile_##name, cpu_ds_tile_##name }
 
 static const cpu_kernels kernels_generic = CPU_KERNEL_TABLE(generic);
 #if defined(FA_CPU_HAVE_AVX2)
@@ -29,6 +29,7 @@ static const cpu_kernels kernels_avx512 = CPU_KERNEL_TABLE(avx512);
 static const cpu_kernels *chosen = &kernels_generic;
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 
+#if defined(FA_CPU_HAVE_AVX2) || defined(FA_CPU_HAVE_AVX512)
 static int allowed(const char *isa) {
   const char *want = getenv("FA_CPU_ISA");
   if (!want || !*want) return 1;
@@ -41,6 +42,7 @@ static int allowed(const char *isa) {
   }
   return want_rank < 0 || isa_rank >= want_rank;
 }
+#endif
 
 static void choose(void) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))

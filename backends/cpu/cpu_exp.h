@@ -10,7 +10,8 @@
  * few significant bits (so n·ln2_hi is exact) and a low part; exp(r) by its Taylor polynomial to
  * degree 7, whose truncation error (r^8/8! < 6e-9) is well below half an ulp; then 2^n is put in
  * the exponent field. Results below FLT_MIN are flushed to 0 (a softmax term < 1e-38 of the row's
- * largest changes nothing); exp(-inf) = 0. Accuracy: about 1 ulp, from Horner's roundings.
+ * largest changes nothing); exp(-inf) = 0. Above x = 88 it returns +inf, about 0.7 early (the
+ * softmax only exponentiates s - max <= 0). Accuracy: about 1 ulp, from Horner's roundings.
  */
 #ifndef FA_CPU_EXP_H
 #define FA_CPU_EXP_H
@@ -23,9 +24,9 @@ static inline float cpu_expf(float x) {
   const float log2e = 1.44269504088896341f;
   const float ln2_hi = 0.693145751953125f; /* ln 2 to 16 bits: n·ln2_hi is exact for |n| < 2^8 */
   const float ln2_lo = 1.42860682030941723e-6f; /* ln 2 - ln2_hi */
-  const float round_magic = 12582912.0f;         /* 1.5·2^23: adding it rounds to an integer */
-  const float lowest = -87.33654f;               /* below: exp(x) < FLT_MIN, flushed to 0 */
-  const float highest = 88.72283f;               /* above: exp(x) overflows to +inf */
+  const float round_magic = 12582912.0f;        /* 1.5·2^23: adding it rounds to an integer */
+  const float lowest = -87.33654f;              /* below: exp(x) < FLT_MIN, flushed to 0 */
+  const float highest = 88.0f; /* n <= 127 keeps 2^n one exponent field; above: +inf */
 
   /* Clamped so that n converts to int without overflow, also for -inf and NaN. */
   float xc = x >= lowest ? x : lowest;
@@ -40,14 +41,10 @@ static inline float cpu_expf(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  /* 2^n in two halves so n = 128 (x near the overflow bound) needs no exponent above 254. */
-  int32_t ni = (int32_t)n;
-  int32_t n1 = ni / 2;
-  uint32_t b1 = (uint32_t)(n1 + 127) << 23, b2 = (uint32_t)(ni - n1 + 127) << 23;
-  float s1, s2;
-  memcpy(&s1, &b1, sizeof s1);
-  memcpy(&s2, &b2, sizeof s2);
-  float y = p * s1 * s2;
+  uint32_t bits = (uint32_t)((int32_t)n + 127) << 23; /* 2^n, n in [-126, 127] */
+  float scale;
+  memcpy(&scale, &bits, sizeof scale);
+  float y = p * scale;
   y = x >= lowest ? y : 0.0f;
   y = x > highest ? (float)INFINITY : y;
   return x == x ? y : x; /* NaN in, NaN out: a bad input must not look like a masked key */

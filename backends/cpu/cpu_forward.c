@@ -17,9 +17,9 @@
 #include "cpu_tensor.h"
 
 typedef struct fwd_scratch {
-  float *q;  /* [tm][d]  the query tile (when it cannot be read in place) */
+  float *q;  /* [tm][d]  the query tile */
   float *kt; /* [d][tn]  the key tile, transposed */
-  float *v;  /* [tn][dv] the value tile (when it cannot be read in place) */
+  float *v;  /* [tn][dv] the value tile */
   float *s;  /* [tm][tn] scores, then probabilities */
   float *o;  /* [tm][dv] running unnormalised output */
   float *m;  /* [tm]     running row max */
@@ -52,8 +52,7 @@ static void forward_task(const fa_request *req, const cpu_problem *pb, const cpu
   const int64_t hk = h / pb->group, sk = pb->seqlen_k;
   int jlo[CPU_MAX_TILE_M], jhi[CPU_MAX_TILE_M];
 
-  ptrdiff_t ldq, ldv;
-  const float *q = cpu_tile_view(req->q, b, r0, mr, h, d, sc->q, &ldq);
+  cpu_load_tile(req->q, b, r0, mr, h, d, sc->q, d);
   for (int i = 0; i < mr; ++i) {
     sc->m[i] = -INFINITY;
     sc->l[i] = 0.0f;
@@ -69,8 +68,8 @@ static void forward_task(const fa_request *req, const cpu_problem *pb, const cpu
     fa_tile_class cls = fa_mask_tile_class(&pb->mask, r0, r0 + mr, c0, c0 + nc, sk);
     if (cls == FA_TILE_EMPTY) continue;
     cpu_load_tile_t(req->k, b, c0, nc, hk, d, sc->kt, tn);
-    const float *v = cpu_tile_view(req->v, b, c0, nc, hk, dv, sc->v, &ldv);
-    kern->gemm(mr, nc, d, q, ldq, 1, sc->kt, tn, sc->s, tn, 0);
+    cpu_load_tile(req->v, b, c0, nc, hk, dv, sc->v, dv);
+    kern->gemm(mr, nc, d, sc->q, d, 1, sc->kt, tn, sc->s, tn, 0);
     const int *lo = NULL, *hi = NULL;
     if (cls == FA_TILE_PARTIAL) {
       cpu_tile_row_bounds(pb, r0, mr, c0, nc, jlo, jhi);
@@ -78,7 +77,7 @@ static void forward_task(const fa_request *req, const cpu_problem *pb, const cpu
       hi = jhi;
     }
     kern->softmax_tile(mr, nc, sc->s, tn, pb->scale, lo, hi, sc->m, sc->l, sc->o, dv, dv);
-    kern->gemm(mr, dv, nc, sc->s, tn, 1, v, ldv, sc->o, dv, 1);
+    kern->gemm(mr, dv, nc, sc->s, tn, 1, sc->v, dv, sc->o, dv, 1);
   }
 
   void *out = fa_tensor_base(req->out);

@@ -44,8 +44,7 @@ static inline void block_4rows(const int nr, int k, const float *restrict a, ptr
 
 /* The last m % 4 rows: same per-element summation order as block_4rows. */
 static void block_1row(int nr, int k, const float *restrict a, ptrdiff_t cs_a,
-                       const float *restrict b, ptrdiff_t ldb, float *restrict c,
-                       int accumulate) {
+                       const float *restrict b, ptrdiff_t ldb, float *restrict c, int accumulate) {
   float acc[WIDE];
   for (int j = 0; j < nr; ++j) acc[j] = accumulate ? c[j] : 0.0f;
   for (int p = 0; p < k; ++p) {

@@ -23,7 +23,8 @@
  * softmax_tile (forward): s holds the unscaled scores of an mr x nc tile. Row i sees columns
  * [jlo[i], jhi[i]) (every column when jlo is NULL). Scales the scores, runs the online-softmax
  * step of each row on (m[i], l[i]), rescales row i of the running output o (dv wide) by the
- * step's alpha, and leaves in s the unnormalised probabilities (0 where masked), ready for o += P·V.
+ * step's alpha, and leaves in s the unnormalised probabilities (0 where masked), ready for o +=
+ * P·V.
  *
  * probs_tile (backward): s holds unscaled scores; replaces them with P recomputed from the rows'
  * LSE (0 where masked or where the row saw no key).

@@ -9,14 +9,13 @@ static fa_status cpu_run(const fa_request *req, const fa_decision *decision, voi
     return fa_core_set_error(FA_ERR_UNSUPPORTED, "cpu: %s", decision->reason);
   /* Guards the fixed-size row buffers of the kernels against a decision made elsewhere. */
   if (decision->tile_m < 1 || decision->tile_m > CPU_MAX_TILE_M || decision->tile_n < 1 ||
-      decision->tile_n > CPU_MAX_TILE_N || req->head_dim < 1 ||
-      req->head_dim > CPU_MAX_HEAD_DIM || req->head_dim_v < 1 ||
-      req->head_dim_v > CPU_MAX_HEAD_DIM)
+      decision->tile_n > CPU_MAX_TILE_N || req->head_dim < 1 || req->head_dim > CPU_MAX_HEAD_DIM ||
+      req->head_dim_v < 1 || req->head_dim_v > CPU_MAX_HEAD_DIM)
     return fa_core_set_error(FA_ERR_INTERNAL,
                              "cpu: decision (tiles %dx%d, head dims %lld/%lld) out of the "
                              "kernels' range",
-                             (int)decision->tile_m, (int)decision->tile_n,
-                             (long long)req->head_dim, (long long)req->head_dim_v);
+                             (int)decision->tile_m, (int)decision->tile_n, (long long)req->head_dim,
+                             (long long)req->head_dim_v);
   if (req->op == FA_OP_BACKWARD && (!req->lse || !req->dout || !req->dq || !req->dk || !req->dv))
     return fa_core_set_error(FA_ERR_INTERNAL, "cpu: backward request without lse or gradients");
 
@@ -29,8 +28,14 @@ static fa_status cpu_run(const fa_request *req, const fa_decision *decision, voi
 }
 
 static const fa_plugin cpu_plugin = {
-    FA_PLUGIN_ABI_VERSION, (uint32_t)sizeof(fa_plugin), FA_BACKEND_CPU, "cpu",
-    cpu_probe,             cpu_decide,                  cpu_run,        NULL,
+    FA_PLUGIN_ABI_VERSION,
+    (uint32_t)sizeof(fa_plugin),
+    FA_BACKEND_CPU,
+    "cpu",
+    cpu_probe,
+    cpu_decide,
+    cpu_run,
+    NULL,
 };
 
 FA_API const fa_plugin *fa_plugin_entry(uint32_t core_abi_version) {

@@ -9,12 +9,12 @@
 #ifndef FA_CPU_TENSOR_H
 #define FA_CPU_TENSOR_H
 
-#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "core/dtype.h"
 #include "core/plugin.h"
+#include "cpu_internal.h"
 
 /* Element offset of [b, row, h, 0]. */
 static inline int64_t cpu_row_offset(const fa_tensor *t, int64_t b, int64_t row, int64_t h) {
@@ -73,7 +73,7 @@ static inline void cpu_load_tile(const fa_tensor *t, int64_t b, int64_t row0, in
 static inline void cpu_load_tile_t(const fa_tensor *t, int64_t b, int64_t row0, int64_t rows,
                                    int64_t h, int64_t cols, float *restrict dst, int64_t ld) {
   const void *base = fa_tensor_base(t);
-  float block[CPU_T_BLOCK][256]; /* cols <= 256 (decide() refuses larger head dims) */
+  float block[CPU_T_BLOCK][CPU_MAX_HEAD_DIM]; /* cols <= CPU_MAX_HEAD_DIM, checked by run() */
   for (int64_t r0 = 0; r0 < rows; r0 += CPU_T_BLOCK) {
     int64_t n = rows - r0 < CPU_T_BLOCK ? rows - r0 : CPU_T_BLOCK;
     for (int64_t r = 0; r < n; ++r)
@@ -82,20 +82,6 @@ static inline void cpu_load_tile_t(const fa_tensor *t, int64_t b, int64_t row0, 
     for (int64_t c = 0; c < cols; ++c)
       for (int64_t r = 0; r < n; ++r) dst[c * ld + r0 + r] = block[r][c];
   }
-}
-
-/* Tile rows as fp32 rows with leading dimension *ld: read in place when the tensor already is fp32
-   with a contiguous last dimension (no copy), else converted into scratch. */
-static inline const float *cpu_tile_view(const fa_tensor *t, int64_t b, int64_t row0,
-                                         int64_t rows, int64_t h, int64_t cols, float *scratch,
-                                         ptrdiff_t *ld) {
-  if (t->dtype == FA_F32 && t->strides[3] == 1) {
-    *ld = (ptrdiff_t)t->strides[1];
-    return (const float *)fa_tensor_base(t) + cpu_row_offset(t, b, row0, h);
-  }
-  cpu_load_tile(t, b, row0, rows, h, cols, scratch, cols);
-  *ld = (ptrdiff_t)cols;
-  return scratch;
 }
 
 /* fp32 tile src[r * ld + c], times mul, to tensor rows. */
