@@ -123,13 +123,13 @@ typedef struct fa_params {
   size_t struct_size;
 
   /* --- the attention function --- */
-  float softmax_scale; /**< 0 means 1/sqrt(head_dim_qk); must be finite and >= 0 */
-  int32_t causal;      /**< non-zero: causal mask */
-  int32_t causal_align; /**< fa_causal_align */
+  float softmax_scale;    /**< 0 means 1/sqrt(head_dim_qk); must be finite and >= 0 */
+  int32_t causal;         /**< non-zero: causal mask */
+  int32_t causal_align;   /**< fa_causal_align */
   int32_t window_enabled; /**< non-zero: sliding window of window_left/right keys */
-  int64_t window_left;    /**< keys to the left of the (aligned) diagonal, inclusive; -1 unbounded */
-  int64_t window_right;   /**< keys to the right, inclusive; -1 unbounded */
-  float softcap;          /**< > 0: scores become tanh(s/softcap)·softcap before softmax */
+  int64_t window_left;  /**< keys to the left of the (aligned) diagonal, inclusive; -1 unbounded */
+  int64_t window_right; /**< keys to the right, inclusive; -1 unbounded */
+  float softcap;        /**< > 0: scores become tanh(s/softcap)·softcap before softmax */
   const fa_tensor *alibi_slopes; /**< float32 [heads_q] or [batch, heads_q]; NULL: none */
 
   /* --- dropout (Philox counter-based RNG, identical masks on every backend) --- */
@@ -143,8 +143,9 @@ typedef struct fa_params {
   const fa_tensor *seqused_k;    /**< int32 [batch]: keys actually used per sequence */
   int64_t max_seqlen_q;
   int64_t max_seqlen_k;
-  const fa_tensor *block_table; /**< int32 [batch, max_blocks]: k/v are [blocks, page, heads, dim] */
-  int64_t page_size;            /**< keys per page when block_table is set */
+  const fa_tensor
+      *block_table;  /**< int32 [batch, max_blocks]: k/v are [blocks, page, heads, dim] */
+  int64_t page_size; /**< keys per page when block_table is set */
 
   /* --- execution --- */
   int32_t num_splits;    /**< split-KV chunks; 0 lets the backend choose, 1 disables */
@@ -153,14 +154,16 @@ typedef struct fa_params {
   void *stream;          /**< cudaStream_t / hipStream_t / cl_command_queue; NULL = default */
   int32_t backend;       /**< fa_backend_id; AUTO = best available */
   int32_t strict;        /**< non-zero: never fall back; refuse with the reason instead */
-  const char *kernel_family; /**< NULL = backend's choice; else e.g. "fa2", "fa3" (backend-specific) */
-  void *workspace;           /**< caller-owned scratch, or NULL to let the backend allocate */
-  size_t workspace_size;     /**< bytes at workspace; see fa_forward_workspace_size */
+  const char
+      *kernel_family;    /**< NULL = backend's choice; else e.g. "fa2", "fa3" (backend-specific) */
+  void *workspace;       /**< caller-owned scratch, or NULL to let the backend allocate */
+  size_t workspace_size; /**< bytes at workspace; see fa_forward_workspace_size */
 } fa_params;
 
 /** Sets every field to its default: zero, except struct_size. */
 FA_API void fa_params_init(fa_params *params);
-#define FA_PARAMS_INIT {sizeof(fa_params)}
+#define FA_PARAMS_INIT \
+  { sizeof(fa_params) }
 
 #define FA_NAME_LEN 32
 #define FA_KERNEL_LEN 96
@@ -174,7 +177,7 @@ FA_API void fa_params_init(fa_params *params);
  */
 typedef struct fa_run_info {
   size_t struct_size;
-  int32_t backend;               /**< fa_backend_id that ran */
+  int32_t backend;                /**< fa_backend_id that ran */
   char backend_name[FA_NAME_LEN]; /**< "cpu", "cuda", ... */
   fa_device device;
   char kernel[FA_KERNEL_LEN]; /**< e.g. "cpu.flash.fwd.bf16.hd128.causal" */
@@ -252,18 +255,19 @@ FA_API fa_status fa_backward_workspace_size(const fa_params *params, const fa_te
 /** One backend the library knows, loaded or not. Set struct_size before the call. */
 typedef struct fa_backend_desc {
   size_t struct_size;
-  int32_t id;              /**< fa_backend_id */
-  char name[FA_NAME_LEN];  /**< "cpu", "cuda", "hip", "opencl" */
-  int32_t available;       /**< non-zero when it can run calls now */
-  char reason[FA_REASON_LEN]; /**< when unavailable: exactly why (not built, runtime missing, ...) */
-  char plugin_path[512];   /**< the shared object loaded or looked for */
+  int32_t id;             /**< fa_backend_id */
+  char name[FA_NAME_LEN]; /**< "cpu", "cuda", "hip", "opencl" */
+  int32_t available;      /**< non-zero when it can run calls now */
+  char
+      reason[FA_REASON_LEN]; /**< when unavailable: exactly why (not built, runtime missing, ...) */
+  char plugin_path[512];     /**< the shared object loaded or looked for */
   int32_t device_count;
-  char devices[256];       /**< e.g. "cpu0: 2 threads, avx512f" */
-  char arch[64];           /**< e.g. "x86_64", "sm_90" */
+  char devices[256];         /**< e.g. "cpu0: 2 threads, avx512f" */
+  char arch[64];             /**< e.g. "x86_64", "sm_90" */
   char kernel_families[128]; /**< e.g. "flash" or "fa2,fa3" */
-  char dtypes[64];         /**< e.g. "f32,f16,bf16" */
-  char features[512];      /**< what decide() accepts, probed: "fwd,bwd,causal,lse,gqa,..." */
-  char unsupported[2048];  /**< features probed and refused, each with decide()'s reason */
+  char dtypes[64];           /**< e.g. "f32,f16,bf16" */
+  char features[512];        /**< what decide() accepts, probed: "fwd,bwd,causal,lse,gqa,..." */
+  char unsupported[2048];    /**< features probed and refused, each with decide()'s reason */
 } fa_backend_desc;
 
 /**

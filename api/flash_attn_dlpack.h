@@ -36,22 +36,36 @@ static inline fa_status fa_tensor_from_dlpack(const DLTensor *t, fa_tensor *out,
   }
   switch ((int)t->device.device_type) {
     case kDLCPU:
-    case kDLCUDAHost: out->device.kind = FA_DEVICE_CPU; break;
+    case kDLCUDAHost:
+      out->device.kind = FA_DEVICE_CPU;
+      break;
     case kDLCUDA:
-    case kDLCUDAManaged: out->device.kind = FA_DEVICE_CUDA; break;
-    case kDLROCM: out->device.kind = FA_DEVICE_HIP; break;
-    case kDLOpenCL: out->device.kind = FA_DEVICE_OPENCL; break;
-    default: *why = "DLTensor.device.device_type has no flashattn backend"; return FA_ERR_UNSUPPORTED;
+    case kDLCUDAManaged:
+      out->device.kind = FA_DEVICE_CUDA;
+      break;
+    case kDLROCM:
+      out->device.kind = FA_DEVICE_HIP;
+      break;
+    case kDLOpenCL:
+      out->device.kind = FA_DEVICE_OPENCL;
+      break;
+    default:
+      *why = "DLTensor.device.device_type has no flashattn backend";
+      return FA_ERR_UNSUPPORTED;
   }
   out->device.id = t->device.device_id;
   if (t->dtype.lanes != 1) {
     *why = "DLTensor.dtype.lanes must be 1";
     return FA_ERR_UNSUPPORTED;
   }
-  if (t->dtype.code == kDLFloat && t->dtype.bits == 32) out->dtype = FA_F32;
-  else if (t->dtype.code == kDLFloat && t->dtype.bits == 16) out->dtype = FA_F16;
-  else if (t->dtype.code == kDLBfloat && t->dtype.bits == 16) out->dtype = FA_BF16;
-  else if (t->dtype.code == kDLInt && t->dtype.bits == 32) out->dtype = FA_I32;
+  if (t->dtype.code == kDLFloat && t->dtype.bits == 32)
+    out->dtype = FA_F32;
+  else if (t->dtype.code == kDLFloat && t->dtype.bits == 16)
+    out->dtype = FA_F16;
+  else if (t->dtype.code == kDLBfloat && t->dtype.bits == 16)
+    out->dtype = FA_BF16;
+  else if (t->dtype.code == kDLInt && t->dtype.bits == 32)
+    out->dtype = FA_I32;
   else {
     *why = "DLTensor.dtype must be float32, float16, bfloat16 or int32";
     return FA_ERR_UNSUPPORTED;

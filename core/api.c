@@ -74,11 +74,16 @@ static void note_rejected(choice *c, const char *name, const char *why) {
 
 static const char *memory_name(fa_device_kind kind) {
   switch (kind) {
-    case FA_DEVICE_CPU: return "host";
-    case FA_DEVICE_CUDA: return "CUDA";
-    case FA_DEVICE_HIP: return "HIP";
-    case FA_DEVICE_OPENCL: return "OpenCL";
-    default: return "unknown";
+    case FA_DEVICE_CPU:
+      return "host";
+    case FA_DEVICE_CUDA:
+      return "CUDA";
+    case FA_DEVICE_HIP:
+      return "HIP";
+    case FA_DEVICE_OPENCL:
+      return "OpenCL";
+    default:
+      return "unknown";
   }
 }
 
@@ -122,8 +127,8 @@ static fa_status choose(const fa_request *req, choice *c) {
   if (n == 0)
     return fa_core_set_error(FA_ERR_BACKEND_UNAVAILABLE, "no backend owns %s memory",
                              memory_name(req->device.kind));
-  return fa_core_set_error(st, "%sno backend can run this request: %s",
-                           p->strict ? "strict: " : "", c->rejected);
+  return fa_core_set_error(st, "%sno backend can run this request: %s", p->strict ? "strict: " : "",
+                           c->rejected);
 }
 
 static fa_status check_info(const fa_run_info *info) {
@@ -187,8 +192,9 @@ static fa_status execute(fa_op op, const fa_params *params, const fa_call_args *
     /* Host scratch is cheap to get per call; device backends keep their own per-stream caches. */
     owned = workspace = malloc(need);
     if (!owned)
-      return fa_core_set_error(FA_ERR_OUT_OF_MEMORY, "workspace: could not allocate %zu bytes for %s",
-                               need, c.decision.kernel);
+      return fa_core_set_error(FA_ERR_OUT_OF_MEMORY,
+                               "workspace: could not allocate %zu bytes for %s", need,
+                               c.decision.kernel);
   }
   st = c.slot->plugin->run(&req, &c.decision, workspace);
   free(owned);
@@ -249,9 +255,9 @@ fa_status fa_plan_backward(const fa_params *params, const fa_tensor *q, const fa
   return plan(FA_OP_BACKWARD, params, &a, info, NULL);
 }
 
-fa_status fa_forward_workspace_size(const fa_params *params, const fa_tensor *q,
-                                    const fa_tensor *k, const fa_tensor *v, const fa_tensor *out,
-                                    const fa_tensor *lse, size_t *bytes) {
+fa_status fa_forward_workspace_size(const fa_params *params, const fa_tensor *q, const fa_tensor *k,
+                                    const fa_tensor *v, const fa_tensor *out, const fa_tensor *lse,
+                                    size_t *bytes) {
   fa_call_args a = {q, k, v, out, lse, NULL, NULL, NULL, NULL};
   if (!bytes) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "bytes: NULL pointer");
   return plan(FA_OP_FORWARD, params, &a, NULL, bytes);
@@ -271,9 +277,8 @@ fa_status fa_backend_info(fa_backend_desc *out, int32_t capacity, int32_t *count
   fa_core_clear_error();
   if (!count) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "count: NULL pointer");
   if (capacity < 0 || (capacity > 0 && !out))
-    return fa_core_set_error(FA_ERR_INVALID_ARGUMENT,
-                             "out/capacity: capacity = %d with out = %p", (int)capacity,
-                             (void *)out);
+    return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "out/capacity: capacity = %d with out = %p",
+                             (int)capacity, (void *)out);
   for (int32_t i = 0; i < capacity && i < FA_BACKEND_COUNT_ - 1; ++i)
     if (out[i].struct_size < sizeof(fa_backend_desc))
       return fa_core_set_error(FA_ERR_INVALID_ARGUMENT,

@@ -50,10 +50,10 @@ FA_HD uint16_t fa_f32_to_f16(float f) {
   uint32_t u = fa_f32_to_bits(f);
   uint32_t sign = (u >> 16) & 0x8000u;
   uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);    /* NaN */
-  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);   /* rounds to >= 65520: inf */
-  if (a < 0x38800000u) {                                     /* below 2^-14: subnormal or zero */
-    if (a < 0x33000000u) return (uint16_t)sign;              /* below half the smallest subnormal */
+  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);  /* NaN */
+  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to >= 65520: inf */
+  if (a < 0x38800000u) {                                   /* below 2^-14: subnormal or zero */
+    if (a < 0x33000000u) return (uint16_t)sign;            /* below half the smallest subnormal */
     uint32_t exp = a >> 23;
     uint32_t man = (a & 0x7fffffu) | 0x800000u;
     uint32_t shift = 126u - exp; /* 14..24 */

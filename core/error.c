@@ -20,13 +20,20 @@ const char *fa_last_error(void) { return last_error; }
 
 const char *fa_status_string(fa_status status) {
   switch (status) {
-    case FA_OK: return "FA_OK";
-    case FA_ERR_INVALID_ARGUMENT: return "FA_ERR_INVALID_ARGUMENT";
-    case FA_ERR_UNSUPPORTED: return "FA_ERR_UNSUPPORTED";
-    case FA_ERR_OUT_OF_MEMORY: return "FA_ERR_OUT_OF_MEMORY";
-    case FA_ERR_BACKEND_UNAVAILABLE: return "FA_ERR_BACKEND_UNAVAILABLE";
-    case FA_ERR_BACKEND_FAILURE: return "FA_ERR_BACKEND_FAILURE";
-    case FA_ERR_INTERNAL: return "FA_ERR_INTERNAL";
+    case FA_OK:
+      return "FA_OK";
+    case FA_ERR_INVALID_ARGUMENT:
+      return "FA_ERR_INVALID_ARGUMENT";
+    case FA_ERR_UNSUPPORTED:
+      return "FA_ERR_UNSUPPORTED";
+    case FA_ERR_OUT_OF_MEMORY:
+      return "FA_ERR_OUT_OF_MEMORY";
+    case FA_ERR_BACKEND_UNAVAILABLE:
+      return "FA_ERR_BACKEND_UNAVAILABLE";
+    case FA_ERR_BACKEND_FAILURE:
+      return "FA_ERR_BACKEND_FAILURE";
+    case FA_ERR_INTERNAL:
+      return "FA_ERR_INTERNAL";
   }
   return "FA_ERR_UNKNOWN";
 }

@@ -68,8 +68,9 @@ static void base_call(probe_call *c, fa_device dev, fa_dtype dt, fa_op op) {
 
 /* Asks decide() about the call; returns 1 when supported, else 0 with the reason in why. */
 static int ask(const fa_backend_slot *slot, probe_call *c, int with_lse, char *why, size_t n) {
-  fa_call_args args = {&c->q, &c->k, &c->v, &c->out, with_lse || c->op == FA_OP_BACKWARD ? &c->lse : NULL,
-                       NULL, NULL, NULL, NULL};
+  fa_call_args args = {
+      &c->q, &c->k, &c->v, &c->out, with_lse || c->op == FA_OP_BACKWARD ? &c->lse : NULL,
+      NULL,  NULL,  NULL,  NULL};
   if (c->op == FA_OP_BACKWARD) {
     args.dout = &c->dout;
     args.dq = &c->dq;
@@ -100,24 +101,56 @@ static void append_reason(char *buf, size_t cap, const char *name, const char *w
 }
 
 typedef enum feature {
-  F_FWD, F_BWD, F_F32, F_F16, F_BF16, F_LSE, F_CAUSAL, F_CAUSAL_TOP_LEFT, F_GQA, F_MQA, F_HD256,
-  F_HD512, F_DV_NE_DK, F_DETERMINISTIC, F_WINDOW, F_SOFTCAP, F_ALIBI, F_DROPOUT, F_VARLEN, F_PAGED,
-  F_SPLIT_KV, F_COUNT
+  F_FWD,
+  F_BWD,
+  F_F32,
+  F_F16,
+  F_BF16,
+  F_LSE,
+  F_CAUSAL,
+  F_CAUSAL_TOP_LEFT,
+  F_GQA,
+  F_MQA,
+  F_HD256,
+  F_HD512,
+  F_DV_NE_DK,
+  F_DETERMINISTIC,
+  F_WINDOW,
+  F_SOFTCAP,
+  F_ALIBI,
+  F_DROPOUT,
+  F_VARLEN,
+  F_PAGED,
+  F_SPLIT_KV,
+  F_COUNT
 } feature;
 
 static const char *const feature_names[F_COUNT] = {
-    "fwd", "bwd", "f32", "f16", "bf16", "lse", "causal", "causal_top_left", "gqa", "mqa", "hd256",
-    "hd512", "dv_ne_dk", "deterministic", "window", "softcap", "alibi", "dropout", "varlen",
-    "paged_kv", "split_kv"};
+    "fwd",      "bwd",           "f32",    "f16",
+    "bf16",     "lse",           "causal", "causal_top_left",
+    "gqa",      "mqa",           "hd256",  "hd512",
+    "dv_ne_dk", "deterministic", "window", "softcap",
+    "alibi",    "dropout",       "varlen", "paged_kv",
+    "split_kv"};
 
 /* Turns the base call into the probe for one feature. */
 static void shape_feature(probe_call *c, feature f, fa_device dev, fa_dtype dt) {
   switch (f) {
-    case F_BWD: base_call(c, dev, dt, FA_OP_BACKWARD); break;
-    case F_F32: base_call(c, dev, FA_F32, FA_OP_FORWARD); break;
-    case F_F16: base_call(c, dev, FA_F16, FA_OP_FORWARD); break;
-    case F_BF16: base_call(c, dev, FA_BF16, FA_OP_FORWARD); break;
-    case F_CAUSAL: c->params.causal = 1; break;
+    case F_BWD:
+      base_call(c, dev, dt, FA_OP_BACKWARD);
+      break;
+    case F_F32:
+      base_call(c, dev, FA_F32, FA_OP_FORWARD);
+      break;
+    case F_F16:
+      base_call(c, dev, FA_F16, FA_OP_FORWARD);
+      break;
+    case F_BF16:
+      base_call(c, dev, FA_BF16, FA_OP_FORWARD);
+      break;
+    case F_CAUSAL:
+      c->params.causal = 1;
+      break;
     case F_CAUSAL_TOP_LEFT:
       c->params.causal = 1;
       c->params.causal_align = FA_CAUSAL_TOP_LEFT;
@@ -142,13 +175,17 @@ static void shape_feature(probe_call *c, feature f, fa_device dev, fa_dtype dt) 
       shape4(&c->v, dev, dt, B, S, H, D / 2);
       shape4(&c->out, dev, dt, B, S, H, D / 2);
       break;
-    case F_DETERMINISTIC: c->params.deterministic = 1; break;
+    case F_DETERMINISTIC:
+      c->params.deterministic = 1;
+      break;
     case F_WINDOW:
       c->params.window_enabled = 1;
       c->params.window_left = 32;
       c->params.window_right = 0;
       break;
-    case F_SOFTCAP: c->params.softcap = 30.0f; break;
+    case F_SOFTCAP:
+      c->params.softcap = 30.0f;
+      break;
     case F_ALIBI: {
       static float slopes[H];
       int64_t shape[1] = {H};
@@ -156,7 +193,9 @@ static void shape_feature(probe_call *c, feature f, fa_device dev, fa_dtype dt) 
       c->params.alibi_slopes = &c->alibi;
       break;
     }
-    case F_DROPOUT: c->params.dropout_p = 0.1f; break;
+    case F_DROPOUT:
+      c->params.dropout_p = 0.1f;
+      break;
     case F_VARLEN: {
       static char dummy[16];
       int64_t packed[3] = {B * S, H, D};
@@ -186,8 +225,11 @@ static void shape_feature(probe_call *c, feature f, fa_device dev, fa_dtype dt) 
       c->params.block_table = &c->table;
       break;
     }
-    case F_SPLIT_KV: c->params.num_splits = 4; break;
-    default: break;
+    case F_SPLIT_KV:
+      c->params.num_splits = 4;
+      break;
+    default:
+      break;
   }
 }
 

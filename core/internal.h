@@ -23,7 +23,7 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
 typedef struct fa_backend_slot {
   int32_t id;
   const char *name;
-  fa_device_kind owns; /* the memory this backend computes on */
+  fa_device_kind owns;     /* the memory this backend computes on */
   const fa_plugin *plugin; /* NULL when unavailable */
   fa_plugin_probe probe;
   char reason[FA_REASON_LEN]; /* why unavailable ("" when available) */

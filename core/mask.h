@@ -16,9 +16,9 @@
 #include "fa_hd.h"
 
 typedef struct fa_mask {
-  int64_t shift;      /* diagonal offset: row i sits at key column i + shift */
-  int64_t left;       /* keys left of the diagonal a row sees; -1: unbounded */
-  int64_t right;      /* keys right of the diagonal a row sees; -1: unbounded */
+  int64_t shift; /* diagonal offset: row i sits at key column i + shift */
+  int64_t left;  /* keys left of the diagonal a row sees; -1: unbounded */
+  int64_t right; /* keys right of the diagonal a row sees; -1: unbounded */
 } fa_mask;
 
 /* causal_align: 0 bottom-right, 1 top-left (fa_causal_align). */
@@ -64,7 +64,8 @@ typedef enum fa_tile_class {
 FA_HD fa_tile_class fa_mask_tile_class(const fa_mask *m, int64_t r0, int64_t r1, int64_t c0,
                                        int64_t c1, int64_t seqlen_k) {
   /* Both ends of a row's key range are non-decreasing in the row, so the first and the last row
-     bound every row of the tile: lo/hi of row r0 are the smallest, those of row r1-1 the largest. */
+     bound every row of the tile: lo/hi of row r0 are the smallest, those of row r1-1 the largest.
+   */
   int64_t lo_first, hi_first, lo_last, hi_last;
   fa_mask_key_range(m, r0, seqlen_k, &lo_first, &hi_first);
   fa_mask_key_range(m, r1 - 1, seqlen_k, &lo_last, &hi_last);

@@ -4,8 +4,8 @@
  *
  * Dropout convention (fixed here, used by every backend and by the tests' reference):
  *   key     = {lo32(seed), hi32(seed)}
- *   counter = {col / 4, row, lo32(bh + offset), hi32(bh + offset)}, bh = batch_index * heads_q + head
- *   the draw for (row, col) is word col % 4 of philox(counter, key); the element is kept when
+ *   counter = {col / 4, row, lo32(bh + offset), hi32(bh + offset)}, bh = batch_index * heads_q +
+ * head the draw for (row, col) is word col % 4 of philox(counter, key); the element is kept when
  *   draw >= fa_dropout_threshold(p) and then scaled by 1 / (1 - p).
  * row and col are the query row and key column within their sequence. Calls that must not share
  * masks should use offsets at least batch * heads_q apart.

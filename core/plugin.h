@@ -1,9 +1,9 @@
 /*
  * plugin.h: the contract between the core library and a backend plugin.
  *
- * A plugin is a shared object (libfa_<name>.so) exporting one symbol, FA_PLUGIN_ENTRY_SYMBOL, of type
- * fa_plugin_entry_fn. The registry calls it with the core's FA_PLUGIN_ABI_VERSION; a plugin built
- * for another ABI returns NULL (or a table whose abi_version differs) and is refused with the
+ * A plugin is a shared object (libfa_<name>.so) exporting one symbol, FA_PLUGIN_ENTRY_SYMBOL, of
+ * type fa_plugin_entry_fn. The registry calls it with the core's FA_PLUGIN_ABI_VERSION; a plugin
+ * built for another ABI returns NULL (or a table whose abi_version differs) and is refused with the
  * reason kept for fa_backend_info().
  *
  * The request a plugin sees has been validated by core/validate: shapes, strides, dtypes and
@@ -39,8 +39,8 @@ typedef struct fa_request {
 
 /** What decide() answers. */
 typedef struct fa_decision {
-  int32_t supported;             /* 0: reason says why */
-  char reason[256];              /* "head_dim 320 > 256 for fa2_sm80" */
+  int32_t supported; /* 0: reason says why */
+  char reason[256];  /* "head_dim 320 > 256 for fa2_sm80" */
   char kernel[FA_KERNEL_LEN];
   int32_t tile_m, tile_n;
   int32_t num_splits;

@@ -28,11 +28,16 @@ static fa_backend_slot slots[FA_BACKEND_COUNT_] = {
 
 static const char *build_reason(int32_t id) {
   switch (id) {
-    case FA_BACKEND_CPU: return FA_BUILD_REASON_CPU;
-    case FA_BACKEND_CUDA: return FA_BUILD_REASON_CUDA;
-    case FA_BACKEND_HIP: return FA_BUILD_REASON_HIP;
-    case FA_BACKEND_OPENCL: return FA_BUILD_REASON_OPENCL;
-    default: return "unknown backend";
+    case FA_BACKEND_CPU:
+      return FA_BUILD_REASON_CPU;
+    case FA_BACKEND_CUDA:
+      return FA_BUILD_REASON_CUDA;
+    case FA_BACKEND_HIP:
+      return FA_BUILD_REASON_HIP;
+    case FA_BACKEND_OPENCL:
+      return FA_BUILD_REASON_OPENCL;
+    default:
+      return "unknown backend";
   }
 }
 
@@ -63,8 +68,10 @@ static void find_search_dirs(search_dirs *d) {
     const char *end = strchr(env, ':');
     size_t len = end ? (size_t)(end - env) : strlen(env);
     /* Relative entries (".", "", "lib") would resolve against the current directory. */
-    if (len > 0 && env[0] == '/') add_dir(d, env, len);
-    else if (len > 0) note_ignored(d, env, len);
+    if (len > 0 && env[0] == '/')
+      add_dir(d, env, len);
+    else if (len > 0)
+      note_ignored(d, env, len);
     env = end ? end + 1 : NULL;
   }
   Dl_info info;

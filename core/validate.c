@@ -15,31 +15,46 @@
 
 static size_t dtype_bytes(fa_dtype dt) {
   switch (dt) {
-    case FA_F32: return 4;
-    case FA_F16: return 2;
-    case FA_BF16: return 2;
-    case FA_I32: return 4;
-    default: return 0;
+    case FA_F32:
+      return 4;
+    case FA_F16:
+      return 2;
+    case FA_BF16:
+      return 2;
+    case FA_I32:
+      return 4;
+    default:
+      return 0;
   }
 }
 
 static const char *dtype_name(fa_dtype dt) {
   switch (dt) {
-    case FA_F32: return "f32";
-    case FA_F16: return "f16";
-    case FA_BF16: return "bf16";
-    case FA_I32: return "i32";
-    default: return "invalid";
+    case FA_F32:
+      return "f32";
+    case FA_F16:
+      return "f16";
+    case FA_BF16:
+      return "bf16";
+    case FA_I32:
+      return "i32";
+    default:
+      return "invalid";
   }
 }
 
 static const char *device_name(fa_device_kind kind) {
   switch (kind) {
-    case FA_DEVICE_CPU: return "cpu";
-    case FA_DEVICE_CUDA: return "cuda";
-    case FA_DEVICE_HIP: return "hip";
-    case FA_DEVICE_OPENCL: return "opencl";
-    default: return "invalid";
+    case FA_DEVICE_CPU:
+      return "cpu";
+    case FA_DEVICE_CUDA:
+      return "cuda";
+    case FA_DEVICE_HIP:
+      return "hip";
+    case FA_DEVICE_OPENCL:
+      return "opencl";
+    default:
+      return "invalid";
   }
 }
 
@@ -50,7 +65,8 @@ static fa_status check_tensor(const char *name, const fa_tensor *t, int32_t ndim
   if (t->ndim != ndim)
     return fa_core_set_error(INVALID, "%s.ndim = %d but must be %d", name, (int)t->ndim, (int)ndim);
   size_t esize = dtype_bytes(t->dtype);
-  if (esize == 0) return fa_core_set_error(INVALID, "%s.dtype = %d is not an fa_dtype", name, (int)t->dtype);
+  if (esize == 0)
+    return fa_core_set_error(INVALID, "%s.dtype = %d is not an fa_dtype", name, (int)t->dtype);
   if (t->device.kind < FA_DEVICE_CPU || t->device.kind > FA_DEVICE_OPENCL)
     return fa_core_set_error(INVALID, "%s.device.kind = %d is not an fa_device_kind", name,
                              (int)t->device.kind);
@@ -72,8 +88,10 @@ static fa_status check_tensor(const char *name, const fa_tensor *t, int32_t ndim
       numel = 0;
       break;
     }
-    if (numel > INT64_MAX / s) overflow = 1;
-    else numel *= s;
+    if (numel > INT64_MAX / s)
+      overflow = 1;
+    else
+      numel *= s;
     int64_t reach;
     if (__builtin_mul_overflow(s - 1, t->strides[i], &reach) ||
         __builtin_add_overflow(extent, reach, &extent))
@@ -87,15 +105,18 @@ static fa_status check_tensor(const char *name, const fa_tensor *t, int32_t ndim
                                "%s: shape and strides address more than 2^63 bytes (64-bit byte "
                                "counts would overflow)",
                                name);
-    if (!t->data) return fa_core_set_error(INVALID, "%s.data is NULL but the tensor has %lld elements",
-                                           name, (long long)numel);
+    if (!t->data)
+      return fa_core_set_error(INVALID, "%s.data is NULL but the tensor has %lld elements", name,
+                               (long long)numel);
     /* Misaligned elements are undefined behaviour for every backend that dereferences them; an
        OpenCL handle is not an address, only its offset counts. */
-    uintptr_t addr = (t->device.kind == FA_DEVICE_OPENCL ? 0 : (uintptr_t)t->data) +
-                     (uintptr_t)t->byte_offset;
+    uintptr_t addr =
+        (t->device.kind == FA_DEVICE_OPENCL ? 0 : (uintptr_t)t->data) + (uintptr_t)t->byte_offset;
     if (addr % esize != 0)
-      return fa_core_set_error(INVALID, "%s: data + byte_offset is not aligned to its %zu-byte "
-                               "elements", name, esize);
+      return fa_core_set_error(INVALID,
+                               "%s: data + byte_offset is not aligned to its %zu-byte "
+                               "elements",
+                               name, esize);
   }
   return FA_OK;
 }
@@ -156,17 +177,18 @@ static fa_status expect_dtype(const char *name, const fa_tensor *t, fa_dtype wan
 
 static fa_status expect_device(const char *name, const fa_tensor *t, fa_device want) {
   if (t->device.kind != want.kind || t->device.id != want.id)
-    return fa_core_set_error(INVALID, "%s.device = %s:%d but q.device = %s:%d (all tensors of a "
+    return fa_core_set_error(INVALID,
+                             "%s.device = %s:%d but q.device = %s:%d (all tensors of a "
                              "call must live on one device)",
                              name, device_name(t->device.kind), (int)t->device.id,
                              device_name(want.kind), (int)want.id);
   return FA_OK;
 }
 
-#define TRY(expr)                   \
-  do {                              \
-    fa_status st_ = (expr);         \
-    if (st_ != FA_OK) return st_;   \
+#define TRY(expr)                 \
+  do {                            \
+    fa_status st_ = (expr);       \
+    if (st_ != FA_OK) return st_; \
   } while (0)
 
 static fa_status resolve_params(const fa_params *user, fa_params *out) {
@@ -197,15 +219,18 @@ static fa_status resolve_params(const fa_params *user, fa_params *out) {
 
 static fa_status check_params(const fa_params *p) {
   if (!isfinite(p->softmax_scale) || p->softmax_scale < 0.0f)
-    return fa_core_set_error(INVALID, "params.softmax_scale = %g must be finite and >= 0 (0 means "
-                             "1/sqrt(head_dim))", (double)p->softmax_scale);
+    return fa_core_set_error(INVALID,
+                             "params.softmax_scale = %g must be finite and >= 0 (0 means "
+                             "1/sqrt(head_dim))",
+                             (double)p->softmax_scale);
   if (p->causal_align != FA_CAUSAL_BOTTOM_RIGHT && p->causal_align != FA_CAUSAL_TOP_LEFT)
     return fa_core_set_error(INVALID, "params.causal_align = %d is not an fa_causal_align",
                              (int)p->causal_align);
   if (p->window_enabled && (p->window_left < -1 || p->window_right < -1))
-    return fa_core_set_error(INVALID, "params.window_left/window_right = %lld/%lld must be >= -1 "
-                             "(-1 = unbounded)", (long long)p->window_left,
-                             (long long)p->window_right);
+    return fa_core_set_error(INVALID,
+                             "params.window_left/window_right = %lld/%lld must be >= -1 "
+                             "(-1 = unbounded)",
+                             (long long)p->window_left, (long long)p->window_right);
   if (!isfinite(p->softcap) || p->softcap < 0.0f)
     return fa_core_set_error(INVALID, "params.softcap = %g must be finite and >= 0 (0 = off)",
                              (double)p->softcap);
@@ -262,8 +287,8 @@ static fa_status check_cu_seqlens(const char *name, const fa_tensor *cu, int64_t
   return FA_OK;
 }
 
-fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args *a,
-                      fa_params *p, fa_request *req) {
+fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args *a, fa_params *p,
+                      fa_request *req) {
   TRY(resolve_params(user_params, p));
   TRY(check_params(p));
 
@@ -271,10 +296,12 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
   const int varlen_k = p->cu_seqlens_k != NULL;
   const int paged = p->block_table != NULL;
   if (varlen_k && !varlen_q)
-    return fa_core_set_error(INVALID, "params.cu_seqlens_k is set but params.cu_seqlens_q is not "
+    return fa_core_set_error(INVALID,
+                             "params.cu_seqlens_k is set but params.cu_seqlens_q is not "
                              "(variable length needs both)");
   if (varlen_q && !varlen_k && !paged)
-    return fa_core_set_error(INVALID, "params.cu_seqlens_q is set but params.cu_seqlens_k is not "
+    return fa_core_set_error(INVALID,
+                             "params.cu_seqlens_q is set but params.cu_seqlens_k is not "
                              "(variable length needs both, or a block_table)");
 
   const int32_t qdim = varlen_q ? 3 : 4;
@@ -305,12 +332,14 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
   if (varlen_q) {
     TRY(check_index("params.cu_seqlens_q", p->cu_seqlens_q, 1, dev));
     if (p->cu_seqlens_q->shape[0] < 1)
-      return fa_core_set_error(INVALID, "params.cu_seqlens_q.shape[0] = 0 but must be batch + 1 >= 1");
+      return fa_core_set_error(INVALID,
+                               "params.cu_seqlens_q.shape[0] = 0 but must be batch + 1 >= 1");
     batch = p->cu_seqlens_q->shape[0] - 1;
     TRY(check_cu_seqlens("params.cu_seqlens_q", p->cu_seqlens_q, q->shape[0]));
     seqlen_q = p->max_seqlen_q;
     if (seqlen_q == 0 && q->shape[0] > 0)
-      return fa_core_set_error(INVALID, "params.max_seqlen_q = 0 but must be set with cu_seqlens_q");
+      return fa_core_set_error(INVALID,
+                               "params.max_seqlen_q = 0 but must be set with cu_seqlens_q");
   } else {
     batch = q->shape[0];
     seqlen_q = q->shape[1];
@@ -321,8 +350,10 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
     TRY(expect_dim("params.block_table", p->block_table, 0, batch, "batch"));
     const int64_t page = k->shape[1];
     if (page < 1 || page > 1024 || (page & (page - 1)) != 0)
-      return fa_core_set_error(INVALID, "k.shape[1] = %lld (the page size) must be a power of two "
-                               "in [1, 1024]", (long long)page);
+      return fa_core_set_error(INVALID,
+                               "k.shape[1] = %lld (the page size) must be a power of two "
+                               "in [1, 1024]",
+                               (long long)page);
     if (p->page_size != 0 && p->page_size != page)
       return fa_core_set_error(INVALID, "params.page_size = %lld but k.shape[1] = %lld",
                                (long long)p->page_size, (long long)page);
@@ -334,7 +365,8 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
     TRY(check_cu_seqlens("params.cu_seqlens_k", p->cu_seqlens_k, k->shape[0]));
     seqlen_k = p->max_seqlen_k;
     if (seqlen_k == 0 && k->shape[0] > 0)
-      return fa_core_set_error(INVALID, "params.max_seqlen_k = 0 but must be set with cu_seqlens_k");
+      return fa_core_set_error(INVALID,
+                               "params.max_seqlen_k = 0 but must be set with cu_seqlens_k");
   } else {
     TRY(expect_dim("k", k, 0, batch, "q.shape[0]"));
     seqlen_k = k->shape[1];
@@ -368,7 +400,8 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
     return fa_core_set_error(INVALID, "k.shape[%d] = %lld (heads_kv) must be >= 1", kh,
                              (long long)heads_kv);
   if (heads_q % heads_kv != 0)
-    return fa_core_set_error(INVALID, "q.shape[%d] = %lld (heads_q) must be a multiple of "
+    return fa_core_set_error(INVALID,
+                             "q.shape[%d] = %lld (heads_q) must be a multiple of "
                              "k.shape[%d] = %lld (heads_kv)",
                              qh, (long long)heads_q, kh, (long long)heads_kv);
 
@@ -387,7 +420,8 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
   /* lse: float32 [batch, heads_q, seqlen_q], or [heads_q, total_q] when q is packed. */
   const fa_tensor *lse = a->lse;
   if (op == FA_OP_BACKWARD && !lse)
-    return fa_core_set_error(INVALID, "lse: NULL tensor (the backward pass needs the forward's lse)");
+    return fa_core_set_error(INVALID,
+                             "lse: NULL tensor (the backward pass needs the forward's lse)");
   if (p->return_lse && !lse)
     return fa_core_set_error(INVALID, "lse: NULL tensor but params.return_lse is set");
   if (lse) {
@@ -407,8 +441,10 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
   if (p->alibi_slopes) {
     const fa_tensor *al = p->alibi_slopes;
     if (al->ndim != 1 && al->ndim != 2)
-      return fa_core_set_error(INVALID, "params.alibi_slopes.ndim = %d but must be 1 ([heads_q]) "
-                               "or 2 ([batch, heads_q])", (int)al->ndim);
+      return fa_core_set_error(INVALID,
+                               "params.alibi_slopes.ndim = %d but must be 1 ([heads_q]) "
+                               "or 2 ([batch, heads_q])",
+                               (int)al->ndim);
     TRY(check_tensor("params.alibi_slopes", al, al->ndim));
     TRY(expect_dtype("params.alibi_slopes", al, FA_F32, "slopes are float32"));
     TRY(expect_device("params.alibi_slopes", al, dev));
