@@ -395,6 +395,26 @@ static void mark_quick(case_list *L) {
  * Running one case
  * -------------------------------------------------------------------------------------------- */
 
+/* The CPU kernel build meant to run: the widest this CPU has (asked here independently of the
+   plugin, so a wrong choice in the plugin is caught), or a narrower one forced by FA_CPU_ISA. */
+static const char *cpu_expected_isa(void) {
+  static const char *const widest_first[] = {"avx512", "avx2", "generic"};
+  int best = 2;
+#if defined(__GNUC__) && defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("fma"))
+    best = 0;
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    best = 1;
+#endif
+  const char *forced = getenv("FA_CPU_ISA");
+  for (int r = best; forced && *forced && r < 3; ++r)
+    if (strcmp(forced, widest_first[r]) == 0) return widest_first[r];
+  return widest_first[best];
+}
+
 static int expected_kernel(const backend_ctx *bk, const conf_case *c, int bwd, char *buf,
                            size_t n) {
   if (strcmp(bk->name, "cpu") != 0) return 0;
@@ -403,8 +423,8 @@ static int expected_kernel(const backend_ctx *bk, const conf_case *c, int bwd, c
     snprintf(hd, sizeof hd, "%lld", (long long)c->d);
   else
     snprintf(hd, sizeof hd, "%lldx%lld", (long long)c->d, (long long)c->dv);
-  snprintf(buf, n, "cpu.flash.%s.%s.hd%s%s", bwd ? "bwd" : "fwd", tu_dtype_name(c->dtype), hd,
-           c->cm != CM_NONE ? ".causal" : "");
+  snprintf(buf, n, "cpu.flash.%s.%s.%s.hd%s%s", cpu_expected_isa(), bwd ? "bwd" : "fwd",
+           tu_dtype_name(c->dtype), hd, c->cm != CM_NONE ? ".causal" : "");
   return 1;
 }
 

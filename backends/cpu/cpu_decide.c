@@ -10,6 +10,7 @@
 
 #include "core/plan.h"
 #include "cpu_internal.h"
+#include "cpu_kernels.h"
 
 #if defined(__GNUC__)
 #define CPU_PRINTF_LIKE __attribute__((format(printf, 2, 3)))
@@ -138,7 +139,9 @@ void cpu_decide(const fa_request *req, fa_decision *out) {
     snprintf(dims, sizeof dims, "%lld", (long long)req->head_dim);
   else
     snprintf(dims, sizeof dims, "%lldx%lld", (long long)req->head_dim, (long long)req->head_dim_v);
-  snprintf(out->kernel, sizeof out->kernel, "cpu.flash.%s.%s.hd%s%s",
+  /* The kernel build (generic, avx2, avx512) is part of the name: a CPU without AVX-512 runs
+     slower code, and the report says so. */
+  snprintf(out->kernel, sizeof out->kernel, "cpu.flash.%s.%s.%s.hd%s%s", cpu_kernels_get()->isa,
            req->op == FA_OP_FORWARD ? "fwd" : "bwd", dtype, dims, p->causal ? ".causal" : "");
   out->supported = 1;
   out->tile_m = tiles.tile_m;
