@@ -10,7 +10,9 @@
  *     k   [batch, seqlen_k, heads_kv, head_dim]
  *     v   [batch, seqlen_k, heads_kv, head_dim_v]
  *     out [batch, seqlen_q, heads_q,  head_dim_v]
- *     lse [batch, heads_q, seqlen_q], float32, natural logarithm.
+ *     lse [batch, heads_q, seqlen_q], float32, natural logarithm. With packed (varlen) q, lse is
+ *     either unpadded [heads_q, total_q] or padded [batch, heads_q, max_seqlen_q] (rows past a
+ *     sequence's end are not written): the shape passed chooses.
  *     heads_q must be a multiple of heads_kv (MHA, GQA, MQA): query head h reads KV head
  *     h / (heads_q / heads_kv).
  *   - Strides are in elements and may be anything non-negative that does not make two output
@@ -218,12 +220,50 @@ FA_API fa_status fa_backward(const fa_params *params, const fa_tensor *q, const 
                              fa_run_info *info);
 
 /**
+ * Arguments of fa_forward_kvcache beyond those of fa_forward. Set struct_size with
+ * fa_kvcache_args_init. All tensors live on q's device.
+ */
+typedef struct fa_kvcache_args {
+  size_t struct_size;
+  const fa_tensor *k_new; /**< optional [batch, seqlen_new, heads_kv, head_dim]: appended */
+  const fa_tensor *v_new; /**< optional [batch, seqlen_new, heads_kv, head_dim_v]; with k_new */
+  const fa_tensor *cache_seqlens; /**< int32 [batch]: tokens already in the cache (required) */
+  const fa_tensor *rotary_cos;    /**< optional [max_position, rotary_dim / 2], f32 or q's dtype */
+  const fa_tensor *rotary_sin;    /**< as rotary_cos; both or neither */
+  int32_t
+      rotary_interleaved; /**< non-zero: rotate pairs (0,1),(2,3)...; else (i, i + rotary_dim/2) */
+} fa_kvcache_args;
+
+FA_API void fa_kvcache_args_init(fa_kvcache_args *args);
+
+/**
+ * Decoding / incremental attention over a KV cache (FlashAttention's flash_attn_with_kvcache).
+ * k_cache, v_cache: [batch, seqlen_cache, heads_kv, dim], or pages [num_blocks, page_size,
+ * heads_kv, dim] with params->block_table. If kv->k_new is given, its tokens are first written into
+ * the cache at positions cache_seqlens[b] .. cache_seqlens[b] + seqlen_new - 1 (rotated by the
+ * rotary tables when given); then q attends to keys [0, cache_seqlens[b] + seqlen_new) of sequence
+ * b, causal masks aligned bottom-right to that length. With rotary tables, q is rotated too: at
+ * positions cache_seqlens[b] + t when causal or windowed, else all at cache_seqlens[b] (as
+ * FlashAttention). The cache is the only input written; q is not modified (rotation happens in
+ * scratch). No backward exists for this call.
+ */
+FA_API fa_status fa_forward_kvcache(const fa_params *params, const fa_tensor *q, fa_tensor *k_cache,
+                                    fa_tensor *v_cache, const fa_kvcache_args *kv, fa_tensor *out,
+                                    fa_tensor *lse, fa_run_info *info);
+
+/**
  * What fa_forward would run for these arguments (and why others were passed over), without
  * running it. Fails exactly when fa_forward would fail before computing, with the same message.
  */
 FA_API fa_status fa_plan_forward(const fa_params *params, const fa_tensor *q, const fa_tensor *k,
                                  const fa_tensor *v, const fa_tensor *out, const fa_tensor *lse,
                                  fa_run_info *plan);
+
+/** As fa_plan_forward, for fa_forward_kvcache. */
+FA_API fa_status fa_plan_forward_kvcache(const fa_params *params, const fa_tensor *q,
+                                         const fa_tensor *k_cache, const fa_tensor *v_cache,
+                                         const fa_kvcache_args *kv, const fa_tensor *out,
+                                         const fa_tensor *lse, fa_run_info *plan);
 
 /** As fa_plan_forward, for fa_backward. */
 FA_API fa_status fa_plan_backward(const fa_params *params, const fa_tensor *q, const fa_tensor *k,

@@ -159,74 +159,93 @@ static void fill_info(fa_run_info *info, const fa_request *req, const choice *c)
 }
 
 /* Validation and choice, shared by the calls, the plans and the workspace queries. */
+/* What one call holds while it is prepared and run: the caller's arguments resolved to this
+   version's structs, the validated request, and the backend chosen. */
+typedef struct prepared {
+  fa_params params;
+  fa_kvcache_args kv;
+  fa_request req;
+  choice c;
+} prepared;
+
 static fa_status prepare(fa_op op, const fa_params *params, const fa_call_args *args,
-                         fa_params *resolved, fa_request *req, choice *c) {
+                         prepared *pr) {
   fa_core_clear_error();
-  fa_status st = fa_validate(op, params, args, resolved, req);
+  fa_status st = fa_validate(op, params, args, &pr->params, &pr->kv, &pr->req);
   if (st != FA_OK) return st;
-  return choose(req, c);
+  return choose(&pr->req, &pr->c);
+}
+
+static const char *op_name(fa_op op) {
+  switch (op) {
+    case FA_OP_FORWARD:
+      return "forward";
+    case FA_OP_BACKWARD:
+      return "backward";
+    case FA_OP_KVCACHE:
+      return "forward_kvcache";
+  }
+  return "unknown";
 }
 
 static fa_status execute(fa_op op, const fa_params *params, const fa_call_args *args,
                          fa_run_info *info) {
-  fa_params resolved;
-  fa_request req;
-  choice c;
+  prepared pr;
   fa_core_clear_error();
   fa_status st = check_info(info);
   if (st != FA_OK) return st;
-  st = prepare(op, params, args, &resolved, &req, &c);
+  st = prepare(op, params, args, &pr);
   if (st != FA_OK) return st;
+  const fa_params resolved = pr.params;
+  const fa_request *req = &pr.req;
+  const choice *c = &pr.c;
 
-  size_t need = c.decision.workspace_bytes;
+  size_t need = c->decision.workspace_bytes;
   void *workspace = NULL, *owned = NULL;
   if (need > 0 && resolved.workspace) {
     if (resolved.workspace_size < need)
       return fa_core_set_error(FA_ERR_INVALID_ARGUMENT,
                                "params.workspace_size = %zu but kernel %s needs %zu bytes (ask "
                                "fa_%s_workspace_size)",
-                               resolved.workspace_size, c.decision.kernel, need,
-                               op == FA_OP_FORWARD ? "forward" : "backward");
+                               resolved.workspace_size, c->decision.kernel, need, op_name(op));
     workspace = resolved.workspace;
-  } else if (need > 0 && req.device.kind == FA_DEVICE_CPU) {
+  } else if (need > 0 && req->device.kind == FA_DEVICE_CPU) {
     /* Host scratch is cheap to get per call; device backends keep their own per-stream caches. */
     owned = workspace = malloc(need);
     if (!owned)
       return fa_core_set_error(FA_ERR_OUT_OF_MEMORY,
                                "workspace: could not allocate %zu bytes for %s", need,
-                               c.decision.kernel);
+                               c->decision.kernel);
   }
-  st = c.slot->plugin->run(&req, &c.decision, workspace);
+  st = c->slot->plugin->run(req, &c->decision, workspace);
   free(owned);
   if (st != FA_OK) {
     if (!fa_last_error()[0])
-      fa_core_set_error(st, "%s: kernel %s failed without a message", c.slot->name,
-                        c.decision.kernel);
+      fa_core_set_error(st, "%s: kernel %s failed without a message", c->slot->name,
+                        c->decision.kernel);
     return st;
   }
-  fill_info(info, &req, &c);
+  fill_info(info, req, c);
   return FA_OK;
 }
 
 static fa_status plan(fa_op op, const fa_params *params, const fa_call_args *args,
                       fa_run_info *info, size_t *bytes) {
-  fa_params resolved;
-  fa_request req;
-  choice c;
+  prepared pr;
   fa_core_clear_error();
   fa_status st = check_info(info);
   if (st != FA_OK) return st;
   if (!info && !bytes) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "plan: NULL output");
-  st = prepare(op, params, args, &resolved, &req, &c);
+  st = prepare(op, params, args, &pr);
   if (st != FA_OK) return st;
-  fill_info(info, &req, &c);
-  if (bytes) *bytes = c.decision.workspace_bytes;
+  fill_info(info, &pr.req, &pr.c);
+  if (bytes) *bytes = pr.c.decision.workspace_bytes;
   return FA_OK;
 }
 
 fa_status fa_forward(const fa_params *params, const fa_tensor *q, const fa_tensor *k,
                      const fa_tensor *v, fa_tensor *out, fa_tensor *lse, fa_run_info *info) {
-  fa_call_args a = {q, k, v, out, lse, NULL, NULL, NULL, NULL};
+  fa_call_args a = {q, k, v, out, lse, NULL, NULL, NULL, NULL, NULL};
   return execute(FA_OP_FORWARD, params, &a, info);
 }
 
@@ -234,14 +253,14 @@ fa_status fa_backward(const fa_params *params, const fa_tensor *q, const fa_tens
                       const fa_tensor *v, const fa_tensor *out, const fa_tensor *lse,
                       const fa_tensor *dout, fa_tensor *dq, fa_tensor *dk, fa_tensor *dv,
                       fa_run_info *info) {
-  fa_call_args a = {q, k, v, out, lse, dout, dq, dk, dv};
+  fa_call_args a = {q, k, v, out, lse, dout, dq, dk, dv, NULL};
   return execute(FA_OP_BACKWARD, params, &a, info);
 }
 
 fa_status fa_plan_forward(const fa_params *params, const fa_tensor *q, const fa_tensor *k,
                           const fa_tensor *v, const fa_tensor *out, const fa_tensor *lse,
                           fa_run_info *info) {
-  fa_call_args a = {q, k, v, out, lse, NULL, NULL, NULL, NULL};
+  fa_call_args a = {q, k, v, out, lse, NULL, NULL, NULL, NULL, NULL};
   if (!info) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "plan: NULL fa_run_info");
   return plan(FA_OP_FORWARD, params, &a, info, NULL);
 }
@@ -250,7 +269,7 @@ fa_status fa_plan_backward(const fa_params *params, const fa_tensor *q, const fa
                            const fa_tensor *v, const fa_tensor *out, const fa_tensor *lse,
                            const fa_tensor *dout, const fa_tensor *dq, const fa_tensor *dk,
                            const fa_tensor *dv, fa_run_info *info) {
-  fa_call_args a = {q, k, v, out, lse, dout, dq, dk, dv};
+  fa_call_args a = {q, k, v, out, lse, dout, dq, dk, dv, NULL};
   if (!info) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "plan: NULL fa_run_info");
   return plan(FA_OP_BACKWARD, params, &a, info, NULL);
 }
@@ -258,7 +277,7 @@ fa_status fa_plan_backward(const fa_params *params, const fa_tensor *q, const fa
 fa_status fa_forward_workspace_size(const fa_params *params, const fa_tensor *q, const fa_tensor *k,
                                     const fa_tensor *v, const fa_tensor *out, const fa_tensor *lse,
                                     size_t *bytes) {
-  fa_call_args a = {q, k, v, out, lse, NULL, NULL, NULL, NULL};
+  fa_call_args a = {q, k, v, out, lse, NULL, NULL, NULL, NULL, NULL};
   if (!bytes) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "bytes: NULL pointer");
   return plan(FA_OP_FORWARD, params, &a, NULL, bytes);
 }
@@ -268,9 +287,31 @@ fa_status fa_backward_workspace_size(const fa_params *params, const fa_tensor *q
                                      const fa_tensor *lse, const fa_tensor *dout,
                                      const fa_tensor *dq, const fa_tensor *dk, const fa_tensor *dv,
                                      size_t *bytes) {
-  fa_call_args a = {q, k, v, out, lse, dout, dq, dk, dv};
+  fa_call_args a = {q, k, v, out, lse, dout, dq, dk, dv, NULL};
   if (!bytes) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "bytes: NULL pointer");
   return plan(FA_OP_BACKWARD, params, &a, NULL, bytes);
+}
+
+void fa_kvcache_args_init(fa_kvcache_args *args) {
+  if (!args) return;
+  memset(args, 0, sizeof *args);
+  args->struct_size = sizeof *args;
+}
+
+fa_status fa_forward_kvcache(const fa_params *params, const fa_tensor *q, fa_tensor *k_cache,
+                             fa_tensor *v_cache, const fa_kvcache_args *kv, fa_tensor *out,
+                             fa_tensor *lse, fa_run_info *info) {
+  fa_call_args a = {q, k_cache, v_cache, out, lse, NULL, NULL, NULL, NULL, kv};
+  return execute(FA_OP_KVCACHE, params, &a, info);
+}
+
+fa_status fa_plan_forward_kvcache(const fa_params *params, const fa_tensor *q,
+                                  const fa_tensor *k_cache, const fa_tensor *v_cache,
+                                  const fa_kvcache_args *kv, const fa_tensor *out,
+                                  const fa_tensor *lse, fa_run_info *info) {
+  fa_call_args a = {q, k_cache, v_cache, out, lse, NULL, NULL, NULL, NULL, kv};
+  if (!info) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "plan: NULL fa_run_info");
+  return plan(FA_OP_KVCACHE, params, &a, info, NULL);
 }
 
 fa_status fa_backend_info(fa_backend_desc *out, int32_t capacity, int32_t *count) {

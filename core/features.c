@@ -12,7 +12,8 @@ enum { B = 2, S = 128, H = 4, D = 64 };
 
 typedef struct probe_call {
   fa_params params;
-  fa_tensor q, k, v, out, lse, dout, dq, dk, dv, alibi, cu_q, cu_k, table;
+  fa_tensor q, k, v, out, lse, dout, dq, dk, dv, alibi, cu_q, cu_k, table, cache_seqlens;
+  fa_kvcache_args kv;
   int32_t cu_data[B + 1];
   int32_t table_data[B];
   fa_op op;
@@ -20,7 +21,8 @@ typedef struct probe_call {
 
 static void shape4(fa_tensor *t, fa_device dev, fa_dtype dt, int64_t a, int64_t b, int64_t c,
                    int64_t d) {
-  static char dummy[16]; /* decide() never reads tensor data; validate needs a non-NULL pointer */
+  static _Alignas(
+      16) char dummy[16]; /* decide() never reads tensor data; validate needs a non-NULL pointer */
   memset(t, 0, sizeof *t);
   t->data = dummy;
   t->device = dev;
@@ -62,7 +64,7 @@ static void base_call(probe_call *c, fa_device dev, fa_dtype dt, fa_op op) {
   c->dk = c->k;
   c->dv = c->v;
   int64_t lse_shape[3] = {B, H, S};
-  static char dummy[16];
+  static _Alignas(16) char dummy[16];
   shape_n(&c->lse, dev, FA_F32, dummy, 3, lse_shape);
 }
 
@@ -70,7 +72,7 @@ static void base_call(probe_call *c, fa_device dev, fa_dtype dt, fa_op op) {
 static int ask(const fa_backend_slot *slot, probe_call *c, int with_lse, char *why, size_t n) {
   fa_call_args args = {
       &c->q, &c->k, &c->v, &c->out, with_lse || c->op == FA_OP_BACKWARD ? &c->lse : NULL,
-      NULL,  NULL,  NULL,  NULL};
+      NULL,  NULL,  NULL,  NULL,    c->op == FA_OP_KVCACHE ? &c->kv : NULL};
   if (c->op == FA_OP_BACKWARD) {
     args.dout = &c->dout;
     args.dq = &c->dq;
@@ -78,8 +80,9 @@ static int ask(const fa_backend_slot *slot, probe_call *c, int with_lse, char *w
     args.dv = &c->dv;
   }
   fa_params resolved;
+  fa_kvcache_args kv;
   fa_request req;
-  if (fa_validate(c->op, &c->params, &args, &resolved, &req) != FA_OK) {
+  if (fa_validate(c->op, &c->params, &args, &resolved, &kv, &req) != FA_OK) {
     snprintf(why, n, "probe request invalid: %s", fa_last_error());
     return 0;
   }
@@ -122,6 +125,7 @@ typedef enum feature {
   F_VARLEN,
   F_PAGED,
   F_SPLIT_KV,
+  F_KVCACHE,
   F_COUNT
 } feature;
 
@@ -131,7 +135,7 @@ static const char *const feature_names[F_COUNT] = {
     "gqa",      "mqa",           "hd256",  "hd512",
     "dv_ne_dk", "deterministic", "window", "softcap",
     "alibi",    "dropout",       "varlen", "paged_kv",
-    "split_kv"};
+    "split_kv", "kvcache"};
 
 /* Turns the base call into the probe for one feature. */
 static void shape_feature(probe_call *c, feature f, fa_device dev, fa_dtype dt) {
@@ -197,7 +201,7 @@ static void shape_feature(probe_call *c, feature f, fa_device dev, fa_dtype dt) 
       c->params.dropout_p = 0.1f;
       break;
     case F_VARLEN: {
-      static char dummy[16];
+      static _Alignas(16) char dummy[16];
       int64_t packed[3] = {B * S, H, D};
       int64_t cu_shape[1] = {B + 1};
       for (int i = 0; i <= B; ++i) c->cu_data[i] = i * S;
@@ -228,6 +232,21 @@ static void shape_feature(probe_call *c, feature f, fa_device dev, fa_dtype dt) 
     case F_SPLIT_KV:
       c->params.num_splits = 4;
       break;
+    case F_KVCACHE: {
+      /* one new token per sequence appended to a cache of S positions holding S/2 */
+      static _Alignas(16) char dummy[16];
+      int64_t len_shape[1] = {B};
+      for (int i = 0; i < B; ++i) c->cu_data[i] = S / 2;
+      shape_n(&c->cache_seqlens, dev, FA_I32, c->cu_data, 1, len_shape);
+      shape4(&c->q, dev, dt, B, 1, H, D);
+      shape4(&c->out, dev, dt, B, 1, H, D);
+      int64_t lse_shape[3] = {B, H, 1};
+      shape_n(&c->lse, dev, FA_F32, dummy, 3, lse_shape);
+      fa_kvcache_args_init(&c->kv);
+      c->kv.cache_seqlens = &c->cache_seqlens;
+      c->op = FA_OP_KVCACHE;
+      break;
+    }
     default:
       break;
   }

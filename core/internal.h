@@ -14,10 +14,11 @@ void fa_core_clear_error(void);
 typedef struct fa_call_args {
   const fa_tensor *q, *k, *v, *out, *lse;
   const fa_tensor *dout, *dq, *dk, *dv;
+  const fa_kvcache_args *kv; /* FA_OP_KVCACHE only; k and v are then the caches */
 } fa_call_args;
 
 fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args *args,
-                      fa_params *params_out, fa_request *req);
+                      fa_params *params_out, fa_kvcache_args *kv_out, fa_request *req);
 
 /* registry.c: the backends the library knows, loaded lazily and once. */
 typedef struct fa_backend_slot {

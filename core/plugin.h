@@ -23,7 +23,7 @@ extern "C" {
 #define FA_PLUGIN_ABI_VERSION 1u
 #define FA_PLUGIN_ENTRY_SYMBOL "fa_plugin_entry"
 
-typedef enum fa_op { FA_OP_FORWARD = 0, FA_OP_BACKWARD = 1 } fa_op;
+typedef enum fa_op { FA_OP_FORWARD = 0, FA_OP_BACKWARD = 1, FA_OP_KVCACHE = 2 } fa_op;
 
 /** A validated call, with the dimensions derived once by core/validate. */
 typedef struct fa_request {
@@ -34,7 +34,12 @@ typedef struct fa_request {
   fa_dtype dtype;
   fa_device device;
   int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, head_dim_v;
-  float scale; /* softmax_scale resolved (0 -> 1/sqrt(head_dim)) */
+  float scale;        /* softmax_scale resolved (0 -> 1/sqrt(head_dim)) */
+  int32_t lse_packed; /* varlen only: 1 when lse is unpadded [heads_q, total_q], 0 when padded */
+  /* FA_OP_KVCACHE only (else NULL/0): k and v above are the caches (written by the append). */
+  const fa_kvcache_args *kv; /* resolved copy; kv->k_new etc. may be NULL */
+  int64_t seqlen_new;        /* tokens appended per sequence (0 without k_new) */
+  int64_t rotary_dim;        /* 0 without rotary tables */
 } fa_request;
 
 /** What decide() answers. */

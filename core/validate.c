@@ -287,8 +287,132 @@ static fa_status check_cu_seqlens(const char *name, const fa_tensor *cu, int64_t
   return FA_OK;
 }
 
+/* Index values a host backend will dereference: block_table entries inside the pool, seqused_k
+ * within the keys there are. Checked where the host can read them. */
+static fa_status check_host_indices(const fa_params *p, int64_t batch, const fa_tensor *k,
+                                    int64_t seqlen_k) {
+  if (p->block_table && p->block_table->device.kind == FA_DEVICE_CPU) {
+    const fa_tensor *bt = p->block_table;
+    for (int64_t b = 0; b < bt->shape[0]; ++b)
+      for (int64_t j = 0; j < bt->shape[1]; ++j) {
+        int32_t v;
+        size_t at = (size_t)(b * bt->strides[0] + j * bt->strides[1]) * 4;
+        memcpy(&v, (const char *)fa_tensor_base(bt) + at, 4);
+        if (v < 0 || v >= k->shape[0])
+          return fa_core_set_error(INVALID,
+                                   "params.block_table[%lld][%lld] = %d is outside the %lld pages "
+                                   "of k.shape[0]",
+                                   (long long)b, (long long)j, (int)v, (long long)k->shape[0]);
+      }
+  }
+  if (p->seqused_k && p->seqused_k->device.kind == FA_DEVICE_CPU) {
+    for (int64_t b = 0; b < batch; ++b) {
+      int32_t used = read_i32(p->seqused_k, b);
+      int64_t avail = seqlen_k;
+      if (p->cu_seqlens_k && p->cu_seqlens_k->device.kind == FA_DEVICE_CPU)
+        avail = read_i32(p->cu_seqlens_k, b + 1) - read_i32(p->cu_seqlens_k, b);
+      if (used < 0 || used > avail)
+        return fa_core_set_error(INVALID,
+                                 "params.seqused_k[%lld] = %d is outside [0, %lld] (the keys "
+                                 "sequence %lld has)",
+                                 (long long)b, (int)used, (long long)avail, (long long)b);
+    }
+  }
+  return FA_OK;
+}
+
+static fa_status resolve_kvcache_args(const fa_kvcache_args *user, fa_kvcache_args *out) {
+  memset(out, 0, sizeof *out);
+  if (!user) return fa_core_set_error(INVALID, "kv: NULL (kv.cache_seqlens is required)");
+  if (user->struct_size < sizeof(fa_kvcache_args))
+    return fa_core_set_error(INVALID,
+                             "kv.struct_size = %zu but fa_kvcache_args has %zu bytes: initialise "
+                             "it with fa_kvcache_args_init()",
+                             user->struct_size, sizeof(fa_kvcache_args));
+  const unsigned char *extra = (const unsigned char *)user + sizeof(fa_kvcache_args);
+  for (size_t i = 0; i < user->struct_size - sizeof(fa_kvcache_args); ++i)
+    if (extra[i])
+      return fa_core_set_error(FA_ERR_UNSUPPORTED,
+                               "kv: byte %zu is set, beyond the %zu bytes of fa_kvcache_args this "
+                               "library knows",
+                               sizeof(fa_kvcache_args) + i, sizeof(fa_kvcache_args));
+  memcpy(out, user, sizeof *out);
+  out->struct_size = sizeof *out;
+  return FA_OK;
+}
+
+/* fa_forward_kvcache's own arguments: the new tokens, the cache lengths and the rotary tables. */
+static fa_status check_kvcache(const fa_call_args *a, const fa_params *p, fa_kvcache_args *kv,
+                               int64_t batch, int64_t seqlen_q, int64_t capacity, int64_t heads_kv,
+                               int64_t head_dim, int64_t head_dim_v, int64_t *seqlen_new,
+                               int64_t *rotary_dim) {
+  TRY(resolve_kvcache_args(a->kv, kv));
+  const fa_device dev = a->q->device;
+  TRY(check_index("kv.cache_seqlens", kv->cache_seqlens, 1, dev));
+  TRY(expect_dim("kv.cache_seqlens", kv->cache_seqlens, 0, batch, "batch"));
+  if (!kv->k_new != !kv->v_new)
+    return fa_core_set_error(INVALID, "kv.k_new and kv.v_new must be given together");
+  *seqlen_new = 0;
+  if (kv->k_new) {
+    static const char *const names[2] = {"kv.k_new", "kv.v_new"};
+    const fa_tensor *t[2] = {kv->k_new, kv->v_new};
+    for (int i = 0; i < 2; ++i) {
+      TRY(check_tensor(names[i], t[i], 4));
+      TRY(expect_dtype(names[i], t[i], a->q->dtype, "as q"));
+      TRY(expect_device(names[i], t[i], dev));
+      TRY(expect_dim(names[i], t[i], 0, batch, "q.shape[0]"));
+      TRY(expect_dim(names[i], t[i], 2, heads_kv, "heads_kv"));
+    }
+    TRY(expect_dim("kv.v_new", kv->v_new, 1, kv->k_new->shape[1], "kv.k_new.shape[1]"));
+    TRY(expect_dim("kv.k_new", kv->k_new, 3, head_dim, "head_dim"));
+    TRY(expect_dim("kv.v_new", kv->v_new, 3, head_dim_v, "head_dim_v"));
+    *seqlen_new = kv->k_new->shape[1];
+  }
+  *rotary_dim = 0;
+  if (!kv->rotary_cos != !kv->rotary_sin)
+    return fa_core_set_error(INVALID, "kv.rotary_cos and kv.rotary_sin must be given together");
+  if (kv->rotary_cos) {
+    TRY(check_tensor("kv.rotary_cos", kv->rotary_cos, 2));
+    TRY(check_tensor("kv.rotary_sin", kv->rotary_sin, 2));
+    if (kv->rotary_cos->dtype != FA_F32 && kv->rotary_cos->dtype != a->q->dtype)
+      return fa_core_set_error(INVALID, "kv.rotary_cos.dtype = %s but must be f32 or q's %s",
+                               dtype_name(kv->rotary_cos->dtype), dtype_name(a->q->dtype));
+    TRY(expect_dtype("kv.rotary_sin", kv->rotary_sin, kv->rotary_cos->dtype, "as rotary_cos"));
+    TRY(expect_device("kv.rotary_cos", kv->rotary_cos, dev));
+    TRY(expect_device("kv.rotary_sin", kv->rotary_sin, dev));
+    TRY(expect_same_shape("kv.rotary_sin", kv->rotary_sin, "kv.rotary_cos", kv->rotary_cos));
+    *rotary_dim = 2 * kv->rotary_cos->shape[1];
+    if (*rotary_dim < 2 || *rotary_dim > head_dim)
+      return fa_core_set_error(INVALID,
+                               "kv.rotary_cos.shape[1] = %lld: the rotary dim (twice it) must be "
+                               "in [2, head_dim = %lld]",
+                               (long long)kv->rotary_cos->shape[1], (long long)head_dim);
+  }
+  /* Host-readable lengths: the append must fit the cache, the positions the tables. */
+  if (kv->cache_seqlens->device.kind == FA_DEVICE_CPU) {
+    int64_t rows_q = (p->causal || p->window_enabled) ? seqlen_q : 1;
+    for (int64_t b = 0; b < batch; ++b) {
+      int32_t len = read_i32(kv->cache_seqlens, b);
+      if (len < 0 || len + *seqlen_new > capacity)
+        return fa_core_set_error(INVALID,
+                                 "kv.cache_seqlens[%lld] = %d: with %lld new tokens it must stay "
+                                 "within the cache's %lld positions",
+                                 (long long)b, (int)len, (long long)*seqlen_new,
+                                 (long long)capacity);
+      int64_t last = len + (*seqlen_new > rows_q ? *seqlen_new : rows_q);
+      if (kv->rotary_cos && last > kv->rotary_cos->shape[0])
+        return fa_core_set_error(INVALID,
+                                 "kv.rotary_cos.shape[0] = %lld but sequence %lld needs positions "
+                                 "up to %lld",
+                                 (long long)kv->rotary_cos->shape[0], (long long)b,
+                                 (long long)(last - 1));
+    }
+  }
+  return FA_OK;
+}
+
 fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args *a, fa_params *p,
-                      fa_request *req) {
+                      fa_kvcache_args *kv, fa_request *req) {
   TRY(resolve_params(user_params, p));
   TRY(check_params(p));
 
@@ -299,6 +423,14 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
     return fa_core_set_error(INVALID,
                              "params.cu_seqlens_k is set but params.cu_seqlens_q is not "
                              "(variable length needs both)");
+  if (paged && varlen_k)
+    return fa_core_set_error(INVALID,
+                             "params.cu_seqlens_k is set with params.block_table: paged "
+                             "keys take their lengths from params.seqused_k");
+  if (op == FA_OP_KVCACHE && (varlen_q || varlen_k || p->seqused_k))
+    return fa_core_set_error(INVALID,
+                             "params.cu_seqlens_q/cu_seqlens_k/seqused_k must be NULL "
+                             "for fa_forward_kvcache (kv->cache_seqlens gives the lengths)");
   if (varlen_q && !varlen_k && !paged)
     return fa_core_set_error(INVALID,
                              "params.cu_seqlens_q is set but params.cu_seqlens_k is not "
@@ -424,17 +556,20 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
                              "lse: NULL tensor (the backward pass needs the forward's lse)");
   if (p->return_lse && !lse)
     return fa_core_set_error(INVALID, "lse: NULL tensor but params.return_lse is set");
+  int32_t lse_packed = 0;
   if (lse) {
-    TRY(check_tensor("lse", lse, varlen_q ? 2 : 3));
+    /* Packed q: unpadded [heads_q, total_q] or padded [batch, heads_q, max_seqlen_q]. */
+    lse_packed = varlen_q && lse->ndim == 2;
+    TRY(check_tensor("lse", lse, lse_packed ? 2 : 3));
     TRY(expect_dtype("lse", lse, FA_F32, "the logsumexp is float32"));
     TRY(expect_device("lse", lse, dev));
-    if (varlen_q) {
+    if (lse_packed) {
       TRY(expect_dim("lse", lse, 0, heads_q, "heads_q"));
       TRY(expect_dim("lse", lse, 1, q->shape[0], "q.shape[0] (total_q)"));
     } else {
-      TRY(expect_dim("lse", lse, 0, batch, "q.shape[0]"));
-      TRY(expect_dim("lse", lse, 1, heads_q, "q.shape[2]"));
-      TRY(expect_dim("lse", lse, 2, seqlen_q, "q.shape[1]"));
+      TRY(expect_dim("lse", lse, 0, batch, varlen_q ? "batch" : "q.shape[0]"));
+      TRY(expect_dim("lse", lse, 1, heads_q, varlen_q ? "heads_q" : "q.shape[2]"));
+      TRY(expect_dim("lse", lse, 2, seqlen_q, varlen_q ? "params.max_seqlen_q" : "q.shape[1]"));
     }
   }
 
@@ -469,8 +604,20 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
   }
   if (lse && op == FA_OP_FORWARD) TRY(check_no_self_overlap("lse", lse));
 
+  int64_t seqlen_new = 0, rotary_dim = 0;
+  if (op == FA_OP_KVCACHE)
+    TRY(check_kvcache(a, p, kv, batch, seqlen_q, seqlen_k, heads_kv, head_dim, head_dim_v,
+                      &seqlen_new, &rotary_dim));
+  TRY(check_host_indices(p, batch, k, seqlen_k));
+
   memset(req, 0, sizeof *req);
   req->op = op;
+  req->lse_packed = lse_packed;
+  if (op == FA_OP_KVCACHE) {
+    req->kv = kv;
+    req->seqlen_new = seqlen_new;
+    req->rotary_dim = rotary_dim;
+  }
   req->params = p;
   req->q = q;
   req->k = k;
