@@ -271,7 +271,8 @@ static int32_t read_i32(const fa_tensor *t, int64_t i) {
 
 /* Offsets of packed sequences must start at 0, never decrease and end at the packed total. Only
  * checked where the host can read them. */
-static fa_status check_cu_seqlens(const char *name, const fa_tensor *cu, int64_t total) {
+static fa_status check_cu_seqlens(const char *name, const fa_tensor *cu, int64_t total,
+                                  int64_t max_len, const char *max_name) {
   if (cu->device.kind != FA_DEVICE_CPU) return FA_OK;
   int64_t n = cu->shape[0];
   if (read_i32(cu, 0) != 0)
@@ -281,6 +282,11 @@ static fa_status check_cu_seqlens(const char *name, const fa_tensor *cu, int64_t
       return fa_core_set_error(INVALID, "%s[%lld] = %d is less than %s[%lld] = %d", name,
                                (long long)i, (int)read_i32(cu, i), name, (long long)(i - 1),
                                (int)read_i32(cu, i - 1));
+  for (int64_t i = 1; i < n; ++i)
+    if (read_i32(cu, i) - read_i32(cu, i - 1) > max_len)
+      return fa_core_set_error(
+          INVALID, "%s: sequence %lld has %d tokens, more than %s = %lld", name, (long long)(i - 1),
+          (int)(read_i32(cu, i) - read_i32(cu, i - 1)), max_name, (long long)max_len);
   if (read_i32(cu, n - 1) > total)
     return fa_core_set_error(INVALID, "%s[%lld] = %d exceeds the %lld packed tokens", name,
                              (long long)(n - 1), (int)read_i32(cu, n - 1), (long long)total);
@@ -467,7 +473,8 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
       return fa_core_set_error(INVALID,
                                "params.cu_seqlens_q.shape[0] = 0 but must be batch + 1 >= 1");
     batch = p->cu_seqlens_q->shape[0] - 1;
-    TRY(check_cu_seqlens("params.cu_seqlens_q", p->cu_seqlens_q, q->shape[0]));
+    TRY(check_cu_seqlens("params.cu_seqlens_q", p->cu_seqlens_q, q->shape[0], p->max_seqlen_q,
+                         "params.max_seqlen_q"));
     seqlen_q = p->max_seqlen_q;
     if (seqlen_q == 0 && q->shape[0] > 0)
       return fa_core_set_error(INVALID,
@@ -494,7 +501,8 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
   } else if (varlen_k) {
     TRY(check_index("params.cu_seqlens_k", p->cu_seqlens_k, 1, dev));
     TRY(expect_dim("params.cu_seqlens_k", p->cu_seqlens_k, 0, batch + 1, "cu_seqlens_q.shape[0]"));
-    TRY(check_cu_seqlens("params.cu_seqlens_k", p->cu_seqlens_k, k->shape[0]));
+    TRY(check_cu_seqlens("params.cu_seqlens_k", p->cu_seqlens_k, k->shape[0], p->max_seqlen_k,
+                         "params.max_seqlen_k"));
     seqlen_k = p->max_seqlen_k;
     if (seqlen_k == 0 && k->shape[0] > 0)
       return fa_core_set_error(INVALID,
