@@ -336,6 +336,15 @@ FA_API void fa_release(void);
 /** The message of this thread's last failed call ("" if none). Valid until the next call. */
 FA_API const char *fa_last_error(void);
 
+/** "f32", "f16", "bf16", "i32", or "invalid" for a value that is not an fa_dtype. */
+FA_API const char *fa_dtype_name(int32_t dtype);
+
+/** Bytes of one element of dtype; 0 for a value that is not an fa_dtype. */
+FA_API size_t fa_dtype_size(int32_t dtype);
+
+/** "cpu", "cuda", "hip", "opencl", or "invalid" for a value that is not an fa_device_kind. */
+FA_API const char *fa_device_kind_name(int32_t kind);
+
 /** A short constant name for a status ("FA_ERR_UNSUPPORTED"). */
 FA_API const char *fa_status_string(fa_status status);
 

@@ -72,21 +72,6 @@ static void note_rejected(choice *c, const char *name, const char *why) {
   snprintf(c->rejected + used, sizeof c->rejected - used, "%s%s: %s", used ? "; " : "", name, why);
 }
 
-static const char *memory_name(fa_device_kind kind) {
-  switch (kind) {
-    case FA_DEVICE_CPU:
-      return "host";
-    case FA_DEVICE_CUDA:
-      return "CUDA";
-    case FA_DEVICE_HIP:
-      return "HIP";
-    case FA_DEVICE_OPENCL:
-      return "OpenCL";
-    default:
-      return "unknown";
-  }
-}
-
 /* Picks the backend and kernel. With a named backend it is tried first; without strict, AUTO's
  * order follows. With strict, only the first candidate is tried: no fallback at all. */
 static fa_status choose(const fa_request *req, choice *c) {
@@ -108,8 +93,8 @@ static fa_status choose(const fa_request *req, choice *c) {
     if (!s->plugin) {
       snprintf(why, sizeof why, "unavailable: %s", s->reason);
     } else if (s->owns != req->device.kind) {
-      snprintf(why, sizeof why, "cannot use %s memory (the tensors' device)",
-               memory_name(req->device.kind));
+      snprintf(why, sizeof why, "cannot use %s memory (where the tensors live)",
+               fa_device_kind_name(req->device.kind));
       any_refused = 1;
     } else {
       s->plugin->decide(req, &c->decision);
@@ -125,8 +110,8 @@ static fa_status choose(const fa_request *req, choice *c) {
   }
   fa_status st = any_refused ? FA_ERR_UNSUPPORTED : FA_ERR_BACKEND_UNAVAILABLE;
   if (n == 0)
-    return fa_core_set_error(FA_ERR_BACKEND_UNAVAILABLE, "no backend owns %s memory",
-                             memory_name(req->device.kind));
+    return fa_core_set_error(FA_ERR_BACKEND_UNAVAILABLE, "no backend computes on %s memory",
+                             fa_device_kind_name(req->device.kind));
   return fa_core_set_error(st, "%sno backend can run this request: %s", p->strict ? "strict: " : "",
                            c->rejected);
 }

@@ -13,58 +13,13 @@
 #define FA_MAX_HEAD_DIM 1024
 #define INVALID FA_ERR_INVALID_ARGUMENT
 
-static size_t dtype_bytes(fa_dtype dt) {
-  switch (dt) {
-    case FA_F32:
-      return 4;
-    case FA_F16:
-      return 2;
-    case FA_BF16:
-      return 2;
-    case FA_I32:
-      return 4;
-    default:
-      return 0;
-  }
-}
-
-static const char *dtype_name(fa_dtype dt) {
-  switch (dt) {
-    case FA_F32:
-      return "f32";
-    case FA_F16:
-      return "f16";
-    case FA_BF16:
-      return "bf16";
-    case FA_I32:
-      return "i32";
-    default:
-      return "invalid";
-  }
-}
-
-static const char *device_name(fa_device_kind kind) {
-  switch (kind) {
-    case FA_DEVICE_CPU:
-      return "cpu";
-    case FA_DEVICE_CUDA:
-      return "cuda";
-    case FA_DEVICE_HIP:
-      return "hip";
-    case FA_DEVICE_OPENCL:
-      return "opencl";
-    default:
-      return "invalid";
-  }
-}
-
 /* Structure of one tensor: non-NULL, rank, dtype, device, shapes, strides, and that every byte it
  * can address is representable in 64 bits. */
 static fa_status check_tensor(const char *name, const fa_tensor *t, int32_t ndim) {
   if (!t) return fa_core_set_error(INVALID, "%s: NULL tensor", name);
   if (t->ndim != ndim)
     return fa_core_set_error(INVALID, "%s.ndim = %d but must be %d", name, (int)t->ndim, (int)ndim);
-  size_t esize = dtype_bytes(t->dtype);
+  size_t esize = fa_dtype_size(t->dtype);
   if (esize == 0)
     return fa_core_set_error(INVALID, "%s.dtype = %d is not an fa_dtype", name, (int)t->dtype);
   if (t->device.kind < FA_DEVICE_CPU || t->device.kind > FA_DEVICE_OPENCL)
@@ -171,7 +126,7 @@ static fa_status expect_dtype(const char *name, const fa_tensor *t, fa_dtype wan
                               const char *why) {
   if (t->dtype != want)
     return fa_core_set_error(INVALID, "%s.dtype = %s but must be %s (%s)", name,
-                             dtype_name(t->dtype), dtype_name(want), why);
+                             fa_dtype_name(t->dtype), fa_dtype_name(want), why);
   return FA_OK;
 }
 
@@ -180,8 +135,8 @@ static fa_status expect_device(const char *name, const fa_tensor *t, fa_device w
     return fa_core_set_error(INVALID,
                              "%s.device = %s:%d but q.device = %s:%d (all tensors of a "
                              "call must live on one device)",
-                             name, device_name(t->device.kind), (int)t->device.id,
-                             device_name(want.kind), (int)want.id);
+                             name, fa_device_kind_name(t->device.kind), (int)t->device.id,
+                             fa_device_kind_name(want.kind), (int)want.id);
   return FA_OK;
 }
 
@@ -382,7 +337,7 @@ static fa_status check_kvcache(const fa_call_args *a, const fa_params *p, fa_kvc
     TRY(check_tensor("kv.rotary_sin", kv->rotary_sin, 2));
     if (kv->rotary_cos->dtype != FA_F32 && kv->rotary_cos->dtype != a->q->dtype)
       return fa_core_set_error(INVALID, "kv.rotary_cos.dtype = %s but must be f32 or q's %s",
-                               dtype_name(kv->rotary_cos->dtype), dtype_name(a->q->dtype));
+                               fa_dtype_name(kv->rotary_cos->dtype), fa_dtype_name(a->q->dtype));
     TRY(expect_dtype("kv.rotary_sin", kv->rotary_sin, kv->rotary_cos->dtype, "as rotary_cos"));
     TRY(expect_device("kv.rotary_cos", kv->rotary_cos, dev));
     TRY(expect_device("kv.rotary_sin", kv->rotary_sin, dev));
@@ -453,7 +408,7 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
   const fa_device dev = q->device;
   if (q->dtype != FA_F32 && q->dtype != FA_F16 && q->dtype != FA_BF16)
     return fa_core_set_error(INVALID, "q.dtype = %s but must be f32, f16 or bf16",
-                             dtype_name(q->dtype));
+                             fa_dtype_name(q->dtype));
   TRY(expect_dtype("k", k, q->dtype, "as q"));
   TRY(expect_dtype("v", v, q->dtype, "as q"));
   TRY(expect_dtype("out", out, q->dtype, "as q"));
