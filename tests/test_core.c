@@ -814,6 +814,33 @@ static void test_plan_invariants(void) {
   }
 }
 
+static void test_enum_names(void) {
+  case_begin("fa_dtype_name / fa_dtype_size / fa_device_kind_name / fa_status_string");
+  static const struct {
+    int32_t dtype;
+    const char *name;
+    size_t size;
+  } dt[] = {{FA_F32, "f32", 4}, {FA_F16, "f16", 2}, {FA_BF16, "bf16", 2}, {FA_I32, "i32", 4},
+            {FA_DTYPE_INVALID, "invalid", 0}, {77, "invalid", 0}, {-1, "invalid", 0}};
+  for (size_t i = 0; i < sizeof dt / sizeof dt[0]; ++i) {
+    if (strcmp(fa_dtype_name(dt[i].dtype), dt[i].name) != 0)
+      fail("fa_dtype_name(%d) = %s, want %s", (int)dt[i].dtype, fa_dtype_name(dt[i].dtype),
+           dt[i].name);
+    if (fa_dtype_size(dt[i].dtype) != dt[i].size)
+      fail("fa_dtype_size(%d) = %zu, want %zu", (int)dt[i].dtype, fa_dtype_size(dt[i].dtype),
+           dt[i].size);
+  }
+  static const char *const kinds[] = {"invalid", "cpu", "cuda", "hip", "opencl", "invalid"};
+  for (int32_t k = 0; k <= 5; ++k)
+    if (strcmp(fa_device_kind_name(k), kinds[k]) != 0)
+      fail("fa_device_kind_name(%d) = %s, want %s", (int)k, fa_device_kind_name(k), kinds[k]);
+  if (strcmp(fa_status_string(FA_ERR_UNSUPPORTED), "FA_ERR_UNSUPPORTED") != 0 ||
+      strcmp(fa_status_string(FA_OK), "FA_OK") != 0 ||
+      strcmp(fa_status_string((fa_status)99), "FA_ERR_UNKNOWN") != 0)
+    fail("fa_status_string names");
+  case_end();
+}
+
 int main(int argc, char **argv) {
   /* Fresh cases every run; the seed is printed so a failure can be replayed. */
   uint64_t seed = argc > 1 ? strtoull(argv[1], NULL, 0)
@@ -832,6 +859,7 @@ int main(int argc, char **argv) {
   test_mask_tile_class();
   test_dtype_rounding();
   test_dtype_round_trip();
+  test_enum_names();
   test_plan_invariants();
 
   printf("test_core: %d passed, %d failed\n", g_passed, g_failed);
