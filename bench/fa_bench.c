@@ -38,6 +38,10 @@ typedef struct options {
   int fwd, bwd;
   int warmup, iters;
   const char *json;
+  int64_t window;   /* >= 0: causal sliding window of this many keys to the left; -1: none */
+  int decode;       /* decode mode: fa_forward_kvcache, one query token */
+  int64_t kv_heads; /* decode: KV heads (0: as many as query heads) */
+  int splits;       /* params.num_splits (0: the backend chooses) */
 } options;
 
 static void usage(FILE *f) {
@@ -55,7 +59,12 @@ static void usage(FILE *f) {
           "  --pass LIST        fwd,bwd (default) or one of them\n"
           "  --warmup N         untimed calls per shape, default 1\n"
           "  --iters N          timed calls per shape, default 5 (the median is reported)\n"
-          "  --json FILE        also write every measurement as JSON\n"
+          "  --json FILE        also write every measurement as JSON (not in --decode mode)\n"
+          "  --window N         sliding window: window_left = N, window_right = 0, causal\n"
+          "  --decode           decode: 1 query token per sequence over a KV cache of --seqlens\n"
+          "                     keys (fa_forward_kvcache, no new tokens); tokens/s and GB/s\n"
+          "  --kv-heads N       decode: KV heads (default: --heads); heads must be a multiple\n"
+          "  --splits N         params.num_splits (0 = the backend chooses, 1 = no split)\n"
           "FLOPs: forward 4*B*H*S*S*D (halved when causal), backward 2.5x forward.\n");
 }
 
@@ -98,12 +107,17 @@ static int parse_args(int argc, char **argv, options *o) {
   o->fwd = o->bwd = 1;
   o->warmup = 1;
   o->iters = 5;
+  o->window = -1;
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int64_t x;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       usage(stdout);
       exit(0);
+    }
+    if (!strcmp(a, "--decode")) {
+      o->decode = 1;
+      continue;
     }
     if (!v) {
       fprintf(stderr, "fa-bench: %s needs a value\n", a);
@@ -148,6 +162,13 @@ static int parse_args(int argc, char **argv, options *o) {
       o->iters = (int)x;
     } else if (!strcmp(a, "--json")) {
       o->json = v;
+    } else if (!strcmp(a, "--window")) {
+      ok = parse_int(v, 0, INT64_C(1) << 40, &o->window);
+    } else if (!strcmp(a, "--kv-heads")) {
+      ok = parse_int(v, 1, 1 << 16, &o->kv_heads);
+    } else if (!strcmp(a, "--splits")) {
+      ok = parse_int(v, 0, 1024, &x);
+      o->splits = (int)x;
     } else {
       fprintf(stderr, "fa-bench: unknown option %s\n", a);
       usage(stderr);
@@ -165,7 +186,7 @@ static int parse_args(int argc, char **argv, options *o) {
  * Host tensors
  * ------------------------------------------------------------------------------------------- */
 
-static size_t dtype_bytes(fa_dtype t) { return t == FA_F32 ? 4 : 2; }
+static size_t dtype_bytes(fa_dtype t) { return t == FA_F32 || t == FA_I32 ? 4 : 2; }
 
 static const char *dtype_name(fa_dtype t) {
   return t == FA_F32 ? "f32" : t == FA_F16 ? "f16" : "bf16";
@@ -269,8 +290,11 @@ typedef struct problem {
 
 static fa_status call(problem *p, int bwd, fa_run_info *info) {
   if (!bwd) return fa_forward(&p->params, &p->q.t, &p->k.t, &p->v.t, &p->out.t, &p->lse.t, info);
-  return fa_backward(&p->params, &p->q.t, &p->k.t, &p->v.t, &p->out.t, &p->lse.t, &p->dout.t,
-                     &p->dq.t, &p->dk.t, &p->dv.t, info);
+  /* --splits is a forward (decode) knob: the backward is left to the backend's choice. */
+  fa_params bp = p->params;
+  bp.num_splits = 0;
+  return fa_backward(&bp, &p->q.t, &p->k.t, &p->v.t, &p->out.t, &p->lse.t, &p->dout.t, &p->dq.t,
+                     &p->dk.t, &p->dv.t, info);
 }
 
 static void measure(problem *p, int bwd, const options *o, double flops, measurement *m) {
@@ -377,7 +401,109 @@ static int make_problem(problem *p, const options *o, int64_t b, int64_t s, int6
   /* A named backend is what is being measured: never let the library time another one instead. */
   p->params.strict = o->backend != FA_BACKEND_AUTO;
   p->params.return_lse = 1;
+  p->params.num_splits = o->splits;
+  if (o->window >= 0) {
+    p->params.causal = 1;
+    p->params.window_enabled = 1;
+    p->params.window_left = o->window;
+    p->params.window_right = 0;
+  }
   return 1;
+}
+
+/* Query-key pairs a row sees, summed over the s rows of a square problem: what the FLOPs count. */
+static double visible_pairs(int64_t s, int causal, int64_t window) {
+  if (window >= 0) {
+    double n = 0.0;
+    for (int64_t i = 0; i < s; ++i) n += (double)(i + 1 < window + 1 ? i + 1 : window + 1);
+    return n;
+  }
+  return causal ? 0.5 * (double)s * (double)s : (double)s * (double)s;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Decode: one query token per sequence attends to a full KV cache through fa_forward_kvcache.
+ * ------------------------------------------------------------------------------------------- */
+
+static int run_decode(const options *o) {
+  int failures = 0, runs = 0;
+  printf("\n%5s %7s %5s %9s | %10s %12s %9s | %s\n", "hdim", "cache", "batch", "heads/kv", "ms",
+         "tokens/s", "GB/s K+V", "kernel, splits");
+  for (int hi = 0; hi < o->n_hdims; ++hi)
+    for (int si = 0; si < o->n_seqlens; ++si) {
+      const int64_t d = o->hdims[hi], s = o->seqlens[si];
+      const int64_t b = o->batch ? o->batch : 1;
+      const int64_t h = o->heads ? o->heads : (o->hidden / d > 0 ? o->hidden / d : 1);
+      const int64_t hkv = o->kv_heads ? o->kv_heads : h;
+      printf("%5lld %7lld %5lld %4lld/%-4lld | ", (long long)d, (long long)s, (long long)b,
+             (long long)h, (long long)hkv);
+      fflush(stdout);
+      ++runs;
+      if (h % hkv != 0) {
+        printf("--heads %lld is not a multiple of --kv-heads %lld\n", (long long)h, (long long)hkv);
+        ++failures;
+        continue;
+      }
+      buffer q, kc, vc, out, lse, cs;
+      const int64_t qs[4] = {b, 1, h, d}, ks[4] = {b, s, hkv, d}, ls[3] = {b, h, 1}, bs[1] = {b};
+      int ok = buffer_alloc(&q, o->dtype, 4, qs) & buffer_alloc(&kc, o->dtype, 4, ks) &
+               buffer_alloc(&vc, o->dtype, 4, ks) & buffer_alloc(&out, o->dtype, 4, qs) &
+               buffer_alloc(&lse, FA_F32, 3, ls) & buffer_alloc(&cs, FA_I32, 1, bs);
+      if (!ok) {
+        printf("out of host memory for this shape\n");
+        ++failures;
+      } else {
+        fill_random(&q);
+        fill_random(&kc);
+        fill_random(&vc);
+        for (int64_t i = 0; i < b; ++i) ((int32_t *)cs.mem)[i] = (int32_t)s;
+        fa_params params;
+        fa_params_init(&params);
+        params.backend = o->backend;
+        params.strict = o->backend != FA_BACKEND_AUTO;
+        params.num_splits = o->splits;
+        if (o->window >= 0) {
+          params.causal = 1;
+          params.window_enabled = 1;
+          params.window_left = o->window;
+        }
+        fa_kvcache_args kv;
+        fa_kvcache_args_init(&kv);
+        kv.cache_seqlens = &cs.t;
+        fa_run_info info;
+        fa_run_info_init(&info);
+        double *ms = malloc(sizeof(double) * (size_t)o->iters);
+        fa_status st = ms ? FA_OK : FA_ERR_OUT_OF_MEMORY;
+        for (int i = 0; st == FA_OK && i < o->warmup + o->iters; ++i) {
+          double t0 = now_ms();
+          st = fa_forward_kvcache(&params, &q.t, &kc.t, &vc.t, &kv, &out.t, &lse.t, &info);
+          if (i >= o->warmup) ms[i - o->warmup] = now_ms() - t0;
+        }
+        if (st != FA_OK) {
+          printf("failed: %s: %s\n", fa_status_string(st), ms ? fa_last_error() : "");
+          ++failures;
+        } else {
+          qsort(ms, (size_t)o->iters, sizeof ms[0], cmp_double);
+          double med =
+              o->iters % 2 ? ms[o->iters / 2] : 0.5 * (ms[o->iters / 2 - 1] + ms[o->iters / 2]);
+          /* Keys a query reads: the whole cache, or the window's last window + 1. */
+          int64_t keys = o->window >= 0 && o->window + 1 < s ? o->window + 1 : s;
+          double bytes = (double)b * (double)keys * (double)hkv * 2.0 * (double)d *
+                         (double)dtype_bytes(o->dtype);
+          printf("%10.4f %12.1f %9.2f | %s, %d\n", med, (double)b / (med * 1e-3),
+                 bytes / (med * 1e-3) / 1e9, info.kernel, (int)info.num_splits);
+        }
+        free(ms);
+      }
+      buffer_free(&q);
+      buffer_free(&kc);
+      buffer_free(&vc);
+      buffer_free(&out);
+      buffer_free(&lse);
+      buffer_free(&cs);
+    }
+  printf("\n%d shapes, %d failed\n", runs, failures);
+  return failures ? 1 : 0;
 }
 
 /* What the chosen backend runs on, for the header (devices and arch from fa_backend_info). */
@@ -400,8 +526,11 @@ int main(int argc, char **argv) {
   printf("# fa-bench: flashattn-c %s, backend %s, dtype %s, median of %d (after %d warmup)\n",
          fa_version(NULL, NULL, NULL), fa_backend_name(o.backend), dtype_name(o.dtype), o.iters,
          o.warmup);
-  printf("# FLOPs: fwd 4*B*H*S*S*D (x0.5 causal), bwd 2.5x fwd; host memory\n");
+  printf(
+      "# FLOPs: fwd 4*B*H*S*S*D (x0.5 causal; visible pairs with --window), bwd 2.5x fwd; "
+      "host memory\n");
   print_backend(o.backend);
+  if (o.decode) return run_decode(&o);
 
   FILE *json = NULL;
   if (o.json) {
@@ -426,8 +555,8 @@ int main(int argc, char **argv) {
         int64_t d = o.hdims[hi], s = o.seqlens[si];
         int64_t b = o.batch ? o.batch : (o.tokens / s > 0 ? o.tokens / s : 1);
         int64_t h = o.heads ? o.heads : (o.hidden / d > 0 ? o.hidden / d : 1);
-        double fwd_flops = 4.0 * (double)b * (double)h * (double)s * (double)s * (double)d;
-        if (causal) fwd_flops *= 0.5;
+        double fwd_flops =
+            4.0 * (double)b * (double)h * visible_pairs(s, causal, o.window) * (double)d;
         double bwd_flops = 2.5 * fwd_flops;
 
         printf("%-6d %5lld %6lld %5lld %5lld | ", causal, (long long)d, (long long)s, (long long)b,

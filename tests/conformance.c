@@ -2,6 +2,7 @@
  * conformance.c: the one suite every backend runs.
  *
  *   conformance --backend <cpu|cuda|hip|opencl> [--quick|--full] [--filter substr] [--list]
+ *               [--require feature,feature,...]
  *
  * --quick (or FA_CONFORMANCE_QUICK=1) runs the cheapest cases that still cover every feature value;
  * the full list takes about a minute of CPU time in a Release build and about eight under
@@ -17,6 +18,13 @@
  *   - fa_run_info names this backend and the kernel that was meant to run, and fa_plan_* reports
  *     the same kernel as the call.
  * A backend that is not available here prints "SKIP: <name>: <reason>" and exits 77.
+ *
+ * After the plain cases come the feature cases (see "Feature cases" below): sliding window,
+ * softcap, ALiBi, dropout, varlen, seqused_k, paged KV, split-KV, head dims up to 512 and
+ * fa_forward_kvcache, each dtype, alone and combined. A feature case the backend refuses with
+ * FA_ERR_UNSUPPORTED while not listing the feature in fa_backend_info is printed as
+ * "SKIP <case>: <reason>" and counted as skipped, never passed; --require makes such a skip of a
+ * listed feature a failure. The run ends with "conformance: N passed, M failed, K skipped".
  *
  * Inputs are seeded per run (printed; FA_TEST_SEED replays) and per case name, so
  * "FA_TEST_SEED=<seed> conformance --backend cpu --filter <case>" reproduces one case exactly.
@@ -118,7 +126,8 @@ typedef struct backend_ctx {
 /* Expected kernel name. Returns 0 when the suite does not know the backend's naming yet; then
    only the "<backend>." prefix is checked. */
 typedef struct conf_case conf_case;
-static int expected_kernel(const backend_ctx *bk, const conf_case *c, int bwd, char *buf, size_t n);
+static int expected_kernel(const backend_ctx *bk, const conf_case *c, int bwd, int splits,
+                           char *buf, size_t n);
 
 /* ----------------------------------------------------------------------------------------------
  * Cases
@@ -415,16 +424,18 @@ static const char *cpu_expected_isa(void) {
   return widest_first[best];
 }
 
-static int expected_kernel(const backend_ctx *bk, const conf_case *c, int bwd, char *buf,
-                           size_t n) {
+static int expected_kernel(const backend_ctx *bk, const conf_case *c, int bwd, int splits,
+                           char *buf, size_t n) {
   if (strcmp(bk->name, "cpu") != 0) return 0;
   char hd[32];
   if (c->d == c->dv)
     snprintf(hd, sizeof hd, "%lld", (long long)c->d);
   else
     snprintf(hd, sizeof hd, "%lldx%lld", (long long)c->d, (long long)c->dv);
-  snprintf(buf, n, "cpu.flash.%s.%s.%s.hd%s%s", cpu_expected_isa(), bwd ? "bwd" : "fwd",
-           tu_dtype_name(c->dtype), hd, c->cm != CM_NONE ? ".causal" : "");
+  char split[24] = "";
+  if (splits > 1) snprintf(split, sizeof split, ".split%d", splits);
+  snprintf(buf, n, "cpu.flash.%s.%s.%s.hd%s%s%s", cpu_expected_isa(), bwd ? "bwd" : "fwd",
+           tu_dtype_name(c->dtype), hd, c->cm != CM_NONE ? ".causal" : "", split);
   return 1;
 }
 
@@ -462,7 +473,7 @@ static void check_info(report *rep, const backend_ctx *bk, const conf_case *c, i
   if (info->backend != bk->id || strcmp(info->backend_name, bk->name) != 0)
     fail(rep, "%s: run info says backend %d \"%s\", expected %d \"%s\"", call, info->backend,
          info->backend_name, bk->id, bk->name);
-  if (expected_kernel(bk, c, bwd, want, sizeof want)) {
+  if (expected_kernel(bk, c, bwd, info->num_splits, want, sizeof want)) {
     if (strcmp(info->kernel, want) != 0)
       fail(rep, "%s: kernel \"%s\", expected \"%s\"", call, info->kernel, want);
   } else {
@@ -678,6 +689,1283 @@ done:
   return !rep.failed;
 }
 
+/* ==============================================================================================
+ * Feature cases: sliding window, softcap, ALiBi, dropout, variable length (packed q/k, both lse
+ * layouts, seqused_k), paged KV, split-KV, head dims up to 512, fa_forward_kvcache.
+ *
+ * The library's tensors are whatever the feature needs (packed, paged); the float64 reference
+ * runs on padded dense copies of the same values, and each output element is mapped back to its
+ * reference element (or to "must stay untouched": rows past a sequence's end in a padded lse,
+ * packed tokens past the last sequence). A case whose feature the backend refuses with
+ * FA_ERR_UNSUPPORTED and does not list in fa_backend_info's features is skipped, never passed;
+ * one it refuses although it lists every feature the case needs fails.
+ * ============================================================================================ */
+
+#define FMAXB 6
+
+typedef struct fcase {
+  char name[160];
+  fa_dtype dtype;
+  int64_t b, hq, hkv, d, dv;
+  int64_t sq, sk; /* dense extents (varlen: derived from the lengths) */
+  int cm, layout;
+  float scale;
+  int win;
+  int64_t wl, wr;
+  float softcap;
+  int alibi; /* 0 none, 1 [heads_q], 2 [batch, heads_q] */
+  float dropout;
+  int varlen;     /* packed q (and packed k unless paged) */
+  int lse_packed; /* varlen: lse [heads_q, total_q] instead of padded [batch, heads_q, max_q] */
+  int64_t lq[FMAXB], lk[FMAXB];
+  int64_t extra_q; /* packed q tokens past the last sequence (must stay untouched) */
+  int seqused;
+  int64_t used[FMAXB];
+  int64_t page; /* > 0: paged k/v through a shuffled block table */
+  int64_t max_blocks;
+  int splits; /* -1: not a split case; else num_splits run and compared with num_splits 1 */
+  int bwd;
+  /* fa_forward_kvcache */
+  int kvc;
+  int64_t cache_len[FMAXB];
+  int64_t snew; /* tokens appended (0: no k_new) */
+  int64_t rot;  /* rotary dim (0: none) */
+  int inter;    /* rotary interleaved */
+  int rot_f32;  /* rotary tables f32 (else q's dtype) */
+  double cost;
+  int quick;
+} fcase;
+
+typedef struct fcase_list {
+  fcase *v;
+  int n, cap;
+} fcase_list;
+
+enum { R_FAIL = 0, R_PASS = 1, R_SKIP = 2 };
+
+/* Feature names as fa_backend_info reports them, that a case needs. */
+static int fcase_features(const fcase *c, const char **f, int max) {
+  int n = 0;
+#define FEAT(x) \
+  if (n < max) f[n++] = (x)
+  if (c->kvc) FEAT("kvcache");
+  if (c->win) FEAT("window");
+  if (c->softcap > 0.0f) FEAT("softcap");
+  if (c->alibi) FEAT("alibi");
+  if (c->dropout > 0.0f) FEAT("dropout");
+  if (c->varlen || c->seqused) FEAT("varlen");
+  if (c->page > 0) FEAT("paged_kv");
+  if (c->splits >= 0 && c->splits != 1) FEAT("split_kv");
+  if (c->d > 256 || c->dv > 256) FEAT("hd512");
+  if (c->bwd && !c->page) FEAT("bwd");
+#undef FEAT
+  return n;
+}
+
+static int64_t imax64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* Dense extents of the reference problem. */
+static int64_t fc_max_q(const fcase *c) {
+  if (!c->varlen) return c->sq;
+  int64_t m = 1;
+  for (int64_t b = 0; b < c->b; ++b) m = imax64(m, c->lq[b]);
+  return m;
+}
+static int64_t fc_max_k(const fcase *c) {
+  if (c->kvc || c->page > 0) return c->page > 0 ? c->max_blocks * c->page : c->sk;
+  if (!c->varlen) return c->sk;
+  int64_t m = 1;
+  for (int64_t b = 0; b < c->b; ++b) m = imax64(m, c->lk[b]);
+  return m;
+}
+
+static double fcase_cost(const fcase *c) {
+  double sq = (double)fc_max_q(c), sk = (double)fc_max_k(c);
+  double rows = (double)c->b * c->hq * sq * sk * (double)(c->d + c->dv) * (c->bwd ? 2.0 : 1.0);
+  double elems = (double)c->b * (sq * c->hq + sk * c->hkv) * (double)(c->d + c->dv);
+  return rows + 40.0 * elems;
+}
+
+static void fcase_add(fcase_list *L, fcase c, const char *tag) {
+  char hd[32];
+  if (c.d == c.dv)
+    snprintf(hd, sizeof hd, "d%lld", (long long)c.d);
+  else
+    snprintf(hd, sizeof hd, "d%lldx%lld", (long long)c.d, (long long)c.dv);
+  snprintf(c.name, sizeof c.name, "%s.%s.b%lld.h%lldx%lld.s%lldx%lld.%s.%s.%s%s", tag,
+           tu_dtype_name(c.dtype), (long long)c.b, (long long)c.hq, (long long)c.hkv,
+           (long long)fc_max_q(&c), (long long)fc_max_k(&c), hd, cm_names[c.cm],
+           layout_name(c.layout), c.bwd ? ".bwd" : "");
+  for (int i = 0; i < L->n; ++i)
+    if (!strcmp(L->v[i].name, c.name)) {
+      /* Two feature cases must never collapse into one silently: the tag must tell them apart. */
+      fprintf(stderr, "conformance: duplicate feature case name %s\n", c.name);
+      exit(2);
+    }
+  if (L->n == L->cap) {
+    int cap = L->cap ? 2 * L->cap : 128;
+    fcase *v = (fcase *)realloc(L->v, sizeof(fcase) * (size_t)cap);
+    if (!v) exit(2);
+    L->v = v;
+    L->cap = cap;
+  }
+  c.cost = fcase_cost(&c);
+  L->v[L->n++] = c;
+}
+
+static fcase fbase(fa_dtype dt, int64_t b, int64_t hq, int64_t hkv, int64_t sq, int64_t sk,
+                   int64_t d, int64_t dv, int cm) {
+  fcase c;
+  memset(&c, 0, sizeof c);
+  c.dtype = dt;
+  c.b = b, c.hq = hq, c.hkv = hkv, c.sq = sq, c.sk = sk, c.d = d, c.dv = dv, c.cm = cm;
+  c.layout = TU_CONTIGUOUS;
+  c.splits = -1;
+  c.bwd = 1;
+  return c;
+}
+
+static void build_fcases(fcase_list *L) {
+  char tag[64];
+  for (int idt = 0; idt < 3; ++idt) {
+    const fa_dtype dt = k_dtypes[idt];
+    fcase c;
+    /* --- sliding window: with causal in both alignments, left only, right only, both --- */
+    c = fbase(dt, 2, 4, 2, 113, 113, 64, 64, CM_BR);
+    c.win = 1, c.wl = 16, c.wr = 0, c.layout = idt == 0 ? L_MIXED : TU_CONTIGUOUS;
+    fcase_add(L, c, "window.l16");
+    c = fbase(dt, 1, 3, 1, 257, 113, 32, 32, CM_BR);
+    c.win = 1, c.wl = 40, c.wr = -1;
+    fcase_add(L, c, "window.l40");
+    c = fbase(dt, 1, 2, 2, 113, 257, 64, 64, CM_TL);
+    c.win = 1, c.wl = 7, c.wr = 5; /* causal forces right = 0 */
+    fcase_add(L, c, "window.l7r5");
+    c = fbase(dt, 2, 2, 1, 113, 257, 64, 32, CM_NONE);
+    c.win = 1, c.wl = 10, c.wr = -1;
+    fcase_add(L, c, "window.left10");
+    c = fbase(dt, 1, 4, 2, 257, 113, 64, 64, CM_NONE);
+    c.win = 1, c.wl = -1, c.wr = 7;
+    c.layout = idt == 1 ? TU_PADDED : TU_CONTIGUOUS;
+    fcase_add(L, c, "window.right7");
+    c = fbase(dt, 1, 2, 1, 113, 113, 96, 96, CM_NONE);
+    c.win = 1, c.wl = 3, c.wr = 30;
+    fcase_add(L, c, "window.l3r30");
+    /* --- softcap --- */
+    c = fbase(dt, 2, 4, 2, 113, 113, 64, 64, idt == 0 ? CM_NONE : CM_BR);
+    c.softcap = 1.5f, c.scale = 0.5f;
+    fcase_add(L, c, "softcap1.5");
+    c = fbase(dt, 1, 2, 1, 17, 257, 128, 128, CM_TL);
+    c.softcap = 30.0f;
+    c.layout = idt == 2 ? TU_STRIDED : TU_CONTIGUOUS;
+    fcase_add(L, c, "softcap30");
+    /* --- ALiBi, per head and per (batch, head) --- */
+    c = fbase(dt, 2, 4, 2, 113, 257, 64, 64, CM_NONE);
+    c.alibi = 1;
+    fcase_add(L, c, "alibi.h");
+    c = fbase(dt, 3, 2, 1, 257, 113, 64, 64, idt == 2 ? CM_TL : CM_BR);
+    c.alibi = 2;
+    fcase_add(L, c, "alibi.bh");
+    /* --- dropout, with and without causal --- */
+    static const float ps[3] = {0.1f, 0.5f, 0.9f};
+    for (int ip = 0; ip < 3; ++ip) {
+      c = fbase(dt, 2, 4, 2, 113, 113, 64, 64, (idt + ip) % 3);
+      c.dropout = ps[ip];
+      snprintf(tag, sizeof tag, "dropout%.1f", (double)ps[ip]);
+      fcase_add(L, c, tag);
+    }
+    c = fbase(dt, 1, 2, 1, 17, 257, 32, 64, CM_BR);
+    c.dropout = 0.3f;
+    fcase_add(L, c, "dropout0.3");
+    /* --- variable length: empty sequences, length 1, sq > sk and sk > sq; both lse layouts --- */
+    static const int64_t vq[][5] = {{0, 1, 17, 113, 5}, {33, 0, 1, 64, 2}};
+    static const int64_t vk[][5] = {{40, 1, 113, 17, 0}, {1, 9, 1, 200, 2}};
+    for (int pat = 0; pat < 2; ++pat)
+      for (int lp = 0; lp < 2; ++lp) {
+        c = fbase(dt, 5, 4, 2, 0, 0, 64, 64, (idt + pat + lp) % 3);
+        c.varlen = 1, c.lse_packed = lp, c.extra_q = lp ? 3 : 0;
+        memcpy(c.lq, vq[pat], sizeof vq[pat]);
+        memcpy(c.lk, vk[pat], sizeof vk[pat]);
+        snprintf(tag, sizeof tag, "varlen.p%d.%s", pat, lp ? "lse2d" : "lse3d");
+        fcase_add(L, c, tag);
+      }
+    /* seqused_k with and without varlen */
+    c = fbase(dt, 4, 2, 1, 0, 0, 32, 32, CM_BR);
+    c.varlen = 1, c.seqused = 1;
+    {
+      const int64_t q[4] = {7, 1, 30, 0}, k[4] = {50, 3, 30, 8}, u[4] = {20, 0, 30, 8};
+      memcpy(c.lq, q, sizeof q), memcpy(c.lk, k, sizeof k), memcpy(c.used, u, sizeof u);
+    }
+    fcase_add(L, c, "varlen.seqused");
+    c = fbase(dt, 3, 4, 4, 33, 129, 64, 64, idt == 1 ? CM_TL : CM_NONE);
+    c.seqused = 1;
+    {
+      const int64_t u[3] = {129, 1, 64};
+      memcpy(c.used, u, sizeof u);
+    }
+    fcase_add(L, c, "seqused");
+    /* --- head dims up to 512, dv != dk --- */
+    static const int64_t hd[][2] = {{192, 128}, {576, 512}, {512, 512}, {300, 72}, {40, 512}};
+    for (int h = 0; h < 5; ++h) {
+      if (h >= 3 && idt != h - 3 && idt != 2) continue;
+      c = fbase(dt, 1, 4, 2, 65, 97, hd[h][0], hd[h][1], (idt + h) % 3);
+      fcase_add(L, c, "hd");
+    }
+    /* --- split-KV against num_splits 1 --- */
+    static const int sp[4] = {2, 3, 4, 0};
+    for (int i = 0; i < 4; ++i) {
+      c = fbase(dt, 2, 8, 2, i == 3 ? 1 : 17, 1000, 64, 64, (idt + i) % 3);
+      c.splits = sp[i], c.bwd = 0;
+      snprintf(tag, sizeof tag, "split%d", sp[i]);
+      fcase_add(L, c, tag);
+    }
+    /* --- combinations --- */
+    c = fbase(dt, 4, 6, 2, 0, 0, 64, 64, idt == 2 ? CM_TL : CM_BR);
+    c.varlen = 1, c.win = 1, c.wl = 12, c.wr = 0, c.softcap = 2.0f, c.alibi = 2;
+    {
+      const int64_t q[4] = {20, 1, 0, 45}, k[4] = {30, 60, 3, 45};
+      memcpy(c.lq, q, sizeof q), memcpy(c.lk, k, sizeof k);
+    }
+    fcase_add(L, c, "combo.varlen.window.softcap.alibi");
+    c = fbase(dt, 2, 4, 1, 113, 200, 64, 64, CM_BR);
+    c.dropout = 0.2f, c.win = 1, c.wl = 50, c.wr = 0, c.alibi = 1;
+    fcase_add(L, c, "combo.dropout.window.alibi");
+    c = fbase(dt, 3, 4, 2, 0, 0, 32, 32, CM_NONE);
+    c.varlen = 1, c.dropout = 0.25f;
+    {
+      const int64_t q[3] = {9, 0, 40}, k[3] = {70, 5, 1};
+      memcpy(c.lq, q, sizeof q), memcpy(c.lk, k, sizeof k);
+    }
+    fcase_add(L, c, "combo.varlen.dropout");
+    c = fbase(dt, 2, 8, 2, 5, 700, 64, 64, CM_BR);
+    c.splits = 3, c.bwd = 0, c.softcap = 5.0f, c.win = 1, c.wl = 300, c.wr = 0;
+    fcase_add(L, c, "combo.split.window.softcap");
+  }
+  /* --- paged KV: every power-of-two page size 1..1024, shuffled tables, seqused_k --- */
+  for (int lg = 0; lg <= 10; ++lg) {
+    const int64_t page = (int64_t)1 << lg;
+    const int64_t blocks = page >= 512 ? (page == 1024 ? 1 : 2) : (page >= 64 ? 3 : 160 / page);
+    fcase c = fbase(k_dtypes[lg % 3], 2, 4, 2, lg % 2 ? 1 : 13, 0, 64, 64, lg % 3);
+    c.page = page, c.max_blocks = blocks;
+    c.seqused = lg % 4 != 3;
+    c.used[0] = blocks * page - (lg % 3), c.used[1] = (blocks * page) / 2 + 1;
+    if (lg == 5) { /* packed q over paged keys */
+      c.varlen = 1;
+      c.lq[0] = 6, c.lq[1] = 13;
+    }
+    if (lg == 7) c.dropout = 0.1f, c.alibi = 1;
+    if (lg == 8) c.splits = 2, c.bwd = 0;
+    snprintf(tag, sizeof tag, "paged.pg%lld", (long long)page);
+    fcase_add(L, c, tag);
+  }
+  /* --- fa_forward_kvcache --- */
+  for (int idt = 0; idt < 3; ++idt) {
+    const fa_dtype dt = k_dtypes[idt];
+    fcase c;
+    /* decode without new tokens, dense cache */
+    c = fbase(dt, 3, 4, 2, 1, 300, 64, 64, CM_NONE);
+    c.kvc = 1, c.bwd = 0;
+    c.cache_len[0] = 300, c.cache_len[1] = 1, c.cache_len[2] = 157;
+    fcase_add(L, c, "kvcache.dense");
+    /* appending, rotary interleaved over the whole head, causal (q rotated per row) */
+    c = fbase(dt, 2, 4, 2, 3, 200, 64, 64, idt == 1 ? CM_TL : CM_BR);
+    c.kvc = 1, c.bwd = 0, c.snew = 3, c.rot = 64, c.inter = 1, c.rot_f32 = 1;
+    c.cache_len[0] = 0, c.cache_len[1] = 120;
+    fcase_add(L, c, "kvcache.append.rot64i");
+    /* rotary_dim < head_dim, not interleaved, non-causal (q at cache_seqlens[b]) */
+    c = fbase(dt, 2, 2, 1, 2, 100, 128, 64, CM_NONE);
+    c.kvc = 1, c.bwd = 0, c.snew = 2, c.rot = 32, c.inter = 0, c.rot_f32 = idt == 0;
+    c.cache_len[0] = 50, c.cache_len[1] = 98;
+    fcase_add(L, c, "kvcache.append.rot32");
+    /* GQA decode: 1 query, 32 q heads over 8 kv heads */
+    c = fbase(dt, 2, 32, 8, 1, 512, 128, 128, CM_BR);
+    c.kvc = 1, c.bwd = 0, c.snew = 1;
+    c.cache_len[0] = 511, c.cache_len[1] = 77;
+    fcase_add(L, c, "kvcache.gqa32x8");
+    /* paged cache, appended tokens crossing pages, rotary, window */
+    c = fbase(dt, 2, 4, 2, 4, 0, 64, 64, CM_BR);
+    c.kvc = 1, c.bwd = 0, c.snew = 4, c.rot = 16, c.inter = idt == 2, c.rot_f32 = 1;
+    c.page = 16, c.max_blocks = 12;
+    c.win = idt == 1, c.wl = 30, c.wr = 0;
+    c.cache_len[0] = 30, c.cache_len[1] = 150;
+    fcase_add(L, c, "kvcache.paged16");
+    /* split decode over a long cache */
+    c = fbase(dt, 1, 8, 1, 1, 1000, 64, 64, CM_NONE);
+    c.kvc = 1, c.bwd = 0, c.splits = 4;
+    c.cache_len[0] = 999;
+    fcase_add(L, c, "kvcache.split4");
+  }
+  {
+    fcase c = fbase(FA_BF16, 2, 4, 2, 1, 0, 64, 64, CM_NONE);
+    c.kvc = 1, c.bwd = 0, c.page = 1024, c.max_blocks = 1;
+    c.cache_len[0] = 1000, c.cache_len[1] = 3;
+    fcase_add(L, c, "kvcache.paged1024");
+  }
+}
+
+static int fcmp_cost(const void *a, const void *b) {
+  const fcase *x = *(const fcase *const *)a, *y = *(const fcase *const *)b;
+  return x->cost < y->cost ? -1 : x->cost > y->cost ? 1 : strcmp(x->name, y->name);
+}
+
+/* --quick for feature cases: the cheapest case of every feature, and of every feature in every
+   dtype, plus every page size. */
+static void mark_fquick(fcase_list *L) {
+  fcase **order = (fcase **)malloc(sizeof(fcase *) * (size_t)(L->n ? L->n : 1));
+  if (!order) exit(2);
+  for (int i = 0; i < L->n; ++i) order[i] = &L->v[i];
+  qsort(order, (size_t)L->n, sizeof *order, fcmp_cost);
+  tag_set seen = {0};
+  for (int i = 0; i < L->n; ++i) {
+    const fcase *c = order[i];
+    char tags[24][48];
+    int nt = 0;
+    const char *f[12];
+    int nf = fcase_features(c, f, 12);
+    for (int k = 0; k < nf && nt < 22; ++k) {
+      snprintf(tags[nt++], 48, "f:%s", f[k]);
+      snprintf(tags[nt++], 48, "fd:%s.%s", f[k], tu_dtype_name(c->dtype));
+    }
+    if (c->lse_packed && nt < 24) snprintf(tags[nt++], 48, "lse_packed");
+    if (c->seqused && nt < 24) snprintf(tags[nt++], 48, "seqused:%d", c->varlen);
+    if (c->alibi && nt < 24) snprintf(tags[nt++], 48, "alibi:%d", c->alibi);
+    if (c->win && nt < 24) snprintf(tags[nt++], 48, "win:%d.%d", c->wl < 0, c->wr < 0);
+    if (c->rot && nt < 24) snprintf(tags[nt++], 48, "rot:%d", c->inter);
+    if (c->page && nt < 24) snprintf(tags[nt++], 48, "page:%lld", (long long)c->page);
+    if (c->splits >= 0 && nt < 24) snprintf(tags[nt++], 48, "splits:%d", c->splits);
+    int fresh = 0;
+    for (int t = 0; t < nt; ++t) fresh |= !tag_has(&seen, tags[t]);
+    if (!fresh) continue;
+    order[i]->quick = 1;
+    for (int t = 0; t < nt; ++t) tag_add(&seen, tags[t]);
+  }
+  free(seen.v);
+  free(order);
+}
+
+/* Expected kernel of a feature case on the CPU backend (0: naming unknown). */
+static int fexpected_kernel(const backend_ctx *bk, const fcase *c, const char *op, int splits,
+                            char *buf, size_t n) {
+  if (strcmp(bk->name, "cpu") != 0) return 0;
+  char hd[32], split[24] = "";
+  if (c->d == c->dv)
+    snprintf(hd, sizeof hd, "%lld", (long long)c->d);
+  else
+    snprintf(hd, sizeof hd, "%lldx%lld", (long long)c->d, (long long)c->dv);
+  if (splits > 1) snprintf(split, sizeof split, ".split%d", splits);
+  snprintf(buf, n, "cpu.flash.%s.%s.%s.hd%s%s%s%s%s%s%s%s%s", cpu_expected_isa(), op,
+           tu_dtype_name(c->dtype), hd, c->cm != CM_NONE ? ".causal" : "", c->win ? ".window" : "",
+           c->softcap > 0.0f ? ".softcap" : "", c->alibi ? ".alibi" : "",
+           c->dropout > 0.0f ? ".dropout" : "", c->varlen ? ".varlen" : "",
+           c->page > 0 ? ".paged" : "", split);
+  return 1;
+}
+
+static void fcheck_info(report *rep, const backend_ctx *bk, const fcase *c, const char *op,
+                        const char *call, const fa_run_info *info, const fa_run_info *plan) {
+  char want[FA_KERNEL_LEN];
+  if (info->backend != bk->id || strcmp(info->backend_name, bk->name) != 0)
+    fail(rep, "%s: run info says backend %d \"%s\", expected %d \"%s\"", call, info->backend,
+         info->backend_name, bk->id, bk->name);
+  if (fexpected_kernel(bk, c, op, info->num_splits, want, sizeof want)) {
+    if (strcmp(info->kernel, want) != 0)
+      fail(rep, "%s: kernel \"%s\", expected \"%s\"", call, info->kernel, want);
+  } else {
+    size_t n = strlen(bk->name);
+    if (strncmp(info->kernel, bk->name, n) != 0 || info->kernel[n] != '.')
+      fail(rep, "%s: kernel \"%s\" does not start with \"%s.\"", call, info->kernel, bk->name);
+  }
+  if (info->num_splits < 1) fail(rep, "%s: run info num_splits = %d", call, info->num_splits);
+  if (plan && (strcmp(plan->kernel, info->kernel) != 0 || plan->backend != info->backend ||
+               plan->num_splits != info->num_splits))
+    fail(rep, "%s: fa_plan reports %s \"%s\" (%d splits) but the call ran %s \"%s\" (%d splits)",
+         call, plan->backend_name, plan->kernel, plan->num_splits, info->backend_name, info->kernel,
+         info->num_splits);
+}
+
+/* Per-case run state shared with the skip decision. */
+typedef struct frun {
+  const backend_ctx *bk;
+  const fa_backend_desc *desc;
+  const char *require; /* comma list, or NULL */
+  char skip[512];
+} frun;
+
+static int list_has(const char *list, const char *name) {
+  if (!list) return 0;
+  size_t n = strlen(name);
+  for (const char *p = list; *p;) {
+    const char *e = strchr(p, ',');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    while (len && (*p == ' ')) ++p, --len;
+    if (len == n && !strncmp(p, name, n)) return 1;
+    if (!e) break;
+    p = e + 1;
+  }
+  return 0;
+}
+
+/* A refused call: skip when the backend does not list some feature the case needs, unless that
+   feature is required; fail when it lists them all. */
+static int frefused(report *rep, frun *R, const fcase *c, const char *call, fa_status st) {
+  const char *f[12];
+  int nf = fcase_features(c, f, 12);
+  char missing[256] = "";
+  int required = 0;
+  for (int i = 0; i < nf; ++i)
+    if (!list_has(R->desc->features, f[i])) {
+      size_t u = strlen(missing);
+      snprintf(missing + u, sizeof missing - u, "%s%s", u ? "," : "", f[i]);
+      required |= list_has(R->require, f[i]);
+    }
+  if (st != FA_ERR_UNSUPPORTED || !missing[0]) {
+    fail(rep, "%s: %s: %s%s", call, fa_status_string(st), fa_last_error(),
+         missing[0] ? "" : " (the backend lists every feature this case needs)");
+    return R_FAIL;
+  }
+  if (required) {
+    fail(rep, "%s: required feature(s) %s not supported: %s", call, missing, fa_last_error());
+    return R_FAIL;
+  }
+  snprintf(R->skip, sizeof R->skip, "%s not supported (%s: %s)", missing, call, fa_last_error());
+  return R_SKIP;
+}
+
+/* Where a library tensor's elements live in the reference's padded dense arrays. */
+typedef enum { MAP_ID = 0, MAP_PACKED_Q, MAP_PACKED_K, MAP_LSE_PACKED, MAP_LSE_PADDED } map_kind;
+
+typedef struct fmap {
+  map_kind kind;
+  int64_t batch, max_rows, heads, inner; /* inner: heads * dim of one token (lse: heads_q) */
+  const int64_t *cu;                     /* [batch + 1] offsets (packed) */
+  const int64_t *lens;                   /* rows per sequence (padded lse) */
+  int64_t total;
+} fmap;
+
+/* Sequence of packed token t, or -1. */
+static int64_t seq_of(const fmap *m, int64_t t, int64_t *row) {
+  for (int64_t b = 0; b < m->batch; ++b)
+    if (t >= m->cu[b] && t < m->cu[b + 1]) {
+      *row = t - m->cu[b];
+      return b;
+    }
+  return -1;
+}
+
+static int64_t fmap_index(const fmap *m, int64_t f) {
+  int64_t row, b;
+  switch (m->kind) {
+    case MAP_PACKED_Q:
+    case MAP_PACKED_K: {
+      int64_t t = f / m->inner, rem = f % m->inner;
+      if ((b = seq_of(m, t, &row)) < 0) return -1;
+      return (b * m->max_rows + row) * m->inner + rem;
+    }
+    case MAP_LSE_PACKED: {
+      int64_t h = f / m->total, t = f % m->total;
+      if ((b = seq_of(m, t, &row)) < 0) return -1;
+      return (b * m->heads + h) * m->max_rows + row;
+    }
+    case MAP_LSE_PADDED:
+      b = f / (m->heads * m->max_rows);
+      return f % m->max_rows < m->lens[b] ? f : -1;
+    default:
+      return f;
+  }
+}
+
+static void fcheck_output(report *rep, char *summary, size_t sn, const char *label,
+                          const tu_tensor *x, const fmap *m, const ref_result *r64,
+                          const ref_result *rn, ref_which w, const unsigned char *masked,
+                          fa_dtype dtype) {
+  const int64_t n = tu_numel(x);
+  double *all = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  double *got = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  double *want = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  double *naive = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  double *mag = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  unsigned char *msk = malloc((size_t)(n ? n : 1));
+  int64_t *where = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+  if (!all || !got || !want || !naive || !mag || !msk || !where) {
+    fail(rep, "%s: out of memory in the check", label);
+    goto out;
+  }
+  tu_read_all(x, all);
+  int64_t k = 0, touched = 0, first_touched = -1;
+  for (int64_t f = 0; f < n; ++f) {
+    int64_t at = fmap_index(m, f);
+    if (at < 0) {
+      if (!tu_elem_unchanged(x, f)) {
+        if (first_touched < 0) first_touched = f;
+        ++touched;
+      }
+      continue;
+    }
+    got[k] = all[f];
+    want[k] = r64->t[w][at];
+    naive[k] = rn->t[w][at];
+    mag[k] = r64->mag[w] ? r64->mag[w][at] : 0.0;
+    msk[k] = masked[at];
+    where[k] = f;
+    ++k;
+  }
+  if (touched) {
+    char idx[64];
+    tu_format_index(x, first_touched, idx, sizeof idx);
+    fail(rep, "%s: %lld elements outside every sequence were written (first at %s)", label,
+         (long long)touched, idx);
+  }
+  ref_check ck;
+  ref_check_values(got, k, want, naive, mag, msk, dtype, &ck);
+  size_t used = strlen(summary);
+  snprintf(summary + used, sn - used, " %s %.1e/%.1e", label, ck.max_err, ck.tol);
+  char at[64] = "-";
+  if (ck.worst >= 0) tu_format_index(x, where[ck.worst], at, sizeof at);
+  if (!ck.pass) {
+    if (ck.broken)
+      fail(rep, "%s: %s at %s: got %.9g, expected %.9g (%lld such elements)", label, ck.why, at,
+           ck.worst_got, ck.worst_want, (long long)ck.broken);
+    else
+      fail(rep,
+           "%s: max error %.3e > tolerance %.3e (2 x naive %s error %.3e + floor %.2e) at "
+           "%s: got %.9g, expected %.9g",
+           label, ck.max_err, ck.tol, tu_dtype_name(dtype), ck.naive_err, ck.floor, at,
+           ck.worst_got, ck.worst_want);
+  }
+  char msg[160];
+  if (tu_gaps_intact(x, msg, sizeof msg) != 1)
+    fail(rep, "%s: wrote outside its elements: %s", label, msg);
+out:
+  free(all);
+  free(got);
+  free(want);
+  free(naive);
+  free(mag);
+  free(msk);
+  free(where);
+}
+
+/* A 1-D or 2-D int32 host tensor with the given values. */
+static int make_i32(tu_tensor *t, int ndim, const int64_t *shape, const int64_t *vals) {
+  if (tu_alloc(t, FA_I32, ndim, shape, TU_CONTIGUOUS)) return -1;
+  int64_t n = tu_numel(t);
+  for (int64_t f = 0; f < n; ++f) tu_set_flat(t, f, (double)vals[f]);
+  return tu_snapshot(t);
+}
+
+/* dst[di with its last axis = c] = src[si with its last axis = c] for c < cols. */
+static void copy_row(tu_tensor *dst, const int64_t *di, const tu_tensor *src, const int64_t *si,
+                     int64_t cols) {
+  int64_t a[FA_MAX_DIMS] = {0}, b[FA_MAX_DIMS] = {0};
+  const int na = dst->t.ndim, nb = src->t.ndim;
+  for (int i = 0; i < na; ++i) a[i] = di[i];
+  for (int i = 0; i < nb; ++i) b[i] = si[i];
+  for (int64_t c = 0; c < cols; ++c) {
+    a[na - 1] = c;
+    b[nb - 1] = c;
+    tu_set(dst, a, tu_get(src, b));
+  }
+}
+
+static double max_abs_diff(const tu_tensor *a, const tu_tensor *b) {
+  int64_t n = tu_numel(a);
+  double m = 0.0;
+  for (int64_t f = 0; f < n; ++f) {
+    double x = tu_get_flat(a, f), y = tu_get_flat(b, f);
+    if (isnan(x) != isnan(y)) return INFINITY;
+    if (isfinite(x) && isfinite(y) && fabs(x - y) > m) m = fabs(x - y);
+    if (isinf(x) != isinf(y)) return INFINITY;
+  }
+  return m;
+}
+
+enum {
+  F_QD,
+  F_KD,
+  F_VD,
+  F_DOD,
+  F_Q,
+  F_K,
+  F_V,
+  F_DOUT,
+  F_OUT0,
+  F_OUT,
+  F_LSE,
+  F_DQ,
+  F_DK,
+  F_DV,
+  F_OUTS,
+  F_COUNT
+};
+static const char *const f_names[F_COUNT] = {
+    "q(dense)", "k(dense)", "v(dense)",      "dout(dense)", "q",   "k",
+    "v",        "dout",     "out(lse=NULL)", "out",         "lse", "dq",
+    "dk",       "dv",       "out(splits=1)"};
+enum { I_CUQ, I_CUK, I_USED, I_TABLE, I_ALIBI, I_COUNT };
+
+/* Fills the reference problem and ext (lens arrays owned by the caller). */
+static void fproblem(const fcase *c, ref_problem *p, ref_ext *x, int64_t *lens_q, int64_t *lens_k,
+                     double *slopes) {
+  memset(p, 0, sizeof *p);
+  memset(x, 0, sizeof *x);
+  p->batch = c->b, p->heads_q = c->hq, p->heads_kv = c->hkv, p->head_dim = c->d;
+  p->head_dim_v = c->dv;
+  p->seqlen_q = fc_max_q(c), p->seqlen_k = fc_max_k(c);
+  p->scale = ref_resolve_scale(c->scale, c->d);
+  p->causal = c->cm != CM_NONE;
+  p->causal_align = c->cm == CM_TL ? FA_CAUSAL_TOP_LEFT : FA_CAUSAL_BOTTOM_RIGHT;
+  x->window = c->win, x->window_left = c->wl, x->window_right = c->wr;
+  x->softcap = c->softcap;
+  x->dropout_p = c->dropout;
+  x->dropout_seed = 0x5eed0000u + (uint64_t)c->b * 7u;
+  x->dropout_offset = 12345;
+  for (int64_t b = 0; b < c->b; ++b) {
+    lens_q[b] = c->varlen ? c->lq[b] : p->seqlen_q;
+    lens_k[b] = c->seqused ? c->used[b] : (c->varlen && !c->page) ? c->lk[b] : p->seqlen_k;
+    if (c->kvc) lens_k[b] = c->cache_len[b] + c->snew;
+  }
+  x->lens_q = lens_q, x->lens_k = lens_k;
+  if (c->alibi) {
+    for (int64_t i = 0; i < c->hq * (c->alibi == 2 ? c->b : 1); ++i)
+      slopes[i] = (double)(float)(exp2(-8.0 * (double)((i % c->hq) + 1) / (double)c->hq) *
+                                  (1.0 + 0.25 * (double)(i / c->hq)));
+    x->alibi = slopes, x->alibi_per_batch = c->alibi == 2;
+  }
+}
+
+static void fparams(const fcase *c, const backend_ctx *bk, const ref_ext *x, fa_params *params,
+                    const tu_tensor *it) {
+  fa_params_init(params);
+  params->backend = bk->id;
+  params->strict = 1;
+  params->softmax_scale = c->scale;
+  params->causal = c->cm != CM_NONE;
+  params->causal_align = c->cm == CM_TL ? FA_CAUSAL_TOP_LEFT : FA_CAUSAL_BOTTOM_RIGHT;
+  params->window_enabled = c->win, params->window_left = c->wl, params->window_right = c->wr;
+  params->softcap = c->softcap;
+  params->dropout_p = c->dropout;
+  params->dropout_seed = x->dropout_seed, params->dropout_offset = x->dropout_offset;
+  if (c->alibi) params->alibi_slopes = &it[I_ALIBI].t;
+  if (c->varlen) {
+    params->cu_seqlens_q = &it[I_CUQ].t;
+    if (!c->page) params->cu_seqlens_k = &it[I_CUK].t;
+    params->max_seqlen_q = fc_max_q(c);
+    if (!c->page) params->max_seqlen_k = fc_max_k(c);
+  }
+  if (c->seqused) params->seqused_k = &it[I_USED].t;
+  if (c->page) params->block_table = &it[I_TABLE].t;
+  params->num_splits = c->splits > 0 ? c->splits : 0;
+}
+
+static int run_fcase(const fcase *c, frun *R, uint64_t run_seed) {
+  const double t0 = now_s();
+  const backend_ctx *bk = R->bk;
+  report rep;
+  memset(&rep, 0, sizeof rep);
+  char summary[320] = "";
+  int result = R_FAIL;
+  R->skip[0] = '\0';
+  tu_tensor t[F_COUNT], it[I_COUNT];
+  memset(t, 0, sizeof t);
+  memset(it, 0, sizeof it);
+  ref_result r64, rn;
+  memset(&r64, 0, sizeof r64);
+  memset(&rn, 0, sizeof rn);
+  unsigned char *masked[REF_NUM_OUTPUTS] = {0};
+  int64_t lens_q[FMAXB], lens_k[FMAXB], cu_q[FMAXB + 1], cu_k[FMAXB + 1];
+  double slopes[FMAXB * 64];
+  int64_t *table = NULL;
+  ref_problem p;
+  ref_ext x;
+  fproblem(c, &p, &x, lens_q, lens_k, slopes);
+  const int64_t B = c->b, mq = p.seqlen_q, mk = p.seqlen_k;
+  cu_q[0] = cu_k[0] = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    cu_q[b + 1] = cu_q[b] + (c->varlen ? c->lq[b] : 0);
+    cu_k[b + 1] = cu_k[b] + (c->varlen && !c->page ? c->lk[b] : 0);
+  }
+  const int64_t total_q = cu_q[B] + c->extra_q, total_k = cu_k[B];
+  const int64_t nblk = c->page ? B * c->max_blocks + 3 : 0;
+  const int dense_q = !c->varlen, dense_k = !c->varlen && !c->page;
+
+  /* Shapes. Dense copies are the library's tensors themselves when nothing is packed or paged. */
+  const int64_t qd[4] = {B, mq, c->hq, c->d}, kd[4] = {B, mk, c->hkv, c->d},
+                vd[4] = {B, mk, c->hkv, c->dv}, od[4] = {B, mq, c->hq, c->dv};
+  const int64_t qp[3] = {total_q, c->hq, c->d}, op[3] = {total_q, c->hq, c->dv},
+                kp[3] = {total_k, c->hkv, c->d}, vp[3] = {total_k, c->hkv, c->dv};
+  const int64_t kg[4] = {nblk, c->page, c->hkv, c->d}, vg[4] = {nblk, c->page, c->hkv, c->dv};
+  const int64_t l3[3] = {B, c->hq, mq}, l2[2] = {c->hq, total_q};
+  tu_rng rng;
+  tu_rng_init(&rng, tu_seed_for(run_seed, c->name));
+#define ALLOC(i, nd, shape, kind)                                           \
+  if (tu_alloc(&t[i], (i) == F_LSE ? FA_F32 : c->dtype, nd, shape, kind)) { \
+    fail(&rep, "out of memory allocating %s", f_names[i]);                  \
+    goto done;                                                              \
+  }
+  ALLOC(F_QD, 4, qd, dense_q ? tensor_layout(c->layout, T_Q) : TU_CONTIGUOUS);
+  ALLOC(F_KD, 4, kd, dense_k ? tensor_layout(c->layout, T_K) : TU_CONTIGUOUS);
+  ALLOC(F_VD, 4, vd, dense_k ? tensor_layout(c->layout, T_V) : TU_CONTIGUOUS);
+  ALLOC(F_DOD, 4, od, dense_q ? tensor_layout(c->layout, T_DOUT) : TU_CONTIGUOUS);
+  if (dense_q) {
+    ALLOC(F_OUT0, 4, od, tensor_layout(c->layout, T_OUT0));
+    ALLOC(F_OUT, 4, od, tensor_layout(c->layout, T_OUT));
+    ALLOC(F_OUTS, 4, od, TU_CONTIGUOUS);
+    ALLOC(F_DQ, 4, qd, tensor_layout(c->layout, T_DQ));
+  } else {
+    ALLOC(F_Q, 3, qp, TU_CONTIGUOUS);
+    ALLOC(F_DOUT, 3, op, TU_STRIDED);
+    ALLOC(F_OUT0, 3, op, TU_PADDED);
+    ALLOC(F_OUT, 3, op, TU_CONTIGUOUS);
+    ALLOC(F_OUTS, 3, op, TU_CONTIGUOUS);
+    ALLOC(F_DQ, 3, qp, TU_PADDED);
+  }
+  if (c->varlen && c->lse_packed) {
+    ALLOC(F_LSE, 2, l2, TU_CONTIGUOUS);
+  } else {
+    ALLOC(F_LSE, 3, l3, dense_q ? tensor_layout(c->layout, T_LSE) : TU_PADDED);
+  }
+  if (c->page) {
+    ALLOC(F_K, 4, kg, TU_CONTIGUOUS);
+    ALLOC(F_V, 4, vg, TU_PADDED);
+    ALLOC(F_DK, 4, kg, TU_CONTIGUOUS);
+    ALLOC(F_DV, 4, vg, TU_CONTIGUOUS);
+  } else if (c->varlen) {
+    ALLOC(F_K, 3, kp, TU_PADDED);
+    ALLOC(F_V, 3, vp, TU_CONTIGUOUS);
+    ALLOC(F_DK, 3, kp, TU_CONTIGUOUS);
+    ALLOC(F_DV, 3, vp, TU_STRIDED);
+  } else {
+    ALLOC(F_DK, 4, kd, tensor_layout(c->layout, T_DK));
+    ALLOC(F_DV, 4, vd, tensor_layout(c->layout, T_DV));
+  }
+#undef ALLOC
+  /* Values: dense copies random; packed tensors random, then the sequences' tokens copied in;
+     pages random, the dense keys gathered from them through the shuffled table. */
+  for (int i = F_QD; i <= F_DOD; ++i) tu_fill_random(&t[i], &rng);
+  if (c->varlen) {
+    tu_fill_random(&t[F_Q], &rng);
+    tu_fill_random(&t[F_DOUT], &rng);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < c->lq[b]; ++i)
+        for (int64_t h = 0; h < c->hq; ++h) {
+          int64_t di[4] = {b, i, h, 0}, pi[3] = {cu_q[b] + i, h, 0};
+          copy_row(&t[F_Q], pi, &t[F_QD], di, c->d);
+          copy_row(&t[F_DOUT], pi, &t[F_DOD], di, c->dv);
+        }
+  }
+  if (c->varlen && !c->page) {
+    tu_fill_random(&t[F_K], &rng);
+    tu_fill_random(&t[F_V], &rng);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = 0; j < c->lk[b]; ++j)
+        for (int64_t h = 0; h < c->hkv; ++h) {
+          int64_t di[4] = {b, j, h, 0}, pi[3] = {cu_k[b] + j, h, 0};
+          copy_row(&t[F_K], pi, &t[F_KD], di, c->d);
+          copy_row(&t[F_V], pi, &t[F_VD], di, c->dv);
+        }
+  }
+  if (c->page) {
+    tu_fill_random(&t[F_K], &rng);
+    tu_fill_random(&t[F_V], &rng);
+    int64_t *perm = malloc(sizeof(int64_t) * (size_t)nblk);
+    table = malloc(sizeof(int64_t) * (size_t)(B * c->max_blocks));
+    if (!perm || !table) {
+      free(perm);
+      fail(&rep, "out of memory (block table)");
+      goto done;
+    }
+    for (int64_t i = 0; i < nblk; ++i) perm[i] = i;
+    for (int64_t i = nblk - 1; i > 0; --i) { /* Fisher-Yates */
+      int64_t j = (int64_t)(tu_rng_u64(&rng) % (uint64_t)(i + 1)), tmp = perm[i];
+      perm[i] = perm[j], perm[j] = tmp;
+    }
+    for (int64_t i = 0; i < B * c->max_blocks; ++i) table[i] = perm[i];
+    free(perm);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = 0; j < mk; ++j)
+        for (int64_t h = 0; h < c->hkv; ++h) {
+          int64_t di[4] = {b, j, h, 0};
+          int64_t gi[4] = {table[b * c->max_blocks + j / c->page], j % c->page, h, 0};
+          copy_row(&t[F_KD], di, &t[F_K], gi, c->d);
+          copy_row(&t[F_VD], di, &t[F_V], gi, c->dv);
+        }
+  }
+  /* The library reads the dense copies directly where nothing is packed or paged. */
+  const int iq = dense_q ? F_QD : F_Q, ik = dense_k ? F_KD : F_K, iv = dense_k ? F_VD : F_V,
+            ido = dense_q ? F_DOD : F_DOUT;
+  for (int i = 0; i < F_COUNT; ++i)
+    if (t[i].buf) (void)tu_snapshot(&t[i]);
+  {
+    const int64_t s1[1] = {B + 1}, sb[1] = {B}, st[2] = {B, c->max_blocks};
+    const int64_t sa1[1] = {c->hq}, sa2[2] = {B, c->hq};
+    int bad = 0;
+    if (c->varlen) bad |= make_i32(&it[I_CUQ], 1, s1, cu_q) | make_i32(&it[I_CUK], 1, s1, cu_k);
+    if (c->seqused) bad |= make_i32(&it[I_USED], 1, sb, c->used);
+    if (c->page) bad |= make_i32(&it[I_TABLE], 2, st, table);
+    if (c->alibi) {
+      if (tu_alloc(&it[I_ALIBI], FA_F32, c->alibi, c->alibi == 2 ? sa2 : sa1, TU_CONTIGUOUS))
+        bad = 1;
+      else {
+        for (int64_t f = 0; f < tu_numel(&it[I_ALIBI]); ++f)
+          tu_set_flat(&it[I_ALIBI], f, slopes[f]);
+        bad |= tu_snapshot(&it[I_ALIBI]);
+      }
+    }
+    if (bad) {
+      fail(&rep, "out of memory (index tensors)");
+      goto done;
+    }
+  }
+
+  fa_params params;
+  fparams(c, bk, &x, &params, it);
+  fa_run_info info, plan;
+  fa_status st;
+  fa_run_info_init(&plan);
+  st = fa_plan_forward(&params, &t[iq].t, &t[ik].t, &t[iv].t, &t[F_OUT].t, &t[F_LSE].t, &plan);
+  if (st != FA_OK) {
+    result = frefused(&rep, R, c, "fa_plan_forward", st);
+    goto done;
+  }
+  const int want_bwd = c->bwd && !c->page;
+  if (want_bwd) {
+    fa_run_info_init(&plan);
+    st = fa_plan_backward(&params, &t[iq].t, &t[ik].t, &t[iv].t, &t[F_OUT].t, &t[F_LSE].t,
+                          &t[ido].t, &t[F_DQ].t, &t[F_DK].t, &t[F_DV].t, &plan);
+    if (st != FA_OK) {
+      result = frefused(&rep, R, c, "fa_plan_backward", st);
+      goto done;
+    }
+  }
+
+  /* The reference only once the backend takes the case (skips stay cheap). */
+  if (ref_attention_ext(&p, &x, REF_F64, &t[F_QD], &t[F_KD], &t[F_VD], want_bwd ? &t[F_DOD] : NULL,
+                        &r64, 0) ||
+      ref_attention_ext(&p, &x, REF_STORAGE, &t[F_QD], &t[F_KD], &t[F_VD],
+                        want_bwd ? &t[F_DOD] : NULL, &rn, 0)) {
+    fail(&rep, "reference failed (out of memory or bad shapes)");
+    goto done;
+  }
+  for (int w = 0; w < REF_NUM_OUTPUTS; ++w)
+    if (!(masked[w] = ref_masked_map_ext(&p, &x, (ref_which)w))) {
+      fail(&rep, "out of memory (mask map)");
+      goto done;
+    }
+  fmap mq_map = {
+      dense_q ? MAP_ID : MAP_PACKED_Q, B, mq, c->hq, c->hq * c->dv, cu_q, lens_q, total_q};
+  fmap mdq_map = mq_map;
+  mdq_map.inner = c->hq * c->d;
+  fmap mk_map = {
+      dense_k ? MAP_ID : MAP_PACKED_K, B, mk, c->hkv, c->hkv * c->d, cu_k, lens_k, total_k};
+  fmap mv_map = mk_map;
+  mv_map.inner = c->hkv * c->dv;
+  fmap ml_map = {!c->varlen      ? MAP_ID
+                 : c->lse_packed ? MAP_LSE_PACKED
+                                 : MAP_LSE_PADDED,
+                 B,
+                 mq,
+                 c->hq,
+                 1,
+                 cu_q,
+                 lens_q,
+                 total_q};
+
+  /* Forward without lse (not for split cases: they compare two forwards below). */
+  if (c->splits < 0) {
+    fa_run_info_init(&info);
+    st = fa_forward(&params, &t[iq].t, &t[ik].t, &t[iv].t, &t[F_OUT0].t, NULL, &info);
+    if (st != FA_OK)
+      fail(&rep, "fa_forward (lse NULL): %s: %s", fa_status_string(st), fa_last_error());
+    else {
+      fcheck_info(&rep, bk, c, "fwd", "forward(lse NULL)", &info, NULL);
+      fcheck_output(&rep, summary, sizeof summary, "out0", &t[F_OUT0], &mq_map, &r64, &rn, REF_OUT,
+                    masked[REF_OUT], c->dtype);
+    }
+  } else {
+    fa_params one = params;
+    one.num_splits = 1;
+    fa_run_info_init(&info);
+    st = fa_forward(&one, &t[iq].t, &t[ik].t, &t[iv].t, &t[F_OUTS].t, NULL, &info);
+    if (st != FA_OK)
+      fail(&rep, "fa_forward (num_splits 1): %s: %s", fa_status_string(st), fa_last_error());
+    else if (info.num_splits != 1)
+      fail(&rep, "forward(num_splits 1): run info num_splits = %d", info.num_splits);
+  }
+
+  fa_run_info_init(&plan);
+  (void)fa_plan_forward(&params, &t[iq].t, &t[ik].t, &t[iv].t, &t[F_OUT].t, &t[F_LSE].t, &plan);
+  fa_run_info_init(&info);
+  st = fa_forward(&params, &t[iq].t, &t[ik].t, &t[iv].t, &t[F_OUT].t, &t[F_LSE].t, &info);
+  if (st != FA_OK) {
+    fail(&rep, "fa_forward: %s: %s", fa_status_string(st), fa_last_error());
+    goto done;
+  }
+  fcheck_info(&rep, bk, c, "fwd", "forward", &info, &plan);
+  if (c->splits > 0 && info.num_splits != c->splits)
+    fail(&rep, "forward: num_splits %d asked, run info says %d ran", c->splits, info.num_splits);
+  fcheck_output(&rep, summary, sizeof summary, "out", &t[F_OUT], &mq_map, &r64, &rn, REF_OUT,
+                masked[REF_OUT], c->dtype);
+  fcheck_output(&rep, summary, sizeof summary, "lse", &t[F_LSE], &ml_map, &r64, &rn, REF_LSE,
+                masked[REF_LSE], c->dtype);
+  if (c->splits >= 0) {
+    double diff = max_abs_diff(&t[F_OUT], &t[F_OUTS]);
+    size_t u = strlen(summary);
+    snprintf(summary + u, sizeof summary - u, " |split%d-split1| %.1e", info.num_splits, diff);
+    /* "To rounding": within the suite's tolerance of each other. */
+    double tol = ref_floor(c->dtype) * 2.0;
+    if (!(diff <= tol))
+      fail(&rep, "num_splits %d (ran %d) differs from num_splits 1 by %.3e > %.2e", c->splits,
+           info.num_splits, diff, tol);
+  }
+  (void)tu_snapshot(&t[F_OUT]);
+  (void)tu_snapshot(&t[F_LSE]);
+
+  if (c->page && c->bwd) {
+    /* No backward through a block table: refused, nothing written. */
+    for (int i = F_DQ; i <= F_DV; ++i) (void)tu_snapshot(&t[i]);
+    st = fa_backward(&params, &t[iq].t, &t[ik].t, &t[iv].t, &t[F_OUT].t, &t[F_LSE].t, &t[ido].t,
+                     &t[F_DQ].t, &t[F_DK].t, &t[F_DV].t, NULL);
+    if (st != FA_ERR_UNSUPPORTED)
+      fail(&rep, "fa_backward with a block_table: %s, expected FA_ERR_UNSUPPORTED",
+           fa_status_string(st));
+    for (int i = F_DQ; i <= F_DV; ++i)
+      if (tu_unchanged(&t[i], NULL, 0) != 1) fail(&rep, "refused fa_backward wrote %s", f_names[i]);
+  } else if (want_bwd) {
+    fa_run_info_init(&plan);
+    (void)fa_plan_backward(&params, &t[iq].t, &t[ik].t, &t[iv].t, &t[F_OUT].t, &t[F_LSE].t,
+                           &t[ido].t, &t[F_DQ].t, &t[F_DK].t, &t[F_DV].t, &plan);
+    fa_run_info_init(&info);
+    st = fa_backward(&params, &t[iq].t, &t[ik].t, &t[iv].t, &t[F_OUT].t, &t[F_LSE].t, &t[ido].t,
+                     &t[F_DQ].t, &t[F_DK].t, &t[F_DV].t, &info);
+    if (st != FA_OK) {
+      fail(&rep, "fa_backward: %s: %s", fa_status_string(st), fa_last_error());
+      goto done;
+    }
+    fcheck_info(&rep, bk, c, "bwd", "backward", &info, &plan);
+    fcheck_output(&rep, summary, sizeof summary, "dq", &t[F_DQ], &mdq_map, &r64, &rn, REF_DQ,
+                  masked[REF_DQ], c->dtype);
+    fcheck_output(&rep, summary, sizeof summary, "dk", &t[F_DK], &mk_map, &r64, &rn, REF_DK,
+                  masked[REF_DK], c->dtype);
+    fcheck_output(&rep, summary, sizeof summary, "dv", &t[F_DV], &mv_map, &r64, &rn, REF_DV,
+                  masked[REF_DV], c->dtype);
+  }
+  {
+    const int ro[6] = {iq, ik, iv, ido, F_OUT, F_LSE};
+    for (int i = 0; i < 6; ++i) {
+      char msg[160];
+      if (tu_unchanged(&t[ro[i]], msg, sizeof msg) != 1)
+        fail(&rep, "input %s was modified: %s", f_names[ro[i]], msg);
+    }
+    for (int i = 0; i < I_COUNT; ++i)
+      if (it[i].buf && tu_unchanged(&it[i], NULL, 0) != 1)
+        fail(&rep, "an index/slope tensor (%d) was modified", i);
+  }
+  result = rep.failed ? R_FAIL : R_PASS;
+
+done:
+  if (rep.failed) result = R_FAIL;
+  for (int i = 0; i < F_COUNT; ++i) tu_free(&t[i]);
+  for (int i = 0; i < I_COUNT; ++i) tu_free(&it[i]);
+  for (int w = 0; w < REF_NUM_OUTPUTS; ++w) free(masked[w]);
+  free(table);
+  ref_result_free(&r64);
+  ref_result_free(&rn);
+  if (result == R_SKIP)
+    printf("SKIP %s: %s\n", c->name, R->skip);
+  else
+    printf("%s %-50s%s  %.2fs\n", result == R_PASS ? "PASS" : "FAIL", c->name, summary,
+           now_s() - t0);
+  if (result == R_FAIL) {
+    fputs(rep.text, stdout);
+    printf("      replay: FA_TEST_SEED=%llu conformance --backend %s --filter '%s'\n",
+           (unsigned long long)run_seed, bk->name, c->name);
+  }
+  fflush(stdout);
+  return result;
+}
+
+/* Rotates the first rot dims of row x (d values) by the tables' angles at pos, in float64. */
+static void rotate_row(double *xr, int64_t rot, int inter, const tu_tensor *cs, const tu_tensor *sn,
+                       int64_t pos) {
+  for (int64_t r = 0; r < rot / 2; ++r) {
+    const int64_t idx[2] = {pos, r};
+    const double co = tu_get(cs, idx), si = tu_get(sn, idx);
+    const int64_t a = inter ? 2 * r : r, b = inter ? 2 * r + 1 : r + rot / 2;
+    const double x1 = xr[a], x2 = xr[b];
+    xr[a] = x1 * co - x2 * si;
+    xr[b] = x1 * si + x2 * co;
+  }
+}
+
+enum { K_Q, K_QR, K_KC, K_VC, K_KD, K_VD, K_KN, K_VN, K_COS, K_SIN, K_OUT, K_LSE, K_COUNT };
+static const char *const k_names[K_COUNT] = {"q",          "q(rotated)", "k_cache", "v_cache",
+                                             "k(dense)",   "v(dense)",   "k_new",   "v_new",
+                                             "rotary_cos", "rotary_sin", "out",     "lse"};
+
+/* One ulp-ish bound for a value stored after a rotation computed in another precision. */
+static double store_tol(fa_dtype dt, double v) {
+  double eps = dt == FA_F32 ? 1.2e-7 : dt == FA_F16 ? 9.8e-4 : 7.9e-3;
+  return eps * fabs(v) + (dt == FA_F32 ? 1e-30 : 1e-7);
+}
+
+static int run_kvcase(const fcase *c, frun *R, uint64_t run_seed) {
+  const double t0 = now_s();
+  const backend_ctx *bk = R->bk;
+  report rep;
+  memset(&rep, 0, sizeof rep);
+  char summary[320] = "";
+  int result = R_FAIL;
+  R->skip[0] = '\0';
+  tu_tensor t[K_COUNT], it[I_COUNT], cl;
+  memset(t, 0, sizeof t);
+  memset(it, 0, sizeof it);
+  memset(&cl, 0, sizeof cl);
+  ref_result r64, rn;
+  memset(&r64, 0, sizeof r64);
+  memset(&rn, 0, sizeof rn);
+  unsigned char *masked[REF_NUM_OUTPUTS] = {0};
+  unsigned char *appended = NULL;
+  int64_t lens_q[FMAXB], lens_k[FMAXB], *table = NULL;
+  double slopes[FMAXB * 64], *row = NULL;
+  ref_problem p;
+  ref_ext x;
+  fproblem(c, &p, &x, lens_q, lens_k, slopes);
+  x.lens_q = NULL;
+  const int64_t B = c->b, sq = c->sq, cap = p.seqlen_k, sn = c->snew;
+  const int paged = c->page > 0;
+  const int64_t nblk = paged ? B * c->max_blocks + 2 : 0;
+  const int64_t maxpos = cap + sq + 1;
+  const int64_t qs[4] = {B, sq, c->hq, c->d}, os[4] = {B, sq, c->hq, c->dv}, ls[3] = {B, c->hq, sq};
+  const int64_t kc[4] = {paged ? nblk : B, paged ? c->page : cap, c->hkv, c->d},
+                vc[4] = {paged ? nblk : B, paged ? c->page : cap, c->hkv, c->dv};
+  const int64_t kd[4] = {B, cap, c->hkv, c->d}, vd[4] = {B, cap, c->hkv, c->dv};
+  const int64_t kn[4] = {B, sn, c->hkv, c->d}, vn[4] = {B, sn, c->hkv, c->dv};
+  const int64_t rs[2] = {maxpos, c->rot / 2};
+  tu_rng rng;
+  tu_rng_init(&rng, tu_seed_for(run_seed, c->name));
+  int bad = 0;
+  bad |= tu_alloc(&t[K_Q], c->dtype, 4, qs, TU_PADDED);
+  bad |= tu_alloc(&t[K_QR], c->dtype, 4, qs, TU_CONTIGUOUS);
+  bad |= tu_alloc(&t[K_KC], c->dtype, 4, kc, paged ? TU_CONTIGUOUS : TU_PERMUTED);
+  bad |= tu_alloc(&t[K_VC], c->dtype, 4, vc, TU_CONTIGUOUS);
+  bad |= tu_alloc(&t[K_KD], c->dtype, 4, kd, TU_CONTIGUOUS);
+  bad |= tu_alloc(&t[K_VD], c->dtype, 4, vd, TU_CONTIGUOUS);
+  if (sn) {
+    bad |= tu_alloc(&t[K_KN], c->dtype, 4, kn, TU_STRIDED);
+    bad |= tu_alloc(&t[K_VN], c->dtype, 4, vn, TU_CONTIGUOUS);
+  }
+  if (c->rot) {
+    bad |= tu_alloc(&t[K_COS], c->rot_f32 ? FA_F32 : c->dtype, 2, rs, TU_CONTIGUOUS);
+    bad |= tu_alloc(&t[K_SIN], c->rot_f32 ? FA_F32 : c->dtype, 2, rs, TU_CONTIGUOUS);
+  }
+  bad |= tu_alloc(&t[K_OUT], c->dtype, 4, os, TU_CONTIGUOUS);
+  bad |= tu_alloc(&t[K_LSE], FA_F32, 3, ls, TU_CONTIGUOUS);
+  row = malloc(sizeof(double) * (size_t)(c->d > c->dv ? c->d : c->dv));
+  if (bad || !row) {
+    fail(&rep, "out of memory allocating tensors");
+    goto done;
+  }
+  const int ins[6] = {K_Q, K_KC, K_VC, K_KN, K_VN, -1};
+  for (int i = 0; ins[i] >= 0; ++i)
+    if (t[ins[i]].buf) tu_fill_random(&t[ins[i]], &rng);
+  if (c->rot)
+    for (int64_t pos = 0; pos < maxpos; ++pos)
+      for (int64_t r = 0; r < c->rot / 2; ++r) {
+        const int64_t idx[2] = {pos, r};
+        double th = (double)pos * pow(10000.0, -2.0 * (double)r / (double)c->rot);
+        tu_set(&t[K_COS], idx, cos(th));
+        tu_set(&t[K_SIN], idx, sin(th));
+      }
+  if (paged) {
+    int64_t *perm = malloc(sizeof(int64_t) * (size_t)nblk);
+    table = malloc(sizeof(int64_t) * (size_t)(B * c->max_blocks));
+    if (!perm || !table) {
+      free(perm);
+      fail(&rep, "out of memory (block table)");
+      goto done;
+    }
+    for (int64_t i = 0; i < nblk; ++i) perm[i] = nblk - 1 - i;
+    for (int64_t i = nblk - 1; i > 0; --i) {
+      int64_t j = (int64_t)(tu_rng_u64(&rng) % (uint64_t)(i + 1)), tmp = perm[i];
+      perm[i] = perm[j], perm[j] = tmp;
+    }
+    for (int64_t i = 0; i < B * c->max_blocks; ++i) table[i] = perm[i];
+    free(perm);
+  }
+  for (int i = 0; i < K_COUNT; ++i)
+    if (t[i].buf) (void)tu_snapshot(&t[i]);
+  {
+    const int64_t sb[1] = {B}, st[2] = {B, c->max_blocks};
+    bad |= make_i32(&cl, 1, sb, c->cache_len);
+    if (paged) bad |= make_i32(&it[I_TABLE], 2, st, table);
+    if (bad) {
+      fail(&rep, "out of memory (index tensors)");
+      goto done;
+    }
+  }
+  /* Cache element (as logical index into k_cache / v_cache) of sequence b's position pos. */
+#define CACHE_AT(idx, b, pos, h)                                                         \
+  do {                                                                                   \
+    if (paged) {                                                                         \
+      (idx)[0] = table[(b)*c->max_blocks + (pos) / c->page], (idx)[1] = (pos) % c->page; \
+    } else {                                                                             \
+      (idx)[0] = (b), (idx)[1] = (pos);                                                  \
+    }                                                                                    \
+    (idx)[2] = (h), (idx)[3] = 0;                                                        \
+  } while (0)
+  /* The expected logical cache: what was there, with the new tokens rotated, rounded, appended. */
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < cap; ++j)
+      for (int64_t h = 0; h < c->hkv; ++h) {
+        int64_t ci[4], di[4] = {b, j, h, 0};
+        CACHE_AT(ci, b, j, h);
+        const int64_t tnew = j - c->cache_len[b];
+        if (tnew >= 0 && tnew < sn) {
+          int64_t ni[4] = {b, tnew, h, 0};
+          for (int64_t e = 0; e < c->d; ++e) ni[3] = e, row[e] = tu_get(&t[K_KN], ni);
+          if (c->rot) rotate_row(row, c->rot, c->inter, &t[K_COS], &t[K_SIN], j);
+          for (int64_t e = 0; e < c->d; ++e) di[3] = e, tu_set(&t[K_KD], di, row[e]);
+          di[3] = 0;
+          copy_row(&t[K_VD], di, &t[K_VN], ni, c->dv);
+        } else {
+          copy_row(&t[K_KD], di, &t[K_KC], ci, c->d);
+          copy_row(&t[K_VD], di, &t[K_VC], ci, c->dv);
+        }
+      }
+  /* q rotated (rounded once) at cache_seqlens[b] + t when causal or windowed, else at
+     cache_seqlens[b]. */
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < sq; ++i)
+      for (int64_t h = 0; h < c->hq; ++h) {
+        int64_t qi[4] = {b, i, h, 0};
+        for (int64_t e = 0; e < c->d; ++e) qi[3] = e, row[e] = tu_get(&t[K_Q], qi);
+        const int64_t pos = c->cache_len[b] + ((c->cm != CM_NONE || c->win) ? i : 0);
+        if (c->rot) rotate_row(row, c->rot, c->inter, &t[K_COS], &t[K_SIN], pos);
+        for (int64_t e = 0; e < c->d; ++e) qi[3] = e, tu_set(&t[K_QR], qi, row[e]);
+      }
+
+  fa_params params;
+  fparams(c, bk, &x, &params, it);
+  fa_kvcache_args kv;
+  fa_kvcache_args_init(&kv);
+  kv.cache_seqlens = &cl.t;
+  if (sn) kv.k_new = &t[K_KN].t, kv.v_new = &t[K_VN].t;
+  if (c->rot) kv.rotary_cos = &t[K_COS].t, kv.rotary_sin = &t[K_SIN].t;
+  kv.rotary_interleaved = c->inter;
+  fa_run_info info, plan;
+  fa_run_info_init(&plan);
+  fa_status st = fa_plan_forward_kvcache(&params, &t[K_Q].t, &t[K_KC].t, &t[K_VC].t, &kv,
+                                         &t[K_OUT].t, &t[K_LSE].t, &plan);
+  if (st != FA_OK) {
+    result = frefused(&rep, R, c, "fa_plan_forward_kvcache", st);
+    goto done;
+  }
+  if (ref_attention_ext(&p, &x, REF_F64, &t[K_QR], &t[K_KD], &t[K_VD], NULL, &r64, 0) ||
+      ref_attention_ext(&p, &x, REF_STORAGE, &t[K_QR], &t[K_KD], &t[K_VD], NULL, &rn, 0)) {
+    fail(&rep, "reference failed");
+    goto done;
+  }
+  for (int w = 0; w < 2; ++w)
+    if (!(masked[w] = ref_masked_map_ext(&p, &x, (ref_which)w))) {
+      fail(&rep, "out of memory (mask map)");
+      goto done;
+    }
+  fa_run_info_init(&info);
+  st = fa_forward_kvcache(&params, &t[K_Q].t, &t[K_KC].t, &t[K_VC].t, &kv, &t[K_OUT].t, &t[K_LSE].t,
+                          &info);
+  if (st != FA_OK) {
+    fail(&rep, "fa_forward_kvcache: %s: %s", fa_status_string(st), fa_last_error());
+    goto done;
+  }
+  fcheck_info(&rep, bk, c, "kvcache", "kvcache", &info, &plan);
+  if (c->splits > 0 && info.num_splits != c->splits)
+    fail(&rep, "kvcache: num_splits %d asked, run info says %d ran", c->splits, info.num_splits);
+  fmap id = {MAP_ID, B, sq, c->hq, 1, NULL, NULL, 0};
+  fcheck_output(&rep, summary, sizeof summary, "out", &t[K_OUT], &id, &r64, &rn, REF_OUT,
+                masked[REF_OUT], c->dtype);
+  fcheck_output(&rep, summary, sizeof summary, "lse", &t[K_LSE], &id, &r64, &rn, REF_LSE,
+                masked[REF_LSE], c->dtype);
+  /* The caches: appended positions hold the (rotated, rounded) new tokens, everything else in
+     the buffers (other positions, other pages, gaps) is bitwise what it was. */
+  for (int which = 0; which < 2; ++which) {
+    tu_tensor *cache = &t[which ? K_VC : K_KC];
+    const tu_tensor *dense = &t[which ? K_VD : K_KD];
+    const int64_t dim = which ? c->dv : c->d;
+    appended = calloc(cache->buf_elems, 1);
+    if (!appended) {
+      fail(&rep, "out of memory (cache check)");
+      goto done;
+    }
+    int64_t wrong = 0, changed = 0;
+    double worst = 0.0;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t tn = 0; tn < sn; ++tn)
+        for (int64_t h = 0; h < c->hkv; ++h) {
+          const int64_t pos = c->cache_len[b] + tn;
+          int64_t ci[4], di[4] = {b, pos, h, 0};
+          CACHE_AT(ci, b, pos, h);
+          for (int64_t e = 0; e < dim; ++e) {
+            ci[3] = di[3] = e;
+            appended[tu_elem_offset(cache, ci)] = 1;
+            const double got = tu_get(cache, ci), want = tu_get(dense, di);
+            const double err = fabs(got - want);
+            if (!(err <= (which ? 0.0 : store_tol(c->dtype, want)))) ++wrong;
+            if (err > worst || isnan(err)) worst = err;
+          }
+        }
+    for (size_t off = 0; off < cache->buf_elems; ++off)
+      if (!appended[off] && memcmp(cache->buf + off * cache->elem_bytes,
+                                   cache->snapshot + off * cache->elem_bytes, cache->elem_bytes))
+        ++changed;
+    if (wrong)
+      fail(&rep, "%s: %lld appended elements differ from the new tokens%s (worst %.3e)",
+           k_names[which ? K_VC : K_KC], (long long)wrong, which ? "" : " rotated and rounded",
+           worst);
+    if (changed)
+      fail(&rep, "%s: %lld elements outside the appended positions changed",
+           k_names[which ? K_VC : K_KC], (long long)changed);
+    size_t u = strlen(summary);
+    if (sn) snprintf(summary + u, sizeof summary - u, " %s %.1e", which ? "vnew" : "knew", worst);
+    free(appended);
+    appended = NULL;
+  }
+#undef CACHE_AT
+  {
+    const int ro[5] = {K_Q, K_KN, K_VN, K_COS, K_SIN};
+    for (int i = 0; i < 5; ++i) {
+      char msg[160];
+      if (t[ro[i]].buf && tu_unchanged(&t[ro[i]], msg, sizeof msg) != 1)
+        fail(&rep, "input %s was modified: %s", k_names[ro[i]], msg);
+    }
+    if (tu_unchanged(&cl, NULL, 0) != 1) fail(&rep, "kv.cache_seqlens was modified");
+    if (paged && tu_unchanged(&it[I_TABLE], NULL, 0) != 1) fail(&rep, "block_table was modified");
+  }
+  result = rep.failed ? R_FAIL : R_PASS;
+
+done:
+  if (rep.failed) result = R_FAIL;
+  for (int i = 0; i < K_COUNT; ++i) tu_free(&t[i]);
+  for (int i = 0; i < I_COUNT; ++i) tu_free(&it[i]);
+  tu_free(&cl);
+  for (int w = 0; w < REF_NUM_OUTPUTS; ++w) free(masked[w]);
+  free(appended);
+  free(table);
+  free(row);
+  ref_result_free(&r64);
+  ref_result_free(&rn);
+  if (result == R_SKIP)
+    printf("SKIP %s: %s\n", c->name, R->skip);
+  else
+    printf("%s %-50s%s  %.2fs\n", result == R_PASS ? "PASS" : "FAIL", c->name, summary,
+           now_s() - t0);
+  if (result == R_FAIL) {
+    fputs(rep.text, stdout);
+    printf("      replay: FA_TEST_SEED=%llu conformance --backend %s --filter '%s'\n",
+           (unsigned long long)run_seed, bk->name, c->name);
+  }
+  fflush(stdout);
+  return result;
+}
+
 /* ----------------------------------------------------------------------------------------------
  * main
  * -------------------------------------------------------------------------------------------- */
@@ -685,14 +1973,16 @@ done:
 static void usage(void) {
   fprintf(stderr,
           "usage: conformance --backend <cpu|cuda|hip|opencl> [--quick|--full] [--filter substr] "
-          "[--list]\n"
+          "[--list] [--require f1,f2,...]\n"
           "  --quick   a subset that still covers every feature (also FA_CONFORMANCE_QUICK=1)\n"
           "  --full    every case (the default)\n"
+          "  --require features (as fa_backend_info names them: window,softcap,alibi,dropout,\n"
+          "            varlen,paged_kv,split_kv,kvcache,hd512) whose cases must not be skipped\n"
           "  FA_TEST_SEED=<n> replays a run's inputs; FA_TEST_THREADS sets reference threads\n");
 }
 
 int main(int argc, char **argv) {
-  const char *backend = NULL, *filter = NULL;
+  const char *backend = NULL, *filter = NULL, *require = NULL;
   /* FA_CONFORMANCE_QUICK=1 picks the subset where a command line cannot be changed (CTest). */
   const char *env_quick = getenv("FA_CONFORMANCE_QUICK");
   int quick = env_quick && *env_quick && strcmp(env_quick, "0") != 0, list = 0;
@@ -701,6 +1991,8 @@ int main(int argc, char **argv) {
       backend = argv[++i];
     else if (!strcmp(argv[i], "--filter") && i + 1 < argc)
       filter = argv[++i];
+    else if (!strcmp(argv[i], "--require") && i + 1 < argc)
+      require = argv[++i];
     else if (!strcmp(argv[i], "--quick"))
       quick = 1;
     else if (!strcmp(argv[i], "--full"))
@@ -725,11 +2017,18 @@ int main(int argc, char **argv) {
   case_list L = {0};
   build_cases(&L);
   mark_quick(&L);
+  fcase_list F = {0};
+  build_fcases(&F);
+  mark_fquick(&F);
   if (list) {
     for (int i = 0; i < L.n; ++i)
       if ((!quick || L.v[i].quick) && (!filter || strstr(L.v[i].name, filter)))
         printf("%-56s cost %.2e%s\n", L.v[i].name, L.v[i].cost, L.v[i].quick ? "  quick" : "");
+    for (int i = 0; i < F.n; ++i)
+      if ((!quick || F.v[i].quick) && (!filter || strstr(F.v[i].name, filter)))
+        printf("%-56s cost %.2e%s\n", F.v[i].name, F.v[i].cost, F.v[i].quick ? "  quick" : "");
     free(L.v);
+    free(F.v);
     return 0;
   }
 
@@ -740,8 +2039,9 @@ int main(int argc, char **argv) {
   fa_status st = fa_backend_info(descs, (int32_t)(sizeof descs / sizeof descs[0]), &count);
   if (st != FA_OK) {
     printf("conformance: fa_backend_info failed: %s: %s\n", fa_status_string(st), fa_last_error());
-    printf("conformance: 0 passed, 1 failed\n");
+    printf("conformance: 0 passed, 1 failed, 0 skipped\n");
     free(L.v);
+    free(F.v);
     return 1;
   }
   const fa_backend_desc *desc = NULL;
@@ -750,6 +2050,7 @@ int main(int argc, char **argv) {
   if (!desc || !desc->available) {
     printf("SKIP: %s: %s\n", backend, desc ? desc->reason : "not known to this library");
     free(L.v);
+    free(F.v);
     return 77;
   }
 
@@ -772,7 +2073,7 @@ int main(int argc, char **argv) {
   fflush(stdout);
 
   const double t0 = now_s();
-  int passed = 0, failed = 0;
+  int passed = 0, failed = 0, skipped = 0;
   for (int i = 0; i < L.n; ++i) {
     const conf_case *c = &L.v[i];
     if (quick && !c->quick) continue;
@@ -782,16 +2083,35 @@ int main(int argc, char **argv) {
     else
       ++failed;
   }
+  frun R;
+  memset(&R, 0, sizeof R);
+  R.bk = &bk;
+  R.desc = desc;
+  R.require = require;
+  if (require) printf("conformance: required features: %s\n", require);
+  for (int i = 0; i < F.n; ++i) {
+    const fcase *c = &F.v[i];
+    if (quick && !c->quick) continue;
+    if (filter && !strstr(c->name, filter)) continue;
+    int r = c->kvc ? run_kvcase(c, &R, seed) : run_fcase(c, &R, seed);
+    if (r == R_PASS)
+      ++passed;
+    else if (r == R_SKIP)
+      ++skipped;
+    else
+      ++failed;
+  }
   free(L.v);
+  free(F.v);
   fa_release();
   printf("conformance: %.1f s, seed %llu\n", now_s() - t0, (unsigned long long)seed);
-  if (passed + failed == 0) {
+  if (passed + failed + skipped == 0) {
     /* A mistyped --filter must not look like a clean run. */
     printf("conformance: no case matches%s%s\n", filter ? " the filter " : "",
            filter ? filter : "");
-    printf("conformance: 0 passed, 1 failed\n");
+    printf("conformance: 0 passed, 1 failed, 0 skipped\n");
     return 1;
   }
-  printf("conformance: %d passed, %d failed\n", passed, failed);
+  printf("conformance: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
   return failed ? 1 : 0;
 }

@@ -60,8 +60,16 @@ static void mask_free(ref_mask *m) {
   memset(m, 0, sizeof *m);
 }
 
-static int mask_build(const ref_problem *p, ref_mask *m) {
-  int64_t sq = p->seqlen_q, sk = p->seqlen_k;
+static int64_t len_q(const ref_problem *p, const ref_ext *x, int64_t b) {
+  return x->lens_q ? x->lens_q[b] : p->seqlen_q;
+}
+static int64_t len_k(const ref_problem *p, const ref_ext *x, int64_t b) {
+  return x->lens_k ? x->lens_k[b] : p->seqlen_k;
+}
+
+/* The mask of sequence b (its own lengths), over the padded [seqlen_q, seqlen_k] grid. */
+static int mask_build(const ref_problem *p, const ref_ext *x, int64_t b, ref_mask *m) {
+  int64_t sq = p->seqlen_q, sk = p->seqlen_k, sqb = len_q(p, x, b), skb = len_k(p, x, b);
   m->allow = (unsigned char *)malloc((size_t)(sq * sk));
   m->lo = (int64_t *)malloc(sizeof(int64_t) * (size_t)sq);
   m->hi = (int64_t *)malloc(sizeof(int64_t) * (size_t)sq);
@@ -69,13 +77,16 @@ static int mask_build(const ref_problem *p, ref_mask *m) {
     mask_free(m);
     return -1;
   }
-  fa_mask fm = fa_mask_make(p->causal ? 1 : 0, p->causal_align, 0, -1, -1, sq, sk);
+  const int masked = p->causal || x->window;
+  fa_mask fm = fa_mask_make(p->causal ? 1 : 0, p->causal_align, x->window ? 1 : 0, x->window_left,
+                            x->window_right, sqb, skb);
   for (int64_t i = 0; i < sq; ++i) {
     int64_t lo = sk, hi = 0;
     for (int64_t j = 0; j < sk; ++j) {
       /* Asked pair by pair (not through the key range) so the reference does not depend on the
          range being contiguous. */
-      unsigned char a = p->causal ? (unsigned char)fa_mask_allows(&fm, i, j, sk) : 1;
+      unsigned char a = 0;
+      if (i < sqb && j < skb) a = masked ? (unsigned char)fa_mask_allows(&fm, i, j, skb) : 1;
       m->allow[i * sk + j] = a;
       if (a) {
         if (j < lo) lo = j;
@@ -88,24 +99,48 @@ static int mask_build(const ref_problem *p, ref_mask *m) {
   return 0;
 }
 
+/* The diagonal offset of sequence b (as core/mask.h), for ALiBi's distance. */
+static int64_t seq_shift(const ref_problem *p, const ref_ext *x, int64_t b) {
+  return p->causal_align == 1 ? 0 : len_k(p, x, b) - len_q(p, x, b);
+}
+
+static double alibi_slope(const ref_problem *p, const ref_ext *x, int64_t b, int64_t h) {
+  if (!x->alibi) return 0.0;
+  return x->alibi_per_batch ? x->alibi[b * p->heads_q + h] : x->alibi[h];
+}
+
+static const ref_ext k_no_ext;
+
 unsigned char *ref_masked_map(const ref_problem *p, ref_which which) {
-  const int64_t sq = p->seqlen_q, sk = p->seqlen_k;
-  ref_mask m;
-  memset(&m, 0, sizeof m);
-  unsigned char *row_empty = (unsigned char *)malloc((size_t)sq);
-  unsigned char *key_unseen = (unsigned char *)malloc((size_t)sk);
+  return ref_masked_map_ext(p, &k_no_ext, which);
+}
+
+unsigned char *ref_masked_map_ext(const ref_problem *p, const ref_ext *x, ref_which which) {
+  const int64_t sq = p->seqlen_q, sk = p->seqlen_k, B = p->batch;
+  unsigned char *row_empty = (unsigned char *)malloc((size_t)(B * sq));
+  unsigned char *key_unseen = (unsigned char *)malloc((size_t)(B * sk));
   unsigned char *map = NULL;
   int64_t inner = 1, rows = sq, count = 0;
   const unsigned char *per = row_empty;
-  if (!row_empty || !key_unseen || mask_build(p, &m)) goto done;
-  memset(key_unseen, 1, (size_t)sk);
-  for (int64_t i = 0; i < sq; ++i) {
-    row_empty[i] = m.lo[i] >= m.hi[i];
-    for (int64_t j = m.lo[i]; j < m.hi[i]; ++j)
-      if (m.allow[i * sk + j]) key_unseen[j] = 0;
+  if (!row_empty || !key_unseen) goto done;
+  memset(key_unseen, 1, (size_t)(B * sk));
+  for (int64_t b = 0; b < B; ++b) {
+    ref_mask m;
+    memset(&m, 0, sizeof m);
+    if (mask_build(p, x, b, &m)) {
+      free(row_empty);
+      row_empty = NULL;
+      goto done;
+    }
+    for (int64_t i = 0; i < sq; ++i) {
+      row_empty[b * sq + i] = m.lo[i] >= m.hi[i];
+      for (int64_t j = m.lo[i]; j < m.hi[i]; ++j)
+        if (m.allow[i * sk + j]) key_unseen[b * sk + j] = 0;
+    }
+    mask_free(&m);
   }
   /* Each output is [batch, rows, heads, dim] (lse: [batch, heads, rows]); the map depends only on
-     the row (or key) index, found from the flat index and the size of the faster dims. */
+     the sequence and the row (or key) index, found from the flat index. */
   switch (which) {
     case REF_OUT:
       inner = p->heads_q * p->head_dim_v;
@@ -123,15 +158,61 @@ unsigned char *ref_masked_map(const ref_problem *p, ref_which which) {
       inner = p->heads_kv * p->head_dim_v, rows = sk, per = key_unseen;
       break;
   }
-  count = which == REF_LSE ? p->batch * p->heads_q * sq : p->batch * rows * inner;
+  count = which == REF_LSE ? B * p->heads_q * sq : B * rows * inner;
   map = (unsigned char *)malloc((size_t)count);
-  if (map)
-    for (int64_t f = 0; f < count; ++f) map[f] = per[(f / inner) % rows];
+  if (map) {
+    for (int64_t f = 0; f < count; ++f) {
+      if (which == REF_LSE) {
+        int64_t b = f / (p->heads_q * sq), i = f % sq;
+        map[f] = row_empty[b * sq + i];
+      } else {
+        int64_t b = f / (rows * inner), r = (f / inner) % rows;
+        map[f] = per[b * rows + r];
+      }
+    }
+  }
 done:
   free(row_empty);
   free(key_unseen);
-  mask_free(&m);
   return map;
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Philox4x32-10, written from the paper: two 32x32->64 multiplications per round, the high halves
+ * xored with the other counter words and the round key, the key bumped by the Weyl constants.
+ * -------------------------------------------------------------------------------------------- */
+
+void ref_philox(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+  static const uint64_t mul[2] = {0xD2511F53ull, 0xCD9E8D57ull};
+  static const uint32_t weyl[2] = {0x9E3779B9u, 0xBB67AE85u};
+  uint32_t x[4] = {ctr[0], ctr[1], ctr[2], ctr[3]}, k[2] = {key[0], key[1]};
+  for (int r = 0; r < 10; ++r) {
+    if (r > 0) {
+      k[0] += weyl[0];
+      k[1] += weyl[1];
+    }
+    uint64_t p0 = mul[0] * x[0], p1 = mul[1] * x[2];
+    uint32_t y[4];
+    y[0] = (uint32_t)(p1 >> 32) ^ x[1] ^ k[0];
+    y[1] = (uint32_t)p1;
+    y[2] = (uint32_t)(p0 >> 32) ^ x[3] ^ k[1];
+    y[3] = (uint32_t)p0;
+    memcpy(x, y, sizeof x);
+  }
+  memcpy(out, x, sizeof x);
+}
+
+int ref_dropout_keep(uint64_t seed, uint64_t offset, uint64_t bh, uint64_t row, uint64_t col,
+                     double p) {
+  double t = floor(p * 4294967296.0);
+  uint32_t thr = t <= 0.0 ? 0u : t >= 4294967295.0 ? 4294967295u : (uint32_t)t;
+  uint64_t stream = bh + offset;
+  uint32_t ctr[4] = {(uint32_t)(col / 4), (uint32_t)row, (uint32_t)(stream & 0xffffffffu),
+                     (uint32_t)(stream >> 32)};
+  uint32_t key[2] = {(uint32_t)(seed & 0xffffffffu), (uint32_t)(seed >> 32)};
+  uint32_t w[4];
+  ref_philox(ctr, key, w);
+  return w[col % 4] >= thr;
 }
 
 /* ----------------------------------------------------------------------------------------------
@@ -141,11 +222,11 @@ done:
 
 typedef struct ref_job {
   const ref_problem *p;
+  const ref_ext *x;
   ref_precision prec;
   fa_dtype dtype; /* storage dtype (REF_STORAGE) */
   const tu_tensor *q, *k, *v, *dout;
   ref_result *r;
-  ref_mask mask;
   atomic_llong next;
   atomic_int failed;
 } ref_job;
@@ -207,6 +288,7 @@ static int64_t at_row(int64_t b, int64_t s, int64_t heads, int64_t h, int64_t ro
  */
 static int unit_f64(ref_job *J, int64_t b, int64_t g) {
   const ref_problem *p = J->p;
+  const ref_ext *x = J->x;
   const int64_t sq = p->seqlen_q, sk = p->seqlen_k, d = p->head_dim, dv = p->head_dim_v;
   const int64_t group = p->heads_q / p->heads_kv;
   const int bwd = J->dout != NULL;
@@ -232,9 +314,16 @@ static int unit_f64(ref_job *J, int64_t b, int64_t g) {
   double *dpa = malloc(sizeof(double) * (size_t)sk);
   double *dKv = calloc((size_t)(sk * d), sizeof(double));
   double *dVv = calloc((size_t)(sk * dv), sizeof(double));
+  /* dropout's scale per key (keep / (1 - p), or 1) and the softcap's derivative per key */
+  double *Z = malloc(sizeof(double) * (size_t)sk);
+  double *G = malloc(sizeof(double) * (size_t)sk);
+  ref_mask mask;
+  memset(&mask, 0, sizeof mask);
   if (!K || !KT || !V || !VT || !Q || !dO || !s || !P || !dp || !dK || !dV || !KaT || !VaT || !sa ||
-      !Ps || !dpa || !dKv || !dVv)
+      !Ps || !dpa || !dKv || !dVv || !Z || !G || mask_build(p, x, b, &mask))
     goto out;
+  const int64_t shift = seq_shift(p, x, b);
+  const double cap = x->softcap, keep_scale = 1.0 / (1.0 - x->dropout_p);
   load_f64(J->k, b, g, sk, d, K);
   load_f64(J->v, b, g, sk, dv, V);
   transpose_f64(K, sk, d, KT);
@@ -245,9 +334,10 @@ static int unit_f64(ref_job *J, int64_t b, int64_t g) {
   for (int64_t h = g * group; h < (g + 1) * group; ++h) {
     load_f64(J->q, b, h, sq, d, Q);
     if (bwd) load_f64(J->dout, b, h, sq, dv, dO);
+    const double slope = alibi_slope(p, x, b, h);
     for (int64_t i = 0; i < sq; ++i) {
-      const unsigned char *allow = J->mask.allow + i * sk;
-      const int64_t lo = J->mask.lo[i], hi = J->mask.hi[i];
+      const unsigned char *allow = mask.allow + i * sk;
+      const int64_t lo = mask.lo[i], hi = mask.hi[i];
       const int64_t o_at = at_row(b, i, p->heads_q, h, sq, dv);
       const int64_t q_at = at_row(b, i, p->heads_q, h, sq, d);
       const int64_t l_at = (b * p->heads_q + h) * sq + i;
@@ -275,6 +365,19 @@ static int unit_f64(ref_job *J, int64_t b, int64_t g) {
       for (int64_t j = lo; j < hi; ++j) {
         s[j] *= scale;
         sa[j] *= scale;
+        G[j] = 1.0;
+        if (cap > 0.0) { /* softcap, then its derivative from the capped value */
+          s[j] = cap * tanh(s[j] / cap);
+          G[j] = 1.0 - (s[j] / cap) * (s[j] / cap);
+        }
+        if (x->alibi) s[j] -= slope * fabs((double)(i + shift - j));
+        Z[j] = 1.0;
+        if (x->dropout_p > 0.0)
+          Z[j] =
+              ref_dropout_keep(x->dropout_seed, x->dropout_offset, (uint64_t)(b * p->heads_q + h),
+                               (uint64_t)i, (uint64_t)j, x->dropout_p)
+                  ? keep_scale
+                  : 0.0;
         if (allow[j] && s[j] > m) m = s[j];
       }
       double l = 0.0, lv = 0.0; /* lv: squared partial sums of l */
@@ -295,7 +398,7 @@ static int unit_f64(ref_job *J, int64_t b, int64_t g) {
       *lse = m + log(l);
       *lsem = fabs(m) + fabs(log(l)) + sqrt(lv) / l + sbar;
       for (int64_t j = lo; j < hi; ++j) {
-        const double pj = P[j], ps = Ps[j], *vj = V + j * dv;
+        const double pj = P[j] * Z[j], ps = Ps[j] * Z[j], *vj = V + j * dv;
         for (int64_t c = 0; c < dv; ++c) {
           const double t = pj * vj[c], e = ps * vj[c];
           o[c] += t;
@@ -311,15 +414,19 @@ static int unit_f64(ref_job *J, int64_t b, int64_t g) {
         for (int64_t j = lo; j < hi; ++j) dp[j] += de * vt[j];
         for (int64_t j = lo; j < hi; ++j) dpa[j] += dea * vat[j];
       }
+      /* With dropout, D = rowsum(dO∘O) = sum P Z dP, and dS = P∘(dP∘Z − D); the softcap's
+         derivative multiplies dS. */
       double D = 0.0, Da = 0.0;
       for (int64_t j = lo; j < hi; ++j) {
-        D += P[j] * dp[j];
-        Da += P[j] * dpa[j];
+        D += P[j] * Z[j] * dp[j];
+        Da += P[j] * Z[j] * dpa[j];
       }
       for (int64_t j = lo; j < hi; ++j) {
-        const double ds = scale * P[j] * (dp[j] - D); /* masked keys: P = 0, so ds = 0 */
-        const double eds = scale * (Ps[j] * fabs(dp[j] - D) + P[j] * (dpa[j] + Da));
-        const double pj = P[j], ps = Ps[j], *kj = K + j * d;
+        /* masked keys: P = 0, so ds = 0 */
+        const double ds = scale * G[j] * P[j] * (dp[j] * Z[j] - D);
+        const double eds =
+            scale * G[j] * (Ps[j] * fabs(dp[j] * Z[j] - D) + P[j] * (dpa[j] * Z[j] + Da));
+        const double pj = P[j] * Z[j], ps = Ps[j] * Z[j], *kj = K + j * d;
         double *dkj = dK + j * d, *dvj = dV + j * dv, *dkvj = dKv + j * d, *dvvj = dVv + j * dv;
         for (int64_t c = 0; c < d; ++c) {
           const double t = ds * kj[c], e = eds * kj[c];
@@ -370,6 +477,9 @@ out:
   free(dpa);
   free(dKv);
   free(dVv);
+  free(Z);
+  free(G);
+  mask_free(&mask);
   return rc;
 }
 
@@ -381,6 +491,7 @@ out:
  */
 static int unit_storage(ref_job *J, int64_t b, int64_t g) {
   const ref_problem *p = J->p;
+  const ref_ext *x = J->x;
   const fa_dtype dt = J->dtype;
   const int64_t sq = p->seqlen_q, sk = p->seqlen_k, d = p->head_dim, dv = p->head_dim_v;
   const int64_t group = p->heads_q / p->heads_kv;
@@ -403,9 +514,16 @@ static int unit_storage(ref_job *J, int64_t b, int64_t g) {
   float *dVh = malloc(sizeof(float) * (size_t)(sk * dv));
   float *dKg = calloc((size_t)(sk * d), sizeof(float));
   float *dVg = calloc((size_t)(sk * dv), sizeof(float));
+  float *Z = malloc(sizeof(float) * (size_t)sk);
+  float *Pd = malloc(sizeof(float) * (size_t)sk);
+  float *C = malloc(sizeof(float) * (size_t)sk);
+  ref_mask mask;
+  memset(&mask, 0, sizeof mask);
   if (!K || !KT || !V || !VT || !Q || !dO || !s || !P || !dp || !o || !dqa || !dKh || !dVh ||
-      !dKg || !dVg)
+      !dKg || !dVg || !Z || !Pd || !C || mask_build(p, x, b, &mask))
     goto out;
+  const int64_t shift = seq_shift(p, x, b);
+  const float cap = (float)x->softcap, keep_scale = (float)(1.0 / (1.0 - x->dropout_p));
   load_f32(J->k, b, g, sk, d, K);
   load_f32(J->v, b, g, sk, dv, V);
   transpose_f32(K, sk, d, KT);
@@ -420,9 +538,10 @@ static int unit_storage(ref_job *J, int64_t b, int64_t g) {
       memset(dKh, 0, sizeof(float) * (size_t)(sk * d));
       memset(dVh, 0, sizeof(float) * (size_t)(sk * dv));
     }
+    const float slope = (float)alibi_slope(p, x, b, h);
     for (int64_t i = 0; i < sq; ++i) {
-      const unsigned char *allow = J->mask.allow + i * sk;
-      const int64_t lo = J->mask.lo[i], hi = J->mask.hi[i];
+      const unsigned char *allow = mask.allow + i * sk;
+      const int64_t lo = mask.lo[i], hi = mask.hi[i];
       double *out = r->t[REF_OUT] + at_row(b, i, p->heads_q, h, sq, dv);
       double *lse = r->t[REF_LSE] + (b * p->heads_q + h) * sq + i;
       double *dq = bwd ? r->t[REF_DQ] + at_row(b, i, p->heads_q, h, sq, d) : NULL;
@@ -441,6 +560,16 @@ static int unit_storage(ref_job *J, int64_t b, int64_t g) {
       float m = -INFINITY;
       for (int64_t j = lo; j < hi; ++j) {
         s[j] = rnd(dt, s[j]);
+        if (cap > 0.0f) s[j] = rnd(dt, cap * tanhf(s[j] / cap));
+        C[j] = s[j];
+        if (x->alibi) s[j] = rnd(dt, s[j] - slope * (float)llabs(i + shift - j));
+        Z[j] = 1.0f;
+        if (x->dropout_p > 0.0)
+          Z[j] =
+              ref_dropout_keep(x->dropout_seed, x->dropout_offset, (uint64_t)(b * p->heads_q + h),
+                               (uint64_t)i, (uint64_t)j, x->dropout_p)
+                  ? keep_scale
+                  : 0.0f;
         if (allow[j] && s[j] > m) m = s[j];
       }
       float l = 0.0f;
@@ -448,13 +577,16 @@ static int unit_storage(ref_job *J, int64_t b, int64_t g) {
         P[j] = allow[j] ? expf(s[j] - m) : 0.0f;
         l += P[j];
       }
-      for (int64_t j = lo; j < hi; ++j) P[j] = rnd(dt, P[j] / l);
+      for (int64_t j = lo; j < hi; ++j) {
+        P[j] = rnd(dt, P[j] / l);
+        Pd[j] = rnd(dt, P[j] * Z[j]); /* the dropped attention, stored */
+      }
       /* The reference itself has no lse; this is lse as fp32 softmax would form it from the
          stored scores, which carries the dtype's error in S. */
       *lse = (double)(m + logf(l));
       for (int64_t c = 0; c < dv; ++c) o[c] = 0.0f;
       for (int64_t j = lo; j < hi; ++j) {
-        const float pj = P[j], *vj = V + j * dv;
+        const float pj = Pd[j], *vj = V + j * dv;
         for (int64_t c = 0; c < dv; ++c) o[c] += pj * vj[c];
       }
       for (int64_t c = 0; c < dv; ++c) out[c] = rnd(dt, o[c]);
@@ -464,17 +596,26 @@ static int unit_storage(ref_job *J, int64_t b, int64_t g) {
         const float de = dO[i * dv + e], *vt = VT + e * sk;
         for (int64_t j = lo; j < hi; ++j) dp[j] += de * vt[j];
       }
-      for (int64_t j = lo; j < hi; ++j) dp[j] = rnd(dt, dp[j]);
+      /* dropout's backward stores dP∘Z */
+      for (int64_t j = lo; j < hi; ++j) dp[j] = rnd(dt, rnd(dt, dp[j]) * Z[j]);
       float D = 0.0f; /* softmax backward: sum(P∘dP) in fp32 from the stored P and dP */
       for (int64_t j = lo; j < hi; ++j) D += P[j] * dp[j];
+      if (x->dropout_p > 0.0) {
+        /* With dropout, sum(P∘dP∘Z) is formed the FlashAttention way, rowsum(dO∘O) from the
+           stored O: where dS vanishes by cancellation (one key), the product's rounding is what
+           a legitimate kernel leaves, and the other form would be exact by construction. */
+        D = 0.0f;
+        for (int64_t c = 0; c < dv; ++c) D += dO[i * dv + c] * (float)out[c];
+      }
       for (int64_t c = 0; c < d; ++c) dqa[c] = 0.0f;
       for (int64_t j = lo; j < hi; ++j) {
-        const float ds = rnd(dt, P[j] * (dp[j] - D));
+        float ds = rnd(dt, P[j] * (dp[j] - D));
+        if (cap > 0.0f) ds = rnd(dt, ds * (1.0f - (C[j] / cap) * (C[j] / cap)));
         const float *kj = K + j * d, *qi = Q + i * d, *doi = dO + i * dv;
         float *dkj = dKh + j * d, *dvj = dVh + j * dv;
         for (int64_t c = 0; c < d; ++c) dqa[c] += ds * kj[c];
         for (int64_t c = 0; c < d; ++c) dkj[c] += ds * qi[c];
-        for (int64_t c = 0; c < dv; ++c) dvj[c] += P[j] * doi[c];
+        for (int64_t c = 0; c < dv; ++c) dvj[c] += Pd[j] * doi[c];
       }
       /* d(scaled q) is stored, then the scaling's backward multiplies by scale and stores again. */
       for (int64_t c = 0; c < d; ++c) dq[c] = rnd(dt, rnd(dt, dqa[c]) * scale);
@@ -509,6 +650,10 @@ out:
   free(dVh);
   free(dKg);
   free(dVg);
+  free(Z);
+  free(Pd);
+  free(C);
+  mask_free(&mask);
   return rc;
 }
 
@@ -540,10 +685,20 @@ void ref_result_free(ref_result *r) {
 
 int ref_attention(const ref_problem *p, ref_precision prec, const tu_tensor *q, const tu_tensor *k,
                   const tu_tensor *v, const tu_tensor *dout, ref_result *r, int threads) {
+  return ref_attention_ext(p, &k_no_ext, prec, q, k, v, dout, r, threads);
+}
+
+int ref_attention_ext(const ref_problem *p, const ref_ext *x, ref_precision prec,
+                      const tu_tensor *q, const tu_tensor *k, const tu_tensor *v,
+                      const tu_tensor *dout, ref_result *r, int threads) {
   memset(r, 0, sizeof *r);
   if (p->batch < 1 || p->seqlen_q < 1 || p->seqlen_k < 1 || p->heads_kv < 1 ||
       p->heads_q % p->heads_kv || p->head_dim < 1 || p->head_dim_v < 1)
     return -1;
+  for (int64_t b = 0; b < p->batch; ++b)
+    if (len_q(p, x, b) < 0 || len_q(p, x, b) > p->seqlen_q || len_k(p, x, b) < 0 ||
+        len_k(p, x, b) > p->seqlen_k)
+      return -1;
   if (!shape_is(q, p->batch, p->seqlen_q, p->heads_q, p->head_dim) ||
       !shape_is(k, p->batch, p->seqlen_k, p->heads_kv, p->head_dim) ||
       !shape_is(v, p->batch, p->seqlen_k, p->heads_kv, p->head_dim_v) ||
@@ -569,6 +724,7 @@ int ref_attention(const ref_problem *p, ref_precision prec, const tu_tensor *q, 
   ref_job J;
   memset(&J, 0, sizeof J);
   J.p = p;
+  J.x = x;
   J.prec = prec;
   J.dtype = q->t.dtype;
   J.q = q;
@@ -578,10 +734,6 @@ int ref_attention(const ref_problem *p, ref_precision prec, const tu_tensor *q, 
   J.r = r;
   atomic_init(&J.next, 0);
   atomic_init(&J.failed, 0);
-  if (mask_build(p, &J.mask)) {
-    ref_result_free(r);
-    return -1;
-  }
   if (threads <= 0) threads = ref_default_threads();
   long long units = (long long)(p->batch * p->heads_kv);
   if (threads > units) threads = (int)units;
@@ -598,7 +750,6 @@ int ref_attention(const ref_problem *p, ref_precision prec, const tu_tensor *q, 
   (void)threads;
   worker(&J);
 #endif
-  mask_free(&J.mask);
   if (atomic_load(&J.failed)) {
     ref_result_free(r);
     return -1;
@@ -645,21 +796,13 @@ double ref_floor(fa_dtype dtype) {
   }
 }
 
-static void check_impl(const tu_tensor *x, const double *ref64, const double *naive,
-                       const double *mag, const unsigned char *masked, fa_dtype dtype,
-                       ref_check *out) {
+void ref_check_values(const double *vals, int64_t n, const double *ref64, const double *naive,
+                      const double *mag, const unsigned char *masked, fa_dtype dtype,
+                      ref_check *out) {
   memset(out, 0, sizeof *out);
   out->worst = -1;
-  int64_t n = tu_numel(x);
   int64_t worst_ok = -1;
   double mag_max = 0.0;
-  double *vals = (double *)malloc(sizeof(double) * (size_t)(n ? n : 1));
-  if (!vals) {
-    out->broken = 1;
-    snprintf(out->why, sizeof out->why, "out of memory in the check");
-    return;
-  }
-  tu_read_all(x, vals);
   for (int64_t f = 0; f < n; ++f) {
     const double got = vals[f], want = ref64[f];
     const char *bad = NULL;
@@ -695,11 +838,10 @@ static void check_impl(const tu_tensor *x, const double *ref64, const double *na
       ++out->broken;
     }
   }
-  free(vals);
   out->floor = ref_floor(dtype) + REF_MAG_FACTOR * REF_U32 * mag_max;
   out->tol = 2.0 * out->naive_err + out->floor;
   if (out->broken) {
-    out->worst_got = tu_get_flat(x, out->worst);
+    out->worst_got = vals[out->worst];
     out->worst_want = ref64[out->worst];
     out->pass = 0;
     return;
@@ -707,6 +849,23 @@ static void check_impl(const tu_tensor *x, const double *ref64, const double *na
   out->worst = worst_ok;
   out->pass = out->max_err <= out->tol;
   if (!out->pass) snprintf(out->why, sizeof out->why, "max error above tolerance");
+}
+
+static void check_impl(const tu_tensor *x, const double *ref64, const double *naive,
+                       const double *mag, const unsigned char *masked, fa_dtype dtype,
+                       ref_check *out) {
+  int64_t n = tu_numel(x);
+  double *vals = (double *)malloc(sizeof(double) * (size_t)(n ? n : 1));
+  if (!vals) {
+    memset(out, 0, sizeof *out);
+    out->worst = -1;
+    out->broken = 1;
+    snprintf(out->why, sizeof out->why, "out of memory in the check");
+    return;
+  }
+  tu_read_all(x, vals);
+  ref_check_values(vals, n, ref64, naive, mag, masked, dtype, out);
+  free(vals);
 }
 
 void ref_check_tensor(const tu_tensor *x, const double *ref64, const double *naive,

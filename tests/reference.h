@@ -31,6 +31,23 @@ typedef struct ref_problem {
   int causal_align; /* fa_causal_align */
 } ref_problem;
 
+/* The rest of the attention semantics (kept apart from ref_problem, whose users initialise it
+   positionally); all zero (or NULL) means off, and ref_attention is ref_attention_ext with that. */
+typedef struct ref_ext {
+  int window; /* non-zero: sliding window window_left/right (-1 unbounded) */
+  int64_t window_left, window_right;
+  double softcap;      /* > 0: z = softcap * tanh(z / softcap) */
+  const double *alibi; /* slopes [heads_q], or [batch, heads_q] with alibi_per_batch */
+  int alibi_per_batch;
+  double dropout_p; /* > 0: Philox dropout (core/philox.h's convention) */
+  uint64_t dropout_seed, dropout_offset;
+  /* Per-sequence lengths (varlen, seqused_k, caches): sequence b has lens_q[b] <= seqlen_q query
+     rows and lens_k[b] <= seqlen_k keys; the tensors stay padded [batch, seqlen_q or seqlen_k,
+     ...], rows past lens_q[b] give out 0 / lse -inf / dq 0, keys past lens_k[b] are never seen
+     (dk, dv 0). NULL: every sequence has seqlen_q (seqlen_k). */
+  const int64_t *lens_q, *lens_k;
+} ref_ext;
+
 typedef enum ref_precision { REF_F64 = 0, REF_STORAGE = 1 } ref_precision;
 
 typedef enum ref_which { REF_OUT = 0, REF_LSE = 1, REF_DQ = 2, REF_DK = 3, REF_DV = 4 } ref_which;
@@ -57,6 +74,9 @@ double ref_resolve_scale(float softmax_scale, int64_t head_dim);
  */
 int ref_attention(const ref_problem *p, ref_precision prec, const tu_tensor *q, const tu_tensor *k,
                   const tu_tensor *v, const tu_tensor *dout, ref_result *r, int threads);
+int ref_attention_ext(const ref_problem *p, const ref_ext *x, ref_precision prec,
+                      const tu_tensor *q, const tu_tensor *k, const tu_tensor *v,
+                      const tu_tensor *dout, ref_result *r, int threads);
 void ref_result_free(ref_result *r);
 
 /* FA_TEST_THREADS when set, else the online CPU count (at least 1). */
@@ -68,6 +88,17 @@ int ref_default_threads(void);
  * r->n[which] bytes (1 = decided by the mask), or NULL when out of memory.
  */
 unsigned char *ref_masked_map(const ref_problem *p, ref_which which);
+unsigned char *ref_masked_map_ext(const ref_problem *p, const ref_ext *x, ref_which which);
+
+/*
+ * Philox4x32-10 and the dropout draw, implemented here a second time (independently of
+ * core/philox.h, from Salmon et al. SC'11 and the convention documented there), so a test can
+ * hold the library's mask against it. ref_philox writes the 4 output words of (ctr, key).
+ */
+void ref_philox(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+/* 1 when (bh, row, col) is kept with drop probability p (threshold floor(p * 2^32), clamped). */
+int ref_dropout_keep(uint64_t seed, uint64_t offset, uint64_t bh, uint64_t row, uint64_t col,
+                     double p);
 
 /* The constant part of the pass rule's floor for a storage dtype (see reference.c for why). */
 double ref_floor(fa_dtype dtype);
@@ -100,6 +131,12 @@ void ref_check_output(const tu_tensor *x, const ref_result *r64, const ref_resul
    enough for short sequences; ref_check_output is the suite's rule. */
 void ref_check_tensor(const tu_tensor *x, const double *ref64, const double *naive,
                       const unsigned char *masked, fa_dtype dtype, ref_check *out);
+
+/* The rule on bare arrays: got[i] against ref64[i] (naive, mag, masked may be NULL); worst is an
+   index into these arrays. */
+void ref_check_values(const double *got, int64_t n, const double *ref64, const double *naive,
+                      const double *mag, const unsigned char *masked, fa_dtype dtype,
+                      ref_check *out);
 
 #ifdef __cplusplus
 }

@@ -273,6 +273,17 @@ static int64_t elem_offset(const tu_tensor *x, const int64_t *idx) {
   return off;
 }
 
+int64_t tu_elem_offset(const tu_tensor *x, const int64_t *idx) { return elem_offset(x, idx); }
+
+int tu_elem_unchanged(const tu_tensor *x, int64_t flat) {
+  int64_t idx[FA_MAX_DIMS];
+  tu_unflatten(x, flat, idx);
+  int64_t off = elem_offset(x, idx);
+  if (!x->snapshot || off < 0 || (size_t)off >= x->buf_elems) return 0;
+  return !memcmp(x->buf + (size_t)off * x->elem_bytes, x->snapshot + (size_t)off * x->elem_bytes,
+                 x->elem_bytes);
+}
+
 static double load(const tu_tensor *x, int64_t off) {
   const unsigned char *p = x->buf + (size_t)off * x->elem_bytes;
   switch (x->t.dtype) {

@@ -105,6 +105,11 @@ double tu_get_flat(const tu_tensor *x, int64_t flat);
 void tu_set_flat(tu_tensor *x, int64_t flat, double value);
 void tu_unflatten(const tu_tensor *x, int64_t flat, int64_t *idx);
 
+/* Element offset (in elements, from buf) of a logical index, through the view's strides and
+   byte_offset; and whether that element still equals the snapshot bitwise (1), or not (0). */
+int64_t tu_elem_offset(const tu_tensor *x, const int64_t *idx);
+int tu_elem_unchanged(const tu_tensor *x, int64_t flat);
+
 /* Reads every logical element, in row-major logical order, into dst (tu_numel(x) doubles). The
    bulk form of tu_get_flat: one pass with an index odometer instead of a division per dimension. */
 void tu_read_all(const tu_tensor *x, double *dst);

@@ -11,6 +11,10 @@
  * S, P and dS are recomputed in both passes (seven tile products per tile pair instead of five):
  * the price of one owner per gradient element, with no atomics and no partial dQ copies to reduce,
  * so the result is the same whatever the thread count or the schedule.
+ *
+ * Softcap, ALiBi and dropout enter through tile_p_and_ds only: the score transform and the
+ * dropout mask are recomputed exactly as the forward pass made them. There is no split-KV here:
+ * num_splits only changes how the forward pass sums, not the gradients (see cpu_decide.c).
  */
 #include <omp.h>
 
@@ -25,8 +29,10 @@ typedef struct bwd_scratch {
   float *dout; /* [tm][dv] dO tile */
   float *lse;  /* [tm]     the rows' LSE */
   float *dd;   /* [tm]     the rows' D */
-  float *s;    /* [tm][tn] scores, then P */
+  float *s;    /* [tm][tn] scores, then P (then P∘Z with dropout) */
   float *dp;   /* [tm][tn] dP, then dS */
+  float *g;    /* [tm][tn] softcap only: the cap's derivative per score */
+  float *z;    /* [tm][tn] dropout only: Z = keep / (1 - p) */
   float *kt;   /* [d][tn]  key tile, transposed */
   float *vt;   /* [dv][tn] value tile, transposed */
   float *kd;   /* [tn][d]  pass 1: the dK accumulator; pass 2: the key tile */
@@ -49,6 +55,8 @@ static size_t bwd_carve(const cpu_problem *pb, char *base, bwd_scratch *sc) {
   sc->dd = cpu_scratch_take(base, &at, tm);
   sc->s = cpu_scratch_take(base, &at, tm * tn);
   sc->dp = cpu_scratch_take(base, &at, tm * tn);
+  sc->g = pb->softcap > 0.0f ? cpu_scratch_take(base, &at, tm * tn) : NULL;
+  sc->z = pb->dropout ? cpu_scratch_take(base, &at, tm * tn) : NULL;
   sc->kt = cpu_scratch_take(base, &at, d * tn);
   sc->vt = cpu_scratch_take(base, &at, dv * tn);
   sc->kd = cpu_scratch_take(base, &at, tn * d);
@@ -65,96 +73,130 @@ static int tile_rows(int64_t total, int64_t start, int tile) {
   return (int)(total - start < tile ? total - start : tile);
 }
 
-static void phase_d_task(const fa_request *req, const cpu_problem *pb, const bwd_scratch *sc,
-                         float *dall, int64_t b, int64_t h, int64_t r0) {
-  const int mr = tile_rows(pb->seqlen_q, r0, pb->tm), dv = pb->dv;
-  cpu_load_tile(req->out, b, r0, mr, h, dv, sc->vd, dv);
-  cpu_load_tile(req->dout, b, r0, mr, h, dv, sc->dout, dv);
-  float *drow = dall + (b * pb->heads_q + h) * pb->seqlen_q + r0;
+static float *d_rows(const cpu_problem *pb, float *dall, int64_t b, int64_t h, int64_t r0) {
+  return dall + (b * pb->heads_q + h) * pb->seqlen_q + r0;
+}
+
+static void phase_d_task(const cpu_problem *pb, const cpu_seq *sq, const bwd_scratch *sc,
+                         float *dall, int64_t h, int64_t r0) {
+  if (r0 >= sq->sq) return;
+  const int mr = tile_rows(sq->sq, r0, pb->tm), dv = pb->dv;
+  cpu_load_tile(&sq->out, r0, mr, h, dv, sc->vd, dv);
+  cpu_load_tile(&sq->dout, r0, mr, h, dv, sc->dout, dv);
+  float *drow = d_rows(pb, dall, sq->b, h, r0);
   for (int i = 0; i < mr; ++i)
     drow[i] = fa_bwd_rowdot(sc->dout + (ptrdiff_t)i * dv, sc->vd + (ptrdiff_t)i * dv, dv);
 }
 
 /* Q, dO, LSE and D of query rows [r0, r0 + mr) of head h. */
-static void load_query_side(const fa_request *req, const cpu_problem *pb, const bwd_scratch *sc,
-                            const float *dall, int64_t b, int64_t h, int64_t r0, int mr) {
-  cpu_load_tile(req->q, b, r0, mr, h, pb->d, sc->q, pb->d);
-  cpu_load_tile(req->dout, b, r0, mr, h, pb->dv, sc->dout, pb->dv);
-  const float *drow = dall + (b * pb->heads_q + h) * pb->seqlen_q + r0;
+static void load_query_side(const cpu_problem *pb, const cpu_seq *sq, const bwd_scratch *sc,
+                            float *dall, int64_t h, int64_t r0, int mr) {
+  cpu_load_tile(&sq->q, r0, mr, h, pb->d, sc->q, pb->d);
+  cpu_load_tile(&sq->dout, r0, mr, h, pb->dv, sc->dout, pb->dv);
+  const float *drow = d_rows(pb, dall, sq->b, h, r0);
   for (int i = 0; i < mr; ++i) {
-    sc->lse[i] = *cpu_lse_ptr(req->lse, b, h, r0 + i);
+    sc->lse[i] = *cpu_lse_ptr(sq, h, r0 + i);
     sc->dd[i] = drow[i];
   }
 }
 
-/* With the query side and the transposed key/value tiles loaded: P into s, dS into dp. */
+/* With the query side and the transposed key/value tiles loaded: P into s, dS into dp (times the
+   softcap's derivative, so dQ and dK are plain products), and with dropout P∘Z into s for dV. */
 static void tile_p_and_ds(const cpu_problem *pb, const cpu_kernels *kern, const bwd_scratch *sc,
-                          int64_t r0, int mr, int64_t c0, int nc, fa_tile_class cls) {
+                          const cpu_seq *sq, int64_t h, int64_t r0, int mr, int64_t c0, int nc,
+                          fa_tile_class cls) {
   const int tn = pb->tn;
   int jlo[CPU_MAX_TILE_M], jhi[CPU_MAX_TILE_M];
   const int *lo = NULL, *hi = NULL;
   if (cls == FA_TILE_PARTIAL) {
-    cpu_tile_row_bounds(pb, r0, mr, c0, nc, jlo, jhi);
+    cpu_tile_row_bounds(sq, r0, mr, c0, nc, jlo, jhi);
     lo = jlo;
     hi = jhi;
   }
   kern->gemm(mr, nc, pb->d, sc->q, pb->d, 1, sc->kt, tn, sc->s, tn, 0);
-  kern->probs_tile(mr, nc, sc->s, tn, pb->scale, sc->lse, lo, hi);
+  float scale = pb->scale;
+  if (pb->transform) {
+    cpu_score_tile(pb, sq, h, r0, mr, c0, nc, sc->s, tn, lo, hi, sc->g);
+    scale = 1.0f; /* the transform has scaled them */
+  }
+  kern->probs_tile(mr, nc, sc->s, tn, scale, sc->lse, lo, hi);
   kern->gemm(mr, nc, pb->dv, sc->dout, pb->dv, 1, sc->vt, tn, sc->dp, tn, 0);
+  if (pb->dropout) {
+    /* dS = P ∘ (dP∘Z − D): Z enters dP before the row's D is taken off. */
+    cpu_dropout_factors(pb, sq, h, r0, mr, c0, nc, sc->z, tn);
+    for (int i = 0; i < mr; ++i)
+      for (int j = 0; j < nc; ++j) sc->dp[i * tn + j] *= sc->z[i * tn + j];
+  }
   kern->ds_tile(mr, nc, sc->s, sc->dp, tn, sc->dd);
+  if (sc->g) {
+    /* Only visible scores have a derivative (the rest of g is never written; dS is 0 there). */
+    for (int i = 0; i < mr; ++i) {
+      int a = lo ? lo[i] : 0, e = hi ? hi[i] : nc;
+      for (int j = a; j < e; ++j) sc->dp[i * tn + j] *= sc->g[i * tn + j];
+    }
+  }
+  if (pb->dropout)
+    for (int i = 0; i < mr; ++i)
+      for (int j = 0; j < nc; ++j) sc->s[i * tn + j] *= sc->z[i * tn + j];
 }
 
 static void zero(float *x, size_t n) {
   for (size_t i = 0; i < n; ++i) x[i] = 0.0f;
 }
 
-/* Pass 1: dK and dV of key rows [c0, c0 + nc) of KV head hk. */
-static void dkdv_task(const fa_request *req, const cpu_problem *pb, const cpu_kernels *kern,
-                      const bwd_scratch *sc, const float *dall, int64_t b, int64_t hk, int64_t c0) {
+/* Pass 1: dK and dV of key rows [c0, c0 + tn) of KV head hk (those the tensor holds). Keys past
+   the sequence's used length (seqused_k) get zero gradients. */
+static void dkdv_task(const cpu_problem *pb, const cpu_kernels *kern, const bwd_scratch *sc,
+                      const cpu_seq *sq, float *dall, int64_t hk, int64_t c0) {
   const int tn = pb->tn, tm = pb->tm, d = pb->d, dv = pb->dv;
-  const int nc = tile_rows(pb->seqlen_k, c0, tn);
-  cpu_load_tile_t(req->k, b, c0, nc, hk, d, sc->kt, tn);
-  cpu_load_tile_t(req->v, b, c0, nc, hk, dv, sc->vt, tn);
-  zero(sc->kd, (size_t)nc * (size_t)d);
-  zero(sc->vd, (size_t)nc * (size_t)dv);
-  for (int64_t g = 0; g < pb->group; ++g) {
+  if (c0 >= sq->k_rows) return; /* a shorter packed sequence has fewer key tiles */
+  const int rows = tile_rows(sq->k_rows, c0, tn);
+  const int nc = c0 < sq->sk ? tile_rows(sq->sk, c0, tn) : 0;
+  zero(sc->kd, (size_t)rows * (size_t)d);
+  zero(sc->vd, (size_t)rows * (size_t)dv);
+  if (nc > 0) {
+    cpu_load_tile_t(&sq->k, c0, nc, hk, d, sc->kt, tn);
+    cpu_load_tile_t(&sq->v, c0, nc, hk, dv, sc->vt, tn);
+  }
+  for (int64_t g = 0; g < pb->group && nc > 0; ++g) {
     const int64_t h = hk * pb->group + g;
-    for (int64_t r0 = 0; r0 < pb->seqlen_q; r0 += tm) {
-      const int mr = tile_rows(pb->seqlen_q, r0, tm);
-      fa_tile_class cls = fa_mask_tile_class(&pb->mask, r0, r0 + mr, c0, c0 + nc, pb->seqlen_k);
+    for (int64_t r0 = 0; r0 < sq->sq; r0 += tm) {
+      const int mr = tile_rows(sq->sq, r0, tm);
+      fa_tile_class cls = fa_mask_tile_class(&sq->mask, r0, r0 + mr, c0, c0 + nc, sq->sk);
       if (cls == FA_TILE_EMPTY) continue;
-      load_query_side(req, pb, sc, dall, b, h, r0, mr);
-      tile_p_and_ds(pb, kern, sc, r0, mr, c0, nc, cls);
+      load_query_side(pb, sq, sc, dall, h, r0, mr);
+      tile_p_and_ds(pb, kern, sc, sq, h, r0, mr, c0, nc, cls);
       kern->gemm(nc, dv, mr, sc->s, 1, tn, sc->dout, dv, sc->vd, dv, 1); /* dV += Pᵀ·dO */
       kern->gemm(nc, d, mr, sc->dp, 1, tn, sc->q, d, sc->kd, d, 1);      /* dK += dSᵀ·Q */
     }
   }
-  cpu_store_tile(req->dk, b, c0, nc, hk, d, sc->kd, d, pb->scale);
-  cpu_store_tile(req->dv, b, c0, nc, hk, dv, sc->vd, dv, 1.0f);
+  cpu_store_tile(&sq->dk, c0, rows, hk, d, sc->kd, d, pb->scale);
+  cpu_store_tile(&sq->dv, c0, rows, hk, dv, sc->vd, dv, 1.0f);
 }
 
 /* Pass 2: dQ of query rows [r0, r0 + mr) of head h. */
-static void dq_task(const fa_request *req, const cpu_problem *pb, const cpu_kernels *kern,
-                    const bwd_scratch *sc, const float *dall, int64_t b, int64_t h, int64_t r0) {
+static void dq_task(const cpu_problem *pb, const cpu_kernels *kern, const bwd_scratch *sc,
+                    const cpu_seq *sq, float *dall, int64_t h, int64_t r0) {
   const int tn = pb->tn, d = pb->d, dv = pb->dv;
-  const int mr = tile_rows(pb->seqlen_q, r0, pb->tm);
-  const int64_t hk = h / pb->group, sk = pb->seqlen_k;
-  load_query_side(req, pb, sc, dall, b, h, r0, mr);
+  if (r0 >= sq->sq) return;
+  const int mr = tile_rows(sq->sq, r0, pb->tm);
+  const int64_t hk = h / pb->group, sk = sq->sk;
+  load_query_side(pb, sq, sc, dall, h, r0, mr);
   zero(sc->vd, (size_t)mr * (size_t)d);
   int64_t lo_first, hi_first, lo_last, hi_last;
-  fa_mask_key_range(&pb->mask, r0, sk, &lo_first, &hi_first);
-  fa_mask_key_range(&pb->mask, r0 + mr - 1, sk, &lo_last, &hi_last);
+  fa_mask_key_range(&sq->mask, r0, sk, &lo_first, &hi_first);
+  fa_mask_key_range(&sq->mask, r0 + mr - 1, sk, &lo_last, &hi_last);
   for (int64_t c0 = lo_first / tn * tn; c0 < hi_last; c0 += tn) {
     const int nc = tile_rows(sk, c0, tn);
-    fa_tile_class cls = fa_mask_tile_class(&pb->mask, r0, r0 + mr, c0, c0 + nc, sk);
+    fa_tile_class cls = fa_mask_tile_class(&sq->mask, r0, r0 + mr, c0, c0 + nc, sk);
     if (cls == FA_TILE_EMPTY) continue;
-    cpu_load_tile_t(req->k, b, c0, nc, hk, d, sc->kt, tn);
-    cpu_load_tile(req->k, b, c0, nc, hk, d, sc->kd, d);
-    cpu_load_tile_t(req->v, b, c0, nc, hk, dv, sc->vt, tn);
-    tile_p_and_ds(pb, kern, sc, r0, mr, c0, nc, cls);
+    cpu_load_tile_t(&sq->k, c0, nc, hk, d, sc->kt, tn);
+    cpu_load_tile(&sq->k, c0, nc, hk, d, sc->kd, d);
+    cpu_load_tile_t(&sq->v, c0, nc, hk, dv, sc->vt, tn);
+    tile_p_and_ds(pb, kern, sc, sq, h, r0, mr, c0, nc, cls);
     kern->gemm(mr, d, nc, sc->dp, tn, 1, sc->kd, d, sc->vd, d, 1); /* dQ += dS·K */
   }
-  cpu_store_tile(req->dq, b, r0, mr, h, d, sc->vd, d, pb->scale);
+  cpu_store_tile(&sq->dq, r0, mr, h, d, sc->vd, d, pb->scale);
 }
 
 fa_status cpu_backward(const fa_request *req, const cpu_problem *pb, const cpu_workspace *ws) {
@@ -175,9 +217,11 @@ fa_status cpu_backward(const fa_request *req, const cpu_problem *pb, const cpu_w
       bwd_scratch sc;
       bwd_carve(pb, ws->threads_base + (size_t)omp_get_thread_num() * ws->thread_bytes, &sc);
 #pragma omp for schedule(static)
-      for (int64_t t = 0; t < q_tasks; ++t)
-        phase_d_task(req, pb, &sc, dall, t / q_tiles / pb->heads_q, t / q_tiles % pb->heads_q,
-                     t % q_tiles * pb->tm);
+      for (int64_t t = 0; t < q_tasks; ++t) {
+        cpu_seq sq;
+        cpu_seq_init(req, pb, t / q_tiles / pb->heads_q, &sq);
+        phase_d_task(pb, &sq, &sc, dall, t / q_tiles % pb->heads_q, t % q_tiles * pb->tm);
+      }
     }
   }
 
@@ -190,7 +234,9 @@ fa_status cpu_backward(const fa_request *req, const cpu_problem *pb, const cpu_w
 #pragma omp for schedule(dynamic, 1)
       for (int64_t t = 0; t < k_tasks; ++t) {
         int64_t tile = t / k_rows, bh = t % k_rows;
-        dkdv_task(req, pb, kern, &sc, dall, bh / pb->heads_kv, bh % pb->heads_kv, tile * pb->tn);
+        cpu_seq sq;
+        cpu_seq_init(req, pb, bh / pb->heads_kv, &sq);
+        dkdv_task(pb, kern, &sc, &sq, dall, bh % pb->heads_kv, tile * pb->tn);
       }
     }
   }
@@ -204,7 +250,9 @@ fa_status cpu_backward(const fa_request *req, const cpu_problem *pb, const cpu_w
 #pragma omp for schedule(dynamic, 1)
       for (int64_t t = 0; t < q_tasks; ++t) {
         int64_t tile = q_tiles - 1 - t / q_rows, bh = t % q_rows;
-        dq_task(req, pb, kern, &sc, dall, bh / pb->heads_q, bh % pb->heads_q, tile * pb->tm);
+        cpu_seq sq;
+        cpu_seq_init(req, pb, bh / pb->heads_q, &sq);
+        dq_task(pb, kern, &sc, &sq, dall, bh % pb->heads_q, tile * pb->tm);
       }
     }
   }

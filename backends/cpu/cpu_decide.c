@@ -57,53 +57,98 @@ static const char *device_kind_name(fa_device_kind kind) {
   }
 }
 
-/* The first feature of the request this backend does not have yet, with its reason; 0 if none.
-   Each is named as the caller set it, so the message says which field to change. */
-static int refuse_missing_feature(const fa_params *p, fa_decision *out) {
-  const char *missing = NULL;
-  if (p->window_enabled)
-    missing = "sliding window (window_enabled)";
-  else if (p->softcap != 0.0f)
-    missing = "softcap (softcap > 0)";
-  else if (p->alibi_slopes)
-    missing = "ALiBi (alibi_slopes)";
-  else if (p->dropout_p != 0.0f)
-    missing = "dropout (dropout_p > 0)";
-  else if (p->cu_seqlens_q)
-    missing = "varlen (cu_seqlens_q)";
-  else if (p->cu_seqlens_k)
-    missing = "varlen (cu_seqlens_k)";
-  else if (p->seqused_k)
-    missing = "seqused_k";
-  else if (p->block_table)
-    missing = "paged KV (block_table)";
-  if (missing) {
-    refuse(out, "%s is not supported by cpu.flash yet", missing);
-    return 1;
-  }
-  if (p->num_splits > 1) {
-    refuse(out, "split-KV (num_splits = %d) is not supported by cpu.flash yet", (int)p->num_splits);
-    return 1;
-  }
+/*
+ * Every fa_params field is honoured or refused here, never ignored:
+ *   softmax_scale, causal, causal_align, window_*, softcap, alibi_slopes, dropout_* (forward and
+ *   backward; not fa_forward_kvcache), cu_seqlens_q/k, seqused_k, max_seqlen_q/k, block_table,
+ *   page_size (forward and fa_forward_kvcache; paged backward refused), num_splits (see
+ *   choose_splits), deterministic (always met), return_lse, workspace*, backend, strict (the
+ *   core's), kernel_family (only "flash"), stream (no meaning for host memory: CPU calls are
+ *   synchronous and complete before returning).
+ */
+static int refuse_request(const fa_request *req, fa_decision *out) {
+  const fa_params *p = req->params;
   if (p->kernel_family && strcmp(p->kernel_family, "flash") != 0) {
     refuse(out, "kernel_family '%s' is unknown to cpu (families: flash)", p->kernel_family);
+    return 1;
+  }
+  if (req->op == FA_OP_BACKWARD && p->block_table) {
+    /* Pages may be shared between sequences (prefix caching), so a page's dK/dV has no single
+       owner; FlashAttention has no paged backward either. */
+    refuse(out,
+           "paged KV backward (block_table) is not supported by cpu.flash: pages may be "
+           "shared between sequences");
+    return 1;
+  }
+  if (req->op == FA_OP_KVCACHE && p->dropout_p > 0.0f) {
+    refuse(out,
+           "dropout (dropout_p > 0) is not supported by cpu.flash for fa_forward_kvcache "
+           "(inference only)");
     return 1;
   }
   return 0;
 }
 
-static int refuse_head_dim(const char *name, int64_t dim, fa_decision *out) {
-  if (dim >= 1 && dim <= CPU_MAX_HEAD_DIM) return 0;
+/*
+ * Split-KV chunks for the forward pass (fa_forward, fa_forward_kvcache). num_splits = n > 1 asks
+ * for n chunks, run as min(n, key tiles) since a chunk is at least one key tile (what ran is what
+ * the decision reports); 1 never splits; 0 lets this choose: split when the query tiles of all
+ * heads and sequences are fewer than the threads and the key range is long (at least two key
+ * tiles per chunk), as in decoding one token over a long cache, so every core works.
+ * The backward pass has no split-KV and reports 1: its gradients are the same whatever
+ * num_splits is, and callers pass the forward's params to it unchanged, so it is not refused.
+ */
+static int choose_splits(const fa_request *req, const cpu_problem *pb, int64_t threads) {
+  if (req->op == FA_OP_BACKWARD) return 1;
+  const int64_t k_tiles = pb->k_tiles < 1 ? 1 : pb->k_tiles;
+  int64_t n = req->params->num_splits;
+  if (n == 0) {
+    int64_t tasks = pb->batch * (pb->heads_q / pb->pack) * pb->q_tiles;
+    n = 1;
+    if (tasks > 0 && tasks < threads) {
+      n = (threads + tasks - 1) / tasks;
+      if (n > k_tiles / 2) n = k_tiles / 2;
+    }
+  }
+  if (n > k_tiles) n = k_tiles;
+  return n < 1 ? 1 : (int)n;
+}
+
+static int refuse_head_dim(const char *name, int64_t dim, int64_t max, fa_decision *out) {
+  if (dim >= 1 && dim <= max) return 0;
   if (dim < 1)
     refuse(out, "%s %lld < 1 for cpu.flash", name, (long long)dim);
   else
-    refuse(out, "%s %lld > %d for cpu.flash", name, (long long)dim, CPU_MAX_HEAD_DIM);
+    refuse(out, "%s %lld > %lld for cpu.flash", name, (long long)dim, (long long)max);
   return 1;
+}
+
+static const char *op_name(fa_op op) {
+  return op == FA_OP_FORWARD ? "fwd" : (op == FA_OP_BACKWARD ? "bwd" : "kvcache");
+}
+
+/* cpu.flash.<isa>.<fwd|bwd|kvcache>.<dtype>.hd<D or DxDv>, then one suffix per feature in use, in
+   this fixed order: .causal .window .softcap .alibi .dropout .varlen .paged .split<N>. */
+static void kernel_name(const fa_request *req, const char *dtype, int splits, fa_decision *out) {
+  const fa_params *p = req->params;
+  char dims[32];
+  if (req->head_dim_v == req->head_dim)
+    snprintf(dims, sizeof dims, "%lld", (long long)req->head_dim);
+  else
+    snprintf(dims, sizeof dims, "%lldx%lld", (long long)req->head_dim, (long long)req->head_dim_v);
+  char split[16] = "";
+  if (splits > 1) snprintf(split, sizeof split, ".split%d", splits);
+  /* The kernel build (generic, avx2, avx512) is part of the name: a CPU without AVX-512 runs
+     slower code, and the report says so. */
+  snprintf(out->kernel, sizeof out->kernel, "cpu.flash.%s.%s.%s.hd%s%s%s%s%s%s%s%s%s",
+           cpu_kernels_get()->isa, op_name(req->op), dtype, dims, p->causal ? ".causal" : "",
+           p->window_enabled ? ".window" : "", p->softcap > 0.0f ? ".softcap" : "",
+           p->alibi_slopes ? ".alibi" : "", p->dropout_p > 0.0f ? ".dropout" : "",
+           p->cu_seqlens_q ? ".varlen" : "", p->block_table ? ".paged" : "", split);
 }
 
 void cpu_decide(const fa_request *req, fa_decision *out) {
   memset(out, 0, sizeof *out);
-  const fa_params *p = req->params;
   const char *dtype = storage_dtype_name(req->dtype);
   if (req->device.kind != FA_DEVICE_CPU) {
     refuse(out, "tensors are in %s memory; cpu.flash reads host memory only",
@@ -115,12 +160,13 @@ void cpu_decide(const fa_request *req, fa_decision *out) {
            req->dtype == FA_I32 ? "i32" : "invalid");
     return;
   }
-  if (req->op != FA_OP_FORWARD && req->op != FA_OP_BACKWARD) {
+  if (req->op != FA_OP_FORWARD && req->op != FA_OP_BACKWARD && req->op != FA_OP_KVCACHE) {
     refuse(out, "operation %d is unknown to cpu.flash", (int)req->op);
     return;
   }
-  if (refuse_head_dim("head_dim", req->head_dim, out) ||
-      refuse_head_dim("head_dim_v", req->head_dim_v, out) || refuse_missing_feature(p, out))
+  if (refuse_head_dim("head_dim", req->head_dim, CPU_MAX_HEAD_DIM, out) ||
+      refuse_head_dim("head_dim_v", req->head_dim_v, CPU_MAX_HEAD_DIM_V, out) ||
+      refuse_request(req, out))
     return;
 
   /* Tiles sized for the larger of the two head dims: the K and V tiles share the budget. */
@@ -129,25 +175,20 @@ void cpu_decide(const fa_request *req, fa_decision *out) {
   fa_tile_plan tiles = fa_plan_tiles(&limits, dmax);
 
   cpu_problem pb;
-  cpu_problem_init(&pb, req, tiles.tile_m, tiles.tile_n);
+  cpu_problem_init(&pb, req, tiles.tile_m, tiles.tile_n, 1);
   int64_t threads = omp_get_max_threads();
+  const int splits = choose_splits(req, &pb, threads);
+  cpu_problem_init(&pb, req, tiles.tile_m, tiles.tile_n, splits);
   int64_t tasks = cpu_parallel_tasks(&pb, req->op);
   if (threads > tasks) threads = tasks;
 
-  char dims[32];
-  if (req->head_dim_v == req->head_dim)
-    snprintf(dims, sizeof dims, "%lld", (long long)req->head_dim);
-  else
-    snprintf(dims, sizeof dims, "%lldx%lld", (long long)req->head_dim, (long long)req->head_dim_v);
-  /* The kernel build (generic, avx2, avx512) is part of the name: a CPU without AVX-512 runs
-     slower code, and the report says so. */
-  snprintf(out->kernel, sizeof out->kernel, "cpu.flash.%s.%s.%s.hd%s%s", cpu_kernels_get()->isa,
-           req->op == FA_OP_FORWARD ? "fwd" : "bwd", dtype, dims, p->causal ? ".causal" : "");
+  kernel_name(req, dtype, splits, out);
   out->supported = 1;
   out->tile_m = tiles.tile_m;
   out->tile_n = tiles.tile_n;
-  out->num_splits = 1;
-  /* No atomics, and each output element is summed in an order fixed by the tiles alone. */
+  out->num_splits = splits;
+  /* No atomics, and each output element is summed in an order fixed by the tiles (and the
+     chunks, merged in chunk order) alone. */
   out->deterministic = 1;
   out->workspace_bytes = cpu_workspace_bytes(&pb, req->op, (int)threads);
 }

@@ -1,11 +1,20 @@
 /*
- * cpu_forward.c: the FlashAttention forward pass on the CPU.
+ * cpu_forward.c: the FlashAttention forward pass on the CPU (fa_forward, and the attention of
+ * fa_forward_kvcache).
  *
  * One task per (batch, query head, query tile), spread over the OpenMP team. A task keeps its
  * query tile and its running (m, l, O) in fp32 scratch and streams the key/value tiles its rows
- * can see: S = Q·Kᵀ, the online-softmax step per row, O = alpha·O + P·V; then O / l and the LSE.
- * Each task reads its inputs and writes only its own rows, so the result does not depend on the
- * number of threads or the order the tasks run in.
+ * can see: S = Q·Kᵀ, the score transform (softcap, ALiBi) when asked, the online-softmax step per
+ * row, dropout on P, O = alpha·O + P·V; then O / l and the LSE.
+ *
+ * GQA decoding (pb->pack > 1): when all query rows of the heads sharing a KV head fit one tile,
+ * they form one task, so each K/V tile is loaded and converted once for the whole group.
+ *
+ * Split-KV (pb->splits > 1): each task's visible key tiles are cut into `splits` contiguous
+ * chunks, each chunk a task of its own (so one long row range can occupy every core, as in
+ * decoding); the chunks' (m, l, O) go to the workspace and a second loop merges them with
+ * fa_softmax_merge in chunk order. Every task writes only its own rows or partials, so the result
+ * does not depend on the number of threads or the order the tasks run in.
  */
 #include <math.h>
 #include <omp.h>
@@ -45,71 +54,235 @@ size_t cpu_forward_thread_bytes(const cpu_problem *pb) {
   return fwd_carve(pb, NULL, &unused);
 }
 
-static void forward_task(const fa_request *req, const cpu_problem *pb, const cpu_kernels *kern,
-                         const fwd_scratch *sc, int64_t b, int64_t h, int64_t r0) {
-  const int tn = pb->tn, d = pb->d, dv = pb->dv;
-  const int mr = (int)(pb->seqlen_q - r0 < pb->tm ? pb->seqlen_q - r0 : pb->tm);
-  const int64_t hk = h / pb->group, sk = pb->seqlen_k;
-  int jlo[CPU_MAX_TILE_M], jhi[CPU_MAX_TILE_M];
+size_t cpu_split_partial_floats(const cpu_problem *pb) {
+  return (size_t)pb->tm * ((size_t)pb->dv + 2);
+}
 
-  cpu_load_tile(req->q, b, r0, mr, h, d, sc->q, d);
-  for (int i = 0; i < mr; ++i) {
-    sc->m[i] = -INFINITY;
-    sc->l[i] = 0.0f;
+/* A running (m, l, O) of the tile's rows. */
+typedef struct fwd_acc {
+  float *o, *m, *l;
+} fwd_acc;
+
+/* The query rows of one task: rows [r0, r0 + mr) of the heads h0 .. h0 + heads - 1 (heads > 1
+   only for packed GQA), stacked head by head: tile row s·mr + i is row r0 + i of head h0 + s.
+   The heads share one KV head, so they share every K/V tile and, having the same rows, the mask;
+   only the ALiBi slope and the dropout stream differ per head. */
+typedef struct fwd_rows {
+  int64_t h0, r0;
+  int heads, mr;
+} fwd_rows;
+
+static int rows_total(const fwd_rows *rw) { return rw->heads * rw->mr; }
+
+static void acc_reset(const fwd_acc *acc, int rows, int dv) {
+  for (int i = 0; i < rows; ++i) {
+    acc->m[i] = -INFINITY;
+    acc->l[i] = 0.0f;
   }
-  for (int64_t x = 0; x < (int64_t)mr * dv; ++x) sc->o[x] = 0.0f;
+  for (int64_t x = 0; x < (int64_t)rows * dv; ++x) acc->o[x] = 0.0f;
+}
 
-  /* Key range any row of the tile sees: both ends grow with the row (mask.h). */
-  int64_t lo_first, hi_first, lo_last, hi_last;
-  fa_mask_key_range(&pb->mask, r0, sk, &lo_first, &hi_first);
-  fa_mask_key_range(&pb->mask, r0 + mr - 1, sk, &lo_last, &hi_last);
-  for (int64_t c0 = lo_first / tn * tn; c0 < hi_last; c0 += tn) {
-    const int nc = (int)(sk - c0 < tn ? sk - c0 : tn);
-    fa_tile_class cls = fa_mask_tile_class(&pb->mask, r0, r0 + mr, c0, c0 + nc, sk);
-    if (cls == FA_TILE_EMPTY) continue;
-    cpu_load_tile_t(req->k, b, c0, nc, hk, d, sc->kt, tn);
-    cpu_load_tile(req->v, b, c0, nc, hk, dv, sc->v, dv);
-    kern->gemm(mr, nc, d, sc->q, d, 1, sc->kt, tn, sc->s, tn, 0);
-    const int *lo = NULL, *hi = NULL;
-    if (cls == FA_TILE_PARTIAL) {
-      cpu_tile_row_bounds(pb, r0, mr, c0, nc, jlo, jhi);
-      lo = jlo;
-      hi = jhi;
-    }
-    kern->softmax_tile(mr, nc, sc->s, tn, pb->scale, lo, hi, sc->m, sc->l, sc->o, dv, dv);
-    kern->gemm(mr, dv, nc, sc->s, tn, 1, sc->v, dv, sc->o, dv, 1);
-  }
-
-  void *out = fa_tensor_base(req->out);
-  for (int i = 0; i < mr; ++i) {
-    cpu_store_row(req->out->dtype, out, cpu_row_offset(req->out, b, r0 + i, h),
-                  req->out->strides[3], dv, sc->o + (ptrdiff_t)i * dv,
-                  fa_softmax_out_scale(sc->l[i]));
-    if (req->lse) *cpu_lse_ptr(req->lse, b, h, r0 + i) = fa_softmax_lse(sc->m[i], sc->l[i]);
+/* The task's query rows into sc->q, rotated for fa_forward_kvcache. */
+static void load_queries(const fa_request *req, const cpu_problem *pb, const cpu_seq *sq,
+                         const fwd_scratch *sc, const fwd_rows *rw) {
+  const int d = pb->d;
+  /* FlashAttention's convention: row t sits at cache_seqlens + t when the mask depends on the
+     position (causal or windowed), else every row at cache_seqlens. */
+  const int per_row = req->params->causal || req->params->window_enabled;
+  for (int s = 0; s < rw->heads; ++s) {
+    float *q = sc->q + (ptrdiff_t)s * rw->mr * d;
+    cpu_load_tile(&sq->q, rw->r0, rw->mr, rw->h0 + s, d, q, d);
+    if (pb->rotary_dim > 0)
+      for (int i = 0; i < rw->mr; ++i)
+        cpu_rotary_row(req, q + (ptrdiff_t)i * d, sq->pos0 + (per_row ? rw->r0 + i : 0));
   }
 }
 
+/* The key tiles [*first, *last) any of the rows sees: both ends of a row's key range grow with
+   the row (mask.h). */
+static void visible_tiles(const cpu_problem *pb, const cpu_seq *sq, const fwd_rows *rw,
+                          int64_t *first, int64_t *last) {
+  int64_t lo_first, hi_first, lo_last, hi_last;
+  fa_mask_key_range(&sq->mask, rw->r0, sq->sk, &lo_first, &hi_first);
+  fa_mask_key_range(&sq->mask, rw->r0 + rw->mr - 1, sq->sk, &lo_last, &hi_last);
+  *first = lo_first / pb->tn;
+  *last = hi_last > lo_first ? (hi_last + pb->tn - 1) / pb->tn : *first;
+}
+
+/* Streams the key tiles [t0, t1) through the rows in sc->q into acc. */
+static void attend(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scratch *sc,
+                   const cpu_seq *sq, const fwd_rows *rw, int64_t t0, int64_t t1,
+                   const fwd_acc *acc) {
+  const int tn = pb->tn, d = pb->d, dv = pb->dv, mr = rw->mr, rows = rows_total(rw);
+  const int64_t hk = rw->h0 / pb->group, sk = sq->sk, r0 = rw->r0;
+  int jlo[CPU_MAX_TILE_M], jhi[CPU_MAX_TILE_M];
+  for (int64_t c0 = t0 * tn; c0 < t1 * tn && c0 < sk; c0 += tn) {
+    const int nc = (int)(sk - c0 < tn ? sk - c0 : tn);
+    fa_tile_class cls = fa_mask_tile_class(&sq->mask, r0, r0 + mr, c0, c0 + nc, sk);
+    if (cls == FA_TILE_EMPTY) continue;
+    /* The same product as the backward pass's recomputation, so both see identical scores
+       (a faster dot-product form for few rows summed in another order and broke that). */
+    cpu_load_tile_t(&sq->k, c0, nc, hk, d, sc->kt, tn);
+    kern->gemm(rows, nc, d, sc->q, d, 1, sc->kt, tn, sc->s, tn, 0);
+    cpu_load_tile(&sq->v, c0, nc, hk, dv, sc->v, dv);
+    const int *lo = NULL, *hi = NULL;
+    if (cls == FA_TILE_PARTIAL) {
+      /* One head's bounds, repeated for every stacked head (same rows, same mask). */
+      cpu_tile_row_bounds(sq, r0, mr, c0, nc, jlo, jhi);
+      for (int x = mr; x < rows; ++x) {
+        jlo[x] = jlo[x % mr];
+        jhi[x] = jhi[x % mr];
+      }
+      lo = jlo;
+      hi = jhi;
+    }
+    float scale = pb->scale;
+    if (pb->transform) {
+      for (int s = 0; s < rw->heads; ++s)
+        cpu_score_tile(pb, sq, rw->h0 + s, r0, mr, c0, nc, sc->s + (ptrdiff_t)s * mr * tn, tn, lo,
+                       hi, NULL);
+      scale = 1.0f; /* the transform has scaled them */
+    }
+    kern->softmax_tile(rows, nc, sc->s, tn, scale, lo, hi, acc->m, acc->l, acc->o, dv, dv);
+    /* l has summed the undropped probabilities (the LSE is dropout's undropped one); only the
+       values' weights lose the dropped keys. */
+    if (pb->dropout)
+      for (int s = 0; s < rw->heads; ++s)
+        cpu_dropout_tile(pb, sq, rw->h0 + s, r0, mr, c0, nc, sc->s + (ptrdiff_t)s * mr * tn, tn);
+    kern->gemm(rows, dv, nc, sc->s, tn, 1, sc->v, dv, acc->o, dv, 1);
+  }
+}
+
+/* Normalises and writes the task's rows, and their LSE. */
+static void store_rows(const cpu_problem *pb, const cpu_seq *sq, const fwd_rows *rw,
+                       const fwd_acc *acc) {
+  const int dv = pb->dv;
+  for (int x = 0; x < rows_total(rw); ++x) {
+    const int64_t h = rw->h0 + x / rw->mr, row = rw->r0 + x % rw->mr;
+    cpu_store_row(sq->out.dtype, sq->out.data, cpu_rows_off(&sq->out, row, h), sq->out.cs, dv,
+                  acc->o + (ptrdiff_t)x * dv, fa_softmax_out_scale(acc->l[x]) * pb->drop_scale);
+    if (sq->lse) *cpu_lse_ptr(sq, h, row) = fa_softmax_lse(acc->m[x], acc->l[x]);
+  }
+}
+
+/* Task (b, head group hg, query tile): its sequence and rows; 0 when the sequence has no such
+   rows (a shorter packed sequence has fewer query tiles). */
+static int task_rows(const fa_request *req, const cpu_problem *pb, int64_t b, int64_t hg,
+                     int64_t tile, cpu_seq *sq, fwd_rows *rw) {
+  cpu_seq_init(req, pb, b, sq);
+  rw->r0 = tile * pb->tm;
+  if (rw->r0 >= sq->sq) return 0;
+  rw->heads = (int)pb->pack;
+  rw->h0 = hg * pb->pack;
+  rw->mr = (int)(pb->pack > 1 ? sq->sq : (sq->sq - rw->r0 < pb->tm ? sq->sq - rw->r0 : pb->tm));
+  return 1;
+}
+
+static void forward_task(const fa_request *req, const cpu_problem *pb, const cpu_kernels *kern,
+                         const fwd_scratch *sc, int64_t b, int64_t hg, int64_t tile) {
+  cpu_seq sq;
+  fwd_rows rw;
+  if (!task_rows(req, pb, b, hg, tile, &sq, &rw)) return;
+  fwd_acc acc = {sc->o, sc->m, sc->l};
+  load_queries(req, pb, &sq, sc, &rw);
+  acc_reset(&acc, rows_total(&rw), pb->dv);
+  int64_t first, last;
+  visible_tiles(pb, &sq, &rw, &first, &last);
+  attend(pb, kern, sc, &sq, &rw, first, last, &acc);
+  store_rows(pb, &sq, &rw, &acc);
+}
+
+/* Split-KV: the partial (m, l, O) of chunk c of the task (b, hg, tile), at its fixed place. */
+static fwd_acc partial_at(const cpu_problem *pb, float *partials, int64_t b, int64_t hg,
+                          int64_t tile, int c) {
+  int64_t index = ((b * (pb->heads_q / pb->pack) + hg) * pb->q_tiles + tile) * pb->splits + c;
+  float *base = partials + (size_t)index * cpu_split_partial_floats(pb);
+  fwd_acc acc = {base, base + (size_t)pb->tm * (size_t)pb->dv,
+                 base + (size_t)pb->tm * ((size_t)pb->dv + 1)};
+  return acc;
+}
+
+static void chunk_task(const fa_request *req, const cpu_problem *pb, const cpu_kernels *kern,
+                       const fwd_scratch *sc, float *partials, int64_t b, int64_t hg, int64_t tile,
+                       int c) {
+  cpu_seq sq;
+  fwd_rows rw;
+  if (!task_rows(req, pb, b, hg, tile, &sq, &rw)) return;
+  fwd_acc acc = partial_at(pb, partials, b, hg, tile, c);
+  acc_reset(&acc, rows_total(&rw), pb->dv);
+  int64_t first, last, t0, t1;
+  visible_tiles(pb, &sq, &rw, &first, &last);
+  cpu_split_chunk(first, last, c, pb->splits, &t0, &t1);
+  if (t0 >= t1) return; /* more chunks than tiles: this one stays empty (m = -inf, l = 0) */
+  load_queries(req, pb, &sq, sc, &rw);
+  attend(pb, kern, sc, &sq, &rw, t0, t1, &acc);
+}
+
+/* Merges the chunks of the task (b, hg, tile) in chunk order (a fixed order: deterministic). */
+static void merge_task(const fa_request *req, const cpu_problem *pb, const fwd_scratch *sc,
+                       float *partials, int64_t b, int64_t hg, int64_t tile) {
+  cpu_seq sq;
+  fwd_rows rw;
+  if (!task_rows(req, pb, b, hg, tile, &sq, &rw)) return;
+  const int rows = rows_total(&rw), dv = pb->dv;
+  fwd_acc acc = {sc->o, sc->m, sc->l};
+  acc_reset(&acc, rows, dv);
+  for (int c = 0; c < pb->splits; ++c) {
+    fwd_acc part = partial_at(pb, partials, b, hg, tile, c);
+    for (int i = 0; i < rows; ++i) {
+      float a1, a2;
+      fa_softmax_merge(acc.m[i], acc.l[i], part.m[i], part.l[i], &acc.m[i], &acc.l[i], &a1, &a2);
+      float *o = acc.o + (ptrdiff_t)i * dv;
+      const float *po = part.o + (ptrdiff_t)i * dv;
+      for (int x = 0; x < dv; ++x) o[x] = a1 * o[x] + a2 * po[x];
+    }
+  }
+  store_rows(pb, &sq, &rw, &acc);
+}
+
 fa_status cpu_forward(const fa_request *req, const cpu_problem *pb, const cpu_workspace *ws) {
-  const int64_t tiles = pb->q_tiles, heads = pb->heads_q;
-  const int64_t rows = pb->batch * heads; /* (batch, head) pairs */
-  const int64_t tasks = rows * tiles;
+  const int64_t tiles = pb->q_tiles, heads = pb->heads_q / pb->pack;
+  const int64_t units = pb->batch * heads; /* (batch, head group) pairs */
+  const int64_t tasks = units * tiles;
   if (tasks == 0) return FA_OK;
-  const int team = cpu_team_size(ws, tasks);
+  const int splits = pb->splits;
+  const int64_t work = tasks * splits;
+  const int team = cpu_team_size(ws, work);
   if (team < 1)
     return fa_core_set_error(FA_ERR_INTERNAL, "cpu: the workspace holds no per-thread scratch");
+  if (splits > 1 && !ws->shared)
+    return fa_core_set_error(FA_ERR_INTERNAL, "cpu: the workspace has no room for the splits");
   const cpu_kernels *kern = cpu_kernels_get();
+
+  if (splits == 1) {
+#pragma omp parallel num_threads(team)
+    {
+      fwd_scratch sc;
+      fwd_carve(pb, ws->threads_base + (size_t)omp_get_thread_num() * ws->thread_bytes, &sc);
+      /* Dynamic, and the last query tiles first: under a causal mask they see the most keys, so
+         the long tasks start early and the short ones fill the gaps at the end. */
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t t = 0; t < tasks; ++t) {
+        int64_t tile = tiles - 1 - t / units, bh = t % units;
+        forward_task(req, pb, kern, &sc, bh / heads, bh % heads, tile);
+      }
+    }
+    return FA_OK;
+  }
 
 #pragma omp parallel num_threads(team)
   {
     fwd_scratch sc;
     fwd_carve(pb, ws->threads_base + (size_t)omp_get_thread_num() * ws->thread_bytes, &sc);
-    /* Dynamic, and the last query tiles first: under a causal mask they see the most keys, so
-       the long tasks start early and the short ones fill the gaps at the end. */
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t t = 0; t < tasks; ++t) {
-      int64_t tile = tiles - 1 - t / rows, bh = t % rows;
-      forward_task(req, pb, kern, &sc, bh / heads, bh % heads, tile * pb->tm);
+    for (int64_t w = 0; w < work; ++w) {
+      int64_t t = w / splits, tile = tiles - 1 - t / units, bh = t % units;
+      chunk_task(req, pb, kern, &sc, ws->shared, bh / heads, bh % heads, tile, (int)(w % splits));
     }
+    /* The implicit barrier of the loop above: every chunk is done before any merge. */
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tasks; ++t)
+      merge_task(req, pb, &sc, ws->shared, t / tiles / heads, t / tiles % heads, t % tiles);
   }
   return FA_OK;
 }

@@ -11,31 +11,113 @@
 #include "core/mask.h"
 #include "core/plugin.h"
 
-/* Largest head dims and tiles the kernels take (decide() refuses larger head dims). */
-#define CPU_MAX_HEAD_DIM 256
+/* Largest head dims and tiles the kernels take (decide() refuses larger head dims): q/k up to 576
+   and v up to 512, so multi-head latent attention (576/512) runs; CPU_MAX_HEAD_DIM bounds both. */
+#define CPU_MAX_HEAD_DIM 576
+#define CPU_MAX_HEAD_DIM_V 512
 #define CPU_MAX_TILE_M 128
 #define CPU_MAX_TILE_N 256
 
 /* Scratch buffers start at this alignment (a cache line, and any vector width). */
 #define CPU_ALIGN 64
 
-/* A request reduced to what the passes use. */
+/* A request reduced to what the passes use. seqlen_q/seqlen_k are the largest sequence lengths
+   (max_seqlen_q/k with packed sequences): the task grid is sized by them, and each task looks up
+   its own sequence's lengths through cpu_seq_init. */
 typedef struct cpu_problem {
+  fa_op op;
   int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv;
   int64_t group; /* query heads per KV head: query head h reads KV head h / group */
   int d, dv;     /* head dims of q/k and of v */
   int tm, tn;    /* query rows and key rows per tile */
   int64_t q_tiles, k_tiles;
+  int splits; /* forward: key-range chunks per query tile (1 = no split-KV) */
+  /* Forward: query heads per task. GQA with few query rows (decoding) stacks the `group` heads
+     sharing a KV head into one tile, so each K/V tile is read and converted once for all of
+     them; else 1. heads_q / pack tasks per sequence and query tile. */
+  int64_t pack;
   float scale;
-  fa_mask mask;
+  /* The score transform (core/score.h): with neither, the kernels scale the scores themselves. */
+  float softcap;
+  const fa_tensor *alibi; /* float32 [heads_q] or [batch, heads_q]; NULL without ALiBi */
+  int transform;          /* softcap or ALiBi present: scores go through cpu_score_tile */
+  /* Dropout (core/philox.h); dropout = 0 when p = 0. */
+  int dropout;
+  uint32_t drop_thr;
+  uint64_t drop_seed, drop_offset;
+  float drop_scale; /* 1 / (1 - p) */
+  /* fa_forward_kvcache: q rows are rotated (when rotary_dim > 0) at these positions. */
+  int64_t rotary_dim;
 } cpu_problem;
 
-void cpu_problem_init(cpu_problem *pb, const fa_request *req, int tile_m, int tile_n);
+void cpu_problem_init(cpu_problem *pb, const fa_request *req, int tile_m, int tile_n, int splits);
 
-/* Rows [r0, r0 + rows) of a tile see the keys [c0, c0 + nc) through this mask: per row the
-   visible columns [jlo, jhi) relative to c0 (for FA_TILE_PARTIAL tiles). */
-void cpu_tile_row_bounds(const cpu_problem *pb, int64_t r0, int rows, int64_t c0, int nc, int *jlo,
+/* Rows of one tensor for one sequence: element [row, h, c] is at
+   data[off(row) + h * hs + c * cs], off(row) = base + row * rs, or through the page table. */
+typedef struct cpu_rows {
+  void *data;
+  fa_dtype dtype;
+  int64_t base, rs, hs, cs;
+  const int32_t *pages; /* paged KV: this sequence's block_table row, else NULL */
+  int64_t page_stride;  /* elements between block_table entries */
+  int64_t block_stride; /* elements between pages of the pool */
+  int64_t page_size;
+} cpu_rows;
+
+static inline int64_t cpu_rows_off(const cpu_rows *r, int64_t row, int64_t h) {
+  if (r->pages) {
+    int64_t blk = r->pages[(row / r->page_size) * r->page_stride];
+    return blk * r->block_stride + (row % r->page_size) * r->rs + h * r->hs;
+  }
+  return r->base + row * r->rs + h * r->hs;
+}
+
+/* One sequence (batch entry) as the passes see it: its lengths, its mask, where its rows are. */
+typedef struct cpu_seq {
+  int64_t b;
+  int64_t sq;     /* query rows */
+  int64_t sk;     /* keys attended (seqused_k, or the cache length after the append) */
+  int64_t k_rows; /* key rows the k/dk tensors hold for it (>= sk): dk/dv rows past sk are 0 */
+  int64_t pos0;   /* fa_forward_kvcache: cache_seqlens[b], the first appended position */
+  fa_mask mask;
+  cpu_rows q, k, v, out, dout, dq, dk, dv;
+  float *lse; /* lse of (h, i) at lse[h * lse_hs + i * lse_rs]; NULL without lse */
+  int64_t lse_hs, lse_rs;
+} cpu_seq;
+
+void cpu_seq_init(const fa_request *req, const cpu_problem *pb, int64_t b, cpu_seq *sq);
+
+/* An int32 index tensor's element i (1-D, host memory, strides applied). */
+int32_t cpu_index_at(const fa_tensor *t, int64_t i);
+
+/* Rows [r0, r0 + rows) of a tile see the keys [c0, c0 + nc) through the sequence's mask: per row
+   the visible columns [jlo, jhi) relative to c0 (for FA_TILE_PARTIAL tiles). */
+void cpu_tile_row_bounds(const cpu_seq *sq, int64_t r0, int rows, int64_t c0, int nc, int *jlo,
                          int *jhi);
+
+/* The score transform of core/score.h on a tile of raw q·k products (rows r0.., keys c0.. of the
+   sequence, query head h): visible elements become fa_score(...). With grad non-NULL (backward,
+   softcap), grad[i * lds + j] = fa_score_softcap_grad of the capped score. */
+void cpu_score_tile(const cpu_problem *pb, const cpu_seq *sq, int64_t h, int64_t r0, int mr,
+                    int64_t c0, int nc, float *s, ptrdiff_t lds, const int *jlo, const int *jhi,
+                    float *grad);
+
+/* Dropout of core/philox.h on a tile: forward, zeroes the dropped probabilities (the 1/(1-p)
+   factor is applied to the output once); cpu_dropout_factors writes Z = keep / (1 - p). */
+void cpu_dropout_tile(const cpu_problem *pb, const cpu_seq *sq, int64_t h, int64_t r0, int mr,
+                      int64_t c0, int nc, float *s, ptrdiff_t lds);
+void cpu_dropout_factors(const cpu_problem *pb, const cpu_seq *sq, int64_t h, int64_t r0, int mr,
+                         int64_t c0, int nc, float *z, ptrdiff_t ldz);
+
+/* Rotary embedding (fa_forward_kvcache): rotates row x (fp32, head_dim wide) at position pos and
+   rounds it to the storage dtype once. */
+void cpu_rotary_row(const fa_request *req, float *x, int64_t pos);
+
+/* fa_forward_kvcache's append: k_new/v_new (rotated) into the caches. */
+void cpu_kvcache_append(const fa_request *req, const cpu_problem *pb);
+
+/* Split-KV: the key tiles [*t0, *t1) chunk c of n covers out of the tiles [first, last). */
+void cpu_split_chunk(int64_t first, int64_t last, int c, int n, int64_t *t0, int64_t *t1);
 
 /* Carves a per-thread scratch region: advances *offset by the floats' bytes (aligned) and
    returns the buffer, or NULL when base is NULL (sizing only). */
@@ -48,7 +130,8 @@ size_t cpu_backward_thread_bytes(const cpu_problem *pb);
 /* Independent tasks of the op's widest parallel loop: the most threads it can use. */
 int64_t cpu_parallel_tasks(const cpu_problem *pb, fa_op op);
 
-/* Workspace: [alignment slack][shared: D for the backward pass][one scratch region per thread].
+/* Workspace: [alignment slack][shared: D for the backward pass, the chunks' partial (m, l, o) for
+   a split forward][one scratch region per thread].
    threads = number of per-thread regions. */
 size_t cpu_workspace_bytes(const cpu_problem *pb, fa_op op, int threads);
 /* Splits a workspace of `bytes` bytes: the shared region, the per-thread regions, how many. */
@@ -63,6 +146,9 @@ fa_status cpu_workspace_split(const cpu_problem *pb, fa_op op, void *workspace, 
 
 /* Threads a parallel loop of `tasks` tasks uses with this workspace. */
 int cpu_team_size(const cpu_workspace *ws, int64_t tasks);
+
+/* Floats of one chunk's partial result in a split forward: o [tm][dv], m [tm], l [tm]. */
+size_t cpu_split_partial_floats(const cpu_problem *pb);
 
 fa_status cpu_forward(const fa_request *req, const cpu_problem *pb, const cpu_workspace *ws);
 fa_status cpu_backward(const fa_request *req, const cpu_problem *pb, const cpu_workspace *ws);

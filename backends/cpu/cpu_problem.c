@@ -1,10 +1,13 @@
 /*
- * cpu_problem.c: a request reduced to the numbers the passes use, and the mask applied to a tile.
+ * cpu_problem.c: a request reduced to the numbers the passes use, each sequence's lengths, mask
+ * and row addressing (padded, packed or paged), and the mask applied to a tile.
  */
+#include "core/philox.h"
 #include "cpu_internal.h"
 
-void cpu_problem_init(cpu_problem *pb, const fa_request *req, int tile_m, int tile_n) {
+void cpu_problem_init(cpu_problem *pb, const fa_request *req, int tile_m, int tile_n, int splits) {
   const fa_params *params = req->params;
+  pb->op = req->op;
   pb->batch = req->batch;
   pb->seqlen_q = req->seqlen_q;
   pb->seqlen_k = req->seqlen_k;
@@ -18,18 +21,140 @@ void cpu_problem_init(cpu_problem *pb, const fa_request *req, int tile_m, int ti
   pb->tn = tile_n;
   pb->q_tiles = (req->seqlen_q + tile_m - 1) / tile_m;
   pb->k_tiles = (req->seqlen_k + tile_n - 1) / tile_n;
+  pb->splits = splits < 1 ? 1 : splits;
+  /* Decided from the request and the tiles alone, so decide() and run() agree. */
+  pb->pack = req->op != FA_OP_BACKWARD && pb->group > 1 && req->seqlen_q * pb->group <= tile_m
+                 ? pb->group
+                 : 1;
   pb->scale = req->scale;
-  /* decide() refuses sliding windows for now; they arrive by passing params->window_enabled,
-     window_left and window_right here, as the passes see the mask only through fa_mask. */
-  pb->mask =
-      fa_mask_make(params->causal, params->causal_align, 0, 0, 0, req->seqlen_q, req->seqlen_k);
+  pb->softcap = params->softcap > 0.0f ? params->softcap : 0.0f;
+  pb->alibi = params->alibi_slopes;
+  pb->transform = pb->softcap > 0.0f || pb->alibi != NULL;
+  pb->dropout = params->dropout_p > 0.0f;
+  pb->drop_thr = fa_dropout_threshold(params->dropout_p);
+  pb->drop_seed = params->dropout_seed;
+  pb->drop_offset = params->dropout_offset;
+  pb->drop_scale = pb->dropout ? 1.0f / (1.0f - params->dropout_p) : 1.0f;
+  pb->rotary_dim = req->op == FA_OP_KVCACHE ? req->rotary_dim : 0;
 }
 
-void cpu_tile_row_bounds(const cpu_problem *pb, int64_t r0, int rows, int64_t c0, int nc, int *jlo,
+int32_t cpu_index_at(const fa_tensor *t, int64_t i) {
+  return ((const int32_t *)fa_tensor_base(t))[i * t->strides[0]];
+}
+
+/* [batch, seq, heads, dim]: sequence b's rows. */
+static void rows_padded(const fa_tensor *t, int64_t b, cpu_rows *r) {
+  r->data = t ? fa_tensor_base(t) : NULL;
+  r->dtype = t ? t->dtype : FA_F32;
+  r->pages = NULL;
+  r->page_stride = r->block_stride = r->page_size = 0;
+  if (!t) {
+    r->base = r->rs = r->hs = r->cs = 0;
+    return;
+  }
+  r->base = b * t->strides[0];
+  r->rs = t->strides[1];
+  r->hs = t->strides[2];
+  r->cs = t->strides[3];
+}
+
+/* [total, heads, dim]: the rows from `start` on. */
+static void rows_packed(const fa_tensor *t, int64_t start, cpu_rows *r) {
+  rows_padded(NULL, 0, r);
+  if (!t) return;
+  r->data = fa_tensor_base(t);
+  r->dtype = t->dtype;
+  r->base = start * t->strides[0];
+  r->rs = t->strides[0];
+  r->hs = t->strides[1];
+  r->cs = t->strides[2];
+}
+
+/* [num_blocks, page_size, heads, dim] through block_table row b. */
+static void rows_paged(const fa_tensor *t, const fa_tensor *bt, int64_t b, cpu_rows *r) {
+  rows_padded(t, 0, r);
+  r->base = 0;
+  r->pages = (const int32_t *)fa_tensor_base(bt) + b * bt->strides[0];
+  r->page_stride = bt->strides[1];
+  r->block_stride = t->strides[0];
+  r->page_size = t->shape[1];
+}
+
+void cpu_seq_init(const fa_request *req, const cpu_problem *pb, int64_t b, cpu_seq *sq) {
+  const fa_params *p = req->params;
+  sq->b = b;
+  sq->pos0 = 0;
+
+  /* Query side: packed by cu_seqlens_q or padded. */
+  if (p->cu_seqlens_q) {
+    int64_t start = cpu_index_at(p->cu_seqlens_q, b);
+    sq->sq = cpu_index_at(p->cu_seqlens_q, b + 1) - start;
+    rows_packed(req->q, start, &sq->q);
+    rows_packed(req->out, start, &sq->out);
+    rows_packed(req->dout, start, &sq->dout);
+    rows_packed(req->dq, start, &sq->dq);
+  } else {
+    sq->sq = pb->seqlen_q;
+    rows_padded(req->q, b, &sq->q);
+    rows_padded(req->out, b, &sq->out);
+    rows_padded(req->dout, b, &sq->dout);
+    rows_padded(req->dq, b, &sq->dq);
+  }
+
+  /* Key side: paged, packed by cu_seqlens_k, or padded. */
+  if (p->block_table) {
+    sq->k_rows = pb->seqlen_k;
+    rows_paged(req->k, p->block_table, b, &sq->k);
+    rows_paged(req->v, p->block_table, b, &sq->v);
+    rows_padded(NULL, 0, &sq->dk);
+    rows_padded(NULL, 0, &sq->dv);
+  } else if (p->cu_seqlens_k) {
+    int64_t start = cpu_index_at(p->cu_seqlens_k, b);
+    sq->k_rows = cpu_index_at(p->cu_seqlens_k, b + 1) - start;
+    rows_packed(req->k, start, &sq->k);
+    rows_packed(req->v, start, &sq->v);
+    rows_packed(req->dk, start, &sq->dk);
+    rows_packed(req->dv, start, &sq->dv);
+  } else {
+    sq->k_rows = pb->seqlen_k;
+    rows_padded(req->k, b, &sq->k);
+    rows_padded(req->v, b, &sq->v);
+    rows_padded(req->dk, b, &sq->dk);
+    rows_padded(req->dv, b, &sq->dv);
+  }
+  if (req->op == FA_OP_KVCACHE) {
+    sq->pos0 = cpu_index_at(req->kv->cache_seqlens, b);
+    sq->sk = sq->pos0 + req->seqlen_new;
+    sq->k_rows = sq->sk;
+  } else {
+    sq->sk = p->seqused_k ? cpu_index_at(p->seqused_k, b) : sq->k_rows;
+  }
+  sq->mask = fa_mask_make(p->causal, p->causal_align, p->window_enabled, p->window_left,
+                          p->window_right, sq->sq, sq->sk);
+
+  /* lse: unpadded [heads_q, total_q] (row i at column cu_q[b] + i) or [batch, heads_q, seq]. */
+  sq->lse = NULL;
+  sq->lse_hs = sq->lse_rs = 0;
+  if (req->lse) {
+    const fa_tensor *l = req->lse;
+    float *base = (float *)fa_tensor_base(l);
+    if (req->lse_packed) {
+      sq->lse = base + cpu_index_at(p->cu_seqlens_q, b) * l->strides[1];
+      sq->lse_hs = l->strides[0];
+      sq->lse_rs = l->strides[1];
+    } else {
+      sq->lse = base + b * l->strides[0];
+      sq->lse_hs = l->strides[1];
+      sq->lse_rs = l->strides[2];
+    }
+  }
+}
+
+void cpu_tile_row_bounds(const cpu_seq *sq, int64_t r0, int rows, int64_t c0, int nc, int *jlo,
                          int *jhi) {
   for (int i = 0; i < rows; ++i) {
     int64_t lo, hi;
-    fa_mask_key_range(&pb->mask, r0 + i, pb->seqlen_k, &lo, &hi);
+    fa_mask_key_range(&sq->mask, r0 + i, sq->sk, &lo, &hi);
     lo -= c0;
     hi -= c0;
     lo = lo < 0 ? 0 : (lo > nc ? nc : lo);
@@ -37,4 +162,10 @@ void cpu_tile_row_bounds(const cpu_problem *pb, int64_t r0, int rows, int64_t c0
     jlo[i] = (int)lo;
     jhi[i] = (int)hi;
   }
+}
+
+void cpu_split_chunk(int64_t first, int64_t last, int c, int n, int64_t *t0, int64_t *t1) {
+  int64_t count = last > first ? last - first : 0;
+  *t0 = first + count * c / n;
+  *t1 = first + count * (c + 1) / n;
 }

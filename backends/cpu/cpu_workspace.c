@@ -23,19 +23,24 @@ float *cpu_scratch_take(char *base, size_t *offset, size_t floats) {
 
 int64_t cpu_parallel_tasks(const cpu_problem *pb, fa_op op) {
   int64_t query_tasks = pb->batch * pb->heads_q * pb->q_tiles;
-  if (op == FA_OP_FORWARD) return query_tasks;
+  if (op != FA_OP_BACKWARD) return query_tasks / pb->pack * pb->splits;
   int64_t key_tasks = pb->batch * pb->heads_kv * pb->k_tiles;
   return query_tasks > key_tasks ? query_tasks : key_tasks;
 }
 
-/* The backward pass's D = rowsum(dO ∘ O), one float per query row of every head. */
+/* The backward pass's D = rowsum(dO ∘ O), one float per query row of every head; a split
+   forward's partial (m, l, O), one per chunk of every query tile. */
 static size_t shared_bytes(const cpu_problem *pb, fa_op op) {
-  if (op != FA_OP_BACKWARD) return 0;
+  if (op != FA_OP_BACKWARD) {
+    if (pb->splits <= 1) return 0;
+    return align_up((size_t)pb->batch * (size_t)(pb->heads_q / pb->pack) * (size_t)pb->q_tiles *
+                    (size_t)pb->splits * cpu_split_partial_floats(pb) * sizeof(float));
+  }
   return align_up((size_t)pb->batch * (size_t)pb->heads_q * (size_t)pb->seqlen_q * sizeof(float));
 }
 
 static size_t thread_bytes(const cpu_problem *pb, fa_op op) {
-  return op == FA_OP_FORWARD ? cpu_forward_thread_bytes(pb) : cpu_backward_thread_bytes(pb);
+  return op == FA_OP_BACKWARD ? cpu_backward_thread_bytes(pb) : cpu_forward_thread_bytes(pb);
 }
 
 size_t cpu_workspace_bytes(const cpu_problem *pb, fa_op op, int threads) {

@@ -1,0 +1,46 @@
+/*
+ * cpu_dropout.c: the dropout mask of core/philox.h on a tile. The mask is never stored: the
+ * forward and the backward pass each regenerate it from (seed, offset, batch·heads_q + head, row,
+ * key), so both passes and every backend agree on it.
+ */
+#include "core/philox.h"
+#include "cpu_internal.h"
+
+/* keep[j] for keys c0 .. c0 + nc - 1 of one row: one Philox call per four keys (a call yields
+   the draws of the four keys sharing col / 4, as fa_dropout_keep reads them). */
+static void row_keep(const cpu_problem *pb, uint64_t bh, int64_t row, int64_t c0, int nc,
+                     unsigned char *keep) {
+  fa_philox4 draws = {{0, 0, 0, 0}};
+  uint64_t group = UINT64_MAX;
+  for (int j = 0; j < nc; ++j) {
+    uint64_t col = (uint64_t)(c0 + j);
+    if (col >> 2 != group) {
+      draws = fa_dropout_draws(pb->drop_seed, pb->drop_offset, bh, (uint64_t)row, col);
+      group = col >> 2;
+    }
+    keep[j] = draws.v[col & 3u] >= pb->drop_thr;
+  }
+}
+
+void cpu_dropout_tile(const cpu_problem *pb, const cpu_seq *sq, int64_t h, int64_t r0, int mr,
+                      int64_t c0, int nc, float *s, ptrdiff_t lds) {
+  unsigned char keep[CPU_MAX_TILE_N];
+  const uint64_t bh = (uint64_t)(sq->b * pb->heads_q + h);
+  for (int i = 0; i < mr; ++i) {
+    row_keep(pb, bh, r0 + i, c0, nc, keep);
+    float *row = s + i * lds;
+    for (int j = 0; j < nc; ++j)
+      if (!keep[j]) row[j] = 0.0f;
+  }
+}
+
+void cpu_dropout_factors(const cpu_problem *pb, const cpu_seq *sq, int64_t h, int64_t r0, int mr,
+                         int64_t c0, int nc, float *z, ptrdiff_t ldz) {
+  unsigned char keep[CPU_MAX_TILE_N];
+  const uint64_t bh = (uint64_t)(sq->b * pb->heads_q + h);
+  for (int i = 0; i < mr; ++i) {
+    row_keep(pb, bh, r0 + i, c0, nc, keep);
+    float *row = z + i * ldz;
+    for (int j = 0; j < nc; ++j) row[j] = keep[j] ? pb->drop_scale : 0.0f;
+  }
+}
