@@ -30,31 +30,7 @@ static void refuse(fa_decision *out, const char *fmt, ...) {
 
 /* The storage dtypes the kernels compute on, by name; NULL for any other. */
 static const char *storage_dtype_name(fa_dtype dtype) {
-  switch (dtype) {
-    case FA_F32:
-      return "f32";
-    case FA_F16:
-      return "f16";
-    case FA_BF16:
-      return "bf16";
-    default:
-      return NULL;
-  }
-}
-
-static const char *device_kind_name(fa_device_kind kind) {
-  switch (kind) {
-    case FA_DEVICE_CPU:
-      return "cpu";
-    case FA_DEVICE_CUDA:
-      return "cuda";
-    case FA_DEVICE_HIP:
-      return "hip";
-    case FA_DEVICE_OPENCL:
-      return "opencl";
-    default:
-      return "unknown";
-  }
+  return (dtype == FA_F32 || dtype == FA_F16 || dtype == FA_BF16) ? fa_dtype_name(dtype) : NULL;
 }
 
 /*
@@ -152,12 +128,12 @@ void cpu_decide(const fa_request *req, fa_decision *out) {
   const char *dtype = storage_dtype_name(req->dtype);
   if (req->device.kind != FA_DEVICE_CPU) {
     refuse(out, "tensors are in %s memory; cpu.flash reads host memory only",
-           device_kind_name(req->device.kind));
+           fa_device_kind_name(req->device.kind));
     return;
   }
   if (!dtype) {
     refuse(out, "dtype %s is not supported by cpu.flash (f32, f16, bf16)",
-           req->dtype == FA_I32 ? "i32" : "invalid");
+           fa_dtype_name(req->dtype));
     return;
   }
   if (req->op != FA_OP_FORWARD && req->op != FA_OP_BACKWARD && req->op != FA_OP_KVCACHE) {
