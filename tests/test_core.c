@@ -820,8 +820,13 @@ static void test_enum_names(void) {
     int32_t dtype;
     const char *name;
     size_t size;
-  } dt[] = {{FA_F32, "f32", 4}, {FA_F16, "f16", 2}, {FA_BF16, "bf16", 2}, {FA_I32, "i32", 4},
-            {FA_DTYPE_INVALID, "invalid", 0}, {77, "invalid", 0}, {-1, "invalid", 0}};
+  } dt[] = {{FA_F32, "f32", 4},
+            {FA_F16, "f16", 2},
+            {FA_BF16, "bf16", 2},
+            {FA_I32, "i32", 4},
+            {FA_DTYPE_INVALID, "invalid", 0},
+            {77, "invalid", 0},
+            {-1, "invalid", 0}};
   for (size_t i = 0; i < sizeof dt / sizeof dt[0]; ++i) {
     if (strcmp(fa_dtype_name(dt[i].dtype), dt[i].name) != 0)
       fail("fa_dtype_name(%d) = %s, want %s", (int)dt[i].dtype, fa_dtype_name(dt[i].dtype),
