@@ -146,30 +146,38 @@ static fa_status expect_device(const char *name, const fa_tensor *t, fa_device w
     if (st_ != FA_OK) return st_; \
   } while (0)
 
+/* Copies a caller's versioned struct (struct_size first) into this version's. A smaller one is
+ * uninitialised or from no version of this library: refused. A larger one comes from a newer
+ * header: the fields this version does not know must all be zero, never silently ignored. */
+static fa_status resolve_versioned(const char *name, const char *type, const char *init,
+                                   const void *user, size_t known, void *out) {
+  size_t size;
+  memcpy(&size, user, sizeof size);
+  if (size < known)
+    return fa_core_set_error(INVALID,
+                             "%s.struct_size = %zu but this library's %s has %zu bytes: initialise "
+                             "it with %s",
+                             name, size, type, known, init);
+  const unsigned char *extra = (const unsigned char *)user + known;
+  for (size_t i = 0; i < size - known; ++i)
+    if (extra[i])
+      return fa_core_set_error(FA_ERR_UNSUPPORTED,
+                               "%s: byte %zu is set, beyond the %zu bytes of %s this library knows "
+                               "(a field of a newer version is not supported)",
+                               name, known + i, known, type);
+  memcpy(out, user, known);
+  memcpy(out, &known, sizeof known); /* struct_size: this version's */
+  return FA_OK;
+}
+
 static fa_status resolve_params(const fa_params *user, fa_params *out) {
   memset(out, 0, sizeof *out);
   if (!user) {
     out->struct_size = sizeof *out;
     return FA_OK;
   }
-  if (user->struct_size < sizeof(fa_params))
-    return fa_core_set_error(INVALID,
-                             "params.struct_size = %zu but this library's fa_params has %zu bytes: "
-                             "initialise params with fa_params_init() or FA_PARAMS_INIT",
-                             user->struct_size, sizeof(fa_params));
-  if (user->struct_size > sizeof(fa_params)) {
-    /* A newer header's struct: fields this version does not know must be zero, never ignored. */
-    const unsigned char *extra = (const unsigned char *)user + sizeof(fa_params);
-    for (size_t i = 0; i < user->struct_size - sizeof(fa_params); ++i)
-      if (extra[i])
-        return fa_core_set_error(FA_ERR_UNSUPPORTED,
-                                 "params: byte %zu is set, beyond the %zu bytes of fa_params this "
-                                 "library knows (a field of a newer version is not supported)",
-                                 sizeof(fa_params) + i, sizeof(fa_params));
-  }
-  memcpy(out, user, sizeof *out);
-  out->struct_size = sizeof *out;
-  return FA_OK;
+  return resolve_versioned("params", "fa_params", "fa_params_init() or FA_PARAMS_INIT", user,
+                           sizeof *out, out);
 }
 
 static fa_status check_params(const fa_params *p) {
@@ -285,21 +293,8 @@ static fa_status check_host_indices(const fa_params *p, int64_t batch, const fa_
 static fa_status resolve_kvcache_args(const fa_kvcache_args *user, fa_kvcache_args *out) {
   memset(out, 0, sizeof *out);
   if (!user) return fa_core_set_error(INVALID, "kv: NULL (kv.cache_seqlens is required)");
-  if (user->struct_size < sizeof(fa_kvcache_args))
-    return fa_core_set_error(INVALID,
-                             "kv.struct_size = %zu but fa_kvcache_args has %zu bytes: initialise "
-                             "it with fa_kvcache_args_init()",
-                             user->struct_size, sizeof(fa_kvcache_args));
-  const unsigned char *extra = (const unsigned char *)user + sizeof(fa_kvcache_args);
-  for (size_t i = 0; i < user->struct_size - sizeof(fa_kvcache_args); ++i)
-    if (extra[i])
-      return fa_core_set_error(FA_ERR_UNSUPPORTED,
-                               "kv: byte %zu is set, beyond the %zu bytes of fa_kvcache_args this "
-                               "library knows",
-                               sizeof(fa_kvcache_args) + i, sizeof(fa_kvcache_args));
-  memcpy(out, user, sizeof *out);
-  out->struct_size = sizeof *out;
-  return FA_OK;
+  return resolve_versioned("kv", "fa_kvcache_args", "fa_kvcache_args_init()", user, sizeof *out,
+                           out);
 }
 
 /* fa_forward_kvcache's own arguments: the new tokens, the cache lengths and the rotary tables. */
