@@ -26,6 +26,7 @@
 
 #include "core/dtype.h"
 #include "flash_attn.h"
+#include "tools/cli_util.h"
 
 enum { MAX_LIST = 16 };
 
@@ -68,15 +69,6 @@ static void usage(FILE *f) {
           "FLOPs: forward 4*B*H*S*S*D (halved when causal), backward 2.5x forward.\n");
 }
 
-static int parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-  char *end = NULL;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (errno || !end || end == s || *end || v < lo || v > hi) return 0;
-  *out = v;
-  return 1;
-}
-
 /* "64,128" -> {64, 128}. */
 static int parse_list(const char *s, int64_t lo, int64_t hi, int64_t *out, int cap, int *n) {
   char buf[256];
@@ -84,7 +76,7 @@ static int parse_list(const char *s, int64_t lo, int64_t hi, int64_t *out, int c
   strcpy(buf, s);
   *n = 0;
   for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-    if (*n >= cap || !parse_int(tok, lo, hi, &out[*n])) return 0;
+    if (*n >= cap || !cli_parse_i64(tok, lo, hi, &out[*n])) return 0;
     ++*n;
   }
   return *n > 0;
@@ -143,31 +135,31 @@ static int parse_args(int argc, char **argv, options *o) {
     } else if (!strcmp(a, "--causal")) {
       ok = parse_list(v, 0, 1, o->causal, 2, &o->n_causal);
     } else if (!strcmp(a, "--tokens")) {
-      ok = parse_int(v, 1, INT64_C(1) << 32, &o->tokens);
+      ok = cli_parse_i64(v, 1, INT64_C(1) << 32, &o->tokens);
     } else if (!strcmp(a, "--hidden")) {
-      ok = parse_int(v, 1, 1 << 20, &o->hidden);
+      ok = cli_parse_i64(v, 1, 1 << 20, &o->hidden);
     } else if (!strcmp(a, "--batch")) {
-      ok = parse_int(v, 1, 1 << 20, &o->batch);
+      ok = cli_parse_i64(v, 1, 1 << 20, &o->batch);
     } else if (!strcmp(a, "--heads")) {
-      ok = parse_int(v, 1, 1 << 16, &o->heads);
+      ok = cli_parse_i64(v, 1, 1 << 16, &o->heads);
     } else if (!strcmp(a, "--pass")) {
       o->fwd = strstr(v, "fwd") != NULL;
       o->bwd = strstr(v, "bwd") != NULL;
       ok = o->fwd || o->bwd;
     } else if (!strcmp(a, "--warmup")) {
-      ok = parse_int(v, 0, 1000, &x);
+      ok = cli_parse_i64(v, 0, 1000, &x);
       o->warmup = (int)x;
     } else if (!strcmp(a, "--iters")) {
-      ok = parse_int(v, 1, 10000, &x);
+      ok = cli_parse_i64(v, 1, 10000, &x);
       o->iters = (int)x;
     } else if (!strcmp(a, "--json")) {
       o->json = v;
     } else if (!strcmp(a, "--window")) {
-      ok = parse_int(v, 0, INT64_C(1) << 40, &o->window);
+      ok = cli_parse_i64(v, 0, INT64_C(1) << 40, &o->window);
     } else if (!strcmp(a, "--kv-heads")) {
-      ok = parse_int(v, 1, 1 << 16, &o->kv_heads);
+      ok = cli_parse_i64(v, 1, 1 << 16, &o->kv_heads);
     } else if (!strcmp(a, "--splits")) {
-      ok = parse_int(v, 0, 1024, &x);
+      ok = cli_parse_i64(v, 0, 1024, &x);
       o->splits = (int)x;
     } else {
       fprintf(stderr, "fa-bench: unknown option %s\n", a);
@@ -186,12 +178,6 @@ static int parse_args(int argc, char **argv, options *o) {
  * Host tensors
  * ------------------------------------------------------------------------------------------- */
 
-static size_t dtype_bytes(fa_dtype t) { return t == FA_F32 || t == FA_I32 ? 4 : 2; }
-
-static const char *dtype_name(fa_dtype t) {
-  return t == FA_F32 ? "f32" : t == FA_F16 ? "f16" : "bf16";
-}
-
 typedef struct buffer {
   fa_tensor t;
   void *mem;
@@ -206,7 +192,7 @@ static int buffer_alloc(buffer *b, fa_dtype dtype, int ndim, const int64_t *shap
     b->t.strides[i] = n;
     n *= shape[i];
   }
-  b->mem = malloc((size_t)n * dtype_bytes(dtype));
+  b->mem = malloc((size_t)n * fa_dtype_size(dtype));
   if (!b->mem) return 0;
   b->t.data = b->mem;
   b->t.device.kind = FA_DEVICE_CPU;
@@ -265,17 +251,6 @@ static void fill_random(buffer *b) {
  * Timing
  * ------------------------------------------------------------------------------------------- */
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 typedef struct measurement {
   int ok;
   double ms_median, ms_min, tflops;
@@ -306,9 +281,9 @@ static void measure(problem *p, int bwd, const options *o, double flops, measure
     return;
   }
   for (int i = 0; i < o->warmup + o->iters; ++i) {
-    double t0 = now_ms();
+    double t0 = cli_now_ms();
     fa_status st = call(p, bwd, &m->info);
-    double t1 = now_ms();
+    double t1 = cli_now_ms();
     if (st != FA_OK) {
       snprintf(m->error, sizeof m->error, "%s: %s", fa_status_string(st), fa_last_error());
       free(ms);
@@ -316,7 +291,7 @@ static void measure(problem *p, int bwd, const options *o, double flops, measure
     }
     if (i >= o->warmup) ms[i - o->warmup] = t1 - t0;
   }
-  qsort(ms, (size_t)o->iters, sizeof ms[0], cmp_double);
+  qsort(ms, (size_t)o->iters, sizeof ms[0], cli_cmp_double);
   m->ok = 1;
   m->ms_min = ms[0];
   m->ms_median = o->iters % 2 ? ms[o->iters / 2] : 0.5 * (ms[o->iters / 2 - 1] + ms[o->iters / 2]);
@@ -346,7 +321,7 @@ static void json_record(FILE *f, int first, const options *o, int64_t batch, int
                         int64_t heads, int64_t hdim, int causal, const char *pass, double flops,
                         const measurement *m) {
   fprintf(f, "%s\n    {\"pass\": \"%s\", \"dtype\": \"%s\", \"batch\": %lld, \"seqlen\": %lld, ",
-          first ? "" : ",", pass, dtype_name(o->dtype), (long long)batch, (long long)seqlen);
+          first ? "" : ",", pass, fa_dtype_name(o->dtype), (long long)batch, (long long)seqlen);
   fprintf(f, "\"heads\": %lld, \"head_dim\": %lld, \"causal\": %d, \"flops\": %.6g, ",
           (long long)heads, (long long)hdim, causal, flops);
   fprintf(f, "\"warmup\": %d, \"iters\": %d, ", o->warmup, o->iters);
@@ -475,21 +450,21 @@ static int run_decode(const options *o) {
         double *ms = malloc(sizeof(double) * (size_t)o->iters);
         fa_status st = ms ? FA_OK : FA_ERR_OUT_OF_MEMORY;
         for (int i = 0; st == FA_OK && i < o->warmup + o->iters; ++i) {
-          double t0 = now_ms();
+          double t0 = cli_now_ms();
           st = fa_forward_kvcache(&params, &q.t, &kc.t, &vc.t, &kv, &out.t, &lse.t, &info);
-          if (i >= o->warmup) ms[i - o->warmup] = now_ms() - t0;
+          if (i >= o->warmup) ms[i - o->warmup] = cli_now_ms() - t0;
         }
         if (st != FA_OK) {
           printf("failed: %s: %s\n", fa_status_string(st), ms ? fa_last_error() : "");
           ++failures;
         } else {
-          qsort(ms, (size_t)o->iters, sizeof ms[0], cmp_double);
+          qsort(ms, (size_t)o->iters, sizeof ms[0], cli_cmp_double);
           double med =
               o->iters % 2 ? ms[o->iters / 2] : 0.5 * (ms[o->iters / 2 - 1] + ms[o->iters / 2]);
           /* Keys a query reads: the whole cache, or the window's last window + 1. */
           int64_t keys = o->window >= 0 && o->window + 1 < s ? o->window + 1 : s;
           double bytes = (double)b * (double)keys * (double)hkv * 2.0 * (double)d *
-                         (double)dtype_bytes(o->dtype);
+                         (double)fa_dtype_size(o->dtype);
           printf("%10.4f %12.1f %9.2f | %s, %d\n", med, (double)b / (med * 1e-3),
                  bytes / (med * 1e-3) / 1e9, info.kernel, (int)info.num_splits);
         }
@@ -524,7 +499,7 @@ int main(int argc, char **argv) {
   if (!parse_args(argc, argv, &o)) return 2;
 
   printf("# fa-bench: flashattn-c %s, backend %s, dtype %s, median of %d (after %d warmup)\n",
-         fa_version(NULL, NULL, NULL), fa_backend_name(o.backend), dtype_name(o.dtype), o.iters,
+         fa_version(NULL, NULL, NULL), fa_backend_name(o.backend), fa_dtype_name(o.dtype), o.iters,
          o.warmup);
   printf(
       "# FLOPs: fwd 4*B*H*S*S*D (x0.5 causal; visible pairs with --window), bwd 2.5x fwd; "
@@ -542,7 +517,7 @@ int main(int argc, char **argv) {
     fprintf(json, "{\"tool\": \"fa-bench\", \"version\": \"%s\", \"backend_requested\": \"%s\", ",
             fa_version(NULL, NULL, NULL), fa_backend_name(o.backend));
     fprintf(json, "\"dtype\": \"%s\", \"iters\": %d, \"warmup\": %d, \"results\": [",
-            dtype_name(o.dtype), o.iters, o.warmup);
+            fa_dtype_name(o.dtype), o.iters, o.warmup);
   }
   int first_record = 1, failures = 0, runs = 0;
 

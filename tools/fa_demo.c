@@ -22,6 +22,7 @@
 #include "flash_attn.h"
 #include "tests/reference.h"
 #include "tests/tensor_util.h"
+#include "tools/cli_util.h"
 
 typedef struct options {
   fa_dtype dtype;
@@ -43,15 +44,6 @@ static void usage(FILE *f) {
           "  --backend NAME   auto (default: the best available), or only cpu, cuda, hip, opencl\n"
           "  --iters N        timed runs for the speed line, default 5\n"
           "Inputs are random (FA_TEST_SEED=N replays a run) and live in host memory.\n");
-}
-
-static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-  char *end = NULL;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (errno || !end || end == s || *end || v < lo || v > hi) return 0;
-  *out = v;
-  return 1;
 }
 
 static int parse_args(int argc, char **argv, options *o) {
@@ -84,20 +76,20 @@ static int parse_args(int argc, char **argv, options *o) {
       else
         ok = 0;
     } else if (!strcmp(a, "--batch")) {
-      ok = parse_i64(v, 1, 1 << 16, &o->batch);
+      ok = cli_parse_i64(v, 1, 1 << 16, &o->batch);
     } else if (!strcmp(a, "--seqlen")) {
-      ok = parse_i64(v, 1, 1 << 20, &o->seqlen);
+      ok = cli_parse_i64(v, 1, 1 << 20, &o->seqlen);
     } else if (!strcmp(a, "--heads")) {
-      ok = parse_i64(v, 1, 1 << 12, &o->heads);
+      ok = cli_parse_i64(v, 1, 1 << 12, &o->heads);
     } else if (!strcmp(a, "--head-dim")) {
-      ok = parse_i64(v, 1, 1024, &o->head_dim);
+      ok = cli_parse_i64(v, 1, 1024, &o->head_dim);
     } else if (!strcmp(a, "--causal")) {
-      ok = parse_i64(v, 0, 1, &x);
+      ok = cli_parse_i64(v, 0, 1, &x);
       o->causal = (int)x;
     } else if (!strcmp(a, "--backend")) {
       ok = fa_backend_from_name(v, &o->backend) == FA_OK;
     } else if (!strcmp(a, "--iters")) {
-      ok = parse_i64(v, 1, 1000, &x);
+      ok = cli_parse_i64(v, 1, 1000, &x);
       o->iters = (int)x;
     } else {
       fprintf(stderr, "fa-demo: unknown option %s\n", a);
@@ -142,17 +134,6 @@ static void print_report(const char *what, const fa_run_info *info) {
            info->rejected);
 }
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 typedef struct demo {
   tu_tensor q, k, v, out, lse, dout, dq, dk, dv;
   fa_params params;
@@ -172,16 +153,16 @@ static double time_median(demo *x, int bwd, int iters) {
   double *ms = malloc(sizeof(double) * (size_t)iters);
   if (!ms) return -1.0;
   for (int i = -1; i < iters; ++i) {
-    double t0 = now_ms();
+    double t0 = cli_now_ms();
     fa_status st = bwd ? run_bwd(x, NULL) : run_fwd(x, NULL);
-    double t1 = now_ms();
+    double t1 = cli_now_ms();
     if (st != FA_OK) {
       free(ms);
       return -1.0;
     }
     if (i >= 0) ms[i] = t1 - t0;
   }
-  qsort(ms, (size_t)iters, sizeof ms[0], cmp_double);
+  qsort(ms, (size_t)iters, sizeof ms[0], cli_cmp_double);
   double med = iters % 2 ? ms[iters / 2] : 0.5 * (ms[iters / 2 - 1] + ms[iters / 2]);
   free(ms);
   return med;
@@ -269,7 +250,7 @@ int main(int argc, char **argv) {
   ref_problem p = {
       B, S, S, H, H, D, D, ref_resolve_scale(0.0f, D), o.causal, FA_CAUSAL_BOTTOM_RIGHT};
   ref_result r64, naive;
-  double t0 = now_ms();
+  double t0 = cli_now_ms();
   if (ref_attention(&p, REF_F64, &x.q, &x.k, &x.v, &x.dout, &r64, 0) != 0 ||
       ref_attention(&p, REF_STORAGE, &x.q, &x.k, &x.v, &x.dout, &naive, 0) != 0) {
     printf("reference computation failed (out of memory?)\n");
@@ -279,7 +260,7 @@ int main(int argc, char **argv) {
   printf(
       "\nCheck against the float64 reference (%.1f s to compute it; pass when max error <= "
       "2 x naive %s error + %g):\n",
-      (now_ms() - t0) * 1e-3, tu_dtype_name(o.dtype), ref_floor(o.dtype));
+      (cli_now_ms() - t0) * 1e-3, tu_dtype_name(o.dtype), ref_floor(o.dtype));
   const tu_tensor *got[REF_NUM_OUTPUTS] = {&x.out, &x.lse, &x.dq, &x.dk, &x.dv};
   int all_pass = 1;
   for (int w = 0; w < REF_NUM_OUTPUTS; ++w) {
