@@ -54,6 +54,21 @@ FA_HD int fa_mask_allows(const fa_mask *m, int64_t i, int64_t j, int64_t seqlen_
   return j >= lo && j < hi;
 }
 
+/*
+ * Rows of [0, seqlen_q) that see at least one key of [c0, c1) (0 <= c0 < c1 <= seqlen_k): [*r0,
+ * *r1), empty when *r0 >= *r1. A backward pass that owns a key tile visits exactly these query
+ * rows. Row i sees [max(0, i+shift-left), min(seqlen_k, i+shift+right+1)); with both bounds
+ * non-decreasing in i, the rows form one range.
+ */
+FA_HD void fa_mask_row_range(const fa_mask *m, int64_t c0, int64_t c1, int64_t seqlen_q,
+                             int64_t *r0, int64_t *r1) {
+  int64_t a = 0, b = seqlen_q;
+  if (m->right >= 0 && c0 - m->shift - m->right > a) a = c0 - m->shift - m->right;
+  if (m->left >= 0 && c1 - m->shift + m->left < b) b = c1 - m->shift + m->left;
+  *r0 = a;
+  *r1 = b < a ? a : b;
+}
+
 typedef enum fa_tile_class {
   FA_TILE_EMPTY = 0,   /* no (row, key) pair of the tile is kept: skip it */
   FA_TILE_PARTIAL = 1, /* some pairs kept: apply the mask per element */

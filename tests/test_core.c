@@ -577,6 +577,34 @@ static void test_mask_tile_class(void) {
   case_end();
 }
 
+static void test_mask_row_range(void) {
+  case_begin("fa_mask_row_range is exactly the rows that keep a key of the key tile");
+  long n_empty = 0, n_some = 0;
+  for (int t = 0; t < 100000; ++t) {
+    mask_case c;
+    random_mask_case(&c);
+    fa_mask m = make_mask(&c);
+    int64_t c0 = rng_range(0, c.sk - 1), c1 = rng_range(c0 + 1, c.sk);
+    int64_t r0, r1;
+    fa_mask_row_range(&m, c0, c1, c.sq, &r0, &r1);
+    if (r0 < r1)
+      ++n_some;
+    else
+      ++n_empty;
+    for (int64_t i = 0; i < c.sq; ++i) {
+      int sees = 0;
+      for (int64_t j = c0; j < c1; ++j) sees |= brute_keep(&c, i, j);
+      if (sees != (i >= r0 && i < r1))
+        fail("keys [%" PRId64 ", %" PRId64 ") row %" PRId64 ": brute %d, range [%" PRId64
+             ", %" PRId64 ") (sq %" PRId64 " sk %" PRId64 " causal %d align %d window %d %" PRId64
+             " %" PRId64 ")",
+             c0, c1, i, sees, r0, r1, c.sq, c.sk, c.causal, c.align, c.window, c.left, c.right);
+    }
+  }
+  if (n_empty == 0 || n_some == 0) fail("ranges seen: empty %ld non-empty %ld", n_empty, n_some);
+  case_end();
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Storage conversions, against float64 arithmetic on the format's definition
  * ------------------------------------------------------------------------------------------- */
@@ -862,6 +890,7 @@ int main(int argc, char **argv) {
   test_softmax_empty_rows();
   test_mask_key_range();
   test_mask_tile_class();
+  test_mask_row_range();
   test_dtype_rounding();
   test_dtype_round_trip();
   test_enum_names();

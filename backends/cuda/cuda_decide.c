@@ -1,0 +1,194 @@
+/*
+ * cuda_decide.c: the CUDA backend's one decide-function. Whether a request is supported, which
+ * kernel runs, its tiles and its workspace are answered here and nowhere else; fa_plan,
+ * fa_backend_info's feature list and the call itself go through it. Pure: no allocation and no
+ * device work (the probe's facts are read once per process).
+ */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/mask.h"
+#include "cuda_internal.h"
+#include "fa2_sm80/fa2_args.h"
+#include "fa2_sm80/fa2_tiles.h"
+
+#if defined(__GNUC__)
+#define CUDA_PRINTF_LIKE __attribute__((format(printf, 2, 3)))
+#else
+#define CUDA_PRINTF_LIKE
+#endif
+
+static void refuse(fa_decision *out, const char *fmt, ...) CUDA_PRINTF_LIKE;
+
+static void refuse(fa_decision *out, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(out->reason, sizeof out->reason, fmt, ap);
+  va_end(ap);
+  out->supported = 0;
+}
+
+/* The kernels read rows with 16-byte copies: the last dimension contiguous, every other stride a
+   multiple of 8 elements and the first element 16-byte aligned. */
+static int refuse_layout(const char *name, const fa_tensor *t, fa_decision *out) {
+  if (!t) return 0;
+  if (t->strides[3] != 1) {
+    refuse(out, "%s.strides[3] = %lld: cuda.fa2 needs the head dim contiguous (stride 1)", name,
+           (long long)t->strides[3]);
+    return 1;
+  }
+  for (int i = 0; i < 3; ++i)
+    if (t->strides[i] % 8 != 0) {
+      refuse(out, "%s.strides[%d] = %lld: cuda.fa2 needs strides that are multiples of 8 elements",
+             name, i, (long long)t->strides[i]);
+      return 1;
+    }
+  uintptr_t addr = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
+  if (addr % 16 != 0) {
+    refuse(out, "%s: first element at an address not 16-byte aligned; cuda.fa2 needs 16", name);
+    return 1;
+  }
+  return 0;
+}
+
+/* Every fa_params field is honoured or refused here, never ignored. */
+static int refuse_params(const fa_request *req, fa_decision *out) {
+  const fa_params *p = req->params;
+  if (p->kernel_family && strcmp(p->kernel_family, "fa2") != 0) {
+    refuse(out, "kernel_family '%s' is unknown to cuda (families: fa2)", p->kernel_family);
+    return 1;
+  }
+  if (p->alibi_slopes) return refuse(out, "ALiBi (alibi_slopes) is not supported by cuda.fa2"), 1;
+  if (p->dropout_p > 0.0f)
+    return refuse(out, "dropout (dropout_p > 0) is not supported by cuda.fa2"), 1;
+  if (p->cu_seqlens_q || p->cu_seqlens_k)
+    return refuse(out, "varlen (cu_seqlens_q/k) is not supported by cuda.fa2"), 1;
+  if (p->seqused_k) return refuse(out, "seqused_k is not supported by cuda.fa2"), 1;
+  if (p->block_table) return refuse(out, "paged KV (block_table) is not supported by cuda.fa2"), 1;
+  if (p->num_splits > 1) {
+    refuse(out, "num_splits = %d: split-KV is not supported by cuda.fa2 (0 or 1)",
+           (int)p->num_splits);
+    return 1;
+  }
+  return 0;
+}
+
+static const char *dtype_name(fa_dtype dt) {
+  return dt == FA_F16 ? "f16" : (dt == FA_BF16 ? "bf16" : NULL);
+}
+
+/*
+ * Deterministic backward: split s of n owns a dQ accumulator and visits its key tiles in order.
+ * Enough splits to give every SM two blocks, never more than there are key tiles: each split
+ * costs one more fp32 copy of dQ in the workspace.
+ */
+int32_t cuda_bwd_dq_splits(const fa_request *req, int32_t tile_n, int32_t sm_count) {
+  int64_t n_blocks = (req->seqlen_k + tile_n - 1) / tile_n;
+  int64_t parallel = req->batch * req->heads_kv;
+  int64_t want = parallel > 0 ? (2 * (int64_t)sm_count + parallel - 1) / parallel : 1;
+  if (want > n_blocks) want = n_blocks;
+  return want < 1 ? 1 : (int32_t)want;
+}
+
+void cuda_decide(const fa_request *req, fa_decision *out) {
+  memset(out, 0, sizeof *out);
+  if (req->device.kind != FA_DEVICE_CUDA) {
+    refuse(out, "tensors are in %s memory; cuda.fa2 reads CUDA device memory only",
+           fa_device_kind_name(req->device.kind));
+    return;
+  }
+  const cuda_state *s = cuda_state_get();
+  if (!s->available) {
+    refuse(out, "%s", s->reason);
+    return;
+  }
+  const int id = req->device.id;
+  if (id < 0 || id >= s->device_count) {
+    refuse(out, "device id %d: this process sees %d CUDA device(s)", id, (int)s->device_count);
+    return;
+  }
+  const cuda_device_info *dev = &s->devices[id];
+  if (!dev->usable) {
+    refuse(out, "%s", dev->reason);
+    return;
+  }
+  const char *dt = dtype_name(req->dtype);
+  if (!dt) {
+    refuse(out, "dtype %s is not supported by cuda.fa2 (f16, bf16)", fa_dtype_name(req->dtype));
+    return;
+  }
+  if (req->op != FA_OP_FORWARD && req->op != FA_OP_BACKWARD) {
+    refuse(out, "fa_forward_kvcache is not supported by cuda.fa2");
+    return;
+  }
+  if (req->head_dim_v != req->head_dim) {
+    refuse(out, "head_dim_v %lld != head_dim %lld: cuda.fa2 needs them equal",
+           (long long)req->head_dim_v, (long long)req->head_dim);
+    return;
+  }
+  if (req->head_dim % 8 != 0 || req->head_dim > FA2_MAX_HEAD_DIM) {
+    refuse(out, "head_dim %lld: cuda.fa2 supports multiples of 8 up to %d",
+           (long long)req->head_dim, FA2_MAX_HEAD_DIM);
+    return;
+  }
+  if (refuse_params(req, out)) return;
+  /* Grid limits: heads and batch are grid dimensions y and z; rows are int32 inside kernels. */
+  if (req->batch > 65535 || req->heads_q > 65535) {
+    refuse(out, "batch %lld or heads_q %lld > 65535 (cuda.fa2 grid limit)", (long long)req->batch,
+           (long long)req->heads_q);
+    return;
+  }
+  if (req->seqlen_q > INT32_MAX - 256 || req->seqlen_k > INT32_MAX - 256) {
+    refuse(out, "seqlen > 2^31 - 256 is not supported by cuda.fa2");
+    return;
+  }
+  const fa_tensor *layout[] = {req->q,    req->k,  req->v,  req->out,
+                               req->dout, req->dq, req->dk, req->dv};
+  const char *names[] = {"q", "k", "v", "out", "dout", "dq", "dk", "dv"};
+  for (int i = 0; i < 8; ++i)
+    if (refuse_layout(names[i], layout[i], out)) return;
+
+  fa2_tile_config cfg;
+  int ok = req->op == FA_OP_FORWARD ? fa2_fwd_config((int32_t)req->head_dim, &cfg)
+                                    : fa2_bwd_config((int32_t)req->head_dim, &cfg);
+  if (!ok) {
+    refuse(out, "head_dim %lld has no cuda.fa2 kernel", (long long)req->head_dim);
+    return;
+  }
+  if ((int64_t)cfg.smem_bytes > dev->smem_optin) {
+    refuse(out,
+           "cuda.fa2 %s at head_dim %lld needs %zu KiB of shared memory per block; %s allows "
+           "%d KiB",
+           req->op == FA_OP_FORWARD ? "forward" : "backward", (long long)req->head_dim,
+           cfg.smem_bytes / 1024, dev->name, (int)(dev->smem_optin / 1024));
+    return;
+  }
+
+  const fa_params *p = req->params;
+  snprintf(out->kernel, sizeof out->kernel, "cuda.fa2.sm80.%s.%s.hd%lld%s%s%s",
+           req->op == FA_OP_FORWARD ? "fwd" : "bwd", dt, (long long)req->head_dim,
+           p->causal ? ".causal" : "", p->window_enabled ? ".window" : "",
+           p->softcap > 0.0f ? ".softcap" : "");
+  out->supported = 1;
+  out->tile_m = cfg.tile_m;
+  out->tile_n = cfg.tile_n;
+  out->num_splits = 1;
+  if (req->op == FA_OP_FORWARD) {
+    out->deterministic = 1; /* no atomics: every output is one block's */
+    out->workspace_bytes = 0;
+    return;
+  }
+  /* Backward: dQ by fp32 atomics unless determinism is asked for. */
+  fa2_bwd_args sizing;
+  memset(&sizing, 0, sizeof sizing);
+  sizing.batch = (int32_t)req->batch;
+  sizing.heads_q = (int32_t)req->heads_q;
+  sizing.seqlen_q = (int32_t)req->seqlen_q;
+  sizing.head_dim = (int32_t)req->head_dim;
+  sizing.deterministic = p->deterministic ? 1 : 0;
+  sizing.dq_splits = p->deterministic ? cuda_bwd_dq_splits(req, cfg.tile_n, dev->sm_count) : 1;
+  out->deterministic = sizing.deterministic;
+  out->workspace_bytes = fa2_bwd_workspace_bytes(&sizing);
+}

@@ -1,0 +1,40 @@
+/*
+ * cuda_internal.h: what the CUDA plugin's files share: the probe's per-device facts (read once,
+ * without creating a context on any device), the decide-function and the run.
+ */
+#ifndef FA_CUDA_INTERNAL_H
+#define FA_CUDA_INTERNAL_H
+
+#include "core/plugin.h"
+
+#define CUDA_MAX_DEVICES 64
+
+typedef struct cuda_device_info {
+  char name[96];
+  int32_t cc_major, cc_minor;
+  int32_t sm_count;
+  int32_t smem_optin; /* bytes of shared memory a block may opt in to */
+  int32_t usable;     /* 0: reason says why */
+  char reason[160];
+} cuda_device_info;
+
+typedef struct cuda_state {
+  int32_t available; /* the runtime works and at least one device is usable */
+  char reason[FA_REASON_LEN];
+  int32_t driver_version, runtime_version;
+  int32_t device_count;
+  cuda_device_info devices[CUDA_MAX_DEVICES];
+} cuda_state;
+
+/* Probes once per process (thread-safe); never fails hard. */
+const cuda_state *cuda_state_get(void);
+
+void cuda_probe(fa_plugin_probe *out);
+void cuda_decide(const fa_request *req, fa_decision *out);
+fa_status cuda_run(const fa_request *req, const fa_decision *decision, void *workspace);
+void cuda_release(void);
+
+/* The deterministic backward's number of dQ accumulators for a request (see cuda_decide.c). */
+int32_t cuda_bwd_dq_splits(const fa_request *req, int32_t tile_n, int32_t sm_count);
+
+#endif /* FA_CUDA_INTERNAL_H */

@@ -1,0 +1,193 @@
+/*
+ * cuda_plugin.c: the CUDA backend's entry point and its run(). decide() (cuda_decide.c) says what
+ * runs; run() makes the tensors' device current, prepares the kernels there once, fills the
+ * kernel arguments from the request and launches on params.stream. Calls are asynchronous with
+ * respect to the host, as CUDA calls are: errors a launch reports are returned, faults inside a
+ * kernel surface at the caller's next synchronisation.
+ */
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "core/mask.h"
+#include "cuda_internal.h"
+#include "fa2_sm80/fa2_args.h"
+#include "fa2_sm80/fa2_launch.h"
+
+static pthread_mutex_t prepared_lock = PTHREAD_MUTEX_INITIALIZER;
+static int prepared[CUDA_MAX_DEVICES]; /* 1: kernel attributes set on that device */
+
+static fa_status cuda_failure(cudaError_t e, const char *what) {
+  cudaGetLastError(); /* a launch error is not sticky: clear it for the caller's next call */
+  fa_status st = e == cudaErrorMemoryAllocation ? FA_ERR_OUT_OF_MEMORY : FA_ERR_BACKEND_FAILURE;
+  return fa_core_set_error(st, "cuda: %s failed: %s (%s)", what, cudaGetErrorName(e),
+                           cudaGetErrorString(e));
+}
+
+/* Raises the kernels' shared-memory limit on the current device, once per device. */
+static fa_status prepare_device(int id) {
+  pthread_mutex_lock(&prepared_lock);
+  int e = 0;
+  if (!prepared[id]) {
+    e = fa2_prepare_device();
+    if (e == 0) prepared[id] = 1;
+  }
+  pthread_mutex_unlock(&prepared_lock);
+  return e == 0 ? FA_OK : cuda_failure((cudaError_t)e, "preparing the fa2 kernels");
+}
+
+static void fill_strides(const fa_tensor *t, fa2_strides *s) {
+  s->batch = t->strides[0];
+  s->row = t->strides[1];
+  s->head = t->strides[2];
+}
+
+static void *tensor_ptr(const fa_tensor *t) { return fa_tensor_base(t); }
+
+static fa2_mask_args mask_args(const fa_request *req) {
+  const fa_params *p = req->params;
+  fa_mask m = fa_mask_make(p->causal, p->causal_align, p->window_enabled, p->window_left,
+                           p->window_right, req->seqlen_q, req->seqlen_k);
+  fa2_mask_args a = {m.shift, m.left, m.right};
+  return a;
+}
+
+static fa_status run_forward(const fa_request *req) {
+  fa2_fwd_args a;
+  memset(&a, 0, sizeof a);
+  a.q = tensor_ptr(req->q);
+  a.k = tensor_ptr(req->k);
+  a.v = tensor_ptr(req->v);
+  a.out = tensor_ptr(req->out);
+  fill_strides(req->q, &a.q_str);
+  fill_strides(req->k, &a.k_str);
+  fill_strides(req->v, &a.v_str);
+  fill_strides(req->out, &a.o_str);
+  if (req->lse) {
+    a.lse = (float *)tensor_ptr(req->lse);
+    a.lse_str.batch = req->lse->strides[0];
+    a.lse_str.head = req->lse->strides[1];
+    a.lse_str.row = req->lse->strides[2];
+  }
+  a.batch = (int32_t)req->batch;
+  a.seqlen_q = (int32_t)req->seqlen_q;
+  a.seqlen_k = (int32_t)req->seqlen_k;
+  a.heads_q = (int32_t)req->heads_q;
+  a.heads_kv = (int32_t)req->heads_kv;
+  a.head_dim = (int32_t)req->head_dim;
+  a.scale = req->scale;
+  a.softcap = req->params->softcap > 0.0f ? req->params->softcap : 0.0f;
+  a.mask = mask_args(req);
+  a.bf16 = req->dtype == FA_BF16;
+  a.stream = req->params->stream;
+  fa2_tile_config cfg;
+  fa2_fwd_fn fn = fa2_fwd_config(a.head_dim, &cfg) ? fa2_fwd_for(cfg.head_dim_padded) : NULL;
+  if (!fn)
+    return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no forward kernel for head_dim %d",
+                             a.head_dim);
+  int e = fn(&a);
+  return e == 0 ? FA_OK : cuda_failure((cudaError_t)e, "the fa2 forward launch");
+}
+
+static fa_status run_backward(const fa_request *req, const fa_decision *decision, void *workspace) {
+  fa2_bwd_args a;
+  memset(&a, 0, sizeof a);
+  a.q = tensor_ptr(req->q);
+  a.k = tensor_ptr(req->k);
+  a.v = tensor_ptr(req->v);
+  a.out = tensor_ptr(req->out);
+  a.dout = tensor_ptr(req->dout);
+  a.lse = (const float *)tensor_ptr(req->lse);
+  a.dq = tensor_ptr(req->dq);
+  a.dk = tensor_ptr(req->dk);
+  a.dv = tensor_ptr(req->dv);
+  fill_strides(req->q, &a.q_str);
+  fill_strides(req->k, &a.k_str);
+  fill_strides(req->v, &a.v_str);
+  fill_strides(req->out, &a.o_str);
+  fill_strides(req->dout, &a.do_str);
+  fill_strides(req->dq, &a.dq_str);
+  fill_strides(req->dk, &a.dk_str);
+  fill_strides(req->dv, &a.dv_str);
+  a.lse_str.batch = req->lse->strides[0];
+  a.lse_str.head = req->lse->strides[1];
+  a.lse_str.row = req->lse->strides[2];
+  a.batch = (int32_t)req->batch;
+  a.seqlen_q = (int32_t)req->seqlen_q;
+  a.seqlen_k = (int32_t)req->seqlen_k;
+  a.heads_q = (int32_t)req->heads_q;
+  a.heads_kv = (int32_t)req->heads_kv;
+  a.head_dim = (int32_t)req->head_dim;
+  a.scale = req->scale;
+  a.softcap = req->params->softcap > 0.0f ? req->params->softcap : 0.0f;
+  a.mask = mask_args(req);
+  a.bf16 = req->dtype == FA_BF16;
+  a.stream = req->params->stream;
+  a.deterministic = decision->deterministic;
+  a.dq_splits = 1;
+  if (a.deterministic) {
+    const cuda_device_info *dev = &cuda_state_get()->devices[req->device.id];
+    a.dq_splits = cuda_bwd_dq_splits(req, decision->tile_n, dev->sm_count);
+  }
+  if (fa2_bwd_workspace_bytes(&a) != decision->workspace_bytes)
+    return fa_core_set_error(FA_ERR_INTERNAL, "cuda: backward workspace %zu bytes, decided %zu",
+                             fa2_bwd_workspace_bytes(&a), decision->workspace_bytes);
+
+  /* Without the caller's workspace, take it from the stream-ordered pool: freed in stream order
+     after the kernels, reused by the pool for the next call, returned by fa_release. */
+  void *ws = workspace;
+  cudaStream_t stream = (cudaStream_t)a.stream;
+  if (!ws && decision->workspace_bytes > 0) {
+    cudaError_t e = cudaMallocAsync(&ws, decision->workspace_bytes, stream);
+    if (e != cudaSuccess) return cuda_failure(e, "allocating the backward workspace");
+  }
+  int e = fa2_bwd_launch(&a, ws);
+  if (ws && ws != workspace) {
+    cudaError_t f = cudaFreeAsync(ws, stream);
+    if (e == 0 && f != cudaSuccess) e = (int)f;
+  }
+  return e == 0 ? FA_OK : cuda_failure((cudaError_t)e, "the fa2 backward");
+}
+
+fa_status cuda_run(const fa_request *req, const fa_decision *decision, void *workspace) {
+  if (!decision->supported)
+    return fa_core_set_error(FA_ERR_UNSUPPORTED, "cuda: %s", decision->reason);
+  const int id = req->device.id;
+  int previous = -1;
+  cudaError_t e = cudaGetDevice(&previous);
+  if (e != cudaSuccess) return cuda_failure(e, "cudaGetDevice");
+  if (previous != id && (e = cudaSetDevice(id)) != cudaSuccess)
+    return cuda_failure(e, "cudaSetDevice");
+  fa_status st = prepare_device(id);
+  if (st == FA_OK)
+    st = req->op == FA_OP_FORWARD ? run_forward(req) : run_backward(req, decision, workspace);
+  if (previous != id) cudaSetDevice(previous);
+  return st;
+}
+
+void cuda_release(void) {
+  const cuda_state *s = cuda_state_get();
+  int previous = -1;
+  if (cudaGetDevice(&previous) != cudaSuccess) return;
+  for (int i = 0; i < s->device_count; ++i) {
+    if (!prepared[i]) continue; /* never used here: no pool to trim, no context to create */
+    cudaMemPool_t pool;
+    if (cudaDeviceGetDefaultMemPool(&pool, i) == cudaSuccess) cudaMemPoolTrimTo(pool, 0);
+  }
+  cudaGetLastError();
+}
+
+static const fa_plugin cuda_plugin = {
+    FA_PLUGIN_ABI_VERSION,
+    (uint32_t)sizeof(fa_plugin),
+    FA_BACKEND_CUDA,
+    "cuda",
+    cuda_probe,
+    cuda_decide,
+    cuda_run,
+    cuda_release,
+};
+
+FA_API const fa_plugin *fa_plugin_entry(uint32_t core_abi_version) {
+  return core_abi_version == FA_PLUGIN_ABI_VERSION ? &cuda_plugin : NULL;
+}

@@ -1,0 +1,147 @@
+/*
+ * cuda_probe.c: can this process run CUDA kernels, and on which devices? Each reason a device
+ * or the whole backend cannot run is kept word for word for fa_backend_info(): no driver library,
+ * a driver older than the runtime the plugin was built with, no device, a device older than
+ * sm_80, or an architecture this build carries no code for.
+ *
+ * The CUDA runtime is linked statically into the plugin (no libcudart needed at run time); the
+ * driver (libcuda.so.1) is what must be present. Only attribute queries are made: no context is
+ * created on any device until a call runs there.
+ */
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+/* The architectures this plugin carries machine code for, from the build ("80;90"). */
+#ifndef FA_CUDA_ARCHS
+#define FA_CUDA_ARCHS ""
+#endif
+
+static cuda_state state;
+static pthread_once_t state_once = PTHREAD_ONCE_INIT;
+
+/* Machine code for sm_XY runs on sm_XZ with Z >= Y (same major); PTX is not embedded, so a major
+   version the build does not list cannot run. */
+static int arch_built(int major, int minor) {
+  const char *p = FA_CUDA_ARCHS;
+  while (*p) {
+    int a = 0, n = 0;
+    if (sscanf(p, "%d%n", &a, &n) != 1) break;
+    if (a / 10 == major && a % 10 <= minor) return 1;
+    p += n;
+    while (*p && (*p < '0' || *p > '9')) ++p;
+  }
+  return 0;
+}
+
+static void describe_device(int id, cuda_device_info *d) {
+  memset(d, 0, sizeof *d);
+  int v = 0;
+  if (cudaDeviceGetAttribute(&d->cc_major, cudaDevAttrComputeCapabilityMajor, id) != cudaSuccess ||
+      cudaDeviceGetAttribute(&d->cc_minor, cudaDevAttrComputeCapabilityMinor, id) != cudaSuccess) {
+    snprintf(d->reason, sizeof d->reason, "device %d: attributes cannot be read (%s)", id,
+             cudaGetErrorString(cudaGetLastError()));
+    return;
+  }
+  if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, id) == cudaSuccess)
+    d->sm_count = v;
+  if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, id) == cudaSuccess)
+    d->smem_optin = v;
+  struct cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, id) == cudaSuccess)
+    snprintf(d->name, sizeof d->name, "%s", prop.name);
+  else
+    snprintf(d->name, sizeof d->name, "device %d", id);
+  if (d->cc_major < 8) {
+    snprintf(d->reason, sizeof d->reason, "%s is sm_%d%d; the fa2 kernels need sm_80 or newer",
+             d->name, d->cc_major, d->cc_minor);
+    return;
+  }
+  if (!arch_built(d->cc_major, d->cc_minor)) {
+    snprintf(d->reason, sizeof d->reason,
+             "%s is sm_%d%d: architecture not built (this plugin carries code for sm {%s}; "
+             "rebuild with CMAKE_CUDA_ARCHITECTURES including %d%d)",
+             d->name, d->cc_major, d->cc_minor, FA_CUDA_ARCHS, d->cc_major, d->cc_minor);
+    return;
+  }
+  d->usable = 1;
+}
+
+static void probe_once(void) {
+  cuda_state *s = &state;
+  memset(s, 0, sizeof *s);
+  s->runtime_version = CUDART_VERSION;
+  /* The runtime would find out too, but only as "insufficient driver"; say what is missing. */
+  void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!drv) {
+    const char *why = dlerror();
+    snprintf(s->reason, sizeof s->reason,
+             "no CUDA driver: libcuda.so.1 cannot be loaded (%s); install the NVIDIA driver",
+             why ? why : "not found");
+    return;
+  }
+  dlclose(drv);
+  int driver = 0;
+  cudaDriverGetVersion(&driver);
+  s->driver_version = driver;
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e == cudaErrorInsufficientDriver ||
+      (e == cudaSuccess && driver < CUDART_VERSION && count == 0)) {
+    snprintf(s->reason, sizeof s->reason,
+             "CUDA driver too old: it supports CUDA %d.%d, the plugin was built with CUDA %d.%d",
+             driver / 1000, (driver % 1000) / 10, CUDART_VERSION / 1000,
+             (CUDART_VERSION % 1000) / 10);
+    return;
+  }
+  if (e == cudaErrorNoDevice || (e == cudaSuccess && count == 0)) {
+    snprintf(s->reason, sizeof s->reason, "no CUDA device (the driver, CUDA %d.%d, sees none)",
+             driver / 1000, (driver % 1000) / 10);
+    return;
+  }
+  if (e != cudaSuccess) {
+    snprintf(s->reason, sizeof s->reason, "cudaGetDeviceCount failed: %s (%s)", cudaGetErrorName(e),
+             cudaGetErrorString(e));
+    cudaGetLastError();
+    return;
+  }
+  if (count > CUDA_MAX_DEVICES) count = CUDA_MAX_DEVICES;
+  s->device_count = count;
+  for (int i = 0; i < count; ++i) {
+    describe_device(i, &s->devices[i]);
+    if (s->devices[i].usable) s->available = 1;
+  }
+  if (!s->available)
+    snprintf(s->reason, sizeof s->reason, "no usable CUDA device: %s", s->devices[0].reason);
+}
+
+const cuda_state *cuda_state_get(void) {
+  pthread_once(&state_once, probe_once);
+  return &state;
+}
+
+void cuda_probe(fa_plugin_probe *out) {
+  const cuda_state *s = cuda_state_get();
+  out->available = s->available;
+  snprintf(out->reason, sizeof out->reason, "%s", s->reason);
+  out->device_count = s->device_count;
+  size_t used = 0;
+  out->devices[0] = '\0';
+  for (int i = 0; i < s->device_count && used < sizeof out->devices; ++i) {
+    const cuda_device_info *d = &s->devices[i];
+    int n = snprintf(out->devices + used, sizeof out->devices - used,
+                     "%scuda%d: %s (sm_%d%d, %d SMs)%s%s", i ? "; " : "", i, d->name, d->cc_major,
+                     d->cc_minor, d->sm_count,
+                     d->usable ? "" : " unusable: ", d->usable ? "" : d->reason);
+    if (n < 0) break;
+    used += (size_t)n;
+  }
+  snprintf(out->arch, sizeof out->arch, "sm {%s}, CUDA %d.%d runtime", FA_CUDA_ARCHS,
+           CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10);
+  snprintf(out->kernel_families, sizeof out->kernel_families, "fa2");
+  snprintf(out->dtypes, sizeof out->dtypes, "f16,bf16");
+}

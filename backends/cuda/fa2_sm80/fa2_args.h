@@ -1,0 +1,92 @@
+/*
+ * fa2_args.h: what the host side hands the FlashAttention-2 kernels (plain C, shared by the
+ * plugin's C code and the CUDA launchers). Strides are in elements; the last dimension of every
+ * tensor is contiguous (decide() refuses anything else), so a row is (batch, token, head).
+ */
+#ifndef FA_CUDA_FA2_ARGS_H
+#define FA_CUDA_FA2_ARGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fa2_strides {
+  int64_t batch, row, head;
+} fa2_strides;
+
+typedef struct fa2_lse_strides {
+  int64_t batch, head, row;
+} fa2_lse_strides;
+
+/* The mask of core/mask.h, resolved by the host (shift, left, right; -1 = unbounded). */
+typedef struct fa2_mask_args {
+  int64_t shift, left, right;
+} fa2_mask_args;
+
+typedef struct fa2_fwd_args {
+  const void *q, *k, *v;
+  void *out;
+  float *lse; /* NULL: not written */
+  fa2_strides q_str, k_str, v_str, o_str;
+  fa2_lse_strides lse_str;
+  int32_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
+  float scale;   /* softmax scale */
+  float softcap; /* 0: off */
+  fa2_mask_args mask;
+  int32_t bf16; /* 0: f16 storage */
+  void *stream; /* cudaStream_t */
+} fa2_fwd_args;
+
+typedef struct fa2_bwd_args {
+  const void *q, *k, *v, *out, *dout;
+  const float *lse;
+  void *dq, *dk, *dv;
+  fa2_strides q_str, k_str, v_str, o_str, do_str, dq_str, dk_str, dv_str;
+  fa2_lse_strides lse_str;
+  int32_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
+  float scale, softcap;
+  fa2_mask_args mask;
+  int32_t bf16;
+  /* Workspace (device memory, carved by the host): D = rowsum(dO∘O) [batch, heads_q, seqlen_q]
+     and the fp32 dQ accumulator [dq_splits][batch, heads_q, seqlen_q, head_dim]. */
+  float *dsum;
+  float *dq_accum;
+  /* deterministic = 0: one accumulator (dq_splits = 1), one block per key tile, atomics in any
+     order. deterministic = 1: block s of dq_splits owns accumulator s and visits key tiles
+     s, s + dq_splits, ... in order; the accumulators are summed in split order. */
+  int32_t deterministic;
+  int32_t dq_splits;
+  void *stream;
+} fa2_bwd_args;
+
+/* Tiles of the compiled kernels for a head dim (rounded up to the kernels' granule); 0 when
+   none. The launchers below use the same table. */
+typedef struct fa2_tile_config {
+  int32_t head_dim_padded;
+  int32_t tile_m, tile_n, warps;
+  size_t smem_bytes;
+} fa2_tile_config;
+
+int fa2_fwd_config(int32_t head_dim, fa2_tile_config *cfg);
+int fa2_bwd_config(int32_t head_dim, fa2_tile_config *cfg);
+
+/* Bytes of device workspace the backward needs (D and the dQ accumulators). */
+size_t fa2_bwd_workspace_bytes(const fa2_bwd_args *a);
+
+/* Launch on a->stream; return a cudaError_t value (0 = success). The caller has made the
+   tensors' device current. */
+int fa2_fwd_launch(const fa2_fwd_args *a);
+int fa2_bwd_launch(const fa2_bwd_args *a, void *workspace);
+
+/* The kernels' attributes set once per process and device (shared memory opt-in), and whether
+   the loaded module has code for the current device (cudaErrorNoKernelImageForDevice if not). */
+int fa2_prepare_device(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FA_CUDA_FA2_ARGS_H */

@@ -1,0 +1,307 @@
+/*
+ * fa2_bwd.cuh: the FlashAttention-2 backward kernel (sm_80 and newer).
+ *
+ * One thread block per (key tile, KV head, batch): K and V of the tile stay in shared memory and
+ * dK, dV accumulate in registers over every query row that sees the tile (core/mask.h's row range)
+ * of every query head of the KV head's group, so GQA needs no reduction afterwards. Per query
+ * tile (Q, dO, LSE and D double-buffered through cp.async):
+ *   Sᵀ = K Qᵀ and dPᵀ = V dOᵀ            warps split along the keys (and the queries)
+ *   Pᵀ = exp2(Sᵀ·log2e·scale − LSE·log2e) (recomputed from the forward's LSE; masked: 0)
+ *   dSᵀ = Pᵀ ∘ (dPᵀ − D)                  core/backward.h, times the softcap derivative
+ *   Pᵀ, dSᵀ -> shared memory
+ *   dV += Pᵀ dO, dK += dSᵀ Q             warps split along the keys and the head dim
+ *   dQ += dS K                           warps split along the queries and the head dim,
+ *                                        added to the fp32 accumulator with atomics
+ * The softmax scale is applied once: to dK at the end and to dQ by the conversion kernel.
+ * Deterministic mode: block s visits key tiles s, s + splits, ... in order and
+ * adds into its own accumulator, so every dQ element is summed in a fixed order.
+ */
+#ifndef FA_CUDA_FA2_BWD_CUH
+#define FA_CUDA_FA2_BWD_CUH
+
+#include <math.h>
+
+#include "../common/ptx.cuh"
+#include "../common/tile_io.cuh"
+#include "core/backward.h"
+#include "core/mask.h"
+#include "core/score.h"
+#include "fa2_args.h"
+#include "fa2_tiles.h"
+
+#define FA2_BWD_LOG2E 1.4426950408889634f
+
+/* Issues the loads of one query tile of head h starting at row m0: Q and dO by cp.async, the
+   LSE (log2 units; +inf for rows that saw no key and rows past the end, so P = 0 there) and D by
+   plain loads. */
+template <typename Tr, int HD, int BM, int NT>
+__device__ __forceinline__ void bwd_load_query_tile(const fa2_bwd_args &a, int b, int h, int m0,
+                                                    typename Tr::elem *sQ,
+                                                    typename Tr::elem *sdO, float *sLse,
+                                                    float *sD, int tid) {
+  typedef typename Tr::elem E;
+  const E *q = static_cast<const E *>(a.q) + b * a.q_str.batch + h * a.q_str.head;
+  const E *dO = static_cast<const E *>(a.dout) + b * a.do_str.batch + h * a.do_str.head;
+  tile_load_async<BM, HD, NT>(sQ, q + (int64_t)m0 * a.q_str.row, a.q_str.row, a.seqlen_q - m0,
+                              a.head_dim, q, tid);
+  tile_load_async<BM, HD, NT>(sdO, dO + (int64_t)m0 * a.do_str.row, a.do_str.row,
+                              a.seqlen_q - m0, a.head_dim, dO, tid);
+  const float *lse = a.lse + b * a.lse_str.batch + h * a.lse_str.head;
+  const float *dsum = a.dsum + ((int64_t)b * a.heads_q + h) * a.seqlen_q;
+  for (int i = tid; i < BM; i += NT) {
+    const int row = m0 + i;
+    float l2 = INFINITY, dd = 0.0f;
+    if (row < a.seqlen_q) {
+      const float l = lse[(int64_t)row * a.lse_str.row];
+      l2 = l == -INFINITY ? INFINITY : l * FA2_BWD_LOG2E;
+      dd = dsum[row];
+    }
+    sLse[i] = l2;
+    sD[i] = dd;
+  }
+}
+
+/* S_WN: warps along the keys for Sᵀ/dPᵀ; KV_WN: for dK/dV; DQ_WM: warps along the queries for dQ
+   (the rest of the warps split the other dimension). */
+template <typename Tr, int HD, int BN, int BM, int NW, int S_WN, int KV_WN, int DQ_WM>
+__global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) {
+  typedef typename Tr::elem E;
+  constexpr int NT = NW * 32;
+  constexpr int LD = HD + 8;
+  constexpr int LDP = BM + 8;
+  constexpr int SQ = BM / (NW / S_WN); /* queries per warp in Sᵀ */
+  constexpr int SNB = SQ / 8;
+  constexpr int KD = HD / (NW / KV_WN); /* head-dim columns per warp in dK/dV */
+  constexpr int KDB = KD / 8;
+  constexpr int QD = HD / (NW / DQ_WM); /* head-dim columns per warp in dQ */
+  constexpr int QDB = QD / 8;
+  static_assert(BN == 16 * S_WN && BN == 16 * KV_WN && BM == 16 * DQ_WM, "warp layout");
+  static_assert(SQ % 16 == 0 && KD % 16 == 0 && QD % 16 == 0, "warp tiles");
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  E *sK = reinterpret_cast<E *>(smem_raw);
+  E *sV = sK + BN * LD;
+  E *sQ = sV + BN * LD;   /* two stages */
+  E *sdO = sQ + 2 * BM * LD; /* two stages */
+  E *sPt = sdO + 2 * BM * LD;
+  E *sdSt = sPt + BN * LDP;
+  float *sLse = reinterpret_cast<float *>(sdSt + BN * LDP); /* two stages, log2 units */
+  float *sD = sLse + 2 * BM;                                /* two stages */
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3, mi = lane >> 3;
+  const int hk = blockIdx.y, b = blockIdx.z;
+  const int group = a.heads_q / a.heads_kv;
+  const int d = a.head_dim;
+  const int seqlen_q = a.seqlen_q, seqlen_k = a.seqlen_k;
+  const bool capped = a.softcap > 0.0f;
+  const float sl2 = capped ? FA2_BWD_LOG2E : a.scale * FA2_BWD_LOG2E;
+
+  const E *k = static_cast<const E *>(a.k) + b * a.k_str.batch + hk * a.k_str.head;
+  const E *v = static_cast<const E *>(a.v) + b * a.v_str.batch + hk * a.v_str.head;
+
+  fa_mask mask;
+  mask.shift = a.mask.shift;
+  mask.left = a.mask.left;
+  mask.right = a.mask.right;
+
+  const int n_blocks = (seqlen_k + BN - 1) / BN;
+  const int split = a.deterministic ? (int)blockIdx.x : 0;
+  const int n_step = a.deterministic ? (int)gridDim.x : n_blocks;
+  float *dq_acc = a.dq_accum + (int64_t)split * a.batch * a.heads_q * seqlen_q * d;
+
+  /* Warp roles. */
+  const int s_key = (warp % S_WN) * 16, s_q = (warp / S_WN) * SQ;
+  const int kv_key = (warp % KV_WN) * 16, kv_d = (warp / KV_WN) * KD;
+  const int dq_q = (warp % DQ_WM) * 16, dq_d = (warp / DQ_WM) * QD;
+
+  for (int n_block = blockIdx.x; n_block < n_blocks; n_block += n_step) {
+    const int n0 = n_block * BN;
+    const int n1 = min(n0 + BN, seqlen_k);
+    __syncthreads(); /* the previous key tile's readers are done */
+    tile_load_async<BN, HD, NT>(sK, k + (int64_t)n0 * a.k_str.row, a.k_str.row, seqlen_k - n0, d,
+                                k, tid);
+    tile_load_async<BN, HD, NT>(sV, v + (int64_t)n0 * a.v_str.row, a.v_str.row, seqlen_k - n0, d,
+                                v, tid);
+    cp_async_commit();
+
+    float dk[KDB][4], dv[KDB][4];
+#pragma unroll
+    for (int i = 0; i < KDB; ++i)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) dk[i][c] = dv[i][c] = 0.0f;
+
+    int64_t r_lo, r_hi;
+    fa_mask_row_range(&mask, n0, n1, seqlen_q, &r_lo, &r_hi);
+    const int m_begin = (int)(r_lo / BM);
+    const int m_end = r_hi > r_lo ? (int)((r_hi + BM - 1) / BM) : m_begin;
+    const int m_count = m_end - m_begin;
+
+    /* One flat loop over (query head of the group, query tile) so the prefetch crosses heads. */
+    const int steps = group * m_count;
+    if (steps > 0)
+      bwd_load_query_tile<Tr, HD, BM, NT>(a, b, hk * group, m_begin * BM, sQ, sdO, sLse, sD, tid);
+    cp_async_commit();
+
+    for (int step = 0; step < steps; ++step) {
+      const int st = step & 1;
+      const int h = hk * group + step / m_count;
+      const int m0 = (m_begin + step % m_count) * BM;
+      if (step + 1 < steps)
+        bwd_load_query_tile<Tr, HD, BM, NT>(
+            a, b, hk * group + (step + 1) / m_count, (m_begin + (step + 1) % m_count) * BM,
+            sQ + (st ^ 1) * BM * LD, sdO + (st ^ 1) * BM * LD, sLse + (st ^ 1) * BM,
+            sD + (st ^ 1) * BM, tid);
+      cp_async_commit();
+      cp_async_wait<1>();
+      __syncthreads();
+
+      const E *tQ = sQ + st * BM * LD;
+      const E *tdO = sdO + st * BM * LD;
+      const float *tLse = sLse + st * BM;
+      const float *tD = sD + st * BM;
+
+      /* Only tiles the mask (or the end of the keys) cuts pay for per-element masking. */
+      const bool masked =
+          n0 + BN > seqlen_k ||
+          fa_mask_tile_class(&mask, m0, min(m0 + BM, seqlen_q), n0, n1, seqlen_k) != FA_TILE_FULL;
+
+      /* Sᵀ = K Qᵀ and dPᵀ = V dOᵀ for this warp's 16 keys x SQ queries. */
+      float s[SNB][4], dp[SNB][4];
+#pragma unroll
+      for (int nb = 0; nb < SNB; ++nb)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) s[nb][c] = dp[nb][c] = 0.0f;
+#pragma unroll
+      for (int ks = 0; ks < HD / 16; ++ks) {
+        if (ks * 16 < d) {
+          uint32_t ka[4], va[4];
+          ldmatrix_x4(ka, smem_u32(sK + (s_key + (lane & 15)) * LD + ks * 16 + (lane >> 4) * 8));
+          ldmatrix_x4(va, smem_u32(sV + (s_key + (lane & 15)) * LD + ks * 16 + (lane >> 4) * 8));
+#pragma unroll
+          for (int nb2 = 0; nb2 < SNB / 2; ++nb2) {
+            uint32_t qb[4], ob[4];
+            const int row = s_q + nb2 * 16 + (mi >> 1) * 8 + (lane & 7);
+            ldmatrix_x4(qb, smem_u32(tQ + row * LD + ks * 16 + (mi & 1) * 8));
+            ldmatrix_x4(ob, smem_u32(tdO + row * LD + ks * 16 + (mi & 1) * 8));
+            mma_16816<Tr>(s[2 * nb2], ka, qb);
+            mma_16816<Tr>(s[2 * nb2 + 1], ka, qb + 2);
+            mma_16816<Tr>(dp[2 * nb2], va, ob);
+            mma_16816<Tr>(dp[2 * nb2 + 1], va, ob + 2);
+          }
+        }
+      }
+
+      /* Pᵀ and dSᵀ, element by element, into shared memory. */
+#pragma unroll
+      for (int nb = 0; nb < SNB; ++nb)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int key_l = s_key + g + 8 * r;
+          const int q_l = s_q + nb * 8 + 2 * t;
+          float pv[2], dsv[2];
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            float z = s[nb][2 * r + c];
+            if (capped) z = fa_score_softcap(z * a.scale, a.softcap);
+            float p = fast_exp2(z * sl2 - tLse[q_l + c]);
+            if (masked && !fa_mask_allows(&mask, m0 + q_l + c, n0 + key_l, seqlen_k))
+              p = 0.0f;
+            float ds = fa_bwd_ds(p, dp[nb][2 * r + c], tD[q_l + c]);
+            if (capped) ds *= fa_score_softcap_grad(z, a.softcap);
+            pv[c] = p;
+            dsv[c] = ds;
+          }
+          *reinterpret_cast<uint32_t *>(sPt + key_l * LDP + q_l) = Tr::pack(pv[0], pv[1]);
+          *reinterpret_cast<uint32_t *>(sdSt + key_l * LDP + q_l) = Tr::pack(dsv[0], dsv[1]);
+        }
+      __syncthreads();
+
+      /* dV += Pᵀ dO and dK += dSᵀ Q (reduction over the query tile). */
+#pragma unroll
+      for (int kq = 0; kq < BM / 16; ++kq) {
+        uint32_t pa[4], da[4];
+        ldmatrix_x4(pa, smem_u32(sPt + (kv_key + (lane & 15)) * LDP + kq * 16 + (lane >> 4) * 8));
+        ldmatrix_x4(da, smem_u32(sdSt + (kv_key + (lane & 15)) * LDP + kq * 16 + (lane >> 4) * 8));
+#pragma unroll
+        for (int db2 = 0; db2 < KDB / 2; ++db2) {
+          if (kv_d + db2 * 16 < d) {
+            uint32_t ob[4], qb[4];
+            const int row = kq * 16 + (mi & 1) * 8 + (lane & 7);
+            const int col = kv_d + db2 * 16 + (mi >> 1) * 8;
+            ldmatrix_x4_trans(ob, smem_u32(tdO + row * LD + col));
+            ldmatrix_x4_trans(qb, smem_u32(tQ + row * LD + col));
+            mma_16816<Tr>(dv[2 * db2], pa, ob);
+            mma_16816<Tr>(dv[2 * db2 + 1], pa, ob + 2);
+            mma_16816<Tr>(dk[2 * db2], da, qb);
+            mma_16816<Tr>(dk[2 * db2 + 1], da, qb + 2);
+          }
+        }
+      }
+
+      /* dQ (this warp's 16 queries x QD columns) = dS K, added to the fp32 accumulator. */
+      {
+        float dq[QDB][4];
+#pragma unroll
+        for (int i = 0; i < QDB; ++i)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) dq[i][c] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+          uint32_t sa[4];
+          ldmatrix_x4_trans(sa, smem_u32(sdSt + (kk * 16 + (mi >> 1) * 8 + (lane & 7)) * LDP +
+                                         dq_q + (mi & 1) * 8));
+#pragma unroll
+          for (int db2 = 0; db2 < QDB / 2; ++db2) {
+            if (dq_d + db2 * 16 < d) {
+              uint32_t kb[4];
+              ldmatrix_x4_trans(kb, smem_u32(sK + (kk * 16 + (mi & 1) * 8 + (lane & 7)) * LD +
+                                             dq_d + db2 * 16 + (mi >> 1) * 8));
+              mma_16816<Tr>(dq[2 * db2], sa, kb);
+              mma_16816<Tr>(dq[2 * db2 + 1], sa, kb + 2);
+            }
+          }
+        }
+        float *acc = dq_acc + ((int64_t)b * a.heads_q + h) * seqlen_q * d;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int row = m0 + dq_q + g + 8 * r;
+          if (row < seqlen_q) {
+#pragma unroll
+            for (int db = 0; db < QDB; ++db) {
+              const int col = dq_d + db * 8 + 2 * t;
+              if (col < d) {
+                atomicAdd(acc + (int64_t)row * d + col, dq[db][2 * r]);
+                atomicAdd(acc + (int64_t)row * d + col + 1, dq[db][2 * r + 1]);
+              }
+            }
+          }
+        }
+      }
+      __syncthreads(); /* this stage, Pᵀ and dSᵀ are free again */
+    }
+    cp_async_wait<0>();
+
+    /* dK (scaled) and dV of this key tile. */
+    E *dkp = static_cast<E *>(a.dk) + b * a.dk_str.batch + hk * a.dk_str.head;
+    E *dvp = static_cast<E *>(a.dv) + b * a.dv_str.batch + hk * a.dv_str.head;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int key = n0 + kv_key + g + 8 * r;
+      if (key < seqlen_k) {
+#pragma unroll
+        for (int db = 0; db < KDB; ++db) {
+          const int col = kv_d + db * 8 + 2 * t;
+          if (col < d) {
+            *reinterpret_cast<uint32_t *>(dkp + (int64_t)key * a.dk_str.row + col) =
+                Tr::pack(dk[db][2 * r] * a.scale, dk[db][2 * r + 1] * a.scale);
+            *reinterpret_cast<uint32_t *>(dvp + (int64_t)key * a.dv_str.row + col) =
+                Tr::pack(dv[db][2 * r], dv[db][2 * r + 1]);
+          }
+        }
+      }
+    }
+  }
+}
+
+#endif /* FA_CUDA_FA2_BWD_CUH */

@@ -1,0 +1,102 @@
+/*
+ * fa2_bwd_aux.cu: the backward pass's two small kernels around the main one.
+ *   dot_do_o:   D = rowsum(dO ∘ O) per query row (core/backward.h), fp32, one warp per row.
+ *   convert_dq: dQ = scale · Σ_splits accumulator, in split order, to the storage dtype.
+ */
+#include <cuda_runtime.h>
+
+#include "../common/ptx.cuh"
+#include "core/backward.h"
+#include "fa2_launch.h"
+
+namespace {
+
+constexpr int ROWS_PER_BLOCK = 8; /* one warp each */
+
+template <typename Tr>
+__global__ void __launch_bounds__(ROWS_PER_BLOCK * 32) dot_do_o(const fa2_bwd_args a) {
+  typedef typename Tr::elem E;
+  const int lane = threadIdx.x & 31;
+  const int64_t row = (int64_t)blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
+  const int64_t rows = (int64_t)a.batch * a.heads_q * a.seqlen_q;
+  if (row >= rows) return;
+  const int i = (int)(row % a.seqlen_q);
+  const int h = (int)((row / a.seqlen_q) % a.heads_q);
+  const int b = (int)(row / ((int64_t)a.seqlen_q * a.heads_q));
+  const E *o = static_cast<const E *>(a.out) + b * a.o_str.batch + h * a.o_str.head +
+               (int64_t)i * a.o_str.row;
+  const E *dO = static_cast<const E *>(a.dout) + b * a.do_str.batch + h * a.do_str.head +
+                (int64_t)i * a.do_str.row;
+  float acc = 0.0f;
+  /* 8 elements (16 bytes) per lane and step; head_dim is a multiple of 8. */
+  for (int c = lane * 8; c < a.head_dim; c += 32 * 8) {
+    const uint4 ov = *reinterpret_cast<const uint4 *>(o + c);
+    const uint4 dv = *reinterpret_cast<const uint4 *>(dO + c);
+    const uint32_t ow[4] = {ov.x, ov.y, ov.z, ov.w}, dw[4] = {dv.x, dv.y, dv.z, dv.w};
+    float of[8], df[8];
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const float2 x = Tr::unpack(ow[w]), y = Tr::unpack(dw[w]);
+      of[2 * w] = x.x;
+      of[2 * w + 1] = x.y;
+      df[2 * w] = y.x;
+      df[2 * w + 1] = y.y;
+    }
+    acc += fa_bwd_rowdot(df, of, 8);
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  if (lane == 0) a.dsum[row] = acc;
+}
+
+template <typename Tr>
+__global__ void convert_dq(const fa2_bwd_args a) {
+  typedef typename Tr::elem E;
+  const int64_t per_split = (int64_t)a.batch * a.heads_q * a.seqlen_q * a.head_dim;
+  const int64_t pairs = per_split / 2; /* head_dim is even: pairs never straddle rows */
+  for (int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; p < pairs;
+       p += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t e = 2 * p;
+    float x = 0.0f, y = 0.0f;
+    for (int s = 0; s < a.dq_splits; ++s) {
+      const float2 v = *reinterpret_cast<const float2 *>(a.dq_accum + s * per_split + e);
+      x += v.x;
+      y += v.y;
+    }
+    const int c = (int)(e % a.head_dim);
+    const int64_t row = e / a.head_dim;
+    const int i = (int)(row % a.seqlen_q);
+    const int h = (int)((row / a.seqlen_q) % a.heads_q);
+    const int b = (int)(row / ((int64_t)a.seqlen_q * a.heads_q));
+    E *dq = static_cast<E *>(a.dq) + b * a.dq_str.batch + h * a.dq_str.head +
+            (int64_t)i * a.dq_str.row + c;
+    *reinterpret_cast<uint32_t *>(dq) = Tr::pack(x * a.scale, y * a.scale);
+  }
+}
+
+}  // namespace
+
+extern "C" int fa2_bwd_dot_do_o_launch(const fa2_bwd_args *a) {
+  const int64_t rows = (int64_t)a->batch * a->heads_q * a->seqlen_q;
+  if (rows == 0) return 0;
+  const unsigned blocks = (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
+  cudaStream_t st = static_cast<cudaStream_t>(a->stream);
+  if (a->bf16)
+    dot_do_o<fa_bf16><<<blocks, ROWS_PER_BLOCK * 32, 0, st>>>(*a);
+  else
+    dot_do_o<fa_f16><<<blocks, ROWS_PER_BLOCK * 32, 0, st>>>(*a);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int fa2_bwd_convert_dq_launch(const fa2_bwd_args *a) {
+  const int64_t pairs = (int64_t)a->batch * a->heads_q * a->seqlen_q * a->head_dim / 2;
+  if (pairs == 0) return 0;
+  int64_t blocks = (pairs + 255) / 256;
+  if (blocks > 65536) blocks = 65536;
+  cudaStream_t st = static_cast<cudaStream_t>(a->stream);
+  if (a->bf16)
+    convert_dq<fa_bf16><<<(unsigned)blocks, 256, 0, st>>>(*a);
+  else
+    convert_dq<fa_f16><<<(unsigned)blocks, 256, 0, st>>>(*a);
+  return (int)cudaGetLastError();
+}

@@ -1,0 +1,267 @@
+/*
+ * fa2_fwd.cuh: the FlashAttention-2 forward kernel (sm_80 and newer).
+ *
+ * One thread block per (query tile, query head, batch). The block's NW warps split the BM query
+ * rows (16 * MT rows each); Q stays in shared memory, K and V tiles stream through a two-stage
+ * cp.async ring. Per key tile each warp computes S = Q Kᵀ for its rows with mma.sync m16n8k16,
+ * applies softcap and the mask (core/score.h, core/mask.h; only on tiles the mask cuts), updates
+ * its rows' running max and sum in the log2 domain (exp2 of one FMA per score), and adds P V
+ * with P taken straight from the S accumulators (the C fragment of two n8 blocks is the A
+ * fragment of one k16 step). The row sums stay per thread until the end. O and the LSE are
+ * written once.
+ */
+#ifndef FA_CUDA_FA2_FWD_CUH
+#define FA_CUDA_FA2_FWD_CUH
+
+#include <math.h>
+
+#include "../common/ptx.cuh"
+#include "../common/tile_io.cuh"
+#include "core/mask.h"
+#include "core/score.h"
+#include "core/softmax.h"
+#include "fa2_args.h"
+#include "fa2_tiles.h"
+
+#define FA2_LOG2E 1.4426950408889634f
+#define FA2_LN2 0.6931471805599453f
+
+template <typename Tr, int HD, int BM, int BN, int NW>
+__global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) {
+  typedef typename Tr::elem E;
+  constexpr int NT = NW * 32;
+  constexpr int MT = BM / (16 * NW); /* m16 tiles per warp */
+  constexpr int LD = HD + 8;
+  constexpr int NB = BN / 8; /* n8 blocks of keys in S */
+  constexpr int DB = HD / 8; /* n8 blocks of the head dim in O */
+  static_assert(BM % (16 * NW) == 0 && BN % 16 == 0 && HD % 32 == 0, "tile shape");
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  E *sQ = reinterpret_cast<E *>(smem_raw);
+  E *sK = sQ + BM * LD; /* two stages */
+  E *sV = sK + 2 * BN * LD;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  /* Largest query tiles first: under a causal mask they hold the most key tiles. */
+  const int m_block = gridDim.x - 1 - blockIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int hk = h / (a.heads_q / a.heads_kv);
+  const int m0 = m_block * BM;
+  const int d = a.head_dim;
+  const int seqlen_q = a.seqlen_q, seqlen_k = a.seqlen_k;
+
+  const E *q = static_cast<const E *>(a.q) + b * a.q_str.batch + h * a.q_str.head;
+  const E *k = static_cast<const E *>(a.k) + b * a.k_str.batch + hk * a.k_str.head;
+  const E *v = static_cast<const E *>(a.v) + b * a.v_str.batch + hk * a.v_str.head;
+
+  fa_mask mask;
+  mask.shift = a.mask.shift;
+  mask.left = a.mask.left;
+  mask.right = a.mask.right;
+  const int rows_end = min(m0 + BM, seqlen_q);
+  int64_t lo_first, hi_first, lo_last, hi_last;
+  fa_mask_key_range(&mask, m0, seqlen_k, &lo_first, &hi_first);
+  fa_mask_key_range(&mask, rows_end - 1, seqlen_k, &lo_last, &hi_last);
+  const int n_begin = (int)(lo_first / BN);
+  const int n_end = hi_last > lo_first ? (int)((hi_last + BN - 1) / BN) : n_begin;
+
+  /* Without softcap the scale folds into the exp2 argument; with it, scores are scaled first. */
+  const bool capped = a.softcap > 0.0f;
+  const float sl2 = capped ? FA2_LOG2E : a.scale * FA2_LOG2E;
+
+  float o[MT][DB][4];
+  float row_max[MT][2], row_sum[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int db = 0; db < DB; ++db)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) o[mt][db][c] = 0.0f;
+    row_max[mt][0] = row_max[mt][1] = -INFINITY;
+    row_sum[mt][0] = row_sum[mt][1] = 0.0f;
+  }
+
+  tile_load_async<BM, HD, NT>(sQ, q + (int64_t)m0 * a.q_str.row, a.q_str.row, seqlen_q - m0, d, q,
+                              tid);
+  if (n_begin < n_end) {
+    const int c0 = n_begin * BN;
+    tile_load_async<BN, HD, NT>(sK, k + (int64_t)c0 * a.k_str.row, a.k_str.row, seqlen_k - c0, d,
+                                k, tid);
+    tile_load_async<BN, HD, NT>(sV, v + (int64_t)c0 * a.v_str.row, a.v_str.row, seqlen_k - c0, d,
+                                v, tid);
+  }
+  cp_async_commit();
+
+  const int warp_row0 = warp * MT * 16;
+  for (int n = n_begin, it = 0; n < n_end; ++n, ++it) {
+    const int st = it & 1;
+    if (n + 1 < n_end) {
+      const int c1 = (n + 1) * BN;
+      tile_load_async<BN, HD, NT>(sK + (st ^ 1) * BN * LD, k + (int64_t)c1 * a.k_str.row,
+                                  a.k_str.row, seqlen_k - c1, d, k, tid);
+      tile_load_async<BN, HD, NT>(sV + (st ^ 1) * BN * LD, v + (int64_t)c1 * a.v_str.row,
+                                  a.v_str.row, seqlen_k - c1, d, v, tid);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+
+    const int c0 = n * BN;
+    fa_tile_class cls = fa_mask_tile_class(&mask, m0, rows_end, c0, min(c0 + BN, seqlen_k),
+                                           seqlen_k);
+    if (cls == FA_TILE_FULL && c0 + BN > seqlen_k) cls = FA_TILE_PARTIAL;
+    if (cls != FA_TILE_EMPTY) {
+      const E *tK = sK + st * BN * LD;
+      const E *tV = sV + st * BN * LD;
+      float s[MT][NB][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) s[mt][nb][c] = 0.0f;
+
+      /* S = Q Kᵀ over the head dim (k-steps past the real head dim are all zeros: skipped). */
+#pragma unroll
+      for (int ks = 0; ks < HD / 16; ++ks) {
+        if (ks * 16 < d) {
+          uint32_t qa[MT][4];
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+            ldmatrix_x4(qa[mt], smem_u32(sQ + (warp_row0 + mt * 16 + (lane & 15)) * LD + ks * 16 +
+                                         (lane >> 4) * 8));
+#pragma unroll
+          for (int nb2 = 0; nb2 < NB / 2; ++nb2) {
+            uint32_t kb[4];
+            const int mi = lane >> 3;
+            ldmatrix_x4(kb, smem_u32(tK + (nb2 * 16 + (mi >> 1) * 8 + (lane & 7)) * LD + ks * 16 +
+                                     (mi & 1) * 8));
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              mma_16816<Tr>(s[mt][2 * nb2], qa[mt], kb);
+              mma_16816<Tr>(s[mt][2 * nb2 + 1], qa[mt], kb + 2);
+            }
+          }
+        }
+      }
+
+      if (capped) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+            for (int c = 0; c < 4; ++c)
+              s[mt][nb][c] = fa_score_softcap(s[mt][nb][c] * a.scale, a.softcap);
+      }
+
+      if (cls == FA_TILE_PARTIAL) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            int64_t lo, hi;
+            fa_mask_key_range(&mask, m0 + warp_row0 + mt * 16 + g + 8 * r, seqlen_k, &lo, &hi);
+#pragma unroll
+            for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+              for (int c = 0; c < 2; ++c) {
+                const int j = c0 + nb * 8 + 2 * t + c;
+                if (j < lo || j >= hi) s[mt][nb][2 * r + c] = -INFINITY;
+              }
+          }
+      }
+
+      /* Online softmax, per row (a row's 8-key pieces sit in the 4 threads of a quad). */
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          float mx = row_max[mt][r];
+#pragma unroll
+          for (int nb = 0; nb < NB; ++nb) mx = fmaxf(mx, fmaxf(s[mt][nb][2 * r], s[mt][nb][2 * r + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          const float ms = fa_softmax_safe_max(mx) * sl2;
+          const float alpha =
+              row_max[mt][r] == -INFINITY ? 0.0f : fast_exp2(row_max[mt][r] * sl2 - ms);
+          row_max[mt][r] = mx;
+          float sum = 0.0f;
+#pragma unroll
+          for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              const float p = fast_exp2(s[mt][nb][2 * r + c] * sl2 - ms);
+              s[mt][nb][2 * r + c] = p;
+              sum += p;
+            }
+          row_sum[mt][r] = row_sum[mt][r] * alpha + sum;
+#pragma unroll
+          for (int db = 0; db < DB; ++db) {
+            o[mt][db][2 * r] *= alpha;
+            o[mt][db][2 * r + 1] *= alpha;
+          }
+        }
+
+      /* O += P V: P from registers, V through ldmatrix.trans. */
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        uint32_t pa[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          pa[mt][0] = Tr::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+          pa[mt][1] = Tr::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+          pa[mt][2] = Tr::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+          pa[mt][3] = Tr::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int db2 = 0; db2 < DB / 2; ++db2) {
+          if (db2 * 16 < d) {
+            uint32_t vb[4];
+            const int mi = lane >> 3;
+            ldmatrix_x4_trans(vb, smem_u32(tV + (kk * 16 + (mi & 1) * 8 + (lane & 7)) * LD +
+                                           db2 * 16 + (mi >> 1) * 8));
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              mma_16816<Tr>(o[mt][2 * db2], pa[mt], vb);
+              mma_16816<Tr>(o[mt][2 * db2 + 1], pa[mt], vb + 2);
+            }
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+  cp_async_wait<0>();
+
+  /* Epilogue: finish the row sums, normalise, store O and the LSE (natural log). */
+  E *out = static_cast<E *>(a.out) + b * a.o_str.batch + h * a.o_str.head;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float l = row_sum[mt][r];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float inv = fa_softmax_out_scale(l);
+      const int i = m0 + warp_row0 + mt * 16 + g + 8 * r;
+      if (i < seqlen_q) {
+        E *orow = out + (int64_t)i * a.o_str.row;
+#pragma unroll
+        for (int db = 0; db < DB; ++db) {
+          const int col = db * 8 + 2 * t;
+          if (col < d)
+            *reinterpret_cast<uint32_t *>(orow + col) =
+                Tr::pack(o[mt][db][2 * r] * inv, o[mt][db][2 * r + 1] * inv);
+        }
+        if (a.lse && t == 0) {
+          const float m_nat = row_max[mt][r] * sl2 * FA2_LN2;
+          a.lse[b * a.lse_str.batch + h * a.lse_str.head + (int64_t)i * a.lse_str.row] =
+              l > 0.0f ? m_nat + logf(l) : -INFINITY;
+        }
+      }
+    }
+}
+
+#endif /* FA_CUDA_FA2_FWD_CUH */

@@ -1,0 +1,72 @@
+/*
+ * fa2_fwd_inst.cu / the kernels of one padded head dim (FA2_HD, set by the build): forward and
+ * backward for f16 and bf16, their launchers and their shared-memory opt-in. Built once per head
+ * dim so the eight head dims compile in parallel.
+ */
+#include <cuda_runtime.h>
+
+#include "fa2_bwd.cuh"
+#include "fa2_fwd.cuh"
+#include "fa2_launch.h"
+
+#ifndef FA2_HD
+#error "FA2_HD must be defined by the build"
+#endif
+
+#define FA2_CAT_(a, b) a##b
+#define FA2_CAT(a, b) FA2_CAT_(a, b)
+
+namespace {
+
+constexpr int HD = FA2_HD;
+constexpr int FWD_M = FA2_FWD_TILE_M(HD), FWD_N = FA2_FWD_TILE_N(HD), FWD_W = FA2_FWD_WARPS(HD);
+constexpr int BWD_N = FA2_BWD_TILE_N(HD), BWD_M = FA2_BWD_TILE_M(HD), BWD_W = FA2_BWD_WARPS(HD);
+/* Backward warp layout: every warp owns 16 keys of Sᵀ and of dK/dV; the warps along the queries
+   (Sᵀ) and along the head dim (dK/dV, dQ) are what is left over. */
+constexpr int S_WN = BWD_N / 16, KV_WN = BWD_N / 16, DQ_WM = BWD_M / 16;
+
+template <typename Tr>
+int fwd(const fa2_fwd_args *a) {
+  if (a->seqlen_q == 0 || a->heads_q == 0 || a->batch == 0) return 0;
+  dim3 grid((unsigned)((a->seqlen_q + FWD_M - 1) / FWD_M), (unsigned)a->heads_q,
+            (unsigned)a->batch);
+  fa2_fwd_kernel<Tr, HD, FWD_M, FWD_N, FWD_W>
+      <<<grid, FWD_W * 32, FA2_FWD_SMEM(HD), static_cast<cudaStream_t>(a->stream)>>>(*a);
+  return (int)cudaGetLastError();
+}
+
+template <typename Tr>
+int bwd(const fa2_bwd_args *a, int grid_x) {
+  if (grid_x == 0 || a->heads_kv == 0 || a->batch == 0) return 0;
+  dim3 grid((unsigned)grid_x, (unsigned)a->heads_kv, (unsigned)a->batch);
+  fa2_bwd_kernel<Tr, HD, BWD_N, BWD_M, BWD_W, S_WN, KV_WN, DQ_WM>
+      <<<grid, BWD_W * 32, FA2_BWD_SMEM(HD), static_cast<cudaStream_t>(a->stream)>>>(*a);
+  return (int)cudaGetLastError();
+}
+
+template <typename Tr>
+cudaError_t prepare() {
+  cudaError_t e = cudaFuncSetAttribute(fa2_fwd_kernel<Tr, HD, FWD_M, FWD_N, FWD_W>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)FA2_FWD_SMEM(HD));
+  if (e != cudaSuccess) return e;
+  return cudaFuncSetAttribute(fa2_bwd_kernel<Tr, HD, BWD_N, BWD_M, BWD_W, S_WN, KV_WN, DQ_WM>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              (int)FA2_BWD_SMEM(HD));
+}
+
+}  // namespace
+
+extern "C" int FA2_CAT(fa2_fwd_launch_hd, FA2_HD)(const fa2_fwd_args *a) {
+  return a->bf16 ? fwd<fa_bf16>(a) : fwd<fa_f16>(a);
+}
+
+extern "C" int FA2_CAT(fa2_bwd_main_launch_hd, FA2_HD)(const fa2_bwd_args *a, int grid_x) {
+  return a->bf16 ? bwd<fa_bf16>(a, grid_x) : bwd<fa_f16>(a, grid_x);
+}
+
+extern "C" int FA2_CAT(fa2_prepare_hd, FA2_HD)(void) {
+  cudaError_t e = prepare<fa_f16>();
+  if (e == cudaSuccess) e = prepare<fa_bf16>();
+  return (int)e;
+}

@@ -1,0 +1,104 @@
+/*
+ * fa2_host.c: the FlashAttention-2 family's host side: the tile table (fa2_tiles.h) as data, the
+ * head-dim -> kernel tables, the backward's workspace layout and its launch sequence.
+ */
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+
+#include "fa2_launch.h"
+#include "fa2_tiles.h"
+
+static int has_kernels(int32_t head_dim) {
+  return head_dim >= 8 && head_dim <= FA2_MAX_HEAD_DIM && head_dim % 8 == 0;
+}
+
+int fa2_fwd_config(int32_t head_dim, fa2_tile_config *cfg) {
+  if (!has_kernels(head_dim)) return 0;
+  const int32_t hd = FA2_PAD_HD(head_dim);
+  cfg->head_dim_padded = hd;
+  cfg->tile_m = FA2_FWD_TILE_M(hd);
+  cfg->tile_n = FA2_FWD_TILE_N(hd);
+  cfg->warps = FA2_FWD_WARPS(hd);
+  cfg->smem_bytes = FA2_FWD_SMEM(hd);
+  return 1;
+}
+
+int fa2_bwd_config(int32_t head_dim, fa2_tile_config *cfg) {
+  if (!has_kernels(head_dim)) return 0;
+  const int32_t hd = FA2_PAD_HD(head_dim);
+  cfg->head_dim_padded = hd;
+  cfg->tile_m = FA2_BWD_TILE_M(hd);
+  cfg->tile_n = FA2_BWD_TILE_N(hd);
+  cfg->warps = FA2_BWD_WARPS(hd);
+  cfg->smem_bytes = FA2_BWD_SMEM(hd);
+  return 1;
+}
+
+#define FA2_TABLE(prefix)    \
+  switch (head_dim_padded) { \
+    case 32:                 \
+      return prefix##32;     \
+    case 64:                 \
+      return prefix##64;     \
+    case 96:                 \
+      return prefix##96;     \
+    case 128:                \
+      return prefix##128;    \
+    case 160:                \
+      return prefix##160;    \
+    case 192:                \
+      return prefix##192;    \
+    case 224:                \
+      return prefix##224;    \
+    case 256:                \
+      return prefix##256;    \
+    default:                 \
+      return NULL;           \
+  }
+
+fa2_fwd_fn fa2_fwd_for(int head_dim_padded){FA2_TABLE(fa2_fwd_launch_hd)} fa2_bwd_fn
+    fa2_bwd_main_for(int head_dim_padded) {
+  FA2_TABLE(fa2_bwd_main_launch_hd)
+}
+
+int fa2_prepare_device(void) {
+  static const fa2_prepare_fn all[] = {fa2_prepare_hd32,  fa2_prepare_hd64,  fa2_prepare_hd96,
+                                       fa2_prepare_hd128, fa2_prepare_hd160, fa2_prepare_hd192,
+                                       fa2_prepare_hd224, fa2_prepare_hd256};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) {
+    int e = all[i]();
+    if (e != 0) return e;
+  }
+  return 0;
+}
+
+/* D, rounded up to 256 bytes so the accumulator that follows stays aligned. */
+static size_t dsum_bytes(const fa2_bwd_args *a) {
+  size_t n = (size_t)a->batch * (size_t)a->heads_q * (size_t)a->seqlen_q * sizeof(float);
+  return (n + 255) & ~(size_t)255;
+}
+
+static size_t dq_accum_bytes(const fa2_bwd_args *a) {
+  return (size_t)a->dq_splits * (size_t)a->batch * (size_t)a->heads_q * (size_t)a->seqlen_q *
+         (size_t)a->head_dim * sizeof(float);
+}
+
+size_t fa2_bwd_workspace_bytes(const fa2_bwd_args *a) { return dsum_bytes(a) + dq_accum_bytes(a); }
+
+int fa2_bwd_launch(const fa2_bwd_args *in, void *workspace) {
+  fa2_tile_config cfg;
+  if (!fa2_bwd_config(in->head_dim, &cfg)) return (int)cudaErrorInvalidValue;
+  fa2_bwd_fn main_fn = fa2_bwd_main_for(cfg.head_dim_padded);
+  if (!main_fn) return (int)cudaErrorInvalidValue;
+  fa2_bwd_args a = *in;
+  a.dsum = (float *)workspace;
+  a.dq_accum = (float *)((char *)workspace + dsum_bytes(in));
+  cudaStream_t st = (cudaStream_t)a.stream;
+  int e = (int)cudaMemsetAsync(a.dq_accum, 0, dq_accum_bytes(&a), st);
+  if (e == 0) e = fa2_bwd_dot_do_o_launch(&a);
+  const int n_blocks = (a.seqlen_k + cfg.tile_n - 1) / cfg.tile_n;
+  const int grid_x = a.deterministic ? a.dq_splits : n_blocks;
+  if (e == 0 && grid_x > 0) e = main_fn(&a, grid_x);
+  if (e == 0) e = fa2_bwd_convert_dq_launch(&a);
+  return e;
+}

@@ -1,0 +1,45 @@
+/*
+ * fa2_launch.h: the per-head-dim entry points of the kernels (one object file per padded head
+ * dim, built from fa2_fwd_inst.cu / fa2_bwd_inst.cu with FA2_HD set), and the tables that map a
+ * padded head dim to them.
+ */
+#ifndef FA_CUDA_FA2_LAUNCH_H
+#define FA_CUDA_FA2_LAUNCH_H
+
+#include "fa2_args.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int (*fa2_fwd_fn)(const fa2_fwd_args *a);
+typedef int (*fa2_bwd_fn)(const fa2_bwd_args *a, int grid_x);
+typedef int (*fa2_prepare_fn)(void);
+
+#define FA2_DECLARE_HD(hd)                                           \
+  int fa2_fwd_launch_hd##hd(const fa2_fwd_args *a);                  \
+  int fa2_bwd_main_launch_hd##hd(const fa2_bwd_args *a, int grid_x); \
+  int fa2_prepare_hd##hd(void);
+
+FA2_DECLARE_HD(32)
+FA2_DECLARE_HD(64)
+FA2_DECLARE_HD(96)
+FA2_DECLARE_HD(128)
+FA2_DECLARE_HD(160)
+FA2_DECLARE_HD(192)
+FA2_DECLARE_HD(224)
+FA2_DECLARE_HD(256)
+
+/* NULL when the padded head dim has no kernels. */
+fa2_fwd_fn fa2_fwd_for(int head_dim_padded);
+fa2_bwd_fn fa2_bwd_main_for(int head_dim_padded);
+
+/* The backward's other kernels (fa2_bwd_aux.cu). */
+int fa2_bwd_dot_do_o_launch(const fa2_bwd_args *a);
+int fa2_bwd_convert_dq_launch(const fa2_bwd_args *a);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FA_CUDA_FA2_LAUNCH_H */

@@ -1,0 +1,36 @@
+/*
+ * fa2_tiles.h: the tile shapes compiled for each padded head dim, as macros so the C host code
+ * (decide, workspace) and the CUDA templates read one table.
+ *
+ * Head dims are padded up to a multiple of 32 (the kernels' granule: two 16-wide mma k-steps);
+ * columns past the real head dim are zero-filled on load and never stored.
+ * Forward (query rows x key rows per tile, warps along the query rows): 128 x 64 with 4 warps up
+ * to head dim 128, 128 x 64 with 8 warps above (each warp keeps its share of the output in
+ * registers: 32 or 16 rows x head dim). 128 x 128 at head dim 64 spilled registers.
+ * Backward (key rows per block x query rows per step): 128 x 64 with 8 warps up to head dim 128,
+ * 64 x 64 with 8 warps above, so dK and dV stay in registers.
+ */
+#ifndef FA_CUDA_FA2_TILES_H
+#define FA_CUDA_FA2_TILES_H
+
+#define FA2_HD_GRANULE 32
+#define FA2_MAX_HEAD_DIM 256
+#define FA2_PAD_HD(d) ((((d) + FA2_HD_GRANULE - 1) / FA2_HD_GRANULE) * FA2_HD_GRANULE)
+
+#define FA2_FWD_TILE_M(hd) 128
+#define FA2_FWD_TILE_N(hd) 64
+#define FA2_FWD_WARPS(hd) ((hd) <= 128 ? 4 : 8)
+/* Q once, K and V double-buffered; rows padded by 8 elements against bank conflicts. */
+#define FA2_FWD_SMEM(hd) ((size_t)(FA2_FWD_TILE_M(hd) + 4 * FA2_FWD_TILE_N(hd)) * ((hd) + 8) * 2)
+
+#define FA2_BWD_TILE_N(hd) ((hd) <= 128 ? 128 : 64)
+#define FA2_BWD_TILE_M(hd) 64
+#define FA2_BWD_WARPS(hd) 8
+/* K and V once; Q and dO double-buffered; Pᵀ and dSᵀ staged; LSE and D of a query tile
+   (two buffers each). */
+#define FA2_BWD_SMEM(hd)                                                        \
+  ((size_t)(2 * FA2_BWD_TILE_N(hd) + 4 * FA2_BWD_TILE_M(hd)) * ((hd) + 8) * 2 + \
+   (size_t)2 * FA2_BWD_TILE_N(hd) * (FA2_BWD_TILE_M(hd) + 8) * 2 +              \
+   (size_t)4 * FA2_BWD_TILE_M(hd) * 4)
+
+#endif /* FA_CUDA_FA2_TILES_H */
