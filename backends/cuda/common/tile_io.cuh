@@ -10,23 +10,29 @@
 
 /* Issues cp.async for a ROWS x HD tile whose first row is src (row stride in elements). Rows at or
    past rows_valid and columns at or past d (a multiple of 8) are zero-filled; safe_src is any
-   address inside the tensor, used where nothing is read. */
+   address inside the tensor, used where nothing is read. Each thread keeps one 16-byte column
+   and walks down the rows with one running pointer (few live registers in the caller's loop). */
 template <int ROWS, int HD, int NT, typename E>
 __device__ __forceinline__ void tile_load_async(E *dst, const E *src, int64_t row_stride,
                                                 int rows_valid, int d, const E *safe_src,
                                                 int tid) {
   constexpr int LD = HD + 8;
   constexpr int CHUNKS_PER_ROW = HD / 8;
-  constexpr int TOTAL = ROWS * CHUNKS_PER_ROW;
+  constexpr int ROWS_PER_PASS = NT / CHUNKS_PER_ROW;
+  static_assert(ROWS_PER_PASS >= 1, "too few threads for one row");
+  if (tid >= ROWS_PER_PASS * CHUNKS_PER_ROW) return;
+  const int col = (tid % CHUNKS_PER_ROW) * 8, r0 = tid / CHUNKS_PER_ROW;
+  const bool col_ok = col < d;
+  const E *from = src + (int64_t)r0 * row_stride + col;
+  const uint32_t to = smem_u32(dst + r0 * LD + col);
 #pragma unroll
-  for (int i = 0; i < (TOTAL + NT - 1) / NT; ++i) {
-    const int c = tid + i * NT;
-    if (TOTAL % NT == 0 || c < TOTAL) {
-      const int r = c / CHUNKS_PER_ROW, col = (c % CHUNKS_PER_ROW) * 8;
-      const bool ok = r < rows_valid && col < d;
-      const E *from = ok ? src + (int64_t)r * row_stride + col : safe_src;
-      cp_async_16(smem_u32(dst + r * LD + col), from, ok ? 16 : 0);
+  for (int i = 0; i < (ROWS + ROWS_PER_PASS - 1) / ROWS_PER_PASS; ++i) {
+    const int r = r0 + i * ROWS_PER_PASS;
+    if (ROWS % ROWS_PER_PASS == 0 || r < ROWS) {
+      const bool ok = col_ok && r < rows_valid;
+      cp_async_16(to + i * ROWS_PER_PASS * LD * (int)sizeof(E), ok ? from : safe_src, ok ? 16 : 0);
     }
+    from += ROWS_PER_PASS * row_stride;
   }
 }
 

@@ -31,6 +31,17 @@
 
 #define FA2_BWD_LOG2E 1.4426950408889634f
 
+/* Adds two neighbouring floats to the dQ accumulator: one 8-byte reduction where the
+   architecture has it (sm_90), two 4-byte ones before. */
+__device__ __forceinline__ void atomic_add_pair(float *p, float x, float y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2 *>(p), make_float2(x, y));
+#else
+  atomicAdd(p, x);
+  atomicAdd(p + 1, y);
+#endif
+}
+
 /* Issues the loads of one query tile of head h starting at row m0: Q and dO by cp.async, the
    LSE (log2 units; +inf for rows that saw no key and rows past the end, so P = 0 there) and D by
    plain loads. */
@@ -61,27 +72,29 @@ __device__ __forceinline__ void bwd_load_query_tile(const fa2_bwd_args &a, int b
   }
 }
 
-/* S_WN: warps along the keys for Sᵀ/dPᵀ; KV_WN: for dK/dV; DQ_WM: warps along the queries for dQ
-   (the rest of the warps split the other dimension). */
-template <typename Tr, int HD, int BN, int BM, int NW, int S_WN, int KV_WN, int DQ_WM>
+/* Warp tiles: S_WK warps along the keys for Sᵀ/dPᵀ, KV_WK for dK/dV, DQ_WQ along the queries for
+   dQ; the rest of the warps split the other dimension. Each warp tile is at least 16 x 16, and
+   the squarer it is, the fewer shared-memory bytes each mma needs. */
+template <typename Tr, int HD, int BN, int BM, int NW, int S_WK, int KV_WK, int DQ_WQ>
 __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) {
   typedef typename Tr::elem E;
   constexpr int NT = NW * 32;
   constexpr int LD = HD + 8;
   constexpr int LDP = BM + 8;
-  constexpr int SQ = BM / (NW / S_WN); /* queries per warp in Sᵀ */
-  constexpr int SNB = SQ / 8;
-  constexpr int KD = HD / (NW / KV_WN); /* head-dim columns per warp in dK/dV */
-  constexpr int KDB = KD / 8;
-  constexpr int QD = HD / (NW / DQ_WM); /* head-dim columns per warp in dQ */
-  constexpr int QDB = QD / 8;
-  static_assert(BN == 16 * S_WN && BN == 16 * KV_WN && BM == 16 * DQ_WM, "warp layout");
-  static_assert(SQ % 16 == 0 && KD % 16 == 0 && QD % 16 == 0, "warp tiles");
+  constexpr int SK = BN / S_WK, SQ = BM / (NW / S_WK); /* Sᵀ: keys x queries per warp */
+  constexpr int MS = SK / 16, SNB = SQ / 8;
+  constexpr int KK = BN / KV_WK, KD = HD / (NW / KV_WK); /* dK/dV: keys x columns per warp */
+  constexpr int MK = KK / 16, KDB = KD / 8;
+  constexpr int QQ = BM / DQ_WQ, QD = HD / (NW / DQ_WQ); /* dQ: queries x columns per warp */
+  constexpr int MQ = QQ / 16, QDB = QD / 8;
+  static_assert(SK % 16 == 0 && SQ % 16 == 0 && KK % 16 == 0 && KD % 16 == 0 && QQ % 16 == 0 &&
+                    QD % 16 == 0,
+                "warp tiles must be multiples of 16");
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   E *sK = reinterpret_cast<E *>(smem_raw);
   E *sV = sK + BN * LD;
-  E *sQ = sV + BN * LD;   /* two stages */
+  E *sQ = sV + BN * LD;      /* two stages */
   E *sdO = sQ + 2 * BM * LD; /* two stages */
   E *sPt = sdO + 2 * BM * LD;
   E *sdSt = sPt + BN * LDP;
@@ -111,9 +124,9 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
   float *dq_acc = a.dq_accum + (int64_t)split * a.batch * a.heads_q * seqlen_q * d;
 
   /* Warp roles. */
-  const int s_key = (warp % S_WN) * 16, s_q = (warp / S_WN) * SQ;
-  const int kv_key = (warp % KV_WN) * 16, kv_d = (warp / KV_WN) * KD;
-  const int dq_q = (warp % DQ_WM) * 16, dq_d = (warp / DQ_WM) * QD;
+  const int s_key = (warp % S_WK) * SK, s_q = (warp / S_WK) * SQ;
+  const int kv_key = (warp % KV_WK) * KK, kv_d = (warp / KV_WK) * KD;
+  const int dq_q = (warp % DQ_WQ) * QQ, dq_d = (warp / DQ_WQ) * QD;
 
   for (int n_block = blockIdx.x; n_block < n_blocks; n_block += n_step) {
     const int n0 = n_block * BN;
@@ -125,11 +138,13 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
                                 v, tid);
     cp_async_commit();
 
-    float dk[KDB][4], dv[KDB][4];
+    float dk[MK][KDB][4], dv[MK][KDB][4];
 #pragma unroll
-    for (int i = 0; i < KDB; ++i)
+    for (int m = 0; m < MK; ++m)
 #pragma unroll
-      for (int c = 0; c < 4; ++c) dk[i][c] = dv[i][c] = 0.0f;
+      for (int i = 0; i < KDB; ++i)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) dk[m][i][c] = dv[m][i][c] = 0.0f;
 
     int64_t r_lo, r_hi;
     fa_mask_row_range(&mask, n0, n1, seqlen_q, &r_lo, &r_hi);
@@ -166,117 +181,134 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
           n0 + BN > seqlen_k ||
           fa_mask_tile_class(&mask, m0, min(m0 + BM, seqlen_q), n0, n1, seqlen_k) != FA_TILE_FULL;
 
-      /* Sᵀ = K Qᵀ and dPᵀ = V dOᵀ for this warp's 16 keys x SQ queries. */
-      float s[SNB][4], dp[SNB][4];
+      /* Sᵀ = K Qᵀ and dPᵀ = V dOᵀ for this warp's SK keys x SQ queries. */
+      float s[MS][SNB][4], dp[MS][SNB][4];
 #pragma unroll
-      for (int nb = 0; nb < SNB; ++nb)
+      for (int m = 0; m < MS; ++m)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) s[nb][c] = dp[nb][c] = 0.0f;
+        for (int nb = 0; nb < SNB; ++nb)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) s[m][nb][c] = dp[m][nb][c] = 0.0f;
 #pragma unroll
       for (int ks = 0; ks < HD / 16; ++ks) {
-        if (ks * 16 < d) {
-          uint32_t ka[4], va[4];
-          ldmatrix_x4(ka, smem_u32(sK + (s_key + (lane & 15)) * LD + ks * 16 + (lane >> 4) * 8));
-          ldmatrix_x4(va, smem_u32(sV + (s_key + (lane & 15)) * LD + ks * 16 + (lane >> 4) * 8));
+        uint32_t ka[MS][4], va[MS][4];
 #pragma unroll
-          for (int nb2 = 0; nb2 < SNB / 2; ++nb2) {
-            uint32_t qb[4], ob[4];
-            const int row = s_q + nb2 * 16 + (mi >> 1) * 8 + (lane & 7);
-            ldmatrix_x4(qb, smem_u32(tQ + row * LD + ks * 16 + (mi & 1) * 8));
-            ldmatrix_x4(ob, smem_u32(tdO + row * LD + ks * 16 + (mi & 1) * 8));
-            mma_16816<Tr>(s[2 * nb2], ka, qb);
-            mma_16816<Tr>(s[2 * nb2 + 1], ka, qb + 2);
-            mma_16816<Tr>(dp[2 * nb2], va, ob);
-            mma_16816<Tr>(dp[2 * nb2 + 1], va, ob + 2);
+        for (int m = 0; m < MS; ++m) {
+          const int row = s_key + m * 16 + (lane & 15);
+          ldmatrix_x4(ka[m], smem_u32(sK + row * LD + ks * 16 + (lane >> 4) * 8));
+          ldmatrix_x4(va[m], smem_u32(sV + row * LD + ks * 16 + (lane >> 4) * 8));
+        }
+#pragma unroll
+        for (int nb2 = 0; nb2 < SNB / 2; ++nb2) {
+          uint32_t qb[4], ob[4];
+          const int row = s_q + nb2 * 16 + (mi >> 1) * 8 + (lane & 7);
+          ldmatrix_x4(qb, smem_u32(tQ + row * LD + ks * 16 + (mi & 1) * 8));
+          ldmatrix_x4(ob, smem_u32(tdO + row * LD + ks * 16 + (mi & 1) * 8));
+#pragma unroll
+          for (int m = 0; m < MS; ++m) {
+            mma_16816<Tr>(s[m][2 * nb2], ka[m], qb);
+            mma_16816<Tr>(s[m][2 * nb2 + 1], ka[m], qb + 2);
+            mma_16816<Tr>(dp[m][2 * nb2], va[m], ob);
+            mma_16816<Tr>(dp[m][2 * nb2 + 1], va[m], ob + 2);
           }
         }
       }
 
       /* Pᵀ and dSᵀ, element by element, into shared memory. */
 #pragma unroll
-      for (int nb = 0; nb < SNB; ++nb)
+      for (int m = 0; m < MS; ++m)
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int key_l = s_key + g + 8 * r;
-          const int q_l = s_q + nb * 8 + 2 * t;
-          float pv[2], dsv[2];
+        for (int nb = 0; nb < SNB; ++nb)
 #pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            float z = s[nb][2 * r + c];
-            if (capped) z = fa_score_softcap(z * a.scale, a.softcap);
-            float p = fast_exp2(z * sl2 - tLse[q_l + c]);
-            if (masked && !fa_mask_allows(&mask, m0 + q_l + c, n0 + key_l, seqlen_k))
-              p = 0.0f;
-            float ds = fa_bwd_ds(p, dp[nb][2 * r + c], tD[q_l + c]);
-            if (capped) ds *= fa_score_softcap_grad(z, a.softcap);
-            pv[c] = p;
-            dsv[c] = ds;
+          for (int r = 0; r < 2; ++r) {
+            const int key_l = s_key + m * 16 + g + 8 * r;
+            const int q_l = s_q + nb * 8 + 2 * t;
+            float pv[2], dsv[2];
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              float z = s[m][nb][2 * r + c];
+              if (capped) z = fa_score_softcap(z * a.scale, a.softcap);
+              float p = fast_exp2(z * sl2 - tLse[q_l + c]);
+              if (masked && !fa_mask_allows(&mask, m0 + q_l + c, n0 + key_l, seqlen_k)) p = 0.0f;
+              float ds = fa_bwd_ds(p, dp[m][nb][2 * r + c], tD[q_l + c]);
+              if (capped) ds *= fa_score_softcap_grad(z, a.softcap);
+              pv[c] = p;
+              dsv[c] = ds;
+            }
+            *reinterpret_cast<uint32_t *>(sPt + key_l * LDP + q_l) = Tr::pack(pv[0], pv[1]);
+            *reinterpret_cast<uint32_t *>(sdSt + key_l * LDP + q_l) = Tr::pack(dsv[0], dsv[1]);
           }
-          *reinterpret_cast<uint32_t *>(sPt + key_l * LDP + q_l) = Tr::pack(pv[0], pv[1]);
-          *reinterpret_cast<uint32_t *>(sdSt + key_l * LDP + q_l) = Tr::pack(dsv[0], dsv[1]);
-        }
       __syncthreads();
 
       /* dV += Pᵀ dO and dK += dSᵀ Q (reduction over the query tile). */
 #pragma unroll
       for (int kq = 0; kq < BM / 16; ++kq) {
-        uint32_t pa[4], da[4];
-        ldmatrix_x4(pa, smem_u32(sPt + (kv_key + (lane & 15)) * LDP + kq * 16 + (lane >> 4) * 8));
-        ldmatrix_x4(da, smem_u32(sdSt + (kv_key + (lane & 15)) * LDP + kq * 16 + (lane >> 4) * 8));
+        uint32_t pa[MK][4], da[MK][4];
+#pragma unroll
+        for (int m = 0; m < MK; ++m) {
+          const int row = kv_key + m * 16 + (lane & 15);
+          ldmatrix_x4(pa[m], smem_u32(sPt + row * LDP + kq * 16 + (lane >> 4) * 8));
+          ldmatrix_x4(da[m], smem_u32(sdSt + row * LDP + kq * 16 + (lane >> 4) * 8));
+        }
 #pragma unroll
         for (int db2 = 0; db2 < KDB / 2; ++db2) {
-          if (kv_d + db2 * 16 < d) {
-            uint32_t ob[4], qb[4];
-            const int row = kq * 16 + (mi & 1) * 8 + (lane & 7);
-            const int col = kv_d + db2 * 16 + (mi >> 1) * 8;
-            ldmatrix_x4_trans(ob, smem_u32(tdO + row * LD + col));
-            ldmatrix_x4_trans(qb, smem_u32(tQ + row * LD + col));
-            mma_16816<Tr>(dv[2 * db2], pa, ob);
-            mma_16816<Tr>(dv[2 * db2 + 1], pa, ob + 2);
-            mma_16816<Tr>(dk[2 * db2], da, qb);
-            mma_16816<Tr>(dk[2 * db2 + 1], da, qb + 2);
+          uint32_t ob[4], qb[4];
+          const int row = kq * 16 + (mi & 1) * 8 + (lane & 7);
+          const int col = kv_d + db2 * 16 + (mi >> 1) * 8;
+          ldmatrix_x4_trans(ob, smem_u32(tdO + row * LD + col));
+          ldmatrix_x4_trans(qb, smem_u32(tQ + row * LD + col));
+#pragma unroll
+          for (int m = 0; m < MK; ++m) {
+            mma_16816<Tr>(dv[m][2 * db2], pa[m], ob);
+            mma_16816<Tr>(dv[m][2 * db2 + 1], pa[m], ob + 2);
+            mma_16816<Tr>(dk[m][2 * db2], da[m], qb);
+            mma_16816<Tr>(dk[m][2 * db2 + 1], da[m], qb + 2);
           }
         }
       }
 
-      /* dQ (this warp's 16 queries x QD columns) = dS K, added to the fp32 accumulator. */
+      /* dQ (this warp's QQ queries x QD columns) = dS K, added to the fp32 accumulator. */
       {
-        float dq[QDB][4];
+        float dq[MQ][QDB][4];
 #pragma unroll
-        for (int i = 0; i < QDB; ++i)
+        for (int m = 0; m < MQ; ++m)
 #pragma unroll
-          for (int c = 0; c < 4; ++c) dq[i][c] = 0.0f;
+          for (int i = 0; i < QDB; ++i)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) dq[m][i][c] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk) {
-          uint32_t sa[4];
-          ldmatrix_x4_trans(sa, smem_u32(sdSt + (kk * 16 + (mi >> 1) * 8 + (lane & 7)) * LDP +
-                                         dq_q + (mi & 1) * 8));
+          uint32_t sa[MQ][4];
+#pragma unroll
+          for (int m = 0; m < MQ; ++m)
+            ldmatrix_x4_trans(sa[m], smem_u32(sdSt + (kk * 16 + (mi >> 1) * 8 + (lane & 7)) * LDP +
+                                              dq_q + m * 16 + (mi & 1) * 8));
 #pragma unroll
           for (int db2 = 0; db2 < QDB / 2; ++db2) {
-            if (dq_d + db2 * 16 < d) {
-              uint32_t kb[4];
-              ldmatrix_x4_trans(kb, smem_u32(sK + (kk * 16 + (mi & 1) * 8 + (lane & 7)) * LD +
-                                             dq_d + db2 * 16 + (mi >> 1) * 8));
-              mma_16816<Tr>(dq[2 * db2], sa, kb);
-              mma_16816<Tr>(dq[2 * db2 + 1], sa, kb + 2);
+            uint32_t kb[4];
+            ldmatrix_x4_trans(kb, smem_u32(sK + (kk * 16 + (mi & 1) * 8 + (lane & 7)) * LD + dq_d +
+                                           db2 * 16 + (mi >> 1) * 8));
+#pragma unroll
+            for (int m = 0; m < MQ; ++m) {
+              mma_16816<Tr>(dq[m][2 * db2], sa[m], kb);
+              mma_16816<Tr>(dq[m][2 * db2 + 1], sa[m], kb + 2);
             }
           }
         }
         float *acc = dq_acc + ((int64_t)b * a.heads_q + h) * seqlen_q * d;
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int row = m0 + dq_q + g + 8 * r;
-          if (row < seqlen_q) {
+        for (int m = 0; m < MQ; ++m)
 #pragma unroll
-            for (int db = 0; db < QDB; ++db) {
-              const int col = dq_d + db * 8 + 2 * t;
-              if (col < d) {
-                atomicAdd(acc + (int64_t)row * d + col, dq[db][2 * r]);
-                atomicAdd(acc + (int64_t)row * d + col + 1, dq[db][2 * r + 1]);
+          for (int r = 0; r < 2; ++r) {
+            const int row = m0 + dq_q + m * 16 + g + 8 * r;
+            if (row < seqlen_q) {
+#pragma unroll
+              for (int db = 0; db < QDB; ++db) {
+                const int col = dq_d + db * 8 + 2 * t;
+                if (col < d) atomic_add_pair(acc + (int64_t)row * d + col, dq[m][db][2 * r], dq[m][db][2 * r + 1]);
               }
             }
           }
-        }
       }
       __syncthreads(); /* this stage, Pᵀ and dSᵀ are free again */
     }
@@ -286,21 +318,23 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
     E *dkp = static_cast<E *>(a.dk) + b * a.dk_str.batch + hk * a.dk_str.head;
     E *dvp = static_cast<E *>(a.dv) + b * a.dv_str.batch + hk * a.dv_str.head;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int key = n0 + kv_key + g + 8 * r;
-      if (key < seqlen_k) {
+    for (int m = 0; m < MK; ++m)
 #pragma unroll
-        for (int db = 0; db < KDB; ++db) {
-          const int col = kv_d + db * 8 + 2 * t;
-          if (col < d) {
-            *reinterpret_cast<uint32_t *>(dkp + (int64_t)key * a.dk_str.row + col) =
-                Tr::pack(dk[db][2 * r] * a.scale, dk[db][2 * r + 1] * a.scale);
-            *reinterpret_cast<uint32_t *>(dvp + (int64_t)key * a.dv_str.row + col) =
-                Tr::pack(dv[db][2 * r], dv[db][2 * r + 1]);
+      for (int r = 0; r < 2; ++r) {
+        const int key = n0 + kv_key + m * 16 + g + 8 * r;
+        if (key < seqlen_k) {
+#pragma unroll
+          for (int db = 0; db < KDB; ++db) {
+            const int col = kv_d + db * 8 + 2 * t;
+            if (col < d) {
+              *reinterpret_cast<uint32_t *>(dkp + (int64_t)key * a.dk_str.row + col) =
+                  Tr::pack(dk[m][db][2 * r] * a.scale, dk[m][db][2 * r + 1] * a.scale);
+              *reinterpret_cast<uint32_t *>(dvp + (int64_t)key * a.dv_str.row + col) =
+                  Tr::pack(dv[m][db][2 * r], dv[m][db][2 * r + 1]);
+            }
           }
         }
       }
-    }
   }
 }
 

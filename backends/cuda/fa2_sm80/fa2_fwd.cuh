@@ -122,10 +122,12 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
 #pragma unroll
           for (int c = 0; c < 4; ++c) s[mt][nb][c] = 0.0f;
 
-      /* S = Q Kᵀ over the head dim (k-steps past the real head dim are all zeros: skipped). */
+      /* S = Q Kᵀ over the padded head dim (the padding is zeros). No branch on the real head dim
+         inside the unrolled loops: it would stop the loads of one step overlapping the mma of the
+         last. */
 #pragma unroll
       for (int ks = 0; ks < HD / 16; ++ks) {
-        if (ks * 16 < d) {
+        {
           uint32_t qa[MT][4];
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
@@ -217,7 +219,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
         }
 #pragma unroll
         for (int db2 = 0; db2 < DB / 2; ++db2) {
-          if (db2 * 16 < d) {
+          {
             uint32_t vb[4];
             const int mi = lane >> 3;
             ldmatrix_x4_trans(vb, smem_u32(tV + (kk * 16 + (mi & 1) * 8 + (lane & 7)) * LD +

@@ -21,9 +21,9 @@ namespace {
 constexpr int HD = FA2_HD;
 constexpr int FWD_M = FA2_FWD_TILE_M(HD), FWD_N = FA2_FWD_TILE_N(HD), FWD_W = FA2_FWD_WARPS(HD);
 constexpr int BWD_N = FA2_BWD_TILE_N(HD), BWD_M = FA2_BWD_TILE_M(HD), BWD_W = FA2_BWD_WARPS(HD);
-/* Backward warp layout: every warp owns 16 keys of Sᵀ and of dK/dV; the warps along the queries
-   (Sᵀ) and along the head dim (dK/dV, dQ) are what is left over. */
-constexpr int S_WN = BWD_N / 16, KV_WN = BWD_N / 16, DQ_WM = BWD_M / 16;
+/* Backward warp layout (fa2_tiles.h): warps along the keys for Sᵀ and dK/dV, along the queries for
+   dQ; the other warps split the other dimension. */
+constexpr int S_WK = FA2_BWD_S_WK(HD), KV_WK = FA2_BWD_KV_WK(HD), DQ_WQ = FA2_BWD_DQ_WQ(HD);
 
 template <typename Tr>
 int fwd(const fa2_fwd_args *a) {
@@ -39,7 +39,7 @@ template <typename Tr>
 int bwd(const fa2_bwd_args *a, int grid_x) {
   if (grid_x == 0 || a->heads_kv == 0 || a->batch == 0) return 0;
   dim3 grid((unsigned)grid_x, (unsigned)a->heads_kv, (unsigned)a->batch);
-  fa2_bwd_kernel<Tr, HD, BWD_N, BWD_M, BWD_W, S_WN, KV_WN, DQ_WM>
+  fa2_bwd_kernel<Tr, HD, BWD_N, BWD_M, BWD_W, S_WK, KV_WK, DQ_WQ>
       <<<grid, BWD_W * 32, FA2_BWD_SMEM(HD), static_cast<cudaStream_t>(a->stream)>>>(*a);
   return (int)cudaGetLastError();
 }
@@ -50,7 +50,7 @@ cudaError_t prepare() {
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)FA2_FWD_SMEM(HD));
   if (e != cudaSuccess) return e;
-  return cudaFuncSetAttribute(fa2_bwd_kernel<Tr, HD, BWD_N, BWD_M, BWD_W, S_WN, KV_WN, DQ_WM>,
+  return cudaFuncSetAttribute(fa2_bwd_kernel<Tr, HD, BWD_N, BWD_M, BWD_W, S_WK, KV_WK, DQ_WQ>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                               (int)FA2_BWD_SMEM(HD));
 }

@@ -26,6 +26,12 @@
 #define FA2_BWD_TILE_N(hd) ((hd) <= 128 ? 128 : 64)
 #define FA2_BWD_TILE_M(hd) 64
 #define FA2_BWD_WARPS(hd) 8
+/* Warps along the keys for Sᵀ (32 keys each) and for dK/dV (32 keys each where the head dim
+   splits into 16-column multiples, else 16), along the queries for dQ (32 queries each where the
+   head dim splits four ways into 16-column multiples, else 16). */
+#define FA2_BWD_S_WK(hd) (FA2_BWD_TILE_N(hd) / 32)
+#define FA2_BWD_KV_WK(hd) (FA2_BWD_TILE_N(hd) == 128 ? 4 : ((hd) % 64 == 0 ? 2 : 4))
+#define FA2_BWD_DQ_WQ(hd) ((hd) % 64 == 0 ? 2 : 4)
 /* K and V once; Q and dO double-buffered; Pᵀ and dSᵀ staged; LSE and D of a query tile
    (two buffers each). */
 #define FA2_BWD_SMEM(hd)                                                        \
