@@ -75,6 +75,16 @@ typedef enum fa_tile_class {
   FA_TILE_FULL = 2     /* every pair kept: no masking needed */
 } fa_tile_class;
 
+/* The classification from the key ranges of the tile's first row [lo_first, hi_first) and last
+   row [lo_last, hi_last), for kernels that compute those once and test many key tiles. */
+FA_HD fa_tile_class fa_mask_tile_class_from_ranges(int64_t lo_first, int64_t hi_first,
+                                                   int64_t lo_last, int64_t hi_last, int64_t c0,
+                                                   int64_t c1) {
+  if (hi_last <= c0 || lo_first >= c1) return FA_TILE_EMPTY;
+  if (lo_last <= c0 && hi_first >= c1) return FA_TILE_FULL;
+  return FA_TILE_PARTIAL;
+}
+
 /* Classifies the tile rows [r0, r1) x keys [c0, c1) (both non-empty, keys within seqlen_k). */
 FA_HD fa_tile_class fa_mask_tile_class(const fa_mask *m, int64_t r0, int64_t r1, int64_t c0,
                                        int64_t c1, int64_t seqlen_k) {
@@ -84,9 +94,7 @@ FA_HD fa_tile_class fa_mask_tile_class(const fa_mask *m, int64_t r0, int64_t r1,
   int64_t lo_first, hi_first, lo_last, hi_last;
   fa_mask_key_range(m, r0, seqlen_k, &lo_first, &hi_first);
   fa_mask_key_range(m, r1 - 1, seqlen_k, &lo_last, &hi_last);
-  if (hi_last <= c0 || lo_first >= c1) return FA_TILE_EMPTY;
-  if (lo_last <= c0 && hi_first >= c1) return FA_TILE_FULL;
-  return FA_TILE_PARTIAL;
+  return fa_mask_tile_class_from_ranges(lo_first, hi_first, lo_last, hi_last, c0, c1);
 }
 
 #endif /* FA_CORE_MASK_H */

@@ -50,9 +50,13 @@ typedef struct fa2_bwd_args {
   float scale, softcap;
   fa2_mask_args mask;
   int32_t bf16;
-  /* Workspace (device memory, carved by the host): D = rowsum(dO∘O) [batch, heads_q, seqlen_q]
-     and the fp32 dQ accumulator [dq_splits][batch, heads_q, seqlen_q, head_dim]. */
+  /* Workspace (device memory, carved by the host): D = rowsum(dO∘O) and the LSE in log2 units
+     (+inf where the row saw no key, so P = 0 there), both [batch, heads_q, seqlen_q_padded] with
+     the padding rows filled (D 0, LSE +inf) so query tiles load them whole with cp.async; and
+     the fp32 dQ accumulator [dq_splits][batch, heads_q, seqlen_q, head_dim]. */
+  int32_t seqlen_q_padded; /* seqlen_q rounded up to the backward's query tile */
   float *dsum;
+  float *lse_log2;
   float *dq_accum;
   /* deterministic = 0: one accumulator (dq_splits = 1), one block per key tile, atomics in any
      order. deterministic = 1: block s of dq_splits owns accumulator s and visits key tiles

@@ -42,9 +42,8 @@ __device__ __forceinline__ void atomic_add_pair(float *p, float x, float y) {
 #endif
 }
 
-/* Issues the loads of one query tile of head h starting at row m0: Q and dO by cp.async, the
-   LSE (log2 units; +inf for rows that saw no key and rows past the end, so P = 0 there) and D by
-   plain loads. */
+/* Issues the loads of one query tile of head h starting at row m0, all by cp.async: Q, dO, and
+   the tile's LSE (log2 units) and D from the workspace the preprocessing kernel filled. */
 template <typename Tr, int HD, int BM, int NT>
 __device__ __forceinline__ void bwd_load_query_tile(const fa2_bwd_args &a, int b, int h, int m0,
                                                     typename Tr::elem *sQ,
@@ -57,19 +56,13 @@ __device__ __forceinline__ void bwd_load_query_tile(const fa2_bwd_args &a, int b
                               a.head_dim, q, tid);
   tile_load_async<BM, HD, NT>(sdO, dO + (int64_t)m0 * a.do_str.row, a.do_str.row,
                               a.seqlen_q - m0, a.head_dim, dO, tid);
-  const float *lse = a.lse + b * a.lse_str.batch + h * a.lse_str.head;
-  const float *dsum = a.dsum + ((int64_t)b * a.heads_q + h) * a.seqlen_q;
-  for (int i = tid; i < BM; i += NT) {
-    const int row = m0 + i;
-    float l2 = INFINITY, dd = 0.0f;
-    if (row < a.seqlen_q) {
-      const float l = lse[(int64_t)row * a.lse_str.row];
-      l2 = l == -INFINITY ? INFINITY : l * FA2_BWD_LOG2E;
-      dd = dsum[row];
-    }
-    sLse[i] = l2;
-    sD[i] = dd;
-  }
+  const int64_t row0 = ((int64_t)b * a.heads_q + h) * a.seqlen_q_padded + m0;
+  constexpr int CHUNKS = BM / 4; /* 16-byte pieces of one vector */
+  static_assert(2 * CHUNKS <= NT, "one chunk per thread");
+  if (tid < CHUNKS)
+    cp_async_16(smem_u32(sLse + 4 * tid), a.lse_log2 + row0 + 4 * tid, 16);
+  else if (tid < 2 * CHUNKS)
+    cp_async_16(smem_u32(sD + 4 * (tid - CHUNKS)), a.dsum + row0 + 4 * (tid - CHUNKS), 16);
 }
 
 /* Warp tiles: S_WK warps along the keys for Sᵀ/dPᵀ, KV_WK for dK/dV, DQ_WQ along the queries for
@@ -214,30 +207,52 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
         }
       }
 
-      /* Pᵀ and dSᵀ, element by element, into shared memory. */
+      /* Pᵀ and dSᵀ, element by element, into shared memory. The softcap and the mask are each
+         one uniform branch around a loop, so the loop that does the work has no branch. */
+      if (capped) {
+#pragma unroll
+        for (int m = 0; m < MS; ++m)
+#pragma unroll
+          for (int nb = 0; nb < SNB; ++nb)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) s[m][nb][c] = fa_score_softcap(s[m][nb][c] * a.scale, a.softcap);
+      }
+      if (masked) {
+#pragma unroll
+        for (int m = 0; m < MS; ++m)
+#pragma unroll
+          for (int nb = 0; nb < SNB; ++nb)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+              const int key = n0 + s_key + m * 16 + g + 8 * (c >> 1);
+              const int row = m0 + s_q + nb * 8 + 2 * t + (c & 1);
+              if (!fa_mask_allows(&mask, row, key, seqlen_k)) s[m][nb][c] = -INFINITY;
+            }
+      }
 #pragma unroll
       for (int m = 0; m < MS; ++m)
 #pragma unroll
-        for (int nb = 0; nb < SNB; ++nb)
+        for (int nb = 0; nb < SNB; ++nb) {
+          const int q_l = s_q + nb * 8 + 2 * t;
+          const float2 lse2 = *reinterpret_cast<const float2 *>(tLse + q_l);
+          const float2 dd = *reinterpret_cast<const float2 *>(tD + q_l);
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
             const int key_l = s_key + m * 16 + g + 8 * r;
-            const int q_l = s_q + nb * 8 + 2 * t;
             float pv[2], dsv[2];
 #pragma unroll
             for (int c = 0; c < 2; ++c) {
-              float z = s[m][nb][2 * r + c];
-              if (capped) z = fa_score_softcap(z * a.scale, a.softcap);
-              float p = fast_exp2(z * sl2 - tLse[q_l + c]);
-              if (masked && !fa_mask_allows(&mask, m0 + q_l + c, n0 + key_l, seqlen_k)) p = 0.0f;
-              float ds = fa_bwd_ds(p, dp[m][nb][2 * r + c], tD[q_l + c]);
-              if (capped) ds *= fa_score_softcap_grad(z, a.softcap);
+              const float z = s[m][nb][2 * r + c];
+              const float p = fast_exp2(z * sl2 - (c ? lse2.y : lse2.x));
+              const float ds = fa_bwd_ds(p, dp[m][nb][2 * r + c], c ? dd.y : dd.x);
+              /* Masked scores are -inf (p = 0, ds = 0); their softcap factor is not finite. */
               pv[c] = p;
-              dsv[c] = ds;
+              dsv[c] = p > 0.0f ? ds * fa_score_softcap_grad(z, a.softcap) : 0.0f;
             }
             *reinterpret_cast<uint32_t *>(sPt + key_l * LDP + q_l) = Tr::pack(pv[0], pv[1]);
             *reinterpret_cast<uint32_t *>(sdSt + key_l * LDP + q_l) = Tr::pack(dsv[0], dsv[1]);
           }
+        }
       __syncthreads();
 
       /* dV += Pᵀ dO and dK += dSᵀ Q (reduction over the query tile). */

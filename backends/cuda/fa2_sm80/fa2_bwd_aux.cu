@@ -1,6 +1,8 @@
 /*
  * fa2_bwd_aux.cu: the backward pass's two small kernels around the main one.
- *   dot_do_o:   D = rowsum(dO ∘ O) per query row (core/backward.h), fp32, one warp per row.
+ *   dot_do_o:   D = rowsum(dO ∘ O) per query row (core/backward.h), fp32, one warp per row,
+ *               and the LSE in log2 units (+inf where it is -inf: P = 0), both padded to the
+ *               query tile with rows that contribute nothing (D 0, LSE +inf).
  *   convert_dq: dQ = scale · Σ_splits accumulator, in split order, to the storage dtype.
  */
 #include <cuda_runtime.h>
@@ -18,11 +20,18 @@ __global__ void __launch_bounds__(ROWS_PER_BLOCK * 32) dot_do_o(const fa2_bwd_ar
   typedef typename Tr::elem E;
   const int lane = threadIdx.x & 31;
   const int64_t row = (int64_t)blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
-  const int64_t rows = (int64_t)a.batch * a.heads_q * a.seqlen_q;
+  const int64_t rows = (int64_t)a.batch * a.heads_q * a.seqlen_q_padded;
   if (row >= rows) return;
-  const int i = (int)(row % a.seqlen_q);
-  const int h = (int)((row / a.seqlen_q) % a.heads_q);
-  const int b = (int)(row / ((int64_t)a.seqlen_q * a.heads_q));
+  const int i = (int)(row % a.seqlen_q_padded);
+  const int h = (int)((row / a.seqlen_q_padded) % a.heads_q);
+  const int b = (int)(row / ((int64_t)a.seqlen_q_padded * a.heads_q));
+  if (i >= a.seqlen_q) {
+    if (lane == 0) {
+      a.dsum[row] = 0.0f;
+      a.lse_log2[row] = INFINITY;
+    }
+    return;
+  }
   const E *o = static_cast<const E *>(a.out) + b * a.o_str.batch + h * a.o_str.head +
                (int64_t)i * a.o_str.row;
   const E *dO = static_cast<const E *>(a.dout) + b * a.do_str.batch + h * a.do_str.head +
@@ -46,7 +55,11 @@ __global__ void __launch_bounds__(ROWS_PER_BLOCK * 32) dot_do_o(const fa2_bwd_ar
   }
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-  if (lane == 0) a.dsum[row] = acc;
+  if (lane == 0) {
+    a.dsum[row] = acc;
+    const float l = a.lse[b * a.lse_str.batch + h * a.lse_str.head + (int64_t)i * a.lse_str.row];
+    a.lse_log2[row] = l == -INFINITY ? INFINITY : l * 1.4426950408889634f;
+  }
 }
 
 template <typename Tr>
@@ -77,7 +90,7 @@ __global__ void convert_dq(const fa2_bwd_args a) {
 }  // namespace
 
 extern "C" int fa2_bwd_dot_do_o_launch(const fa2_bwd_args *a) {
-  const int64_t rows = (int64_t)a->batch * a->heads_q * a->seqlen_q;
+  const int64_t rows = (int64_t)a->batch * a->heads_q * a->seqlen_q_padded;
   if (rows == 0) return 0;
   const unsigned blocks = (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
   cudaStream_t st = static_cast<cudaStream_t>(a->stream);

@@ -65,6 +65,21 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
   fa_mask_key_range(&mask, rows_end - 1, seqlen_k, &lo_last, &hi_last);
   const int n_begin = (int)(lo_first / BN);
   const int n_end = hi_last > lo_first ? (int)((hi_last + BN - 1) / BN) : n_begin;
+  /* Each thread's four rows' key ranges, once: the loop below needs no 64-bit mask arithmetic
+     (fewer live registers in the loop). */
+  const int warp_row0 = warp * MT * 16;
+  int row_lo[MT][2], row_hi[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      int64_t lo, hi;
+      fa_mask_key_range(&mask, m0 + warp_row0 + mt * 16 + g + 8 * r, seqlen_k, &lo, &hi);
+      row_lo[mt][r] = (int)lo;
+      row_hi[mt][r] = (int)hi;
+    }
+  const int blk_lo_first = (int)lo_first, blk_hi_first = (int)hi_first;
+  const int blk_lo_last = (int)lo_last, blk_hi_last = (int)hi_last;
 
   /* Without softcap the scale folds into the exp2 argument; with it, scores are scaled first. */
   const bool capped = a.softcap > 0.0f;
@@ -93,7 +108,6 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
   }
   cp_async_commit();
 
-  const int warp_row0 = warp * MT * 16;
   for (int n = n_begin, it = 0; n < n_end; ++n, ++it) {
     const int st = it & 1;
     if (n + 1 < n_end) {
@@ -108,8 +122,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
     __syncthreads();
 
     const int c0 = n * BN;
-    fa_tile_class cls = fa_mask_tile_class(&mask, m0, rows_end, c0, min(c0 + BN, seqlen_k),
-                                           seqlen_k);
+    fa_tile_class cls = fa_mask_tile_class_from_ranges(
+        blk_lo_first, blk_hi_first, blk_lo_last, blk_hi_last, c0, min(c0 + BN, seqlen_k));
     if (cls == FA_TILE_FULL && c0 + BN > seqlen_k) cls = FA_TILE_PARTIAL;
     if (cls != FA_TILE_EMPTY) {
       const E *tK = sK + st * BN * LD;
@@ -163,14 +177,12 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
-            int64_t lo, hi;
-            fa_mask_key_range(&mask, m0 + warp_row0 + mt * 16 + g + 8 * r, seqlen_k, &lo, &hi);
 #pragma unroll
             for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
               for (int c = 0; c < 2; ++c) {
                 const int j = c0 + nb * 8 + 2 * t + c;
-                if (j < lo || j >= hi) s[mt][nb][2 * r + c] = -INFINITY;
+                if (j < row_lo[mt][r] || j >= row_hi[mt][r]) s[mt][nb][2 * r + c] = -INFINITY;
               }
           }
       }

@@ -72,9 +72,15 @@ int fa2_prepare_device(void) {
   return 0;
 }
 
-/* D, rounded up to 256 bytes so the accumulator that follows stays aligned. */
+static int32_t padded_rows(const fa2_bwd_args *a) {
+  fa2_tile_config cfg;
+  int32_t m = fa2_bwd_config(a->head_dim, &cfg) ? cfg.tile_m : 1;
+  return (a->seqlen_q + m - 1) / m * m;
+}
+
+/* D or the log2 LSE, rounded up to 256 bytes so what follows stays aligned. */
 static size_t dsum_bytes(const fa2_bwd_args *a) {
-  size_t n = (size_t)a->batch * (size_t)a->heads_q * (size_t)a->seqlen_q * sizeof(float);
+  size_t n = (size_t)a->batch * (size_t)a->heads_q * (size_t)padded_rows(a) * sizeof(float);
   return (n + 255) & ~(size_t)255;
 }
 
@@ -83,7 +89,9 @@ static size_t dq_accum_bytes(const fa2_bwd_args *a) {
          (size_t)a->head_dim * sizeof(float);
 }
 
-size_t fa2_bwd_workspace_bytes(const fa2_bwd_args *a) { return dsum_bytes(a) + dq_accum_bytes(a); }
+size_t fa2_bwd_workspace_bytes(const fa2_bwd_args *a) {
+  return 2 * dsum_bytes(a) + dq_accum_bytes(a);
+}
 
 int fa2_bwd_launch(const fa2_bwd_args *in, void *workspace) {
   fa2_tile_config cfg;
@@ -91,8 +99,10 @@ int fa2_bwd_launch(const fa2_bwd_args *in, void *workspace) {
   fa2_bwd_fn main_fn = fa2_bwd_main_for(cfg.head_dim_padded);
   if (!main_fn) return (int)cudaErrorInvalidValue;
   fa2_bwd_args a = *in;
+  a.seqlen_q_padded = padded_rows(in);
   a.dsum = (float *)workspace;
-  a.dq_accum = (float *)((char *)workspace + dsum_bytes(in));
+  a.lse_log2 = (float *)((char *)workspace + dsum_bytes(in));
+  a.dq_accum = (float *)((char *)workspace + 2 * dsum_bytes(in));
   cudaStream_t st = (cudaStream_t)a.stream;
   int e = (int)cudaMemsetAsync(a.dq_accum, 0, dq_accum_bytes(&a), st);
   if (e == 0) e = fa2_bwd_dot_do_o_launch(&a);
