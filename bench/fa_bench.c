@@ -12,8 +12,11 @@
  * `--iters` times after `--warmup` untimed calls; the median is reported. Inputs are random normal
  * values (never zeros: a kernel that skipped work on zeros would look fast).
  *
- * Memory: tensors are allocated in host memory, so the backends that compute on host memory (cpu)
- * can be timed; a backend that needs device memory is reported as such.
+ * Memory: with --backend cuda the tensors live in CUDA device memory (tools/device_mem: filled on
+ * the host, copied in once per shape) and every timed call is bracketed by a device synchronize
+ * (fa_* run on params.stream = NULL, the default stream), so a time is the call's whole device
+ * work. Every other backend gets host memory, as before (cpu computes on it; hip and opencl are
+ * reported with the library's reason).
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <errno.h>
@@ -27,6 +30,7 @@
 #include "core/dtype.h"
 #include "flash_attn.h"
 #include "tools/cli_util.h"
+#include "tools/device_mem.h"
 
 enum { MAX_LIST = 16 };
 
@@ -175,15 +179,31 @@ static int parse_args(int argc, char **argv, options *o) {
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Host tensors
+ * Tensors, in the memory of the backend being timed
  * ------------------------------------------------------------------------------------------- */
+
+/* Where the tensors live: CUDA device 0 for --backend cuda, else host memory. */
+static fa_device g_dev = {FA_DEVICE_CPU, 0};
+/* The last memory error (allocation, copy, synchronize), for the row that failed. */
+static char g_mem_err[256];
 
 typedef struct buffer {
   fa_tensor t;
-  void *mem;
+  void *mem; /* g_dev's memory (host memory for the CPU) */
 } buffer;
 
-/* A contiguous host tensor of the given shape. Returns 0 when out of memory. */
+static int64_t numel(const fa_tensor *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->ndim; ++i) n *= t->shape[i];
+  return n;
+}
+
+static size_t buffer_bytes(const buffer *b) {
+  return (size_t)numel(&b->t) * fa_dtype_size(b->t.dtype);
+}
+
+/* A contiguous tensor of the given shape in g_dev's memory. Returns 0 when that fails (the reason
+   in g_mem_err). */
 static int buffer_alloc(buffer *b, fa_dtype dtype, int ndim, const int64_t *shape) {
   memset(b, 0, sizeof *b);
   int64_t n = 1;
@@ -192,24 +212,36 @@ static int buffer_alloc(buffer *b, fa_dtype dtype, int ndim, const int64_t *shap
     b->t.strides[i] = n;
     n *= shape[i];
   }
-  b->mem = malloc((size_t)n * fa_dtype_size(dtype));
-  if (!b->mem) return 0;
-  b->t.data = b->mem;
-  b->t.device.kind = FA_DEVICE_CPU;
   b->t.dtype = dtype;
   b->t.ndim = ndim;
+  if (devmem_alloc(g_dev, (size_t)n * fa_dtype_size(dtype), &b->mem, g_mem_err, sizeof g_mem_err))
+    return 0;
+  b->t.data = b->mem;
+  b->t.device = g_dev;
   return 1;
 }
 
 static void buffer_free(buffer *b) {
-  free(b->mem);
+  if (b->mem) (void)devmem_free(g_dev, b->mem, NULL, 0);
   memset(b, 0, sizeof *b);
 }
 
-static int64_t numel(const fa_tensor *t) {
-  int64_t n = 1;
-  for (int i = 0; i < t->ndim; ++i) n *= t->shape[i];
-  return n;
+/* The host memory to fill b's values in: b's own for the CPU, else a staging copy that
+   buffer_upload sends and frees. NULL when out of host memory. */
+static void *buffer_host(buffer *b) {
+  if (g_dev.kind == FA_DEVICE_CPU) return b->mem;
+  void *h = malloc(buffer_bytes(b) ? buffer_bytes(b) : 1);
+  if (!h)
+    snprintf(g_mem_err, sizeof g_mem_err, "out of host memory staging %zu bytes", buffer_bytes(b));
+  return h;
+}
+
+static int buffer_upload(buffer *b, void *host) {
+  if (host == b->mem) return 1;
+  int ok =
+      devmem_copy_to_device(g_dev, b->mem, host, buffer_bytes(b), g_mem_err, sizeof g_mem_err) == 0;
+  free(host);
+  return ok;
 }
 
 /* xorshift64* and Box-Muller: the bench needs plausible activations, not test-grade randomness. */
@@ -228,23 +260,27 @@ static float rng_normal(void) {
   return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
-/* Standard-normal values, redrawn when they round to zero in the storage dtype. */
-static void fill_random(buffer *b) {
+/* Standard-normal values, redrawn when they round to zero in the storage dtype; filled on the
+   host and copied to the device. Returns 0 on a memory error (g_mem_err). */
+static int fill_random(buffer *b) {
+  void *mem = buffer_host(b);
+  if (!mem) return 0;
   int64_t n = numel(&b->t);
   for (int64_t i = 0; i < n; ++i) {
     for (;;) {
       float x = rng_normal();
       if (b->t.dtype == FA_F32) {
         if (x == 0.0f) continue;
-        ((float *)b->mem)[i] = x;
+        ((float *)mem)[i] = x;
       } else {
         uint16_t h = b->t.dtype == FA_F16 ? fa_f32_to_f16(x) : fa_f32_to_bf16(x);
         if ((h & 0x7fffu) == 0) continue;
-        ((uint16_t *)b->mem)[i] = h;
+        ((uint16_t *)mem)[i] = h;
       }
       break;
     }
   }
+  return buffer_upload(b, mem);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -281,9 +317,18 @@ static void measure(problem *p, int bwd, const options *o, double flops, measure
     return;
   }
   for (int i = 0; i < o->warmup + o->iters; ++i) {
+    /* A device's queue is drained before the clock starts and after the call (no-ops on the
+       host), so the time is the call's whole work. */
+    int synced = devmem_sync(g_dev, g_mem_err, sizeof g_mem_err) == 0;
     double t0 = cli_now_ms();
-    fa_status st = call(p, bwd, &m->info);
+    fa_status st = synced ? call(p, bwd, &m->info) : FA_ERR_BACKEND_FAILURE;
+    if (st == FA_OK) synced = devmem_sync(g_dev, g_mem_err, sizeof g_mem_err) == 0;
     double t1 = cli_now_ms();
+    if (!synced) {
+      snprintf(m->error, sizeof m->error, "device synchronize: %s", g_mem_err);
+      free(ms);
+      return;
+    }
     if (st != FA_OK) {
       snprintf(m->error, sizeof m->error, "%s: %s", fa_status_string(st), fa_last_error());
       free(ms);
@@ -362,14 +407,12 @@ static int make_problem(problem *p, const options *o, int64_t b, int64_t s, int6
   if (ok && o->bwd)
     ok = buffer_alloc(&p->dout, o->dtype, 4, e4) && buffer_alloc(&p->dq, o->dtype, 4, e4) &&
          buffer_alloc(&p->dk, o->dtype, 4, e4) && buffer_alloc(&p->dv, o->dtype, 4, e4);
+  ok = ok && fill_random(&p->q) && fill_random(&p->k) && fill_random(&p->v) &&
+       (!o->bwd || fill_random(&p->dout));
   if (!ok) {
     free_problem(p);
     return 0;
   }
-  fill_random(&p->q);
-  fill_random(&p->k);
-  fill_random(&p->v);
-  if (o->bwd) fill_random(&p->dout);
   fa_params_init(&p->params);
   p->params.causal = causal;
   p->params.backend = o->backend;
@@ -424,14 +467,18 @@ static int run_decode(const options *o) {
       int ok = buffer_alloc(&q, o->dtype, 4, qs) & buffer_alloc(&kc, o->dtype, 4, ks) &
                buffer_alloc(&vc, o->dtype, 4, ks) & buffer_alloc(&out, o->dtype, 4, qs) &
                buffer_alloc(&lse, FA_F32, 3, ls) & buffer_alloc(&cs, FA_I32, 1, bs);
+      ok = ok && fill_random(&q) && fill_random(&kc) && fill_random(&vc);
+      int32_t *lens = ok ? (int32_t *)buffer_host(&cs) : NULL;
+      if (lens) {
+        for (int64_t i = 0; i < b; ++i) lens[i] = (int32_t)s;
+        ok = buffer_upload(&cs, lens);
+      } else {
+        ok = 0;
+      }
       if (!ok) {
-        printf("out of host memory for this shape\n");
+        printf("%s for this shape\n", g_mem_err);
         ++failures;
       } else {
-        fill_random(&q);
-        fill_random(&kc);
-        fill_random(&vc);
-        for (int64_t i = 0; i < b; ++i) ((int32_t *)cs.mem)[i] = (int32_t)s;
         fa_params params;
         fa_params_init(&params);
         params.backend = o->backend;
@@ -449,12 +496,19 @@ static int run_decode(const options *o) {
         fa_run_info_init(&info);
         double *ms = malloc(sizeof(double) * (size_t)o->iters);
         fa_status st = ms ? FA_OK : FA_ERR_OUT_OF_MEMORY;
-        for (int i = 0; st == FA_OK && i < o->warmup + o->iters; ++i) {
+        int synced = 1;
+        for (int i = 0; st == FA_OK && synced && i < o->warmup + o->iters; ++i) {
+          synced = devmem_sync(g_dev, g_mem_err, sizeof g_mem_err) == 0;
           double t0 = cli_now_ms();
-          st = fa_forward_kvcache(&params, &q.t, &kc.t, &vc.t, &kv, &out.t, &lse.t, &info);
+          if (synced)
+            st = fa_forward_kvcache(&params, &q.t, &kc.t, &vc.t, &kv, &out.t, &lse.t, &info);
+          if (synced && st == FA_OK) synced = devmem_sync(g_dev, g_mem_err, sizeof g_mem_err) == 0;
           if (i >= o->warmup) ms[i - o->warmup] = cli_now_ms() - t0;
         }
-        if (st != FA_OK) {
+        if (!synced) {
+          printf("failed: device synchronize: %s\n", g_mem_err);
+          ++failures;
+        } else if (st != FA_OK) {
           printf("failed: %s: %s\n", fa_status_string(st), ms ? fa_last_error() : "");
           ++failures;
         } else {
@@ -494,6 +548,24 @@ static void print_backend(int32_t id) {
              d[i].devices, d[i].arch);
 }
 
+/* Whether fa_backend_info reports the backend available; why not into why. */
+static int backend_available(int32_t id, char *why, size_t n) {
+  fa_backend_desc d[8];
+  for (int i = 0; i < 8; ++i) fa_backend_desc_init(&d[i]);
+  int32_t count = 0;
+  if (fa_backend_info(d, 8, &count) != FA_OK) {
+    snprintf(why, n, "fa_backend_info failed: %s", fa_last_error());
+    return 0;
+  }
+  for (int32_t i = 0; i < count && i < 8; ++i)
+    if (d[i].id == id) {
+      snprintf(why, n, "%s", d[i].available ? "" : d[i].reason);
+      return d[i].available != 0;
+    }
+  snprintf(why, n, "not known to this library");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   options o;
   if (!parse_args(argc, argv, &o)) return 2;
@@ -501,10 +573,29 @@ int main(int argc, char **argv) {
   printf("# fa-bench: flashattn-c %s, backend %s, dtype %s, median of %d (after %d warmup)\n",
          fa_version(NULL, NULL, NULL), fa_backend_name(o.backend), fa_dtype_name(o.dtype), o.iters,
          o.warmup);
-  printf(
-      "# FLOPs: fwd 4*B*H*S*S*D (x0.5 causal; visible pairs with --window), bwd 2.5x fwd; "
-      "host memory\n");
+  /* The CUDA backend computes on CUDA memory: the tensors go there, and the clock waits for the
+     device. Everything else keeps host memory. */
+  if (o.backend == FA_BACKEND_CUDA) g_dev.kind = FA_DEVICE_CUDA;
+  printf("# FLOPs: fwd 4*B*H*S*S*D (x0.5 causal; visible pairs with --window), bwd 2.5x fwd; %s\n",
+         g_dev.kind == FA_DEVICE_CPU
+             ? "host memory"
+             : "CUDA device 0 memory, device synchronized around every timed call");
   print_backend(o.backend);
+  if (g_dev.kind != FA_DEVICE_CPU) {
+    /* Without the backend (or CUDA in this build) every allocation would fail: say why once. */
+    char why[FA_REASON_LEN];
+    if (!backend_available(o.backend, why, sizeof why)) {
+      fprintf(stderr, "fa-bench: backend %s is not available: %s\n", fa_backend_name(o.backend),
+              why);
+      return 1;
+    }
+    if (!devmem_supported(g_dev.kind)) {
+      void *probe = NULL;
+      (void)devmem_alloc(g_dev, 1, &probe, why, sizeof why);
+      fprintf(stderr, "fa-bench: %s\n", why);
+      return 1;
+    }
+  }
   if (o.decode) return run_decode(&o);
 
   FILE *json = NULL;
@@ -539,7 +630,7 @@ int main(int argc, char **argv) {
         fflush(stdout);
         problem p;
         if (!make_problem(&p, &o, b, s, h, d, causal)) {
-          printf("out of host memory for this shape\n");
+          printf("%s for this shape\n", g_mem_err);
           ++failures;
           continue;
         }

@@ -20,11 +20,24 @@
  * A backend that is not available here prints "SKIP: <name>: <reason>" and exits 77.
  *
  * After the plain cases come the feature cases (see "Feature cases" below): sliding window,
- * softcap, ALiBi, dropout, varlen, seqused_k, paged KV, split-KV, head dims up to 512 and
- * fa_forward_kvcache, each dtype, alone and combined. A feature case the backend refuses with
- * FA_ERR_UNSUPPORTED while not listing the feature in fa_backend_info is printed as
- * "SKIP <case>: <reason>" and counted as skipped, never passed; --require makes such a skip of a
- * listed feature a failure. The run ends with "conformance: N passed, M failed, K skipped".
+ * softcap, ALiBi, dropout, varlen, seqused_k, paged KV, split-KV, head dims up to 512,
+ * deterministic mode and fa_forward_kvcache, each dtype, alone and combined.
+ *
+ * Skips. Every case (plain or feature) names what it needs in fa_backend_info's feature names: its
+ * dtype (f32, f16, bf16), causal / causal_top_left, gqa / mqa, dv_ne_dk, hd256 (a head dim above
+ * 128), hd512 (above 256), lse, bwd, and its features (window, softcap, ..., deterministic), plus
+ * two layout properties of the data tensors (q, k, v, out, dout, gradients; lse and index tensors
+ * may have any layout) that the suite probes itself at start-up, one fa_plan_forward each,
+ * printed: strided_last_dim (the last dimension not contiguous) and unaligned (the first element
+ * or a stride other than the last not a multiple of 16 bytes). The backend is asked with fa_plan_*
+ * before the float64 reference, so a skip costs nothing. A case it refuses with
+ * FA_ERR_UNSUPPORTED while some need is not listed (or probed as refused) is printed as
+ * "SKIP <case>: <needs> not supported (<call>: <reason>)" and counted as skipped, never passed; a
+ * need named by --require is never skipped (its refusal fails), and a refusal although every need
+ * is listed fails. The run ends with "conformance: N passed, M failed, K skipped".
+ *
+ * Device backends: every tensor the library reads or writes (index and slope tensors included) is
+ * put in the backend's memory through the DEVICE HOOK below, and copied back whole before a check.
  *
  * Inputs are seeded per run (printed; FA_TEST_SEED replays) and per case name, so
  * "FA_TEST_SEED=<seed> conformance --backend cpu --filter <case>" reproduces one case exactly.
@@ -36,6 +49,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "device_mem.h"
 #include "flash_attn.h"
 #include "reference.h"
 #include "tensor_util.h"
@@ -45,9 +59,10 @@
  *
  * One entry per device kind. The whole host buffer (gaps included) goes to the device and comes
  * back whole, with the same strides and byte_offset, so the host-side checks (gaps untouched,
- * inputs unchanged) hold for device memory too. Only the CPU is implemented; a GPU backend's
- * issue adds its entry here (cudaMalloc/cudaMemcpy, hipMalloc/..., clCreateBuffer/...). Until then
- * its cases fail with "not implemented in the suite yet", they are never counted as passed.
+ * inputs unchanged) hold for device memory too. CPU: the library reads the host buffer itself.
+ * CUDA: tools/device_mem (cudaMalloc / cudaMemcpy on device 0; a build without the CUDA backend
+ * says so). HIP and OpenCL: not yet (hipMalloc/..., clCreateBuffer/... come with their issues);
+ * until then their cases fail with "not implemented in the suite yet", never counted as passed.
  * ============================================================================================ */
 
 typedef struct dev_tensor {
@@ -86,6 +101,37 @@ static int cpu_copy_out(tu_tensor *host, const dev_tensor *d, char *err, size_t 
 }
 static void cpu_release(dev_tensor *d) { memset(d, 0, sizeof *d); }
 
+/* Device memory through tools/device_mem (CUDA; any kind device_mem learns later). */
+static fa_device dm_device(fa_device_kind kind) {
+  fa_device dev = {kind, 0};
+  return dev;
+}
+static int dm_alloc(dev_tensor *d, const tu_tensor *host, fa_device_kind kind, char *err,
+                    size_t n) {
+  memset(d, 0, sizeof *d);
+  const fa_device dev = dm_device(kind);
+  const size_t bytes = host->buf_elems * host->elem_bytes;
+  if (devmem_alloc(dev, bytes, &d->mem, err, n)) return -1;
+  d->bytes = bytes;
+  d->view = host->t; /* strides, shape, byte_offset as the host's */
+  d->view.data = d->mem;
+  d->view.device = dev;
+  return 0;
+}
+static int dm_copy_in(dev_tensor *d, const tu_tensor *host, char *err, size_t n) {
+  return devmem_copy_to_device(d->view.device, d->mem, host->buf, d->bytes, err, n);
+}
+static int dm_copy_out(tu_tensor *host, const dev_tensor *d, char *err, size_t n) {
+  return devmem_copy_to_host(d->view.device, host->buf, d->mem, d->bytes, err, n);
+}
+static void dm_release(dev_tensor *d) {
+  if (d->mem) (void)devmem_free(d->view.device, d->mem, NULL, 0);
+  memset(d, 0, sizeof *d);
+}
+static int cuda_alloc(dev_tensor *d, const tu_tensor *host, char *err, size_t n) {
+  return dm_alloc(d, host, FA_DEVICE_CUDA, err, n);
+}
+
 /* Every device kind the suite has no copy routines for yet. */
 static int todo(char *err, size_t n) {
   snprintf(err, n,
@@ -110,18 +156,116 @@ static void todo_release(dev_tensor *d) { memset(d, 0, sizeof *d); }
 
 static const dev_ops g_dev_ops[] = {
     {FA_DEVICE_CPU, "cpu", cpu_alloc, cpu_copy_in, cpu_copy_out, cpu_release},
-    {FA_DEVICE_CUDA, "cuda", todo_alloc, todo_copy_in, todo_copy_out, todo_release},
+    {FA_DEVICE_CUDA, "cuda", cuda_alloc, dm_copy_in, dm_copy_out, dm_release},
     {FA_DEVICE_HIP, "hip", todo_alloc, todo_copy_in, todo_copy_out, todo_release},
     {FA_DEVICE_OPENCL, "opencl", todo_alloc, todo_copy_in, todo_copy_out, todo_release},
 };
 
 /* ============================================================================================ */
 
+/* Puts host's whole buffer in the backend's memory: allocation and copy. */
+static int dev_put(const dev_ops *ops, dev_tensor *d, const tu_tensor *host, char *err, size_t n) {
+  if (ops->alloc(d, host, err, n)) return -1;
+  return ops->copy_in(d, host, err, n);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * What a case needs, and whether a refusal is a skip or a failure
+ * -------------------------------------------------------------------------------------------- */
+
+enum { R_FAIL = 0, R_PASS = 1, R_SKIP = 2 };
+
+/* Layout properties that fa_backend_info's features do not cover; the suite probes them once. */
+enum { P_STRIDED_LAST_DIM, P_UNALIGNED, P_COUNT };
+static const char *const probe_names[P_COUNT] = {"strided_last_dim", "unaligned"};
+
 typedef struct backend_ctx {
   int32_t id;
   const char *name;
   const dev_ops *ops;
+  const fa_backend_desc *desc;
+  const char *require; /* --require's comma list, or NULL */
+  int probe_ok[P_COUNT];
+  char probe_why[P_COUNT][256];
 } backend_ctx;
+
+/* Position of name in a comma list (spaces after commas allowed), or -1. */
+static int list_find(const char *list, const char *name) {
+  if (!list) return -1;
+  size_t n = strlen(name);
+  int pos = 0;
+  for (const char *p = list; *p; ++pos) {
+    const char *e = strchr(p, ',');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    while (len && (*p == ' ')) ++p, --len;
+    if (len == n && !strncmp(p, name, n)) return pos;
+    if (!e) break;
+    p = e + 1;
+  }
+  return -1;
+}
+
+static int list_has(const char *list, const char *name) { return list_find(list, name) >= 0; }
+
+/* Sort key of name in list: its position, names outside the list last. */
+static int list_pos(const char *list, const char *name) {
+  int pos = list_find(list, name);
+  return pos < 0 ? 1 << 20 : pos;
+}
+
+typedef struct needs {
+  const char *f[32];
+  int n;
+} needs;
+
+static void need(needs *nd, const char *f) {
+  for (int i = 0; i < nd->n; ++i)
+    if (!strcmp(nd->f[i], f)) return;
+  if (nd->n < (int)(sizeof nd->f / sizeof nd->f[0])) nd->f[nd->n++] = f;
+}
+
+/* The needs of the problem's shape: dtype, mask alignment, head sharing, head dims, lse, bwd. */
+static void need_shape(needs *nd, fa_dtype dt, int causal, int top_left, int64_t hq, int64_t hkv,
+                       int64_t d, int64_t dv, int lse, int bwd) {
+  need(nd, "fwd");
+  need(nd, tu_dtype_name(dt));
+  if (causal) need(nd, top_left ? "causal_top_left" : "causal");
+  if (hkv == 1 && hq > 1) need(nd, "mqa");
+  if (hkv > 1 && hq > hkv) need(nd, "gqa");
+  if (d != dv) need(nd, "dv_ne_dk");
+  const int64_t big = d > dv ? d : dv;
+  if (big > 256)
+    need(nd, "hd512");
+  else if (big > 128)
+    need(nd, "hd256");
+  if (lse) need(nd, "lse");
+  if (bwd) need(nd, "bwd");
+}
+
+/* The layout needs of the data tensors a call gets (q, k, v, out, dout, gradients; NULL entries
+   are skipped). lse and the index tensors are not classified: any layout of theirs must work. */
+static void need_views(needs *nd, const fa_tensor *const *data, int count) {
+  for (int i = 0; i < count; ++i) {
+    const fa_tensor *t = data[i];
+    if (!t || t->ndim < 1) continue;
+    const int last = t->ndim - 1;
+    if (t->shape[last] > 1 && t->strides[last] != 1) need(nd, probe_names[P_STRIDED_LAST_DIM]);
+    const uint64_t esz = (uint64_t)fa_dtype_size(t->dtype);
+    uint64_t addr = t->byte_offset;
+    if (t->device.kind != FA_DEVICE_OPENCL) addr += (uint64_t)(uintptr_t)t->data;
+    int unaligned = addr % 16 != 0;
+    for (int k = 0; k < last; ++k)
+      if (t->shape[k] > 1 && ((uint64_t)t->strides[k] * esz) % 16 != 0) unaligned = 1;
+    if (unaligned) need(nd, probe_names[P_UNALIGNED]);
+  }
+}
+
+/* Whether the backend serves a need: fa_backend_info's features, or the suite's probe. */
+static int serves(const backend_ctx *bk, const char *f) {
+  for (int p = 0; p < P_COUNT; ++p)
+    if (!strcmp(f, probe_names[p])) return bk->probe_ok[p];
+  return list_has(bk->desc->features, f);
+}
 
 /* Expected kernel name. Returns 0 when the suite does not know the backend's naming yet; then
    only the "<backend>." prefix is checked. */
@@ -320,6 +464,28 @@ static void build_cases(case_list *L) {
       c.layout = edges[e].layout;
       add_case(L, c);
     }
+
+  /* Block D, GPU tile edges: f16/bf16 in the layouts tensor-core kernels read (contiguous,
+     permuted), head dims that are odd multiples of 8 next to the usual ones, sequences that are
+     no multiple of 64 or 128 (and one past 128), both directions of sq != sk, each causal mode,
+     MHA/GQA/MQA. */
+  static const int64_t hds_d[6] = {40, 64, 72, 128, 136, 256};
+  static const int64_t seqs_d[3][2] = {{129, 129}, {77, 200}, {200, 77}};
+  static const int64_t heads_d[4][3] = {{2, 8, 2}, {1, 6, 1}, {2, 4, 4}, {1, 6, 2}};
+  for (int ih = 0; ih < 6; ++ih)
+    for (int v = 0; v < 3; ++v) {
+      conf_case c;
+      memset(&c, 0, sizeof c);
+      c.dtype = (ih + v) % 2 ? FA_F16 : FA_BF16;
+      c.cm = (ih + v) % 3;
+      c.layout = (ih + 2 * v) % 3 == 2 ? TU_PERMUTED : TU_CONTIGUOUS;
+      const int64_t *hc = heads_d[(ih + 3 * v) % 4];
+      c.b = hc[0], c.hq = hc[1], c.hkv = hc[2];
+      c.sq = seqs_d[v][0], c.sk = seqs_d[v][1];
+      c.d = c.dv = hds_d[ih];
+      fit_heads(&c, 1e8);
+      add_case(L, c);
+    }
 }
 
 /* --quick: the cheapest cases that together still cover every feature value (dtype, causal mode
@@ -424,8 +590,21 @@ static const char *cpu_expected_isa(void) {
   return widest_first[best];
 }
 
+/* The CUDA backend's FlashAttention-2 kernels (backends/cuda/fa2_sm80, also on sm_89 and sm_90):
+   "cuda.fa2.sm80.<fwd|bwd>.<dtype>.hd<D>" then ".causal", ".window", ".softcap" in that order
+   (head_dim_v is always head_dim there). Other ops (kvcache) are not named yet: 0. */
+static int cuda_expected(const char *op, fa_dtype dt, int64_t d, int causal, int window,
+                         int softcap, char *buf, size_t n) {
+  if (strcmp(op, "fwd") != 0 && strcmp(op, "bwd") != 0) return 0;
+  snprintf(buf, n, "cuda.fa2.sm80.%s.%s.hd%lld%s%s%s", op, tu_dtype_name(dt), (long long)d,
+           causal ? ".causal" : "", window ? ".window" : "", softcap ? ".softcap" : "");
+  return 1;
+}
+
 static int expected_kernel(const backend_ctx *bk, const conf_case *c, int bwd, int splits,
                            char *buf, size_t n) {
+  if (!strcmp(bk->name, "cuda"))
+    return cuda_expected(bwd ? "bwd" : "fwd", c->dtype, c->d, c->cm != CM_NONE, 0, 0, buf, n);
   if (strcmp(bk->name, "cpu") != 0) return 0;
   char hd[32];
   if (c->d == c->dv)
@@ -465,6 +644,54 @@ fail(report *r, const char *fmt, ...) {
     r->text[r->used] = '\0';
   }
   if (r->used >= sizeof r->text) r->used = sizeof r->text - 1;
+}
+
+/* Copies a device tensor back over its host buffer; a failure is the case's (label names it). */
+static int dev_get(report *rep, const backend_ctx *bk, tu_tensor *host, const dev_tensor *d,
+                   const char *label) {
+  char err[256];
+  if (!bk->ops->copy_out(host, d, err, sizeof err)) return 0;
+  fail(rep, "%s: %s", label, err);
+  return -1;
+}
+
+/* A call the backend refused: a skip when some need is not served (and none of those is required
+   by --require), the reason in skip; a failure otherwise (also for any status other than
+   FA_ERR_UNSUPPORTED). */
+static int refusal(report *rep, const backend_ctx *bk, const needs *nd, const char *call,
+                   fa_status st, char *skip, size_t sn) {
+  /* Missing needs in one fixed order (fa_backend_info's, then the probes), so equal reasons read
+     the same in every line. */
+  static const char order[] =
+      "fwd,bwd,f32,f16,bf16,lse,causal,causal_top_left,gqa,mqa,hd256,hd512,dv_ne_dk,"
+      "deterministic,window,softcap,alibi,dropout,varlen,paged_kv,split_kv,kvcache,"
+      "strided_last_dim,unaligned";
+  int idx[32], n = 0;
+  for (int i = 0; i < nd->n && n < 32; ++i) {
+    if (serves(bk, nd->f[i])) continue;
+    int j = n++;
+    for (; j > 0 && list_pos(order, nd->f[idx[j - 1]]) > list_pos(order, nd->f[i]); --j)
+      idx[j] = idx[j - 1];
+    idx[j] = i;
+  }
+  char missing[256] = "";
+  int required = 0;
+  for (int k = 0; k < n; ++k) {
+    size_t u = strlen(missing);
+    snprintf(missing + u, sizeof missing - u, "%s%s", u ? "," : "", nd->f[idx[k]]);
+    required |= list_has(bk->require, nd->f[idx[k]]);
+  }
+  if (st != FA_ERR_UNSUPPORTED || !missing[0]) {
+    fail(rep, "%s: %s: %s%s", call, fa_status_string(st), fa_last_error(),
+         missing[0] ? "" : " (the backend lists every feature this case needs)");
+    return R_FAIL;
+  }
+  if (required) {
+    fail(rep, "%s: required feature(s) %s not supported: %s", call, missing, fa_last_error());
+    return R_FAIL;
+  }
+  snprintf(skip, sn, "%s not supported (%s: %s)", missing, call, fa_last_error());
+  return R_SKIP;
 }
 
 static void check_info(report *rep, const backend_ctx *bk, const conf_case *c, int bwd,
@@ -522,7 +749,8 @@ static int run_case(const conf_case *c, const backend_ctx *bk, uint64_t run_seed
   const double t0 = now_s();
   report rep;
   memset(&rep, 0, sizeof rep);
-  char summary[256] = "";
+  char summary[256] = "", skip[512] = "";
+  int result = R_FAIL;
   tu_tensor t[T_COUNT];
   dev_tensor dv[T_COUNT];
   memset(t, 0, sizeof t);
@@ -552,6 +780,47 @@ static int run_case(const conf_case *c, const backend_ctx *bk, uint64_t run_seed
     (void)tu_snapshot(&t[inputs[i]]);
   }
 
+  for (int i = 0; i < T_COUNT; ++i) {
+    if (dev_put(bk->ops, &dv[i], &t[i], err, sizeof err)) {
+      fail(&rep, "%s: %s", t_names[i], err);
+      goto done;
+    }
+  }
+
+  fa_params params;
+  fa_params_init(&params);
+  params.backend = bk->id;
+  params.strict = 1;
+  params.softmax_scale = c->scale;
+  params.causal = c->cm != CM_NONE;
+  params.causal_align = c->cm == CM_TL ? FA_CAUSAL_TOP_LEFT : FA_CAUSAL_BOTTOM_RIGHT;
+  fa_run_info info, plan;
+  fa_status st;
+
+  /* Whether the backend takes the case at all, asked before the reference (skips stay cheap). */
+  {
+    needs nd = {{0}, 0};
+    need_shape(&nd, c->dtype, c->cm != CM_NONE, c->cm == CM_TL, c->hq, c->hkv, c->d, c->dv, 1, 1);
+    const fa_tensor *data[9];
+    for (int i = 0; i < 9; ++i) data[i] = &dv[i < T_LSE ? i : i + 1].view;
+    need_views(&nd, data, 9);
+    fa_run_info_init(&plan);
+    st = fa_plan_forward(&params, &dv[T_Q].view, &dv[T_K].view, &dv[T_V].view, &dv[T_OUT].view,
+                         &dv[T_LSE].view, &plan);
+    const char *call = "fa_plan_forward";
+    if (st == FA_OK) {
+      fa_run_info_init(&plan);
+      st = fa_plan_backward(&params, &dv[T_Q].view, &dv[T_K].view, &dv[T_V].view, &dv[T_OUT].view,
+                            &dv[T_LSE].view, &dv[T_DOUT].view, &dv[T_DQ].view, &dv[T_DK].view,
+                            &dv[T_DV].view, &plan);
+      call = "fa_plan_backward";
+    }
+    if (st != FA_OK) {
+      result = refusal(&rep, bk, &nd, call, st, skip, sizeof skip);
+      goto done;
+    }
+  }
+
   ref_problem p;
   p.batch = c->b, p.seqlen_q = c->sq, p.seqlen_k = c->sk, p.heads_q = c->hq, p.heads_kv = c->hkv;
   p.head_dim = c->d, p.head_dim_v = c->dv;
@@ -568,24 +837,6 @@ static int run_case(const conf_case *c, const backend_ctx *bk, uint64_t run_seed
       fail(&rep, "out of memory (mask map)");
       goto done;
     }
-
-  for (int i = 0; i < T_COUNT; ++i) {
-    if (bk->ops->alloc(&dv[i], &t[i], err, sizeof err) ||
-        bk->ops->copy_in(&dv[i], &t[i], err, sizeof err)) {
-      fail(&rep, "%s: %s", t_names[i], err);
-      goto done;
-    }
-  }
-
-  fa_params params;
-  fa_params_init(&params);
-  params.backend = bk->id;
-  params.strict = 1;
-  params.softmax_scale = c->scale;
-  params.causal = c->cm != CM_NONE;
-  params.causal_align = c->cm == CM_TL ? FA_CAUSAL_TOP_LEFT : FA_CAUSAL_BOTTOM_RIGHT;
-  fa_run_info info, plan;
-  fa_status st;
 
   /* Forward without lse: the inference path. */
   fa_run_info_init(&plan);
@@ -671,7 +922,10 @@ static int run_case(const conf_case *c, const backend_ctx *bk, uint64_t run_seed
       fail(&rep, "input %s was modified: %s", t_names[ti], msg);
   }
 
+  result = rep.failed ? R_FAIL : R_PASS;
+
 done:
+  if (rep.failed) result = R_FAIL;
   for (int i = 0; i < T_COUNT; ++i) {
     if (bk->ops) bk->ops->release(&dv[i]);
     tu_free(&t[i]);
@@ -679,14 +933,18 @@ done:
   for (int w = 0; w < REF_NUM_OUTPUTS; ++w) free(masked[w]);
   ref_result_free(&r64);
   ref_result_free(&rn);
-  printf("%s %-50s%s  %.2fs\n", rep.failed ? "FAIL" : "PASS", c->name, summary, now_s() - t0);
-  if (rep.failed) {
+  if (result == R_SKIP)
+    printf("SKIP %s: %s\n", c->name, skip);
+  else
+    printf("%s %-50s%s  %.2fs\n", result == R_PASS ? "PASS" : "FAIL", c->name, summary,
+           now_s() - t0);
+  if (result == R_FAIL) {
     fputs(rep.text, stdout);
     printf("      replay: FA_TEST_SEED=%llu conformance --backend %s --filter '%s'\n",
            (unsigned long long)run_seed, bk->name, c->name);
   }
   fflush(stdout);
-  return !rep.failed;
+  return result;
 }
 
 /* ==============================================================================================
@@ -725,6 +983,7 @@ typedef struct fcase {
   int64_t max_blocks;
   int splits; /* -1: not a split case; else num_splits run and compared with num_splits 1 */
   int bwd;
+  int determ; /* params.deterministic, and a second run that must match the first bitwise */
   /* fa_forward_kvcache */
   int kvc;
   int64_t cache_len[FMAXB];
@@ -741,8 +1000,6 @@ typedef struct fcase_list {
   int n, cap;
 } fcase_list;
 
-enum { R_FAIL = 0, R_PASS = 1, R_SKIP = 2 };
-
 /* Feature names as fa_backend_info reports them, that a case needs. */
 static int fcase_features(const fcase *c, const char **f, int max) {
   int n = 0;
@@ -758,6 +1015,7 @@ static int fcase_features(const fcase *c, const char **f, int max) {
   if (c->splits >= 0 && c->splits != 1) FEAT("split_kv");
   if (c->d > 256 || c->dv > 256) FEAT("hd512");
   if (c->bwd && !c->page) FEAT("bwd");
+  if (c->determ) FEAT("deterministic");
 #undef FEAT
   return n;
 }
@@ -939,6 +1197,19 @@ static void build_fcases(fcase_list *L) {
     c = fbase(dt, 2, 8, 2, 5, 700, 64, 64, CM_BR);
     c.splits = 3, c.bwd = 0, c.softcap = 5.0f, c.win = 1, c.wl = 300, c.wr = 0;
     fcase_add(L, c, "combo.split.window.softcap");
+    /* window and softcap together, and an odd head dim with a two-sided window, on plain dense
+       tensors (what the GPU backends' main kernels serve) */
+    c = fbase(dt, 1, 4, 2, 200, 300, 128, 128, CM_BR);
+    c.win = 1, c.wl = 64, c.wr = 0, c.softcap = 20.0f;
+    fcase_add(L, c, "combo.window.softcap");
+    c = fbase(dt, 1, 4, 1, 129, 129, 72, 72, idt == 1 ? CM_TL : CM_NONE);
+    c.win = 1, c.wl = 33, c.wr = 17;
+    fcase_add(L, c, "window.l33r17");
+    /* --- deterministic: a second run must match the first bitwise (GQA: dk, dv summed over the
+       heads of a group; several key blocks feed every dq row) --- */
+    c = fbase(dt, 2, 4, 2, 257, 300, 64, 64, idt == 2 ? CM_TL : CM_BR);
+    c.determ = 1;
+    fcase_add(L, c, "deterministic");
   }
   /* --- paged KV: every power-of-two page size 1..1024, shuffled tables, seqused_k --- */
   for (int lg = 0; lg <= 10; ++lg) {
@@ -1042,9 +1313,11 @@ static void mark_fquick(fcase_list *L) {
   free(order);
 }
 
-/* Expected kernel of a feature case on the CPU backend (0: naming unknown). */
+/* Expected kernel of a feature case on the CPU and CUDA backends (0: naming unknown). */
 static int fexpected_kernel(const backend_ctx *bk, const fcase *c, const char *op, int splits,
                             char *buf, size_t n) {
+  if (!strcmp(bk->name, "cuda"))
+    return cuda_expected(op, c->dtype, c->d, c->cm != CM_NONE, c->win, c->softcap > 0.0f, buf, n);
   if (strcmp(bk->name, "cpu") != 0) return 0;
   char hd[32], split[24] = "";
   if (c->d == c->dv)
@@ -1085,49 +1358,20 @@ static void fcheck_info(report *rep, const backend_ctx *bk, const fcase *c, cons
 /* Per-case run state shared with the skip decision. */
 typedef struct frun {
   const backend_ctx *bk;
-  const fa_backend_desc *desc;
-  const char *require; /* comma list, or NULL */
   char skip[512];
 } frun;
 
-static int list_has(const char *list, const char *name) {
-  if (!list) return 0;
-  size_t n = strlen(name);
-  for (const char *p = list; *p;) {
-    const char *e = strchr(p, ',');
-    size_t len = e ? (size_t)(e - p) : strlen(p);
-    while (len && (*p == ' ')) ++p, --len;
-    if (len == n && !strncmp(p, name, n)) return 1;
-    if (!e) break;
-    p = e + 1;
-  }
-  return 0;
-}
-
-/* A refused call: skip when the backend does not list some feature the case needs, unless that
-   feature is required; fail when it lists them all. */
-static int frefused(report *rep, frun *R, const fcase *c, const char *call, fa_status st) {
+/* A refused call (see refusal): the case's needs are its features, its shape's and its tensors'. */
+static int frefused(report *rep, frun *R, const fcase *c, const fa_tensor *const *data, int n,
+                    const char *call, fa_status st) {
+  needs nd = {{0}, 0};
   const char *f[12];
-  int nf = fcase_features(c, f, 12);
-  char missing[256] = "";
-  int required = 0;
-  for (int i = 0; i < nf; ++i)
-    if (!list_has(R->desc->features, f[i])) {
-      size_t u = strlen(missing);
-      snprintf(missing + u, sizeof missing - u, "%s%s", u ? "," : "", f[i]);
-      required |= list_has(R->require, f[i]);
-    }
-  if (st != FA_ERR_UNSUPPORTED || !missing[0]) {
-    fail(rep, "%s: %s: %s%s", call, fa_status_string(st), fa_last_error(),
-         missing[0] ? "" : " (the backend lists every feature this case needs)");
-    return R_FAIL;
-  }
-  if (required) {
-    fail(rep, "%s: required feature(s) %s not supported: %s", call, missing, fa_last_error());
-    return R_FAIL;
-  }
-  snprintf(R->skip, sizeof R->skip, "%s not supported (%s: %s)", missing, call, fa_last_error());
-  return R_SKIP;
+  const int nf = fcase_features(c, f, 12);
+  need_shape(&nd, c->dtype, c->cm != CM_NONE, c->cm == CM_TL, c->hq, c->hkv, c->d, c->dv, 1,
+             c->bwd && !c->page && !c->kvc);
+  for (int i = 0; i < nf; ++i) need(&nd, f[i]);
+  need_views(&nd, data, n);
+  return refusal(rep, R->bk, &nd, call, st, R->skip, sizeof R->skip);
 }
 
 /* Where a library tensor's elements live in the reference's padded dense arrays. */
@@ -1301,6 +1545,8 @@ static const char *const f_names[F_COUNT] = {
     "v",        "dout",     "out(lse=NULL)", "out",         "lse", "dq",
     "dk",       "dv",       "out(splits=1)"};
 enum { I_CUQ, I_CUK, I_USED, I_TABLE, I_ALIBI, I_COUNT };
+static const char *const i_names[I_COUNT] = {"cu_seqlens_q", "cu_seqlens_k", "seqused_k",
+                                             "block_table", "alibi_slopes"};
 
 /* Fills the reference problem and ext (lens arrays owned by the caller). */
 static void fproblem(const fcase *c, ref_problem *p, ref_ext *x, int64_t *lens_q, int64_t *lens_k,
@@ -1333,7 +1579,7 @@ static void fproblem(const fcase *c, ref_problem *p, ref_ext *x, int64_t *lens_q
 }
 
 static void fparams(const fcase *c, const backend_ctx *bk, const ref_ext *x, fa_params *params,
-                    const tu_tensor *it) {
+                    const dev_tensor *it) {
   fa_params_init(params);
   params->backend = bk->id;
   params->strict = 1;
@@ -1344,16 +1590,74 @@ static void fparams(const fcase *c, const backend_ctx *bk, const ref_ext *x, fa_
   params->softcap = c->softcap;
   params->dropout_p = c->dropout;
   params->dropout_seed = x->dropout_seed, params->dropout_offset = x->dropout_offset;
-  if (c->alibi) params->alibi_slopes = &it[I_ALIBI].t;
+  if (c->alibi) params->alibi_slopes = &it[I_ALIBI].view;
   if (c->varlen) {
-    params->cu_seqlens_q = &it[I_CUQ].t;
-    if (!c->page) params->cu_seqlens_k = &it[I_CUK].t;
+    params->cu_seqlens_q = &it[I_CUQ].view;
+    if (!c->page) params->cu_seqlens_k = &it[I_CUK].view;
     params->max_seqlen_q = fc_max_q(c);
     if (!c->page) params->max_seqlen_k = fc_max_k(c);
   }
-  if (c->seqused) params->seqused_k = &it[I_USED].t;
-  if (c->page) params->block_table = &it[I_TABLE].t;
+  if (c->seqused) params->seqused_k = &it[I_USED].view;
+  if (c->page) params->block_table = &it[I_TABLE].view;
   params->num_splits = c->splits > 0 ? c->splits : 0;
+  params->deterministic = c->determ;
+}
+
+/* Deterministic mode: the forward and backward run again on re-poisoned outputs and must give
+   the first run's bits exactly (out, lse, dq, dk, dv, gaps included); the host buffers hold the
+   first run's results. Run after every other check: it overwrites the outputs. */
+static void determinism_rerun(report *rep, const backend_ctx *bk, const fa_params *params,
+                              tu_tensor *t, dev_tensor *d, int iq, int ik, int iv, int ido,
+                              int want_bwd) {
+  const int outs[5] = {F_OUT, F_LSE, F_DQ, F_DK, F_DV};
+  const int n = want_bwd ? 5 : 2;
+  unsigned char *first[5] = {0};
+  char err[256];
+  for (int k = 0; k < n; ++k) {
+    tu_tensor *x = &t[outs[k]];
+    const size_t bytes = x->buf_elems * x->elem_bytes;
+    if (!(first[k] = malloc(bytes ? bytes : 1))) {
+      fail(rep, "deterministic rerun: out of memory");
+      goto out;
+    }
+    memcpy(first[k], x->buf, bytes);
+    tu_poison(x);
+    if (bk->ops->copy_in(&d[outs[k]], x, err, sizeof err)) {
+      fail(rep, "deterministic rerun: %s: %s", f_names[outs[k]], err);
+      goto out;
+    }
+  }
+  fa_status st = fa_forward(params, &d[iq].view, &d[ik].view, &d[iv].view, &d[F_OUT].view,
+                            &d[F_LSE].view, NULL);
+  if (st != FA_OK) {
+    fail(rep, "deterministic rerun: fa_forward: %s: %s", fa_status_string(st), fa_last_error());
+    goto out;
+  }
+  if (want_bwd) {
+    st = fa_backward(params, &d[iq].view, &d[ik].view, &d[iv].view, &d[F_OUT].view, &d[F_LSE].view,
+                     &d[ido].view, &d[F_DQ].view, &d[F_DK].view, &d[F_DV].view, NULL);
+    if (st != FA_OK) {
+      fail(rep, "deterministic rerun: fa_backward: %s: %s", fa_status_string(st), fa_last_error());
+      goto out;
+    }
+  }
+  for (int k = 0; k < n; ++k) {
+    tu_tensor *x = &t[outs[k]];
+    if (dev_get(rep, bk, x, &d[outs[k]], f_names[outs[k]])) continue;
+    int64_t differ = 0, at = -1;
+    for (size_t e = 0; e < x->buf_elems; ++e)
+      if (memcmp(x->buf + e * x->elem_bytes, first[k] + e * x->elem_bytes, x->elem_bytes)) {
+        if (at < 0) at = (int64_t)e;
+        ++differ;
+      }
+    if (differ)
+      fail(rep,
+           "deterministic: %s of a second run differs bitwise from the first in %lld elements "
+           "(first at buffer element %lld)",
+           f_names[outs[k]], (long long)differ, (long long)at);
+  }
+out:
+  for (int k = 0; k < 5; ++k) free(first[k]);
 }
 
 static int run_fcase(const fcase *c, frun *R, uint64_t run_seed) {
@@ -1365,8 +1669,12 @@ static int run_fcase(const fcase *c, frun *R, uint64_t run_seed) {
   int result = R_FAIL;
   R->skip[0] = '\0';
   tu_tensor t[F_COUNT], it[I_COUNT];
+  dev_tensor d[F_COUNT], dix[I_COUNT];
   memset(t, 0, sizeof t);
   memset(it, 0, sizeof it);
+  memset(d, 0, sizeof d);
+  memset(dix, 0, sizeof dix);
+  char err[256];
   ref_result r64, rn;
   memset(&r64, 0, sizeof r64);
   memset(&rn, 0, sizeof rn);
@@ -1516,24 +1824,52 @@ static int run_fcase(const fcase *c, frun *R, uint64_t run_seed) {
     }
   }
 
+  /* The tensors the library gets, in the backend's memory (the dense copies only where they are
+     the library's own tensors). */
+  for (int i = 0; i < F_COUNT; ++i) {
+    const int ref_only = (i == F_QD && !dense_q) || (i == F_DOD && !dense_q) ||
+                         ((i == F_KD || i == F_VD) && !dense_k);
+    if (t[i].buf && !ref_only && dev_put(bk->ops, &d[i], &t[i], err, sizeof err)) {
+      fail(&rep, "%s: %s", f_names[i], err);
+      goto done;
+    }
+  }
+  for (int i = 0; i < I_COUNT; ++i)
+    if (it[i].buf && dev_put(bk->ops, &dix[i], &it[i], err, sizeof err)) {
+      fail(&rep, "%s: %s", i_names[i], err);
+      goto done;
+    }
+
   fa_params params;
-  fparams(c, bk, &x, &params, it);
+  fparams(c, bk, &x, &params, dix);
   fa_run_info info, plan;
   fa_status st;
-  fa_run_info_init(&plan);
-  st = fa_plan_forward(&params, &t[iq].t, &t[ik].t, &t[iv].t, &t[F_OUT].t, &t[F_LSE].t, &plan);
-  if (st != FA_OK) {
-    result = frefused(&rep, R, c, "fa_plan_forward", st);
-    goto done;
-  }
   const int want_bwd = c->bwd && !c->page;
-  if (want_bwd) {
+  {
+    const fa_tensor *data[8] = {&d[iq].view,
+                                &d[ik].view,
+                                &d[iv].view,
+                                &d[F_OUT].view,
+                                want_bwd ? &d[ido].view : NULL,
+                                want_bwd ? &d[F_DQ].view : NULL,
+                                want_bwd ? &d[F_DK].view : NULL,
+                                want_bwd ? &d[F_DV].view : NULL};
     fa_run_info_init(&plan);
-    st = fa_plan_backward(&params, &t[iq].t, &t[ik].t, &t[iv].t, &t[F_OUT].t, &t[F_LSE].t,
-                          &t[ido].t, &t[F_DQ].t, &t[F_DK].t, &t[F_DV].t, &plan);
+    st = fa_plan_forward(&params, &d[iq].view, &d[ik].view, &d[iv].view, &d[F_OUT].view,
+                         &d[F_LSE].view, &plan);
     if (st != FA_OK) {
-      result = frefused(&rep, R, c, "fa_plan_backward", st);
+      result = frefused(&rep, R, c, data, 8, "fa_plan_forward", st);
       goto done;
+    }
+    if (want_bwd) {
+      fa_run_info_init(&plan);
+      st = fa_plan_backward(&params, &d[iq].view, &d[ik].view, &d[iv].view, &d[F_OUT].view,
+                            &d[F_LSE].view, &d[ido].view, &d[F_DQ].view, &d[F_DK].view,
+                            &d[F_DV].view, &plan);
+      if (st != FA_OK) {
+        result = frefused(&rep, R, c, data, 8, "fa_plan_backward", st);
+        goto done;
+      }
     }
   }
 
@@ -1572,29 +1908,34 @@ static int run_fcase(const fcase *c, frun *R, uint64_t run_seed) {
   /* Forward without lse (not for split cases: they compare two forwards below). */
   if (c->splits < 0) {
     fa_run_info_init(&info);
-    st = fa_forward(&params, &t[iq].t, &t[ik].t, &t[iv].t, &t[F_OUT0].t, NULL, &info);
+    st = fa_forward(&params, &d[iq].view, &d[ik].view, &d[iv].view, &d[F_OUT0].view, NULL, &info);
     if (st != FA_OK)
       fail(&rep, "fa_forward (lse NULL): %s: %s", fa_status_string(st), fa_last_error());
     else {
       fcheck_info(&rep, bk, c, "fwd", "forward(lse NULL)", &info, NULL);
-      fcheck_output(&rep, summary, sizeof summary, "out0", &t[F_OUT0], &mq_map, &r64, &rn, REF_OUT,
-                    masked[REF_OUT], c->dtype);
+      if (!dev_get(&rep, bk, &t[F_OUT0], &d[F_OUT0], "out0"))
+        fcheck_output(&rep, summary, sizeof summary, "out0", &t[F_OUT0], &mq_map, &r64, &rn,
+                      REF_OUT, masked[REF_OUT], c->dtype);
     }
   } else {
     fa_params one = params;
     one.num_splits = 1;
     fa_run_info_init(&info);
-    st = fa_forward(&one, &t[iq].t, &t[ik].t, &t[iv].t, &t[F_OUTS].t, NULL, &info);
+    st = fa_forward(&one, &d[iq].view, &d[ik].view, &d[iv].view, &d[F_OUTS].view, NULL, &info);
     if (st != FA_OK)
       fail(&rep, "fa_forward (num_splits 1): %s: %s", fa_status_string(st), fa_last_error());
     else if (info.num_splits != 1)
       fail(&rep, "forward(num_splits 1): run info num_splits = %d", info.num_splits);
+    else
+      (void)dev_get(&rep, bk, &t[F_OUTS], &d[F_OUTS], "out(splits=1)");
   }
 
   fa_run_info_init(&plan);
-  (void)fa_plan_forward(&params, &t[iq].t, &t[ik].t, &t[iv].t, &t[F_OUT].t, &t[F_LSE].t, &plan);
+  (void)fa_plan_forward(&params, &d[iq].view, &d[ik].view, &d[iv].view, &d[F_OUT].view,
+                        &d[F_LSE].view, &plan);
   fa_run_info_init(&info);
-  st = fa_forward(&params, &t[iq].t, &t[ik].t, &t[iv].t, &t[F_OUT].t, &t[F_LSE].t, &info);
+  st = fa_forward(&params, &d[iq].view, &d[ik].view, &d[iv].view, &d[F_OUT].view, &d[F_LSE].view,
+                  &info);
   if (st != FA_OK) {
     fail(&rep, "fa_forward: %s: %s", fa_status_string(st), fa_last_error());
     goto done;
@@ -1602,6 +1943,11 @@ static int run_fcase(const fcase *c, frun *R, uint64_t run_seed) {
   fcheck_info(&rep, bk, c, "fwd", "forward", &info, &plan);
   if (c->splits > 0 && info.num_splits != c->splits)
     fail(&rep, "forward: num_splits %d asked, run info says %d ran", c->splits, info.num_splits);
+  if (c->determ && !info.deterministic)
+    fail(&rep, "forward: params.deterministic set but run info says the kernel is not");
+  if (dev_get(&rep, bk, &t[F_OUT], &d[F_OUT], "out") ||
+      dev_get(&rep, bk, &t[F_LSE], &d[F_LSE], "lse"))
+    goto done;
   fcheck_output(&rep, summary, sizeof summary, "out", &t[F_OUT], &mq_map, &r64, &rn, REF_OUT,
                 masked[REF_OUT], c->dtype);
   fcheck_output(&rep, summary, sizeof summary, "lse", &t[F_LSE], &ml_map, &r64, &rn, REF_LSE,
@@ -1622,25 +1968,32 @@ static int run_fcase(const fcase *c, frun *R, uint64_t run_seed) {
   if (c->page && c->bwd) {
     /* No backward through a block table: refused, nothing written. */
     for (int i = F_DQ; i <= F_DV; ++i) (void)tu_snapshot(&t[i]);
-    st = fa_backward(&params, &t[iq].t, &t[ik].t, &t[iv].t, &t[F_OUT].t, &t[F_LSE].t, &t[ido].t,
-                     &t[F_DQ].t, &t[F_DK].t, &t[F_DV].t, NULL);
+    st = fa_backward(&params, &d[iq].view, &d[ik].view, &d[iv].view, &d[F_OUT].view, &d[F_LSE].view,
+                     &d[ido].view, &d[F_DQ].view, &d[F_DK].view, &d[F_DV].view, NULL);
     if (st != FA_ERR_UNSUPPORTED)
       fail(&rep, "fa_backward with a block_table: %s, expected FA_ERR_UNSUPPORTED",
            fa_status_string(st));
     for (int i = F_DQ; i <= F_DV; ++i)
-      if (tu_unchanged(&t[i], NULL, 0) != 1) fail(&rep, "refused fa_backward wrote %s", f_names[i]);
+      if (!dev_get(&rep, bk, &t[i], &d[i], f_names[i]) && tu_unchanged(&t[i], NULL, 0) != 1)
+        fail(&rep, "refused fa_backward wrote %s", f_names[i]);
   } else if (want_bwd) {
     fa_run_info_init(&plan);
-    (void)fa_plan_backward(&params, &t[iq].t, &t[ik].t, &t[iv].t, &t[F_OUT].t, &t[F_LSE].t,
-                           &t[ido].t, &t[F_DQ].t, &t[F_DK].t, &t[F_DV].t, &plan);
+    (void)fa_plan_backward(&params, &d[iq].view, &d[ik].view, &d[iv].view, &d[F_OUT].view,
+                           &d[F_LSE].view, &d[ido].view, &d[F_DQ].view, &d[F_DK].view,
+                           &d[F_DV].view, &plan);
     fa_run_info_init(&info);
-    st = fa_backward(&params, &t[iq].t, &t[ik].t, &t[iv].t, &t[F_OUT].t, &t[F_LSE].t, &t[ido].t,
-                     &t[F_DQ].t, &t[F_DK].t, &t[F_DV].t, &info);
+    st = fa_backward(&params, &d[iq].view, &d[ik].view, &d[iv].view, &d[F_OUT].view, &d[F_LSE].view,
+                     &d[ido].view, &d[F_DQ].view, &d[F_DK].view, &d[F_DV].view, &info);
     if (st != FA_OK) {
       fail(&rep, "fa_backward: %s: %s", fa_status_string(st), fa_last_error());
       goto done;
     }
     fcheck_info(&rep, bk, c, "bwd", "backward", &info, &plan);
+    if (c->determ && !info.deterministic)
+      fail(&rep, "backward: params.deterministic set but run info says the kernel is not");
+    if (dev_get(&rep, bk, &t[F_DQ], &d[F_DQ], "dq") ||
+        dev_get(&rep, bk, &t[F_DK], &d[F_DK], "dk") || dev_get(&rep, bk, &t[F_DV], &d[F_DV], "dv"))
+      goto done;
     fcheck_output(&rep, summary, sizeof summary, "dq", &t[F_DQ], &mdq_map, &r64, &rn, REF_DQ,
                   masked[REF_DQ], c->dtype);
     fcheck_output(&rep, summary, sizeof summary, "dk", &t[F_DK], &mk_map, &r64, &rn, REF_DK,
@@ -1652,19 +2005,29 @@ static int run_fcase(const fcase *c, frun *R, uint64_t run_seed) {
     const int ro[6] = {iq, ik, iv, ido, F_OUT, F_LSE};
     for (int i = 0; i < 6; ++i) {
       char msg[160];
+      if (dev_get(&rep, bk, &t[ro[i]], &d[ro[i]], f_names[ro[i]])) continue;
       if (tu_unchanged(&t[ro[i]], msg, sizeof msg) != 1)
         fail(&rep, "input %s was modified: %s", f_names[ro[i]], msg);
     }
     for (int i = 0; i < I_COUNT; ++i)
-      if (it[i].buf && tu_unchanged(&it[i], NULL, 0) != 1)
-        fail(&rep, "an index/slope tensor (%d) was modified", i);
+      if (it[i].buf && !dev_get(&rep, bk, &it[i], &dix[i], i_names[i]) &&
+          tu_unchanged(&it[i], NULL, 0) != 1)
+        fail(&rep, "%s was modified", i_names[i]);
   }
+  /* Last, as it overwrites the outputs (their checks are done). */
+  if (c->determ) determinism_rerun(&rep, bk, &params, t, d, iq, ik, iv, ido, want_bwd);
   result = rep.failed ? R_FAIL : R_PASS;
 
 done:
   if (rep.failed) result = R_FAIL;
-  for (int i = 0; i < F_COUNT; ++i) tu_free(&t[i]);
-  for (int i = 0; i < I_COUNT; ++i) tu_free(&it[i]);
+  for (int i = 0; i < F_COUNT; ++i) {
+    bk->ops->release(&d[i]);
+    tu_free(&t[i]);
+  }
+  for (int i = 0; i < I_COUNT; ++i) {
+    bk->ops->release(&dix[i]);
+    tu_free(&it[i]);
+  }
   for (int w = 0; w < REF_NUM_OUTPUTS; ++w) free(masked[w]);
   free(table);
   ref_result_free(&r64);
@@ -1716,9 +2079,14 @@ static int run_kvcase(const fcase *c, frun *R, uint64_t run_seed) {
   int result = R_FAIL;
   R->skip[0] = '\0';
   tu_tensor t[K_COUNT], it[I_COUNT], cl;
+  dev_tensor d[K_COUNT], dix[I_COUNT], dcl;
   memset(t, 0, sizeof t);
   memset(it, 0, sizeof it);
   memset(&cl, 0, sizeof cl);
+  memset(d, 0, sizeof d);
+  memset(dix, 0, sizeof dix);
+  memset(&dcl, 0, sizeof dcl);
+  char derr[256];
   ref_result r64, rn;
   memset(&r64, 0, sizeof r64);
   memset(&rn, 0, sizeof rn);
@@ -1843,20 +2211,41 @@ static int run_kvcase(const fcase *c, frun *R, uint64_t run_seed) {
         for (int64_t e = 0; e < c->d; ++e) qi[3] = e, tu_set(&t[K_QR], qi, row[e]);
       }
 
+  /* The tensors the library gets, in the backend's memory (q rotated and the dense caches are
+     the reference's only). */
+  for (int i = 0; i < K_COUNT; ++i) {
+    const int ref_only = i == K_QR || i == K_KD || i == K_VD;
+    if (t[i].buf && !ref_only && dev_put(bk->ops, &d[i], &t[i], derr, sizeof derr)) {
+      fail(&rep, "%s: %s", k_names[i], derr);
+      goto done;
+    }
+  }
+  for (int i = 0; i < I_COUNT; ++i)
+    if (it[i].buf && dev_put(bk->ops, &dix[i], &it[i], derr, sizeof derr)) {
+      fail(&rep, "%s: %s", i_names[i], derr);
+      goto done;
+    }
+  if (dev_put(bk->ops, &dcl, &cl, derr, sizeof derr)) {
+    fail(&rep, "kv.cache_seqlens: %s", derr);
+    goto done;
+  }
+
   fa_params params;
-  fparams(c, bk, &x, &params, it);
+  fparams(c, bk, &x, &params, dix);
   fa_kvcache_args kv;
   fa_kvcache_args_init(&kv);
-  kv.cache_seqlens = &cl.t;
-  if (sn) kv.k_new = &t[K_KN].t, kv.v_new = &t[K_VN].t;
-  if (c->rot) kv.rotary_cos = &t[K_COS].t, kv.rotary_sin = &t[K_SIN].t;
+  kv.cache_seqlens = &dcl.view;
+  if (sn) kv.k_new = &d[K_KN].view, kv.v_new = &d[K_VN].view;
+  if (c->rot) kv.rotary_cos = &d[K_COS].view, kv.rotary_sin = &d[K_SIN].view;
   kv.rotary_interleaved = c->inter;
   fa_run_info info, plan;
   fa_run_info_init(&plan);
-  fa_status st = fa_plan_forward_kvcache(&params, &t[K_Q].t, &t[K_KC].t, &t[K_VC].t, &kv,
-                                         &t[K_OUT].t, &t[K_LSE].t, &plan);
+  fa_status st = fa_plan_forward_kvcache(&params, &d[K_Q].view, &d[K_KC].view, &d[K_VC].view, &kv,
+                                         &d[K_OUT].view, &d[K_LSE].view, &plan);
   if (st != FA_OK) {
-    result = frefused(&rep, R, c, "fa_plan_forward_kvcache", st);
+    const fa_tensor *data[5] = {&d[K_Q].view, &d[K_KC].view, &d[K_VC].view, &d[K_OUT].view,
+                                sn ? &d[K_KN].view : NULL};
+    result = frefused(&rep, R, c, data, 5, "fa_plan_forward_kvcache", st);
     goto done;
   }
   if (ref_attention_ext(&p, &x, REF_F64, &t[K_QR], &t[K_KD], &t[K_VD], NULL, &r64, 0) ||
@@ -1870,11 +2259,16 @@ static int run_kvcase(const fcase *c, frun *R, uint64_t run_seed) {
       goto done;
     }
   fa_run_info_init(&info);
-  st = fa_forward_kvcache(&params, &t[K_Q].t, &t[K_KC].t, &t[K_VC].t, &kv, &t[K_OUT].t, &t[K_LSE].t,
-                          &info);
+  st = fa_forward_kvcache(&params, &d[K_Q].view, &d[K_KC].view, &d[K_VC].view, &kv, &d[K_OUT].view,
+                          &d[K_LSE].view, &info);
   if (st != FA_OK) {
     fail(&rep, "fa_forward_kvcache: %s: %s", fa_status_string(st), fa_last_error());
     goto done;
+  }
+  {
+    const int outs[4] = {K_OUT, K_LSE, K_KC, K_VC};
+    for (int i = 0; i < 4; ++i)
+      if (dev_get(&rep, bk, &t[outs[i]], &d[outs[i]], k_names[outs[i]])) goto done;
   }
   fcheck_info(&rep, bk, c, "kvcache", "kvcache", &info, &plan);
   if (c->splits > 0 && info.num_splits != c->splits)
@@ -1933,18 +2327,29 @@ static int run_kvcase(const fcase *c, frun *R, uint64_t run_seed) {
     const int ro[5] = {K_Q, K_KN, K_VN, K_COS, K_SIN};
     for (int i = 0; i < 5; ++i) {
       char msg[160];
-      if (t[ro[i]].buf && tu_unchanged(&t[ro[i]], msg, sizeof msg) != 1)
+      if (t[ro[i]].buf && !dev_get(&rep, bk, &t[ro[i]], &d[ro[i]], k_names[ro[i]]) &&
+          tu_unchanged(&t[ro[i]], msg, sizeof msg) != 1)
         fail(&rep, "input %s was modified: %s", k_names[ro[i]], msg);
     }
-    if (tu_unchanged(&cl, NULL, 0) != 1) fail(&rep, "kv.cache_seqlens was modified");
-    if (paged && tu_unchanged(&it[I_TABLE], NULL, 0) != 1) fail(&rep, "block_table was modified");
+    if (!dev_get(&rep, bk, &cl, &dcl, "kv.cache_seqlens") && tu_unchanged(&cl, NULL, 0) != 1)
+      fail(&rep, "kv.cache_seqlens was modified");
+    if (paged && !dev_get(&rep, bk, &it[I_TABLE], &dix[I_TABLE], "block_table") &&
+        tu_unchanged(&it[I_TABLE], NULL, 0) != 1)
+      fail(&rep, "block_table was modified");
   }
   result = rep.failed ? R_FAIL : R_PASS;
 
 done:
   if (rep.failed) result = R_FAIL;
-  for (int i = 0; i < K_COUNT; ++i) tu_free(&t[i]);
-  for (int i = 0; i < I_COUNT; ++i) tu_free(&it[i]);
+  for (int i = 0; i < K_COUNT; ++i) {
+    bk->ops->release(&d[i]);
+    tu_free(&t[i]);
+  }
+  for (int i = 0; i < I_COUNT; ++i) {
+    bk->ops->release(&dix[i]);
+    tu_free(&it[i]);
+  }
+  bk->ops->release(&dcl);
   tu_free(&cl);
   for (int w = 0; w < REF_NUM_OUTPUTS; ++w) free(masked[w]);
   free(appended);
@@ -1966,6 +2371,66 @@ done:
   return result;
 }
 
+/* The layout probes (see the top of the file): one fa_plan_forward each on a small plain problem
+   in the backend's memory, in the first dtype the backend lists, q, k, v and out in the probed
+   layout (lse contiguous: the probes are about the data tensors). */
+static void probe_layouts(backend_ctx *bk) {
+  fa_dtype dt = FA_F32;
+  if (list_has(bk->desc->features, "bf16"))
+    dt = FA_BF16;
+  else if (list_has(bk->desc->features, "f16"))
+    dt = FA_F16;
+  const int64_t qs[4] = {1, 128, 2, 64}, ls[3] = {1, 2, 128};
+  for (int pr = 0; pr < P_COUNT; ++pr) {
+    tu_tensor t[5];
+    dev_tensor d[5];
+    memset(t, 0, sizeof t);
+    memset(d, 0, sizeof d);
+    char err[256] = "";
+    int bad = 0;
+    for (int i = 0; i < 5 && !bad; ++i) {
+      const int is_lse = i == 4;
+      tu_layout l = tu_layout_of(TU_CONTIGUOUS, is_lse ? 3 : 4);
+      if (pr == P_STRIDED_LAST_DIM && !is_lse) l.step = 2; /* rows stay 16-byte aligned */
+      if (pr == P_UNALIGNED && !is_lse) l = tu_layout_of(TU_PADDED, 4);
+      if (tu_alloc_layout(&t[i], is_lse ? FA_F32 : dt, is_lse ? 3 : 4, is_lse ? ls : qs, &l)) {
+        snprintf(err, sizeof err, "out of memory");
+        bad = 1;
+      } else {
+        if (!is_lse) {
+          tu_rng rng;
+          tu_rng_init(&rng, 1234u + (uint64_t)i);
+          tu_fill_random(&t[i], &rng);
+        }
+        bad = dev_put(bk->ops, &d[i], &t[i], err, sizeof err) != 0;
+      }
+    }
+    if (bad) {
+      bk->probe_ok[pr] = 0;
+      snprintf(bk->probe_why[pr], sizeof bk->probe_why[pr], "probe not run: %s", err);
+    } else {
+      fa_params params;
+      fa_params_init(&params);
+      params.backend = bk->id;
+      params.strict = 1;
+      fa_run_info plan;
+      fa_run_info_init(&plan);
+      fa_status st = fa_plan_forward(&params, &d[0].view, &d[1].view, &d[2].view, &d[3].view,
+                                     &d[4].view, &plan);
+      bk->probe_ok[pr] = st == FA_OK;
+      if (st == FA_OK)
+        snprintf(bk->probe_why[pr], sizeof bk->probe_why[pr], "accepted (%s)", plan.kernel);
+      else
+        snprintf(bk->probe_why[pr], sizeof bk->probe_why[pr], "refused: %s: %s",
+                 fa_status_string(st), fa_last_error());
+    }
+    for (int i = 0; i < 5; ++i) {
+      bk->ops->release(&d[i]);
+      tu_free(&t[i]);
+    }
+  }
+}
+
 /* ----------------------------------------------------------------------------------------------
  * main
  * -------------------------------------------------------------------------------------------- */
@@ -1976,8 +2441,10 @@ static void usage(void) {
           "[--list] [--require f1,f2,...]\n"
           "  --quick   a subset that still covers every feature (also FA_CONFORMANCE_QUICK=1)\n"
           "  --full    every case (the default)\n"
-          "  --require features (as fa_backend_info names them: window,softcap,alibi,dropout,\n"
-          "            varlen,paged_kv,split_kv,kvcache,hd512) whose cases must not be skipped\n"
+          "  --require needs whose cases must not be skipped: fa_backend_info's feature names\n"
+          "            (window,softcap,alibi,dropout,varlen,paged_kv,split_kv,kvcache,hd512,\n"
+          "            deterministic,f32,dv_ne_dk,...) or the suite's layout probes\n"
+          "            (strided_last_dim,unaligned)\n"
           "  FA_TEST_SEED=<n> replays a run's inputs; FA_TEST_THREADS sets reference threads\n");
 }
 
@@ -2055,9 +2522,12 @@ int main(int argc, char **argv) {
   }
 
   backend_ctx bk;
+  memset(&bk, 0, sizeof bk);
   bk.id = id;
   bk.name = desc->name;
   bk.ops = NULL;
+  bk.desc = desc;
+  bk.require = require;
   fa_device_kind kind = id == FA_BACKEND_CPU    ? FA_DEVICE_CPU
                         : id == FA_BACKEND_CUDA ? FA_DEVICE_CUDA
                         : id == FA_BACKEND_HIP  ? FA_DEVICE_HIP
@@ -2069,6 +2539,11 @@ int main(int argc, char **argv) {
   printf("conformance: backend %s (%s; %s), %s, seed %llu%s\n", bk.name, desc->devices, desc->arch,
          quick ? "quick subset" : "all cases", (unsigned long long)seed,
          tu_seed_was_fixed() ? " (FA_TEST_SEED)" : "");
+  printf("conformance: features: %s\n", desc->features);
+  probe_layouts(&bk);
+  for (int pr = 0; pr < P_COUNT; ++pr)
+    printf("conformance: layout probe %s: %s\n", probe_names[pr], bk.probe_why[pr]);
+  if (require) printf("conformance: required features: %s\n", require);
   printf("case%*s  max error/tolerance per output%*s  time\n", 47, "", 20, "");
   fflush(stdout);
 
@@ -2078,17 +2553,17 @@ int main(int argc, char **argv) {
     const conf_case *c = &L.v[i];
     if (quick && !c->quick) continue;
     if (filter && !strstr(c->name, filter)) continue;
-    if (run_case(c, &bk, seed))
+    int r = run_case(c, &bk, seed);
+    if (r == R_PASS)
       ++passed;
+    else if (r == R_SKIP)
+      ++skipped;
     else
       ++failed;
   }
   frun R;
   memset(&R, 0, sizeof R);
   R.bk = &bk;
-  R.desc = desc;
-  R.require = require;
-  if (require) printf("conformance: required features: %s\n", require);
   for (int i = 0; i < F.n; ++i) {
     const fcase *c = &F.v[i];
     if (quick && !c->quick) continue;

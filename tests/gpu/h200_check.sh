@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# h200_check.sh: the CUDA backend's checks on a GPU machine, from an already-built tree.
+#
+#   tests/gpu/h200_check.sh [--build DIR] [--quick] [--no-conformance] [--no-sanitize] [--no-sass]
+#
+# Runs only binaries (never cmake or nvcc): the build folder (default build/release) must come
+# with the repository, built with the CUDA backend. Steps, each PASS / FAIL / SKIP in the summary
+# table printed last:
+#   gpus         nvidia-smi -L
+#   fa-info      what fa_backend_info() reports; cuda must be available
+#   conformance  bin/conformance --backend cuda (every case; --quick for the subset) with the
+#                --require list of ctest's conformance.cuda, log in $OUT/conformance_cuda.log
+#   memcheck     compute-sanitizer --tool memcheck (leak check on) on bin/cuda_smoke, twice: bf16
+#                hd64 seqlen 100 causal GQA forward + backward, and f16 hd128 seqlen 200
+#                non-causal deterministic
+#   racecheck    compute-sanitizer --tool racecheck on the first of those
+#   sass         cuobjdump --dump-sass lib/libfa_cuda.so: HMMA instructions must be there; LDL/STL
+#                (local-memory spills) counted, per kernel, in $OUT/sass_counts.txt
+# Files in $OUT (default /tmp/out; six, so a tool that fetches at most eight keeps them all):
+# machine.txt (nvidia-smi -L, fa-info), conformance_cuda.log, conformance_cuda_skips.txt (skips
+# counted by reason), sanitizer.log (the three runs), sass_counts.txt, summary.txt. The SASS dump
+# itself stays in a temporary folder (tens of MB). Exit status: 0 when no step failed. Each step
+# has a time limit (together 7.5 minutes); the whole script took 45 s on an H200.
+set -u
+cd "$(dirname "$0")/../.."
+
+BUILD=build/release
+QUICK=0
+DO_CONF=1
+DO_SAN=1
+DO_SASS=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) BUILD=${2:?--build needs a folder}; shift ;;
+    --quick) QUICK=1 ;;
+    --no-conformance) DO_CONF=0 ;;
+    --no-sanitize) DO_SAN=0 ;;
+    --no-sass) DO_SASS=0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) echo "h200_check: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+: > "$OUT/machine.txt"
+: > "$OUT/sanitizer.log"
+BIN=$BUILD/bin
+LIB=$BUILD/lib
+# The binaries' RPATH names the folder they were built in; this copy may live elsewhere.
+export LD_LIBRARY_PATH="$PWD/$LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+START=$(date +%s)
+
+STEPS=()
+RESULTS=()
+DETAILS=()
+record() { # name result detail
+  STEPS+=("$1")
+  RESULTS+=("$2")
+  DETAILS+=("$3")
+  echo "--- $1: $2${3:+ ($3)}"
+}
+banner() { echo; echo "=== $1 ($(($(date +%s) - START)) s)"; }
+
+# A CUDA tool: PATH, then the usual toolkit folders.
+find_tool() {
+  local t=$1 d
+  if command -v "$t" >/dev/null 2>&1; then command -v "$t"; return 0; fi
+  for d in /usr/local/cuda/bin /usr/local/cuda-*/bin /opt/cuda/bin /usr/local/cuda/compute-sanitizer; do
+    if [ -x "$d/$t" ]; then echo "$d/$t"; return 0; fi
+  done
+  return 1
+}
+
+need_bin() { # name: 0 when $BIN/name exists
+  [ -x "$BIN/$1" ] && return 0
+  echo "$BIN/$1 is missing: build the tree first (cmake --preset release && cmake --build --preset release)"
+  return 1
+}
+
+# --- gpus ------------------------------------------------------------------------------------
+banner "nvidia-smi -L"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi -L 2>&1 | tee "$TMP/nvidia_smi.txt"
+  rc=${PIPESTATUS[0]}
+  cat "$TMP/nvidia_smi.txt" >> "$OUT/machine.txt"
+  if [ "$rc" -eq 0 ] && grep -q '^GPU ' "$TMP/nvidia_smi.txt"; then
+    record gpus PASS "$(grep -c '^GPU ' "$TMP/nvidia_smi.txt") GPU(s): $(sed -n '1s/ (UUID.*//p' "$TMP/nvidia_smi.txt")"
+  else
+    record gpus FAIL "nvidia-smi -L listed no GPU"
+  fi
+else
+  record gpus FAIL "nvidia-smi not found"
+fi
+
+# --- fa-info ---------------------------------------------------------------------------------
+banner "fa-info"
+if need_bin fa-info; then
+  timeout 30 "$BIN/fa-info" 2>&1 | tee "$TMP/fa_info.txt"
+  rc=${PIPESTATUS[0]}
+  { echo; cat "$TMP/fa_info.txt"; } >> "$OUT/machine.txt"
+  # The cuda block of fa-info names it available or gives the reason it is not.
+  cuda_line=$(grep -m1 -E '^  cuda: ' "$TMP/fa_info.txt" | sed 's/^  cuda: //')
+  if [ "$rc" -ne 0 ]; then
+    record fa-info FAIL "exit status $rc"
+  elif [ "$cuda_line" != available ]; then
+    record fa-info FAIL "cuda: ${cuda_line:-not listed}"
+  else
+    record fa-info PASS "cuda: available, $(grep -A3 -E '^  cuda: ' "$TMP/fa_info.txt" | sed -n 's/^ *devices *//p')"
+  fi
+else
+  record fa-info FAIL "fa-info not built"
+fi
+
+# --- conformance -----------------------------------------------------------------------------
+if [ "$DO_CONF" -eq 1 ]; then
+  banner "conformance --backend cuda"
+  if need_bin conformance; then
+    # The same --require list as ctest's conformance.cuda (tests/CMakeLists.txt, FA_REQUIRE_cuda).
+    REQUIRE=$(grep -F 'add_test([=[conformance.cuda]=]' "$BUILD/tests/CTestTestfile.cmake" 2>/dev/null |
+              sed -n 's/.*"--require" "\([^"]*\)".*/\1/p' | head -1)
+    args=(--backend cuda)
+    [ -n "$REQUIRE" ] && args+=(--require "$REQUIRE")
+    [ "$QUICK" -eq 1 ] && args+=(--quick)
+    echo "$BIN/conformance ${args[*]}"
+    timeout 150 "$BIN/conformance" "${args[@]}" 2>&1 | tee "$OUT/conformance_cuda.log"
+    rc=${PIPESTATUS[0]}
+    tally=$(grep -E '^conformance: [0-9]+ passed' "$OUT/conformance_cuda.log" | tail -1 | sed 's/^conformance: //')
+    if [ "$rc" -eq 0 ]; then
+      record conformance PASS "$tally"
+    elif [ "$rc" -eq 77 ]; then
+      record conformance FAIL "skipped: $(grep -m1 '^SKIP: ' "$OUT/conformance_cuda.log")"
+    elif [ "$rc" -eq 124 ]; then
+      record conformance FAIL "timed out after 150 s; ${tally:-no tally}"
+    else
+      record conformance FAIL "exit status $rc; ${tally:-no tally}; failures: grep -A8 '^FAIL' $OUT/conformance_cuda.log"
+    fi
+    # Skips by reason (what the backend refused), for the record.
+    grep '^SKIP ' "$OUT/conformance_cuda.log" | sed 's/^SKIP [^:]*: \([^(]*\) not supported.*/\1/' |
+      sort | uniq -c | sort -rn > "$OUT/conformance_cuda_skips.txt"
+  else
+    record conformance FAIL "conformance not built"
+  fi
+else
+  record conformance SKIP "--no-conformance"
+fi
+
+# --- compute-sanitizer -----------------------------------------------------------------------
+sanitize() { # step tool log args...
+  local step=$1 tool=$2 log=$3
+  shift 3
+  local extra=()
+  [ "$tool" = memcheck ] && extra=(--leak-check full)
+  local cmd="$SANITIZER --tool $tool ${extra[*]} $BIN/cuda_smoke $*"
+  echo "$cmd"
+  timeout 70 "$SANITIZER" --tool "$tool" "${extra[@]}" --error-exitcode 86 \
+    "$BIN/cuda_smoke" "$@" > "$TMP/$log" 2>&1
+  local rc=$?
+  { echo "=== $step: $cmd (exit status $rc)"; cat "$TMP/$log"; echo; } >> "$OUT/sanitizer.log"
+  tail -25 "$TMP/$log"
+  local summary
+  summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY' "$TMP/$log" | tail -2 | sed 's/^========= //' | tr '\n' ' ')
+  if [ "$rc" -eq 0 ]; then
+    record "$step" PASS "${summary:-no errors}"
+  elif [ "$rc" -eq 86 ]; then
+    record "$step" FAIL "sanitizer errors: ${summary} (see $OUT/sanitizer.log)"
+  elif [ "$rc" -eq 124 ]; then
+    record "$step" FAIL "timed out after 70 s (see $OUT/sanitizer.log)"
+  else
+    record "$step" FAIL "cuda_smoke exit status $rc: $(grep -m1 -E '^(FAIL|SKIP)' "$TMP/$log") (see $OUT/sanitizer.log)"
+  fi
+}
+if [ "$DO_SAN" -eq 1 ]; then
+  banner "compute-sanitizer"
+  SANITIZER=$(find_tool compute-sanitizer)
+  if [ -z "$SANITIZER" ]; then
+    for s in memcheck memcheck.det racecheck; do record "$s" FAIL "compute-sanitizer not found"; done
+  elif ! need_bin cuda_smoke; then
+    for s in memcheck memcheck.det racecheck; do record "$s" FAIL "cuda_smoke not built"; done
+  else
+    "$SANITIZER" --version | tail -1
+    sanitize memcheck memcheck memcheck.log
+    sanitize memcheck.det memcheck memcheck_det.log --dtype f16 --hdim 128 --seqlen 200 --causal 0 --deterministic
+    sanitize racecheck racecheck racecheck.log
+  fi
+else
+  for s in memcheck memcheck.det racecheck; do record "$s" SKIP "--no-sanitize"; done
+fi
+
+# --- SASS ------------------------------------------------------------------------------------
+if [ "$DO_SASS" -eq 1 ]; then
+  banner "SASS of $LIB/libfa_cuda.so"
+  CUOBJDUMP=$(find_tool cuobjdump)
+  if [ -z "$CUOBJDUMP" ]; then
+    record sass FAIL "cuobjdump not found"
+  elif [ ! -f "$LIB/libfa_cuda.so" ]; then
+    record sass FAIL "$LIB/libfa_cuda.so missing (built without the CUDA backend?)"
+  elif ! timeout 60 "$CUOBJDUMP" --dump-sass "$LIB/libfa_cuda.so" > "$TMP/sass.txt" 2> "$TMP/sass.err"; then
+    record sass FAIL "cuobjdump failed: $(head -1 "$TMP/sass.err")"
+  else
+    hmma=$(grep -c HMMA "$TMP/sass.txt")
+    ldl=$(grep -cE '\bLDL(\.|\s)' "$TMP/sass.txt")
+    stl=$(grep -cE '\bSTL(\.|\s)' "$TMP/sass.txt")
+    # Per kernel (and per architecture, as cuobjdump lists them): HMMA, LDL, STL lines.
+    awk '/^[[:space:]]*arch = /{arch=$3}
+         /Function : /{fn=$NF; key=arch " " fn; order[++n]=key}
+         /HMMA/{h[key]++} /[[:space:]]LDL[. ]/{l[key]++} /[[:space:]]STL[. ]/{s[key]++}
+         END{printf "%-6s %6s %6s %6s  %s\n", "arch", "HMMA", "LDL", "STL", "function";
+             for(i=1;i<=n;i++){k=order[i]; split(k, a, " ");
+               printf "%-6s %6d %6d %6d  %s\n", a[1], h[k], l[k], s[k], a[2]}}' \
+      "$TMP/sass.txt" > "$OUT/sass_counts.txt"
+    echo "HMMA lines: $hmma, LDL lines: $ldl, STL lines: $stl (per kernel: $OUT/sass_counts.txt)"
+    echo "kernels with local-memory traffic:"
+    awk 'NR > 1 && ($3 > 0 || $4 > 0)' "$OUT/sass_counts.txt" | sort -k3,3nr | head -20
+    if [ "$hmma" -gt 0 ]; then
+      record sass PASS "HMMA $hmma, LDL $ldl, STL $stl"
+    else
+      record sass FAIL "no HMMA instruction (LDL $ldl, STL $stl)"
+    fi
+  fi
+else
+  record sass SKIP "--no-sass"
+fi
+
+# --- summary ---------------------------------------------------------------------------------
+failed=0
+{
+  echo
+  echo "=== summary ($(($(date +%s) - START)) s; logs in $OUT)"
+  printf '%-12s %-5s %s\n' step result detail
+  for i in "${!STEPS[@]}"; do
+    printf '%-12s %-5s %s\n' "${STEPS[$i]}" "${RESULTS[$i]}" "${DETAILS[$i]}"
+    [ "${RESULTS[$i]}" = FAIL ] && failed=1
+  done
+} | tee "$OUT/summary.txt"
+for r in "${RESULTS[@]}"; do [ "$r" = FAIL ] && failed=1; done
+exit "$failed"
