@@ -155,14 +155,16 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
       const int st = step & 1;
       const int h = hk * group + step / m_count;
       const int m0 = (m_begin + step % m_count) * BM;
+      /* This step's tile has landed; after the barrier every warp is also done with the last
+         step (its Q/dO stage, Pᵀ and dSᵀ), so the next tile's loads may overwrite that stage. */
+      cp_async_wait<0>();
+      __syncthreads();
       if (step + 1 < steps)
         bwd_load_query_tile<Tr, HD, BM, NT>(
             a, b, hk * group + (step + 1) / m_count, (m_begin + (step + 1) % m_count) * BM,
             sQ + (st ^ 1) * BM * LD, sdO + (st ^ 1) * BM * LD, sLse + (st ^ 1) * BM,
             sD + (st ^ 1) * BM, tid);
       cp_async_commit();
-      cp_async_wait<1>();
-      __syncthreads();
 
       const E *tQ = sQ + st * BM * LD;
       const E *tdO = sdO + st * BM * LD;
@@ -325,7 +327,6 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
             }
           }
       }
-      __syncthreads(); /* this stage, Pᵀ and dSᵀ are free again */
     }
     cp_async_wait<0>();
 

@@ -110,6 +110,10 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
 
   for (int n = n_begin, it = 0; n < n_end; ++n, ++it) {
     const int st = it & 1;
+    /* Tile n has landed; after the barrier every warp is also done with tile n - 1, whose stage
+       the next tile's loads now overwrite while this one is computed (one barrier per tile). */
+    cp_async_wait<0>();
+    __syncthreads();
     if (n + 1 < n_end) {
       const int c1 = (n + 1) * BN;
       tile_load_async<BN, HD, NT>(sK + (st ^ 1) * BN * LD, k + (int64_t)c1 * a.k_str.row,
@@ -118,8 +122,6 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
                                   a.v_str.row, seqlen_k - c1, d, v, tid);
     }
     cp_async_commit();
-    cp_async_wait<1>();
-    __syncthreads();
 
     const int c0 = n * BN;
     fa_tile_class cls = fa_mask_tile_class_from_ranges(
@@ -245,7 +247,6 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
         }
       }
     }
-    __syncthreads();
   }
   cp_async_wait<0>();
 
