@@ -32,6 +32,15 @@ FA_HD float fa_score_softcap_grad(float z_capped, float softcap) {
   return 1.0f - t * t;
 }
 
+/* The same factor from inv_softcap = 1/softcap (0 without softcap: the factor is then 1 for every
+   finite z), with no division and no branch, for kernels' inner loops; equal to
+   fa_score_softcap_grad up to the rounding of the reciprocal. Not finite for z = -inf (a masked
+   score): callers select it away where p = 0. */
+FA_HD float fa_score_softcap_grad_inv(float z_capped, float inv_softcap) {
+  float t = z_capped * inv_softcap;
+  return 1.0f - t * t;
+}
+
 FA_HD float fa_score_alibi(float slope, int64_t i, int64_t j, int64_t shift) {
   int64_t dist = i + shift - j;
   return -slope * (float)(dist < 0 ? -dist : dist);

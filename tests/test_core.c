@@ -21,6 +21,7 @@
 #include "core/mask.h"
 #include "core/philox.h"
 #include "core/plan.h"
+#include "core/score.h"
 #include "core/softmax.h"
 
 /* ---------------------------------------------------------------------------------------------
@@ -605,6 +606,21 @@ static void test_mask_row_range(void) {
   case_end();
 }
 
+static void test_softcap_grad_forms(void) {
+  case_begin("fa_score_softcap_grad_inv equals fa_score_softcap_grad (division-free form)");
+  for (int t = 0; t < 100000; ++t) {
+    float cap = (float)rng_range(1, 100) * 0.5f;
+    float raw = ((float)rng_range(0, 2000000) / 1000000.0f - 1.0f) * 3.0f * cap;
+    float z = fa_score_softcap(raw, cap);
+    double want = fa_score_softcap_grad(z, cap), got = fa_score_softcap_grad_inv(z, 1.0f / cap);
+    /* 1 - t^2 near t = 1 cancels: both forms carry an absolute error of a few ulp of 1. */
+    if (fabs(got - want) > 1e-6)
+      fail("cap %g z %g: division form %.9g, reciprocal form %.9g", cap, z, want, got);
+    if (fa_score_softcap_grad_inv(raw, 0.0f) != 1.0f) fail("factor without softcap is not 1");
+  }
+  case_end();
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Storage conversions, against float64 arithmetic on the format's definition
  * ------------------------------------------------------------------------------------------- */
@@ -891,6 +907,7 @@ int main(int argc, char **argv) {
   test_mask_key_range();
   test_mask_tile_class();
   test_mask_row_range();
+  test_softcap_grad_forms();
   test_dtype_rounding();
   test_dtype_round_trip();
   test_enum_names();

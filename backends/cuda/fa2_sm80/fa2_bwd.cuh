@@ -102,6 +102,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
   const int seqlen_q = a.seqlen_q, seqlen_k = a.seqlen_k;
   const bool capped = a.softcap > 0.0f;
   const float sl2 = capped ? FA2_BWD_LOG2E : a.scale * FA2_BWD_LOG2E;
+  const float inv_cap = capped ? 1.0f / a.softcap : 0.0f;
 
   const E *k = static_cast<const E *>(a.k) + b * a.k_str.batch + hk * a.k_str.head;
   const E *v = static_cast<const E *>(a.v) + b * a.v_str.batch + hk * a.v_str.head;
@@ -247,9 +248,10 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
               const float z = s[m][nb][2 * r + c];
               const float p = fast_exp2(z * sl2 - (c ? lse2.y : lse2.x));
               const float ds = fa_bwd_ds(p, dp[m][nb][2 * r + c], c ? dd.y : dd.x);
-              /* Masked scores are -inf (p = 0, ds = 0); their softcap factor is not finite. */
+              /* A select, not a branch: masked scores are -inf (p = 0, ds = 0) and their softcap
+                 factor is not finite. */
               pv[c] = p;
-              dsv[c] = p > 0.0f ? ds * fa_score_softcap_grad(z, a.softcap) : 0.0f;
+              dsv[c] = p > 0.0f ? ds * fa_score_softcap_grad_inv(z, inv_cap) : 0.0f;
             }
             *reinterpret_cast<uint32_t *>(sPt + key_l * LDP + q_l) = Tr::pack(pv[0], pv[1]);
             *reinterpret_cast<uint32_t *>(sdSt + key_l * LDP + q_l) = Tr::pack(dsv[0], dsv[1]);
