@@ -18,6 +18,14 @@ fa_status fa_core_set_error(fa_status status, const char *fmt, ...) {
 
 const char *fa_last_error(void) { return last_error; }
 
+void fa_core_refuse(fa_decision *out, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(out->reason, sizeof out->reason, fmt, ap);
+  va_end(ap);
+  out->supported = 0;
+}
+
 const char *fa_status_string(fa_status status) {
   switch (status) {
     case FA_OK:

@@ -94,6 +94,13 @@ FA_API fa_status fa_core_set_error(fa_status status, const char *fmt, ...)
 #endif
     ;
 
+/* Marks a decision unsupported with a printf-style reason (truncated to fit); for decide(). */
+FA_API void fa_core_refuse(fa_decision *out, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
 /* Element pointer arithmetic shared by host backends. */
 static inline void *fa_tensor_base(const fa_tensor *t) {
   return (void *)((char *)t->data + t->byte_offset);

@@ -118,9 +118,11 @@ int devmem_free(fa_device dev, void *ptr, char *err, size_t n) {
   }
 }
 
-int devmem_copy_to_device(fa_device dev, void *dst, const void *src, size_t bytes, char *err,
-                          size_t n) {
-  if (bytes && (!dst || !src)) return set_err(err, n, "devmem_copy_to_device: NULL pointer");
+/* Both copy directions: the same checks, one cudaMemcpy kind apart. */
+static int copy_between(fa_device dev, void *dst, const void *src, size_t bytes, int to_device,
+                        char *err, size_t n) {
+  const char *name = to_device ? "devmem_copy_to_device" : "devmem_copy_to_host";
+  if (bytes && (!dst || !src)) return set_err(err, n, "%s: NULL pointer", name);
   switch (dev.kind) {
     case FA_DEVICE_CPU:
       if (bytes && dst != src) memmove(dst, src, bytes);
@@ -129,9 +131,14 @@ int devmem_copy_to_device(fa_device dev, void *dst, const void *src, size_t byte
 #if DEVMEM_HAVE_CUDA
       if (!bytes) return ok(err, n);
       if (cuda_use(dev, err, n)) return -1;
-      CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy(host to device)");
+      if (to_device) {
+        CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy(host to device)");
+      } else {
+        CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy(device to host)");
+      }
       return ok(err, n);
 #else
+      (void)to_device;
       return no_cuda(err, n);
 #endif
     default:
@@ -139,25 +146,14 @@ int devmem_copy_to_device(fa_device dev, void *dst, const void *src, size_t byte
   }
 }
 
+int devmem_copy_to_device(fa_device dev, void *dst, const void *src, size_t bytes, char *err,
+                          size_t n) {
+  return copy_between(dev, dst, src, bytes, 1, err, n);
+}
+
 int devmem_copy_to_host(fa_device dev, void *dst, const void *src, size_t bytes, char *err,
                         size_t n) {
-  if (bytes && (!dst || !src)) return set_err(err, n, "devmem_copy_to_host: NULL pointer");
-  switch (dev.kind) {
-    case FA_DEVICE_CPU:
-      if (bytes && dst != src) memmove(dst, src, bytes);
-      return ok(err, n);
-    case FA_DEVICE_CUDA:
-#if DEVMEM_HAVE_CUDA
-      if (!bytes) return ok(err, n);
-      if (cuda_use(dev, err, n)) return -1;
-      CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy(device to host)");
-      return ok(err, n);
-#else
-      return no_cuda(err, n);
-#endif
-    default:
-      return not_implemented(dev, err, n);
-  }
+  return copy_between(dev, dst, src, bytes, 0, err, n);
 }
 
 int devmem_memset(fa_device dev, void *ptr, int value, size_t bytes, char *err, size_t n) {

@@ -4,29 +4,12 @@
  * fa_backend_info's feature list and the call itself go through it. Pure: no allocation, no I/O.
  */
 #include <omp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/plan.h"
 #include "cpu_internal.h"
 #include "cpu_kernels.h"
-
-#if defined(__GNUC__)
-#define CPU_PRINTF_LIKE __attribute__((format(printf, 2, 3)))
-#else
-#define CPU_PRINTF_LIKE
-#endif
-
-static void refuse(fa_decision *out, const char *fmt, ...) CPU_PRINTF_LIKE;
-
-static void refuse(fa_decision *out, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(out->reason, sizeof out->reason, fmt, ap);
-  va_end(ap);
-  out->supported = 0;
-}
 
 /* The storage dtypes the kernels compute on, by name; NULL for any other. */
 static const char *storage_dtype_name(fa_dtype dtype) {
@@ -45,21 +28,21 @@ static const char *storage_dtype_name(fa_dtype dtype) {
 static int refuse_request(const fa_request *req, fa_decision *out) {
   const fa_params *p = req->params;
   if (p->kernel_family && strcmp(p->kernel_family, "flash") != 0) {
-    refuse(out, "kernel_family '%s' is unknown to cpu (families: flash)", p->kernel_family);
+    fa_core_refuse(out, "kernel_family '%s' is unknown to cpu (families: flash)", p->kernel_family);
     return 1;
   }
   if (req->op == FA_OP_BACKWARD && p->block_table) {
     /* Pages may be shared between sequences (prefix caching), so a page's dK/dV has no single
        owner; FlashAttention has no paged backward either. */
-    refuse(out,
-           "paged KV backward (block_table) is not supported by cpu.flash: pages may be "
-           "shared between sequences");
+    fa_core_refuse(out,
+                   "paged KV backward (block_table) is not supported by cpu.flash: pages may be "
+                   "shared between sequences");
     return 1;
   }
   if (req->op == FA_OP_KVCACHE && p->dropout_p > 0.0f) {
-    refuse(out,
-           "dropout (dropout_p > 0) is not supported by cpu.flash for fa_forward_kvcache "
-           "(inference only)");
+    fa_core_refuse(out,
+                   "dropout (dropout_p > 0) is not supported by cpu.flash for fa_forward_kvcache "
+                   "(inference only)");
     return 1;
   }
   return 0;
@@ -93,9 +76,9 @@ static int choose_splits(const fa_request *req, const cpu_problem *pb, int64_t t
 static int refuse_head_dim(const char *name, int64_t dim, int64_t max, fa_decision *out) {
   if (dim >= 1 && dim <= max) return 0;
   if (dim < 1)
-    refuse(out, "%s %lld < 1 for cpu.flash", name, (long long)dim);
+    fa_core_refuse(out, "%s %lld < 1 for cpu.flash", name, (long long)dim);
   else
-    refuse(out, "%s %lld > %lld for cpu.flash", name, (long long)dim, (long long)max);
+    fa_core_refuse(out, "%s %lld > %lld for cpu.flash", name, (long long)dim, (long long)max);
   return 1;
 }
 
@@ -127,17 +110,17 @@ void cpu_decide(const fa_request *req, fa_decision *out) {
   memset(out, 0, sizeof *out);
   const char *dtype = storage_dtype_name(req->dtype);
   if (req->device.kind != FA_DEVICE_CPU) {
-    refuse(out, "tensors are in %s memory; cpu.flash reads host memory only",
-           fa_device_kind_name(req->device.kind));
+    fa_core_refuse(out, "tensors are in %s memory; cpu.flash reads host memory only",
+                   fa_device_kind_name(req->device.kind));
     return;
   }
   if (!dtype) {
-    refuse(out, "dtype %s is not supported by cpu.flash (f32, f16, bf16)",
-           fa_dtype_name(req->dtype));
+    fa_core_refuse(out, "dtype %s is not supported by cpu.flash (f32, f16, bf16)",
+                   fa_dtype_name(req->dtype));
     return;
   }
   if (req->op != FA_OP_FORWARD && req->op != FA_OP_BACKWARD && req->op != FA_OP_KVCACHE) {
-    refuse(out, "operation %d is unknown to cpu.flash", (int)req->op);
+    fa_core_refuse(out, "operation %d is unknown to cpu.flash", (int)req->op);
     return;
   }
   if (refuse_head_dim("head_dim", req->head_dim, CPU_MAX_HEAD_DIM, out) ||

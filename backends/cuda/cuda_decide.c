@@ -4,7 +4,6 @@
  * fa_backend_info's feature list and the call itself go through it. Pure: no allocation and no
  * device work (the probe's facts are read once per process).
  */
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,40 +13,26 @@
 #include "fa2_sm80/fa2_args.h"
 #include "fa2_sm80/fa2_tiles.h"
 
-#if defined(__GNUC__)
-#define CUDA_PRINTF_LIKE __attribute__((format(printf, 2, 3)))
-#else
-#define CUDA_PRINTF_LIKE
-#endif
-
-static void refuse(fa_decision *out, const char *fmt, ...) CUDA_PRINTF_LIKE;
-
-static void refuse(fa_decision *out, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(out->reason, sizeof out->reason, fmt, ap);
-  va_end(ap);
-  out->supported = 0;
-}
-
 /* The kernels read rows with 16-byte copies: the last dimension contiguous, every other stride a
    multiple of 8 elements and the first element 16-byte aligned. */
 static int refuse_layout(const char *name, const fa_tensor *t, fa_decision *out) {
   if (!t) return 0;
   if (t->strides[3] != 1) {
-    refuse(out, "%s.strides[3] = %lld: cuda.fa2 needs the head dim contiguous (stride 1)", name,
-           (long long)t->strides[3]);
+    fa_core_refuse(out, "%s.strides[3] = %lld: cuda.fa2 needs the head dim contiguous (stride 1)",
+                   name, (long long)t->strides[3]);
     return 1;
   }
   for (int i = 0; i < 3; ++i)
     if (t->strides[i] % 8 != 0) {
-      refuse(out, "%s.strides[%d] = %lld: cuda.fa2 needs strides that are multiples of 8 elements",
-             name, i, (long long)t->strides[i]);
+      fa_core_refuse(
+          out, "%s.strides[%d] = %lld: cuda.fa2 needs strides that are multiples of 8 elements",
+          name, i, (long long)t->strides[i]);
       return 1;
     }
   uintptr_t addr = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
   if (addr % 16 != 0) {
-    refuse(out, "%s: first element at an address not 16-byte aligned; cuda.fa2 needs 16", name);
+    fa_core_refuse(out, "%s: first element at an address not 16-byte aligned; cuda.fa2 needs 16",
+                   name);
     return 1;
   }
   return 0;
@@ -57,19 +42,21 @@ static int refuse_layout(const char *name, const fa_tensor *t, fa_decision *out)
 static int refuse_params(const fa_request *req, fa_decision *out) {
   const fa_params *p = req->params;
   if (p->kernel_family && strcmp(p->kernel_family, "fa2") != 0) {
-    refuse(out, "kernel_family '%s' is unknown to cuda (families: fa2)", p->kernel_family);
+    fa_core_refuse(out, "kernel_family '%s' is unknown to cuda (families: fa2)", p->kernel_family);
     return 1;
   }
-  if (p->alibi_slopes) return refuse(out, "ALiBi (alibi_slopes) is not supported by cuda.fa2"), 1;
+  if (p->alibi_slopes)
+    return fa_core_refuse(out, "ALiBi (alibi_slopes) is not supported by cuda.fa2"), 1;
   if (p->dropout_p > 0.0f)
-    return refuse(out, "dropout (dropout_p > 0) is not supported by cuda.fa2"), 1;
+    return fa_core_refuse(out, "dropout (dropout_p > 0) is not supported by cuda.fa2"), 1;
   if (p->cu_seqlens_q || p->cu_seqlens_k)
-    return refuse(out, "varlen (cu_seqlens_q/k) is not supported by cuda.fa2"), 1;
-  if (p->seqused_k) return refuse(out, "seqused_k is not supported by cuda.fa2"), 1;
-  if (p->block_table) return refuse(out, "paged KV (block_table) is not supported by cuda.fa2"), 1;
+    return fa_core_refuse(out, "varlen (cu_seqlens_q/k) is not supported by cuda.fa2"), 1;
+  if (p->seqused_k) return fa_core_refuse(out, "seqused_k is not supported by cuda.fa2"), 1;
+  if (p->block_table)
+    return fa_core_refuse(out, "paged KV (block_table) is not supported by cuda.fa2"), 1;
   if (p->num_splits > 1) {
-    refuse(out, "num_splits = %d: split-KV is not supported by cuda.fa2 (0 or 1)",
-           (int)p->num_splits);
+    fa_core_refuse(out, "num_splits = %d: split-KV is not supported by cuda.fa2 (0 or 1)",
+                   (int)p->num_splits);
     return 1;
   }
   return 0;
@@ -95,53 +82,55 @@ int32_t cuda_bwd_dq_splits(const fa_request *req, int32_t tile_n, int32_t sm_cou
 void cuda_decide(const fa_request *req, fa_decision *out) {
   memset(out, 0, sizeof *out);
   if (req->device.kind != FA_DEVICE_CUDA) {
-    refuse(out, "tensors are in %s memory; cuda.fa2 reads CUDA device memory only",
-           fa_device_kind_name(req->device.kind));
+    fa_core_refuse(out, "tensors are in %s memory; cuda.fa2 reads CUDA device memory only",
+                   fa_device_kind_name(req->device.kind));
     return;
   }
   const cuda_state *s = cuda_state_get();
   if (!s->available) {
-    refuse(out, "%s", s->reason);
+    fa_core_refuse(out, "%s", s->reason);
     return;
   }
   const int id = req->device.id;
   if (id < 0 || id >= s->device_count) {
-    refuse(out, "device id %d: this process sees %d CUDA device(s)", id, (int)s->device_count);
+    fa_core_refuse(out, "device id %d: this process sees %d CUDA device(s)", id,
+                   (int)s->device_count);
     return;
   }
   const cuda_device_info *dev = &s->devices[id];
   if (!dev->usable) {
-    refuse(out, "%s", dev->reason);
+    fa_core_refuse(out, "%s", dev->reason);
     return;
   }
   const char *dt = dtype_name(req->dtype);
   if (!dt) {
-    refuse(out, "dtype %s is not supported by cuda.fa2 (f16, bf16)", fa_dtype_name(req->dtype));
+    fa_core_refuse(out, "dtype %s is not supported by cuda.fa2 (f16, bf16)",
+                   fa_dtype_name(req->dtype));
     return;
   }
   if (req->op != FA_OP_FORWARD && req->op != FA_OP_BACKWARD) {
-    refuse(out, "fa_forward_kvcache is not supported by cuda.fa2");
+    fa_core_refuse(out, "fa_forward_kvcache is not supported by cuda.fa2");
     return;
   }
   if (req->head_dim_v != req->head_dim) {
-    refuse(out, "head_dim_v %lld != head_dim %lld: cuda.fa2 needs them equal",
-           (long long)req->head_dim_v, (long long)req->head_dim);
+    fa_core_refuse(out, "head_dim_v %lld != head_dim %lld: cuda.fa2 needs them equal",
+                   (long long)req->head_dim_v, (long long)req->head_dim);
     return;
   }
   if (req->head_dim % 8 != 0 || req->head_dim > FA2_MAX_HEAD_DIM) {
-    refuse(out, "head_dim %lld: cuda.fa2 supports multiples of 8 up to %d",
-           (long long)req->head_dim, FA2_MAX_HEAD_DIM);
+    fa_core_refuse(out, "head_dim %lld: cuda.fa2 supports multiples of 8 up to %d",
+                   (long long)req->head_dim, FA2_MAX_HEAD_DIM);
     return;
   }
   if (refuse_params(req, out)) return;
   /* Grid limits: heads and batch are grid dimensions y and z; rows are int32 inside kernels. */
   if (req->batch > 65535 || req->heads_q > 65535) {
-    refuse(out, "batch %lld or heads_q %lld > 65535 (cuda.fa2 grid limit)", (long long)req->batch,
-           (long long)req->heads_q);
+    fa_core_refuse(out, "batch %lld or heads_q %lld > 65535 (cuda.fa2 grid limit)",
+                   (long long)req->batch, (long long)req->heads_q);
     return;
   }
   if (req->seqlen_q > INT32_MAX - 256 || req->seqlen_k > INT32_MAX - 256) {
-    refuse(out, "seqlen > 2^31 - 256 is not supported by cuda.fa2");
+    fa_core_refuse(out, "seqlen > 2^31 - 256 is not supported by cuda.fa2");
     return;
   }
   const fa_tensor *layout[] = {req->q,    req->k,  req->v,  req->out,
@@ -154,15 +143,16 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
   int ok = req->op == FA_OP_FORWARD ? fa2_fwd_config((int32_t)req->head_dim, &cfg)
                                     : fa2_bwd_config((int32_t)req->head_dim, &cfg);
   if (!ok) {
-    refuse(out, "head_dim %lld has no cuda.fa2 kernel", (long long)req->head_dim);
+    fa_core_refuse(out, "head_dim %lld has no cuda.fa2 kernel", (long long)req->head_dim);
     return;
   }
   if ((int64_t)cfg.smem_bytes > dev->smem_optin) {
-    refuse(out,
-           "cuda.fa2 %s at head_dim %lld needs %zu KiB of shared memory per block; %s allows "
-           "%d KiB",
-           req->op == FA_OP_FORWARD ? "forward" : "backward", (long long)req->head_dim,
-           cfg.smem_bytes / 1024, dev->name, (int)(dev->smem_optin / 1024));
+    fa_core_refuse(
+        out,
+        "cuda.fa2 %s at head_dim %lld needs %zu KiB of shared memory per block; %s allows "
+        "%d KiB",
+        req->op == FA_OP_FORWARD ? "forward" : "backward", (long long)req->head_dim,
+        cfg.smem_bytes / 1024, dev->name, (int)(dev->smem_optin / 1024));
     return;
   }
 
@@ -183,10 +173,10 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
   /* Backward: dQ by fp32 atomics unless determinism is asked for. */
   fa2_bwd_args sizing;
   memset(&sizing, 0, sizeof sizing);
-  sizing.batch = (int32_t)req->batch;
-  sizing.heads_q = (int32_t)req->heads_q;
-  sizing.seqlen_q = (int32_t)req->seqlen_q;
-  sizing.head_dim = (int32_t)req->head_dim;
+  sizing.p.batch = (int32_t)req->batch;
+  sizing.p.heads_q = (int32_t)req->heads_q;
+  sizing.p.seqlen_q = (int32_t)req->seqlen_q;
+  sizing.p.head_dim = (int32_t)req->head_dim;
   sizing.deterministic = p->deterministic ? 1 : 0;
   sizing.dq_splits = p->deterministic ? cuda_bwd_dq_splits(req, cfg.tile_n, dev->sm_count) : 1;
   out->deterministic = sizing.deterministic;

@@ -44,12 +44,27 @@ static void fill_strides(const fa_tensor *t, fa2_strides *s) {
 
 static void *tensor_ptr(const fa_tensor *t) { return fa_tensor_base(t); }
 
-static fa2_mask_args mask_args(const fa_request *req) {
+/* The sizes, score transform, mask (core/mask.h's rule) and stream both passes take. */
+static fa2_problem problem_of(const fa_request *req) {
   const fa_params *p = req->params;
+  fa2_problem pb;
+  memset(&pb, 0, sizeof pb);
+  pb.batch = (int32_t)req->batch;
+  pb.seqlen_q = (int32_t)req->seqlen_q;
+  pb.seqlen_k = (int32_t)req->seqlen_k;
+  pb.heads_q = (int32_t)req->heads_q;
+  pb.heads_kv = (int32_t)req->heads_kv;
+  pb.head_dim = (int32_t)req->head_dim;
+  pb.scale = req->scale;
+  pb.softcap = p->softcap > 0.0f ? p->softcap : 0.0f;
   fa_mask m = fa_mask_make(p->causal, p->causal_align, p->window_enabled, p->window_left,
                            p->window_right, req->seqlen_q, req->seqlen_k);
-  fa2_mask_args a = {m.shift, m.left, m.right};
-  return a;
+  pb.mask.shift = m.shift;
+  pb.mask.left = m.left;
+  pb.mask.right = m.right;
+  pb.bf16 = req->dtype == FA_BF16;
+  pb.stream = p->stream;
+  return pb;
 }
 
 static fa_status run_forward(const fa_request *req) {
@@ -69,22 +84,12 @@ static fa_status run_forward(const fa_request *req) {
     a.lse_str.head = req->lse->strides[1];
     a.lse_str.row = req->lse->strides[2];
   }
-  a.batch = (int32_t)req->batch;
-  a.seqlen_q = (int32_t)req->seqlen_q;
-  a.seqlen_k = (int32_t)req->seqlen_k;
-  a.heads_q = (int32_t)req->heads_q;
-  a.heads_kv = (int32_t)req->heads_kv;
-  a.head_dim = (int32_t)req->head_dim;
-  a.scale = req->scale;
-  a.softcap = req->params->softcap > 0.0f ? req->params->softcap : 0.0f;
-  a.mask = mask_args(req);
-  a.bf16 = req->dtype == FA_BF16;
-  a.stream = req->params->stream;
+  a.p = problem_of(req);
   fa2_tile_config cfg;
-  fa2_fwd_fn fn = fa2_fwd_config(a.head_dim, &cfg) ? fa2_fwd_for(cfg.head_dim_padded) : NULL;
+  fa2_fwd_fn fn = fa2_fwd_config(a.p.head_dim, &cfg) ? fa2_fwd_for(cfg.head_dim_padded) : NULL;
   if (!fn)
     return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no forward kernel for head_dim %d",
-                             a.head_dim);
+                             a.p.head_dim);
   int e = fn(&a);
   return e == 0 ? FA_OK : cuda_failure((cudaError_t)e, "the fa2 forward launch");
 }
@@ -112,17 +117,7 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
   a.lse_str.batch = req->lse->strides[0];
   a.lse_str.head = req->lse->strides[1];
   a.lse_str.row = req->lse->strides[2];
-  a.batch = (int32_t)req->batch;
-  a.seqlen_q = (int32_t)req->seqlen_q;
-  a.seqlen_k = (int32_t)req->seqlen_k;
-  a.heads_q = (int32_t)req->heads_q;
-  a.heads_kv = (int32_t)req->heads_kv;
-  a.head_dim = (int32_t)req->head_dim;
-  a.scale = req->scale;
-  a.softcap = req->params->softcap > 0.0f ? req->params->softcap : 0.0f;
-  a.mask = mask_args(req);
-  a.bf16 = req->dtype == FA_BF16;
-  a.stream = req->params->stream;
+  a.p = problem_of(req);
   a.deterministic = decision->deterministic;
   a.dq_splits = 1;
   if (a.deterministic) {
@@ -136,7 +131,7 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
   /* Without the caller's workspace, take it from the stream-ordered pool: freed in stream order
      after the kernels, reused by the pool for the next call, returned by fa_release. */
   void *ws = workspace;
-  cudaStream_t stream = (cudaStream_t)a.stream;
+  cudaStream_t stream = (cudaStream_t)a.p.stream;
   if (!ws && decision->workspace_bytes > 0) {
     cudaError_t e = cudaMallocAsync(&ws, decision->workspace_bytes, stream);
     if (e != cudaSuccess) return cuda_failure(e, "allocating the backward workspace");

@@ -26,18 +26,23 @@ typedef struct fa2_mask_args {
   int64_t shift, left, right;
 } fa2_mask_args;
 
-typedef struct fa2_fwd_args {
-  const void *q, *k, *v;
-  void *out;
-  float *lse; /* NULL: not written */
-  fa2_strides q_str, k_str, v_str, o_str;
-  fa2_lse_strides lse_str;
+/* What both passes share: the problem's sizes, the score transform, the mask and where to run. */
+typedef struct fa2_problem {
   int32_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
   float scale;   /* softmax scale */
   float softcap; /* 0: off */
   fa2_mask_args mask;
   int32_t bf16; /* 0: f16 storage */
   void *stream; /* cudaStream_t */
+} fa2_problem;
+
+typedef struct fa2_fwd_args {
+  const void *q, *k, *v;
+  void *out;
+  float *lse; /* NULL: not written */
+  fa2_strides q_str, k_str, v_str, o_str;
+  fa2_lse_strides lse_str;
+  fa2_problem p;
 } fa2_fwd_args;
 
 typedef struct fa2_bwd_args {
@@ -46,10 +51,7 @@ typedef struct fa2_bwd_args {
   void *dq, *dk, *dv;
   fa2_strides q_str, k_str, v_str, o_str, do_str, dq_str, dk_str, dv_str;
   fa2_lse_strides lse_str;
-  int32_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
-  float scale, softcap;
-  fa2_mask_args mask;
-  int32_t bf16;
+  fa2_problem p;
   /* Workspace (device memory, carved by the host): D = rowsum(dO∘O) and the LSE in log2 units
      (+inf where the row saw no key, so P = 0 there), both [batch, heads_q, seqlen_q_padded] with
      the padding rows filled (D 0, LSE +inf) so query tiles load them whole with cp.async; and
@@ -63,7 +65,6 @@ typedef struct fa2_bwd_args {
      s, s + dq_splits, ... in order; the accumulators are summed in split order. */
   int32_t deterministic;
   int32_t dq_splits;
-  void *stream;
 } fa2_bwd_args;
 
 /* Tiles of the compiled kernels for a head dim (rounded up to the kernels' granule); 0 when

@@ -27,9 +27,8 @@
 #include "core/mask.h"
 #include "core/score.h"
 #include "fa2_args.h"
+#include "fa2_common.cuh"
 #include "fa2_tiles.h"
-
-#define FA2_BWD_LOG2E 1.4426950408889634f
 
 /* Adds two neighbouring floats to the dQ accumulator: one 8-byte reduction where the
    architecture has it (sm_90), two 4-byte ones before. */
@@ -52,11 +51,11 @@ __device__ __forceinline__ void bwd_load_query_tile(const fa2_bwd_args &a, int b
   typedef typename Tr::elem E;
   const E *q = static_cast<const E *>(a.q) + b * a.q_str.batch + h * a.q_str.head;
   const E *dO = static_cast<const E *>(a.dout) + b * a.do_str.batch + h * a.do_str.head;
-  tile_load_async<BM, HD, NT>(sQ, q + (int64_t)m0 * a.q_str.row, a.q_str.row, a.seqlen_q - m0,
-                              a.head_dim, q, tid);
+  tile_load_async<BM, HD, NT>(sQ, q + (int64_t)m0 * a.q_str.row, a.q_str.row, a.p.seqlen_q - m0,
+                              a.p.head_dim, q, tid);
   tile_load_async<BM, HD, NT>(sdO, dO + (int64_t)m0 * a.do_str.row, a.do_str.row,
-                              a.seqlen_q - m0, a.head_dim, dO, tid);
-  const int64_t row0 = ((int64_t)b * a.heads_q + h) * a.seqlen_q_padded + m0;
+                              a.p.seqlen_q - m0, a.p.head_dim, dO, tid);
+  const int64_t row0 = ((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded + m0;
   constexpr int CHUNKS = BM / 4; /* 16-byte pieces of one vector */
   static_assert(2 * CHUNKS <= NT, "one chunk per thread");
   if (tid < CHUNKS)
@@ -97,25 +96,22 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3, mi = lane >> 3;
   const int hk = blockIdx.y, b = blockIdx.z;
-  const int group = a.heads_q / a.heads_kv;
-  const int d = a.head_dim;
-  const int seqlen_q = a.seqlen_q, seqlen_k = a.seqlen_k;
-  const bool capped = a.softcap > 0.0f;
-  const float sl2 = capped ? FA2_BWD_LOG2E : a.scale * FA2_BWD_LOG2E;
-  const float inv_cap = capped ? 1.0f / a.softcap : 0.0f;
+  const int group = a.p.heads_q / a.p.heads_kv;
+  const int d = a.p.head_dim;
+  const int seqlen_q = a.p.seqlen_q, seqlen_k = a.p.seqlen_k;
+  const bool capped = a.p.softcap > 0.0f;
+  const float sl2 = capped ? FA2_LOG2E : a.p.scale * FA2_LOG2E;
+  const float inv_cap = capped ? 1.0f / a.p.softcap : 0.0f;
 
   const E *k = static_cast<const E *>(a.k) + b * a.k_str.batch + hk * a.k_str.head;
   const E *v = static_cast<const E *>(a.v) + b * a.v_str.batch + hk * a.v_str.head;
 
-  fa_mask mask;
-  mask.shift = a.mask.shift;
-  mask.left = a.mask.left;
-  mask.right = a.mask.right;
+  const fa_mask mask = fa2_mask_of(a.p);
 
   const int n_blocks = (seqlen_k + BN - 1) / BN;
   const int split = a.deterministic ? (int)blockIdx.x : 0;
   const int n_step = a.deterministic ? (int)gridDim.x : n_blocks;
-  float *dq_acc = a.dq_accum + (int64_t)split * a.batch * a.heads_q * seqlen_q * d;
+  float *dq_acc = a.dq_accum + (int64_t)split * a.p.batch * a.p.heads_q * seqlen_q * d;
 
   /* Warp roles. */
   const int s_key = (warp % S_WK) * SK, s_q = (warp / S_WK) * SQ;
@@ -218,7 +214,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
 #pragma unroll
           for (int nb = 0; nb < SNB; ++nb)
 #pragma unroll
-            for (int c = 0; c < 4; ++c) s[m][nb][c] = fa_score_softcap(s[m][nb][c] * a.scale, a.softcap);
+            for (int c = 0; c < 4; ++c) s[m][nb][c] = fa_score_softcap(s[m][nb][c] * a.p.scale, a.p.softcap);
       }
       if (masked) {
 #pragma unroll
@@ -314,7 +310,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
             }
           }
         }
-        float *acc = dq_acc + ((int64_t)b * a.heads_q + h) * seqlen_q * d;
+        float *acc = dq_acc + ((int64_t)b * a.p.heads_q + h) * seqlen_q * d;
 #pragma unroll
         for (int m = 0; m < MQ; ++m)
 #pragma unroll
@@ -346,7 +342,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
             const int col = kv_d + db * 8 + 2 * t;
             if (col < d) {
               *reinterpret_cast<uint32_t *>(dkp + (int64_t)key * a.dk_str.row + col) =
-                  Tr::pack(dk[m][db][2 * r] * a.scale, dk[m][db][2 * r + 1] * a.scale);
+                  Tr::pack(dk[m][db][2 * r] * a.p.scale, dk[m][db][2 * r + 1] * a.p.scale);
               *reinterpret_cast<uint32_t *>(dvp + (int64_t)key * a.dv_str.row + col) =
                   Tr::pack(dv[m][db][2 * r], dv[m][db][2 * r + 1]);
             }

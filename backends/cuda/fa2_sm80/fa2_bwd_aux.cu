@@ -9,6 +9,7 @@
 
 #include "../common/ptx.cuh"
 #include "core/backward.h"
+#include "fa2_common.cuh"
 #include "fa2_launch.h"
 
 namespace {
@@ -20,12 +21,12 @@ __global__ void __launch_bounds__(ROWS_PER_BLOCK * 32) dot_do_o(const fa2_bwd_ar
   typedef typename Tr::elem E;
   const int lane = threadIdx.x & 31;
   const int64_t row = (int64_t)blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
-  const int64_t rows = (int64_t)a.batch * a.heads_q * a.seqlen_q_padded;
+  const int64_t rows = (int64_t)a.p.batch * a.p.heads_q * a.seqlen_q_padded;
   if (row >= rows) return;
   const int i = (int)(row % a.seqlen_q_padded);
-  const int h = (int)((row / a.seqlen_q_padded) % a.heads_q);
-  const int b = (int)(row / ((int64_t)a.seqlen_q_padded * a.heads_q));
-  if (i >= a.seqlen_q) {
+  const int h = (int)((row / a.seqlen_q_padded) % a.p.heads_q);
+  const int b = (int)(row / ((int64_t)a.seqlen_q_padded * a.p.heads_q));
+  if (i >= a.p.seqlen_q) {
     if (lane == 0) {
       a.dsum[row] = 0.0f;
       a.lse_log2[row] = INFINITY;
@@ -38,7 +39,7 @@ __global__ void __launch_bounds__(ROWS_PER_BLOCK * 32) dot_do_o(const fa2_bwd_ar
                 (int64_t)i * a.do_str.row;
   float acc = 0.0f;
   /* 8 elements (16 bytes) per lane and step; head_dim is a multiple of 8. */
-  for (int c = lane * 8; c < a.head_dim; c += 32 * 8) {
+  for (int c = lane * 8; c < a.p.head_dim; c += 32 * 8) {
     const uint4 ov = *reinterpret_cast<const uint4 *>(o + c);
     const uint4 dv = *reinterpret_cast<const uint4 *>(dO + c);
     const uint32_t ow[4] = {ov.x, ov.y, ov.z, ov.w}, dw[4] = {dv.x, dv.y, dv.z, dv.w};
@@ -58,14 +59,14 @@ __global__ void __launch_bounds__(ROWS_PER_BLOCK * 32) dot_do_o(const fa2_bwd_ar
   if (lane == 0) {
     a.dsum[row] = acc;
     const float l = a.lse[b * a.lse_str.batch + h * a.lse_str.head + (int64_t)i * a.lse_str.row];
-    a.lse_log2[row] = l == -INFINITY ? INFINITY : l * 1.4426950408889634f;
+    a.lse_log2[row] = l == -INFINITY ? INFINITY : l * FA2_LOG2E;
   }
 }
 
 template <typename Tr>
 __global__ void convert_dq(const fa2_bwd_args a) {
   typedef typename Tr::elem E;
-  const int64_t per_split = (int64_t)a.batch * a.heads_q * a.seqlen_q * a.head_dim;
+  const int64_t per_split = (int64_t)a.p.batch * a.p.heads_q * a.p.seqlen_q * a.p.head_dim;
   const int64_t pairs = per_split / 2; /* head_dim is even: pairs never straddle rows */
   for (int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; p < pairs;
        p += (int64_t)gridDim.x * blockDim.x) {
@@ -76,25 +77,25 @@ __global__ void convert_dq(const fa2_bwd_args a) {
       x += v.x;
       y += v.y;
     }
-    const int c = (int)(e % a.head_dim);
-    const int64_t row = e / a.head_dim;
-    const int i = (int)(row % a.seqlen_q);
-    const int h = (int)((row / a.seqlen_q) % a.heads_q);
-    const int b = (int)(row / ((int64_t)a.seqlen_q * a.heads_q));
+    const int c = (int)(e % a.p.head_dim);
+    const int64_t row = e / a.p.head_dim;
+    const int i = (int)(row % a.p.seqlen_q);
+    const int h = (int)((row / a.p.seqlen_q) % a.p.heads_q);
+    const int b = (int)(row / ((int64_t)a.p.seqlen_q * a.p.heads_q));
     E *dq = static_cast<E *>(a.dq) + b * a.dq_str.batch + h * a.dq_str.head +
             (int64_t)i * a.dq_str.row + c;
-    *reinterpret_cast<uint32_t *>(dq) = Tr::pack(x * a.scale, y * a.scale);
+    *reinterpret_cast<uint32_t *>(dq) = Tr::pack(x * a.p.scale, y * a.p.scale);
   }
 }
 
 }  // namespace
 
 extern "C" int fa2_bwd_dot_do_o_launch(const fa2_bwd_args *a) {
-  const int64_t rows = (int64_t)a->batch * a->heads_q * a->seqlen_q_padded;
+  const int64_t rows = (int64_t)a->p.batch * a->p.heads_q * a->seqlen_q_padded;
   if (rows == 0) return 0;
   const unsigned blocks = (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
-  cudaStream_t st = static_cast<cudaStream_t>(a->stream);
-  if (a->bf16)
+  cudaStream_t st = static_cast<cudaStream_t>(a->p.stream);
+  if (a->p.bf16)
     dot_do_o<fa_bf16><<<blocks, ROWS_PER_BLOCK * 32, 0, st>>>(*a);
   else
     dot_do_o<fa_f16><<<blocks, ROWS_PER_BLOCK * 32, 0, st>>>(*a);
@@ -102,12 +103,12 @@ extern "C" int fa2_bwd_dot_do_o_launch(const fa2_bwd_args *a) {
 }
 
 extern "C" int fa2_bwd_convert_dq_launch(const fa2_bwd_args *a) {
-  const int64_t pairs = (int64_t)a->batch * a->heads_q * a->seqlen_q * a->head_dim / 2;
+  const int64_t pairs = (int64_t)a->p.batch * a->p.heads_q * a->p.seqlen_q * a->p.head_dim / 2;
   if (pairs == 0) return 0;
   int64_t blocks = (pairs + 255) / 256;
   if (blocks > 65536) blocks = 65536;
-  cudaStream_t st = static_cast<cudaStream_t>(a->stream);
-  if (a->bf16)
+  cudaStream_t st = static_cast<cudaStream_t>(a->p.stream);
+  if (a->p.bf16)
     convert_dq<fa_bf16><<<(unsigned)blocks, 256, 0, st>>>(*a);
   else
     convert_dq<fa_f16><<<(unsigned)blocks, 256, 0, st>>>(*a);

@@ -21,10 +21,8 @@
 #include "core/score.h"
 #include "core/softmax.h"
 #include "fa2_args.h"
+#include "fa2_common.cuh"
 #include "fa2_tiles.h"
-
-#define FA2_LOG2E 1.4426950408889634f
-#define FA2_LN2 0.6931471805599453f
 
 template <typename Tr, int HD, int BM, int BN, int NW>
 __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) {
@@ -46,19 +44,16 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
   /* Largest query tiles first: under a causal mask they hold the most key tiles. */
   const int m_block = gridDim.x - 1 - blockIdx.x;
   const int h = blockIdx.y, b = blockIdx.z;
-  const int hk = h / (a.heads_q / a.heads_kv);
+  const int hk = h / (a.p.heads_q / a.p.heads_kv);
   const int m0 = m_block * BM;
-  const int d = a.head_dim;
-  const int seqlen_q = a.seqlen_q, seqlen_k = a.seqlen_k;
+  const int d = a.p.head_dim;
+  const int seqlen_q = a.p.seqlen_q, seqlen_k = a.p.seqlen_k;
 
   const E *q = static_cast<const E *>(a.q) + b * a.q_str.batch + h * a.q_str.head;
   const E *k = static_cast<const E *>(a.k) + b * a.k_str.batch + hk * a.k_str.head;
   const E *v = static_cast<const E *>(a.v) + b * a.v_str.batch + hk * a.v_str.head;
 
-  fa_mask mask;
-  mask.shift = a.mask.shift;
-  mask.left = a.mask.left;
-  mask.right = a.mask.right;
+  const fa_mask mask = fa2_mask_of(a.p);
   const int rows_end = min(m0 + BM, seqlen_q);
   int64_t lo_first, hi_first, lo_last, hi_last;
   fa_mask_key_range(&mask, m0, seqlen_k, &lo_first, &hi_first);
@@ -82,8 +77,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
   const int blk_lo_last = (int)lo_last, blk_hi_last = (int)hi_last;
 
   /* Without softcap the scale folds into the exp2 argument; with it, scores are scaled first. */
-  const bool capped = a.softcap > 0.0f;
-  const float sl2 = capped ? FA2_LOG2E : a.scale * FA2_LOG2E;
+  const bool capped = a.p.softcap > 0.0f;
+  const float sl2 = capped ? FA2_LOG2E : a.p.scale * FA2_LOG2E;
 
   float o[MT][DB][4];
   float row_max[MT][2], row_sum[MT][2];
@@ -171,7 +166,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
           for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
             for (int c = 0; c < 4; ++c)
-              s[mt][nb][c] = fa_score_softcap(s[mt][nb][c] * a.scale, a.softcap);
+              s[mt][nb][c] = fa_score_softcap(s[mt][nb][c] * a.p.scale, a.p.softcap);
       }
 
       if (cls == FA_TILE_PARTIAL) {

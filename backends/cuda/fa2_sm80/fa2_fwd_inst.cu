@@ -27,20 +27,20 @@ constexpr int S_WK = FA2_BWD_S_WK(HD), KV_WK = FA2_BWD_KV_WK(HD), DQ_WQ = FA2_BW
 
 template <typename Tr>
 int fwd(const fa2_fwd_args *a) {
-  if (a->seqlen_q == 0 || a->heads_q == 0 || a->batch == 0) return 0;
-  dim3 grid((unsigned)((a->seqlen_q + FWD_M - 1) / FWD_M), (unsigned)a->heads_q,
-            (unsigned)a->batch);
+  if (a->p.seqlen_q == 0 || a->p.heads_q == 0 || a->p.batch == 0) return 0;
+  dim3 grid((unsigned)((a->p.seqlen_q + FWD_M - 1) / FWD_M), (unsigned)a->p.heads_q,
+            (unsigned)a->p.batch);
   fa2_fwd_kernel<Tr, HD, FWD_M, FWD_N, FWD_W>
-      <<<grid, FWD_W * 32, FA2_FWD_SMEM(HD), static_cast<cudaStream_t>(a->stream)>>>(*a);
+      <<<grid, FWD_W * 32, FA2_FWD_SMEM(HD), static_cast<cudaStream_t>(a->p.stream)>>>(*a);
   return (int)cudaGetLastError();
 }
 
 template <typename Tr>
 int bwd(const fa2_bwd_args *a, int grid_x) {
-  if (grid_x == 0 || a->heads_kv == 0 || a->batch == 0) return 0;
-  dim3 grid((unsigned)grid_x, (unsigned)a->heads_kv, (unsigned)a->batch);
+  if (grid_x == 0 || a->p.heads_kv == 0 || a->p.batch == 0) return 0;
+  dim3 grid((unsigned)grid_x, (unsigned)a->p.heads_kv, (unsigned)a->p.batch);
   fa2_bwd_kernel<Tr, HD, BWD_N, BWD_M, BWD_W, S_WK, KV_WK, DQ_WQ>
-      <<<grid, BWD_W * 32, FA2_BWD_SMEM(HD), static_cast<cudaStream_t>(a->stream)>>>(*a);
+      <<<grid, BWD_W * 32, FA2_BWD_SMEM(HD), static_cast<cudaStream_t>(a->p.stream)>>>(*a);
   return (int)cudaGetLastError();
 }
 
@@ -58,11 +58,11 @@ cudaError_t prepare() {
 }  // namespace
 
 extern "C" int FA2_CAT(fa2_fwd_launch_hd, FA2_HD)(const fa2_fwd_args *a) {
-  return a->bf16 ? fwd<fa_bf16>(a) : fwd<fa_f16>(a);
+  return a->p.bf16 ? fwd<fa_bf16>(a) : fwd<fa_f16>(a);
 }
 
 extern "C" int FA2_CAT(fa2_bwd_main_launch_hd, FA2_HD)(const fa2_bwd_args *a, int grid_x) {
-  return a->bf16 ? bwd<fa_bf16>(a, grid_x) : bwd<fa_f16>(a, grid_x);
+  return a->p.bf16 ? bwd<fa_bf16>(a, grid_x) : bwd<fa_f16>(a, grid_x);
 }
 
 extern "C" int FA2_CAT(fa2_prepare_hd, FA2_HD)(void) {

@@ -74,19 +74,19 @@ int fa2_prepare_device(void) {
 
 static int32_t padded_rows(const fa2_bwd_args *a) {
   fa2_tile_config cfg;
-  int32_t m = fa2_bwd_config(a->head_dim, &cfg) ? cfg.tile_m : 1;
-  return (a->seqlen_q + m - 1) / m * m;
+  int32_t m = fa2_bwd_config(a->p.head_dim, &cfg) ? cfg.tile_m : 1;
+  return (a->p.seqlen_q + m - 1) / m * m;
 }
 
 /* D or the log2 LSE, rounded up to 256 bytes so what follows stays aligned. */
 static size_t dsum_bytes(const fa2_bwd_args *a) {
-  size_t n = (size_t)a->batch * (size_t)a->heads_q * (size_t)padded_rows(a) * sizeof(float);
+  size_t n = (size_t)a->p.batch * (size_t)a->p.heads_q * (size_t)padded_rows(a) * sizeof(float);
   return (n + 255) & ~(size_t)255;
 }
 
 static size_t dq_accum_bytes(const fa2_bwd_args *a) {
-  return (size_t)a->dq_splits * (size_t)a->batch * (size_t)a->heads_q * (size_t)a->seqlen_q *
-         (size_t)a->head_dim * sizeof(float);
+  return (size_t)a->dq_splits * (size_t)a->p.batch * (size_t)a->p.heads_q * (size_t)a->p.seqlen_q *
+         (size_t)a->p.head_dim * sizeof(float);
 }
 
 size_t fa2_bwd_workspace_bytes(const fa2_bwd_args *a) {
@@ -95,7 +95,7 @@ size_t fa2_bwd_workspace_bytes(const fa2_bwd_args *a) {
 
 int fa2_bwd_launch(const fa2_bwd_args *in, void *workspace) {
   fa2_tile_config cfg;
-  if (!fa2_bwd_config(in->head_dim, &cfg)) return (int)cudaErrorInvalidValue;
+  if (!fa2_bwd_config(in->p.head_dim, &cfg)) return (int)cudaErrorInvalidValue;
   fa2_bwd_fn main_fn = fa2_bwd_main_for(cfg.head_dim_padded);
   if (!main_fn) return (int)cudaErrorInvalidValue;
   fa2_bwd_args a = *in;
@@ -103,10 +103,10 @@ int fa2_bwd_launch(const fa2_bwd_args *in, void *workspace) {
   a.dsum = (float *)workspace;
   a.lse_log2 = (float *)((char *)workspace + dsum_bytes(in));
   a.dq_accum = (float *)((char *)workspace + 2 * dsum_bytes(in));
-  cudaStream_t st = (cudaStream_t)a.stream;
+  cudaStream_t st = (cudaStream_t)a.p.stream;
   int e = (int)cudaMemsetAsync(a.dq_accum, 0, dq_accum_bytes(&a), st);
   if (e == 0) e = fa2_bwd_dot_do_o_launch(&a);
-  const int n_blocks = (a.seqlen_k + cfg.tile_n - 1) / cfg.tile_n;
+  const int n_blocks = (a.p.seqlen_k + cfg.tile_n - 1) / cfg.tile_n;
   const int grid_x = a.deterministic ? a.dq_splits : n_blocks;
   if (e == 0 && grid_x > 0) e = main_fn(&a, grid_x);
   if (e == 0) e = fa2_bwd_convert_dq_launch(&a);
