@@ -23,6 +23,7 @@
 
 #include "../common/ptx.cuh"
 #include "../common/tile_io.cuh"
+#include "../common/warp_mma.cuh"
 #include "core/backward.h"
 #include "core/mask.h"
 #include "core/score.h"
@@ -181,30 +182,9 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
         for (int nb = 0; nb < SNB; ++nb)
 #pragma unroll
           for (int c = 0; c < 4; ++c) s[m][nb][c] = dp[m][nb][c] = 0.0f;
-#pragma unroll
-      for (int ks = 0; ks < HD / 16; ++ks) {
-        uint32_t ka[MS][4], va[MS][4];
-#pragma unroll
-        for (int m = 0; m < MS; ++m) {
-          const int row = s_key + m * 16 + (lane & 15);
-          ldmatrix_x4(ka[m], smem_u32(sK + row * LD + ks * 16 + (lane >> 4) * 8));
-          ldmatrix_x4(va[m], smem_u32(sV + row * LD + ks * 16 + (lane >> 4) * 8));
-        }
-#pragma unroll
-        for (int nb2 = 0; nb2 < SNB / 2; ++nb2) {
-          uint32_t qb[4], ob[4];
-          const int row = s_q + nb2 * 16 + (mi >> 1) * 8 + (lane & 7);
-          ldmatrix_x4(qb, smem_u32(tQ + row * LD + ks * 16 + (mi & 1) * 8));
-          ldmatrix_x4(ob, smem_u32(tdO + row * LD + ks * 16 + (mi & 1) * 8));
-#pragma unroll
-          for (int m = 0; m < MS; ++m) {
-            mma_16816<Tr>(s[m][2 * nb2], ka[m], qb);
-            mma_16816<Tr>(s[m][2 * nb2 + 1], ka[m], qb + 2);
-            mma_16816<Tr>(dp[m][2 * nb2], va[m], ob);
-            mma_16816<Tr>(dp[m][2 * nb2 + 1], va[m], ob + 2);
-          }
-        }
-      }
+      /* One product after the other: fewer fragments live at once than interleaving them. */
+      mma_rows_rows<Tr, MS, SNB, HD / 16, LD, LD>(s, sK, s_key, tQ, s_q, lane);
+      mma_rows_rows<Tr, MS, SNB, HD / 16, LD, LD>(dp, sV, s_key, tdO, s_q, lane);
 
       /* Pᵀ and dSᵀ, element by element, into shared memory. The softcap and the mask are each
          one uniform branch around a loop, so the loop that does the work has no branch. */
@@ -255,32 +235,9 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
         }
       __syncthreads();
 
-      /* dV += Pᵀ dO and dK += dSᵀ Q (reduction over the query tile). */
-#pragma unroll
-      for (int kq = 0; kq < BM / 16; ++kq) {
-        uint32_t pa[MK][4], da[MK][4];
-#pragma unroll
-        for (int m = 0; m < MK; ++m) {
-          const int row = kv_key + m * 16 + (lane & 15);
-          ldmatrix_x4(pa[m], smem_u32(sPt + row * LDP + kq * 16 + (lane >> 4) * 8));
-          ldmatrix_x4(da[m], smem_u32(sdSt + row * LDP + kq * 16 + (lane >> 4) * 8));
-        }
-#pragma unroll
-        for (int db2 = 0; db2 < KDB / 2; ++db2) {
-          uint32_t ob[4], qb[4];
-          const int row = kq * 16 + (mi & 1) * 8 + (lane & 7);
-          const int col = kv_d + db2 * 16 + (mi >> 1) * 8;
-          ldmatrix_x4_trans(ob, smem_u32(tdO + row * LD + col));
-          ldmatrix_x4_trans(qb, smem_u32(tQ + row * LD + col));
-#pragma unroll
-          for (int m = 0; m < MK; ++m) {
-            mma_16816<Tr>(dv[m][2 * db2], pa[m], ob);
-            mma_16816<Tr>(dv[m][2 * db2 + 1], pa[m], ob + 2);
-            mma_16816<Tr>(dk[m][2 * db2], da[m], qb);
-            mma_16816<Tr>(dk[m][2 * db2 + 1], da[m], qb + 2);
-          }
-        }
-      }
+      /* dV += Pᵀ dO and dK += dSᵀ Q (reduction over the query tile), one after the other. */
+      mma_rows_kn<Tr, MK, KDB, BM / 16, LDP, LD>(dv, sPt, kv_key, tdO, kv_d, lane);
+      mma_rows_kn<Tr, MK, KDB, BM / 16, LDP, LD>(dk, sdSt, kv_key, tQ, kv_d, lane);
 
       /* dQ (this warp's QQ queries x QD columns) = dS K, added to the fp32 accumulator. */
       {

@@ -17,6 +17,7 @@
 
 #include "../common/ptx.cuh"
 #include "../common/tile_io.cuh"
+#include "../common/warp_mma.cuh"
 #include "core/mask.h"
 #include "core/score.h"
 #include "core/softmax.h"
@@ -133,31 +134,9 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
 #pragma unroll
           for (int c = 0; c < 4; ++c) s[mt][nb][c] = 0.0f;
 
-      /* S = Q Kᵀ over the padded head dim (the padding is zeros). No branch on the real head dim
-         inside the unrolled loops: it would stop the loads of one step overlapping the mma of the
-         last. */
-#pragma unroll
-      for (int ks = 0; ks < HD / 16; ++ks) {
-        {
-          uint32_t qa[MT][4];
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt)
-            ldmatrix_x4(qa[mt], smem_u32(sQ + (warp_row0 + mt * 16 + (lane & 15)) * LD + ks * 16 +
-                                         (lane >> 4) * 8));
-#pragma unroll
-          for (int nb2 = 0; nb2 < NB / 2; ++nb2) {
-            uint32_t kb[4];
-            const int mi = lane >> 3;
-            ldmatrix_x4(kb, smem_u32(tK + (nb2 * 16 + (mi >> 1) * 8 + (lane & 7)) * LD + ks * 16 +
-                                     (mi & 1) * 8));
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-              mma_16816<Tr>(s[mt][2 * nb2], qa[mt], kb);
-              mma_16816<Tr>(s[mt][2 * nb2 + 1], qa[mt], kb + 2);
-            }
-          }
-        }
-      }
+      /* S = Q Kᵀ over the padded head dim (the padding is zeros; no branch on the real head dim
+         inside the unrolled loops, which would stop loads overlapping the mma). */
+      mma_rows_rows<Tr, MT, NB, HD / 16, LD, LD>(s, sQ, warp_row0, tK, 0, lane);
 
       if (capped) {
 #pragma unroll

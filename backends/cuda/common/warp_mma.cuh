@@ -1,0 +1,73 @@
+/*
+ * warp_mma.cuh: one warp's tile products out of shared memory, the two operand layouts the
+ * FlashAttention kernels need (mma.sync m16n8k16, fragments as in ptx.cuh).
+ *
+ *   mma_rows_rows: acc += A · Bᵀ, A and B both row-major with k along the row (Q Kᵀ, K Qᵀ, V dOᵀ)
+ *   mma_rows_kn:   acc += A · B,  A row-major with k along the row, B row-major [k][n] (Pᵀ dO)
+ *
+ * acc is [M16][N8][4]: M16 16-row blocks of A times N8 8-column blocks of the result. The
+ * fragments of one k-step are loaded before its mma are issued; the caller's loop order decides
+ * how many products are in flight.
+ */
+#ifndef FA_CUDA_WARP_MMA_CUH
+#define FA_CUDA_WARP_MMA_CUH
+
+#include "ptx.cuh"
+
+/* Rows a_row0 + [0, 16·M16) of A (leading dimension LDA), rows b_row0 + [0, 8·N8) of B (LDB),
+   over K16 steps of 16 columns from column 0. */
+template <typename Tr, int M16, int N8, int K16, int LDA, int LDB, typename E>
+__device__ __forceinline__ void mma_rows_rows(float (&acc)[M16][N8][4], const E *sA, int a_row0,
+                                              const E *sB, int b_row0, int lane) {
+  static_assert(N8 % 2 == 0, "B is loaded 16 rows at a time");
+  const int mi = lane >> 3;
+#pragma unroll
+  for (int ks = 0; ks < K16; ++ks) {
+    uint32_t af[M16][4];
+#pragma unroll
+    for (int m = 0; m < M16; ++m)
+      ldmatrix_x4(af[m], smem_u32(sA + (a_row0 + m * 16 + (lane & 15)) * LDA + ks * 16 +
+                                  (lane >> 4) * 8));
+#pragma unroll
+    for (int n2 = 0; n2 < N8 / 2; ++n2) {
+      uint32_t bf[4];
+      ldmatrix_x4(bf, smem_u32(sB + (b_row0 + n2 * 16 + (mi >> 1) * 8 + (lane & 7)) * LDB +
+                               ks * 16 + (mi & 1) * 8));
+#pragma unroll
+      for (int m = 0; m < M16; ++m) {
+        mma_16816<Tr>(acc[m][2 * n2], af[m], bf);
+        mma_16816<Tr>(acc[m][2 * n2 + 1], af[m], bf + 2);
+      }
+    }
+  }
+}
+
+/* Rows a_row0 + [0, 16·M16) of A (LDA) over k = [0, 16·K16); B rows k (LDB), columns
+   b_col0 + [0, 8·N8) (loaded transposed). */
+template <typename Tr, int M16, int N8, int K16, int LDA, int LDB, typename E>
+__device__ __forceinline__ void mma_rows_kn(float (&acc)[M16][N8][4], const E *sA, int a_row0,
+                                            const E *sB, int b_col0, int lane) {
+  static_assert(N8 % 2 == 0, "B is loaded 16 columns at a time");
+  const int mi = lane >> 3;
+#pragma unroll
+  for (int ks = 0; ks < K16; ++ks) {
+    uint32_t af[M16][4];
+#pragma unroll
+    for (int m = 0; m < M16; ++m)
+      ldmatrix_x4(af[m], smem_u32(sA + (a_row0 + m * 16 + (lane & 15)) * LDA + ks * 16 +
+                                  (lane >> 4) * 8));
+#pragma unroll
+    for (int n2 = 0; n2 < N8 / 2; ++n2) {
+      uint32_t bf[4];
+      ldmatrix_x4_trans(bf, smem_u32(sB + (ks * 16 + (mi & 1) * 8 + (lane & 7)) * LDB + b_col0 +
+                                     n2 * 16 + (mi >> 1) * 8));
+#pragma unroll
+      for (int m = 0; m < M16; ++m) {
+        mma_16816<Tr>(acc[m][2 * n2], af[m], bf);
+        mma_16816<Tr>(acc[m][2 * n2 + 1], af[m], bf + 2);
+      }
+    }
+  }
+}
+
+#endif /* FA_CUDA_WARP_MMA_CUH */
