@@ -180,5 +180,6 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
   sizing.deterministic = p->deterministic ? 1 : 0;
   sizing.dq_splits = p->deterministic ? cuda_bwd_dq_splits(req, cfg.tile_n, dev->sm_count) : 1;
   out->deterministic = sizing.deterministic;
-  out->workspace_bytes = fa2_bwd_workspace_bytes(&sizing);
+  /* Plus room to align a caller's workspace to 256 bytes (the kernels' vector accesses). */
+  out->workspace_bytes = fa2_bwd_workspace_bytes(&sizing) + CUDA_WORKSPACE_ALIGN;
 }

@@ -8,6 +8,8 @@
 #include "core/plugin.h"
 
 #define CUDA_MAX_DEVICES 64
+/* A workspace of any alignment is accepted: decide() asks for this much more, run() aligns. */
+#define CUDA_WORKSPACE_ALIGN 256
 
 typedef struct cuda_device_info {
   char name[96];

@@ -7,6 +7,7 @@
  */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "core/mask.h"
@@ -124,9 +125,10 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
     const cuda_device_info *dev = &cuda_state_get()->devices[req->device.id];
     a.dq_splits = cuda_bwd_dq_splits(req, decision->tile_n, dev->sm_count);
   }
-  if (fa2_bwd_workspace_bytes(&a) != decision->workspace_bytes)
+  if (fa2_bwd_workspace_bytes(&a) + CUDA_WORKSPACE_ALIGN != decision->workspace_bytes)
     return fa_core_set_error(FA_ERR_INTERNAL, "cuda: backward workspace %zu bytes, decided %zu",
-                             fa2_bwd_workspace_bytes(&a), decision->workspace_bytes);
+                             fa2_bwd_workspace_bytes(&a) + CUDA_WORKSPACE_ALIGN,
+                             decision->workspace_bytes);
 
   /* Without the caller's workspace, take it from the stream-ordered pool: freed in stream order
      after the kernels, reused by the pool for the next call, returned by fa_release. */
@@ -136,7 +138,9 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
     cudaError_t e = cudaMallocAsync(&ws, decision->workspace_bytes, stream);
     if (e != cudaSuccess) return cuda_failure(e, "allocating the backward workspace");
   }
-  int e = fa2_bwd_launch(&a, ws);
+  uintptr_t base =
+      ((uintptr_t)ws + CUDA_WORKSPACE_ALIGN - 1) & ~(uintptr_t)(CUDA_WORKSPACE_ALIGN - 1);
+  int e = fa2_bwd_launch(&a, (void *)base);
   if (ws && ws != workspace) {
     cudaError_t f = cudaFreeAsync(ws, stream);
     if (e == 0 && f != cudaSuccess) e = (int)f;

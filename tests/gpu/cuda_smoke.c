@@ -3,6 +3,9 @@
  * compute-sanitizer (memcheck, racecheck) on a GPU machine (tests/gpu/h200_check.sh runs it).
  *
  *   cuda_smoke [--dtype bf16|f16] [--hdim D] [--seqlen S] [--causal 0|1] [--deterministic]
+ *              [--workspace-offset N]
+ * With --workspace-offset the backward runs in a caller workspace that starts N bytes into a
+ * device allocation (N = 4: misaligned on purpose; the backend must cope).
  *
  * Default: bf16, batch 2, 4 query heads over 2 KV heads (GQA), seqlen 100 (not a tile multiple),
  * head_dim 64, causal. Tensors live in CUDA memory (tools/device_mem), inputs random, outputs
@@ -44,6 +47,8 @@ int main(int argc, char **argv) {
   fa_dtype dtype = FA_BF16;
   long hd = 64, seqlen = 100, causal = 1;
   int deterministic = 0;
+  long ws_offset = -1;
+  void *ws_mem = NULL;
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int ok = 1;
@@ -62,13 +67,15 @@ int main(int argc, char **argv) {
       ok = parse_int(v, 1, 1 << 20, &seqlen);
     } else if (!strcmp(a, "--causal")) {
       ok = parse_int(v, 0, 1, &causal);
+    } else if (!strcmp(a, "--workspace-offset")) {
+      ok = parse_int(v, 0, 255, &ws_offset);
     } else {
       ok = 0;
     }
     if (!ok) {
       fprintf(stderr,
               "usage: cuda_smoke [--dtype bf16|f16] [--hdim D] [--seqlen S] [--causal 0|1] "
-              "[--deterministic]\n");
+              "[--deterministic] [--workspace-offset N]\n");
       return 2;
     }
     ++i;
@@ -147,6 +154,19 @@ int main(int argc, char **argv) {
         info.kernel);
   check(devmem_sync(dev, err, sizeof err) == 0, "synchronize after the forward", err);
 
+  if (ws_offset >= 0) {
+    size_t need = 0;
+    st = fa_backward_workspace_size(&params, &dv[T_Q], &dv[T_K], &dv[T_V], &dv[T_OUT], &dv[T_LSE],
+                                    &dv[T_DOUT], &dv[T_DQ], &dv[T_DK], &dv[T_DV], &need);
+    check(st == FA_OK, "fa_backward_workspace_size", fa_last_error());
+    if (st != FA_OK) goto done;
+    if (devmem_alloc(dev, need + (size_t)ws_offset, &ws_mem, err, sizeof err)) {
+      check(0, "workspace allocation", err);
+      goto done;
+    }
+    params.workspace = (char *)ws_mem + ws_offset;
+    params.workspace_size = need;
+  }
   fa_run_info_init(&info);
   st = fa_backward(&params, &dv[T_Q], &dv[T_K], &dv[T_V], &dv[T_OUT], &dv[T_LSE], &dv[T_DOUT],
                    &dv[T_DQ], &dv[T_DK], &dv[T_DV], &info);
@@ -190,6 +210,7 @@ int main(int argc, char **argv) {
   }
 
 done:
+  if (ws_mem && devmem_free(dev, ws_mem, err, sizeof err)) check(0, "cudaFree", err);
   for (int i = 0; i < T_COUNT; ++i) {
     if (mem[i] && devmem_free(dev, mem[i], err, sizeof err)) check(0, "cudaFree", err);
     tu_free(&t[i]);

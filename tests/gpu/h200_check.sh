@@ -10,9 +10,10 @@
 #   fa-info      what fa_backend_info() reports; cuda must be available
 #   conformance  bin/conformance --backend cuda (every case; --quick for the subset) with the
 #                --require list of ctest's conformance.cuda, log in $OUT/conformance_cuda.log
-#   memcheck     compute-sanitizer --tool memcheck (leak check on) on bin/cuda_smoke, twice: bf16
-#                hd64 seqlen 100 causal GQA forward + backward, and f16 hd128 seqlen 200
-#                non-causal deterministic
+#   memcheck     compute-sanitizer --tool memcheck (leak check on) on bin/cuda_smoke, three times:
+#                bf16 hd64 seqlen 100 causal GQA forward + backward; f16 hd128 seqlen 200
+#                non-causal deterministic; bf16 hd72 seqlen 333 with the backward in a caller
+#                workspace 4 bytes off alignment
 #   racecheck    compute-sanitizer --tool racecheck on the first of those
 #   sass         cuobjdump --dump-sass lib/libfa_cuda.so: HMMA instructions must be there; LDL/STL
 #                (local-memory spills) counted, per kernel, in $OUT/sass_counts.txt
@@ -177,17 +178,18 @@ if [ "$DO_SAN" -eq 1 ]; then
   banner "compute-sanitizer"
   SANITIZER=$(find_tool compute-sanitizer)
   if [ -z "$SANITIZER" ]; then
-    for s in memcheck memcheck.det racecheck; do record "$s" FAIL "compute-sanitizer not found"; done
+    for s in memcheck memcheck.det memcheck.ws racecheck; do record "$s" FAIL "compute-sanitizer not found"; done
   elif ! need_bin cuda_smoke; then
-    for s in memcheck memcheck.det racecheck; do record "$s" FAIL "cuda_smoke not built"; done
+    for s in memcheck memcheck.det memcheck.ws racecheck; do record "$s" FAIL "cuda_smoke not built"; done
   else
     "$SANITIZER" --version | tail -1
     sanitize memcheck memcheck memcheck.log
     sanitize memcheck.det memcheck memcheck_det.log --dtype f16 --hdim 128 --seqlen 200 --causal 0 --deterministic
+    sanitize memcheck.ws memcheck memcheck_ws.log --hdim 72 --seqlen 333 --workspace-offset 4
     sanitize racecheck racecheck racecheck.log
   fi
 else
-  for s in memcheck memcheck.det racecheck; do record "$s" SKIP "--no-sanitize"; done
+  for s in memcheck memcheck.det memcheck.ws racecheck; do record "$s" SKIP "--no-sanitize"; done
 fi
 
 # --- SASS ------------------------------------------------------------------------------------
