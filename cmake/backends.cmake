@@ -35,12 +35,14 @@ else()
   set(FA_HIP_REASON "")
 endif()
 
-# OpenCL: headers and ICD loader.
+# OpenCL: headers and ICD loader (Debian: ocl-icd-opencl-dev, opencl-headers).
 find_package(OpenCL QUIET)
-if(NOT OpenCL_FOUND)
+option(FA_BACKEND_OPENCL "Build the OpenCL backend" ON)
+if(NOT FA_BACKEND_OPENCL)
+  set(FA_OPENCL_REASON "not built: disabled at configure time (FA_BACKEND_OPENCL=OFF)")
+elseif(NOT OpenCL_FOUND)
   set(FA_OPENCL_REASON "not built: no OpenCL headers and ICD loader found at configure time")
-elseif(NOT EXISTS ${CMAKE_SOURCE_DIR}/backends/opencl/CMakeLists.txt)
-  set(FA_OPENCL_REASON "not built: this version has no OpenCL backend yet (OpenCL found)")
+  set(FA_BACKEND_OPENCL OFF)
 else()
   set(FA_OPENCL_REASON "")
 endif()

@@ -5,11 +5,18 @@
 #ifndef FA_CORE_DTYPE_H
 #define FA_CORE_DTYPE_H
 
+/* OpenCL C has no standard headers: its prelude defines the fixed-width types. */
+#ifndef FA_OPENCL_C
 #include <stdint.h>
 #include <string.h>
+#endif
 
 #include "fa_hd.h"
 
+#if defined(FA_OPENCL_C)
+FA_HD float fa_bits_to_f32(uint32_t u) { return as_float(u); }
+FA_HD uint32_t fa_f32_to_bits(float f) { return as_uint(f); }
+#else
 FA_HD float fa_bits_to_f32(uint32_t u) {
   float f;
   memcpy(&f, &u, sizeof f);
@@ -21,6 +28,7 @@ FA_HD uint32_t fa_f32_to_bits(float f) {
   memcpy(&u, &f, sizeof u);
   return u;
 }
+#endif
 
 FA_HD float fa_bf16_to_f32(uint16_t h) { return fa_bits_to_f32((uint32_t)h << 16); }
 

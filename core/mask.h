@@ -11,7 +11,10 @@
 #ifndef FA_CORE_MASK_H
 #define FA_CORE_MASK_H
 
+/* OpenCL C has no standard headers: its prelude defines the fixed-width types. */
+#ifndef FA_OPENCL_C
 #include <stdint.h>
+#endif
 
 #include "fa_hd.h"
 

@@ -13,7 +13,10 @@
 #ifndef FA_CORE_PHILOX_H
 #define FA_CORE_PHILOX_H
 
+/* OpenCL C has no standard headers: its prelude defines the fixed-width types. */
+#ifndef FA_OPENCL_C
 #include <stdint.h>
+#endif
 
 #include "fa_hd.h"
 

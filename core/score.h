@@ -16,8 +16,11 @@
 #ifndef FA_CORE_SCORE_H
 #define FA_CORE_SCORE_H
 
+/* OpenCL C has no standard headers: its prelude defines the fixed-width types. */
+#ifndef FA_OPENCL_C
 #include <math.h>
 #include <stdint.h>
+#endif
 
 #include "fa_hd.h"
 

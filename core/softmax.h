@@ -9,7 +9,10 @@
 #ifndef FA_CORE_SOFTMAX_H
 #define FA_CORE_SOFTMAX_H
 
+/* OpenCL C has no standard headers: its prelude defines the fixed-width types. */
+#ifndef FA_OPENCL_C
 #include <math.h>
+#endif
 
 #include "fa_hd.h"
 

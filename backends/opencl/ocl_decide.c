@@ -1,0 +1,102 @@
+/*
+ * ocl_decide.c: the OpenCL backend's one decide-function (supported or why, kernel name, tiles,
+ * workspace). Pure: reads the probe's facts only.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ocl_internal.h"
+
+static const char *dtype_name(fa_dtype dt) {
+  return (dt == FA_F32 || dt == FA_F16 || dt == FA_BF16) ? fa_dtype_name(dt) : NULL;
+}
+
+/* Every fa_params field is honoured or refused here, never ignored; stream is a cl_command_queue
+   (or NULL: the plugin's own queue, finished before returning). */
+static int refuse_params(const fa_request *req, fa_decision *out) {
+  const fa_params *p = req->params;
+  if (p->kernel_family && strcmp(p->kernel_family, "flash") != 0) {
+    fa_core_refuse(out, "kernel_family '%s' is unknown to opencl (families: flash)",
+                   p->kernel_family);
+    return 1;
+  }
+  const char *what = NULL;
+  if (p->alibi_slopes)
+    what = "ALiBi (alibi_slopes)";
+  else if (p->dropout_p > 0.0f)
+    what = "dropout (dropout_p > 0)";
+  else if (p->cu_seqlens_q || p->cu_seqlens_k)
+    what = "varlen (cu_seqlens_q/k)";
+  else if (p->seqused_k)
+    what = "seqused_k";
+  else if (p->block_table)
+    what = "paged KV (block_table)";
+  if (what) {
+    fa_core_refuse(out, "%s is not supported by opencl.flash", what);
+    return 1;
+  }
+  if (p->num_splits > 1) {
+    fa_core_refuse(out, "num_splits = %d: split-KV is not supported by opencl.flash (0 or 1)",
+                   (int)p->num_splits);
+    return 1;
+  }
+  return 0;
+}
+
+void ocl_decide(const fa_request *req, fa_decision *out) {
+  memset(out, 0, sizeof *out);
+  if (req->device.kind != FA_DEVICE_OPENCL) {
+    fa_core_refuse(out, "tensors are in %s memory; opencl.flash reads OpenCL buffers (cl_mem) only",
+                   fa_device_kind_name(req->device.kind));
+    return;
+  }
+  const ocl_state *s = ocl_state_get();
+  if (!s->available) {
+    fa_core_refuse(out, "%s", s->reason);
+    return;
+  }
+  if (req->device.id < 0 || req->device.id >= s->count) {
+    fa_core_refuse(out, "device id %d: this process sees %d OpenCL device(s)", (int)req->device.id,
+                   s->count);
+    return;
+  }
+  const char *dt = dtype_name(req->dtype);
+  if (!dt) {
+    fa_core_refuse(out, "dtype %s is not supported by opencl.flash (f32, f16, bf16)",
+                   fa_dtype_name(req->dtype));
+    return;
+  }
+  if (req->op != FA_OP_FORWARD && req->op != FA_OP_BACKWARD) {
+    fa_core_refuse(out, "fa_forward_kvcache is not supported by opencl.flash");
+    return;
+  }
+  if (req->head_dim_v != req->head_dim) {
+    fa_core_refuse(out, "head_dim_v %lld != head_dim %lld: opencl.flash needs them equal",
+                   (long long)req->head_dim_v, (long long)req->head_dim);
+    return;
+  }
+  if (req->head_dim > OCL_MAX_HEAD_DIM) {
+    fa_core_refuse(out, "head_dim %lld > %d for opencl.flash", (long long)req->head_dim,
+                   OCL_MAX_HEAD_DIM);
+    return;
+  }
+  if (refuse_params(req, out)) return;
+  if (req->seqlen_q > 0x7fffffff || req->seqlen_k > 0x7fffffff || req->heads_q > 0x7fffffff) {
+    fa_core_refuse(out, "seqlen or heads >= 2^31 is not supported by opencl.flash");
+    return;
+  }
+  const ocl_tiles t = ocl_plan(&s->devices[req->device.id], (int)req->head_dim);
+  const fa_params *p = req->params;
+  snprintf(out->kernel, sizeof out->kernel, "opencl.flash.%s.%s.hd%lld%s%s%s",
+           req->op == FA_OP_FORWARD ? "fwd" : "bwd", dt, (long long)req->head_dim,
+           p->causal ? ".causal" : "", p->window_enabled ? ".window" : "",
+           p->softcap > 0.0f ? ".softcap" : "");
+  out->supported = 1;
+  out->tile_m = t.br;
+  out->tile_n = t.bc;
+  out->num_splits = 1;
+  out->deterministic = 1; /* no atomics: every output element is one work-item's */
+  /* The backward's D vector is a buffer the plugin creates per call in the tensors' context
+     (an OpenCL workspace would have to be a cl_mem, which params.workspace cannot carry). */
+  out->workspace_bytes = 0;
+}

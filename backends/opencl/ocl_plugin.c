@@ -1,0 +1,280 @@
+/*
+ * ocl_plugin.c: the OpenCL backend's entry point and run(). The context is the buffers' own
+ * (clGetMemObjectInfo); the device is fa_tensor.device.id of the probe's list, which must belong
+ * to that context; the queue is params.stream (a cl_command_queue, left running as a CUDA stream
+ * would be) or one the plugin makes per call and finishes before returning.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/mask.h"
+#include "ocl_internal.h"
+
+enum { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2 };
+
+static fa_status cl_fail(cl_int e, const char *what) {
+  fa_status st = (e == CL_OUT_OF_HOST_MEMORY || e == CL_MEM_OBJECT_ALLOCATION_FAILURE ||
+                  e == CL_OUT_OF_RESOURCES)
+                     ? FA_ERR_OUT_OF_MEMORY
+                     : FA_ERR_BACKEND_FAILURE;
+  return fa_core_set_error(st, "opencl: %s failed: %s (%d)", what, ocl_error_name(e), (int)e);
+}
+
+static cl_mem mem_of(const fa_tensor *t) { return (cl_mem)t->data; }
+
+/* (element offset, batch, row, head, dim) strides in elements, as the kernels take them. */
+static cl_long8 desc_of(const fa_tensor *t) {
+  cl_long8 d;
+  memset(&d, 0, sizeof d);
+  d.s[0] = (cl_long)(t->byte_offset / fa_dtype_size(t->dtype));
+  for (int i = 0; i < 4; ++i) d.s[1 + i] = (cl_long)t->strides[i];
+  return d;
+}
+
+static cl_long4 lse_desc_of(const fa_tensor *t) {
+  cl_long4 d;
+  memset(&d, 0, sizeof d);
+  if (!t) return d;
+  d.s[0] = (cl_long)(t->byte_offset / sizeof(float));
+  for (int i = 0; i < 3; ++i) d.s[1 + i] = (cl_long)t->strides[i];
+  return d;
+}
+
+/* Arguments appended in order; the first error is kept. */
+typedef struct arg_list {
+  cl_kernel k;
+  cl_uint n;
+  cl_int err;
+} arg_list;
+
+static void arg(arg_list *a, size_t size, const void *value) {
+  if (a->err == CL_SUCCESS) a->err = clSetKernelArg(a->k, a->n, size, value);
+  a->n++;
+}
+
+typedef struct shape_args {
+  cl_int seqlen_q, seqlen_k, heads_q, heads_kv;
+  cl_float scale, softcap;
+  cl_long shift, left, right;
+} shape_args;
+
+static shape_args shape_of(const fa_request *req) {
+  const fa_params *p = req->params;
+  fa_mask m = fa_mask_make(p->causal, p->causal_align, p->window_enabled, p->window_left,
+                           p->window_right, req->seqlen_q, req->seqlen_k);
+  shape_args s = {(cl_int)req->seqlen_q,
+                  (cl_int)req->seqlen_k,
+                  (cl_int)req->heads_q,
+                  (cl_int)req->heads_kv,
+                  req->scale,
+                  p->softcap > 0.0f ? p->softcap : 0.0f,
+                  m.shift,
+                  m.left,
+                  m.right};
+  return s;
+}
+
+static void shape_args_add(arg_list *a, const shape_args *s, int with_kv_heads) {
+  arg(a, sizeof s->seqlen_q, &s->seqlen_q);
+  arg(a, sizeof s->seqlen_k, &s->seqlen_k);
+  arg(a, sizeof s->heads_q, &s->heads_q);
+  if (with_kv_heads) arg(a, sizeof s->heads_kv, &s->heads_kv);
+  arg(a, sizeof s->scale, &s->scale);
+  arg(a, sizeof s->softcap, &s->softcap);
+  arg(a, sizeof s->shift, &s->shift);
+  arg(a, sizeof s->left, &s->left);
+  arg(a, sizeof s->right, &s->right);
+}
+
+static void tensor_arg(arg_list *a, const fa_tensor *t, cl_long8 *desc) {
+  cl_mem m = mem_of(t);
+  *desc = desc_of(t);
+  arg(a, sizeof m, &m);
+  arg(a, sizeof *desc, desc);
+}
+
+static fa_status enqueue(cl_command_queue queue, cl_kernel k, size_t rows, size_t tile,
+                         size_t heads, size_t batch, const char *what) {
+  if (rows == 0 || heads == 0 || batch == 0) return FA_OK;
+  size_t global[3] = {(rows + tile - 1) / tile * tile, heads, batch};
+  size_t local[3] = {tile, 1, 1};
+  cl_int e = clEnqueueNDRangeKernel(queue, k, 3, NULL, global, local, 0, NULL, NULL);
+  return e == CL_SUCCESS ? FA_OK : cl_fail(e, what);
+}
+
+typedef struct run_ctx {
+  cl_context ctx;
+  cl_command_queue queue;
+  int own_queue;
+  cl_program program;
+  ocl_tiles tiles;
+} run_ctx;
+
+static fa_status make_kernel(const run_ctx *rc, const char *name, cl_kernel *k) {
+  cl_int e = CL_SUCCESS;
+  *k = clCreateKernel(rc->program, name, &e);
+  return e == CL_SUCCESS ? FA_OK : cl_fail(e, name);
+}
+
+static fa_status run_forward(const fa_request *req, const run_ctx *rc) {
+  cl_kernel k;
+  fa_status st = make_kernel(rc, "fa_forward", &k);
+  if (st != FA_OK) return st;
+  arg_list a = {k, 0, CL_SUCCESS};
+  cl_long8 dq, dk, dv, dout;
+  tensor_arg(&a, req->q, &dq);
+  tensor_arg(&a, req->k, &dk);
+  tensor_arg(&a, req->v, &dv);
+  tensor_arg(&a, req->out, &dout);
+  /* Without an LSE the kernel gets the output buffer in its place and never writes it. */
+  cl_mem lse = req->lse ? mem_of(req->lse) : mem_of(req->out);
+  cl_long4 ls = lse_desc_of(req->lse);
+  cl_int has_lse = req->lse != NULL;
+  arg(&a, sizeof lse, &lse);
+  arg(&a, sizeof ls, &ls);
+  arg(&a, sizeof has_lse, &has_lse);
+  shape_args s = shape_of(req);
+  shape_args_add(&a, &s, 1);
+  if (a.err != CL_SUCCESS) st = cl_fail(a.err, "setting fa_forward's arguments");
+  if (st == FA_OK)
+    st = enqueue(rc->queue, k, (size_t)req->seqlen_q, (size_t)rc->tiles.br, (size_t)req->heads_q,
+                 (size_t)req->batch, "fa_forward");
+  clReleaseKernel(k);
+  return st;
+}
+
+static fa_status run_backward(const fa_request *req, const run_ctx *rc) {
+  const size_t rows = (size_t)(req->batch * req->heads_q * req->seqlen_q);
+  cl_int e = CL_SUCCESS;
+  cl_mem dsum =
+      clCreateBuffer(rc->ctx, CL_MEM_READ_WRITE, (rows ? rows : 1) * sizeof(float), NULL, &e);
+  if (e != CL_SUCCESS) return cl_fail(e, "creating the backward's D buffer");
+  cl_kernel kd = NULL, kkv = NULL, kq = NULL;
+  fa_status st = make_kernel(rc, "fa_bwd_dot", &kd);
+  if (st == FA_OK) st = make_kernel(rc, "fa_bwd_dkdv", &kkv);
+  if (st == FA_OK) st = make_kernel(rc, "fa_bwd_dq", &kq);
+  shape_args s = shape_of(req);
+  cl_long8 d1, d2, d3, d4, d5, d6;
+  cl_mem lse = req->lse ? mem_of(req->lse) : NULL;
+  cl_long4 ls = lse_desc_of(req->lse);
+  if (st == FA_OK) { /* D = rowsum(dO ∘ O) */
+    arg_list a = {kd, 0, CL_SUCCESS};
+    tensor_arg(&a, req->out, &d1);
+    tensor_arg(&a, req->dout, &d2);
+    arg(&a, sizeof dsum, &dsum);
+    arg(&a, sizeof s.seqlen_q, &s.seqlen_q);
+    arg(&a, sizeof s.heads_q, &s.heads_q);
+    if (a.err != CL_SUCCESS) st = cl_fail(a.err, "setting fa_bwd_dot's arguments");
+    if (st == FA_OK && rows) {
+      size_t global[3] = {(size_t)req->seqlen_q, (size_t)req->heads_q, (size_t)req->batch};
+      e = clEnqueueNDRangeKernel(rc->queue, kd, 3, NULL, global, NULL, 0, NULL, NULL);
+      if (e != CL_SUCCESS) st = cl_fail(e, "fa_bwd_dot");
+    }
+  }
+  if (st == FA_OK) { /* dK, dV */
+    arg_list a = {kkv, 0, CL_SUCCESS};
+    tensor_arg(&a, req->q, &d1);
+    tensor_arg(&a, req->k, &d2);
+    tensor_arg(&a, req->v, &d3);
+    tensor_arg(&a, req->dout, &d4);
+    arg(&a, sizeof lse, &lse);
+    arg(&a, sizeof ls, &ls);
+    arg(&a, sizeof dsum, &dsum);
+    tensor_arg(&a, req->dk, &d5);
+    tensor_arg(&a, req->dv, &d6);
+    shape_args_add(&a, &s, 1);
+    if (a.err != CL_SUCCESS) st = cl_fail(a.err, "setting fa_bwd_dkdv's arguments");
+    if (st == FA_OK)
+      st = enqueue(rc->queue, kkv, (size_t)req->seqlen_k, (size_t)rc->tiles.br,
+                   (size_t)req->heads_kv, (size_t)req->batch, "fa_bwd_dkdv");
+  }
+  if (st == FA_OK) { /* dQ */
+    arg_list a = {kq, 0, CL_SUCCESS};
+    tensor_arg(&a, req->q, &d1);
+    tensor_arg(&a, req->k, &d2);
+    tensor_arg(&a, req->v, &d3);
+    tensor_arg(&a, req->dout, &d4);
+    arg(&a, sizeof lse, &lse);
+    arg(&a, sizeof ls, &ls);
+    arg(&a, sizeof dsum, &dsum);
+    tensor_arg(&a, req->dq, &d5);
+    shape_args_add(&a, &s, 1);
+    if (a.err != CL_SUCCESS) st = cl_fail(a.err, "setting fa_bwd_dq's arguments");
+    if (st == FA_OK)
+      st = enqueue(rc->queue, kq, (size_t)req->seqlen_q, (size_t)rc->tiles.br, (size_t)req->heads_q,
+                   (size_t)req->batch, "fa_bwd_dq");
+  }
+  if (kd) clReleaseKernel(kd);
+  if (kkv) clReleaseKernel(kkv);
+  if (kq) clReleaseKernel(kq);
+  /* Released now, freed by OpenCL once the kernels that use it have finished. */
+  clReleaseMemObject(dsum);
+  return st;
+}
+
+static int dtype_code(fa_dtype dt) {
+  return dt == FA_F32 ? DT_F32 : (dt == FA_F16 ? DT_F16 : DT_BF16);
+}
+
+fa_status ocl_run(const fa_request *req, const fa_decision *decision, void *workspace) {
+  (void)workspace;
+  if (!decision->supported)
+    return fa_core_set_error(FA_ERR_UNSUPPORTED, "opencl: %s", decision->reason);
+  const ocl_state *s = ocl_state_get();
+  const ocl_device_info *dev = &s->devices[req->device.id];
+  run_ctx rc;
+  memset(&rc, 0, sizeof rc);
+  cl_int e = clGetMemObjectInfo(mem_of(req->q), CL_MEM_CONTEXT, sizeof rc.ctx, &rc.ctx, NULL);
+  if (e != CL_SUCCESS)
+    return fa_core_set_error(FA_ERR_INVALID_ARGUMENT,
+                             "q.data is not an OpenCL buffer (clGetMemObjectInfo: %s)",
+                             ocl_error_name(e));
+  cl_uint ndev = 0;
+  cl_device_id devs[OCL_MAX_DEVICES];
+  e = clGetContextInfo(rc.ctx, CL_CONTEXT_DEVICES, sizeof devs, devs, NULL);
+  clGetContextInfo(rc.ctx, CL_CONTEXT_NUM_DEVICES, sizeof ndev, &ndev, NULL);
+  int found = 0;
+  for (cl_uint i = 0; e == CL_SUCCESS && i < ndev && i < OCL_MAX_DEVICES; ++i)
+    found |= devs[i] == dev->id;
+  if (!found)
+    return fa_core_set_error(FA_ERR_INVALID_ARGUMENT,
+                             "q.device.id = %d (%s) is not a device of the buffers' OpenCL context",
+                             (int)req->device.id, dev->name);
+  rc.tiles = ocl_plan(dev, (int)req->head_dim);
+  if (rc.tiles.br != decision->tile_m || rc.tiles.bc != decision->tile_n)
+    return fa_core_set_error(FA_ERR_INTERNAL, "opencl: tiles %dx%d, decided %dx%d", rc.tiles.br,
+                             rc.tiles.bc, (int)decision->tile_m, (int)decision->tile_n);
+  fa_status st = ocl_program_get(rc.ctx, dev, (int)req->head_dim, dtype_code(req->dtype), rc.tiles,
+                                 &rc.program);
+  if (st != FA_OK) return st;
+  rc.queue = (cl_command_queue)req->params->stream;
+  if (!rc.queue) {
+    rc.queue = clCreateCommandQueue(rc.ctx, dev->id, 0, &e);
+    if (e != CL_SUCCESS) return cl_fail(e, "clCreateCommandQueue");
+    rc.own_queue = 1;
+  }
+  st = req->op == FA_OP_FORWARD ? run_forward(req, &rc) : run_backward(req, &rc);
+  if (rc.own_queue) {
+    e = clFinish(rc.queue);
+    if (st == FA_OK && e != CL_SUCCESS) st = cl_fail(e, "clFinish");
+    clReleaseCommandQueue(rc.queue);
+  }
+  return st;
+}
+
+static void ocl_release(void) { ocl_program_release_all(); }
+
+static const fa_plugin ocl_plugin = {
+    FA_PLUGIN_ABI_VERSION,
+    (uint32_t)sizeof(fa_plugin),
+    FA_BACKEND_OPENCL,
+    "opencl",
+    ocl_probe,
+    ocl_decide,
+    ocl_run,
+    ocl_release,
+};
+
+FA_API const fa_plugin *fa_plugin_entry(uint32_t core_abi_version) {
+  return core_abi_version == FA_PLUGIN_ABI_VERSION ? &ocl_plugin : NULL;
+}

@@ -1,0 +1,184 @@
+/*
+ * ocl_probe.c: every OpenCL platform and device this process can see, read once, and the device
+ * a caller gets by default: FA_OPENCL_DEVICE=N names device N of the list; otherwise the first
+ * GPU; otherwise device 0.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/plan.h"
+#include "ocl_internal.h"
+
+static ocl_state state;
+static pthread_once_t state_once = PTHREAD_ONCE_INIT;
+
+const char *ocl_error_name(cl_int e) {
+  switch (e) {
+    case CL_SUCCESS:
+      return "CL_SUCCESS";
+    case CL_DEVICE_NOT_FOUND:
+      return "CL_DEVICE_NOT_FOUND";
+    case CL_DEVICE_NOT_AVAILABLE:
+      return "CL_DEVICE_NOT_AVAILABLE";
+    case CL_COMPILER_NOT_AVAILABLE:
+      return "CL_COMPILER_NOT_AVAILABLE";
+    case CL_MEM_OBJECT_ALLOCATION_FAILURE:
+      return "CL_MEM_OBJECT_ALLOCATION_FAILURE";
+    case CL_OUT_OF_RESOURCES:
+      return "CL_OUT_OF_RESOURCES";
+    case CL_OUT_OF_HOST_MEMORY:
+      return "CL_OUT_OF_HOST_MEMORY";
+    case CL_BUILD_PROGRAM_FAILURE:
+      return "CL_BUILD_PROGRAM_FAILURE";
+    case CL_INVALID_VALUE:
+      return "CL_INVALID_VALUE";
+    case CL_INVALID_PLATFORM:
+      return "CL_INVALID_PLATFORM";
+    case CL_INVALID_DEVICE:
+      return "CL_INVALID_DEVICE";
+    case CL_INVALID_CONTEXT:
+      return "CL_INVALID_CONTEXT";
+    case CL_INVALID_COMMAND_QUEUE:
+      return "CL_INVALID_COMMAND_QUEUE";
+    case CL_INVALID_MEM_OBJECT:
+      return "CL_INVALID_MEM_OBJECT";
+    case CL_INVALID_BUILD_OPTIONS:
+      return "CL_INVALID_BUILD_OPTIONS";
+    case CL_INVALID_PROGRAM:
+      return "CL_INVALID_PROGRAM";
+    case CL_INVALID_PROGRAM_EXECUTABLE:
+      return "CL_INVALID_PROGRAM_EXECUTABLE";
+    case CL_INVALID_KERNEL_NAME:
+      return "CL_INVALID_KERNEL_NAME";
+    case CL_INVALID_KERNEL:
+      return "CL_INVALID_KERNEL";
+    case CL_INVALID_ARG_INDEX:
+      return "CL_INVALID_ARG_INDEX";
+    case CL_INVALID_ARG_VALUE:
+      return "CL_INVALID_ARG_VALUE";
+    case CL_INVALID_ARG_SIZE:
+      return "CL_INVALID_ARG_SIZE";
+    case CL_INVALID_KERNEL_ARGS:
+      return "CL_INVALID_KERNEL_ARGS";
+    case CL_INVALID_WORK_DIMENSION:
+      return "CL_INVALID_WORK_DIMENSION";
+    case CL_INVALID_WORK_GROUP_SIZE:
+      return "CL_INVALID_WORK_GROUP_SIZE";
+    case CL_INVALID_GLOBAL_WORK_SIZE:
+      return "CL_INVALID_GLOBAL_WORK_SIZE";
+    case CL_INVALID_BUFFER_SIZE:
+      return "CL_INVALID_BUFFER_SIZE";
+    case -1001: /* CL_PLATFORM_NOT_FOUND_KHR */
+      return "CL_PLATFORM_NOT_FOUND_KHR (no OpenCL platform)";
+    default:
+      return "an OpenCL error";
+  }
+}
+
+static void describe(cl_platform_id p, cl_device_id d, ocl_device_info *o) {
+  memset(o, 0, sizeof *o);
+  o->platform = p;
+  o->id = d;
+  clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof o->platform_name - 1, o->platform_name, NULL);
+  clGetDeviceInfo(d, CL_DEVICE_NAME, sizeof o->name - 1, o->name, NULL);
+  clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof o->type, &o->type, NULL);
+  clGetDeviceInfo(d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof o->compute_units, &o->compute_units, NULL);
+  clGetDeviceInfo(d, CL_DEVICE_LOCAL_MEM_SIZE, sizeof o->local_mem, &o->local_mem, NULL);
+  clGetDeviceInfo(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof o->max_work_group, &o->max_work_group,
+                  NULL);
+  char ext[4096] = "";
+  clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, sizeof ext - 1, ext, NULL);
+  o->fp16 = strstr(ext, "cl_khr_fp16") != NULL;
+}
+
+static void probe_once(void) {
+  ocl_state *s = &state;
+  memset(s, 0, sizeof *s);
+  cl_platform_id platforms[16];
+  cl_uint np = 0;
+  cl_int e = clGetPlatformIDs(16, platforms, &np);
+  if (e != CL_SUCCESS || np == 0) {
+    snprintf(s->reason, sizeof s->reason,
+             "no OpenCL platform (%s): the ICD loader found no vendor library; install one "
+             "(pocl-opencl-icd for CPUs, a GPU driver's ICD) or name it in OCL_ICD_VENDORS",
+             e == CL_SUCCESS ? "none listed" : ocl_error_name(e));
+    return;
+  }
+  for (cl_uint i = 0; i < np && i < 16 && s->count < OCL_MAX_DEVICES; ++i) {
+    cl_device_id ids[OCL_MAX_DEVICES];
+    cl_uint nd = 0;
+    if (clGetDeviceIDs(platforms[i], CL_DEVICE_TYPE_ALL, OCL_MAX_DEVICES, ids, &nd) != CL_SUCCESS)
+      continue;
+    for (cl_uint j = 0; j < nd && j < OCL_MAX_DEVICES && s->count < OCL_MAX_DEVICES; ++j)
+      describe(platforms[i], ids[j], &s->devices[s->count++]);
+  }
+  if (s->count == 0) {
+    snprintf(s->reason, sizeof s->reason, "OpenCL: %u platform(s) but no device", np);
+    return;
+  }
+  s->default_device = 0;
+  for (int i = 0; i < s->count; ++i)
+    if (s->devices[i].type & CL_DEVICE_TYPE_GPU) {
+      s->default_device = i;
+      break;
+    }
+  const char *env = getenv("FA_OPENCL_DEVICE");
+  if (env && *env) {
+    char *end = NULL;
+    long n = strtol(env, &end, 10);
+    if (*end != '\0' || n < 0 || n >= s->count) {
+      snprintf(s->reason, sizeof s->reason,
+               "FA_OPENCL_DEVICE=%s names no device (this process sees %d OpenCL device(s), "
+               "numbered from 0)",
+               env, s->count);
+      return;
+    }
+    s->default_device = (int)n;
+  }
+  s->available = 1;
+}
+
+const ocl_state *ocl_state_get(void) {
+  pthread_once(&state_once, probe_once);
+  return &state;
+}
+
+/* bc: the key (or query) rows staged in local memory, from core/plan with the device's local
+   memory as the budget (the plan's four d-wide tiles leave room for the two the kernels stage
+   and their LSE/D vectors). br: rows per work-group, one work-item each, whose rows live in
+   private memory, so the plan's Br does not bound it: 64, or the device's limit. */
+ocl_tiles ocl_plan(const ocl_device_info *dev, int head_dim) {
+  size_t wg = dev->max_work_group < 64 ? dev->max_work_group : 64;
+  if (wg < 1) wg = 1;
+  fa_tile_limits limits = {(size_t)dev->local_mem, 4, 1, 1, 64, 64};
+  fa_tile_plan plan = fa_plan_tiles(&limits, head_dim);
+  ocl_tiles t;
+  t.bc = plan.tile_n;
+  t.br = (int)wg;
+  return t;
+}
+
+void ocl_probe(fa_plugin_probe *out) {
+  const ocl_state *s = ocl_state_get();
+  out->available = s->available;
+  snprintf(out->reason, sizeof out->reason, "%s", s->reason);
+  out->device_count = s->count;
+  size_t used = 0;
+  out->devices[0] = '\0';
+  for (int i = 0; i < s->count && used < sizeof out->devices; ++i) {
+    const ocl_device_info *d = &s->devices[i];
+    int n = snprintf(
+        out->devices + used, sizeof out->devices - used,
+        "%socl%d%s: %s (%s, %s, %u CUs, %llu KiB local%s)", i ? "; " : "", i,
+        i == s->default_device ? " (default)" : "", d->name, d->platform_name,
+        (d->type & CL_DEVICE_TYPE_GPU) ? "GPU" : ((d->type & CL_DEVICE_TYPE_CPU) ? "CPU" : "other"),
+        d->compute_units, (unsigned long long)(d->local_mem / 1024), d->fp16 ? ", fp16" : "");
+    if (n < 0) break;
+    used += (size_t)n;
+  }
+  snprintf(out->arch, sizeof out->arch, "OpenCL C 1.2 programs built at first use");
+  snprintf(out->kernel_families, sizeof out->kernel_families, "flash");
+  snprintf(out->dtypes, sizeof out->dtypes, "f32,f16,bf16");
+}
