@@ -64,12 +64,12 @@ FA_HD uint16_t fa_f32_to_f16(float f) {
     if (a < 0x33000000u) return (uint16_t)sign;            /* below half the smallest subnormal */
     uint32_t exp = a >> 23;
     uint32_t man = (a & 0x7fffffu) | 0x800000u;
-    uint32_t shift = 126u - exp; /* 14..24 */
-    uint32_t half = man >> shift;
+    uint32_t shift = 126u - exp;  /* 14..24 */
+    uint32_t bits = man >> shift; /* not "half": a type name in OpenCL C */
     uint32_t rem = man & ((1u << shift) - 1u);
     uint32_t mid = 1u << (shift - 1u);
-    if (rem > mid || (rem == mid && (half & 1u))) half++;
-    return (uint16_t)(sign | half);
+    if (rem > mid || (rem == mid && (bits & 1u))) bits++;
+    return (uint16_t)(sign | bits);
   }
   uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - (112u << 23);
   return (uint16_t)(sign | (r >> 13));
