@@ -19,6 +19,7 @@ typedef struct ocl_device_info {
   cl_device_id id;
   char name[96];
   char platform_name[64];
+  char vendor[64];
   cl_device_type type;
   cl_uint compute_units;
   cl_ulong local_mem;

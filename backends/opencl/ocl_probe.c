@@ -83,6 +83,7 @@ static void describe(cl_platform_id p, cl_device_id d, ocl_device_info *o) {
   o->id = d;
   clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof o->platform_name - 1, o->platform_name, NULL);
   clGetDeviceInfo(d, CL_DEVICE_NAME, sizeof o->name - 1, o->name, NULL);
+  clGetDeviceInfo(d, CL_DEVICE_VENDOR, sizeof o->vendor - 1, o->vendor, NULL);
   clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof o->type, &o->type, NULL);
   clGetDeviceInfo(d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof o->compute_units, &o->compute_units, NULL);
   clGetDeviceInfo(d, CL_DEVICE_LOCAL_MEM_SIZE, sizeof o->local_mem, &o->local_mem, NULL);
@@ -171,10 +172,11 @@ void ocl_probe(fa_plugin_probe *out) {
     const ocl_device_info *d = &s->devices[i];
     int n = snprintf(
         out->devices + used, sizeof out->devices - used,
-        "%socl%d%s: %s (%s, %s, %u CUs, %llu KiB local%s)", i ? "; " : "", i,
-        i == s->default_device ? " (default)" : "", d->name, d->platform_name,
+        "%socl%d%s: %s (%s; platform %s; %s, %u CUs, %llu KiB local%s)", i ? "; " : "", i,
+        i == s->default_device ? " (default)" : "", d->name, d->vendor, d->platform_name,
         (d->type & CL_DEVICE_TYPE_GPU) ? "GPU" : ((d->type & CL_DEVICE_TYPE_CPU) ? "CPU" : "other"),
-        d->compute_units, (unsigned long long)(d->local_mem / 1024), d->fp16 ? ", fp16" : "");
+        d->compute_units, (unsigned long long)(d->local_mem / 1024),
+        d->fp16 ? ", cl_khr_fp16" : ", no cl_khr_fp16");
     if (n < 0) break;
     used += (size_t)n;
   }
