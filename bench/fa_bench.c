@@ -182,7 +182,8 @@ static int parse_args(int argc, char **argv, options *o) {
  * Tensors, in the memory of the backend being timed
  * ------------------------------------------------------------------------------------------- */
 
-/* Where the tensors live: CUDA device 0 for --backend cuda, else host memory. */
+/* Where the tensors live: CUDA device 0 for --backend cuda, the default OpenCL device (tools/
+   device_mem's rule, the plugin's) for --backend opencl, else host memory. */
 static fa_device g_dev = {FA_DEVICE_CPU, 0};
 /* The last memory error (allocation, copy, synchronize), for the row that failed. */
 static char g_mem_err[256];
@@ -576,10 +577,18 @@ int main(int argc, char **argv) {
   /* The CUDA backend computes on CUDA memory: the tensors go there, and the clock waits for the
      device. Everything else keeps host memory. */
   if (o.backend == FA_BACKEND_CUDA) g_dev.kind = FA_DEVICE_CUDA;
-  printf("# FLOPs: fwd 4*B*H*S*S*D (x0.5 causal; visible pairs with --window), bwd 2.5x fwd; %s\n",
-         g_dev.kind == FA_DEVICE_CPU
-             ? "host memory"
-             : "CUDA device 0 memory, device synchronized around every timed call");
+  if (o.backend == FA_BACKEND_OPENCL) {
+    char why[256];
+    if (devmem_default_device(FA_DEVICE_OPENCL, &g_dev, why, sizeof why) != 0) {
+      fprintf(stderr, "fa-bench: no OpenCL device: %s\n", why);
+      return 1;
+    }
+  }
+  printf(
+      "# FLOPs: fwd 4*B*H*S*S*D (x0.5 causal; visible pairs with --window), bwd 2.5x fwd; %s "
+      "memory%s\n",
+      fa_device_kind_name(g_dev.kind),
+      g_dev.kind == FA_DEVICE_CPU ? "" : ", device synchronized around every timed call");
   print_backend(o.backend);
   if (g_dev.kind != FA_DEVICE_CPU) {
     /* Without the backend (or CUDA in this build) every allocation would fail: say why once. */

@@ -60,9 +60,15 @@
  * One entry per device kind. The whole host buffer (gaps included) goes to the device and comes
  * back whole, with the same strides and byte_offset, so the host-side checks (gaps untouched,
  * inputs unchanged) hold for device memory too. CPU: the library reads the host buffer itself.
- * CUDA: tools/device_mem (cudaMalloc / cudaMemcpy on device 0; a build without the CUDA backend
- * says so). HIP and OpenCL: not yet (hipMalloc/..., clCreateBuffer/... come with their issues);
- * until then their cases fail with "not implemented in the suite yet", never counted as passed.
+ * CUDA and OpenCL: tools/device_mem on the device the backend uses by default
+ * (devmem_default_device: cuda:0; for OpenCL FA_OPENCL_DEVICE, else the first GPU, else device 0),
+ * a build without that runtime says so. CUDA: view.data = the device pointer (cudaMalloc /
+ * cudaMemcpy). OpenCL: view.data = the cl_mem of a buffer the size of the whole host buffer
+ * (clCreateBuffer / blocking clEnqueueWriteBuffer and ReadBuffer), view.byte_offset = the host
+ * view's byte offset inside its buffer; nothing is ever added to the cl_mem handle. Index tensors
+ * (cu_seqlens, seqused_k, block_table, cache lengths) and ALiBi slopes go the same way. HIP: not
+ * yet (hipMalloc/... come with its issue); until then its cases fail with "not implemented in the
+ * suite yet", never counted as passed.
  * ============================================================================================ */
 
 typedef struct dev_tensor {
@@ -101,19 +107,19 @@ static int cpu_copy_out(tu_tensor *host, const dev_tensor *d, char *err, size_t 
 }
 static void cpu_release(dev_tensor *d) { memset(d, 0, sizeof *d); }
 
-/* Device memory through tools/device_mem (CUDA; any kind device_mem learns later). */
-static fa_device dm_device(fa_device_kind kind) {
-  fa_device dev = {kind, 0};
-  return dev;
-}
+/* Device memory through tools/device_mem (CUDA, OpenCL; any kind device_mem learns later), on the
+   device the backend uses by default. The whole buffer is copied at offset 0 and the view keeps
+   the host's byte_offset, so the handle is used as device_mem returned it (for OpenCL it is a
+   cl_mem, not an address). */
 static int dm_alloc(dev_tensor *d, const tu_tensor *host, fa_device_kind kind, char *err,
                     size_t n) {
   memset(d, 0, sizeof *d);
-  const fa_device dev = dm_device(kind);
+  fa_device dev;
+  if (devmem_default_device(kind, &dev, err, n)) return -1;
   const size_t bytes = host->buf_elems * host->elem_bytes;
   if (devmem_alloc(dev, bytes, &d->mem, err, n)) return -1;
   d->bytes = bytes;
-  d->view = host->t; /* strides, shape, byte_offset as the host's */
+  d->view = host->t; /* strides, shape, byte_offset as the host's (data = the buffer's start) */
   d->view.data = d->mem;
   d->view.device = dev;
   return 0;
@@ -130,6 +136,9 @@ static void dm_release(dev_tensor *d) {
 }
 static int cuda_alloc(dev_tensor *d, const tu_tensor *host, char *err, size_t n) {
   return dm_alloc(d, host, FA_DEVICE_CUDA, err, n);
+}
+static int opencl_alloc(dev_tensor *d, const tu_tensor *host, char *err, size_t n) {
+  return dm_alloc(d, host, FA_DEVICE_OPENCL, err, n);
 }
 
 /* Every device kind the suite has no copy routines for yet. */
@@ -158,7 +167,7 @@ static const dev_ops g_dev_ops[] = {
     {FA_DEVICE_CPU, "cpu", cpu_alloc, cpu_copy_in, cpu_copy_out, cpu_release},
     {FA_DEVICE_CUDA, "cuda", cuda_alloc, dm_copy_in, dm_copy_out, dm_release},
     {FA_DEVICE_HIP, "hip", todo_alloc, todo_copy_in, todo_copy_out, todo_release},
-    {FA_DEVICE_OPENCL, "opencl", todo_alloc, todo_copy_in, todo_copy_out, todo_release},
+    {FA_DEVICE_OPENCL, "opencl", opencl_alloc, dm_copy_in, dm_copy_out, dm_release},
 };
 
 /* ============================================================================================ */
@@ -601,10 +610,23 @@ static int cuda_expected(const char *op, fa_dtype dt, int64_t d, int causal, int
   return 1;
 }
 
+/* The OpenCL backend's kernels (backends/opencl, OpenCL C built at run time):
+   "opencl.flash.<fwd|bwd>.<dtype>.hd<D>" then ".causal", ".window", ".softcap" in that order
+   (head_dim_v is always head_dim there). Other ops (kvcache) are not named yet: 0. */
+static int opencl_expected(const char *op, fa_dtype dt, int64_t d, int causal, int window,
+                           int softcap, char *buf, size_t n) {
+  if (strcmp(op, "fwd") != 0 && strcmp(op, "bwd") != 0) return 0;
+  snprintf(buf, n, "opencl.flash.%s.%s.hd%lld%s%s%s", op, tu_dtype_name(dt), (long long)d,
+           causal ? ".causal" : "", window ? ".window" : "", softcap ? ".softcap" : "");
+  return 1;
+}
+
 static int expected_kernel(const backend_ctx *bk, const conf_case *c, int bwd, int splits,
                            char *buf, size_t n) {
   if (!strcmp(bk->name, "cuda"))
     return cuda_expected(bwd ? "bwd" : "fwd", c->dtype, c->d, c->cm != CM_NONE, 0, 0, buf, n);
+  if (!strcmp(bk->name, "opencl"))
+    return opencl_expected(bwd ? "bwd" : "fwd", c->dtype, c->d, c->cm != CM_NONE, 0, 0, buf, n);
   if (strcmp(bk->name, "cpu") != 0) return 0;
   char hd[32];
   if (c->d == c->dv)
@@ -1313,11 +1335,13 @@ static void mark_fquick(fcase_list *L) {
   free(order);
 }
 
-/* Expected kernel of a feature case on the CPU and CUDA backends (0: naming unknown). */
+/* Expected kernel of a feature case on the CPU, CUDA and OpenCL backends (0: naming unknown). */
 static int fexpected_kernel(const backend_ctx *bk, const fcase *c, const char *op, int splits,
                             char *buf, size_t n) {
   if (!strcmp(bk->name, "cuda"))
     return cuda_expected(op, c->dtype, c->d, c->cm != CM_NONE, c->win, c->softcap > 0.0f, buf, n);
+  if (!strcmp(bk->name, "opencl"))
+    return opencl_expected(op, c->dtype, c->d, c->cm != CM_NONE, c->win, c->softcap > 0.0f, buf, n);
   if (strcmp(bk->name, "cpu") != 0) return 0;
   char hd[32], split[24] = "";
   if (c->d == c->dv)
@@ -2540,6 +2564,19 @@ int main(int argc, char **argv) {
          quick ? "quick subset" : "all cases", (unsigned long long)seed,
          tu_seed_was_fixed() ? " (FA_TEST_SEED)" : "");
   printf("conformance: features: %s\n", desc->features);
+  if (kind != FA_DEVICE_CPU) {
+    /* The device every tensor goes to (the backend's default device, see the DEVICE HOOK). */
+    fa_device dev;
+    char err[256], name[256] = "";
+    if (devmem_default_device(kind, &dev, err, sizeof err))
+      printf("conformance: tensors: no device: %s\n", err);
+    else if (devmem_device_name(dev, name, sizeof name, err, sizeof err))
+      printf("conformance: tensors on %s:%d (%s)\n", fa_device_kind_name((int32_t)kind),
+             (int)dev.id, err);
+    else
+      printf("conformance: tensors on %s:%d, %s\n", fa_device_kind_name((int32_t)kind), (int)dev.id,
+             name);
+  }
   probe_layouts(&bk);
   for (int pr = 0; pr < P_COUNT; ++pr)
     printf("conformance: layout probe %s: %s\n", probe_names[pr], bk.probe_why[pr]);

@@ -3,6 +3,10 @@
 # With the CUDA backend built (FA_BACKEND_CUDA, decided in cmake/backends.cmake) it reaches CUDA
 # memory through the CUDA runtime, linked statically; without it, asking for CUDA memory returns
 # "this build has no CUDA support (FA_BACKEND_CUDA off)".
+# With OpenCL found (find_package(OpenCL) in cmake/backends.cmake: headers and the ICD loader; the
+# same condition the OpenCL plugin needs, FA_BACKEND_OPENCL implies it) it reaches OpenCL buffers
+# through OpenCL::OpenCL (API 1.2); without it, asking for OpenCL memory returns "this build has no
+# OpenCL support (OpenCL not found at configure time)".
 if(TARGET fa_devmem)
   return()
 endif()
@@ -21,5 +25,16 @@ if(FA_BACKEND_CUDA)
   target_compile_definitions(fa_devmem PRIVATE FA_DEVMEM_CUDA=1)
   message(STATUS "fa_devmem: CUDA memory through CUDA::cudart_static (${CUDAToolkit_VERSION})")
 else()
-  message(STATUS "fa_devmem: host memory only (FA_BACKEND_CUDA off)")
+  message(STATUS "fa_devmem: no CUDA memory (FA_BACKEND_CUDA off)")
+endif()
+if(NOT DEFINED OpenCL_FOUND)
+  find_package(OpenCL QUIET)
+endif()
+if(OpenCL_FOUND)
+  find_package(Threads REQUIRED)
+  target_link_libraries(fa_devmem PUBLIC OpenCL::OpenCL PRIVATE Threads::Threads)
+  target_compile_definitions(fa_devmem PRIVATE FA_DEVMEM_OPENCL=1 CL_TARGET_OPENCL_VERSION=120)
+  message(STATUS "fa_devmem: OpenCL memory through OpenCL::OpenCL (${OpenCL_LIBRARY})")
+else()
+  message(STATUS "fa_devmem: no OpenCL memory (OpenCL not found)")
 endif()
