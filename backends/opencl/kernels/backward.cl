@@ -83,17 +83,11 @@ __kernel __attribute__((reqd_work_group_size(FA_BR, 1, 1))) void fa_bwd_dkdv(
       for (int i = 0; i < FA_BC; ++i) {
         const long row = r0 + i;
         if (row >= seqlen_q || !fa_mask_allows(&mask, row, key, seqlen_k)) continue;
-        float raw = 0.0f, dp = 0.0f;
-        for (int d = 0; d < FA_D; ++d) {
-          raw += krow[d] * qt[i][d];
-          dp += vrow[d] * gt[i][d];
-        }
         float ds;
-        const float p = bwd_pair(raw, scale, softcap, lt[i], dp, dt[i], &ds);
-        for (int d = 0; d < FA_D; ++d) {
-          dvr[d] += p * gt[i][d];
-          dkr[d] += ds * qt[i][d];
-        }
+        const float p =
+            bwd_pair(row_dot(krow, qt[i]), scale, softcap, lt[i], row_dot(vrow, gt[i]), dt[i], &ds);
+        row_axpy(dvr, p, gt[i]);
+        row_axpy(dkr, ds, qt[i]);
       }
     }
   }
@@ -152,14 +146,9 @@ __kernel __attribute__((reqd_work_group_size(FA_BR, 1, 1))) void fa_bwd_dq(
     for (int j = 0; j < FA_BC; ++j) {
       const long key = c0 + j;
       if (key < lo || key >= hi) continue;
-      float raw = 0.0f, dp = 0.0f;
-      for (int d = 0; d < FA_D; ++d) {
-        raw += qrow[d] * kt[j][d];
-        dp += grow[d] * vt[j][d];
-      }
       float ds;
-      bwd_pair(raw, scale, softcap, lrow, dp, drow, &ds);
-      for (int d = 0; d < FA_D; ++d) dqr[d] += ds * kt[j][d];
+      bwd_pair(row_dot(qrow, kt[j]), scale, softcap, lrow, row_dot(grow, vt[j]), drow, &ds);
+      row_axpy(dqr, ds, kt[j]);
     }
   }
   if (valid)

@@ -55,9 +55,7 @@ __kernel __attribute__((reqd_work_group_size(FA_BR, 1, 1))) void fa_forward(
       const long key = c0 + j;
       float z = -INFINITY;
       if (key >= lo && key < hi) {
-        float dot = 0.0f;
-        for (int d = 0; d < FA_D; ++d) dot += qrow[d] * kt[j][d];
-        z = fa_score_softcap(dot * scale, softcap);
+        z = fa_score_softcap(row_dot(qrow, kt[j]) * scale, softcap);
       }
       s[j] = z;
       tile_max = fmax(tile_max, z);
@@ -68,8 +66,7 @@ __kernel __attribute__((reqd_work_group_size(FA_BR, 1, 1))) void fa_forward(
     for (int j = 0; j < FA_BC; ++j) {
       const float p = exp(s[j] - ms);
       l_run += p;
-      if (p != 0.0f)
-        for (int d = 0; d < FA_D; ++d) acc[d] += p * vt[j][d];
+      if (p != 0.0f) row_axpy(acc, p, vt[j]);
     }
   }
 
