@@ -143,6 +143,20 @@ static fa_status run_forward(const fa_request *req, const run_ctx *rc) {
   return st;
 }
 
+/* The inputs both gradient kernels take first: q, k, v, dout, the LSE and D. The descriptors
+   live in the caller's storage (clSetKernelArg copies at once, but keep them valid anyway). */
+static void bwd_inputs_add(arg_list *a, const fa_request *req, const cl_mem *lse,
+                           const cl_long4 *ls, const cl_mem *dsum, cl_long8 *dq, cl_long8 *dk,
+                           cl_long8 *dv, cl_long8 *ddo) {
+  tensor_arg(a, req->q, dq);
+  tensor_arg(a, req->k, dk);
+  tensor_arg(a, req->v, dv);
+  tensor_arg(a, req->dout, ddo);
+  arg(a, sizeof *lse, lse);
+  arg(a, sizeof *ls, ls);
+  arg(a, sizeof *dsum, dsum);
+}
+
 static fa_status run_backward(const fa_request *req, const run_ctx *rc) {
   const size_t rows = (size_t)(req->batch * req->heads_q * req->seqlen_q);
   cl_int e = CL_SUCCESS;
@@ -154,13 +168,13 @@ static fa_status run_backward(const fa_request *req, const run_ctx *rc) {
   if (st == FA_OK) st = make_kernel(rc, "fa_bwd_dkdv", &kkv);
   if (st == FA_OK) st = make_kernel(rc, "fa_bwd_dq", &kq);
   shape_args s = shape_of(req);
-  cl_long8 d1, d2, d3, d4, d5, d6;
+  cl_long8 d1[1], d2[1], d3[1], d4[1], d5, d6;
   cl_mem lse = req->lse ? mem_of(req->lse) : NULL;
   cl_long4 ls = lse_desc_of(req->lse);
   if (st == FA_OK) { /* D = rowsum(dO ∘ O) */
     arg_list a = {kd, 0, CL_SUCCESS};
-    tensor_arg(&a, req->out, &d1);
-    tensor_arg(&a, req->dout, &d2);
+    tensor_arg(&a, req->out, d1);
+    tensor_arg(&a, req->dout, d2);
     arg(&a, sizeof dsum, &dsum);
     arg(&a, sizeof s.seqlen_q, &s.seqlen_q);
     arg(&a, sizeof s.heads_q, &s.heads_q);
@@ -173,13 +187,7 @@ static fa_status run_backward(const fa_request *req, const run_ctx *rc) {
   }
   if (st == FA_OK) { /* dK, dV */
     arg_list a = {kkv, 0, CL_SUCCESS};
-    tensor_arg(&a, req->q, &d1);
-    tensor_arg(&a, req->k, &d2);
-    tensor_arg(&a, req->v, &d3);
-    tensor_arg(&a, req->dout, &d4);
-    arg(&a, sizeof lse, &lse);
-    arg(&a, sizeof ls, &ls);
-    arg(&a, sizeof dsum, &dsum);
+    bwd_inputs_add(&a, req, &lse, &ls, &dsum, d1, d2, d3, d4);
     tensor_arg(&a, req->dk, &d5);
     tensor_arg(&a, req->dv, &d6);
     shape_args_add(&a, &s, 1);
@@ -190,13 +198,7 @@ static fa_status run_backward(const fa_request *req, const run_ctx *rc) {
   }
   if (st == FA_OK) { /* dQ */
     arg_list a = {kq, 0, CL_SUCCESS};
-    tensor_arg(&a, req->q, &d1);
-    tensor_arg(&a, req->k, &d2);
-    tensor_arg(&a, req->v, &d3);
-    tensor_arg(&a, req->dout, &d4);
-    arg(&a, sizeof lse, &lse);
-    arg(&a, sizeof ls, &ls);
-    arg(&a, sizeof dsum, &dsum);
+    bwd_inputs_add(&a, req, &lse, &ls, &dsum, d1, d2, d3, d4);
     tensor_arg(&a, req->dq, &d5);
     shape_args_add(&a, &s, 1);
     if (a.err != CL_SUCCESS) st = cl_fail(a.err, "setting fa_bwd_dq's arguments");

@@ -47,10 +47,7 @@ __kernel __attribute__((reqd_work_group_size(FA_BR, 1, 1))) void fa_bwd_dkdv(
   const long key = n0 + jl;
   const int valid = key < seqlen_k;
 
-  fa_mask mask;
-  mask.shift = mask_shift;
-  mask.left = mask_left;
-  mask.right = mask_right;
+  const fa_mask mask = mask_of(mask_shift, mask_left, mask_right);
   long r_lo, r_hi;
   fa_mask_row_range(&mask, n0, min(n0 + FA_BR, (long)seqlen_k), seqlen_q, &r_lo, &r_hi);
 
@@ -113,16 +110,9 @@ __kernel __attribute__((reqd_work_group_size(FA_BR, 1, 1))) void fa_bwd_dq(
   const long row = m0 + il;
   const int valid = row < seqlen_q;
 
-  fa_mask mask;
-  mask.shift = mask_shift;
-  mask.left = mask_left;
-  mask.right = mask_right;
-  long lo = 0, hi = 0;
-  if (valid) fa_mask_key_range(&mask, row, seqlen_k, &lo, &hi);
-  long lo_first, hi_first, lo_last, hi_last;
-  const long last = min(m0 + FA_BR, (long)seqlen_q) - 1;
-  fa_mask_key_range(&mask, m0, seqlen_k, &lo_first, &hi_first);
-  fa_mask_key_range(&mask, last, seqlen_k, &lo_last, &hi_last);
+  const fa_mask mask = mask_of(mask_shift, mask_left, mask_right);
+  long lo, hi, group_lo, group_hi;
+  query_tile_ranges(&mask, m0, row, seqlen_q, seqlen_k, &lo, &hi, &group_lo, &group_hi);
 
   float qrow[FA_D], grow[FA_D], dqr[FA_D];
   for (int d = 0; d < FA_D; ++d) {
@@ -133,7 +123,7 @@ __kernel __attribute__((reqd_work_group_size(FA_BR, 1, 1))) void fa_bwd_dq(
   const float lrow = valid ? lse[ls.s0 + b * ls.s1 + h * ls.s2 + row * ls.s3] : -INFINITY;
   const float drow = valid ? dsum[((long)b * heads_q + h) * seqlen_q + row] : 0.0f;
 
-  for (long c0 = (lo_first / FA_BC) * FA_BC; c0 < hi_last; c0 += FA_BC) {
+  for (long c0 = (group_lo / FA_BC) * FA_BC; c0 < group_hi; c0 += FA_BC) {
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int e = il; e < FA_BC * FA_D; e += FA_BR) {
       const int j = e / FA_D, d = e % FA_D;

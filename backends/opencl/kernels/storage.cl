@@ -21,3 +21,28 @@ inline void st_store(__global st_t *p, long i, float v) { p[i] = fa_f32_to_bf16(
 inline long st_index(long8 t, long b, long row, long h, long d) {
   return t.s0 + b * t.s1 + row * t.s2 + h * t.s3 + d * t.s4;
 }
+
+inline fa_mask mask_of(long shift, long left, long right) {
+  fa_mask m;
+  m.shift = shift;
+  m.left = left;
+  m.right = right;
+  return m;
+}
+
+/* For a work-group of query rows [m0, m0 + FA_BR): the keys this work-item's row sees
+   [*lo, *hi) (empty past the last row) and the keys any row of the group sees, up to *group_hi
+   from *group_lo: the same for every work-item, so all of them meet the same barriers (both ends
+   of a row's range are non-decreasing in the row). */
+inline void query_tile_ranges(const fa_mask *mask, long m0, long row, int seqlen_q, int seqlen_k,
+                              long *lo, long *hi, long *group_lo, long *group_hi) {
+  *lo = 0;
+  *hi = 0;
+  if (row < seqlen_q) fa_mask_key_range(mask, row, seqlen_k, lo, hi);
+  long lo_first, hi_first, lo_last, hi_last;
+  const long last = min(m0 + FA_BR, (long)seqlen_q) - 1;
+  fa_mask_key_range(mask, m0, seqlen_k, &lo_first, &hi_first);
+  fa_mask_key_range(mask, last, seqlen_k, &lo_last, &hi_last);
+  *group_lo = lo_first;
+  *group_hi = hi_last;
+}
