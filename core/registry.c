@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "build_config.h"
@@ -45,20 +46,42 @@ static const char *build_reason(int32_t id) {
 typedef struct search_dirs {
   int count;
   char dir[MAX_DIRS][512];
-  char ignored[512]; /* FA_PLUGIN_PATH entries refused, for the reason text */
+  int from_env[MAX_DIRS];     /* an FA_PLUGIN_PATH entry: its plugin files are checked too */
+  char refused[MAX_DIRS][96]; /* why an FA_PLUGIN_PATH directory may not provide code, or "" */
+  char ignored[512];          /* FA_PLUGIN_PATH entries refused and why, for the reason text */
 } search_dirs;
 
-static void add_dir(search_dirs *d, const char *dir, size_t len) {
+static void add_dir(search_dirs *d, const char *dir, size_t len, int from_env,
+                    const char *refused) {
   if (d->count >= MAX_DIRS || len == 0 || len >= sizeof d->dir[0]) return;
   memcpy(d->dir[d->count], dir, len);
   d->dir[d->count][len] = '\0';
+  d->from_env[d->count] = from_env;
+  snprintf(d->refused[d->count], sizeof d->refused[0], "%s", refused ? refused : "");
   d->count++;
 }
 
-static void note_ignored(search_dirs *d, const char *entry, size_t len) {
+static void note_ignored(search_dirs *d, const char *entry, size_t len, const char *why) {
   size_t used = strlen(d->ignored);
-  snprintf(d->ignored + used, sizeof d->ignored - used, "%s'%.*s'", used ? ", " : "", (int)len,
-           entry);
+  snprintf(d->ignored + used, sizeof d->ignored - used, "%s'%.*s' (%s)", used ? ", " : "", (int)len,
+           entry, why);
+}
+
+/*
+ * Why a directory or file of FA_PLUGIN_PATH may not provide code, or NULL: anyone may write it
+ * (another user could put a library there or replace one), or its owner is neither root nor the
+ * user running this process. A path that does not exist is not refused: there is nothing in it.
+ */
+static const char *untrusted(const char *path, char *buf, size_t n) {
+  struct stat st;
+  if (stat(path, &st) != 0) return NULL;
+  if (st.st_mode & S_IWOTH) return "world-writable";
+  if (st.st_uid != 0 && st.st_uid != geteuid()) {
+    snprintf(buf, n, "owned by uid %u, neither root nor this user (uid %u)", (unsigned)st.st_uid,
+             (unsigned)geteuid());
+    return buf;
+  }
+  return NULL;
 }
 
 static void find_search_dirs(search_dirs *d) {
@@ -68,16 +91,23 @@ static void find_search_dirs(search_dirs *d) {
     const char *end = strchr(env, ':');
     size_t len = end ? (size_t)(end - env) : strlen(env);
     /* Relative entries (".", "", "lib") would resolve against the current directory. */
-    if (len > 0 && env[0] == '/')
-      add_dir(d, env, len);
-    else if (len > 0)
-      note_ignored(d, env, len);
+    if (len > 0 && env[0] == '/') {
+      char dir[512], buf[128];
+      snprintf(dir, sizeof dir, "%.*s", (int)len, env);
+      /* A refused directory stays in the search order: a plugin there is refused by name (the
+         caller meant it), never replaced by one found further down the path. */
+      const char *why = untrusted(dir, buf, sizeof buf);
+      if (why) note_ignored(d, env, len, why);
+      add_dir(d, env, len, 1, why);
+    } else if (len > 0) {
+      note_ignored(d, env, len, "not absolute");
+    }
     env = end ? end + 1 : NULL;
   }
   Dl_info info;
   if (dladdr((void *)&fa_registry_slot, &info) && info.dli_fname && info.dli_fname[0] == '/') {
     const char *slash = strrchr(info.dli_fname, '/');
-    add_dir(d, info.dli_fname, (size_t)(slash - info.dli_fname));
+    add_dir(d, info.dli_fname, (size_t)(slash - info.dli_fname), 0, NULL);
   }
 }
 
@@ -140,6 +170,18 @@ static void load_slot(fa_backend_slot *s, const search_dirs *dirs) {
     char path[600];
     snprintf(path, sizeof path, "%s/%s", dirs->dir[i], file);
     if (access(path, F_OK) == 0) {
+      char buf[128];
+      const char *why = dirs->refused[i][0] ? dirs->refused[i]
+                        : dirs->from_env[i] ? untrusted(path, buf, sizeof buf)
+                                            : NULL;
+      if (why) {
+        snprintf(s->path, sizeof s->path, "%s", path);
+        snprintf(s->reason, sizeof s->reason,
+                 "plugin %s refused: %s%s (a plugin from FA_PLUGIN_PATH and its directory must "
+                 "be owned by root or this user and not be world-writable)",
+                 path, dirs->refused[i][0] ? "its directory is " : "", why);
+        return;
+      }
       load_from(s, path);
       return;
     }
@@ -157,8 +199,8 @@ static void load_slot(fa_backend_slot *s, const search_dirs *dirs) {
              dirs->count ? where : "no directory");
   if (dirs->ignored[0]) {
     size_t used = strlen(s->reason);
-    snprintf(s->reason + used, sizeof s->reason - used,
-             "; FA_PLUGIN_PATH entries ignored as not absolute: %s", dirs->ignored);
+    snprintf(s->reason + used, sizeof s->reason - used, "; FA_PLUGIN_PATH entries ignored: %s",
+             dirs->ignored);
   }
 }
 

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -156,6 +157,93 @@ static void run_child(const char *name, const char *cwd, const char *plugin_path
       fail("child exit status %d", WEXITSTATUS(status));
   }
   case_end();
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * 1b. FA_PLUGIN_PATH entries anyone could write, or someone else owns, provide no code
+ * ------------------------------------------------------------------------------------------- */
+
+/* Child: with FA_PLUGIN_PATH = dir, backend id must be unavailable with a reason containing want
+   and naming the plugin under dir, never having been loaded (no ABI complaint from the fake). */
+static int child_refused(const char *dir, int32_t id, const char *want) {
+  setenv("FA_PLUGIN_PATH", dir, 1);
+  table t;
+  read_table(&t);
+  const fa_backend_desc *d = find(&t, id);
+  if (t.status != FA_OK || !d) {
+    printf("  child: fa_backend_info failed: %s\n", fa_last_error());
+    return 1;
+  }
+  int ok = !d->available && strstr(d->reason, want) && strstr(d->reason, dir) &&
+           !strstr(d->reason, "ABI version");
+  if (!ok) printf("  child: %s: available %d, reason '%s'\n", d->name, d->available, d->reason);
+  fflush(stdout);
+  return ok ? 0 : 1;
+}
+
+static void run_refused(const char *name, const char *dir, int32_t id, const char *want) {
+  case_begin(name);
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) {
+    fail("fork: %s", strerror(errno));
+  } else if (pid == 0) {
+    int rc = child_refused(dir, id, want);
+    fflush(stdout);
+    _exit(rc);
+  } else {
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      fail("child failed (status %d)", status);
+  }
+  case_end();
+}
+
+static int copy_file(const char *from, const char *to) {
+  FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+  int ok = in && out;
+  char buf[65536];
+  size_t n;
+  while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0) ok = fwrite(buf, 1, n, out) == n;
+  if (in) fclose(in);
+  if (out && fclose(out) != 0) ok = 0;
+  return ok;
+}
+
+/* A copy of the fake opencl plugin in a fresh directory, made untrusted three ways in turn. */
+static void test_untrusted_paths(const char *dir_abi) {
+  char dir[] = "/tmp/fa_registry_XXXXXX", src[PATH_MAX + 32], dst[sizeof dir + 32];
+  if (!mkdtemp(dir)) {
+    case_begin("untrusted FA_PLUGIN_PATH entries are refused");
+    fail("mkdtemp: %s", strerror(errno));
+    case_end();
+    return;
+  }
+  snprintf(src, sizeof src, "%s/libfa_opencl.so", dir_abi);
+  snprintf(dst, sizeof dst, "%s/libfa_opencl.so", dir);
+  if (!copy_file(src, dst) || chmod(dst, 0644) != 0) {
+    case_begin("untrusted FA_PLUGIN_PATH entries are refused");
+    fail("copying %s: %s", src, strerror(errno));
+    case_end();
+  } else {
+    chmod(dir, 0777);
+    run_refused("a plugin in a world-writable FA_PLUGIN_PATH directory is refused", dir,
+                FA_BACKEND_OPENCL, "its directory is world-writable");
+    chmod(dir, 0755);
+    chmod(dst, 0666);
+    run_refused("a world-writable plugin file in FA_PLUGIN_PATH is refused", dir, FA_BACKEND_OPENCL,
+                "refused: world-writable");
+    chmod(dst, 0644);
+    if (geteuid() == 0) {
+      if (chown(dst, 65534, 65534) == 0)
+        run_refused("a plugin owned by another user is refused", dir, FA_BACKEND_OPENCL,
+                    "owned by uid 65534");
+    } else {
+      printf("skip a plugin owned by another user is refused (needs root to chown)\n");
+    }
+  }
+  unlink(dst);
+  rmdir(dir);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -455,6 +543,15 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (!absolute(argv[1], dir_abi) || !absolute(argv[2], dir_entry)) return 2;
+  /* The registry refuses FA_PLUGIN_PATH entries anyone may write: make the fake plugins' own
+     folders and files trusted whatever the umask of the build was. */
+  const char *dirs[2] = {dir_abi, dir_entry}, *files[2] = {"libfa_opencl.so", "libfa_hip.so"};
+  for (int i = 0; i < 2; ++i) {
+    char f[PATH_MAX + 32];
+    snprintf(f, sizeof f, "%s/%s", dirs[i], files[i]);
+    chmod(dirs[i], 0755);
+    chmod(f, 0755);
+  }
   snprintf(parent, sizeof parent, "%s", dir_abi);
   char *slash = strrchr(parent, '/');
   if (slash && slash != parent) *slash = '\0';
@@ -472,6 +569,8 @@ int main(int argc, char **argv) {
             relative_path, FA_BACKEND_OPENCL, dir_abi);
   run_child("relative FA_PLUGIN_PATH entries resolved from the parent directory are not searched",
             parent, relative_path, FA_BACKEND_OPENCL, dir_abi);
+
+  test_untrusted_paths(dir_abi);
 
   /* 2. and 3. The real configuration: both fake directories on the path. */
   char path[2 * PATH_MAX + 2];
