@@ -168,13 +168,13 @@ static fa_status run_backward(const fa_request *req, const run_ctx *rc) {
   if (st == FA_OK) st = make_kernel(rc, "fa_bwd_dkdv", &kkv);
   if (st == FA_OK) st = make_kernel(rc, "fa_bwd_dq", &kq);
   shape_args s = shape_of(req);
-  cl_long8 d1[1], d2[1], d3[1], d4[1], d5, d6;
+  cl_long8 d1, d2, d3, d4, d5, d6;
   cl_mem lse = req->lse ? mem_of(req->lse) : NULL;
   cl_long4 ls = lse_desc_of(req->lse);
   if (st == FA_OK) { /* D = rowsum(dO ∘ O) */
     arg_list a = {kd, 0, CL_SUCCESS};
-    tensor_arg(&a, req->out, d1);
-    tensor_arg(&a, req->dout, d2);
+    tensor_arg(&a, req->out, &d1);
+    tensor_arg(&a, req->dout, &d2);
     arg(&a, sizeof dsum, &dsum);
     arg(&a, sizeof s.seqlen_q, &s.seqlen_q);
     arg(&a, sizeof s.heads_q, &s.heads_q);
@@ -187,7 +187,7 @@ static fa_status run_backward(const fa_request *req, const run_ctx *rc) {
   }
   if (st == FA_OK) { /* dK, dV */
     arg_list a = {kkv, 0, CL_SUCCESS};
-    bwd_inputs_add(&a, req, &lse, &ls, &dsum, d1, d2, d3, d4);
+    bwd_inputs_add(&a, req, &lse, &ls, &dsum, &d1, &d2, &d3, &d4);
     tensor_arg(&a, req->dk, &d5);
     tensor_arg(&a, req->dv, &d6);
     shape_args_add(&a, &s, 1);
@@ -198,7 +198,7 @@ static fa_status run_backward(const fa_request *req, const run_ctx *rc) {
   }
   if (st == FA_OK) { /* dQ */
     arg_list a = {kq, 0, CL_SUCCESS};
-    bwd_inputs_add(&a, req, &lse, &ls, &dsum, d1, d2, d3, d4);
+    bwd_inputs_add(&a, req, &lse, &ls, &dsum, &d1, &d2, &d3, &d4);
     tensor_arg(&a, req->dq, &d5);
     shape_args_add(&a, &s, 1);
     if (a.err != CL_SUCCESS) st = cl_fail(a.err, "setting fa_bwd_dq's arguments");

@@ -62,13 +62,7 @@ __kernel __attribute__((reqd_work_group_size(FA_BR, 1, 1))) void fa_bwd_dkdv(
   for (int hq = hk * group; hq < (hk + 1) * group; ++hq) {
     for (long r0 = (r_lo / FA_BC) * FA_BC; r0 < r_hi; r0 += FA_BC) {
       barrier(CLK_LOCAL_MEM_FENCE);
-      for (int e = jl; e < FA_BC * FA_D; e += FA_BR) {
-        const int i = e / FA_D, d = e % FA_D;
-        const long row = r0 + i;
-        const int in = row < seqlen_q;
-        qt[i][d] = in ? st_load(q, st_index(qs, b, row, hq, d)) : 0.0f;
-        gt[i][d] = in ? st_load(dout, st_index(dos, b, row, hq, d)) : 0.0f;
-      }
+      stage_rows(qt, q, qs, gt, dout, dos, b, hq, r0, seqlen_q, jl);
       for (int i = jl; i < FA_BC; i += FA_BR) {
         const long row = r0 + i;
         const int in = row < seqlen_q;
@@ -125,13 +119,7 @@ __kernel __attribute__((reqd_work_group_size(FA_BR, 1, 1))) void fa_bwd_dq(
 
   for (long c0 = (group_lo / FA_BC) * FA_BC; c0 < group_hi; c0 += FA_BC) {
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int e = il; e < FA_BC * FA_D; e += FA_BR) {
-      const int j = e / FA_D, d = e % FA_D;
-      const long key = c0 + j;
-      const int in = key < seqlen_k;
-      kt[j][d] = in ? st_load(k, st_index(ks, b, key, hk, d)) : 0.0f;
-      vt[j][d] = in ? st_load(v, st_index(vs, b, key, hk, d)) : 0.0f;
-    }
+    stage_rows(kt, k, ks, vt, v, vs, b, hk, c0, seqlen_k, il);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int j = 0; j < FA_BC; ++j) {
       const long key = c0 + j;

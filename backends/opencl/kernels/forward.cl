@@ -32,13 +32,7 @@ __kernel __attribute__((reqd_work_group_size(FA_BR, 1, 1))) void fa_forward(
 
   for (long c0 = (group_lo / FA_BC) * FA_BC; c0 < group_hi; c0 += FA_BC) {
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int e = il; e < FA_BC * FA_D; e += FA_BR) {
-      const int j = e / FA_D, d = e % FA_D;
-      const long key = c0 + j;
-      const int in = key < seqlen_k;
-      kt[j][d] = in ? st_load(k, st_index(ks, b, key, hk, d)) : 0.0f;
-      vt[j][d] = in ? st_load(v, st_index(vs, b, key, hk, d)) : 0.0f;
-    }
+    stage_rows(kt, k, ks, vt, v, vs, b, hk, c0, seqlen_k, il);
     barrier(CLK_LOCAL_MEM_FENCE);
     float s[FA_BC];
     float tile_max = -INFINITY;

@@ -46,3 +46,17 @@ inline void query_tile_ranges(const fa_mask *mask, long m0, long row, int seqlen
   *group_lo = lo_first;
   *group_hi = hi_last;
 }
+
+/* Rows [r0, r0 + FA_BC) of two tensors of one head (rows at or past `rows` as zeros) into local
+   memory, in float, by the work-group's FA_BR work-items together. */
+inline void stage_rows(__local float (*a)[FA_D], __global const st_t *ga, long8 as,
+                       __local float (*c)[FA_D], __global const st_t *gc, long8 cs, long b,
+                       long h, long r0, long rows, int il) {
+  for (int e = il; e < FA_BC * FA_D; e += FA_BR) {
+    const int i = e / FA_D, d = e % FA_D;
+    const long row = r0 + i;
+    const int in = row < rows;
+    a[i][d] = in ? st_load(ga, st_index(as, b, row, h, d)) : 0.0f;
+    c[i][d] = in ? st_load(gc, st_index(cs, b, row, h, d)) : 0.0f;
+  }
+}
