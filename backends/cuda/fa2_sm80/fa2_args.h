@@ -55,8 +55,15 @@ typedef struct fa2_bwd_args {
   /* Workspace (device memory, carved by the host): D = rowsum(dO∘O) and the LSE in log2 units
      (+inf where the row saw no key, so P = 0 there), both [batch, heads_q, seqlen_q_padded] with
      the padding rows filled (D 0, LSE +inf) so query tiles load them whole with cp.async; and
-     the fp32 dQ accumulator [dq_splits][batch, heads_q, seqlen_q, head_dim]. */
+     the fp32 dQ accumulator [dq_splits][batch, heads_q, seqlen_q_padded, head_dim_padded]
+     (its padding is written by the main kernel and never read back). With dq_rotated, each
+     row's 8-float chunks are rotated by the row's index within its query tile (r mod tile_m):
+     logical chunk j sits at chunk (j + r) mod (head_dim_padded / 8), the layout in which the
+     bulk-reduction path stages a tile in shared memory without bank conflicts. */
   int32_t seqlen_q_padded; /* seqlen_q rounded up to the backward's query tile */
+  int32_t head_dim_padded; /* head_dim rounded up to the kernels' granule (FA2_PAD_HD) */
+  int32_t tile_m;          /* the backward's query tile */
+  int32_t dq_rotated;      /* the accumulator layout above (set from fa2_bwd_dq_bulk_for) */
   float *dsum;
   float *lse_log2;
   float *dq_accum;

@@ -9,9 +9,12 @@
  *   Pᵀ = exp2(Sᵀ·log2e·scale − LSE·log2e) (recomputed from the forward's LSE; masked: 0)
  *   dSᵀ = Pᵀ ∘ (dPᵀ − D)                  core/backward.h, times the softcap derivative
  *   Pᵀ, dSᵀ -> shared memory
- *   dV += Pᵀ dO, dK += dSᵀ Q             warps split along the keys and the head dim
+ *   dV += Pᵀ dO                          warps split along the keys and the head dim
  *   dQ += dS K                           warps split along the queries and the head dim,
- *                                        added to the fp32 accumulator with atomics
+ *                                        added to the fp32 accumulator by bulk reductions
+ *                                        from shared memory (sm_90, head dim <= 192) or
+ *                                        by per-thread atomics
+ *   dK += dSᵀ Q                          as dV
  * The softmax scale is applied once: to dK at the end and to dQ by the conversion kernel.
  * Deterministic mode: block s visits key tiles s, s + splits, ... in order and
  * adds into its own accumulator, so every dQ element is summed in a fixed order.
@@ -65,6 +68,46 @@ __device__ __forceinline__ void bwd_load_query_tile(const fa2_bwd_args &a, int b
     cp_async_16(smem_u32(sD + 4 * (tid - CHUNKS)), a.dsum + row0 + 4 * (tid - CHUNKS), 16);
 }
 
+/* Pᵀ = exp2(Sᵀ·sl2 − LSE) and dSᵀ = Pᵀ ∘ (dPᵀ − D) of one warp's tile, packed into shared
+   memory (rows: keys, LDP apart). With SOFTCAP, dS also takes the softcap's derivative, and a
+   select keeps masked scores (-inf, whose factor is not finite) at 0; without it, P = 0 already
+   gives dS = 0 and each element costs five instructions. */
+template <typename Tr, bool SOFTCAP, int MS, int SNB, int LDP>
+__device__ __forceinline__ void bwd_probs_to_smem(const float (&s)[MS][SNB][4],
+                                                  const float (&dp)[MS][SNB][4],
+                                                  const float *tLse, const float *tD,
+                                                  typename Tr::elem *sPt, typename Tr::elem *sdSt,
+                                                  int s_key, int s_q, int lane, float sl2,
+                                                  float inv_cap) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int m = 0; m < MS; ++m)
+#pragma unroll
+    for (int nb = 0; nb < SNB; ++nb) {
+      const int q_l = s_q + nb * 8 + 2 * t;
+      const float2 lse2 = *reinterpret_cast<const float2 *>(tLse + q_l);
+      const float2 dd = *reinterpret_cast<const float2 *>(tD + q_l);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int key_l = s_key + m * 16 + g + 8 * r;
+        float pv[2], dsv[2];
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const float z = s[m][nb][2 * r + c];
+          const float p = fast_exp2(z * sl2 - (c ? lse2.y : lse2.x));
+          const float ds = fa_bwd_ds(p, dp[m][nb][2 * r + c], c ? dd.y : dd.x);
+          pv[c] = p;
+          if (SOFTCAP)
+            dsv[c] = p > 0.0f ? ds * fa_score_softcap_grad_inv(z, inv_cap) : 0.0f;
+          else
+            dsv[c] = ds;
+        }
+        *reinterpret_cast<uint32_t *>(sPt + key_l * LDP + q_l) = Tr::pack(pv[0], pv[1]);
+        *reinterpret_cast<uint32_t *>(sdSt + key_l * LDP + q_l) = Tr::pack(dsv[0], dsv[1]);
+      }
+    }
+}
+
 /* Warp tiles: S_WK warps along the keys for Sᵀ/dPᵀ, KV_WK for dK/dV, DQ_WQ along the queries for
    dQ; the rest of the warps split the other dimension. Each warp tile is at least 16 x 16, and
    the squarer it is, the fewer shared-memory bytes each mma needs. */
@@ -75,7 +118,10 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
   constexpr int LD = HD + 8;
   constexpr int LDP = BM + 8;
   constexpr int SK = BN / S_WK, SQ = BM / (NW / S_WK); /* Sᵀ: keys x queries per warp */
-  constexpr int MS = SK / 16, SNB = SQ / 8;
+  /* A warp's Sᵀ/dPᵀ tile is computed in parts of at most 32 queries, so a 128-query step
+     (fewer barriers per FLOP) needs no more registers than a 64-query one. */
+  constexpr int SQP = SQ > 32 ? 32 : SQ, S_PARTS = SQ / SQP;
+  constexpr int MS = SK / 16, SNB = SQP / 8;
   constexpr int KK = BN / KV_WK, KD = HD / (NW / KV_WK); /* dK/dV: keys x columns per warp */
   constexpr int MK = KK / 16, KDB = KD / 8;
   constexpr int QQ = BM / DQ_WQ, QD = HD / (NW / DQ_WQ); /* dQ: queries x columns per warp */
@@ -93,6 +139,14 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
   E *sdSt = sPt + BN * LDP;
   float *sLse = reinterpret_cast<float *>(sdSt + BN * LDP); /* two stages, log2 units */
   float *sD = sLse + 2 * BM;                                /* two stages */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  /* dQ of a step staged as [BM][HD] fp32, rows' 8-float chunks rotated by the row (the
+     accumulator's layout, fa2_args.h), then added by one bulk reduction. */
+  constexpr bool DQ_BULK = FA2_BWD_DQ_BULK(HD);
+  float *sDQ = sD + 2 * BM;
+#else
+  constexpr bool DQ_BULK = false;
+#endif
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3, mi = lane >> 3;
@@ -112,7 +166,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
   const int n_blocks = (seqlen_k + BN - 1) / BN;
   const int split = a.deterministic ? (int)blockIdx.x : 0;
   const int n_step = a.deterministic ? (int)gridDim.x : n_blocks;
-  float *dq_acc = a.dq_accum + (int64_t)split * a.p.batch * a.p.heads_q * seqlen_q * d;
+  float *dq_acc = a.dq_accum + (int64_t)split * a.p.batch * a.p.heads_q * a.seqlen_q_padded * HD;
 
   /* Warp roles. */
   const int s_key = (warp % S_WK) * SK, s_q = (warp / S_WK) * SQ;
@@ -149,18 +203,34 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
       bwd_load_query_tile<Tr, HD, BM, NT>(a, b, hk * group, m_begin * BM, sQ, sdO, sLse, sD, tid);
     cp_async_commit();
 
+    /* This step's (query head, query tile), advanced without divisions. */
+    int h = hk * group, m_idx = m_begin;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* The accumulator tile whose dQ sits in the staging buffer, added after the next barrier. */
+    float *dq_pending = nullptr;
+#endif
     for (int step = 0; step < steps; ++step) {
       const int st = step & 1;
-      const int h = hk * group + step / m_count;
-      const int m0 = (m_begin + step % m_count) * BM;
+      const int m0 = m_idx * BM;
+      int h_next = h, m_next = m_idx + 1;
+      if (m_next == m_end) {
+        m_next = m_begin;
+        ++h_next;
+      }
       /* This step's tile has landed; after the barrier every warp is also done with the last
          step (its Q/dO stage, Pᵀ and dSᵀ), so the next tile's loads may overwrite that stage. */
       cp_async_wait<0>();
       __syncthreads();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      /* Every warp has staged the last step's dQ (and fenced it for the bulk copy). */
+      if (DQ_BULK && tid == 0 && dq_pending) {
+        bulk_reduce_add_f32(dq_pending, smem_u32(sDQ), BM * HD * (int)sizeof(float));
+        bulk_commit();
+      }
+#endif
       if (step + 1 < steps)
         bwd_load_query_tile<Tr, HD, BM, NT>(
-            a, b, hk * group + (step + 1) / m_count, (m_begin + (step + 1) % m_count) * BM,
-            sQ + (st ^ 1) * BM * LD, sdO + (st ^ 1) * BM * LD, sLse + (st ^ 1) * BM,
+            a, b, h_next, m_next * BM, sQ + (st ^ 1) * BM * LD, sdO + (st ^ 1) * BM * LD, sLse + (st ^ 1) * BM,
             sD + (st ^ 1) * BM, tid);
       cp_async_commit();
 
@@ -174,70 +244,59 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
           n0 + BN > seqlen_k ||
           fa_mask_tile_class(&mask, m0, min(m0 + BM, seqlen_q), n0, n1, seqlen_k) != FA_TILE_FULL;
 
-      /* Sᵀ = K Qᵀ and dPᵀ = V dOᵀ for this warp's SK keys x SQ queries. */
-      float s[MS][SNB][4], dp[MS][SNB][4];
+#pragma unroll 1
+      for (int part = 0; part < S_PARTS; ++part) {
+        const int q_p = s_q + part * SQP;
+        /* Sᵀ = K Qᵀ and dPᵀ = V dOᵀ for this warp's SK keys x SQ queries. */
+        float s[MS][SNB][4], dp[MS][SNB][4];
 #pragma unroll
-      for (int m = 0; m < MS; ++m)
+        for (int m = 0; m < MS; ++m)
 #pragma unroll
-        for (int nb = 0; nb < SNB; ++nb)
+          for (int nb = 0; nb < SNB; ++nb)
 #pragma unroll
-          for (int c = 0; c < 4; ++c) s[m][nb][c] = dp[m][nb][c] = 0.0f;
-      /* One product after the other: fewer fragments live at once than interleaving them. */
-      mma_rows_rows<Tr, MS, SNB, HD / 16, LD, LD>(s, sK, s_key, tQ, s_q, lane);
-      mma_rows_rows<Tr, MS, SNB, HD / 16, LD, LD>(dp, sV, s_key, tdO, s_q, lane);
+            for (int c = 0; c < 4; ++c) s[m][nb][c] = dp[m][nb][c] = 0.0f;
+        /* One product after the other: fewer fragments live at once than interleaving them. */
+        mma_rows_rows<Tr, MS, SNB, HD / 16, LD, LD>(s, sK, s_key, tQ, q_p, lane);
+        mma_rows_rows<Tr, MS, SNB, HD / 16, LD, LD>(dp, sV, s_key, tdO, q_p, lane);
 
-      /* Pᵀ and dSᵀ, element by element, into shared memory. The softcap and the mask are each
-         one uniform branch around a loop, so the loop that does the work has no branch. */
-      if (capped) {
+        /* Pᵀ and dSᵀ, element by element, into shared memory. The softcap and the mask are each
+           one uniform branch around a loop, so the loop that does the work has no branch. */
+        if (capped) {
 #pragma unroll
-        for (int m = 0; m < MS; ++m)
+          for (int m = 0; m < MS; ++m)
 #pragma unroll
-          for (int nb = 0; nb < SNB; ++nb)
+            for (int nb = 0; nb < SNB; ++nb)
 #pragma unroll
-            for (int c = 0; c < 4; ++c) s[m][nb][c] = fa_score_softcap(s[m][nb][c] * a.p.scale, a.p.softcap);
-      }
-      if (masked) {
-#pragma unroll
-        for (int m = 0; m < MS; ++m)
-#pragma unroll
-          for (int nb = 0; nb < SNB; ++nb)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-              const int key = n0 + s_key + m * 16 + g + 8 * (c >> 1);
-              const int row = m0 + s_q + nb * 8 + 2 * t + (c & 1);
-              if (!fa_mask_allows(&mask, row, key, seqlen_k)) s[m][nb][c] = -INFINITY;
-            }
-      }
-#pragma unroll
-      for (int m = 0; m < MS; ++m)
-#pragma unroll
-        for (int nb = 0; nb < SNB; ++nb) {
-          const int q_l = s_q + nb * 8 + 2 * t;
-          const float2 lse2 = *reinterpret_cast<const float2 *>(tLse + q_l);
-          const float2 dd = *reinterpret_cast<const float2 *>(tD + q_l);
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const int key_l = s_key + m * 16 + g + 8 * r;
-            float pv[2], dsv[2];
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-              const float z = s[m][nb][2 * r + c];
-              const float p = fast_exp2(z * sl2 - (c ? lse2.y : lse2.x));
-              const float ds = fa_bwd_ds(p, dp[m][nb][2 * r + c], c ? dd.y : dd.x);
-              /* A select, not a branch: masked scores are -inf (p = 0, ds = 0) and their softcap
-                 factor is not finite. */
-              pv[c] = p;
-              dsv[c] = p > 0.0f ? ds * fa_score_softcap_grad_inv(z, inv_cap) : 0.0f;
-            }
-            *reinterpret_cast<uint32_t *>(sPt + key_l * LDP + q_l) = Tr::pack(pv[0], pv[1]);
-            *reinterpret_cast<uint32_t *>(sdSt + key_l * LDP + q_l) = Tr::pack(dsv[0], dsv[1]);
-          }
+              for (int c = 0; c < 4; ++c) s[m][nb][c] = fa_score_softcap(s[m][nb][c] * a.p.scale, a.p.softcap);
         }
+        if (masked) {
+#pragma unroll
+          for (int m = 0; m < MS; ++m)
+#pragma unroll
+            for (int nb = 0; nb < SNB; ++nb)
+#pragma unroll
+              for (int c = 0; c < 4; ++c) {
+                const int key = n0 + s_key + m * 16 + g + 8 * (c >> 1);
+                const int row = m0 + q_p + nb * 8 + 2 * t + (c & 1);
+                if (!fa_mask_allows(&mask, row, key, seqlen_k)) s[m][nb][c] = -INFINITY;
+              }
+        }
+        if (capped)
+          bwd_probs_to_smem<Tr, true, MS, SNB, LDP>(s, dp, tLse, tD, sPt, sdSt, s_key, q_p, lane,
+                                                    sl2, inv_cap);
+        else
+          bwd_probs_to_smem<Tr, false, MS, SNB, LDP>(s, dp, tLse, tD, sPt, sdSt, s_key, q_p, lane,
+                                                     sl2, inv_cap);
+      }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      /* The staging buffer is rewritten after the barrier below: its last reduction has read it
+         (long done by now: a whole Sᵀ/dPᵀ phase has passed since it was issued). */
+      if (DQ_BULK && tid == 0) bulk_wait_read<0>();
+#endif
       __syncthreads();
 
-      /* dV += Pᵀ dO and dK += dSᵀ Q (reduction over the query tile), one after the other. */
+      /* dV += Pᵀ dO (reduction over the query tile). */
       mma_rows_kn<Tr, MK, KDB, BM / 16, LDP, LD>(dv, sPt, kv_key, tdO, kv_d, lane);
-      mma_rows_kn<Tr, MK, KDB, BM / 16, LDP, LD>(dk, sdSt, kv_key, tQ, kv_d, lane);
 
       /* dQ (this warp's QQ queries x QD columns) = dS K, added to the fp32 accumulator. */
       {
@@ -267,23 +326,59 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
             }
           }
         }
-        float *acc = dq_acc + ((int64_t)b * a.p.heads_q + h) * seqlen_q * d;
+        /* The accumulator is padded to whole query tiles and HD columns: no bounds checks, and
+           every offset below is a constant from one base address. */
+        float *acc_tile = dq_acc + ((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded * HD +
+                          (int64_t)m0 * HD;
+        if (DQ_BULK) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+          constexpr int NC = HD / 8; /* 8-float chunks per row */
+          const int rot0 = (dq_d / 8 + dq_q + g) % NC;
 #pragma unroll
-        for (int m = 0; m < MQ; ++m)
+          for (int m = 0; m < MQ; ++m)
 #pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const int row = m0 + dq_q + m * 16 + g + 8 * r;
-            if (row < seqlen_q) {
+            for (int r = 0; r < 2; ++r)
 #pragma unroll
               for (int db = 0; db < QDB; ++db) {
-                const int col = dq_d + db * 8 + 2 * t;
-                if (col < d) atomic_add_pair(acc + (int64_t)row * d + col, dq[m][db][2 * r], dq[m][db][2 * r + 1]);
+                int c = rot0 + (m * 16 + 8 * r + db) % NC;
+                c = c >= NC ? c - NC : c;
+                *reinterpret_cast<float2 *>(sDQ + (dq_q + m * 16 + 8 * r + g) * HD + c * 8 + 2 * t) =
+                    make_float2(dq[m][db][2 * r], dq[m][db][2 * r + 1]);
               }
-            }
-          }
+          fence_proxy_async_smem();
+          dq_pending = acc_tile;
+#endif
+        } else {
+          float *acc = acc_tile + (dq_q + g) * HD + dq_d + 2 * t;
+#pragma unroll
+          for (int m = 0; m < MQ; ++m)
+#pragma unroll
+            for (int r = 0; r < 2; ++r)
+#pragma unroll
+              for (int db = 0; db < QDB; ++db)
+                atomic_add_pair(acc + (m * 16 + 8 * r) * HD + db * 8, dq[m][db][2 * r],
+                                dq[m][db][2 * r + 1]);
+        }
       }
+      /* dK += dSᵀ Q, last: its mma run while the dQ reductions above drain. */
+      mma_rows_kn<Tr, MK, KDB, BM / 16, LDP, LD>(dk, sdSt, kv_key, tQ, kv_d, lane);
+      h = h_next;
+      m_idx = m_next;
     }
     cp_async_wait<0>();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* The last step's dQ; then this key tile's reductions complete before the next tile's
+       begin, so in deterministic mode the adds to one element happen in key-tile order, and the
+       block never exits with a reduction still reading its shared memory. */
+    if (DQ_BULK) {
+      __syncthreads();
+      if (tid == 0 && dq_pending) {
+        bulk_reduce_add_f32(dq_pending, smem_u32(sDQ), BM * HD * (int)sizeof(float));
+        bulk_commit();
+        bulk_wait<0>();
+      }
+    }
+#endif
 
     /* dK (scaled) and dV of this key tile. */
     E *dkp = static_cast<E *>(a.dk) + b * a.dk_str.batch + hk * a.dk_str.head;

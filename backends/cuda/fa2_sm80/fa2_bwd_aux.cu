@@ -3,7 +3,8 @@
  *   dot_do_o:   D = rowsum(dO ∘ O) per query row (core/backward.h), fp32, one warp per row,
  *               and the LSE in log2 units (+inf where it is -inf: P = 0), both padded to the
  *               query tile with rows that contribute nothing (D 0, LSE +inf).
- *   convert_dq: dQ = scale · Σ_splits accumulator, in split order, to the storage dtype.
+ *   convert_dq: dQ = scale · Σ_splits accumulator, in split order, to the storage dtype (the
+ *               accumulator's padding rows and columns skipped).
  */
 #include <cuda_runtime.h>
 
@@ -66,28 +67,35 @@ __global__ void __launch_bounds__(ROWS_PER_BLOCK * 32) dot_do_o(const fa2_bwd_ar
 template <typename Tr>
 __global__ void convert_dq(const fa2_bwd_args a) {
   typedef typename Tr::elem E;
-  const int64_t per_split = (int64_t)a.p.batch * a.p.heads_q * a.p.seqlen_q * a.p.head_dim;
-  const int64_t pairs = per_split / 2; /* head_dim is even: pairs never straddle rows */
+  const int hdp = a.head_dim_padded, sp = a.seqlen_q_padded;
+  const int64_t per_split = (int64_t)a.p.batch * a.p.heads_q * sp * hdp;
+  const int64_t pairs = per_split / 2; /* hdp is even: pairs never straddle rows */
   for (int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; p < pairs;
        p += (int64_t)gridDim.x * blockDim.x) {
     const int64_t e = 2 * p;
+    const int c = (int)(e % hdp);
+    const int64_t row = e / hdp;
+    const int i = (int)(row % sp);
+    if (c >= a.p.head_dim || i >= a.p.seqlen_q) continue; /* padding */
+    /* Where the pair sits: the accumulator's chunks may be rotated by the row (fa2_args.h). */
+    int64_t at = e;
+    if (a.dq_rotated) {
+      const int nc = hdp / 8;
+      at = row * hdp + (int64_t)(((c >> 3) + i % a.tile_m) % nc) * 8 + (c & 7);
+    }
     float x = 0.0f, y = 0.0f;
     for (int s = 0; s < a.dq_splits; ++s) {
-      const float2 v = *reinterpret_cast<const float2 *>(a.dq_accum + s * per_split + e);
+      const float2 v = *reinterpret_cast<const float2 *>(a.dq_accum + s * per_split + at);
       x += v.x;
       y += v.y;
     }
-    const int c = (int)(e % a.p.head_dim);
-    const int64_t row = e / a.p.head_dim;
-    const int i = (int)(row % a.p.seqlen_q);
-    const int h = (int)((row / a.p.seqlen_q) % a.p.heads_q);
-    const int b = (int)(row / ((int64_t)a.p.seqlen_q * a.p.heads_q));
+    const int h = (int)((row / sp) % a.p.heads_q);
+    const int b = (int)(row / ((int64_t)sp * a.p.heads_q));
     E *dq = static_cast<E *>(a.dq) + b * a.dq_str.batch + h * a.dq_str.head +
             (int64_t)i * a.dq_str.row + c;
     *reinterpret_cast<uint32_t *>(dq) = Tr::pack(x * a.p.scale, y * a.p.scale);
   }
 }
-
 }  // namespace
 
 extern "C" int fa2_bwd_dot_do_o_launch(const fa2_bwd_args *a) {
@@ -103,7 +111,8 @@ extern "C" int fa2_bwd_dot_do_o_launch(const fa2_bwd_args *a) {
 }
 
 extern "C" int fa2_bwd_convert_dq_launch(const fa2_bwd_args *a) {
-  const int64_t pairs = (int64_t)a->p.batch * a->p.heads_q * a->p.seqlen_q * a->p.head_dim / 2;
+  const int64_t pairs =
+      (int64_t)a->p.batch * a->p.heads_q * a->seqlen_q_padded * a->head_dim_padded / 2;
   if (pairs == 0) return 0;
   int64_t blocks = (pairs + 255) / 256;
   if (blocks > 65536) blocks = 65536;

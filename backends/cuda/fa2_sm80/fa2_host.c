@@ -57,8 +57,9 @@ int fa2_bwd_config(int32_t head_dim, fa2_tile_config *cfg) {
   }
 
 fa2_fwd_fn fa2_fwd_for(int head_dim_padded){FA2_TABLE(fa2_fwd_launch_hd)} fa2_bwd_fn
-    fa2_bwd_main_for(int head_dim_padded) {
-  FA2_TABLE(fa2_bwd_main_launch_hd)
+    fa2_bwd_main_for(int head_dim_padded){FA2_TABLE(fa2_bwd_main_launch_hd)} fa2_bulk_fn
+    fa2_bwd_dq_bulk_for(int head_dim_padded) {
+  FA2_TABLE(fa2_bwd_dq_bulk_hd)
 }
 
 int fa2_prepare_device(void) {
@@ -84,9 +85,11 @@ static size_t dsum_bytes(const fa2_bwd_args *a) {
   return (n + 255) & ~(size_t)255;
 }
 
+/* Padded like D to whole query tiles, and to the kernel's head dim, so the main kernel adds into
+   it without bounds checks. */
 static size_t dq_accum_bytes(const fa2_bwd_args *a) {
-  return (size_t)a->dq_splits * (size_t)a->p.batch * (size_t)a->p.heads_q * (size_t)a->p.seqlen_q *
-         (size_t)a->p.head_dim * sizeof(float);
+  return (size_t)a->dq_splits * (size_t)a->p.batch * (size_t)a->p.heads_q * (size_t)padded_rows(a) *
+         (size_t)FA2_PAD_HD(a->p.head_dim) * sizeof(float);
 }
 
 size_t fa2_bwd_workspace_bytes(const fa2_bwd_args *a) {
@@ -97,9 +100,13 @@ int fa2_bwd_launch(const fa2_bwd_args *in, void *workspace) {
   fa2_tile_config cfg;
   if (!fa2_bwd_config(in->p.head_dim, &cfg)) return (int)cudaErrorInvalidValue;
   fa2_bwd_fn main_fn = fa2_bwd_main_for(cfg.head_dim_padded);
-  if (!main_fn) return (int)cudaErrorInvalidValue;
+  fa2_bulk_fn bulk_fn = fa2_bwd_dq_bulk_for(cfg.head_dim_padded);
+  if (!main_fn || !bulk_fn) return (int)cudaErrorInvalidValue;
   fa2_bwd_args a = *in;
   a.seqlen_q_padded = padded_rows(in);
+  a.head_dim_padded = cfg.head_dim_padded;
+  a.tile_m = cfg.tile_m;
+  a.dq_rotated = bulk_fn();
   a.dsum = (float *)workspace;
   a.lse_log2 = (float *)((char *)workspace + dsum_bytes(in));
   a.dq_accum = (float *)((char *)workspace + 2 * dsum_bytes(in));

@@ -6,9 +6,12 @@
  * columns past the real head dim are zero-filled on load and never stored.
  * Forward (query rows x key rows per tile, warps along the query rows): 128 x 64 with 4 warps up
  * to head dim 128, 128 x 64 with 8 warps above (each warp keeps its share of the output in
- * registers: 32 or 16 rows x head dim). 128 x 128 at head dim 64 spilled registers.
- * Backward (key rows per block x query rows per step): 128 x 64 with 8 warps up to head dim 128,
- * 64 x 64 with 8 warps above, so dK and dV stay in registers.
+ * registers: 32 or 16 rows x head dim). 128 x 128 at head dim 64 spilled registers; above head
+ * dim 128, 64 x 64 with 4 warps and single K/V buffers (two blocks per SM, FlashAttention-2's
+ * choice) measured 6% slower (bench/NOTES.md).
+ * Backward (key rows per block x query rows per step): 128 x 128 with 8 warps up to head dim 64
+ * (each warp's Sᵀ tile in two parts of 32 queries), 128 x 64 up to head dim 128, 64 x 64 with 8
+ * warps above, so dK and dV stay in registers.
  */
 #ifndef FA_CUDA_FA2_TILES_H
 #define FA_CUDA_FA2_TILES_H
@@ -24,14 +27,21 @@
 #define FA2_FWD_SMEM(hd) ((size_t)(FA2_FWD_TILE_M(hd) + 4 * FA2_FWD_TILE_N(hd)) * ((hd) + 8) * 2)
 
 #define FA2_BWD_TILE_N(hd) ((hd) <= 128 ? 128 : 64)
-#define FA2_BWD_TILE_M(hd) 64
+#define FA2_BWD_TILE_M(hd) ((hd) <= 64 ? 128 : 64)
 #define FA2_BWD_WARPS(hd) 8
 /* Warps along the keys for Sᵀ (32 keys each) and for dK/dV (32 keys each where the head dim
    splits into 16-column multiples, else 16), along the queries for dQ (32 queries each where the
-   head dim splits four ways into 16-column multiples, else 16). */
+   head dim splits four ways into 16-column multiples and the step has 64 queries, else 16 or 32).
+ */
 #define FA2_BWD_S_WK(hd) (FA2_BWD_TILE_N(hd) / 32)
 #define FA2_BWD_KV_WK(hd) (FA2_BWD_TILE_N(hd) == 128 ? 4 : ((hd) % 64 == 0 ? 2 : 4))
-#define FA2_BWD_DQ_WQ(hd) ((hd) % 64 == 0 ? 2 : 4)
+#define FA2_BWD_DQ_WQ(hd) (FA2_BWD_TILE_M(hd) == 64 && (hd) % 64 == 0 ? 2 : 4)
+/* On sm_90 the dQ of a step is staged in shared memory ([BM][hd] fp32, 32-byte chunks rotated
+   by the row) and added to the accumulator by one bulk reduction (TMA) instead of per-thread
+   atomics, where the staging fits the 227 KB a block may use (head dims up to 192). */
+#define FA2_BWD_DQ_BULK(hd) ((hd) <= 192)
+#define FA2_BWD_DQ_STAGE_SMEM(hd) \
+  (FA2_BWD_DQ_BULK(hd) ? (size_t)FA2_BWD_TILE_M(hd) * (hd)*4 : (size_t)0)
 /* K and V once; Q and dO double-buffered; Pᵀ and dSᵀ staged; LSE and D of a query tile
    (two buffers each). */
 #define FA2_BWD_SMEM(hd)                                                        \
