@@ -6,7 +6,7 @@
 #      FlashAttention sweep), JSON and PNG into $OUT
 #   3. bench/ncu_compare.sh on the shapes in NCU_BWD / NCU_FWD (default none)
 # then prints the check summary and the sweep's table last. $OUT keeps seven files (the device
-# returns at most eight): gpu_state.txt, check.txt, check_logs.tgz, sweep.{txt,json,png},
+# returns at most eight): check.txt (GPU state first), check_logs.tgz, sweep.{txt,json,png},
 # ncu_bwd.txt / ncu_fwd.txt, and with NCU_SOURCE the per-instruction
 # table of bench/ncu_source.sh.
 #
@@ -19,9 +19,9 @@ COMMIT=${COMMIT:-unknown}
 export OUT
 
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv \
-  > "$OUT/gpu_state.txt" 2>&1
+  > "$OUT/check.txt" 2>&1
 # shellcheck disable=SC2086 # CHECK_ARGS is a list of options
-OUT="$OUT/check" bash tests/gpu/h200_check.sh ${CHECK_ARGS:-} > "$OUT/check.txt" 2>&1
+OUT="$OUT/check" bash tests/gpu/h200_check.sh ${CHECK_ARGS:-} >> "$OUT/check.txt" 2>&1
 check_rc=$?
 # One archive for the check's logs: the device returns only a few files.
 tar -C "$OUT" -czf "$OUT/check_logs.tgz" check && rm -rf "$OUT/check"
@@ -33,15 +33,18 @@ sweep_rc=$?
 
 [ -n "${NCU_BWD:-}" ] && bash bench/ncu_compare.sh --pass bwd $NCU_BWD > "$OUT/ncu_bwd.txt" 2>&1
 [ -n "${NCU_FWD:-}" ] && bash bench/ncu_compare.sh --pass fwd $NCU_FWD > "$OUT/ncu_fwd.txt" 2>&1
-# shellcheck disable=SC2086 # NCU_SOURCE is "HDIM:SEQLEN[:CAUSAL]"
-[ -n "${NCU_SOURCE:-}" ] && bash bench/ncu_source.sh $NCU_SOURCE >> "$OUT/ncu_bwd.txt" 2>&1
+# NCU_SOURCE: "PASS:HDIM:SEQLEN[:CAUSAL] ..." (PASS fwd or bwd), one table each.
+for src in ${NCU_SOURCE:-}; do
+  bash bench/ncu_source.sh --pass "${src%%:*}" --regex "fa2_${src%%:*}_kernel" "${src#*:}" \
+    >> "$OUT/ncu_bwd.txt" 2>&1
+done
 # Keep the tables, drop the raw ncu dumps (they would crowd out the files that come back).
 rm -f "$OUT"/ncu_*_ours.* "$OUT"/ncu_*_peer.*
 
 for f in ncu_bwd ncu_fwd; do
   [ -f "$OUT/$f.txt" ] && grep -E "^==|duration|inst_executed.sum|tensor_cycles_active.avg|issue_active|stall_(wait|short|long|barrier|mio|math)" "$OUT/$f.txt"
 done
-cat "$OUT/gpu_state.txt"
+head -2 "$OUT/check.txt"
 tail -15 "$OUT/check.txt"
 tail -45 "$OUT/sweep.txt"
 echo "h200_round: check rc=$check_rc sweep rc=$sweep_rc"

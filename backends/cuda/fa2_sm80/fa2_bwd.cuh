@@ -220,19 +220,19 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
       /* This step's tile has landed; after the barrier every warp is also done with the last
          step (its Q/dO stage, Pᵀ and dSᵀ), so the next tile's loads may overwrite that stage. */
       cp_async_wait<0>();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      /* The last step's dQ staging, made visible to the bulk copy: fenced here, where this
+         thread has no loads in flight that the fence might wait for. */
+      if (DQ_BULK && dq_pending) fence_proxy_async_smem();
+#endif
       __syncthreads();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-      /* Every warp has staged the last step's dQ (and fenced it for the bulk copy). */
+      /* Every warp has staged and fenced the last step's dQ. */
       if (DQ_BULK && tid == 0 && dq_pending) {
         bulk_reduce_add_f32(dq_pending, smem_u32(sDQ), BM * HD * (int)sizeof(float));
         bulk_commit();
       }
 #endif
-      if (step + 1 < steps)
-        bwd_load_query_tile<Tr, HD, BM, NT>(
-            a, b, h_next, m_next * BM, sQ + (st ^ 1) * BM * LD, sdO + (st ^ 1) * BM * LD, sLse + (st ^ 1) * BM,
-            sD + (st ^ 1) * BM, tid);
-      cp_async_commit();
 
       const E *tQ = sQ + st * BM * LD;
       const E *tdO = sdO + st * BM * LD;
@@ -258,6 +258,17 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
         /* One product after the other: fewer fragments live at once than interleaving them. */
         mma_rows_rows<Tr, MS, SNB, HD / 16, LD, LD>(s, sK, s_key, tQ, q_p, lane);
         mma_rows_rows<Tr, MS, SNB, HD / 16, LD, LD>(dp, sV, s_key, tdO, q_p, lane);
+        if (part == 0) {
+          /* The next tile's loads, issued here rather than right after the barrier: there they
+             queued behind every warp's first ldmatrix, and the instructions reusing their
+             address registers waited for them (bench/NOTES.md, v10). The stage they overwrite
+             was last read in the previous step. */
+          if (step + 1 < steps)
+            bwd_load_query_tile<Tr, HD, BM, NT>(
+                a, b, h_next, m_next * BM, sQ + (st ^ 1) * BM * LD, sdO + (st ^ 1) * BM * LD,
+                sLse + (st ^ 1) * BM, sD + (st ^ 1) * BM, tid);
+          cp_async_commit();
+        }
 
         /* Pᵀ and dSᵀ, element by element, into shared memory. The softcap and the mask are each
            one uniform branch around a loop, so the loop that does the work has no branch. */
@@ -345,7 +356,6 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
                 *reinterpret_cast<float2 *>(sDQ + (dq_q + m * 16 + 8 * r + g) * HD + c * 8 + 2 * t) =
                     make_float2(dq[m][db][2 * r], dq[m][db][2 * r + 1]);
               }
-          fence_proxy_async_smem();
           dq_pending = acc_tile;
 #endif
         } else {
@@ -371,6 +381,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
        begin, so in deterministic mode the adds to one element happen in key-tile order, and the
        block never exits with a reduction still reading its shared memory. */
     if (DQ_BULK) {
+      if (dq_pending) fence_proxy_async_smem();
       __syncthreads();
       if (tid == 0 && dq_pending) {
         bulk_reduce_add_f32(dq_pending, smem_u32(sDQ), BM * HD * (int)sizeof(float));

@@ -107,26 +107,18 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
   for (int n = n_begin, it = 0; n < n_end; ++n, ++it) {
     const int st = it & 1;
     /* Tile n has landed; after the barrier every warp is also done with tile n - 1, whose stage
-       the next tile's loads now overwrite while this one is computed (one barrier per tile). */
+       the next tile's loads overwrite while this one is computed (one barrier per tile). */
     cp_async_wait<0>();
     __syncthreads();
-    if (n + 1 < n_end) {
-      const int c1 = (n + 1) * BN;
-      tile_load_async<BN, HD, NT>(sK + (st ^ 1) * BN * LD, k + (int64_t)c1 * a.k_str.row,
-                                  a.k_str.row, seqlen_k - c1, d, k, tid);
-      tile_load_async<BN, HD, NT>(sV + (st ^ 1) * BN * LD, v + (int64_t)c1 * a.v_str.row,
-                                  a.v_str.row, seqlen_k - c1, d, v, tid);
-    }
-    cp_async_commit();
 
     const int c0 = n * BN;
     fa_tile_class cls = fa_mask_tile_class_from_ranges(
         blk_lo_first, blk_hi_first, blk_lo_last, blk_hi_last, c0, min(c0 + BN, seqlen_k));
     if (cls == FA_TILE_FULL && c0 + BN > seqlen_k) cls = FA_TILE_PARTIAL;
+    const E *tK = sK + st * BN * LD;
+    const E *tV = sV + st * BN * LD;
+    float s[MT][NB][4];
     if (cls != FA_TILE_EMPTY) {
-      const E *tK = sK + st * BN * LD;
-      const E *tV = sV + st * BN * LD;
-      float s[MT][NB][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -137,6 +129,21 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
       /* S = Q Kᵀ over the padded head dim (the padding is zeros; no branch on the real head dim
          inside the unrolled loops, which would stop loads overlapping the mma). */
       mma_rows_rows<Tr, MT, NB, HD / 16, LD, LD>(s, sQ, warp_row0, tK, 0, lane);
+    }
+
+    /* The next tile's loads, issued after S rather than right after the barrier, where they
+       queued behind every warp's first ldmatrix (bench/NOTES.md, v10). The stage they overwrite
+       was last read in the previous iteration. */
+    if (n + 1 < n_end) {
+      const int c1 = (n + 1) * BN;
+      tile_load_async<BN, HD, NT>(sK + (st ^ 1) * BN * LD, k + (int64_t)c1 * a.k_str.row,
+                                  a.k_str.row, seqlen_k - c1, d, k, tid);
+      tile_load_async<BN, HD, NT>(sV + (st ^ 1) * BN * LD, v + (int64_t)c1 * a.v_str.row,
+                                  a.v_str.row, seqlen_k - c1, d, v, tid);
+    }
+    cp_async_commit();
+
+    if (cls != FA_TILE_EMPTY) {
 
       if (capped) {
 #pragma unroll
