@@ -21,6 +21,22 @@
  *     j <= i + seqlen_k - seqlen_q, as FlashAttention >= 2.1); top-left alignment (j <= i) is
  *     available through fa_params.causal_align.
  *   - A query row that sees no key at all gives output 0, LSE -inf and zero gradients, never NaN.
+ *   - Empty problems are defined: batch 0 or seqlen_q 0 succeed and write nothing (dk and dv of a
+ *     backward are then zero); seqlen_k 0 makes every row one that sees no key (output 0, LSE
+ *     -inf, dq 0). A tensor without elements may have data NULL. heads_q and heads_kv must be >= 1.
+ *     The 2^63-byte bound below applies to empty tensors too, each zero extent counted as 1.
+ *   - Non-finite inputs propagate, never crash: a NaN in a query row makes that row's output and
+ *     LSE NaN and leaves every other row as it would be; a score of +Inf (Inf in q or k) makes its
+ *     row NaN, a score of -Inf acts as a masked key; Inf or NaN in v at a key reaches the rows that
+ *     see that key and, through 0 * Inf in the tile product, possibly other rows of the query tiles
+ *     that load its key tile (as FlashAttention), never rows elsewhere.
+ *   - Sizes: every tensor's shape and strides must address less than 2^63 bytes (64-bit byte
+ *     counts); larger ones are refused with FA_ERR_INVALID_ARGUMENT before anything is allocated.
+ *     Everything else is computed in 64 bits: tensors of 2^31 bytes and more are fine.
+ *   - With cu_seqlens, max_seqlen_q/k larger than the packed total only bounds an empty grid (it is
+ *     taken as the total; a padded lse still has max_seqlen_q columns). With a block_table,
+ *     max_seqlen_k may not exceed the keys a table row addresses (block_table.shape[1] * page).
+ *     A window side at least seqlen_q + seqlen_k wide is the unbounded side (-1).
  *
  * Errors: every call returns an fa_status; on failure fa_last_error() gives a message naming the
  * argument and the constraint. No call aborts, prints, or writes outside its outputs on bad input.
@@ -29,6 +45,11 @@
  *
  * Thread safety: every function may be called from any thread concurrently. Plugins are loaded
  * lazily, once, on the first call that needs the registry.
+ *
+ * Memory: a call that cannot allocate returns FA_ERR_OUT_OF_MEMORY, writes no output and keeps
+ * nothing allocated. A plugin whose loading fails (dlopen, for lack of memory or any other reason)
+ * stays unavailable for the process, with dlopen's reason in fa_backend_info(); calls that needed
+ * it return FA_ERR_BACKEND_UNAVAILABLE (or fall back without strict). See docs/RELIABILITY.md.
  */
 #ifndef FLASH_ATTN_H
 #define FLASH_ATTN_H

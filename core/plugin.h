@@ -103,7 +103,9 @@ FA_API void fa_core_refuse(fa_decision *out, const char *fmt, ...)
 
 /* Element pointer arithmetic shared by host backends. */
 static inline void *fa_tensor_base(const fa_tensor *t) {
-  return (void *)((char *)t->data + t->byte_offset);
+  /* A tensor without elements may have data NULL; arithmetic on a null pointer is undefined even
+     with a zero offset, so NULL stays NULL (nothing is read through it). */
+  return t->data ? (void *)((char *)t->data + t->byte_offset) : NULL;
 }
 
 #ifdef __cplusplus

@@ -49,8 +49,12 @@ FA_HD void fa_softmax_merge(float m1, float l1, float m2, float l2, float *m, fl
   *a2 = s2;
 }
 
-/* Log-sum-exp of a finished row (natural log): -inf when the row saw no key. */
-FA_HD float fa_softmax_lse(float m, float l) { return l > 0.0f ? m + logf(l) : -INFINITY; }
+/* Log-sum-exp of a finished row (natural log). A row that saw no key has l = 0: LSE -inf. A NaN
+   score (NaN in q or k) makes l NaN: the LSE is NaN too, so a NaN input propagates instead of
+   passing for an empty row. */
+FA_HD float fa_softmax_lse(float m, float l) {
+  return l > 0.0f ? m + logf(l) : (l == 0.0f ? -INFINITY : l);
+}
 
 /* The factor that normalises o: 1/l, or 0 for a row that saw no key (output 0, never NaN). */
 FA_HD float fa_softmax_out_scale(float l) { return l > 0.0f ? 1.0f / l : 0.0f; }

@@ -37,11 +37,15 @@ static fa_status check_tensor(const char *name, const fa_tensor *t, int32_t ndim
       return fa_core_set_error(INVALID, "%s.strides[%d] = %lld is negative", name, (int)i,
                                (long long)t->strides[i]);
   }
+  /* The byte bound holds for empty tensors too, with each zero extent counted as 1: the other
+     extents still size the problem (a q of [0, 2^62, ...] has 2^62 rows to plan for), and every
+     count derived from them must stay representable. */
+  int empty = 0;
   for (int32_t i = 0; i < ndim; ++i) {
     int64_t s = t->shape[i];
     if (s == 0) {
-      numel = 0;
-      break;
+      empty = 1;
+      s = 1;
     }
     if (numel > INT64_MAX / s)
       overflow = 1;
@@ -52,14 +56,17 @@ static fa_status check_tensor(const char *name, const fa_tensor *t, int32_t ndim
         __builtin_add_overflow(extent, reach, &extent))
       overflow = 1;
   }
+  int64_t bytes, span;
+  if (overflow || __builtin_mul_overflow(numel, (int64_t)esize, &bytes) ||
+      __builtin_add_overflow(extent, 1, &span) ||
+      __builtin_mul_overflow(span, (int64_t)esize, &bytes) ||
+      t->byte_offset > (uint64_t)INT64_MAX - (uint64_t)bytes)
+    return fa_core_set_error(INVALID,
+                             "%s: shape and strides address more than 2^63 bytes (64-bit byte "
+                             "counts would overflow)",
+                             name);
+  if (empty) numel = 0;
   if (numel > 0) {
-    int64_t bytes;
-    if (overflow || __builtin_mul_overflow(extent + 1, (int64_t)esize, &bytes) ||
-        t->byte_offset > (uint64_t)INT64_MAX - (uint64_t)bytes)
-      return fa_core_set_error(INVALID,
-                               "%s: shape and strides address more than 2^63 bytes (64-bit byte "
-                               "counts would overflow)",
-                               name);
     if (!t->data)
       return fa_core_set_error(INVALID, "%s.data is NULL but the tensor has %lld elements", name,
                                (long long)numel);
@@ -429,6 +436,8 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
     if (seqlen_q == 0 && q->shape[0] > 0)
       return fa_core_set_error(INVALID,
                                "params.max_seqlen_q = 0 but must be set with cu_seqlens_q");
+    /* No sequence is longer than the packed total: a larger bound only sizes an empty grid. */
+    if (seqlen_q > q->shape[0]) seqlen_q = q->shape[0];
   } else {
     batch = q->shape[0];
     seqlen_q = q->shape[1];
@@ -447,7 +456,21 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
       return fa_core_set_error(INVALID, "params.page_size = %lld but k.shape[1] = %lld",
                                (long long)p->page_size, (long long)page);
     p->page_size = page;
-    seqlen_k = p->max_seqlen_k ? p->max_seqlen_k : p->block_table->shape[1] * page;
+    /* The keys a block_table row can address; a longer max_seqlen_k would index past the row. */
+    int64_t table_keys;
+    if (__builtin_mul_overflow(p->block_table->shape[1], page, &table_keys) ||
+        table_keys > (INT64_C(1) << 62))
+      return fa_core_set_error(INVALID,
+                               "params.block_table.shape[1] = %lld pages of %lld keys address "
+                               "more than 2^62 keys",
+                               (long long)p->block_table->shape[1], (long long)page);
+    if (p->max_seqlen_k > table_keys)
+      return fa_core_set_error(INVALID,
+                               "params.max_seqlen_k = %lld exceeds the %lld keys a block_table "
+                               "row addresses (%lld pages of %lld)",
+                               (long long)p->max_seqlen_k, (long long)table_keys,
+                               (long long)p->block_table->shape[1], (long long)page);
+    seqlen_k = p->max_seqlen_k ? p->max_seqlen_k : table_keys;
   } else if (varlen_k) {
     TRY(check_index("params.cu_seqlens_k", p->cu_seqlens_k, 1, dev));
     TRY(expect_dim("params.cu_seqlens_k", p->cu_seqlens_k, 0, batch + 1, "cu_seqlens_q.shape[0]"));
@@ -457,6 +480,7 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
     if (seqlen_k == 0 && k->shape[0] > 0)
       return fa_core_set_error(INVALID,
                                "params.max_seqlen_k = 0 but must be set with cu_seqlens_k");
+    if (seqlen_k > k->shape[0]) seqlen_k = k->shape[0];
   } else {
     TRY(expect_dim("k", k, 0, batch, "q.shape[0]"));
     seqlen_k = k->shape[1];
@@ -489,6 +513,9 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
   if (heads_kv < 1)
     return fa_core_set_error(INVALID, "k.shape[%d] = %lld (heads_kv) must be >= 1", kh,
                              (long long)heads_kv);
+  if (heads_q < 1)
+    return fa_core_set_error(INVALID, "q.shape[%d] = %lld (heads_q) must be >= 1", qh,
+                             (long long)heads_q);
   if (heads_q % heads_kv != 0)
     return fa_core_set_error(INVALID,
                              "q.shape[%d] = %lld (heads_q) must be a multiple of "
@@ -527,7 +554,8 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
     } else {
       TRY(expect_dim("lse", lse, 0, batch, varlen_q ? "batch" : "q.shape[0]"));
       TRY(expect_dim("lse", lse, 1, heads_q, varlen_q ? "heads_q" : "q.shape[2]"));
-      TRY(expect_dim("lse", lse, 2, seqlen_q, varlen_q ? "params.max_seqlen_q" : "q.shape[1]"));
+      TRY(expect_dim("lse", lse, 2, varlen_q ? p->max_seqlen_q : seqlen_q,
+                     varlen_q ? "params.max_seqlen_q" : "q.shape[1]"));
     }
   }
 
@@ -561,6 +589,15 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
     TRY(check_no_self_overlap("out", out));
   }
   if (lse && op == FA_OP_FORWARD) TRY(check_no_self_overlap("lse", lse));
+
+  /* A window side at least seqlen_q + seqlen_k wide cuts nothing: it is the unbounded side
+     (-1), exactly, for every row and alignment, and the mask arithmetic stays far from 2^63. */
+  if (p->window_enabled) {
+    int64_t span;
+    if (__builtin_add_overflow(seqlen_q, seqlen_k, &span)) span = INT64_MAX;
+    if (p->window_left >= span) p->window_left = -1;
+    if (p->window_right >= span) p->window_right = -1;
+  }
 
   int64_t seqlen_new = 0, rotary_dim = 0;
   if (op == FA_OP_KVCACHE)

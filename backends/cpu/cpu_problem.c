@@ -74,7 +74,10 @@ static void rows_packed(const fa_tensor *t, int64_t start, cpu_rows *r) {
 static void rows_paged(const fa_tensor *t, const fa_tensor *bt, int64_t b, cpu_rows *r) {
   rows_padded(t, 0, r);
   r->base = 0;
-  r->pages = (const int32_t *)fa_tensor_base(bt) + b * bt->strides[0];
+  /* A table without entries (no pages per sequence) addresses no keys: validate makes the key
+     count 0 then, so no row is ever looked up through the NULL row. */
+  const int32_t *table = (const int32_t *)fa_tensor_base(bt);
+  r->pages = table ? table + b * bt->strides[0] : NULL;
   r->page_stride = bt->strides[1];
   r->block_stride = t->strides[0];
   r->page_size = t->shape[1];
@@ -135,7 +138,8 @@ void cpu_seq_init(const fa_request *req, const cpu_problem *pb, int64_t b, cpu_s
   /* lse: unpadded [heads_q, total_q] (row i at column cu_q[b] + i) or [batch, heads_q, seq]. */
   sq->lse = NULL;
   sq->lse_hs = sq->lse_rs = 0;
-  if (req->lse) {
+  /* An lse without elements (no query rows) has no base to offset: nothing is written to it. */
+  if (req->lse && req->lse->data) {
     const fa_tensor *l = req->lse;
     float *base = (float *)fa_tensor_base(l);
     if (req->lse_packed) {
