@@ -2,11 +2,13 @@
  * registry.c: plugin discovery and loading.
  *
  * Each backend is a shared object libfa_<name>.so. The registry looks, in order, in the
- * directories of FA_PLUGIN_PATH (absolute paths only) and beside libflashattn.so itself (found with
- * dladdr), never in the current directory. The first file found is the one tried; if it fails
- * (dlopen error, no entry symbol, another ABI, probe says unavailable) the backend is unavailable
- * with that reason, rather than silently trying a different file. Loading happens once per process
- * (pthread_once), on the first call that needs a backend; afterwards the slots are read-only.
+ * directories of FA_PLUGIN_PATH (absolute paths only), in FA_PLUGIN_SUBDIR below the directory of
+ * libflashattn.so itself (found with dladdr: the install tree, lib/flashattn/plugins) and beside
+ * it (the build tree), never in the current directory. The first file found is the one tried; if it
+ * fails (dlopen error, no entry symbol, another ABI, probe says unavailable) the backend is
+ * unavailable with that reason, rather than silently trying a different file. Loading happens once
+ * per process (pthread_once), on the first call that needs a backend; afterwards the slots are
+ * read-only.
  */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
@@ -107,7 +109,11 @@ static void find_search_dirs(search_dirs *d) {
   Dl_info info;
   if (dladdr((void *)&fa_registry_slot, &info) && info.dli_fname && info.dli_fname[0] == '/') {
     const char *slash = strrchr(info.dli_fname, '/');
-    add_dir(d, info.dli_fname, (size_t)(slash - info.dli_fname), 0, NULL);
+    int len = (int)(slash - info.dli_fname);
+    char sub[512];
+    int n = snprintf(sub, sizeof sub, "%.*s/%s", len, info.dli_fname, FA_PLUGIN_SUBDIR);
+    if (n > 0 && (size_t)n < sizeof sub) add_dir(d, sub, (size_t)n, 0, NULL);
+    add_dir(d, info.dli_fname, (size_t)len, 0, NULL);
   }
 }
 
@@ -186,7 +192,7 @@ static void load_slot(fa_backend_slot *s, const search_dirs *dirs) {
       return;
     }
   }
-  char where[300] = "";
+  char where[700] = "";
   for (int i = 0; i < dirs->count; ++i) {
     size_t used = strlen(where);
     snprintf(where + used, sizeof where - used, "%s%s", i ? ", " : "", dirs->dir[i]);

@@ -1,0 +1,20 @@
+#!/usr/bin/env python3
+"""Runs the binding's tests (CTest: python.binding). Exit 77 (skipped) when NumPy is missing,
+1 when a test fails. FLASHATTN_LIBRARY names the library to test (CTest sets the build's)."""
+
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # python/: the flashattn package
+
+try:
+    import numpy  # noqa: F401
+except ImportError:
+    print("skipped: NumPy is not installed for", sys.executable, "(apt-get install python3-numpy)")
+    sys.exit(77)
+
+suite = unittest.defaultTestLoader.discover(HERE, pattern="test_*.py")
+result = unittest.TextTestRunner(verbosity=2).run(suite)
+sys.exit(0 if result.wasSuccessful() else 1)
