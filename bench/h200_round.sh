@@ -33,6 +33,12 @@ sweep_rc=$?
 
 [ -n "${NCU_BWD:-}" ] && bash bench/ncu_compare.sh --pass bwd $NCU_BWD > "$OUT/ncu_bwd.txt" 2>&1
 [ -n "${NCU_FWD:-}" ] && bash bench/ncu_compare.sh --pass fwd $NCU_FWD > "$OUT/ncu_fwd.txt" 2>&1
+# PYTHON_TESTS=1: the Python binding's tests (python/tests), here with PyTorch CUDA tensors too.
+if [ "${PYTHON_TESTS:-0}" = 1 ]; then
+  FLASHATTN_LIBRARY=$PWD/build/release/lib/libflashattn.so python3 python/tests/run_tests.py \
+    > "$OUT/python.txt" 2>&1
+  echo "python tests: exit status $?" >> "$OUT/python.txt"
+fi
 # NCU_SOURCE: "PASS:HDIM:SEQLEN[:CAUSAL] ..." (PASS fwd or bwd), one table each.
 for src in ${NCU_SOURCE:-}; do
   bash bench/ncu_source.sh --pass "${src%%:*}" --regex "fa2_${src%%:*}_kernel" "${src#*:}" \
@@ -45,6 +51,7 @@ for f in ncu_bwd ncu_fwd; do
   [ -f "$OUT/$f.txt" ] && grep -E "^==|duration|inst_executed.sum|tensor_cycles_active.avg|issue_active|stall_(wait|short|long|barrier|mio|math)" "$OUT/$f.txt"
 done
 head -2 "$OUT/check.txt"
-tail -15 "$OUT/check.txt"
+tail -17 "$OUT/check.txt"
+[ -f "$OUT/python.txt" ] && tail -8 "$OUT/python.txt"
 tail -45 "$OUT/sweep.txt"
 echo "h200_round: check rc=$check_rc sweep rc=$sweep_rc"

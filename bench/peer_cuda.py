@@ -468,6 +468,7 @@ def run_shape(ctx, sh: Shape) -> tuple[list[dict], list[dict]]:
         p.return_lse = 1
         p.backend = ctx["backend_id"]
         p.strict = 1
+        p.deterministic = 1 if args.deterministic else 0
         p.stream = ctx["stream"]()
         return p
 
@@ -737,6 +738,7 @@ def metadata(ctx, args) -> dict:
         "flops": "forward 4*B*H*S*S*D, halved when causal; backward 2.5x forward",
         "tokens": args.tokens, "hidden": args.hidden, "batch": args.batch, "heads": args.heads,
         "check": bool(args.check), "tol_rel_l2": args.tol, "seed": args.seed,
+        "deterministic": bool(args.deterministic),
         "workspace": not args.no_workspace,
     }
     if args.device == "cuda":
@@ -830,6 +832,9 @@ def parse_args(argv):
     ap.add_argument("--no-workspace", action="store_true",
                     help="let the library allocate its scratch per call instead of passing "
                          "params.workspace sized by fa_*_workspace_size")
+    ap.add_argument("--deterministic", action="store_true",
+                    help="ask ours for the deterministic backward (params.deterministic = 1); "
+                         "the peers run as they are")
     ap.add_argument("--seed", type=int, default=0)
     # Hidden self-test mode: CPU tensors, FA_DEVICE_CPU, backend cpu, SDPA math as the peer.
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help=argparse.SUPPRESS)

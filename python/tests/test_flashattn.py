@@ -289,6 +289,38 @@ class TestTorch(unittest.TestCase):
         want, _ = reference(q.numpy(), q.numpy(), q.numpy(), causal=True)
         assert_close(self, out.numpy(), want, 2e-5, "out")
 
+    def test_torch_cuda_against_sdpa(self):
+        """On a GPU machine: CUDA tensors through the cuda backend, against PyTorch's SDPA."""
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("PyTorch not installed")
+        if not torch.cuda.is_available():
+            self.skipTest("no CUDA device for PyTorch")
+        if not any(b.name == "cuda" and b.available for b in fa.backend_info()):
+            self.skipTest("the cuda backend is not available")
+        torch.manual_seed(1234)
+        shape = (2, 300, 4, 128)  # (batch, seqlen, heads, head_dim); 300: not a tile multiple
+        q, k, v, dout = (torch.randn(*shape, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+        out, lse, info = fa.attention(q, k, v, causal=True, backend="cuda", strict=1,
+                                      return_lse=True, return_info=True)
+        self.assertIsInstance(out, torch.Tensor)
+        self.assertTrue(out.is_cuda)
+        self.assertTrue(info.kernel.startswith("cuda."), info.kernel)
+        dq, dk, dv = fa.attention_backward(dout, q, k, v, out, lse, causal=True, backend="cuda",
+                                           strict=1)
+        # The reference: SDPA in float32 on (batch, heads, seqlen, head_dim) views.
+        qf, kf, vf = (t.float().transpose(1, 2).requires_grad_() for t in (q, k, v))
+        ref = torch.nn.functional.scaled_dot_product_attention(qf, kf, vf, is_causal=True)
+        ref.backward(dout.float().transpose(1, 2))
+        torch.cuda.synchronize()
+        for name, got, want in (("out", out, ref.transpose(1, 2)), ("dq", dq, qf.grad.transpose(1, 2)),
+                                ("dk", dk, kf.grad.transpose(1, 2)),
+                                ("dv", dv, vf.grad.transpose(1, 2))):
+            err = ((got.float() - want).norm() / want.norm()).item()
+            self.assertTrue(err < 2e-2, f"{name}: relative L2 error {err:.3e}")
+            self.assertTrue(torch.isfinite(got.float()).all().item(), f"{name}: not finite")
+
 
 if __name__ == "__main__":
     unittest.main()

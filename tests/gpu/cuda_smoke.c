@@ -3,9 +3,14 @@
  * compute-sanitizer (memcheck, racecheck) on a GPU machine (tests/gpu/h200_check.sh runs it).
  *
  *   cuda_smoke [--dtype bf16|f16] [--hdim D] [--seqlen S] [--causal 0|1] [--deterministic]
- *              [--workspace-offset N]
+ *              [--workspace-offset N] [--exhaust-memory]
  * With --workspace-offset the backward runs in a caller workspace that starts N bytes into a
  * device allocation (N = 4: misaligned on purpose; the backend must cope).
+ * With --exhaust-memory (fault injection: the device allocation of the backward's workspace
+ * failing), the device's memory is first taken by cudaMalloc until even 256 bytes fail; the
+ * backward must then return FA_ERR_OUT_OF_MEMORY with a message naming the allocation and leave
+ * dq/dk/dv as poisoned; the memory is given back and the same backward must succeed and pass the
+ * checks below.
  *
  * Default: bf16, batch 2, 4 query heads over 2 KV heads (GQA), seqlen 100 (not a tile multiple),
  * head_dim 64, causal. Tensors live in CUDA memory (tools/device_mem), inputs random, outputs
@@ -49,11 +54,19 @@ int main(int argc, char **argv) {
   int deterministic = 0;
   long ws_offset = -1;
   void *ws_mem = NULL;
+  int exhaust = 0;
+  enum { MAX_HOG = 4096 };
+  static void *hog[MAX_HOG];
+  int n_hog = 0;
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int ok = 1;
     if (!strcmp(a, "--deterministic")) {
       deterministic = 1;
+      continue;
+    }
+    if (!strcmp(a, "--exhaust-memory")) {
+      exhaust = 1;
       continue;
     }
     if (!v) {
@@ -69,13 +82,14 @@ int main(int argc, char **argv) {
       ok = parse_int(v, 0, 1, &causal);
     } else if (!strcmp(a, "--workspace-offset")) {
       ok = parse_int(v, 0, 255, &ws_offset);
+
     } else {
       ok = 0;
     }
     if (!ok) {
       fprintf(stderr,
               "usage: cuda_smoke [--dtype bf16|f16] [--hdim D] [--seqlen S] [--causal 0|1] "
-              "[--deterministic] [--workspace-offset N]\n");
+              "[--deterministic] [--workspace-offset N] [--exhaust-memory]\n");
       return 2;
     }
     ++i;
@@ -167,6 +181,39 @@ int main(int argc, char **argv) {
     params.workspace = (char *)ws_mem + ws_offset;
     params.workspace_size = need;
   }
+  if (exhaust && ws_offset < 0) {
+    /* Take the device's memory, largest pieces first, until even 256 bytes fail. */
+    for (size_t chunk = (size_t)1 << 30; chunk >= 256 && n_hog < MAX_HOG;) {
+      void *p = NULL;
+      if (devmem_alloc(dev, chunk, &p, err, sizeof err) == 0)
+        hog[n_hog++] = p;
+      else
+        chunk /= 2;
+    }
+    printf("cuda_smoke: device memory taken in %d allocations\n", n_hog);
+    fa_run_info_init(&info);
+    st = fa_backward(&params, &dv[T_Q], &dv[T_K], &dv[T_V], &dv[T_OUT], &dv[T_LSE], &dv[T_DOUT],
+                     &dv[T_DQ], &dv[T_DK], &dv[T_DV], &info);
+    snprintf(detail, sizeof detail, "%s: %s", fa_status_string(st), fa_last_error());
+    check(st == FA_ERR_OUT_OF_MEMORY, "fa_backward without device memory: FA_ERR_OUT_OF_MEMORY",
+          detail);
+    check(strstr(fa_last_error(), "workspace") != NULL,
+          "its message names the workspace allocation", fa_last_error());
+    const int grads[3] = {T_DQ, T_DK, T_DV};
+    for (int k = 0; k < 3; ++k) {
+      const size_t bytes = t[grads[k]].buf_elems * t[grads[k]].elem_bytes;
+      unsigned char *back = malloc(bytes);
+      int same = back &&
+                 devmem_copy_to_host(dev, back, mem[grads[k]], bytes, err, sizeof err) == 0 &&
+                 memcmp(back, t[grads[k]].buf, bytes) == 0;
+      free(back);
+      char what[64];
+      snprintf(what, sizeof what, "%s untouched by the failed backward", names[grads[k]]);
+      check(same, what, same ? "still the poison pattern" : "changed or unreadable");
+    }
+    for (int i = 0; i < n_hog; ++i) devmem_free(dev, hog[i], err, sizeof err);
+    n_hog = 0;
+  }
   fa_run_info_init(&info);
   st = fa_backward(&params, &dv[T_Q], &dv[T_K], &dv[T_V], &dv[T_OUT], &dv[T_LSE], &dv[T_DOUT],
                    &dv[T_DQ], &dv[T_DK], &dv[T_DV], &info);
@@ -210,6 +257,7 @@ int main(int argc, char **argv) {
   }
 
 done:
+  for (int i = 0; i < n_hog; ++i) devmem_free(dev, hog[i], err, sizeof err);
   if (ws_mem && devmem_free(dev, ws_mem, err, sizeof err)) check(0, "cudaFree", err);
   for (int i = 0; i < T_COUNT; ++i) {
     if (mem[i] && devmem_free(dev, mem[i], err, sizeof err)) check(0, "cudaFree", err);

@@ -15,6 +15,10 @@
 #                non-causal deterministic; bf16 hd72 seqlen 333 with the backward in a caller
 #                workspace 4 bytes off alignment
 #   racecheck    compute-sanitizer --tool racecheck on the first of those
+#   synccheck    compute-sanitizer --tool synccheck on the first of those
+#   oom          fault injection under memcheck: cuda_smoke --exhaust-memory takes the device's
+#                memory first; the backward must return FA_ERR_OUT_OF_MEMORY and write nothing,
+#                then succeed once the memory is back
 #   sass         cuobjdump --dump-sass lib/libfa_cuda.so: HMMA instructions must be there; LDL/STL
 #                (local-memory spills) counted, per kernel, in $OUT/sass_counts.txt
 # Files in $OUT (default /tmp/out; six, so a tool that fetches at most eight keeps them all):
@@ -155,6 +159,9 @@ sanitize() { # step tool log args...
   shift 3
   local extra=()
   [ "$tool" = memcheck ] && extra=(--leak-check full)
+  # The fault-injection run fails CUDA calls on purpose: those API errors are its subject (the
+  # program checks how each is handled), not sanitizer findings; memory errors still count.
+  [ "$step" = oom ] && extra+=(--report-api-errors no)
   local cmd="$SANITIZER --tool $tool ${extra[*]} $BIN/cuda_smoke $*"
   echo "$cmd"
   timeout 70 "$SANITIZER" --tool "$tool" "${extra[@]}" --error-exitcode 86 \
@@ -178,18 +185,20 @@ if [ "$DO_SAN" -eq 1 ]; then
   banner "compute-sanitizer"
   SANITIZER=$(find_tool compute-sanitizer)
   if [ -z "$SANITIZER" ]; then
-    for s in memcheck memcheck.det memcheck.ws racecheck; do record "$s" FAIL "compute-sanitizer not found"; done
+    for s in memcheck memcheck.det memcheck.ws racecheck synccheck oom; do record "$s" FAIL "compute-sanitizer not found"; done
   elif ! need_bin cuda_smoke; then
-    for s in memcheck memcheck.det memcheck.ws racecheck; do record "$s" FAIL "cuda_smoke not built"; done
+    for s in memcheck memcheck.det memcheck.ws racecheck synccheck oom; do record "$s" FAIL "cuda_smoke not built"; done
   else
     "$SANITIZER" --version | tail -1
     sanitize memcheck memcheck memcheck.log
     sanitize memcheck.det memcheck memcheck_det.log --dtype f16 --hdim 128 --seqlen 200 --causal 0 --deterministic
     sanitize memcheck.ws memcheck memcheck_ws.log --hdim 72 --seqlen 333 --workspace-offset 4
     sanitize racecheck racecheck racecheck.log
+    sanitize synccheck synccheck synccheck.log
+    sanitize oom memcheck oom.log --exhaust-memory
   fi
 else
-  for s in memcheck memcheck.det memcheck.ws racecheck; do record "$s" SKIP "--no-sanitize"; done
+  for s in memcheck memcheck.det memcheck.ws racecheck synccheck oom; do record "$s" SKIP "--no-sanitize"; done
 fi
 
 # --- SASS ------------------------------------------------------------------------------------
