@@ -92,8 +92,10 @@ void ocl_decide(const fa_request *req, fa_decision *out) {
            p->causal ? ".causal" : "", p->window_enabled ? ".window" : "",
            p->softcap > 0.0f ? ".softcap" : "");
   out->supported = 1;
-  out->tile_m = t.br;
-  out->tile_n = t.bc;
+  int tm, tn;
+  ocl_tiles_reported(t, req->op == FA_OP_FORWARD, &tm, &tn);
+  out->tile_m = tm;
+  out->tile_n = tn;
   out->num_splits = 1;
   out->deterministic = 1; /* no atomics: every output element is one work-item's */
   /* The backward's D vector is a buffer the plugin creates per call in the tensors' context

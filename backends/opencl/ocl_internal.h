@@ -32,17 +32,28 @@ typedef struct ocl_state {
   char reason[FA_REASON_LEN];
   int count;
   int default_device; /* the documented rule: FA_OPENCL_DEVICE, else the first GPU, else 0 */
+  int kernels;        /* FA_OPENCL_KERNELS: -1 unset (by device type), 0 gpu, 1 cpu */
   ocl_device_info devices[OCL_MAX_DEVICES];
 } ocl_state;
 
 const ocl_state *ocl_state_get(void);
 const char *ocl_error_name(cl_int e);
 
-/* Tiles for a device and head dim (core/plan): rows per work-group and keys per local tile. */
+/* The kernel set and tiles for a device and head dim (ocl_probe.c documents the rule):
+   cpu: 1 for the CPU kernels (16 rows per work-item in vector lanes), 0 for the GPU kernels;
+   br: query (or key) rows per work-group; bc: keys (or query rows) per local-memory tile;
+   wg: work-items per work-group of every kernel but the GPU forward (OCL_GPU_FWD_WG, rows
+   OCL_GPU_FWD_ROWS, keys OCL_GPU_FWD_KEYS per tile: fixed by forward.cl). */
 typedef struct ocl_tiles {
-  int br, bc;
+  int cpu, br, bc, wg;
 } ocl_tiles;
+#define OCL_GPU_FWD_WG 128
+#define OCL_GPU_FWD_ROWS 64
+#define OCL_GPU_FWD_KEYS 64
+#define OCL_GPU_FWD_LOCAL_BYTES 36864 /* forward.cl's GPU kernel: 2 x 17 KB + 2 KB */
 ocl_tiles ocl_plan(const ocl_device_info *dev, int head_dim);
+/* The tile shape a call reports (fa_run_info tile_m x tile_n) for an operation. */
+void ocl_tiles_reported(ocl_tiles t, int forward, int *tile_m, int *tile_n);
 
 /* The program for (context, device, head dim, dtype, tiles), built at first use and cached;
    FA_ERR_BACKEND_FAILURE with the build log on a build failure. */

@@ -93,11 +93,12 @@ static void tensor_arg(arg_list *a, const fa_tensor *t, cl_long8 *desc) {
   arg(a, sizeof *desc, desc);
 }
 
-static fa_status enqueue(cl_command_queue queue, cl_kernel k, size_t rows, size_t tile,
+/* A work-group of `wg` work-items per `tile` rows, for (rows, heads, batch). */
+static fa_status enqueue(cl_command_queue queue, cl_kernel k, size_t rows, size_t tile, size_t wg,
                          size_t heads, size_t batch, const char *what) {
   if (rows == 0 || heads == 0 || batch == 0) return FA_OK;
-  size_t global[3] = {(rows + tile - 1) / tile * tile, heads, batch};
-  size_t local[3] = {tile, 1, 1};
+  size_t global[3] = {(rows + tile - 1) / tile * wg, heads, batch};
+  size_t local[3] = {wg, 1, 1};
   cl_int e = clEnqueueNDRangeKernel(queue, k, 3, NULL, global, local, 0, NULL, NULL);
   return e == CL_SUCCESS ? FA_OK : cl_fail(e, what);
 }
@@ -137,7 +138,9 @@ static fa_status run_forward(const fa_request *req, const run_ctx *rc) {
   shape_args_add(&a, &s, 1);
   if (a.err != CL_SUCCESS) st = cl_fail(a.err, "setting fa_forward's arguments");
   if (st == FA_OK)
-    st = enqueue(rc->queue, k, (size_t)req->seqlen_q, (size_t)rc->tiles.br, (size_t)req->heads_q,
+    st = enqueue(rc->queue, k, (size_t)req->seqlen_q,
+                 (size_t)(rc->tiles.cpu ? rc->tiles.br : OCL_GPU_FWD_ROWS),
+                 (size_t)(rc->tiles.cpu ? rc->tiles.wg : OCL_GPU_FWD_WG), (size_t)req->heads_q,
                  (size_t)req->batch, "fa_forward");
   clReleaseKernel(k);
   return st;
@@ -194,7 +197,7 @@ static fa_status run_backward(const fa_request *req, const run_ctx *rc) {
     if (a.err != CL_SUCCESS) st = cl_fail(a.err, "setting fa_bwd_dkdv's arguments");
     if (st == FA_OK)
       st = enqueue(rc->queue, kkv, (size_t)req->seqlen_k, (size_t)rc->tiles.br,
-                   (size_t)req->heads_kv, (size_t)req->batch, "fa_bwd_dkdv");
+                   (size_t)rc->tiles.wg, (size_t)req->heads_kv, (size_t)req->batch, "fa_bwd_dkdv");
   }
   if (st == FA_OK) { /* dQ */
     arg_list a = {kq, 0, CL_SUCCESS};
@@ -203,8 +206,8 @@ static fa_status run_backward(const fa_request *req, const run_ctx *rc) {
     shape_args_add(&a, &s, 1);
     if (a.err != CL_SUCCESS) st = cl_fail(a.err, "setting fa_bwd_dq's arguments");
     if (st == FA_OK)
-      st = enqueue(rc->queue, kq, (size_t)req->seqlen_q, (size_t)rc->tiles.br, (size_t)req->heads_q,
-                   (size_t)req->batch, "fa_bwd_dq");
+      st = enqueue(rc->queue, kq, (size_t)req->seqlen_q, (size_t)rc->tiles.br, (size_t)rc->tiles.wg,
+                   (size_t)req->heads_q, (size_t)req->batch, "fa_bwd_dq");
   }
   if (kd) clReleaseKernel(kd);
   if (kkv) clReleaseKernel(kkv);
@@ -243,9 +246,11 @@ fa_status ocl_run(const fa_request *req, const fa_decision *decision, void *work
                              "q.device.id = %d (%s) is not a device of the buffers' OpenCL context",
                              (int)req->device.id, dev->name);
   rc.tiles = ocl_plan(dev, (int)req->head_dim);
-  if (rc.tiles.br != decision->tile_m || rc.tiles.bc != decision->tile_n)
-    return fa_core_set_error(FA_ERR_INTERNAL, "opencl: tiles %dx%d, decided %dx%d", rc.tiles.br,
-                             rc.tiles.bc, (int)decision->tile_m, (int)decision->tile_n);
+  int tm, tn;
+  ocl_tiles_reported(rc.tiles, req->op == FA_OP_FORWARD, &tm, &tn);
+  if (tm != decision->tile_m || tn != decision->tile_n)
+    return fa_core_set_error(FA_ERR_INTERNAL, "opencl: tiles %dx%d, decided %dx%d", tm, tn,
+                             (int)decision->tile_m, (int)decision->tile_n);
   fa_status st = ocl_program_get(rc.ctx, dev, (int)req->head_dim, dtype_code(req->dtype), rc.tiles,
                                  &rc.program);
   if (st != FA_OK) return st;

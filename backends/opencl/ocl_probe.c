@@ -125,6 +125,16 @@ static void probe_once(void) {
       s->default_device = i;
       break;
     }
+  s->kernels = -1;
+  const char *kern = getenv("FA_OPENCL_KERNELS");
+  if (kern && *kern) {
+    if (strcmp(kern, "cpu") != 0 && strcmp(kern, "gpu") != 0) {
+      snprintf(s->reason, sizeof s->reason,
+               "FA_OPENCL_KERNELS=%s: expected cpu or gpu (unset: chosen by device type)", kern);
+      return;
+    }
+    s->kernels = strcmp(kern, "cpu") == 0;
+  }
   const char *env = getenv("FA_OPENCL_DEVICE");
   if (env && *env) {
     char *end = NULL;
@@ -146,19 +156,52 @@ const ocl_state *ocl_state_get(void) {
   return &state;
 }
 
-/* bc: the key (or query) rows staged in local memory, from core/plan with the device's local
-   memory as the budget (the plan's four d-wide tiles leave room for the two the kernels stage
-   and their LSE/D vectors). br: rows per work-group, one work-item each, whose rows live in
-   private memory, so the plan's Br does not bound it: 64, or the device's limit. */
+/*
+ * The kernel set, by CL_DEVICE_TYPE (FA_OPENCL_KERNELS=cpu|gpu overrides it, for tests):
+ *
+ *  - a CPU device gets the CPU kernels: one work-item per work-group, computing 64 query rows (or
+ *    keys, in dK/dV) as four vectors of 16, a row in each lane of float16 vectors, against every
+ *    key of a 64-key tile staged in local memory (br = 64, bc = 64 from core/plan with the
+ *    device's local memory as the budget, a multiple of 8). A CPU OpenCL runtime (PoCL) runs a
+ *    work-group as a loop over its work-items on one thread: it wants few work-items with long
+ *    vector inner loops, and one is best: with four work-items of 16 rows PoCL took 2.6x longer
+ *    to compile the programs (its work-item loops around every barrier) and ran them no faster.
+ *  - any other device (GPU, accelerator) gets the GPU kernels, if it allows work-groups of 128
+ *    and has 36 KB of local memory (else the CPU kernels, which need neither): the forward with
+ *    128 work-items on a 64 x 64 tile, each computing a 4 x 8 block of scores and a 4-row block
+ *    of the output from local memory (forward.cl); the backward with a work-item per key or row
+ *    (br = 64 per work-group) and bc from core/plan.
+ */
 ocl_tiles ocl_plan(const ocl_device_info *dev, int head_dim) {
-  size_t wg = dev->max_work_group < 64 ? dev->max_work_group : 64;
-  if (wg < 1) wg = 1;
-  fa_tile_limits limits = {(size_t)dev->local_mem, 4, 1, 1, 64, 64};
-  fa_tile_plan plan = fa_plan_tiles(&limits, head_dim);
+  const ocl_state *s = ocl_state_get();
+  int cpu = (dev->type & CL_DEVICE_TYPE_CPU) != 0;
+  if (s->kernels >= 0) cpu = s->kernels;
+  if (!cpu && (dev->max_work_group < OCL_GPU_FWD_WG || dev->local_mem < OCL_GPU_FWD_LOCAL_BYTES))
+    cpu = 1;
   ocl_tiles t;
-  t.bc = plan.tile_n;
-  t.br = (int)wg;
+  if (cpu) {
+    /* two d-wide tiles of bc rows (K and V, or Q and dO) are all the kernels stage */
+    fa_tile_limits limits = {(size_t)dev->local_mem, 4, 8, 8, 64, 64};
+    fa_tile_plan plan = fa_plan_tiles(&limits, head_dim);
+    t.cpu = 1;
+    t.bc = plan.tile_n;
+    t.wg = 1;
+    t.br = 64; /* four vectors of 16 rows, so each staged tile serves 64 */
+  } else {
+    /* the plan's four d-wide tiles leave room for the two the kernels stage and their LSE/D */
+    fa_tile_limits limits = {(size_t)dev->local_mem, 4, 1, 1, 64, 64};
+    fa_tile_plan plan = fa_plan_tiles(&limits, head_dim);
+    t.cpu = 0;
+    t.bc = plan.tile_n;
+    t.wg = 64;
+    t.br = 64;
+  }
   return t;
+}
+
+void ocl_tiles_reported(ocl_tiles t, int forward, int *tile_m, int *tile_n) {
+  *tile_m = forward && !t.cpu ? OCL_GPU_FWD_ROWS : t.br;
+  *tile_n = forward && !t.cpu ? OCL_GPU_FWD_KEYS : t.bc;
 }
 
 void ocl_probe(fa_plugin_probe *out) {
@@ -172,11 +215,11 @@ void ocl_probe(fa_plugin_probe *out) {
     const ocl_device_info *d = &s->devices[i];
     int n = snprintf(
         out->devices + used, sizeof out->devices - used,
-        "%socl%d%s: %s (%s; platform %s; %s, %u CUs, %llu KiB local%s)", i ? "; " : "", i,
-        i == s->default_device ? " (default)" : "", d->name, d->vendor, d->platform_name,
+        "%socl%d%s: %s (%s; platform %s; %s, %u CUs, %llu KiB local%s; %s kernels)", i ? "; " : "",
+        i, i == s->default_device ? " (default)" : "", d->name, d->vendor, d->platform_name,
         (d->type & CL_DEVICE_TYPE_GPU) ? "GPU" : ((d->type & CL_DEVICE_TYPE_CPU) ? "CPU" : "other"),
         d->compute_units, (unsigned long long)(d->local_mem / 1024),
-        d->fp16 ? ", cl_khr_fp16" : ", no cl_khr_fp16");
+        d->fp16 ? ", cl_khr_fp16" : ", no cl_khr_fp16", ocl_plan(d, 64).cpu ? "cpu" : "gpu");
     if (n < 0) break;
     used += (size_t)n;
   }

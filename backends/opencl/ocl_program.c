@@ -17,7 +17,8 @@ extern const size_t fa_opencl_source_len;
 typedef struct program_entry {
   cl_context ctx;
   cl_device_id dev;
-  int head_dim, dtype, br, bc;
+  int head_dim, dtype;
+  ocl_tiles tiles;
   cl_program program;
   struct program_entry *next;
 } program_entry;
@@ -35,8 +36,9 @@ static fa_status build(cl_context ctx, const ocl_device_info *dev, int head_dim,
     return fa_core_set_error(FA_ERR_BACKEND_FAILURE, "opencl: clCreateProgramWithSource: %s",
                              ocl_error_name(e));
   char options[256];
-  snprintf(options, sizeof options, "-cl-std=CL1.2 -DFA_D=%d -DFA_DTYPE=%d -DFA_BR=%d -DFA_BC=%d",
-           head_dim, dtype, tiles.br, tiles.bc);
+  snprintf(options, sizeof options,
+           "-cl-std=CL1.2 -DFA_D=%d -DFA_DTYPE=%d -DFA_CPU=%d -DFA_BR=%d -DFA_BC=%d -DFA_WG=%d",
+           head_dim, dtype, tiles.cpu, tiles.br, tiles.bc, tiles.wg);
   e = clBuildProgram(prog, 1, &dev->id, options, NULL, NULL);
   if (e != CL_SUCCESS) {
     char log[FA_REASON_LEN] = "";
@@ -56,7 +58,8 @@ fa_status ocl_program_get(cl_context ctx, const ocl_device_info *dev, int head_d
   pthread_mutex_lock(&cache_lock);
   for (program_entry *p = cache; p; p = p->next)
     if (p->ctx == ctx && p->dev == dev->id && p->head_dim == head_dim && p->dtype == dtype &&
-        p->br == tiles.br && p->bc == tiles.bc) {
+        p->tiles.cpu == tiles.cpu && p->tiles.br == tiles.br && p->tiles.bc == tiles.bc &&
+        p->tiles.wg == tiles.wg) {
       *out = p->program;
       pthread_mutex_unlock(&cache_lock);
       return FA_OK;
@@ -71,7 +74,7 @@ fa_status ocl_program_get(cl_context ctx, const ocl_device_info *dev, int head_d
       st = fa_core_set_error(FA_ERR_OUT_OF_MEMORY, "opencl: program cache entry");
     } else {
       clRetainContext(ctx);
-      *p = (program_entry){ctx, dev->id, head_dim, dtype, tiles.br, tiles.bc, prog, cache};
+      *p = (program_entry){ctx, dev->id, head_dim, dtype, tiles, prog, cache};
       cache = p;
       *out = prog;
     }
