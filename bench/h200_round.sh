@@ -11,6 +11,7 @@
 # table of bench/ncu_source.sh.
 #
 #   COMMIT=<sha> SWEEP_ARGS="--hdims 128" NCU_BWD="128:4096" bash bench/h200_round.sh
+# SWEEP=0 skips step 2; OPENCL=1 (with OPENCL_ARGS) adds tests/gpu/h200_opencl.sh.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
@@ -26,10 +27,21 @@ check_rc=$?
 # One archive for the check's logs: the device returns only a few files.
 tar -C "$OUT" -czf "$OUT/check_logs.tgz" check && rm -rf "$OUT/check"
 
-# shellcheck disable=SC2086 # SWEEP_ARGS is a list of options
-python3 bench/peer_cuda.py --check --commit "$COMMIT" ${SWEEP_ARGS:-} --json "$OUT/sweep.json" \
-  --png "$OUT/sweep.png" > "$OUT/sweep.txt" 2>&1
-sweep_rc=$?
+sweep_rc=0
+if [ "${SWEEP:-1}" = 1 ]; then
+  # shellcheck disable=SC2086 # SWEEP_ARGS is a list of options
+  python3 bench/peer_cuda.py --check --commit "$COMMIT" ${SWEEP_ARGS:-} --json "$OUT/sweep.json" \
+    --png "$OUT/sweep.png" > "$OUT/sweep.txt" 2>&1
+  sweep_rc=$?
+fi
+# OPENCL=1: tests/gpu/h200_opencl.sh (the OpenCL backend through NVIDIA's OpenCL), logs archived.
+opencl_rc=0
+if [ "${OPENCL:-0}" = 1 ]; then
+  # shellcheck disable=SC2086 # OPENCL_ARGS is a list of options
+  OUT="$OUT/opencl" bash tests/gpu/h200_opencl.sh ${OPENCL_ARGS:-} > "$OUT/opencl.txt" 2>&1
+  opencl_rc=$?
+  tar -C "$OUT" -czf "$OUT/opencl_logs.tgz" opencl && rm -rf "$OUT/opencl"
+fi
 
 [ -n "${NCU_BWD:-}" ] && bash bench/ncu_compare.sh --pass bwd $NCU_BWD > "$OUT/ncu_bwd.txt" 2>&1
 [ -n "${NCU_FWD:-}" ] && bash bench/ncu_compare.sh --pass fwd $NCU_FWD > "$OUT/ncu_fwd.txt" 2>&1
@@ -53,5 +65,6 @@ done
 head -2 "$OUT/check.txt"
 tail -17 "$OUT/check.txt"
 [ -f "$OUT/python.txt" ] && tail -8 "$OUT/python.txt"
-tail -45 "$OUT/sweep.txt"
-echo "h200_round: check rc=$check_rc sweep rc=$sweep_rc"
+[ -f "$OUT/opencl.txt" ] && tail -25 "$OUT/opencl.txt"
+[ -f "$OUT/sweep.txt" ] && tail -45 "$OUT/sweep.txt"
+echo "h200_round: check rc=$check_rc sweep rc=$sweep_rc opencl rc=$opencl_rc"
