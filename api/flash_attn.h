@@ -334,6 +334,7 @@ typedef struct fa_backend_desc {
 /**
  * Describes every backend the library knows (loading plugins on first use).
  * @param out      array of capacity descriptors, each with struct_size set (fa_backend_desc_init)
+ * @param capacity number of descriptors out has room for
  * @param count    set to the number of backends known (may exceed capacity; then only capacity
  *                 entries are written)
  */
