@@ -5,6 +5,8 @@
  *   mma_rows_rows: acc += A · Bᵀ, A and B both row-major with k along the row (Q Kᵀ, K Qᵀ, V dOᵀ)
  *   mma_rows_kn:   acc += A · B,  A row-major with k along the row, B row-major [k][n] (Pᵀ dO)
  *
+ * Both are mma_warp_tile, which differs between them only in how B's fragment is loaded.
+ *
  * acc is [M16][N8][4]: M16 16-row blocks of A times N8 8-column blocks of the result. The
  * fragments of one k-step are loaded before its mma are issued; the caller's loop order decides
  * how many products are in flight.
@@ -14,13 +16,27 @@
 
 #include "ptx.cuh"
 
-/* Rows a_row0 + [0, 16·M16) of A (leading dimension LDA), rows b_row0 + [0, 8·N8) of B (LDB),
-   over K16 steps of 16 columns from column 0. */
-template <typename Tr, int M16, int N8, int K16, int LDA, int LDB, typename E>
-__device__ __forceinline__ void mma_rows_rows(float (&acc)[M16][N8][4], const E *sA, int a_row0,
-                                              const E *sB, int b_row0, int lane) {
-  static_assert(N8 % 2 == 0, "B is loaded 16 rows at a time");
+/* The k-step ks fragment of B for the 16 result columns from b0: B_KN = false, B row-major with k
+   along the row (rows b0 + [0, 16)); B_KN = true, B row-major [k][n] (columns b0 + [0, 16), loaded
+   transposed). */
+template <bool B_KN, int LDB, typename E>
+__device__ __forceinline__ void load_b_frag(uint32_t (&bf)[4], const E *sB, int b0, int ks,
+                                            int lane) {
   const int mi = lane >> 3;
+  if (B_KN)
+    ldmatrix_x4_trans(bf, smem_u32(sB + (ks * 16 + (mi & 1) * 8 + (lane & 7)) * LDB + b0 +
+                                   (mi >> 1) * 8));
+  else
+    ldmatrix_x4(bf, smem_u32(sB + (b0 + (mi >> 1) * 8 + (lane & 7)) * LDB + ks * 16 +
+                             (mi & 1) * 8));
+}
+
+/* acc += A · op(B): rows a_row0 + [0, 16·M16) of A (leading dimension LDA) over k = [0, 16·K16),
+   result columns b0 + [0, 8·N8) taken from B as load_b_frag<B_KN> reads it. */
+template <typename Tr, bool B_KN, int M16, int N8, int K16, int LDA, int LDB, typename E>
+__device__ __forceinline__ void mma_warp_tile(float (&acc)[M16][N8][4], const E *sA, int a_row0,
+                                              const E *sB, int b0, int lane) {
+  static_assert(N8 % 2 == 0, "B is loaded 16 result columns at a time");
 #pragma unroll
   for (int ks = 0; ks < K16; ++ks) {
     uint32_t af[M16][4];
@@ -31,8 +47,7 @@ __device__ __forceinline__ void mma_rows_rows(float (&acc)[M16][N8][4], const E 
 #pragma unroll
     for (int n2 = 0; n2 < N8 / 2; ++n2) {
       uint32_t bf[4];
-      ldmatrix_x4(bf, smem_u32(sB + (b_row0 + n2 * 16 + (mi >> 1) * 8 + (lane & 7)) * LDB +
-                               ks * 16 + (mi & 1) * 8));
+      load_b_frag<B_KN, LDB>(bf, sB, b0 + n2 * 16, ks, lane);
 #pragma unroll
       for (int m = 0; m < M16; ++m) {
         mma_16816<Tr>(acc[m][2 * n2], af[m], bf);
@@ -42,32 +57,18 @@ __device__ __forceinline__ void mma_rows_rows(float (&acc)[M16][N8][4], const E 
   }
 }
 
-/* Rows a_row0 + [0, 16·M16) of A (LDA) over k = [0, 16·K16); B rows k (LDB), columns
-   b_col0 + [0, 8·N8) (loaded transposed). */
+/* Rows a_row0 + [0, 16·M16) of A times rows b_row0 + [0, 8·N8) of B (both k along the row). */
+template <typename Tr, int M16, int N8, int K16, int LDA, int LDB, typename E>
+__device__ __forceinline__ void mma_rows_rows(float (&acc)[M16][N8][4], const E *sA, int a_row0,
+                                              const E *sB, int b_row0, int lane) {
+  mma_warp_tile<Tr, false, M16, N8, K16, LDA, LDB>(acc, sA, a_row0, sB, b_row0, lane);
+}
+
+/* Rows a_row0 + [0, 16·M16) of A times columns b_col0 + [0, 8·N8) of B stored [k][n]. */
 template <typename Tr, int M16, int N8, int K16, int LDA, int LDB, typename E>
 __device__ __forceinline__ void mma_rows_kn(float (&acc)[M16][N8][4], const E *sA, int a_row0,
                                             const E *sB, int b_col0, int lane) {
-  static_assert(N8 % 2 == 0, "B is loaded 16 columns at a time");
-  const int mi = lane >> 3;
-#pragma unroll
-  for (int ks = 0; ks < K16; ++ks) {
-    uint32_t af[M16][4];
-#pragma unroll
-    for (int m = 0; m < M16; ++m)
-      ldmatrix_x4(af[m], smem_u32(sA + (a_row0 + m * 16 + (lane & 15)) * LDA + ks * 16 +
-                                  (lane >> 4) * 8));
-#pragma unroll
-    for (int n2 = 0; n2 < N8 / 2; ++n2) {
-      uint32_t bf[4];
-      ldmatrix_x4_trans(bf, smem_u32(sB + (ks * 16 + (mi & 1) * 8 + (lane & 7)) * LDB + b_col0 +
-                                     n2 * 16 + (mi >> 1) * 8));
-#pragma unroll
-      for (int m = 0; m < M16; ++m) {
-        mma_16816<Tr>(acc[m][2 * n2], af[m], bf);
-        mma_16816<Tr>(acc[m][2 * n2 + 1], af[m], bf + 2);
-      }
-    }
-  }
+  mma_warp_tile<Tr, true, M16, N8, K16, LDA, LDB>(acc, sA, a_row0, sB, b_col0, lane);
 }
 
 #endif /* FA_CUDA_WARP_MMA_CUH */
