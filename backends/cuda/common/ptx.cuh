@@ -93,6 +93,11 @@ __device__ __forceinline__ void cp_async_16_full(uint32_t dst, const void *src) 
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
 }
 
+/* 16 zero bytes into shared memory (an ordinary store). */
+__device__ __forceinline__ void st_shared_zero_16(uint32_t dst) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(dst), "r"(0));
+}
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 /* sm_90 bulk reductions (done by the TMA unit, not the issuing warp's memory pipe): adds `bytes`
    (a multiple of 16, both addresses 16-byte aligned) of fp32 from shared memory into global
@@ -102,10 +107,10 @@ __device__ __forceinline__ void cp_async_16_full(uint32_t dst, const void *src) 
    ordinary stores needs fence_proxy_async_smem() by the writers before a bulk operation reads
    it. */
 __device__ __forceinline__ void bulk_reduce_add_f32(float *gdst, uint32_t ssrc, uint32_t bytes) {
-  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
-                   gdst),
-               "r"(ssrc), "r"(bytes)
-               : "memory");
+  asm volatile(
+      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(gdst),
+      "r"(ssrc), "r"(bytes)
+      : "memory");
 }
 __device__ __forceinline__ void bulk_commit() {
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");

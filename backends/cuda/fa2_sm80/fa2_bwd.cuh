@@ -49,16 +49,15 @@ __device__ __forceinline__ void atomic_add_pair(float *p, float x, float y) {
    the tile's LSE (log2 units) and D from the workspace the preprocessing kernel filled. */
 template <typename Tr, int HD, int BM, int NT>
 __device__ __forceinline__ void bwd_load_query_tile(const fa2_bwd_args &a, int b, int h, int m0,
-                                                    typename Tr::elem *sQ,
-                                                    typename Tr::elem *sdO, float *sLse,
-                                                    float *sD, int tid) {
+                                                    typename Tr::elem *sQ, typename Tr::elem *sdO,
+                                                    float *sLse, float *sD, int tid) {
   typedef typename Tr::elem E;
   const E *q = static_cast<const E *>(a.q) + b * a.q_str.batch + h * a.q_str.head;
   const E *dO = static_cast<const E *>(a.dout) + b * a.do_str.batch + h * a.do_str.head;
   tile_load_async<BM, HD, NT>(sQ, q + (int64_t)m0 * a.q_str.row, a.q_str.row, a.p.seqlen_q - m0,
-                              a.p.head_dim, q, tid);
-  tile_load_async<BM, HD, NT>(sdO, dO + (int64_t)m0 * a.do_str.row, a.do_str.row,
-                              a.p.seqlen_q - m0, a.p.head_dim, dO, tid);
+                              a.p.head_dim, tid);
+  tile_load_async<BM, HD, NT>(sdO, dO + (int64_t)m0 * a.do_str.row, a.do_str.row, a.p.seqlen_q - m0,
+                              a.p.head_dim, tid);
   const int64_t row0 = ((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded + m0;
   constexpr int CHUNKS = BM / 4; /* 16-byte pieces of one vector */
   static_assert(2 * CHUNKS <= NT, "one chunk per thread");
@@ -74,19 +73,21 @@ __device__ __forceinline__ void bwd_load_query_tile(const fa2_bwd_args &a, int b
    gives dS = 0 and each element costs five instructions. */
 template <typename Tr, bool SOFTCAP, int MS, int SNB, int LDP>
 __device__ __forceinline__ void bwd_probs_to_smem(const float (&s)[MS][SNB][4],
-                                                  const float (&dp)[MS][SNB][4],
-                                                  const float *tLse, const float *tD,
-                                                  typename Tr::elem *sPt, typename Tr::elem *sdSt,
-                                                  int s_key, int s_q, int lane, float sl2,
-                                                  float inv_cap) {
+                                                  const float (&dp)[MS][SNB][4], const float *tLse,
+                                                  const float *tD, typename Tr::elem *sPt,
+                                                  typename Tr::elem *sdSt, int s_key, int s_q,
+                                                  int lane, float sl2, float inv_cap) {
   const int g = lane >> 2, t = lane & 3;
+  /* Query blocks outside, key blocks inside: each query's LSE and D is read once per block
+     (inside the key loop, the stores below, which might alias them as far as the compiler
+     knows, made it read them again for every key block). */
 #pragma unroll
-  for (int m = 0; m < MS; ++m)
+  for (int nb = 0; nb < SNB; ++nb) {
+    const int q_l = s_q + nb * 8 + 2 * t;
+    const float2 lse2 = *reinterpret_cast<const float2 *>(tLse + q_l);
+    const float2 dd = *reinterpret_cast<const float2 *>(tD + q_l);
 #pragma unroll
-    for (int nb = 0; nb < SNB; ++nb) {
-      const int q_l = s_q + nb * 8 + 2 * t;
-      const float2 lse2 = *reinterpret_cast<const float2 *>(tLse + q_l);
-      const float2 dd = *reinterpret_cast<const float2 *>(tD + q_l);
+    for (int m = 0; m < MS; ++m) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int key_l = s_key + m * 16 + g + 8 * r;
@@ -106,6 +107,7 @@ __device__ __forceinline__ void bwd_probs_to_smem(const float (&s)[MS][SNB][4],
         *reinterpret_cast<uint32_t *>(sdSt + key_l * LDP + q_l) = Tr::pack(dsv[0], dsv[1]);
       }
     }
+  }
 }
 
 /* Warp tiles: S_WK warps along the keys for Sᵀ/dPᵀ, KV_WK for dK/dV, DQ_WQ along the queries for
@@ -126,9 +128,9 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
   constexpr int MK = KK / 16, KDB = KD / 8;
   constexpr int QQ = BM / DQ_WQ, QD = HD / (NW / DQ_WQ); /* dQ: queries x columns per warp */
   constexpr int MQ = QQ / 16, QDB = QD / 8;
-  static_assert(SK % 16 == 0 && SQ % 16 == 0 && KK % 16 == 0 && KD % 16 == 0 && QQ % 16 == 0 &&
-                    QD % 16 == 0,
-                "warp tiles must be multiples of 16");
+  static_assert(
+      SK % 16 == 0 && SQ % 16 == 0 && KK % 16 == 0 && KD % 16 == 0 && QQ % 16 == 0 && QD % 16 == 0,
+      "warp tiles must be multiples of 16");
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   E *sK = reinterpret_cast<E *>(smem_raw);
@@ -178,9 +180,9 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
     const int n1 = min(n0 + BN, seqlen_k);
     __syncthreads(); /* the previous key tile's readers are done */
     tile_load_async<BN, HD, NT>(sK, k + (int64_t)n0 * a.k_str.row, a.k_str.row, seqlen_k - n0, d,
-                                k, tid);
+                                tid);
     tile_load_async<BN, HD, NT>(sV, v + (int64_t)n0 * a.v_str.row, a.v_str.row, seqlen_k - n0, d,
-                                v, tid);
+                                tid);
     cp_async_commit();
 
     float dk[MK][KDB][4], dv[MK][KDB][4];
@@ -264,9 +266,9 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
              address registers waited for them (bench/NOTES.md, v10). The stage they overwrite
              was last read in the previous step. */
           if (step + 1 < steps)
-            bwd_load_query_tile<Tr, HD, BM, NT>(
-                a, b, h_next, m_next * BM, sQ + (st ^ 1) * BM * LD, sdO + (st ^ 1) * BM * LD,
-                sLse + (st ^ 1) * BM, sD + (st ^ 1) * BM, tid);
+            bwd_load_query_tile<Tr, HD, BM, NT>(a, b, h_next, m_next * BM, sQ + (st ^ 1) * BM * LD,
+                                                sdO + (st ^ 1) * BM * LD, sLse + (st ^ 1) * BM,
+                                                sD + (st ^ 1) * BM, tid);
           cp_async_commit();
         }
 
@@ -278,7 +280,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
 #pragma unroll
             for (int nb = 0; nb < SNB; ++nb)
 #pragma unroll
-              for (int c = 0; c < 4; ++c) s[m][nb][c] = fa_score_softcap(s[m][nb][c] * a.p.scale, a.p.softcap);
+              for (int c = 0; c < 4; ++c)
+                s[m][nb][c] = fa_score_softcap(s[m][nb][c] * a.p.scale, a.p.softcap);
         }
         if (masked) {
 #pragma unroll
@@ -339,8 +342,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
         }
         /* The accumulator is padded to whole query tiles and HD columns: no bounds checks, and
            every offset below is a constant from one base address. */
-        float *acc_tile = dq_acc + ((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded * HD +
-                          (int64_t)m0 * HD;
+        float *acc_tile =
+            dq_acc + ((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded * HD + (int64_t)m0 * HD;
         if (DQ_BULK) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
           constexpr int NC = HD / 8; /* 8-float chunks per row */
@@ -353,7 +356,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
               for (int db = 0; db < QDB; ++db) {
                 int c = rot0 + (m * 16 + 8 * r + db) % NC;
                 c = c >= NC ? c - NC : c;
-                *reinterpret_cast<float2 *>(sDQ + (dq_q + m * 16 + 8 * r + g) * HD + c * 8 + 2 * t) =
+                *reinterpret_cast<float2 *>(sDQ + (dq_q + m * 16 + 8 * r + g) * HD + c * 8 +
+                                            2 * t) =
                     make_float2(dq[m][db][2 * r], dq[m][db][2 * r + 1]);
               }
           dq_pending = acc_tile;
@@ -377,41 +381,45 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
     }
     cp_async_wait<0>();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    /* The last step's dQ; then this key tile's reductions complete before the next tile's
-       begin, so in deterministic mode the adds to one element happen in key-tile order, and the
-       block never exits with a reduction still reading its shared memory. */
-    if (DQ_BULK) {
-      if (dq_pending) fence_proxy_async_smem();
-      __syncthreads();
-      if (tid == 0 && dq_pending) {
-        bulk_reduce_add_f32(dq_pending, smem_u32(sDQ), BM * HD * (int)sizeof(float));
-        bulk_commit();
+    if (DQ_BULK && dq_pending) fence_proxy_async_smem();
+#endif
+    /* Every warp is done with the last step: K and V are free for the dK and dV stores below,
+       and the last step's dQ is staged. */
+    __syncthreads();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* The last step's dQ. In deterministic mode this key tile's reductions complete before the
+       next tile's begin, so the adds to one element happen in key-tile order; otherwise they
+       need only have read the staging buffer before the block exits. */
+    if (DQ_BULK && tid == 0 && dq_pending) {
+      bulk_reduce_add_f32(dq_pending, smem_u32(sDQ), BM * HD * (int)sizeof(float));
+      bulk_commit();
+      if (a.deterministic)
         bulk_wait<0>();
-      }
+      else
+        bulk_wait_read<0>();
     }
 #endif
 
-    /* dK (scaled) and dV of this key tile. */
-    E *dkp = static_cast<E *>(a.dk) + b * a.dk_str.batch + hk * a.dk_str.head;
-    E *dvp = static_cast<E *>(a.dv) + b * a.dv_str.batch + hk * a.dv_str.head;
+    /* dK (scaled) and dV of this key tile, packed into the K and V tiles' shared memory, then
+       stored by whole rows. */
 #pragma unroll
     for (int m = 0; m < MK; ++m)
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int key = n0 + kv_key + m * 16 + g + 8 * r;
-        if (key < seqlen_k) {
+      for (int r = 0; r < 2; ++r)
 #pragma unroll
-          for (int db = 0; db < KDB; ++db) {
-            const int col = kv_d + db * 8 + 2 * t;
-            if (col < d) {
-              *reinterpret_cast<uint32_t *>(dkp + (int64_t)key * a.dk_str.row + col) =
-                  Tr::pack(dk[m][db][2 * r] * a.p.scale, dk[m][db][2 * r + 1] * a.p.scale);
-              *reinterpret_cast<uint32_t *>(dvp + (int64_t)key * a.dv_str.row + col) =
-                  Tr::pack(dv[m][db][2 * r], dv[m][db][2 * r + 1]);
-            }
-          }
+        for (int db = 0; db < KDB; ++db) {
+          const int at = (kv_key + m * 16 + g + 8 * r) * LD + kv_d + db * 8 + 2 * t;
+          *reinterpret_cast<uint32_t *>(sK + at) =
+              Tr::pack(dk[m][db][2 * r] * a.p.scale, dk[m][db][2 * r + 1] * a.p.scale);
+          *reinterpret_cast<uint32_t *>(sV + at) = Tr::pack(dv[m][db][2 * r], dv[m][db][2 * r + 1]);
         }
-      }
+    __syncthreads();
+    E *dkp = static_cast<E *>(a.dk) + b * a.dk_str.batch + hk * a.dk_str.head;
+    E *dvp = static_cast<E *>(a.dv) + b * a.dv_str.batch + hk * a.dv_str.head;
+    tile_store<BN, HD, NT>(dkp + (int64_t)n0 * a.dk_str.row, a.dk_str.row, seqlen_k - n0, d, sK,
+                           tid);
+    tile_store<BN, HD, NT>(dvp + (int64_t)n0 * a.dv_str.row, a.dv_str.row, seqlen_k - n0, d, sV,
+                           tid);
   }
 }
 

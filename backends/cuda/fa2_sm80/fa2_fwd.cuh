@@ -93,14 +93,14 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
     row_sum[mt][0] = row_sum[mt][1] = 0.0f;
   }
 
-  tile_load_async<BM, HD, NT>(sQ, q + (int64_t)m0 * a.q_str.row, a.q_str.row, seqlen_q - m0, d, q,
+  tile_load_async<BM, HD, NT>(sQ, q + (int64_t)m0 * a.q_str.row, a.q_str.row, seqlen_q - m0, d,
                               tid);
   if (n_begin < n_end) {
     const int c0 = n_begin * BN;
     tile_load_async<BN, HD, NT>(sK, k + (int64_t)c0 * a.k_str.row, a.k_str.row, seqlen_k - c0, d,
-                                k, tid);
+                                tid);
     tile_load_async<BN, HD, NT>(sV, v + (int64_t)c0 * a.v_str.row, a.v_str.row, seqlen_k - c0, d,
-                                v, tid);
+                                tid);
   }
   cp_async_commit();
 
@@ -112,8 +112,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
     __syncthreads();
 
     const int c0 = n * BN;
-    fa_tile_class cls = fa_mask_tile_class_from_ranges(
-        blk_lo_first, blk_hi_first, blk_lo_last, blk_hi_last, c0, min(c0 + BN, seqlen_k));
+    fa_tile_class cls = fa_mask_tile_class_from_ranges(blk_lo_first, blk_hi_first, blk_lo_last,
+                                                       blk_hi_last, c0, min(c0 + BN, seqlen_k));
     if (cls == FA_TILE_FULL && c0 + BN > seqlen_k) cls = FA_TILE_PARTIAL;
     const E *tK = sK + st * BN * LD;
     const E *tV = sV + st * BN * LD;
@@ -137,14 +137,13 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
     if (n + 1 < n_end) {
       const int c1 = (n + 1) * BN;
       tile_load_async<BN, HD, NT>(sK + (st ^ 1) * BN * LD, k + (int64_t)c1 * a.k_str.row,
-                                  a.k_str.row, seqlen_k - c1, d, k, tid);
+                                  a.k_str.row, seqlen_k - c1, d, tid);
       tile_load_async<BN, HD, NT>(sV + (st ^ 1) * BN * LD, v + (int64_t)c1 * a.v_str.row,
-                                  a.v_str.row, seqlen_k - c1, d, v, tid);
+                                  a.v_str.row, seqlen_k - c1, d, tid);
     }
     cp_async_commit();
 
     if (cls != FA_TILE_EMPTY) {
-
       if (capped) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
@@ -177,7 +176,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
         for (int r = 0; r < 2; ++r) {
           float mx = row_max[mt][r];
 #pragma unroll
-          for (int nb = 0; nb < NB; ++nb) mx = fmaxf(mx, fmaxf(s[mt][nb][2 * r], s[mt][nb][2 * r + 1]));
+          for (int nb = 0; nb < NB; ++nb)
+            mx = fmaxf(mx, fmaxf(s[mt][nb][2 * r], s[mt][nb][2 * r + 1]));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
           const float ms = fa_softmax_safe_max(mx) * sl2;
@@ -201,7 +201,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
           }
         }
 
-      /* O += P V: P from registers, V through ldmatrix.trans. */
+        /* O += P V: P from registers, V through ldmatrix.trans. */
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk) {
         uint32_t pa[MT][4];
@@ -231,8 +231,11 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
   }
   cp_async_wait<0>();
 
-  /* Epilogue: finish the row sums, normalise, store O and the LSE (natural log). */
-  E *out = static_cast<E *>(a.out) + b * a.o_str.batch + h * a.o_str.head;
+  /* Epilogue: finish the row sums, normalise, store the LSE (natural log), and O through the
+     warp's own rows of the Q tile (no other warp reads them) so the stores are 16 bytes wide.
+     Without a key tile no barrier has followed the Q tile's copies, which other threads
+     issued. */
+  if (n_begin >= n_end) __syncthreads();
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -241,23 +244,21 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       const float inv = fa_softmax_out_scale(l);
-      const int i = m0 + warp_row0 + mt * 16 + g + 8 * r;
-      if (i < seqlen_q) {
-        E *orow = out + (int64_t)i * a.o_str.row;
+      const int row_l = warp_row0 + mt * 16 + g + 8 * r;
 #pragma unroll
-        for (int db = 0; db < DB; ++db) {
-          const int col = db * 8 + 2 * t;
-          if (col < d)
-            *reinterpret_cast<uint32_t *>(orow + col) =
-                Tr::pack(o[mt][db][2 * r] * inv, o[mt][db][2 * r + 1] * inv);
-        }
-        if (a.lse && t == 0) {
-          const float m_nat = row_max[mt][r] * sl2 * FA2_LN2;
-          a.lse[b * a.lse_str.batch + h * a.lse_str.head + (int64_t)i * a.lse_str.row] =
-              l > 0.0f ? m_nat + logf(l) : -INFINITY;
-        }
+      for (int db = 0; db < DB; ++db)
+        *reinterpret_cast<uint32_t *>(sQ + row_l * LD + db * 8 + 2 * t) =
+            Tr::pack(o[mt][db][2 * r] * inv, o[mt][db][2 * r + 1] * inv);
+      const int i = m0 + row_l;
+      if (a.lse && t == 0 && i < seqlen_q) {
+        const float m_nat = row_max[mt][r] * sl2 * FA2_LN2;
+        a.lse[b * a.lse_str.batch + h * a.lse_str.head + (int64_t)i * a.lse_str.row] =
+            l > 0.0f ? m_nat + logf(l) : -INFINITY;
       }
     }
+  __syncthreads();
+  E *out = static_cast<E *>(a.out) + b * a.o_str.batch + h * a.o_str.head;
+  tile_store<BM, HD, NT>(out + (int64_t)m0 * a.o_str.row, a.o_str.row, seqlen_q - m0, d, sQ, tid);
 }
 
 #endif /* FA_CUDA_FA2_FWD_CUH */
