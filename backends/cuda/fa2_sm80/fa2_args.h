@@ -45,6 +45,18 @@ typedef struct fa2_fwd_args {
   fa2_problem p;
 } fa2_fwd_args;
 
+/* Layouts of a row of the backward's fp32 dQ accumulator (head_dim_padded columns):
+   FA2_DQ_NATURAL  column c at c (per-thread pairs of atomics: sm_80 code);
+   FA2_DQ_ROTATED  8-column chunks rotated by the row's index r within its query tile
+                   (r mod tile_m): chunk j at chunk (j + r) mod (head_dim_padded / 8), the layout
+                   in which the bulk-reduction path stages a tile in shared memory without bank
+                   conflicts (sm_90 code, head dims up to 192);
+   FA2_DQ_PAIRED   within each 16-column group, columns 8o + 2t and 8o + 2t + 1 (o < 2, t < 4)
+                   at 4t + 2o and 4t + 2o + 1, so the four values an mma fragment holds for one
+                   row in two neighbouring 8-column blocks are contiguous and one 16-byte vector
+                   reduction adds them (sm_90 code above head dim 192). */
+enum { FA2_DQ_NATURAL = 0, FA2_DQ_ROTATED = 1, FA2_DQ_PAIRED = 2 };
+
 typedef struct fa2_bwd_args {
   const void *q, *k, *v, *out, *dout;
   const float *lse;
@@ -56,14 +68,13 @@ typedef struct fa2_bwd_args {
      (+inf where the row saw no key, so P = 0 there), both [batch, heads_q, seqlen_q_padded] with
      the padding rows filled (D 0, LSE +inf) so query tiles load them whole with cp.async; and
      the fp32 dQ accumulator [dq_splits][batch, heads_q, seqlen_q_padded, head_dim_padded]
-     (its padding is written by the main kernel and never read back). With dq_rotated, each
-     row's 8-float chunks are rotated by the row's index within its query tile (r mod tile_m):
-     logical chunk j sits at chunk (j + r) mod (head_dim_padded / 8), the layout in which the
-     bulk-reduction path stages a tile in shared memory without bank conflicts. */
+     (its padding is written by the main kernel and never read back). Within each row, the
+     columns are laid out as dq_layout says (FA2_DQ_*): the layout that lets the code running
+     on the device add into it the cheapest way. */
   int32_t seqlen_q_padded; /* seqlen_q rounded up to the backward's query tile */
   int32_t head_dim_padded; /* head_dim rounded up to the kernels' granule (FA2_PAD_HD) */
   int32_t tile_m;          /* the backward's query tile */
-  int32_t dq_rotated;      /* the accumulator layout above (set from fa2_bwd_dq_bulk_for) */
+  int32_t dq_layout;       /* FA2_DQ_* (fa2_bwd_dq_layout_for) */
   float *dsum;
   float *lse_log2;
   float *dq_accum;

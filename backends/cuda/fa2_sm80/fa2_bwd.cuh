@@ -34,15 +34,10 @@
 #include "fa2_common.cuh"
 #include "fa2_tiles.h"
 
-/* Adds two neighbouring floats to the dQ accumulator: one 8-byte reduction where the
-   architecture has it (sm_90), two 4-byte ones before. */
+/* Adds two neighbouring floats to the dQ accumulator (the sm_80 code's natural layout). */
 __device__ __forceinline__ void atomic_add_pair(float *p, float x, float y) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  atomicAdd(reinterpret_cast<float2 *>(p), make_float2(x, y));
-#else
   atomicAdd(p, x);
   atomicAdd(p + 1, y);
-#endif
 }
 
 /* Issues the loads of one query tile of head h starting at row m0, all by cp.async: Q, dO, and
@@ -363,6 +358,20 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
           dq_pending = acc_tile;
 #endif
         } else {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+          /* The accumulator's paired layout (fa2_args.h) puts a row's values of two neighbouring
+             8-column blocks side by side: one 16-byte reduction for four values. */
+          float *acc = acc_tile + (dq_q + g) * HD + dq_d + 4 * t;
+#pragma unroll
+          for (int m = 0; m < MQ; ++m)
+#pragma unroll
+            for (int r = 0; r < 2; ++r)
+#pragma unroll
+              for (int db2 = 0; db2 < QDB / 2; ++db2)
+                red_add_v4_f32(acc + (m * 16 + 8 * r) * HD + db2 * 16, dq[m][2 * db2][2 * r],
+                               dq[m][2 * db2][2 * r + 1], dq[m][2 * db2 + 1][2 * r],
+                               dq[m][2 * db2 + 1][2 * r + 1]);
+#else
           float *acc = acc_tile + (dq_q + g) * HD + dq_d + 2 * t;
 #pragma unroll
           for (int m = 0; m < MQ; ++m)
@@ -372,6 +381,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
               for (int db = 0; db < QDB; ++db)
                 atomic_add_pair(acc + (m * 16 + 8 * r) * HD + db * 8, dq[m][db][2 * r],
                                 dq[m][db][2 * r + 1]);
+#endif
         }
       }
       /* dK += dSᵀ Q, last: its mma run while the dQ reductions above drain. */

@@ -77,11 +77,13 @@ __global__ void convert_dq(const fa2_bwd_args a) {
     const int64_t row = e / hdp;
     const int i = (int)(row % sp);
     if (c >= a.p.head_dim || i >= a.p.seqlen_q) continue; /* padding */
-    /* Where the pair sits: the accumulator's chunks may be rotated by the row (fa2_args.h). */
+    /* Where the pair sits in the accumulator's layout (fa2_args.h). */
     int64_t at = e;
-    if (a.dq_rotated) {
+    if (a.dq_layout == FA2_DQ_ROTATED) {
       const int nc = hdp / 8;
       at = row * hdp + (int64_t)(((c >> 3) + i % a.tile_m) % nc) * 8 + (c & 7);
+    } else if (a.dq_layout == FA2_DQ_PAIRED) {
+      at = row * hdp + (c & ~15) + 4 * ((c & 7) >> 1) + 2 * ((c >> 3) & 1);
     }
     float x = 0.0f, y = 0.0f;
     for (int s = 0; s < a.dq_splits; ++s) {

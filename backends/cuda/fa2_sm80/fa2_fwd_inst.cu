@@ -35,23 +35,23 @@ int fwd(const fa2_fwd_args *a) {
   return (int)cudaGetLastError();
 }
 
-/* Whether the backward code the current device runs is the sm_90 code, whose dQ goes through
-   the bulk-reduction path (fa2_bwd.cuh): its binary version, as the runtime picked it. */
+/* The dQ accumulator layout of the backward code the current device runs (fa2_args.h): the sm_90
+   code's (its binary version, as the runtime picked it, tells) adds dQ by bulk reductions up to
+   head dim 192 and by 16-byte vector reductions above; the sm_80 code by pairs of atomics. */
 static_assert(FA2_BWD_SMEM(HD) + FA2_BWD_DQ_STAGE_SMEM(HD) <= 227 * 1024,
               "the sm_90 backward must fit 227 KB of shared memory");
 template <typename Tr>
-bool bwd_dq_bulk() {
-  if (!FA2_BWD_DQ_BULK(HD)) return false;
+int bwd_dq_layout() {
   cudaFuncAttributes attr;
   if (cudaFuncGetAttributes(&attr, fa2_bwd_kernel<Tr, HD, BWD_N, BWD_M, BWD_W, S_WK, KV_WK, DQ_WQ>) !=
-      cudaSuccess)
-    return false;
-  return attr.binaryVersion >= 90;
+          cudaSuccess ||
+      attr.binaryVersion < 90)
+    return FA2_DQ_NATURAL;
+  return FA2_BWD_DQ_BULK(HD) ? FA2_DQ_ROTATED : FA2_DQ_PAIRED;
 }
 /* The backward's shared memory, the dQ staging included where the bulk path runs. */
-template <typename Tr>
-size_t bwd_smem() {
-  return FA2_BWD_SMEM(HD) + (bwd_dq_bulk<Tr>() ? FA2_BWD_DQ_STAGE_SMEM(HD) : 0);
+constexpr size_t bwd_smem(int dq_layout) {
+  return FA2_BWD_SMEM(HD) + (dq_layout == FA2_DQ_ROTATED ? FA2_BWD_DQ_STAGE_SMEM(HD) : 0);
 }
 
 template <typename Tr>
@@ -59,7 +59,7 @@ int bwd(const fa2_bwd_args *a, int grid_x) {
   if (grid_x == 0 || a->p.heads_kv == 0 || a->p.batch == 0) return 0;
   dim3 grid((unsigned)grid_x, (unsigned)a->p.heads_kv, (unsigned)a->p.batch);
   fa2_bwd_kernel<Tr, HD, BWD_N, BWD_M, BWD_W, S_WK, KV_WK, DQ_WQ>
-      <<<grid, BWD_W * 32, bwd_smem<Tr>(), static_cast<cudaStream_t>(a->p.stream)>>>(*a);
+      <<<grid, BWD_W * 32, bwd_smem(a->dq_layout), static_cast<cudaStream_t>(a->p.stream)>>>(*a);
   return (int)cudaGetLastError();
 }
 
@@ -71,7 +71,7 @@ cudaError_t prepare() {
   if (e != cudaSuccess) return e;
   return cudaFuncSetAttribute(fa2_bwd_kernel<Tr, HD, BWD_N, BWD_M, BWD_W, S_WK, KV_WK, DQ_WQ>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              (int)bwd_smem<Tr>());
+                              (int)bwd_smem(bwd_dq_layout<Tr>()));
 }
 
 }  // namespace
@@ -84,9 +84,9 @@ extern "C" int FA2_CAT(fa2_bwd_main_launch_hd, FA2_HD)(const fa2_bwd_args *a, in
   return a->p.bf16 ? bwd<fa_bf16>(a, grid_x) : bwd<fa_f16>(a, grid_x);
 }
 
-extern "C" int FA2_CAT(fa2_bwd_dq_bulk_hd, FA2_HD)(void) {
+extern "C" int FA2_CAT(fa2_bwd_dq_layout_hd, FA2_HD)(void) {
   /* The f16 and bf16 kernels come from the same compilation: one answer for both. */
-  return bwd_dq_bulk<fa_bf16>() ? 1 : 0;
+  return bwd_dq_layout<fa_bf16>();
 }
 
 extern "C" int FA2_CAT(fa2_prepare_hd, FA2_HD)(void) {

@@ -57,9 +57,9 @@ int fa2_bwd_config(int32_t head_dim, fa2_tile_config *cfg) {
   }
 
 fa2_fwd_fn fa2_fwd_for(int head_dim_padded){FA2_TABLE(fa2_fwd_launch_hd)} fa2_bwd_fn
-    fa2_bwd_main_for(int head_dim_padded){FA2_TABLE(fa2_bwd_main_launch_hd)} fa2_bulk_fn
-    fa2_bwd_dq_bulk_for(int head_dim_padded) {
-  FA2_TABLE(fa2_bwd_dq_bulk_hd)
+    fa2_bwd_main_for(int head_dim_padded){FA2_TABLE(fa2_bwd_main_launch_hd)} fa2_layout_fn
+    fa2_bwd_dq_layout_for(int head_dim_padded) {
+  FA2_TABLE(fa2_bwd_dq_layout_hd)
 }
 
 int fa2_prepare_device(void) {
@@ -100,13 +100,13 @@ int fa2_bwd_launch(const fa2_bwd_args *in, void *workspace) {
   fa2_tile_config cfg;
   if (!fa2_bwd_config(in->p.head_dim, &cfg)) return (int)cudaErrorInvalidValue;
   fa2_bwd_fn main_fn = fa2_bwd_main_for(cfg.head_dim_padded);
-  fa2_bulk_fn bulk_fn = fa2_bwd_dq_bulk_for(cfg.head_dim_padded);
-  if (!main_fn || !bulk_fn) return (int)cudaErrorInvalidValue;
+  fa2_layout_fn layout_fn = fa2_bwd_dq_layout_for(cfg.head_dim_padded);
+  if (!main_fn || !layout_fn) return (int)cudaErrorInvalidValue;
   fa2_bwd_args a = *in;
   a.seqlen_q_padded = padded_rows(in);
   a.head_dim_padded = cfg.head_dim_padded;
   a.tile_m = cfg.tile_m;
-  a.dq_rotated = bulk_fn();
+  a.dq_layout = layout_fn();
   a.dsum = (float *)workspace;
   a.lse_log2 = (float *)((char *)workspace + dsum_bytes(in));
   a.dq_accum = (float *)((char *)workspace + 2 * dsum_bytes(in));

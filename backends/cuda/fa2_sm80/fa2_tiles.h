@@ -38,8 +38,13 @@
 #define FA2_BWD_DQ_WQ(hd) (FA2_BWD_TILE_M(hd) == 64 && (hd) % 64 == 0 ? 2 : 4)
 /* On sm_90 the dQ of a step is staged in shared memory ([BM][hd] fp32, 32-byte chunks rotated
    by the row) and added to the accumulator by one bulk reduction (TMA) instead of per-thread
-   atomics, where the staging fits the 227 KB a block may use (head dims up to 192). */
-#define FA2_BWD_DQ_BULK(hd) ((hd) <= 192)
+   atomics, where the staging fits the 227 KB a block may use (head dims up to 192); above, by
+   16-byte vector reductions. FA2_BWD_DQ_BULK_MAX_HD lowers the limit for A/B measurements (a
+   build with -DFA2_BWD_DQ_BULK_MAX_HD=32 runs head dim 64 with vector reductions). */
+#ifndef FA2_BWD_DQ_BULK_MAX_HD
+#define FA2_BWD_DQ_BULK_MAX_HD 192
+#endif
+#define FA2_BWD_DQ_BULK(hd) ((hd) <= FA2_BWD_DQ_BULK_MAX_HD)
 #define FA2_BWD_DQ_STAGE_SMEM(hd) \
   (FA2_BWD_DQ_BULK(hd) ? (size_t)FA2_BWD_TILE_M(hd) * (hd)*4 : (size_t)0)
 /* K and V once; Q and dO double-buffered; Pᵀ and dSᵀ staged; LSE and D of a query tile
