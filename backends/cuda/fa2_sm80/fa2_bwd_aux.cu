@@ -1,10 +1,15 @@
 /*
- * fa2_bwd_aux.cu: the backward pass's two small kernels around the main one.
- *   dot_do_o:   D = rowsum(dO ∘ O) per query row (core/backward.h), fp32, one warp per row,
- *               and the LSE in log2 units (+inf where it is -inf: P = 0), both padded to the
- *               query tile with rows that contribute nothing (D 0, LSE +inf).
- *   convert_dq: dQ = scale · Σ_splits accumulator, in split order, to the storage dtype (the
- *               accumulator's padding rows and columns skipped).
+ * fa2_bwd_aux.cu: the backward pass's two small kernels around the main one. Both move a few
+ * bytes per FLOP of the main kernel, so at short sequences they are a large part of the
+ * backward's time (at seqlen 1k, head dim 128, they took a quarter of it before they were
+ * rewritten for bandwidth: bench/NOTES.md, v14). The grid is (row blocks, heads, batch) and the
+ * blocks two-dimensional, so no thread divides 64-bit indices.
+ *   dot_do_o:   D = rowsum(dO ∘ O) per query row (core/backward.h), fp32, LPR lanes per row
+ *               with 16-byte loads, and the LSE in log2 units (+inf where it is -inf: P = 0),
+ *               both padded to the query tile with rows that contribute nothing (D 0, LSE +inf).
+ *   convert_dq: dQ = scale · Σ_splits accumulator, in split order, to the storage dtype: one
+ *               thread per 16 columns of a row (16-byte loads in any of the accumulator's
+ *               layouts, fa2_args.h), the padding rows and columns skipped.
  */
 #include <cuda_runtime.h>
 
@@ -15,113 +20,155 @@
 
 namespace {
 
-constexpr int ROWS_PER_BLOCK = 8; /* one warp each */
+constexpr int AUX_THREADS = 256;
 
-template <typename Tr>
-__global__ void __launch_bounds__(ROWS_PER_BLOCK * 32) dot_do_o(const fa2_bwd_args a) {
+/* LPR (a power of two) lanes share a row: the head dim in 16-byte pieces, rounded up. */
+template <typename Tr, int LPR>
+__global__ void __launch_bounds__(AUX_THREADS) dot_do_o(const fa2_bwd_args a) {
   typedef typename Tr::elem E;
+  constexpr int ROWS = AUX_THREADS / LPR;
   const int lane = threadIdx.x & 31;
-  const int64_t row = (int64_t)blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
-  const int64_t rows = (int64_t)a.p.batch * a.p.heads_q * a.seqlen_q_padded;
-  if (row >= rows) return;
-  const int i = (int)(row % a.seqlen_q_padded);
-  const int h = (int)((row / a.seqlen_q_padded) % a.p.heads_q);
-  const int b = (int)(row / ((int64_t)a.seqlen_q_padded * a.p.heads_q));
-  if (i >= a.p.seqlen_q) {
-    if (lane == 0) {
+  const int i = blockIdx.x * ROWS + (int)threadIdx.x / LPR; /* query row within the head */
+  const int h = blockIdx.y, b = blockIdx.z;
+  const bool real = i < a.p.seqlen_q;
+  float acc = 0.0f;
+  if (real) {
+    const E *o = static_cast<const E *>(a.out) + b * a.o_str.batch + h * a.o_str.head +
+                 (int64_t)i * a.o_str.row;
+    const E *dO = static_cast<const E *>(a.dout) + b * a.do_str.batch + h * a.do_str.head +
+                  (int64_t)i * a.do_str.row;
+    /* 8 elements (16 bytes) per lane and step; head_dim is a multiple of 8. */
+    for (int c = (lane % LPR) * 8; c < a.p.head_dim; c += LPR * 8) {
+      const uint4 ov = *reinterpret_cast<const uint4 *>(o + c);
+      const uint4 dv = *reinterpret_cast<const uint4 *>(dO + c);
+      const uint32_t ow[4] = {ov.x, ov.y, ov.z, ov.w}, dw[4] = {dv.x, dv.y, dv.z, dv.w};
+      float of[8], df[8];
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const float2 x = Tr::unpack(ow[w]), y = Tr::unpack(dw[w]);
+        of[2 * w] = x.x;
+        of[2 * w + 1] = x.y;
+        df[2 * w] = y.x;
+        df[2 * w + 1] = y.y;
+      }
+      acc += fa_bwd_rowdot(df, of, 8);
+    }
+  }
+  /* Every lane takes part (a row's lanes are an aligned group of the warp). */
+#pragma unroll
+  for (int off = LPR / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  if (lane % LPR == 0 && i < a.seqlen_q_padded) {
+    const int64_t row = ((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded + i;
+    if (real) {
+      a.dsum[row] = acc;
+      const float l =
+          a.lse[b * a.lse_str.batch + h * a.lse_str.head + (int64_t)i * a.lse_str.row];
+      a.lse_log2[row] = l == -INFINITY ? INFINITY : l * FA2_LOG2E;
+    } else {
       a.dsum[row] = 0.0f;
       a.lse_log2[row] = INFINITY;
     }
-    return;
-  }
-  const E *o = static_cast<const E *>(a.out) + b * a.o_str.batch + h * a.o_str.head +
-               (int64_t)i * a.o_str.row;
-  const E *dO = static_cast<const E *>(a.dout) + b * a.do_str.batch + h * a.do_str.head +
-                (int64_t)i * a.do_str.row;
-  float acc = 0.0f;
-  /* 8 elements (16 bytes) per lane and step; head_dim is a multiple of 8. */
-  for (int c = lane * 8; c < a.p.head_dim; c += 32 * 8) {
-    const uint4 ov = *reinterpret_cast<const uint4 *>(o + c);
-    const uint4 dv = *reinterpret_cast<const uint4 *>(dO + c);
-    const uint32_t ow[4] = {ov.x, ov.y, ov.z, ov.w}, dw[4] = {dv.x, dv.y, dv.z, dv.w};
-    float of[8], df[8];
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      const float2 x = Tr::unpack(ow[w]), y = Tr::unpack(dw[w]);
-      of[2 * w] = x.x;
-      of[2 * w + 1] = x.y;
-      df[2 * w] = y.x;
-      df[2 * w + 1] = y.y;
-    }
-    acc += fa_bwd_rowdot(df, of, 8);
-  }
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-  if (lane == 0) {
-    a.dsum[row] = acc;
-    const float l = a.lse[b * a.lse_str.batch + h * a.lse_str.head + (int64_t)i * a.lse_str.row];
-    a.lse_log2[row] = l == -INFINITY ? INFINITY : l * FA2_LOG2E;
   }
 }
 
-template <typename Tr>
-__global__ void convert_dq(const fa2_bwd_args a) {
-  typedef typename Tr::elem E;
-  const int hdp = a.head_dim_padded, sp = a.seqlen_q_padded;
-  const int64_t per_split = (int64_t)a.p.batch * a.p.heads_q * sp * hdp;
-  const int64_t pairs = per_split / 2; /* hdp is even: pairs never straddle rows */
-  for (int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; p < pairs;
-       p += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t e = 2 * p;
-    const int c = (int)(e % hdp);
-    const int64_t row = e / hdp;
-    const int i = (int)(row % sp);
-    if (c >= a.p.head_dim || i >= a.p.seqlen_q) continue; /* padding */
-    /* Where the pair sits in the accumulator's layout (fa2_args.h). */
-    int64_t at = e;
-    if (a.dq_layout == FA2_DQ_ROTATED) {
-      const int nc = hdp / 8;
-      at = row * hdp + (int64_t)(((c >> 3) + i % a.tile_m) % nc) * 8 + (c & 7);
-    } else if (a.dq_layout == FA2_DQ_PAIRED) {
-      at = row * hdp + (c & ~15) + 4 * ((c & 7) >> 1) + 2 * ((c >> 3) & 1);
+/* Adds the accumulator's 16 values of columns c0 .. c0 + 15 of query row i (row: its first
+   float) to v, in natural column order, from the layout the main kernel wrote (fa2_args.h). */
+__device__ __forceinline__ void add_dq_group(float (&v)[16], const float *row, int c0, int i,
+                                             const fa2_bwd_args &a) {
+  float w[16];
+  if (a.dq_layout == FA2_DQ_ROTATED) {
+    const int nc = a.head_dim_padded / 8, rot = i % a.tile_m;
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const float *chunk = row + ((c0 / 8 + q + rot) % nc) * 8;
+      *reinterpret_cast<float4 *>(w + 8 * q) = *reinterpret_cast<const float4 *>(chunk);
+      *reinterpret_cast<float4 *>(w + 8 * q + 4) = *reinterpret_cast<const float4 *>(chunk + 4);
     }
-    float x = 0.0f, y = 0.0f;
-    for (int s = 0; s < a.dq_splits; ++s) {
-      const float2 v = *reinterpret_cast<const float2 *>(a.dq_accum + s * per_split + at);
-      x += v.x;
-      y += v.y;
-    }
-    const int h = (int)((row / sp) % a.p.heads_q);
-    const int b = (int)(row / ((int64_t)sp * a.p.heads_q));
-    E *dq = static_cast<E *>(a.dq) + b * a.dq_str.batch + h * a.dq_str.head +
-            (int64_t)i * a.dq_str.row + c;
-    *reinterpret_cast<uint32_t *>(dq) = Tr::pack(x * a.p.scale, y * a.p.scale);
+  } else {
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+      *reinterpret_cast<float4 *>(w + 4 * q) = *reinterpret_cast<const float4 *>(row + c0 + 4 * q);
   }
+  if (a.dq_layout == FA2_DQ_PAIRED) {
+    /* Natural column 8o + 2t + e sits at 4t + 2o + e. */
+#pragma unroll
+    for (int o = 0; o < 2; ++o)
+#pragma unroll
+      for (int t = 0; t < 4; ++t)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) v[8 * o + 2 * t + e] += w[4 * t + 2 * o + e];
+  } else {
+#pragma unroll
+    for (int k = 0; k < 16; ++k) v[k] += w[k];
+  }
+}
+
+/* Blocks of (head_dim_padded / 16) x (AUX_THREADS / that) threads: x a row's 16-column group, y
+   the row. */
+template <typename Tr>
+__global__ void __launch_bounds__(AUX_THREADS) convert_dq(const fa2_bwd_args a) {
+  typedef typename Tr::elem E;
+  const int i = blockIdx.x * blockDim.y + threadIdx.y;
+  const int c0 = threadIdx.x * 16;
+  const int h = blockIdx.y, b = blockIdx.z;
+  if (i >= a.p.seqlen_q || c0 >= a.p.head_dim) return;
+  const int64_t per_split =
+      (int64_t)a.p.batch * a.p.heads_q * a.seqlen_q_padded * a.head_dim_padded;
+  const float *row = a.dq_accum +
+                     (((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded + i) * a.head_dim_padded;
+  float v[16];
+#pragma unroll
+  for (int k = 0; k < 16; ++k) v[k] = 0.0f;
+  for (int s = 0; s < a.dq_splits; ++s) add_dq_group(v, row + s * per_split, c0, i, a);
+  E *dq = static_cast<E *>(a.dq) + b * a.dq_str.batch + h * a.dq_str.head +
+          (int64_t)i * a.dq_str.row + c0;
+  /* head_dim is a multiple of 8: the group's second half may be padding. */
+#pragma unroll
+  for (int q = 0; q < 2; ++q)
+    if (c0 + 8 * q < a.p.head_dim) {
+      uint4 out;
+      out.x = Tr::pack(v[8 * q] * a.p.scale, v[8 * q + 1] * a.p.scale);
+      out.y = Tr::pack(v[8 * q + 2] * a.p.scale, v[8 * q + 3] * a.p.scale);
+      out.z = Tr::pack(v[8 * q + 4] * a.p.scale, v[8 * q + 5] * a.p.scale);
+      out.w = Tr::pack(v[8 * q + 6] * a.p.scale, v[8 * q + 7] * a.p.scale);
+      *reinterpret_cast<uint4 *>(dq + 8 * q) = out;
+    }
+}
+
+template <typename Tr, int LPR>
+int launch_dot_do_o(const fa2_bwd_args *a) {
+  constexpr int ROWS = AUX_THREADS / LPR;
+  dim3 grid((unsigned)((a->seqlen_q_padded + ROWS - 1) / ROWS), (unsigned)a->p.heads_q,
+            (unsigned)a->p.batch);
+  dot_do_o<Tr, LPR><<<grid, AUX_THREADS, 0, static_cast<cudaStream_t>(a->p.stream)>>>(*a);
+  return (int)cudaGetLastError();
+}
+
+template <typename Tr>
+int launch_dot_do_o_for(const fa2_bwd_args *a) {
+  const int pieces = a->head_dim_padded / 8;
+  if (pieces <= 4) return launch_dot_do_o<Tr, 4>(a);
+  if (pieces <= 8) return launch_dot_do_o<Tr, 8>(a);
+  if (pieces <= 16) return launch_dot_do_o<Tr, 16>(a);
+  return launch_dot_do_o<Tr, 32>(a);
 }
 }  // namespace
 
 extern "C" int fa2_bwd_dot_do_o_launch(const fa2_bwd_args *a) {
-  const int64_t rows = (int64_t)a->p.batch * a->p.heads_q * a->seqlen_q_padded;
-  if (rows == 0) return 0;
-  const unsigned blocks = (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
-  cudaStream_t st = static_cast<cudaStream_t>(a->p.stream);
-  if (a->p.bf16)
-    dot_do_o<fa_bf16><<<blocks, ROWS_PER_BLOCK * 32, 0, st>>>(*a);
-  else
-    dot_do_o<fa_f16><<<blocks, ROWS_PER_BLOCK * 32, 0, st>>>(*a);
-  return (int)cudaGetLastError();
+  if (a->seqlen_q_padded == 0 || a->p.heads_q == 0 || a->p.batch == 0) return 0;
+  return a->p.bf16 ? launch_dot_do_o_for<fa_bf16>(a) : launch_dot_do_o_for<fa_f16>(a);
 }
 
 extern "C" int fa2_bwd_convert_dq_launch(const fa2_bwd_args *a) {
-  const int64_t pairs =
-      (int64_t)a->p.batch * a->p.heads_q * a->seqlen_q_padded * a->head_dim_padded / 2;
-  if (pairs == 0) return 0;
-  int64_t blocks = (pairs + 255) / 256;
-  if (blocks > 65536) blocks = 65536;
+  if (a->p.seqlen_q == 0 || a->p.heads_q == 0 || a->p.batch == 0) return 0;
+  const int groups = a->head_dim_padded / 16;
+  const dim3 block((unsigned)groups, (unsigned)(AUX_THREADS / groups));
+  const dim3 grid((unsigned)((a->p.seqlen_q + (int)block.y - 1) / (int)block.y),
+                  (unsigned)a->p.heads_q, (unsigned)a->p.batch);
   cudaStream_t st = static_cast<cudaStream_t>(a->p.stream);
   if (a->p.bf16)
-    convert_dq<fa_bf16><<<(unsigned)blocks, 256, 0, st>>>(*a);
+    convert_dq<fa_bf16><<<grid, block, 0, st>>>(*a);
   else
-    convert_dq<fa_f16><<<(unsigned)blocks, 256, 0, st>>>(*a);
+    convert_dq<fa_f16><<<grid, block, 0, st>>>(*a);
   return (int)cudaGetLastError();
 }
