@@ -4,11 +4,12 @@
  *
  * Head dims are padded up to a multiple of 32 (the kernels' granule: two 16-wide mma k-steps);
  * columns past the real head dim are zero-filled on load and never stored.
- * Forward (query rows x key rows per tile, warps along the query rows): 128 x 64 with 4 warps up
- * to head dim 128, 128 x 64 with 8 warps above (each warp keeps its share of the output in
- * registers: 32 or 16 rows x head dim). 128 x 128 at head dim 64 spilled registers; above head
- * dim 128, 64 x 64 with 4 warps and single K/V buffers (two blocks per SM, FlashAttention-2's
- * choice) measured 6% slower (bench/NOTES.md).
+ * Forward (query rows x key rows per tile, warps along the query rows): 128 x 128 with 4 warps up
+ * to head dim 64, 128 x 64 with 4 warps up to head dim 128, 128 x 64 with 8 warps above (each
+ * warp keeps its share of the output in registers: 32 or 16 rows x head dim). 128 x 128 at head
+ * dim 64 fits 252 registers since v12 and is 7-9% faster than 128 x 64 (bench/NOTES.md, v15);
+ * above head dim 128, 64 x 64 with 4 warps and single K/V buffers (two blocks per SM,
+ * FlashAttention-2's choice) measured 6% slower.
  * Backward (key rows per block x query rows per step): 128 x 128 with 8 warps up to head dim 64
  * (each warp's Sᵀ tile in two parts of 32 queries), 128 x 64 up to head dim 128, 64 x 64 with 8
  * warps above, so dK and dV stay in registers.
@@ -21,7 +22,11 @@
 #define FA2_PAD_HD(d) ((((d) + FA2_HD_GRANULE - 1) / FA2_HD_GRANULE) * FA2_HD_GRANULE)
 
 #define FA2_FWD_TILE_M(hd) 128
-#define FA2_FWD_TILE_N(hd) 64
+/* Head dims up to FA2_FWD_WIDE_N_MAX_HD take 128-key tiles (overridable for A/B builds). */
+#ifndef FA2_FWD_WIDE_N_MAX_HD
+#define FA2_FWD_WIDE_N_MAX_HD 64
+#endif
+#define FA2_FWD_TILE_N(hd) ((hd) <= FA2_FWD_WIDE_N_MAX_HD ? 128 : 64)
 #define FA2_FWD_WARPS(hd) ((hd) <= 128 ? 4 : 8)
 /* Q once, K and V double-buffered; rows padded by 8 elements against bank conflicts. */
 #define FA2_FWD_SMEM(hd) ((size_t)(FA2_FWD_TILE_M(hd) + 4 * FA2_FWD_TILE_N(hd)) * ((hd) + 8) * 2)
