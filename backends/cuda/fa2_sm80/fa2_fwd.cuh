@@ -236,6 +236,10 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
      Without a key tile no barrier has followed the Q tile's copies, which other threads
      issued. */
   if (n_begin >= n_end) __syncthreads();
+  /* The lanes' last ldmatrix reads of these rows happen before any lane overwrites them: in
+     practice through the data dependence, by the programming model only after a warp sync
+     (compute-sanitizer racecheck reports the hazard without it, seen with one key tile). */
+  __syncwarp();
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
