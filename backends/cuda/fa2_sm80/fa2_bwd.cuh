@@ -12,10 +12,13 @@
  *   dV += Pᵀ dO                          warps split along the keys and the head dim
  *   dQ += dS K                           warps split along the queries and the head dim,
  *                                        added to the fp32 accumulator by bulk reductions
- *                                        from shared memory (sm_90, head dim <= 192) or
- *                                        by per-thread atomics
+ *                                        from shared memory (sm_90, head dim <= 192), by
+ *                                        16-byte vector reductions (sm_90 above) or by
+ *                                        per-thread atomics (sm_80 code)
  *   dK += dSᵀ Q                          as dV
- * The softmax scale is applied once: to dK at the end and to dQ by the conversion kernel.
+ * At the end of a key tile, dK and dV are packed into the K and V tiles' shared memory and stored
+ * by whole rows. The softmax scale is applied once: to dK at the end and to dQ by the conversion
+ * kernel.
  * Deterministic mode: block s visits key tiles s, s + splits, ... in order and
  * adds into its own accumulator, so every dQ element is summed in a fixed order.
  */

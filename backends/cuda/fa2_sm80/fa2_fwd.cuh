@@ -8,7 +8,7 @@
  * its rows' running max and sum in the log2 domain (exp2 of one FMA per score), and adds P V
  * with P taken straight from the S accumulators (the C fragment of two n8 blocks is the A
  * fragment of one k16 step). The row sums stay per thread until the end. O and the LSE are
- * written once.
+ * written once, O through the warp's own rows of the Q tile so that its stores are 16 bytes wide.
  */
 #ifndef FA_CUDA_FA2_FWD_CUH
 #define FA_CUDA_FA2_FWD_CUH
