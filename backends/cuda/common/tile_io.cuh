@@ -1,41 +1,58 @@
 /*
  * tile_io.cuh: moving [rows x head_dim] tiles between global and shared memory for the
- * FlashAttention kernels, both ways. Shared rows are HD + 8 elements long: the 16-byte pad puts the eight
- * rows an ldmatrix phase reads in eight different bank groups, for any head dim.
+ * FlashAttention kernels, both ways. Shared rows are HD + 8 elements long: the 16-byte pad puts
+ * the eight rows an ldmatrix phase reads in eight different bank groups, for any head dim.
  */
 #ifndef FA_CUDA_TILE_IO_CUH
 #define FA_CUDA_TILE_IO_CUH
 
 #include "ptx.cuh"
 
+/* How NT threads walk a ROWS x HD tile: thread tid keeps one 16-byte column (col) and takes the
+   rows r0, r0 + ROWS_PER_PASS, ...; threads past the last whole pass sit out (active). */
+template <int ROWS, int HD, int NT>
+struct tile_walk {
+  static constexpr int LD = HD + 8;
+  static constexpr int CHUNKS_PER_ROW = HD / 8;
+  static constexpr int ROWS_PER_PASS = NT / CHUNKS_PER_ROW;
+  static constexpr int PASSES = (ROWS + ROWS_PER_PASS - 1) / ROWS_PER_PASS;
+  static_assert(ROWS_PER_PASS >= 1, "too few threads for one row");
+  int tid;
+  __device__ __forceinline__ bool active() const { return tid < ROWS_PER_PASS * CHUNKS_PER_ROW; }
+  __device__ __forceinline__ int col() const { return (tid % CHUNKS_PER_ROW) * 8; }
+  __device__ __forceinline__ int r0() const { return tid / CHUNKS_PER_ROW; }
+  /* Whether pass i's row (first row r0) exists in the tile (always, when the passes divide the
+     rows). */
+  static __device__ __forceinline__ bool in_tile(int r0, int i) {
+    return ROWS % ROWS_PER_PASS == 0 || r0 + i * ROWS_PER_PASS < ROWS;
+  }
+};
+
 /* Issues cp.async for a ROWS x HD tile whose first row is src (row stride in elements). Rows at or
    past rows_valid and columns at or past d (a multiple of 8) are zero-filled by ordinary shared
-   stores instead. Each thread keeps one 16-byte column and walks down the rows with one running
-   pointer (few live registers in the caller's loop). Both cases use that one pointer, and only a
-   predicate tells them apart: the compiler turns this uniform branch into predicated copies, and
-   a zero-fill path with addresses of its own (a select per chunk) kept 16-20 more registers live
-   across the backward's products (bench/NOTES.md, v12). */
+   stores instead. Each thread walks down the rows with one running pointer (few live registers in
+   the caller's loop). Both cases use that one pointer, and only a predicate tells them apart: the
+   compiler turns this uniform branch into predicated copies, and a zero-fill path with addresses
+   of its own (a select per chunk) kept 16-20 more registers live across the backward's products
+   (bench/NOTES.md, v12). */
 template <int ROWS, int HD, int NT, typename E>
 __device__ __forceinline__ void tile_load_async(E *dst, const E *src, int64_t row_stride,
                                                 int rows_valid, int d, int tid) {
-  constexpr int LD = HD + 8;
-  constexpr int CHUNKS_PER_ROW = HD / 8;
-  constexpr int ROWS_PER_PASS = NT / CHUNKS_PER_ROW;
-  constexpr int PASSES = (ROWS + ROWS_PER_PASS - 1) / ROWS_PER_PASS;
-  static_assert(ROWS_PER_PASS >= 1, "too few threads for one row");
-  if (tid >= ROWS_PER_PASS * CHUNKS_PER_ROW) return;
-  const int col = (tid % CHUNKS_PER_ROW) * 8, r0 = tid / CHUNKS_PER_ROW;
+  typedef tile_walk<ROWS, HD, NT> W;
+  const W w = {tid};
+  if (!w.active()) return;
+  const int col = w.col(), r0 = w.r0();
   const E *from = src + (int64_t)r0 * row_stride + col;
-  const uint32_t to = smem_u32(dst + r0 * LD + col);
-  const int64_t step = ROWS_PER_PASS * row_stride;
+  const uint32_t to = smem_u32(dst + r0 * W::LD + col);
+  const int64_t step = W::ROWS_PER_PASS * row_stride;
   /* Rows left in the tensor for this thread's first row; -1 where its column is past d. */
   const int left = col < d ? rows_valid - r0 : -1;
   const bool whole = rows_valid >= ROWS && d >= HD;
 #pragma unroll
-  for (int i = 0; i < PASSES; ++i) {
-    if (ROWS % ROWS_PER_PASS == 0 || r0 + i * ROWS_PER_PASS < ROWS) {
-      const uint32_t at = to + i * ROWS_PER_PASS * LD * (int)sizeof(E);
-      if (whole || i * ROWS_PER_PASS < left)
+  for (int i = 0; i < W::PASSES; ++i) {
+    if (W::in_tile(r0, i)) {
+      const uint32_t at = to + i * W::ROWS_PER_PASS * W::LD * (int)sizeof(E);
+      if (whole || i * W::ROWS_PER_PASS < left)
         cp_async_16_full(at, from);
       else
         st_shared_zero_16(at);
@@ -51,23 +68,19 @@ __device__ __forceinline__ void tile_load_async(E *dst, const E *src, int64_t ro
 template <int ROWS, int HD, int NT, typename E>
 __device__ __forceinline__ void tile_store(E *dst, int64_t row_stride, int rows_valid, int d,
                                            const E *src, int tid) {
-  constexpr int LD = HD + 8;
-  constexpr int CHUNKS_PER_ROW = HD / 8;
-  constexpr int ROWS_PER_PASS = NT / CHUNKS_PER_ROW;
-  constexpr int PASSES = (ROWS + ROWS_PER_PASS - 1) / ROWS_PER_PASS;
-  static_assert(ROWS_PER_PASS >= 1, "too few threads for one row");
-  if (tid >= ROWS_PER_PASS * CHUNKS_PER_ROW) return;
-  const int col = (tid % CHUNKS_PER_ROW) * 8, r0 = tid / CHUNKS_PER_ROW;
+  typedef tile_walk<ROWS, HD, NT> W;
+  const W w = {tid};
+  if (!w.active()) return;
+  const int col = w.col(), r0 = w.r0();
   if (col >= d) return;
   E *to = dst + (int64_t)r0 * row_stride + col;
-  const E *from = src + r0 * LD + col;
+  const E *from = src + r0 * W::LD + col;
 #pragma unroll
-  for (int i = 0; i < PASSES; ++i) {
-    const int r = r0 + i * ROWS_PER_PASS;
-    if ((ROWS % ROWS_PER_PASS == 0 || r < ROWS) && r < rows_valid)
+  for (int i = 0; i < W::PASSES; ++i) {
+    if (W::in_tile(r0, i) && r0 + i * W::ROWS_PER_PASS < rows_valid)
       *reinterpret_cast<uint4 *>(to) =
-          *reinterpret_cast<const uint4 *>(from + i * ROWS_PER_PASS * LD);
-    to += ROWS_PER_PASS * row_stride;
+          *reinterpret_cast<const uint4 *>(from + i * W::ROWS_PER_PASS * W::LD);
+    to += W::ROWS_PER_PASS * row_stride;
   }
 }
 
