@@ -40,123 +40,42 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
-# ------------------------------------------------------------------------------------------------
-# ctypes mirror of api/flash_attn.h (version 0.1.0). Field order and types exactly as the header;
-# FlashAttnLib checks at load time that each struct's ctypes size equals the size the library's
-# own *_init function writes into struct_size.
-# ------------------------------------------------------------------------------------------------
+# The ctypes mirror of api/flash_attn.h is the Python binding's (python/flashattn/_capi.py), so
+# the two cannot drift apart; FlashAttnLib below still checks at load time that each struct's
+# ctypes size equals the size the library's own *_init function writes into struct_size.
+sys.path.insert(0, os.path.join(REPO, "python"))
+from flashattn import _capi  # noqa: E402
+from flashattn._capi import (  # noqa: E402,F401
+    FA_BACKEND_AUTO,
+    FA_BACKEND_CPU,
+    FA_BACKEND_CUDA,
+    FA_BACKEND_HIP,
+    FA_BACKEND_OPENCL,
+    FA_BF16,
+    FA_CAUSAL_BOTTOM_RIGHT,
+    FA_CAUSAL_TOP_LEFT,
+    FA_DEVICE_CPU,
+    FA_DEVICE_CUDA,
+    FA_DEVICE_HIP,
+    FA_DEVICE_OPENCL,
+    FA_F16,
+    FA_F32,
+    FA_I32,
+    FA_KERNEL_LEN,
+    FA_MAX_DIMS,
+    FA_NAME_LEN,
+    FA_OK,
+    FA_REASON_LEN,
+    FaBackendDesc,
+    FaDevice,
+    FaParams,
+    FaRunInfo,
+    FaTensor,
+    c_enum,
+)
 
-FA_OK = 0
-FA_STATUS_NAMES = {
-    0: "FA_OK",
-    1: "FA_ERR_INVALID_ARGUMENT",
-    2: "FA_ERR_UNSUPPORTED",
-    3: "FA_ERR_OUT_OF_MEMORY",
-    4: "FA_ERR_BACKEND_UNAVAILABLE",
-    5: "FA_ERR_BACKEND_FAILURE",
-    6: "FA_ERR_INTERNAL",
-}
-
-FA_DTYPE_INVALID, FA_F32, FA_F16, FA_BF16, FA_I32 = 0, 1, 2, 3, 4
-FA_DEVICE_INVALID, FA_DEVICE_CPU, FA_DEVICE_CUDA, FA_DEVICE_HIP, FA_DEVICE_OPENCL = 0, 1, 2, 3, 4
-FA_BACKEND_AUTO, FA_BACKEND_CPU, FA_BACKEND_CUDA, FA_BACKEND_HIP, FA_BACKEND_OPENCL = 0, 1, 2, 3, 4
-FA_BACKEND_COUNT_ = 5
-FA_CAUSAL_BOTTOM_RIGHT, FA_CAUSAL_TOP_LEFT = 0, 1
-
-FA_MAX_DIMS = 4
-FA_NAME_LEN = 32
-FA_KERNEL_LEN = 96
-FA_REASON_LEN = 1024
-
-c_enum = ctypes.c_int  # C enums here are int-sized (all values fit in int)
-
-
-class FaDevice(ctypes.Structure):
-    _fields_ = [("kind", c_enum), ("id", ctypes.c_int32)]
-
-
-class FaTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("byte_offset", ctypes.c_uint64),
-        ("device", FaDevice),
-        ("dtype", c_enum),
-        ("ndim", ctypes.c_int32),
-        ("shape", ctypes.c_int64 * FA_MAX_DIMS),
-        ("strides", ctypes.c_int64 * FA_MAX_DIMS),
-    ]
-
-
-class FaParams(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        # the attention function
-        ("softmax_scale", ctypes.c_float),
-        ("causal", ctypes.c_int32),
-        ("causal_align", ctypes.c_int32),
-        ("window_enabled", ctypes.c_int32),
-        ("window_left", ctypes.c_int64),
-        ("window_right", ctypes.c_int64),
-        ("softcap", ctypes.c_float),
-        ("alibi_slopes", ctypes.POINTER(FaTensor)),
-        # dropout
-        ("dropout_p", ctypes.c_float),
-        ("dropout_seed", ctypes.c_uint64),
-        ("dropout_offset", ctypes.c_uint64),
-        # variable length and paged KV
-        ("cu_seqlens_q", ctypes.POINTER(FaTensor)),
-        ("cu_seqlens_k", ctypes.POINTER(FaTensor)),
-        ("seqused_k", ctypes.POINTER(FaTensor)),
-        ("max_seqlen_q", ctypes.c_int64),
-        ("max_seqlen_k", ctypes.c_int64),
-        ("block_table", ctypes.POINTER(FaTensor)),
-        ("page_size", ctypes.c_int64),
-        # execution
-        ("num_splits", ctypes.c_int32),
-        ("deterministic", ctypes.c_int32),
-        ("return_lse", ctypes.c_int32),
-        ("stream", ctypes.c_void_p),
-        ("backend", ctypes.c_int32),
-        ("strict", ctypes.c_int32),
-        ("kernel_family", ctypes.c_char_p),
-        ("workspace", ctypes.c_void_p),
-        ("workspace_size", ctypes.c_size_t),
-    ]
-
-
-class FaRunInfo(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("backend", ctypes.c_int32),
-        ("backend_name", ctypes.c_char * FA_NAME_LEN),
-        ("device", FaDevice),
-        ("kernel", ctypes.c_char * FA_KERNEL_LEN),
-        ("tile_m", ctypes.c_int32),
-        ("tile_n", ctypes.c_int32),
-        ("num_splits", ctypes.c_int32),
-        ("deterministic", ctypes.c_int32),
-        ("workspace_bytes", ctypes.c_size_t),
-        ("fell_back", ctypes.c_int32),
-        ("rejected", ctypes.c_char * FA_REASON_LEN),
-    ]
-
-
-class FaBackendDesc(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("id", ctypes.c_int32),
-        ("name", ctypes.c_char * FA_NAME_LEN),
-        ("available", ctypes.c_int32),
-        ("reason", ctypes.c_char * FA_REASON_LEN),
-        ("plugin_path", ctypes.c_char * 512),
-        ("device_count", ctypes.c_int32),
-        ("devices", ctypes.c_char * 256),
-        ("arch", ctypes.c_char * 64),
-        ("kernel_families", ctypes.c_char * 128),
-        ("dtypes", ctypes.c_char * 64),
-        ("features", ctypes.c_char * 512),
-        ("unsupported", ctypes.c_char * 2048),
-    ]
+FA_STATUS_NAMES = _capi.STATUS_NAMES
+FA_BACKEND_COUNT_ = FA_BACKEND_OPENCL + 1  # the header's FA_BACKEND_COUNT_
 
 
 def _s(b: bytes) -> str:
