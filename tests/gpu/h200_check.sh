@@ -27,7 +27,7 @@
 # itself stays in a temporary folder (tens of MB). Exit status: 0 when no step failed. Each step
 # has a time limit (together 7.5 minutes); the whole script took 45 s on an H200.
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 
 BUILD=build/release
 QUICK=0
@@ -47,28 +47,9 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-: > "$OUT/machine.txt"
+# shellcheck source=tests/gpu/steps.sh
+. tests/gpu/steps.sh
 : > "$OUT/sanitizer.log"
-BIN=$BUILD/bin
-LIB=$BUILD/lib
-# The binaries' RPATH names the folder they were built in; this copy may live elsewhere.
-export LD_LIBRARY_PATH="$PWD/$LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-START=$(date +%s)
-
-STEPS=()
-RESULTS=()
-DETAILS=()
-record() { # name result detail
-  STEPS+=("$1")
-  RESULTS+=("$2")
-  DETAILS+=("$3")
-  echo "--- $1: $2${3:+ ($3)}"
-}
-banner() { echo; echo "=== $1 ($(($(date +%s) - START)) s)"; }
 
 # A CUDA tool: PATH, then the usual toolkit folders.
 find_tool() {
@@ -80,11 +61,6 @@ find_tool() {
   return 1
 }
 
-need_bin() { # name: 0 when $BIN/name exists
-  [ -x "$BIN/$1" ] && return 0
-  echo "$BIN/$1 is missing: build the tree first (cmake --preset release && cmake --build --preset release)"
-  return 1
-}
 
 # --- gpus ------------------------------------------------------------------------------------
 banner "nvidia-smi -L"
@@ -237,15 +213,6 @@ else
 fi
 
 # --- summary ---------------------------------------------------------------------------------
-failed=0
-{
-  echo
-  echo "=== summary ($(($(date +%s) - START)) s; logs in $OUT)"
-  printf '%-12s %-5s %s\n' step result detail
-  for i in "${!STEPS[@]}"; do
-    printf '%-12s %-5s %s\n' "${STEPS[$i]}" "${RESULTS[$i]}" "${DETAILS[$i]}"
-    [ "${RESULTS[$i]}" = FAIL ] && failed=1
-  done
-} | tee "$OUT/summary.txt"
-for r in "${RESULTS[@]}"; do [ "$r" = FAIL ] && failed=1; done
-exit "$failed"
+print_steps | tee "$OUT/summary.txt"
+steps_status
+exit $?

@@ -45,32 +45,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-: > "$OUT/machine.txt"
-BIN=$BUILD/bin
-LIB=$BUILD/lib
-# The binaries' RPATH names the folder they were built in; this copy may live elsewhere.
-export LD_LIBRARY_PATH="$PWD/$LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-START=$(date +%s)
-
-STEPS=()
-RESULTS=()
-DETAILS=()
-record() { # name result detail
-  STEPS+=("$1")
-  RESULTS+=("$2")
-  DETAILS+=("$3")
-  echo "--- $1: $2${3:+ ($3)}"
-}
-banner() { echo; echo "=== $1 ($(($(date +%s) - START)) s)"; }
-need_bin() { # name: 0 when $BIN/name exists
-  [ -x "$BIN/$1" ] && return 0
-  echo "$BIN/$1 is missing: build the tree first (cmake --preset release && cmake --build --preset release)"
-  return 1
-}
+# shellcheck source=tests/gpu/steps.sh
+. tests/gpu/steps.sh
 
 # --- icd ---------------------------------------------------------------------------------------
 banner "OpenCL vendor files"
@@ -230,16 +206,10 @@ banner "forward bf16 hd128 against the fp32 FMA peak"
 } | tee "$TMP/bar.txt"
 
 # --- summary -----------------------------------------------------------------------------------
-failed=0
 {
-  echo
-  echo "=== summary ($(($(date +%s) - START)) s; logs in $OUT)"
-  printf '%-12s %-5s %s\n' step result detail
-  for i in "${!STEPS[@]}"; do
-    printf '%-12s %-5s %s\n' "${STEPS[$i]}" "${RESULTS[$i]}" "${DETAILS[$i]}"
-  done
+  print_steps
   echo
   cat "$TMP/bar.txt"
 } | tee "$OUT/summary.txt"
-for r in "${RESULTS[@]}"; do [ "$r" = FAIL ] && failed=1; done
-exit "$failed"
+steps_status
+exit $?
