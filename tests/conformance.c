@@ -477,11 +477,11 @@ static void build_cases(case_list *L) {
   /* Block D, GPU tile edges: f16/bf16 in the layouts tensor-core kernels read (contiguous,
      permuted), head dims that are odd multiples of 8 next to the usual ones, sequences that are
      no multiple of 64 or 128 (and one past 128), both directions of sq != sk, each causal mode,
-     MHA/GQA/MQA. */
-  static const int64_t hds_d[6] = {40, 64, 72, 128, 136, 256};
+     MHA/GQA/MQA. 184 pads to 192, which no other case's head dim does. */
+  static const int64_t hds_d[7] = {40, 64, 72, 128, 136, 184, 256};
   static const int64_t seqs_d[3][2] = {{129, 129}, {77, 200}, {200, 77}};
   static const int64_t heads_d[4][3] = {{2, 8, 2}, {1, 6, 1}, {2, 4, 4}, {1, 6, 2}};
-  for (int ih = 0; ih < 6; ++ih)
+  for (int ih = 0; ih < (int)(sizeof hds_d / sizeof hds_d[0]); ++ih)
     for (int v = 0; v < 3; ++v) {
       conf_case c;
       memset(&c, 0, sizeof c);
