@@ -1,13 +1,171 @@
 /*
  * cpu_gemm.c: the blocked fp32 tile product (see cpu_kernels.h), compiled once per instruction set.
  *
- * Written as plain C the vectoriser understands: a block of 4 rows x NR columns of C is held in
- * four separate accumulator arrays (one array per row, so the compiler keeps them in vector
- * registers instead of memory), and each B row loaded once feeds all four rows. NR is a constant
- * after inlining (64, then 16, then the rest), which lets the loops over it unroll completely.
+ * Every element of C is one chain of fused multiply-adds over p = 0 .. k-1, started from C or 0,
+ * whatever the blocking or the instruction set: so the forward and backward passes, which share
+ * this product, compute the same scores, and a build's results do not depend on the tile shapes'
+ * split into blocks.
+ *
+ * The AVX-512 and AVX2 builds use intrinsics: a block of 4 rows x up to 64 (AVX-512) or 16 (AVX2)
+ * columns of C in vector registers, each B row loaded once and fed to all four rows, the last
+ * vector of a row masked. The generic build is plain C the vectoriser understands (with it, gcc
+ * kept the accumulator block in memory: bench/NOTES.md, CPU entries).
  */
 #include "cpu_kernels.h"
 
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+#endif
+
+#if defined(__AVX512F__)
+/* R rows (1..4) x V vectors of 16 columns (1..4), the last vector holding `tail` columns
+   (1..16). R, V are constants at every call site, so the accumulators stay in registers. */
+static inline __attribute__((always_inline)) void block_avx512(
+    const int R, const int V, const int tail, int k, const float *restrict a, ptrdiff_t rs_a,
+    ptrdiff_t cs_a, const float *restrict b, ptrdiff_t ldb, float *restrict c, ptrdiff_t ldc,
+    int accumulate) {
+  const __mmask16 last = (__mmask16)(tail >= 16 ? 0xffffu : (1u << tail) - 1u);
+  __m512 acc[4][4];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) {
+      const __mmask16 mk = v == V - 1 ? last : (__mmask16)0xffffu;
+      acc[r][v] =
+          accumulate ? _mm512_maskz_loadu_ps(mk, c + r * ldc + 16 * v) : _mm512_setzero_ps();
+    }
+  for (int p = 0; p < k; ++p) {
+    const float *restrict bp = b + p * ldb;
+    __m512 bv[4];
+    for (int v = 0; v < V; ++v)
+      bv[v] = v == V - 1 ? _mm512_maskz_loadu_ps(last, bp + 16 * v) : _mm512_loadu_ps(bp + 16 * v);
+    const float *ap = a + p * cs_a;
+    for (int r = 0; r < R; ++r) {
+      const __m512 ar = _mm512_set1_ps(ap[r * rs_a]);
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) {
+      const __mmask16 mk = v == V - 1 ? last : (__mmask16)0xffffu;
+      _mm512_mask_storeu_ps(c + r * ldc + 16 * v, mk, acc[r][v]);
+    }
+}
+
+/* The columns of R rows: 64 at a time, then one block of the 1-4 vectors left. */
+static inline __attribute__((always_inline)) void rows_avx512(const int R, int n, int k,
+                                                              const float *a, ptrdiff_t rs_a,
+                                                              ptrdiff_t cs_a, const float *b,
+                                                              ptrdiff_t ldb, float *c,
+                                                              ptrdiff_t ldc, int accumulate) {
+  int j0 = 0;
+  for (; j0 + 64 <= n; j0 += 64)
+    block_avx512(R, 4, 16, k, a, rs_a, cs_a, b + j0, ldb, c + j0, ldc, accumulate);
+  const int left = n - j0;
+  if (left <= 0) return;
+  const int tail = left - ((left - 1) / 16) * 16;
+  switch ((left + 15) / 16) {
+    case 1:
+      block_avx512(R, 1, tail, k, a, rs_a, cs_a, b + j0, ldb, c + j0, ldc, accumulate);
+      break;
+    case 2:
+      block_avx512(R, 2, tail, k, a, rs_a, cs_a, b + j0, ldb, c + j0, ldc, accumulate);
+      break;
+    case 3:
+      block_avx512(R, 3, tail, k, a, rs_a, cs_a, b + j0, ldb, c + j0, ldc, accumulate);
+      break;
+    default:
+      block_avx512(R, 4, tail, k, a, rs_a, cs_a, b + j0, ldb, c + j0, ldc, accumulate);
+      break;
+  }
+}
+
+void CPU_KFN(gemm)(int m, int n, int k, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a,
+                   const float *b, ptrdiff_t ldb, float *c, ptrdiff_t ldc, int accumulate) {
+  int i0 = 0;
+  for (; i0 + 4 <= m; i0 += 4)
+    rows_avx512(4, n, k, a + i0 * rs_a, rs_a, cs_a, b, ldb, c + i0 * ldc, ldc, accumulate);
+  switch (m - i0) {
+    case 3:
+      rows_avx512(3, n, k, a + i0 * rs_a, rs_a, cs_a, b, ldb, c + i0 * ldc, ldc, accumulate);
+      break;
+    case 2:
+      rows_avx512(2, n, k, a + i0 * rs_a, rs_a, cs_a, b, ldb, c + i0 * ldc, ldc, accumulate);
+      break;
+    case 1:
+      rows_avx512(1, n, k, a + i0 * rs_a, rs_a, cs_a, b, ldb, c + i0 * ldc, ldc, accumulate);
+      break;
+    default:
+      break;
+  }
+}
+
+#elif defined(__AVX2__) && defined(__FMA__)
+/* R rows (1..4) x V vectors of 8 columns (1..2), the last vector holding `tail` columns (1..8);
+   4 x 2 accumulators leave registers for the B row and the broadcast. */
+static inline __attribute__((always_inline)) void block_avx2(
+    const int R, const int V, const int tail, int k, const float *restrict a, ptrdiff_t rs_a,
+    ptrdiff_t cs_a, const float *restrict b, ptrdiff_t ldb, float *restrict c, ptrdiff_t ldc,
+    int accumulate) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i last = _mm256_cmpgt_epi32(_mm256_set1_epi32(tail), lanes);
+  const __m256i all = _mm256_set1_epi32(-1);
+  __m256 acc[4][2];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v)
+      acc[r][v] = accumulate ? _mm256_maskload_ps(c + r * ldc + 8 * v, v == V - 1 ? last : all)
+                             : _mm256_setzero_ps();
+  for (int p = 0; p < k; ++p) {
+    const float *restrict bp = b + p * ldb;
+    __m256 bv[2];
+    for (int v = 0; v < V; ++v)
+      bv[v] = v == V - 1 ? _mm256_maskload_ps(bp + 8 * v, last) : _mm256_loadu_ps(bp + 8 * v);
+    const float *ap = a + p * cs_a;
+    for (int r = 0; r < R; ++r) {
+      const __m256 ar = _mm256_broadcast_ss(ap + r * rs_a);
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm256_fmadd_ps(ar, bv[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v)
+      _mm256_maskstore_ps(c + r * ldc + 8 * v, v == V - 1 ? last : all, acc[r][v]);
+}
+
+static inline __attribute__((always_inline)) void rows_avx2(const int R, int n, int k,
+                                                            const float *a, ptrdiff_t rs_a,
+                                                            ptrdiff_t cs_a, const float *b,
+                                                            ptrdiff_t ldb, float *c, ptrdiff_t ldc,
+                                                            int accumulate) {
+  int j0 = 0;
+  for (; j0 + 16 <= n; j0 += 16)
+    block_avx2(R, 2, 8, k, a, rs_a, cs_a, b + j0, ldb, c + j0, ldc, accumulate);
+  const int left = n - j0;
+  if (left <= 0) return;
+  if (left > 8)
+    block_avx2(R, 2, left - 8, k, a, rs_a, cs_a, b + j0, ldb, c + j0, ldc, accumulate);
+  else
+    block_avx2(R, 1, left, k, a, rs_a, cs_a, b + j0, ldb, c + j0, ldc, accumulate);
+}
+
+void CPU_KFN(gemm)(int m, int n, int k, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a,
+                   const float *b, ptrdiff_t ldb, float *c, ptrdiff_t ldc, int accumulate) {
+  int i0 = 0;
+  for (; i0 + 4 <= m; i0 += 4)
+    rows_avx2(4, n, k, a + i0 * rs_a, rs_a, cs_a, b, ldb, c + i0 * ldc, ldc, accumulate);
+  switch (m - i0) {
+    case 3:
+      rows_avx2(3, n, k, a + i0 * rs_a, rs_a, cs_a, b, ldb, c + i0 * ldc, ldc, accumulate);
+      break;
+    case 2:
+      rows_avx2(2, n, k, a + i0 * rs_a, rs_a, cs_a, b, ldb, c + i0 * ldc, ldc, accumulate);
+      break;
+    case 1:
+      rows_avx2(1, n, k, a + i0 * rs_a, rs_a, cs_a, b, ldb, c + i0 * ldc, ldc, accumulate);
+      break;
+    default:
+      break;
+  }
+}
+
+#else
 #define ROWS 4
 #define WIDE 64
 #define NARROW 16
@@ -73,3 +231,4 @@ void CPU_KFN(gemm)(int m, int n, int k, const float *a, ptrdiff_t rs_a, ptrdiff_
       block_1row(n - j0 < WIDE ? n - j0 : WIDE, k, a + i0 * rs_a, cs_a, b + j0, ldb,
                  c + i0 * ldc + j0, accumulate);
 }
+#endif
