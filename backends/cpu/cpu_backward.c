@@ -155,8 +155,8 @@ static void dkdv_task(const cpu_problem *pb, const cpu_kernels *kern, const bwd_
   zero(sc->kd, (size_t)rows * (size_t)d);
   zero(sc->vd, (size_t)rows * (size_t)dv);
   if (nc > 0) {
-    cpu_load_tile_t(&sq->k, c0, nc, hk, d, sc->kt, tn);
-    cpu_load_tile_t(&sq->v, c0, nc, hk, dv, sc->vt, tn);
+    cpu_load_tile_t(kern, &sq->k, c0, nc, hk, d, sc->kt, tn);
+    cpu_load_tile_t(kern, &sq->v, c0, nc, hk, dv, sc->vt, tn);
   }
   for (int64_t g = 0; g < pb->group && nc > 0; ++g) {
     const int64_t h = hk * pb->group + g;
@@ -190,9 +190,9 @@ static void dq_task(const cpu_problem *pb, const cpu_kernels *kern, const bwd_sc
     const int nc = tile_rows(sk, c0, tn);
     fa_tile_class cls = fa_mask_tile_class(&sq->mask, r0, r0 + mr, c0, c0 + nc, sk);
     if (cls == FA_TILE_EMPTY) continue;
-    cpu_load_tile_t(&sq->k, c0, nc, hk, d, sc->kt, tn);
+    cpu_load_tile_t(kern, &sq->k, c0, nc, hk, d, sc->kt, tn);
     cpu_load_tile(&sq->k, c0, nc, hk, d, sc->kd, d);
-    cpu_load_tile_t(&sq->v, c0, nc, hk, dv, sc->vt, tn);
+    cpu_load_tile_t(kern, &sq->v, c0, nc, hk, dv, sc->vt, tn);
     tile_p_and_ds(pb, kern, sc, sq, h, r0, mr, c0, nc, cls);
     kern->gemm(mr, d, nc, sc->dp, tn, 1, sc->kd, d, sc->vd, d, 1); /* dQ += dS·K */
   }

@@ -122,7 +122,7 @@ static void attend(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scr
     if (cls == FA_TILE_EMPTY) continue;
     /* The same product as the backward pass's recomputation, so both see identical scores
        (a faster dot-product form for few rows summed in another order and broke that). */
-    cpu_load_tile_t(&sq->k, c0, nc, hk, d, sc->kt, tn);
+    cpu_load_tile_t(kern, &sq->k, c0, nc, hk, d, sc->kt, tn);
     kern->gemm(rows, nc, d, sc->q, d, 1, sc->kt, tn, sc->s, tn, 0);
     cpu_load_tile(&sq->v, c0, nc, hk, dv, sc->v, dv);
     const int *lo = NULL, *hi = NULL;

@@ -30,6 +30,9 @@
  * LSE (0 where masked or where the row saw no key).
  *
  * ds_tile (backward): dp holds dP = dO·Vᵀ; replaces it with dS = P ∘ (dP − D) (D per row).
+ *
+ * transpose (tile loads): dst[c * ldd + r] = src[r * lds + c] for the n <= 16 rows r and the cols
+ * columns c of src; the key-side operands of Q·Kᵀ and dO·Vᵀ are stored this way.
  */
 typedef struct cpu_kernels {
   const char *isa; /* "avx512", "avx2" or "generic", for the probe's device line */
@@ -40,21 +43,24 @@ typedef struct cpu_kernels {
   void (*probs_tile)(int mr, int nc, float *s, ptrdiff_t lds, float scale, const float *lse,
                      const int *jlo, const int *jhi);
   void (*ds_tile)(int mr, int nc, const float *p, float *dp, ptrdiff_t ld, const float *d);
+  void (*transpose)(int n, int cols, const float *src, ptrdiff_t lds, float *dst, ptrdiff_t ldd);
 } cpu_kernels;
 
 /* The best build for this CPU; chosen once, thread-safe. */
 const cpu_kernels *cpu_kernels_get(void);
 
 /* Each per-ISA build names its functions <name>_<isa>. */
-#define CPU_KERNEL_DECLS(isa)                                                                  \
-  void cpu_gemm_##isa(int m, int n, int k, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a,     \
-                      const float *b, ptrdiff_t ldb, float *c, ptrdiff_t ldc, int accumulate); \
-  void cpu_softmax_tile_##isa(int mr, int nc, float *s, ptrdiff_t lds, float scale,            \
-                              const int *jlo, const int *jhi, float *m, float *l, float *o,    \
-                              ptrdiff_t ldo, int dv);                                          \
-  void cpu_probs_tile_##isa(int mr, int nc, float *s, ptrdiff_t lds, float scale,              \
-                            const float *lse, const int *jlo, const int *jhi);                 \
-  void cpu_ds_tile_##isa(int mr, int nc, const float *p, float *dp, ptrdiff_t ld, const float *d);
+#define CPU_KERNEL_DECLS(isa)                                                                      \
+  void cpu_gemm_##isa(int m, int n, int k, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a,         \
+                      const float *b, ptrdiff_t ldb, float *c, ptrdiff_t ldc, int accumulate);     \
+  void cpu_softmax_tile_##isa(int mr, int nc, float *s, ptrdiff_t lds, float scale,                \
+                              const int *jlo, const int *jhi, float *m, float *l, float *o,        \
+                              ptrdiff_t ldo, int dv);                                              \
+  void cpu_probs_tile_##isa(int mr, int nc, float *s, ptrdiff_t lds, float scale,                  \
+                            const float *lse, const int *jlo, const int *jhi);                     \
+  void cpu_ds_tile_##isa(int mr, int nc, const float *p, float *dp, ptrdiff_t ld, const float *d); \
+  void cpu_transpose_##isa(int n, int cols, const float *src, ptrdiff_t lds, float *dst,           \
+                           ptrdiff_t ldd);
 
 CPU_KERNEL_DECLS(generic)
 #if defined(FA_CPU_HAVE_AVX2)

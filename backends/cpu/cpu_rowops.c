@@ -10,6 +10,10 @@
 #include "cpu_exp.h"
 #include "cpu_kernels.h"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 /* Lanes of the row reductions: wide enough for the vectoriser, and a fixed number so the
    summation order (and thus every rounding) depends on the tile width only. */
 #define LANES 16
@@ -99,3 +103,52 @@ void CPU_KFN(ds_tile)(int mr, int nc, const float *p, float *dp, ptrdiff_t ld, c
     for (int j = 0; j < nc; ++j) dprow[j] = fa_bwd_ds(prow[j], dprow[j], di);
   }
 }
+
+#if defined(__AVX512F__)
+/* The 16 x 16 block in r (row i in r[i]) transposed in place (column c in r[c]): pairs of
+   elements, then of pairs, then 128-bit lanes, then 256-bit halves. */
+static inline void transpose_16x16(__m512 r[16]) {
+  __m512 t[16], u[16], v[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
+    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+  }
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j) {
+      v[8 * i + j] = _mm512_shuffle_f32x4(u[8 * i + j], u[8 * i + 4 + j], 0x88);
+      v[8 * i + 4 + j] = _mm512_shuffle_f32x4(u[8 * i + j], u[8 * i + 4 + j], 0xdd);
+    }
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0x88);
+    r[8 + j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0xdd);
+  }
+}
+
+void CPU_KFN(transpose)(int n, int cols, const float *src, ptrdiff_t lds, float *dst,
+                        ptrdiff_t ldd) {
+  const __mmask16 rows = (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u);
+  for (int c0 = 0; c0 < cols; c0 += 16) {
+    const int w = cols - c0 < 16 ? cols - c0 : 16;
+    const __mmask16 colm = (__mmask16)(w >= 16 ? 0xffffu : (1u << w) - 1u);
+    __m512 r[16];
+    for (int i = 0; i < 16; ++i)
+      r[i] = i < n ? _mm512_maskz_loadu_ps(colm, src + i * lds + c0) : _mm512_setzero_ps();
+    transpose_16x16(r);
+    for (int c = 0; c < w; ++c) _mm512_mask_storeu_ps(dst + (c0 + c) * ldd, rows, r[c]);
+  }
+}
+#else
+void CPU_KFN(transpose)(int n, int cols, const float *src, ptrdiff_t lds, float *dst,
+                        ptrdiff_t ldd) {
+  for (int c = 0; c < cols; ++c)
+    for (int r = 0; r < n; ++r) dst[c * ldd + r] = src[r * lds + c];
+}
+#endif
