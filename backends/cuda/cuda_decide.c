@@ -146,6 +146,10 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
     fa_core_refuse(out, "head_dim %lld has no cuda.fa2 kernel", (long long)req->head_dim);
     return;
   }
+  /* The shared memory the kernel will ask for: on sm_90 the backward's dQ staging comes on top
+     where the bulk path runs (fa2_tiles.h); fa2_prepare_device skips exactly these kernels. */
+  if (req->op != FA_OP_FORWARD && dev->cc_major >= 9)
+    cfg.smem_bytes += FA2_BWD_DQ_STAGE_SMEM(cfg.head_dim_padded);
   if ((int64_t)cfg.smem_bytes > dev->smem_optin) {
     fa_core_refuse(
         out,

@@ -30,7 +30,7 @@ static fa_status prepare_device(int id) {
   pthread_mutex_lock(&prepared_lock);
   int e = 0;
   if (!prepared[id]) {
-    e = fa2_prepare_device();
+    e = fa2_prepare_device(cuda_state_get()->devices[id].smem_optin);
     if (e == 0) prepared[id] = 1;
   }
   pthread_mutex_unlock(&prepared_lock);

@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_internal.h"
@@ -51,6 +52,18 @@ static void describe_device(int id, cuda_device_info *d) {
     d->sm_count = v;
   if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, id) == cudaSuccess)
     d->smem_optin = v;
+  /* FA_CUDA_SMEM_LIMIT=<bytes>: the device is treated as if it allowed no more shared memory per
+     block, so a large GPU shows what a smaller one (an A100's 163 KiB, sm_86/89's 99 KiB) runs
+     and refuses. Named in the device line; a malformed value is ignored. */
+  const char *limit = getenv("FA_CUDA_SMEM_LIMIT");
+  if (limit && *limit) {
+    char *end = NULL;
+    long bytes = strtol(limit, &end, 10);
+    if (end && *end == '\0' && bytes > 0 && bytes < d->smem_optin) {
+      d->smem_optin = (int32_t)bytes;
+      d->smem_limited = 1;
+    }
+  }
   struct cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, id) == cudaSuccess)
     snprintf(d->name, sizeof d->name, "%s", prop.name);
@@ -134,8 +147,9 @@ void cuda_probe(fa_plugin_probe *out) {
   for (int i = 0; i < s->device_count && used < sizeof out->devices; ++i) {
     const cuda_device_info *d = &s->devices[i];
     int n = snprintf(out->devices + used, sizeof out->devices - used,
-                     "%scuda%d: %s (sm_%d%d, %d SMs)%s%s", i ? "; " : "", i, d->name, d->cc_major,
-                     d->cc_minor, d->sm_count,
+                     "%scuda%d: %s (sm_%d%d, %d SMs%s)%s%s", i ? "; " : "", i, d->name,
+                     d->cc_major, d->cc_minor, d->sm_count,
+                     d->smem_limited ? ", shared memory limited by FA_CUDA_SMEM_LIMIT" : "",
                      d->usable ? "" : " unusable: ", d->usable ? "" : d->reason);
     if (n < 0) break;
     used += (size_t)n;

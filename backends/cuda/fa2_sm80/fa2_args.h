@@ -105,8 +105,10 @@ int fa2_fwd_launch(const fa2_fwd_args *a);
 int fa2_bwd_launch(const fa2_bwd_args *a, void *workspace);
 
 /* The kernels' attributes set once per process and device (shared memory opt-in), and whether
-   the loaded module has code for the current device (cudaErrorNoKernelImageForDevice if not). */
-int fa2_prepare_device(void);
+   the loaded module has code for the current device (cudaErrorNoKernelImageForDevice if not).
+   Kernels that need more than smem_limit bytes (the device's opt-in maximum) are left as they
+   are: decide() refuses their shapes with the reason, and every other kernel still runs. */
+int fa2_prepare_device(int smem_limit);
 
 #ifdef __cplusplus
 }

@@ -63,15 +63,20 @@ int bwd(const fa2_bwd_args *a, int grid_x) {
   return (int)cudaGetLastError();
 }
 
+/* A kernel whose shared memory exceeds the device's limit is skipped, not an error: decide()
+   refuses its shapes (cuda_decide.c computes the same sizes), and the other kernels run. */
 template <typename Tr>
-cudaError_t prepare() {
-  cudaError_t e = cudaFuncSetAttribute(fa2_fwd_kernel<Tr, HD, FWD_M, FWD_N, FWD_W>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)FA2_FWD_SMEM(HD));
-  if (e != cudaSuccess) return e;
+cudaError_t prepare(int smem_limit) {
+  if ((int64_t)FA2_FWD_SMEM(HD) <= smem_limit) {
+    const cudaError_t e = cudaFuncSetAttribute(fa2_fwd_kernel<Tr, HD, FWD_M, FWD_N, FWD_W>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               (int)FA2_FWD_SMEM(HD));
+    if (e != cudaSuccess) return e;
+  }
+  const size_t bwd_bytes = bwd_smem(bwd_dq_layout<Tr>());
+  if ((int64_t)bwd_bytes > smem_limit) return cudaSuccess;
   return cudaFuncSetAttribute(fa2_bwd_kernel<Tr, HD, BWD_N, BWD_M, BWD_W, S_WK, KV_WK, DQ_WQ>,
-                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              (int)bwd_smem(bwd_dq_layout<Tr>()));
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bwd_bytes);
 }
 
 }  // namespace
@@ -89,8 +94,8 @@ extern "C" int FA2_CAT(fa2_bwd_dq_layout_hd, FA2_HD)(void) {
   return bwd_dq_layout<fa_bf16>();
 }
 
-extern "C" int FA2_CAT(fa2_prepare_hd, FA2_HD)(void) {
-  cudaError_t e = prepare<fa_f16>();
-  if (e == cudaSuccess) e = prepare<fa_bf16>();
+extern "C" int FA2_CAT(fa2_prepare_hd, FA2_HD)(int smem_limit) {
+  cudaError_t e = prepare<fa_f16>(smem_limit);
+  if (e == cudaSuccess) e = prepare<fa_bf16>(smem_limit);
   return (int)e;
 }

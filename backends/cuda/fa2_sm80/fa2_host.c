@@ -62,12 +62,12 @@ fa2_fwd_fn fa2_fwd_for(int head_dim_padded){FA2_TABLE(fa2_fwd_launch_hd)} fa2_bw
   FA2_TABLE(fa2_bwd_dq_layout_hd)
 }
 
-int fa2_prepare_device(void) {
+int fa2_prepare_device(int smem_limit) {
   static const fa2_prepare_fn all[] = {fa2_prepare_hd32,  fa2_prepare_hd64,  fa2_prepare_hd96,
                                        fa2_prepare_hd128, fa2_prepare_hd160, fa2_prepare_hd192,
                                        fa2_prepare_hd224, fa2_prepare_hd256};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) {
-    int e = all[i]();
+    int e = all[i](smem_limit);
     if (e != 0) return e;
   }
   return 0;

@@ -14,13 +14,13 @@ extern "C" {
 
 typedef int (*fa2_fwd_fn)(const fa2_fwd_args *a);
 typedef int (*fa2_bwd_fn)(const fa2_bwd_args *a, int grid_x);
-typedef int (*fa2_prepare_fn)(void);
+typedef int (*fa2_prepare_fn)(int smem_limit);
 typedef int (*fa2_layout_fn)(void);
 
 #define FA2_DECLARE_HD(hd)                                           \
   int fa2_fwd_launch_hd##hd(const fa2_fwd_args *a);                  \
   int fa2_bwd_main_launch_hd##hd(const fa2_bwd_args *a, int grid_x); \
-  int fa2_prepare_hd##hd(void);                                      \
+  int fa2_prepare_hd##hd(int smem_limit);                            \
   int fa2_bwd_dq_layout_hd##hd(void);
 
 FA2_DECLARE_HD(32)
