@@ -51,11 +51,11 @@ static inline __attribute__((always_inline)) void block_avx512(
 }
 
 /* The columns of R rows: 64 at a time, then one block of the 1-4 vectors left. */
-static inline __attribute__((always_inline)) void rows_avx512(const int R, int n, int k,
-                                                              const float *a, ptrdiff_t rs_a,
-                                                              ptrdiff_t cs_a, const float *b,
-                                                              ptrdiff_t ldb, float *c,
-                                                              ptrdiff_t ldc, int accumulate) {
+static inline __attribute__((always_inline)) void rows_vec(const int R, int n, int k,
+                                                           const float *a, ptrdiff_t rs_a,
+                                                           ptrdiff_t cs_a, const float *b,
+                                                           ptrdiff_t ldb, float *c, ptrdiff_t ldc,
+                                                           int accumulate) {
   int j0 = 0;
   for (; j0 + 64 <= n; j0 += 64)
     block_avx512(R, 4, 16, k, a, rs_a, cs_a, b + j0, ldb, c + j0, ldc, accumulate);
@@ -74,26 +74,6 @@ static inline __attribute__((always_inline)) void rows_avx512(const int R, int n
       break;
     default:
       block_avx512(R, 4, tail, k, a, rs_a, cs_a, b + j0, ldb, c + j0, ldc, accumulate);
-      break;
-  }
-}
-
-void CPU_KFN(gemm)(int m, int n, int k, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a,
-                   const float *b, ptrdiff_t ldb, float *c, ptrdiff_t ldc, int accumulate) {
-  int i0 = 0;
-  for (; i0 + 4 <= m; i0 += 4)
-    rows_avx512(4, n, k, a + i0 * rs_a, rs_a, cs_a, b, ldb, c + i0 * ldc, ldc, accumulate);
-  switch (m - i0) {
-    case 3:
-      rows_avx512(3, n, k, a + i0 * rs_a, rs_a, cs_a, b, ldb, c + i0 * ldc, ldc, accumulate);
-      break;
-    case 2:
-      rows_avx512(2, n, k, a + i0 * rs_a, rs_a, cs_a, b, ldb, c + i0 * ldc, ldc, accumulate);
-      break;
-    case 1:
-      rows_avx512(1, n, k, a + i0 * rs_a, rs_a, cs_a, b, ldb, c + i0 * ldc, ldc, accumulate);
-      break;
-    default:
       break;
   }
 }
@@ -129,11 +109,11 @@ static inline __attribute__((always_inline)) void block_avx2(
       _mm256_maskstore_ps(c + r * ldc + 8 * v, v == V - 1 ? last : all, acc[r][v]);
 }
 
-static inline __attribute__((always_inline)) void rows_avx2(const int R, int n, int k,
-                                                            const float *a, ptrdiff_t rs_a,
-                                                            ptrdiff_t cs_a, const float *b,
-                                                            ptrdiff_t ldb, float *c, ptrdiff_t ldc,
-                                                            int accumulate) {
+static inline __attribute__((always_inline)) void rows_vec(const int R, int n, int k,
+                                                           const float *a, ptrdiff_t rs_a,
+                                                           ptrdiff_t cs_a, const float *b,
+                                                           ptrdiff_t ldb, float *c, ptrdiff_t ldc,
+                                                           int accumulate) {
   int j0 = 0;
   for (; j0 + 16 <= n; j0 += 16)
     block_avx2(R, 2, 8, k, a, rs_a, cs_a, b + j0, ldb, c + j0, ldc, accumulate);
@@ -145,20 +125,24 @@ static inline __attribute__((always_inline)) void rows_avx2(const int R, int n, 
     block_avx2(R, 1, left, k, a, rs_a, cs_a, b + j0, ldb, c + j0, ldc, accumulate);
 }
 
+#endif
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+/* Blocks of 4 rows, then the 1-3 rows left, each by rows_vec of the build's vector width. */
 void CPU_KFN(gemm)(int m, int n, int k, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a,
                    const float *b, ptrdiff_t ldb, float *c, ptrdiff_t ldc, int accumulate) {
   int i0 = 0;
   for (; i0 + 4 <= m; i0 += 4)
-    rows_avx2(4, n, k, a + i0 * rs_a, rs_a, cs_a, b, ldb, c + i0 * ldc, ldc, accumulate);
+    rows_vec(4, n, k, a + i0 * rs_a, rs_a, cs_a, b, ldb, c + i0 * ldc, ldc, accumulate);
   switch (m - i0) {
     case 3:
-      rows_avx2(3, n, k, a + i0 * rs_a, rs_a, cs_a, b, ldb, c + i0 * ldc, ldc, accumulate);
+      rows_vec(3, n, k, a + i0 * rs_a, rs_a, cs_a, b, ldb, c + i0 * ldc, ldc, accumulate);
       break;
     case 2:
-      rows_avx2(2, n, k, a + i0 * rs_a, rs_a, cs_a, b, ldb, c + i0 * ldc, ldc, accumulate);
+      rows_vec(2, n, k, a + i0 * rs_a, rs_a, cs_a, b, ldb, c + i0 * ldc, ldc, accumulate);
       break;
     case 1:
-      rows_avx2(1, n, k, a + i0 * rs_a, rs_a, cs_a, b, ldb, c + i0 * ldc, ldc, accumulate);
+      rows_vec(1, n, k, a + i0 * rs_a, rs_a, cs_a, b, ldb, c + i0 * ldc, ldc, accumulate);
       break;
     default:
       break;
