@@ -15,10 +15,10 @@ typedef struct cuda_device_info {
   char name[96];
   int32_t cc_major, cc_minor;
   int32_t sm_count;
-  int32_t smem_optin; /* bytes of shared memory a block may opt in to (FA_CUDA_SMEM_LIMIT may
-                         lower it, to test what a smaller device refuses) */
+  int32_t smem_optin;   /* bytes of shared memory a block may opt in to (FA_CUDA_SMEM_LIMIT may
+                           lower it, to test what a smaller device refuses) */
   int32_t smem_limited; /* 1: smem_optin was lowered by FA_CUDA_SMEM_LIMIT */
-  int32_t usable;     /* 0: reason says why */
+  int32_t usable;       /* 0: reason says why */
   char reason[160];
 } cuda_device_info;
 

@@ -147,8 +147,8 @@ void cuda_probe(fa_plugin_probe *out) {
   for (int i = 0; i < s->device_count && used < sizeof out->devices; ++i) {
     const cuda_device_info *d = &s->devices[i];
     int n = snprintf(out->devices + used, sizeof out->devices - used,
-                     "%scuda%d: %s (sm_%d%d, %d SMs%s)%s%s", i ? "; " : "", i, d->name,
-                     d->cc_major, d->cc_minor, d->sm_count,
+                     "%scuda%d: %s (sm_%d%d, %d SMs%s)%s%s", i ? "; " : "", i, d->name, d->cc_major,
+                     d->cc_minor, d->sm_count,
                      d->smem_limited ? ", shared memory limited by FA_CUDA_SMEM_LIMIT" : "",
                      d->usable ? "" : " unusable: ", d->usable ? "" : d->reason);
     if (n < 0) break;
