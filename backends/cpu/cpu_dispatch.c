@@ -15,11 +15,11 @@
 
 #include "cpu_kernels.h"
 
-#define CPU_KERNEL_TABLE(name)                                                                  \
-  {                                                                                             \
-#name, cpu_gemm_##name, cpu_softmax_tile_##name, cpu_probs_tile_##name, cpu_ds_tile_##name, \
-        cpu_transpose_##name                                                                    \
-  }
+/* clang-format off */
+#define CPU_KERNEL_TABLE(name)                                                    \
+  { #name, cpu_gemm_##name, cpu_softmax_tile_##name, cpu_probs_tile_##name,      \
+    cpu_ds_tile_##name, cpu_transpose_##name, cpu_f16_row_##name }
+/* clang-format on */
 
 static const cpu_kernels kernels_generic = CPU_KERNEL_TABLE(generic);
 #if defined(FA_CPU_HAVE_AVX2)

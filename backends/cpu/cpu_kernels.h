@@ -15,6 +15,7 @@
 #define FA_CPU_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /*
  * gemm: C[m x n] = A·B (accumulate = 0) or C += A·B. A(i, p) = a[i * rs_a + p * cs_a], so one
@@ -33,6 +34,9 @@
  *
  * transpose (tile loads): dst[c * ldd + r] = src[r * lds + c] for the n <= 16 rows r and the cols
  * columns c of src; the key-side operands of Q·Kᵀ and dO·Vᵀ are stored this way.
+ *
+ * f16_row (tile loads): n contiguous fp16 values to fp32, exactly (core/dtype.h's conversion; a
+ * signalling NaN may come out quiet).
  */
 typedef struct cpu_kernels {
   const char *isa; /* "avx512", "avx2" or "generic", for the probe's device line */
@@ -44,6 +48,7 @@ typedef struct cpu_kernels {
                      const int *jlo, const int *jhi);
   void (*ds_tile)(int mr, int nc, const float *p, float *dp, ptrdiff_t ld, const float *d);
   void (*transpose)(int n, int cols, const float *src, ptrdiff_t lds, float *dst, ptrdiff_t ldd);
+  void (*f16_row)(const uint16_t *src, int64_t n, float *dst);
 } cpu_kernels;
 
 /* The best build for this CPU; chosen once, thread-safe. */
@@ -60,7 +65,8 @@ const cpu_kernels *cpu_kernels_get(void);
                             const float *lse, const int *jlo, const int *jhi);                     \
   void cpu_ds_tile_##isa(int mr, int nc, const float *p, float *dp, ptrdiff_t ld, const float *d); \
   void cpu_transpose_##isa(int n, int cols, const float *src, ptrdiff_t lds, float *dst,           \
-                           ptrdiff_t ldd);
+                           ptrdiff_t ldd);                                                         \
+  void cpu_f16_row_##isa(const uint16_t *src, int64_t n, float *dst);
 
 CPU_KERNEL_DECLS(generic)
 #if defined(FA_CPU_HAVE_AVX2)

@@ -31,7 +31,10 @@ static inline void cpu_load_row(fa_dtype dtype, const void *base, int64_t off, i
     }
   } else if (dtype == FA_F16) {
     const uint16_t *src = (const uint16_t *)base + off;
-    for (int64_t c = 0; c < n; ++c) dst[c] = fa_f16_to_f32(src[c * stride]);
+    if (stride == 1) /* the kernel build's conversion: vcvtph2ps where AVX-512 is there */
+      cpu_kernels_get()->f16_row(src, n, dst);
+    else
+      for (int64_t c = 0; c < n; ++c) dst[c] = fa_f16_to_f32(src[c * stride]);
   } else if (stride == 1) {
     /* The common contiguous bf16 row, written as the plain shift it is so the compiler makes it
        a vector loop: decoding reads the whole cache through here. */
