@@ -99,31 +99,11 @@ fi
 # --- conformance -----------------------------------------------------------------------------
 if [ "$DO_CONF" -eq 1 ]; then
   banner "conformance --backend cuda"
-  if need_bin conformance; then
-    # The same --require list as ctest's conformance.cuda (tests/CMakeLists.txt, FA_REQUIRE_cuda).
-    REQUIRE=$(grep -F 'add_test([=[conformance.cuda]=]' "$BUILD/tests/CTestTestfile.cmake" 2>/dev/null |
-              sed -n 's/.*"--require" "\([^"]*\)".*/\1/p' | head -1)
-    args=(--backend cuda)
-    [ -n "$REQUIRE" ] && args+=(--require "$REQUIRE")
-    [ "$QUICK" -eq 1 ] && args+=(--quick)
-    echo "$BIN/conformance ${args[*]}"
-    timeout 150 "$BIN/conformance" "${args[@]}" 2>&1 | tee "$OUT/conformance_cuda.log"
-    rc=${PIPESTATUS[0]}
-    tally=$(grep -E '^conformance: [0-9]+ passed' "$OUT/conformance_cuda.log" | tail -1 | sed 's/^conformance: //')
-    if [ "$rc" -eq 0 ]; then
-      record conformance PASS "$tally"
-    elif [ "$rc" -eq 77 ]; then
-      record conformance FAIL "skipped: $(grep -m1 '^SKIP: ' "$OUT/conformance_cuda.log")"
-    elif [ "$rc" -eq 124 ]; then
-      record conformance FAIL "timed out after 150 s; ${tally:-no tally}"
-    else
-      record conformance FAIL "exit status $rc; ${tally:-no tally}; failures: grep -A8 '^FAIL' $OUT/conformance_cuda.log"
-    fi
-    # Skips by reason (what the backend refused), for the record.
+  conformance_step cuda 150
+  # Skips by reason (what the backend refused), for the record.
+  if [ -f "$OUT/conformance_cuda.log" ]; then
     grep '^SKIP ' "$OUT/conformance_cuda.log" | sed 's/^SKIP [^:]*: \([^(]*\) not supported.*/\1/' |
       sort | uniq -c | sort -rn > "$OUT/conformance_cuda_skips.txt"
-  else
-    record conformance FAIL "conformance not built"
   fi
 else
   record conformance SKIP "--no-conformance"

@@ -114,29 +114,8 @@ TAG=$([ "$ON_GPU" -eq 1 ] && echo "" || echo "NOT the GPU: ")
 # --- conformance -------------------------------------------------------------------------------
 if [ "$DO_CONF" -eq 1 ]; then
   banner "conformance --backend opencl ($DEV_DESC)"
-  if need_bin conformance; then
-    # The same --require list as ctest's conformance.opencl (tests/CMakeLists.txt).
-    REQUIRE=$(grep -F 'add_test([=[conformance.opencl]=]' "$BUILD/tests/CTestTestfile.cmake" 2>/dev/null |
-              sed -n 's/.*"--require" "\([^"]*\)".*/\1/p' | head -1)
-    args=(--backend opencl)
-    [ -n "$REQUIRE" ] && args+=(--require "$REQUIRE")
-    [ "$QUICK" -eq 1 ] && args+=(--quick)
-    echo "FA_OPENCL_DEVICE=${FA_OPENCL_DEVICE:-} $BIN/conformance ${args[*]}"
-    timeout 330 "$BIN/conformance" "${args[@]}" 2>&1 | tee "$OUT/conformance_opencl.log"
-    rc=${PIPESTATUS[0]}
-    tally=$(grep -E '^conformance: [0-9]+ passed' "$OUT/conformance_opencl.log" | tail -1 | sed 's/^conformance: //')
-    if [ "$rc" -eq 0 ]; then
-      record conformance PASS "${TAG}${tally}"
-    elif [ "$rc" -eq 77 ]; then
-      record conformance FAIL "${TAG}skipped: $(grep -m1 '^SKIP: ' "$OUT/conformance_opencl.log")"
-    elif [ "$rc" -eq 124 ]; then
-      record conformance FAIL "${TAG}timed out after 330 s; ${tally:-no tally}"
-    else
-      record conformance FAIL "${TAG}exit status $rc; ${tally:-no tally}; failures: grep -A8 '^FAIL' $OUT/conformance_opencl.log"
-    fi
-  else
-    record conformance FAIL "conformance not built"
-  fi
+  echo "FA_OPENCL_DEVICE=${FA_OPENCL_DEVICE:-}"
+  conformance_step opencl 330 "$TAG"
 else
   record conformance SKIP "--no-conformance"
 fi
