@@ -14,7 +14,8 @@
 #                bf16 hd64 seqlen 100 causal GQA forward + backward; f16 hd128 seqlen 200
 #                non-causal deterministic; bf16 hd72 seqlen 333 with the backward in a caller
 #                workspace 4 bytes off alignment
-#   racecheck    compute-sanitizer --tool racecheck on the first of those
+#   racecheck    compute-sanitizer --tool racecheck on the first of those, and on bf16 hd256
+#                seqlen 200 causal (racecheck.hd256)
 #   synccheck    compute-sanitizer --tool synccheck on the first of those
 #   oom          fault injection under memcheck: cuda_smoke --exhaust-memory takes the device's
 #                memory first; the backward must return FA_ERR_OUT_OF_MEMORY and write nothing,
@@ -141,20 +142,22 @@ if [ "$DO_SAN" -eq 1 ]; then
   banner "compute-sanitizer"
   SANITIZER=$(find_tool compute-sanitizer)
   if [ -z "$SANITIZER" ]; then
-    for s in memcheck memcheck.det memcheck.ws racecheck synccheck oom; do record "$s" FAIL "compute-sanitizer not found"; done
+    for s in memcheck memcheck.det memcheck.ws racecheck racecheck.hd256 synccheck oom; do record "$s" FAIL "compute-sanitizer not found"; done
   elif ! need_bin cuda_smoke; then
-    for s in memcheck memcheck.det memcheck.ws racecheck synccheck oom; do record "$s" FAIL "cuda_smoke not built"; done
+    for s in memcheck memcheck.det memcheck.ws racecheck racecheck.hd256 synccheck oom; do record "$s" FAIL "cuda_smoke not built"; done
   else
     "$SANITIZER" --version | tail -1
     sanitize memcheck memcheck memcheck.log
     sanitize memcheck.det memcheck memcheck_det.log --dtype f16 --hdim 128 --seqlen 200 --causal 0 --deterministic
     sanitize memcheck.ws memcheck memcheck_ws.log --hdim 72 --seqlen 333 --workspace-offset 4
     sanitize racecheck racecheck racecheck.log
+    # The widest kernels (their own tile shapes and K/V pipeline), several key tiles, causal.
+    sanitize racecheck.hd256 racecheck racecheck_hd256.log --hdim 256 --seqlen 200 --causal 1
     sanitize synccheck synccheck synccheck.log
     sanitize oom memcheck oom.log --exhaust-memory
   fi
 else
-  for s in memcheck memcheck.det memcheck.ws racecheck synccheck oom; do record "$s" SKIP "--no-sanitize"; done
+  for s in memcheck memcheck.det memcheck.ws racecheck racecheck.hd256 synccheck oom; do record "$s" SKIP "--no-sanitize"; done
 fi
 
 # --- SASS ------------------------------------------------------------------------------------

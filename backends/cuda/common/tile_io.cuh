@@ -52,10 +52,7 @@ __device__ __forceinline__ void tile_load_async(E *dst, const E *src, int64_t ro
   for (int i = 0; i < W::PASSES; ++i) {
     if (W::in_tile(r0, i)) {
       const uint32_t at = to + i * W::ROWS_PER_PASS * W::LD * (int)sizeof(E);
-      if (whole || i * W::ROWS_PER_PASS < left)
-        cp_async_16_full(at, from);
-      else
-        st_shared_zero_16(at);
+      cp_async_16(at, from, whole || i * W::ROWS_PER_PASS < left ? 16 : 0);
     }
     from += step;
   }

@@ -3,7 +3,8 @@
  *
  * One thread block per (query tile, query head, batch). The block's NW warps split the BM query
  * rows (16 * MT rows each); Q stays in shared memory, K and V tiles stream through a two-stage
- * cp.async ring. Per key tile each warp computes S = Q Kᵀ for its rows with mma.sync m16n8k16,
+ * cp.async ring, or (KVS = 1) through one buffer each, V's copy overlapping S = Q Kᵀ and the next
+ * K's overlapping P V. Per key tile each warp computes S = Q Kᵀ for its rows with mma.sync m16n8k16,
  * applies softcap and the mask (core/score.h, core/mask.h; only on tiles the mask cuts), updates
  * its rows' running max and sum in the log2 domain (exp2 of one FMA per score), and adds P V
  * with P taken straight from the S accumulators (the C fragment of two n8 blocks is the A
@@ -25,7 +26,7 @@
 #include "fa2_common.cuh"
 #include "fa2_tiles.h"
 
-template <typename Tr, int HD, int BM, int BN, int NW>
+template <typename Tr, int HD, int BM, int BN, int NW, int KVS>
 __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) {
   typedef typename Tr::elem E;
   constexpr int NT = NW * 32;
@@ -34,11 +35,12 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
   constexpr int NB = BN / 8; /* n8 blocks of keys in S */
   constexpr int DB = HD / 8; /* n8 blocks of the head dim in O */
   static_assert(BM % (16 * NW) == 0 && BN % 16 == 0 && HD % 32 == 0, "tile shape");
+  static_assert(KVS == 1 || KVS == 2, "one or two K/V stages");
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   E *sQ = reinterpret_cast<E *>(smem_raw);
-  E *sK = sQ + BM * LD; /* two stages */
-  E *sV = sK + 2 * BN * LD;
+  E *sK = sQ + BM * LD; /* KVS stages each */
+  E *sV = sK + KVS * BN * LD;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -99,19 +101,27 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
     const int c0 = n_begin * BN;
     tile_load_async<BN, HD, NT>(sK, k + (int64_t)c0 * a.k_str.row, a.k_str.row, seqlen_k - c0, d,
                                 tid);
-    tile_load_async<BN, HD, NT>(sV, v + (int64_t)c0 * a.v_str.row, a.v_str.row, seqlen_k - c0, d,
-                                tid);
+    if (KVS == 2)
+      tile_load_async<BN, HD, NT>(sV, v + (int64_t)c0 * a.v_str.row, a.v_str.row, seqlen_k - c0, d,
+                                  tid);
   }
   cp_async_commit();
 
   for (int n = n_begin, it = 0; n < n_end; ++n, ++it) {
-    const int st = it & 1;
-    /* Tile n has landed; after the barrier every warp is also done with tile n - 1, whose stage
-       the next tile's loads overwrite while this one is computed (one barrier per tile). */
+    const int st = KVS == 2 ? it & 1 : 0;
+    const int c0 = n * BN;
+    /* Two stages: tile n has landed; after the barrier every warp is also done with tile n - 1,
+       whose stage the next tile's loads overwrite while this one is computed (one barrier per
+       tile). One stage: K of tile n has landed and every warp is done with V of tile n - 1, so
+       V of tile n is copied while S is computed. */
     cp_async_wait<0>();
     __syncthreads();
+    if (KVS == 1) {
+      tile_load_async<BN, HD, NT>(sV, v + (int64_t)c0 * a.v_str.row, a.v_str.row, seqlen_k - c0, d,
+                                  tid);
+      cp_async_commit();
+    }
 
-    const int c0 = n * BN;
     fa_tile_class cls = fa_mask_tile_class_from_ranges(blk_lo_first, blk_hi_first, blk_lo_last,
                                                        blk_hi_last, c0, min(c0 + BN, seqlen_k));
     if (cls == FA_TILE_FULL && c0 + BN > seqlen_k) cls = FA_TILE_PARTIAL;
@@ -128,18 +138,30 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
 
       /* S = Q Kᵀ over the padded head dim (the padding is zeros; no branch on the real head dim
          inside the unrolled loops, which would stop loads overlapping the mma). */
-      mma_rows_rows<Tr, MT, NB, HD / 16, LD, LD>(s, sQ, warp_row0, tK, 0, lane);
+      mma_rows_rows<Tr, MT, NB, HD / 16, LD, LD, FA2_PREFETCH_FWD_S>(s, sQ, warp_row0, tK, 0, lane);
     }
 
     /* The next tile's loads, issued after S rather than right after the barrier, where they
        queued behind every warp's first ldmatrix (bench/NOTES.md, v10). The stage they overwrite
        was last read in the previous iteration. */
-    if (n + 1 < n_end) {
-      const int c1 = (n + 1) * BN;
-      tile_load_async<BN, HD, NT>(sK + (st ^ 1) * BN * LD, k + (int64_t)c1 * a.k_str.row,
-                                  a.k_str.row, seqlen_k - c1, d, tid);
-      tile_load_async<BN, HD, NT>(sV + (st ^ 1) * BN * LD, v + (int64_t)c1 * a.v_str.row,
-                                  a.v_str.row, seqlen_k - c1, d, tid);
+    if (KVS == 2) {
+      if (n + 1 < n_end) {
+        const int c1 = (n + 1) * BN;
+        tile_load_async<BN, HD, NT>(sK + (st ^ 1) * BN * LD, k + (int64_t)c1 * a.k_str.row,
+                                    a.k_str.row, seqlen_k - c1, d, tid);
+        tile_load_async<BN, HD, NT>(sV + (st ^ 1) * BN * LD, v + (int64_t)c1 * a.v_str.row,
+                                    a.v_str.row, seqlen_k - c1, d, tid);
+      }
+    } else {
+      /* One stage: V of tile n has landed and every warp is done reading K of tile n, whose
+         buffer takes the next K while the softmax and P V run. */
+      cp_async_wait<0>();
+      __syncthreads();
+      if (n + 1 < n_end) {
+        const int c1 = (n + 1) * BN;
+        tile_load_async<BN, HD, NT>(sK, k + (int64_t)c1 * a.k_str.row, a.k_str.row, seqlen_k - c1,
+                                    d, tid);
+      }
     }
     cp_async_commit();
 

@@ -20,6 +20,7 @@ namespace {
 
 constexpr int HD = FA2_HD;
 constexpr int FWD_M = FA2_FWD_TILE_M(HD), FWD_N = FA2_FWD_TILE_N(HD), FWD_W = FA2_FWD_WARPS(HD);
+constexpr int FWD_S = FA2_FWD_KV_STAGES(HD);
 constexpr int BWD_N = FA2_BWD_TILE_N(HD), BWD_M = FA2_BWD_TILE_M(HD), BWD_W = FA2_BWD_WARPS(HD);
 /* Backward warp layout (fa2_tiles.h): warps along the keys for Sᵀ and dK/dV, along the queries for
    dQ; the other warps split the other dimension. */
@@ -30,7 +31,7 @@ int fwd(const fa2_fwd_args *a) {
   if (a->p.seqlen_q == 0 || a->p.heads_q == 0 || a->p.batch == 0) return 0;
   dim3 grid((unsigned)((a->p.seqlen_q + FWD_M - 1) / FWD_M), (unsigned)a->p.heads_q,
             (unsigned)a->p.batch);
-  fa2_fwd_kernel<Tr, HD, FWD_M, FWD_N, FWD_W>
+  fa2_fwd_kernel<Tr, HD, FWD_M, FWD_N, FWD_W, FWD_S>
       <<<grid, FWD_W * 32, FA2_FWD_SMEM(HD), static_cast<cudaStream_t>(a->p.stream)>>>(*a);
   return (int)cudaGetLastError();
 }
@@ -68,7 +69,7 @@ int bwd(const fa2_bwd_args *a, int grid_x) {
 template <typename Tr>
 cudaError_t prepare(int smem_limit) {
   if ((int64_t)FA2_FWD_SMEM(HD) <= smem_limit) {
-    const cudaError_t e = cudaFuncSetAttribute(fa2_fwd_kernel<Tr, HD, FWD_M, FWD_N, FWD_W>,
+    const cudaError_t e = cudaFuncSetAttribute(fa2_fwd_kernel<Tr, HD, FWD_M, FWD_N, FWD_W, FWD_S>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                (int)FA2_FWD_SMEM(HD));
     if (e != cudaSuccess) return e;
