@@ -67,7 +67,8 @@ static void usage(FILE *f) {
           "  --json FILE        also write every measurement as JSON (not in --decode mode)\n"
           "  --window N         sliding window: window_left = N, window_right = 0, causal\n"
           "  --decode           decode: 1 query token per sequence over a KV cache of --seqlens\n"
-          "                     keys (fa_forward_kvcache, no new tokens); tokens/s and GB/s\n"
+          "                     keys (fa_forward_kvcache, no new tokens); tokens/s, GB/s of K+V\n"
+          "                     and GFLOP/s (4*B*H*keys*D)\n"
           "  --kv-heads N       decode: KV heads (default: --heads); heads must be a multiple\n"
           "  --splits N         params.num_splits (0 = the backend chooses, 1 = no split)\n"
           "FLOPs: forward 4*B*H*S*S*D (halved when causal), backward 2.5x forward.\n");
@@ -446,8 +447,8 @@ static double visible_pairs(int64_t s, int causal, int64_t window) {
 
 static int run_decode(const options *o) {
   int failures = 0, runs = 0;
-  printf("\n%5s %7s %5s %9s | %10s %12s %9s | %s\n", "hdim", "cache", "batch", "heads/kv", "ms",
-         "tokens/s", "GB/s K+V", "kernel, splits");
+  printf("\n%5s %7s %5s %9s | %10s %12s %9s %9s | %s\n", "hdim", "cache", "batch", "heads/kv", "ms",
+         "tokens/s", "GB/s K+V", "GFLOP/s", "kernel, splits");
   for (int hi = 0; hi < o->n_hdims; ++hi)
     for (int si = 0; si < o->n_seqlens; ++si) {
       const int64_t d = o->hdims[hi], s = o->seqlens[si];
@@ -520,8 +521,11 @@ static int run_decode(const options *o) {
           int64_t keys = o->window >= 0 && o->window + 1 < s ? o->window + 1 : s;
           double bytes = (double)b * (double)keys * (double)hkv * 2.0 * (double)d *
                          (double)fa_dtype_size(o->dtype);
-          printf("%10.4f %12.1f %9.2f | %s, %d\n", med, (double)b / (med * 1e-3),
-                 bytes / (med * 1e-3) / 1e9, info.kernel, (int)info.num_splits);
+          /* 4·B·H·Sq·Sk·D with Sq = 1 (ANCHORS' decode convention): q·k and p·v per key. */
+          double flops = 4.0 * (double)b * (double)h * (double)keys * (double)d;
+          printf("%10.4f %12.1f %9.2f %9.2f | %s, %d\n", med, (double)b / (med * 1e-3),
+                 bytes / (med * 1e-3) / 1e9, flops / (med * 1e-3) / 1e9, info.kernel,
+                 (int)info.num_splits);
         }
         free(ms);
       }

@@ -582,19 +582,22 @@ static void mark_quick(case_list *L) {
 /* The CPU kernel build meant to run: the widest this CPU has (asked here independently of the
    plugin, so a wrong choice in the plugin is caught), or a narrower one forced by FA_CPU_ISA. */
 static const char *cpu_expected_isa(void) {
-  static const char *const widest_first[] = {"avx512", "avx2", "generic"};
-  int best = 2;
+  static const char *const widest_first[] = {"avx512", "avx2", "neon", "generic"};
+  int best = 3;
 #if defined(__GNUC__) && defined(__x86_64__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("fma"))
+      __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
     best = 0;
-  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c"))
     best = 1;
+#elif defined(__aarch64__)
+  best = 2; /* the NEON build: every AArch64 CPU runs it */
 #endif
   const char *forced = getenv("FA_CPU_ISA");
-  for (int r = best; forced && *forced && r < 3; ++r)
+  for (int r = best; forced && *forced && r < 4; ++r)
     if (strcmp(forced, widest_first[r]) == 0) return widest_first[r];
   return widest_first[best];
 }
@@ -1286,6 +1289,42 @@ static void build_fcases(fcase_list *L) {
     c.kvc = 1, c.bwd = 0, c.splits = 4;
     c.cache_len[0] = 999;
     fcase_add(L, c, "kvcache.split4");
+    /* The few-query-rows path (cpu: .rows<N>) and its row and column blockings: one row per
+       task over a long cache (MHA), blocks of keys split unevenly */
+    c = fbase(dt, 1, 2, 2, 1, 1500, 128, 128, CM_NONE);
+    c.kvc = 1, c.bwd = 0, c.splits = 3;
+    c.cache_len[0] = 1499;
+    fcase_add(L, c, "kvcache.rows.mha");
+    /* GQA groups of 3 and 5 (row blocks 2 + 1, 8 + 2 with two query rows), head dims 80/48
+       (column blocks 4 + 1, 2 + 1) and 16; softcap and ALiBi per head; causal in both
+       alignments with appended, rotated tokens */
+    c = fbase(dt, 2, 6, 2, 1, 300, 80, 48, CM_NONE);
+    c.kvc = 1, c.bwd = 0, c.softcap = 8.0f, c.alibi = idt == 1 ? 2 : 1;
+    c.cache_len[0] = 299, c.cache_len[1] = 41;
+    fcase_add(L, c, "kvcache.rows.g3");
+    c = fbase(dt, 2, 10, 2, 2, 160, 16, 16, idt == 0 ? CM_TL : CM_BR);
+    c.kvc = 1, c.bwd = 0, c.snew = 2, c.rot = 16, c.inter = 1, c.rot_f32 = 1;
+    c.cache_len[0] = 100, c.cache_len[1] = 7;
+    fcase_add(L, c, "kvcache.rows.g5");
+    /* 16 query rows (the path's limit), a window, head dim 256 */
+    c = fbase(dt, 1, 4, 4, 16, 400, 256, 256, CM_BR);
+    c.kvc = 1, c.bwd = 0, c.snew = 16, c.win = 1, c.wl = 37, c.wr = 0;
+    c.cache_len[0] = 300;
+    fcase_add(L, c, "kvcache.rows.q16");
+    /* What the path does not take, named without .rows: 17 query rows, a head dim that is not a
+       multiple of 16, more than 128 rows per task */
+    c = fbase(dt, 1, 2, 1, 17, 100, 64, 64, CM_BR);
+    c.kvc = 1, c.bwd = 0, c.snew = 17;
+    c.cache_len[0] = 50;
+    fcase_add(L, c, "kvcache.tile.q17");
+    c = fbase(dt, 2, 4, 2, 1, 200, 72, 72, CM_NONE);
+    c.kvc = 1, c.bwd = 0;
+    c.cache_len[0] = 150, c.cache_len[1] = 199;
+    fcase_add(L, c, "kvcache.tile.d72");
+    c = fbase(dt, 1, 48, 8, 3, 64, 32, 32, CM_BR);
+    c.kvc = 1, c.bwd = 0, c.snew = 3;
+    c.cache_len[0] = 40;
+    fcase_add(L, c, "kvcache.tile.rows144");
   }
   {
     fcase c = fbase(FA_BF16, 2, 4, 2, 1, 0, 64, 64, CM_NONE);
@@ -1343,15 +1382,20 @@ static int fexpected_kernel(const backend_ctx *bk, const fcase *c, const char *o
   if (!strcmp(bk->name, "opencl"))
     return opencl_expected(op, c->dtype, c->d, c->cm != CM_NONE, c->win, c->softcap > 0.0f, buf, n);
   if (strcmp(bk->name, "cpu") != 0) return 0;
-  char hd[32], split[24] = "";
+  char hd[32], split[24] = "", rows[24] = "";
   if (c->d == c->dv)
     snprintf(hd, sizeof hd, "%lld", (long long)c->d);
   else
     snprintf(hd, sizeof hd, "%lldx%lld", (long long)c->d, (long long)c->dv);
   if (splits > 1) snprintf(split, sizeof split, ".split%d", splits);
-  snprintf(buf, n, "cpu.flash.%s.%s.%s.hd%s%s%s%s%s%s%s%s%s", cpu_expected_isa(), op,
-           tu_dtype_name(c->dtype), hd, c->cm != CM_NONE ? ".causal" : "", c->win ? ".window" : "",
-           c->softcap > 0.0f ? ".softcap" : "", c->alibi ? ".alibi" : "",
+  /* fa_forward_kvcache's few-query-rows path (backends/cpu/cpu_decode.c): at most 16 query rows,
+     every head's rows in one task of at most 128, head dims multiples of 16 (the suite's caches
+     have contiguous rows). */
+  if (c->kvc && c->sq <= 16 && c->hq * c->sq <= 128 && c->d % 16 == 0 && c->dv % 16 == 0)
+    snprintf(rows, sizeof rows, ".rows%lld", (long long)(c->hq * c->sq));
+  snprintf(buf, n, "cpu.flash.%s.%s.%s.hd%s%s%s%s%s%s%s%s%s%s", cpu_expected_isa(), op,
+           tu_dtype_name(c->dtype), hd, rows, c->cm != CM_NONE ? ".causal" : "",
+           c->win ? ".window" : "", c->softcap > 0.0f ? ".softcap" : "", c->alibi ? ".alibi" : "",
            c->dropout > 0.0f ? ".dropout" : "", c->varlen ? ".varlen" : "",
            c->page > 0 ? ".paged" : "", split);
   return 1;
@@ -2187,8 +2231,18 @@ static int run_kvcase(const fcase *c, frun *R, uint64_t run_seed) {
     if (t[i].buf) (void)tu_snapshot(&t[i]);
   {
     const int64_t sb[1] = {B}, st[2] = {B, c->max_blocks};
+    const int64_t sa1[1] = {c->hq}, sa2[2] = {B, c->hq};
     bad |= make_i32(&cl, 1, sb, c->cache_len);
     if (paged) bad |= make_i32(&it[I_TABLE], 2, st, table);
+    if (c->alibi) { /* the slopes fproblem gave the reference */
+      if (tu_alloc(&it[I_ALIBI], FA_F32, c->alibi, c->alibi == 2 ? sa2 : sa1, TU_CONTIGUOUS))
+        bad = 1;
+      else {
+        for (int64_t f = 0; f < tu_numel(&it[I_ALIBI]); ++f)
+          tu_set_flat(&it[I_ALIBI], f, slopes[f]);
+        bad |= tu_snapshot(&it[I_ALIBI]);
+      }
+    }
     if (bad) {
       fail(&rep, "out of memory (index tensors)");
       goto done;

@@ -86,21 +86,25 @@ static const char *op_name(fa_op op) {
   return op == FA_OP_FORWARD ? "fwd" : (op == FA_OP_BACKWARD ? "bwd" : "kvcache");
 }
 
-/* cpu.flash.<isa>.<fwd|bwd|kvcache>.<dtype>.hd<D or DxDv>, then one suffix per feature in use, in
-   this fixed order: .causal .window .softcap .alibi .dropout .varlen .paged .split<N>. */
-static void kernel_name(const fa_request *req, const char *dtype, int splits, fa_decision *out) {
+/* cpu.flash.<isa>.<fwd|bwd|kvcache>.<dtype>.hd<D or DxDv>, then .rows<R> when the few-query-rows
+   path runs (R query rows per task: seqlen_q x heads_q), then one suffix
+   per feature in use, in this fixed order: .causal .window .softcap .alibi .dropout .varlen
+   .paged .split<N>. */
+static void kernel_name(const fa_request *req, const cpu_problem *pb, const char *dtype, int splits,
+                        fa_decision *out) {
   const fa_params *p = req->params;
   char dims[32];
   if (req->head_dim_v == req->head_dim)
     snprintf(dims, sizeof dims, "%lld", (long long)req->head_dim);
   else
     snprintf(dims, sizeof dims, "%lldx%lld", (long long)req->head_dim, (long long)req->head_dim_v);
-  char split[16] = "";
+  char split[16] = "", rows[24] = "";
   if (splits > 1) snprintf(split, sizeof split, ".split%d", splits);
+  if (pb->rows_path) snprintf(rows, sizeof rows, ".rows%lld", (long long)(pb->pack * pb->seqlen_q));
   /* The kernel build (generic, avx2, avx512) is part of the name: a CPU without AVX-512 runs
      slower code, and the report says so. */
-  snprintf(out->kernel, sizeof out->kernel, "cpu.flash.%s.%s.%s.hd%s%s%s%s%s%s%s%s%s",
-           cpu_kernels_get()->isa, op_name(req->op), dtype, dims, p->causal ? ".causal" : "",
+  snprintf(out->kernel, sizeof out->kernel, "cpu.flash.%s.%s.%s.hd%s%s%s%s%s%s%s%s%s%s",
+           cpu_kernels_get()->isa, op_name(req->op), dtype, dims, rows, p->causal ? ".causal" : "",
            p->window_enabled ? ".window" : "", p->softcap > 0.0f ? ".softcap" : "",
            p->alibi_slopes ? ".alibi" : "", p->dropout_p > 0.0f ? ".dropout" : "",
            p->cu_seqlens_q ? ".varlen" : "", p->block_table ? ".paged" : "", split);
@@ -132,6 +136,9 @@ void cpu_decide(const fa_request *req, fa_decision *out) {
   int64_t dmax = req->head_dim > req->head_dim_v ? req->head_dim : req->head_dim_v;
   fa_tile_limits limits = {cpu_fast_memory_bytes(), 4, 4, 4, CPU_MAX_TILE_M, CPU_MAX_TILE_N};
   fa_tile_plan tiles = fa_plan_tiles(&limits, dmax);
+  /* Decoding's few rows: one query tile holds every head's rows (cpu_decode.c), whatever the cache
+     budget. */
+  if (cpu_rows_path(req)) tiles.tile_m = (int32_t)(req->heads_q * req->seqlen_q);
 
   cpu_problem pb;
   cpu_problem_init(&pb, req, tiles.tile_m, tiles.tile_n, 1);
@@ -141,7 +148,7 @@ void cpu_decide(const fa_request *req, fa_decision *out) {
   int64_t tasks = cpu_parallel_tasks(&pb, req->op);
   if (threads > tasks) threads = tasks;
 
-  kernel_name(req, dtype, splits, out);
+  kernel_name(req, &pb, dtype, splits, out);
   out->supported = 1;
   out->tile_m = tiles.tile_m;
   out->tile_n = tiles.tile_n;

@@ -10,6 +10,10 @@
  * GQA decoding (pb->pack > 1): when all query rows of the heads sharing a KV head fit one tile,
  * they form one task, so each K/V tile is loaded and converted once for the whole group.
  *
+ * fa_forward_kvcache with few query rows (pb->rows_path) keeps this task grid, its splits and
+ * merge, and runs each task's key range through cpu_attend_rows (cpu_decode.c) instead of the
+ * tile products: K and V read in place, no fp32 tiles.
+ *
  * Split-KV (pb->splits > 1): each task's visible key tiles are cut into `splits` contiguous
  * chunks, each chunk a task of its own (so one long row range can occupy every core, as in
  * decoding); the chunks' (m, l, O) go to the workspace and a second loop merges them with
@@ -113,6 +117,11 @@ static void visible_tiles(const cpu_problem *pb, const cpu_seq *sq, const fwd_ro
 static void attend(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scratch *sc,
                    const cpu_seq *sq, const fwd_rows *rw, int64_t t0, int64_t t1,
                    const fwd_acc *acc) {
+  if (pb->rows_path) { /* decoding: K and V read in place (cpu_decode.c) */
+    cpu_attend_rows(pb, kern, sq, rw->h0, rw->heads, rw->r0, rw->mr, sc->q, sc->s, t0 * pb->tn,
+                    t1 * pb->tn, acc->m, acc->l, acc->o);
+    return;
+  }
   const int tn = pb->tn, d = pb->d, dv = pb->dv, mr = rw->mr, rows = rows_total(rw);
   const int64_t hk = rw->h0 / pb->group, sk = sq->sk, r0 = rw->r0;
   int jlo[CPU_MAX_TILE_M], jhi[CPU_MAX_TILE_M];

@@ -6,15 +6,19 @@
  * this product, compute the same scores, and a build's results do not depend on the tile shapes'
  * split into blocks.
  *
- * The AVX-512 and AVX2 builds use intrinsics: a block of 4 rows x up to 64 (AVX-512) or 16 (AVX2)
- * columns of C in vector registers, each B row loaded once and fed to all four rows, the last
- * vector of a row masked. The generic build is plain C the vectoriser understands (with it, gcc
- * kept the accumulator block in memory: bench/NOTES.md, CPU entries).
+ * The AVX-512, AVX2 and NEON builds use intrinsics: a block of 4 rows x up to 64 (AVX-512) or 16
+ * (AVX2, NEON) columns of C in vector registers, each B row loaded once and fed to all four rows,
+ * the last vector of a row masked (NEON: the columns past the last whole vector in scalar fused
+ * multiply-adds, the same chain). The generic build is plain C the vectoriser understands (with it,
+ * gcc kept the accumulator block in memory: bench/NOTES.md, CPU entries).
  */
 #include "cpu_kernels.h"
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
+#elif defined(CPU_ISA_neon)
+#include <arm_neon.h>
+#include <math.h>
 #endif
 
 #if defined(__AVX512F__)
@@ -125,9 +129,56 @@ static inline __attribute__((always_inline)) void rows_vec(const int R, int n, i
     block_avx2(R, 1, left, k, a, rs_a, cs_a, b + j0, ldb, c + j0, ldc, accumulate);
 }
 
+#elif defined(CPU_ISA_neon)
+/* R rows (1..4) x V vectors of 4 columns (1..4); 16 accumulators of the 32 q registers. */
+static inline __attribute__((always_inline)) void block_neon(
+    const int R, const int V, int k, const float *restrict a, ptrdiff_t rs_a, ptrdiff_t cs_a,
+    const float *restrict b, ptrdiff_t ldb, float *restrict c, ptrdiff_t ldc, int accumulate) {
+  float32x4_t acc[4][4];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v)
+      acc[r][v] = accumulate ? vld1q_f32(c + r * ldc + 4 * v) : vdupq_n_f32(0.0f);
+  for (int p = 0; p < k; ++p) {
+    const float *restrict bp = b + p * ldb;
+    float32x4_t bv[4];
+    for (int v = 0; v < V; ++v) bv[v] = vld1q_f32(bp + 4 * v);
+    const float *ap = a + p * cs_a;
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < V; ++v) acc[r][v] = vfmaq_n_f32(acc[r][v], bv[v], ap[r * rs_a]);
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) vst1q_f32(c + r * ldc + 4 * v, acc[r][v]);
+}
+
+/* Columns past the last whole vector (NEON has no masked loads): the same single fused chain
+   per element as the vector lanes. */
+static void cols_scalar(const int R, int n0, int n, int k, const float *a, ptrdiff_t rs_a,
+                        ptrdiff_t cs_a, const float *b, ptrdiff_t ldb, float *c, ptrdiff_t ldc,
+                        int accumulate) {
+  for (int r = 0; r < R; ++r)
+    for (int j = n0; j < n; ++j) {
+      float acc = accumulate ? c[r * ldc + j] : 0.0f;
+      for (int p = 0; p < k; ++p) acc = fmaf(a[r * rs_a + p * cs_a], b[p * ldb + j], acc);
+      c[r * ldc + j] = acc;
+    }
+}
+
+static inline __attribute__((always_inline)) void rows_vec(const int R, int n, int k,
+                                                           const float *a, ptrdiff_t rs_a,
+                                                           ptrdiff_t cs_a, const float *b,
+                                                           ptrdiff_t ldb, float *c, ptrdiff_t ldc,
+                                                           int accumulate) {
+  int j0 = 0;
+  for (; j0 + 16 <= n; j0 += 16)
+    block_neon(R, 4, k, a, rs_a, cs_a, b + j0, ldb, c + j0, ldc, accumulate);
+  for (; j0 + 4 <= n; j0 += 4)
+    block_neon(R, 1, k, a, rs_a, cs_a, b + j0, ldb, c + j0, ldc, accumulate);
+  if (j0 < n) cols_scalar(R, j0, n, k, a, rs_a, cs_a, b, ldb, c, ldc, accumulate);
+}
+
 #endif
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__)) || defined(CPU_ISA_neon)
 /* Blocks of 4 rows, then the 1-3 rows left, each by rows_vec of the build's vector width. */
 void CPU_KFN(gemm)(int m, int n, int k, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a,
                    const float *b, ptrdiff_t ldb, float *c, ptrdiff_t ldc, int accumulate) {

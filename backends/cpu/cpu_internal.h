@@ -48,7 +48,16 @@ typedef struct cpu_problem {
   float drop_scale; /* 1 / (1 - p) */
   /* fa_forward_kvcache: q rows are rotated (when rotary_dim > 0) at these positions. */
   int64_t rotary_dim;
+  /* fa_forward_kvcache with few query rows per task (cpu_rows_path): attend through
+     cpu_attend_rows instead of the tile products. */
+  int rows_path;
 } cpu_problem;
+
+/* Whether the request takes the few-query-rows path (decided from the request alone, so decide()
+   and run() agree): fa_forward_kvcache, at most CPU_ROWS_MAX query rows, heads_q x seqlen_q <=
+   CPU_MAX_TILE_M (a task holds every head's rows), head dims multiples of CPU_ROWS_DIM_MULTIPLE,
+   K and V caches with contiguous rows. */
+int cpu_rows_path(const fa_request *req);
 
 void cpu_problem_init(cpu_problem *pb, const fa_request *req, int tile_m, int tile_n, int splits);
 
@@ -151,6 +160,15 @@ int cpu_team_size(const cpu_workspace *ws, int64_t tasks);
 size_t cpu_split_partial_floats(const cpu_problem *pb);
 
 fa_status cpu_forward(const fa_request *req, const cpu_problem *pb, const cpu_workspace *ws);
+
+/* The few-query-rows path (cpu_decode.c): the query heads [h0, h0 + heads), mr <= CPU_ROWS_MAX
+   rows each from r0 (q: fp32 [heads x mr][d], head by head), over the keys [k0, k1) of the
+   sequence, into the running (m, l, o [heads x mr][dv]); s is scratch of heads x mr x min(tn, 32)
+   floats. */
+struct cpu_kernels;
+void cpu_attend_rows(const cpu_problem *pb, const struct cpu_kernels *kern, const cpu_seq *sq,
+                     int64_t h0, int heads, int64_t r0, int mr, const float *q, float *s,
+                     int64_t k0, int64_t k1, float *m, float *l, float *o);
 fa_status cpu_backward(const fa_request *req, const cpu_problem *pb, const cpu_workspace *ws);
 
 /* The fast-memory budget for tiles (half the per-core L2), measured once. */

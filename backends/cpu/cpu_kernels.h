@@ -2,8 +2,9 @@
  * cpu_kernels.h: the tile operations the CPU forward and backward passes are made of, and the
  * table that picks, once per process, the build of them that suits the machine.
  *
- * The tiles are contiguous fp32 buffers in the plugin's scratch. cpu_gemm.c and cpu_rowops.c are
- * compiled once per instruction set (plain x86-64 / any CPU, AVX2+FMA, AVX-512): the plugin
+ * The tiles are contiguous fp32 buffers in the plugin's scratch. cpu_gemm.c, cpu_rowops.c and
+ * cpu_rows.c are compiled once per instruction set (plain C / any CPU; on x86-64 AVX2+FMA+F16C
+ * and AVX-512; on aarch64 NEON): the plugin
  * stays loadable on every CPU of its architecture while running wide vectors where they exist.
  *
  * Reproducibility: each output element is computed by one fixed sequence of operations that
@@ -37,9 +38,23 @@
  *
  * f16_row (tile loads): n contiguous fp16 values to fp32, exactly (core/dtype.h's conversion; a
  * signalling NaN may come out quiet).
+ *
+ * dot_rows, pv_rows (the few-query-rows path of fa_forward_kvcache, cpu_rows.c): K and V rows are
+ * read in place, each a pointer to d (dv) contiguous elements of dtype (CPU_ELEM_*), d and dv
+ * multiples of 16. dot_rows: s[r * lds + j] = q_r · K_j (unscaled) for r < rows, j < nc, q_r
+ * fp32 at q + r * ldq. pv_rows: o[r * ldo + c] += sum_j p[r * ldp + j] · V_j[c], keys in order.
  */
+/* The storage dtypes of K/V rows the row kernels read (a plain int keeps this header free of the
+   API's). */
+enum { CPU_ELEM_F32 = 0, CPU_ELEM_F16 = 1, CPU_ELEM_BF16 = 2 };
+
+/* Rows (query rows x packed heads) the row kernels take per call; multiple of head dims they need.
+ */
+#define CPU_ROWS_MAX 16
+#define CPU_ROWS_DIM_MULTIPLE 16
+
 typedef struct cpu_kernels {
-  const char *isa; /* "avx512", "avx2" or "generic", for the probe's device line */
+  const char *isa; /* "avx512", "avx2", "neon" or "generic", for the probe's line and names */
   void (*gemm)(int m, int n, int k, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,
                ptrdiff_t ldb, float *c, ptrdiff_t ldc, int accumulate);
   void (*softmax_tile)(int mr, int nc, float *s, ptrdiff_t lds, float scale, const int *jlo,
@@ -49,6 +64,10 @@ typedef struct cpu_kernels {
   void (*ds_tile)(int mr, int nc, const float *p, float *dp, ptrdiff_t ld, const float *d);
   void (*transpose)(int n, int cols, const float *src, ptrdiff_t lds, float *dst, ptrdiff_t ldd);
   void (*f16_row)(const uint16_t *src, int64_t n, float *dst);
+  void (*dot_rows)(int rows, int nc, int d, const float *q, ptrdiff_t ldq, int dtype,
+                   const void *const *krow, float *s, ptrdiff_t lds);
+  void (*pv_rows)(int rows, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,
+                  const void *const *vrow, float *o, ptrdiff_t ldo);
 } cpu_kernels;
 
 /* The best build for this CPU; chosen once, thread-safe. */
@@ -66,7 +85,11 @@ const cpu_kernels *cpu_kernels_get(void);
   void cpu_ds_tile_##isa(int mr, int nc, const float *p, float *dp, ptrdiff_t ld, const float *d); \
   void cpu_transpose_##isa(int n, int cols, const float *src, ptrdiff_t lds, float *dst,           \
                            ptrdiff_t ldd);                                                         \
-  void cpu_f16_row_##isa(const uint16_t *src, int64_t n, float *dst);
+  void cpu_f16_row_##isa(const uint16_t *src, int64_t n, float *dst);                              \
+  void cpu_dot_rows_##isa(int rows, int nc, int d, const float *q, ptrdiff_t ldq, int dtype,       \
+                          const void *const *krow, float *s, ptrdiff_t lds);                       \
+  void cpu_pv_rows_##isa(int rows, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,       \
+                         const void *const *vrow, float *o, ptrdiff_t ldo);
 
 CPU_KERNEL_DECLS(generic)
 #if defined(FA_CPU_HAVE_AVX2)
@@ -74,6 +97,9 @@ CPU_KERNEL_DECLS(avx2)
 #endif
 #if defined(FA_CPU_HAVE_AVX512)
 CPU_KERNEL_DECLS(avx512)
+#endif
+#if defined(FA_CPU_HAVE_NEON)
+CPU_KERNEL_DECLS(neon)
 #endif
 
 /* Inside a per-ISA build (CPU_ISA set by the build), CPU_KFN(gemm) is cpu_gemm_<isa>. */

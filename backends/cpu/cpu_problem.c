@@ -4,6 +4,7 @@
  */
 #include "core/philox.h"
 #include "cpu_internal.h"
+#include "cpu_kernels.h"
 
 void cpu_problem_init(cpu_problem *pb, const fa_request *req, int tile_m, int tile_n, int splits) {
   const fa_params *params = req->params;
@@ -23,9 +24,12 @@ void cpu_problem_init(cpu_problem *pb, const fa_request *req, int tile_m, int ti
   pb->k_tiles = (req->seqlen_k + tile_n - 1) / tile_n;
   pb->splits = splits < 1 ? 1 : splits;
   /* Decided from the request and the tiles alone, so decide() and run() agree. */
+  pb->rows_path = cpu_rows_path(req);
   pb->pack = req->op != FA_OP_BACKWARD && pb->group > 1 && req->seqlen_q * pb->group <= tile_m
                  ? pb->group
                  : 1;
+  /* The few-query-rows path packs every query head of a sequence into one task (cpu_decode.c). */
+  if (pb->rows_path) pb->pack = pb->heads_q;
   pb->scale = req->scale;
   pb->softcap = params->softcap > 0.0f ? params->softcap : 0.0f;
   pb->alibi = params->alibi_slopes;
@@ -36,6 +40,15 @@ void cpu_problem_init(cpu_problem *pb, const fa_request *req, int tile_m, int ti
   pb->drop_offset = params->dropout_offset;
   pb->drop_scale = pb->dropout ? 1.0f / (1.0f - params->dropout_p) : 1.0f;
   pb->rotary_dim = req->op == FA_OP_KVCACHE ? req->rotary_dim : 0;
+}
+
+int cpu_rows_path(const fa_request *req) {
+  /* Only fa_forward_kvcache: fa_forward's scores must be the tile gemm's, which its backward
+     pass recomputes (cpu_forward.c, attend()). */
+  if (req->op != FA_OP_KVCACHE || req->seqlen_q < 1 || req->seqlen_q > CPU_ROWS_MAX) return 0;
+  if (req->heads_q * req->seqlen_q > CPU_MAX_TILE_M) return 0; /* all heads' rows in one tile */
+  if (req->head_dim % CPU_ROWS_DIM_MULTIPLE || req->head_dim_v % CPU_ROWS_DIM_MULTIPLE) return 0;
+  return req->k->strides[3] == 1 && req->v->strides[3] == 1;
 }
 
 int32_t cpu_index_at(const fa_tensor *t, int64_t i) {

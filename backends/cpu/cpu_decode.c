@@ -1,0 +1,88 @@
+/*
+ * cpu_decode.c: the few-query-rows path of fa_forward_kvcache (decoding): the attention of one
+ * task's rows over a key range, with K and V read in place by the row kernels of cpu_rows.c.
+ *
+ * A task here holds every query head of its sequence (cpu_problem_init packs them all: rows =
+ * heads_q x seqlen_q, head by head), and walks its key range in blocks of ROWS_BLOCK tokens; in
+ * each block, KV head by KV head, the query heads sharing it (GQA) use each K/V row once. So a
+ * thread reads a block's tokens whole, all KV heads, front to back: with the cache's [batch,
+ * seqlen, heads, dim] layout that is contiguous memory, which the hardware prefetchers follow. A
+ * task per head read one head_dim slice of every token (2 KiB apart at 8 bf16 heads of 128),
+ * which they do not follow across pages: it waited on its loads and, even with software
+ * prefetch, reached under half the read bandwidth (bench/NOTES.md). Threads share the work by
+ * split-KV (cpu_decide.c chooses the splits), merged in cpu_forward.c.
+ *
+ * Per block and KV head it is the tile path's attend() (cpu_forward.c) with the two tile products
+ * replaced: the same mask classification, score transform (softcap, ALiBi) and online-softmax
+ * step (the kernel build's softmax_tile). What it leaves out is the work that only pays with many
+ * rows: the per-tile conversion of K and V to fp32 scratch, K's transposition, and 4-row
+ * micro-kernels running one row.
+ */
+#include "core/dtype.h"
+#include "core/mask.h"
+#include "cpu_internal.h"
+#include "cpu_kernels.h"
+
+/* Tokens per block: a block's scores (rows x 32) and, per KV head, its K/V rows (32 x 128 x 2 x 2
+   bytes for bf16 at head dim 128) stay in L1 between the two products. */
+#define ROWS_BLOCK 32
+
+static int elem_kind(fa_dtype dtype) {
+  return dtype == FA_F16 ? CPU_ELEM_F16 : (dtype == FA_BF16 ? CPU_ELEM_BF16 : CPU_ELEM_F32);
+}
+
+/* One block's keys [c0, c0 + nc) through the query heads [ha, hb) of KV head hk; their rows start
+   at row (ha - h0) * mr of q, s, m, l and o. */
+static void block_kv_head(const cpu_problem *pb, const cpu_kernels *kern, const cpu_seq *sq,
+                          int64_t hk, int64_t ha, int64_t hb, int64_t h0, int64_t r0, int mr,
+                          int64_t c0, int nc, int nb, const int *lo, const int *hi, const float *q,
+                          float *s, float *m, float *l, float *o) {
+  const int d = pb->d, dv = pb->dv, rows = (int)(hb - ha) * mr;
+  const ptrdiff_t x0 = (ptrdiff_t)(ha - h0) * mr;
+  const size_t ksz = fa_dtype_size(sq->k.dtype), vsz = fa_dtype_size(sq->v.dtype);
+  const void *krow[ROWS_BLOCK], *vrow[ROWS_BLOCK];
+  /* Each key row's address once (dense, packed or through the page table). */
+  for (int j = 0; j < nc; ++j) {
+    krow[j] = (const char *)sq->k.data + cpu_rows_off(&sq->k, c0 + j, hk) * (int64_t)ksz;
+    vrow[j] = (const char *)sq->v.data + cpu_rows_off(&sq->v, c0 + j, hk) * (int64_t)vsz;
+  }
+  s += x0 * nb;
+  kern->dot_rows(rows, nc, d, q + x0 * d, d, elem_kind(sq->k.dtype), krow, s, nb);
+  for (int64_t h = ha; h < hb; ++h) {
+    const ptrdiff_t x = (ptrdiff_t)(h - ha) * mr;
+    float scale = pb->scale;
+    if (pb->transform) {
+      cpu_score_tile(pb, sq, h, r0, mr, c0, nc, s + x * nb, nb, lo, hi, NULL);
+      scale = 1.0f; /* the transform has scaled them */
+    }
+    /* Leaves the unnormalised probabilities in s, 0 where masked, and rescales o. */
+    kern->softmax_tile(mr, nc, s + x * nb, nb, scale, lo, hi, m + x0 + x, l + x0 + x,
+                       o + (x0 + x) * dv, dv, dv);
+  }
+  kern->pv_rows(rows, nc, dv, s, nb, elem_kind(sq->v.dtype), vrow, o + x0 * dv, dv);
+}
+
+void cpu_attend_rows(const cpu_problem *pb, const cpu_kernels *kern, const cpu_seq *sq, int64_t h0,
+                     int heads, int64_t r0, int mr, const float *q, float *s, int64_t k0,
+                     int64_t k1, float *m, float *l, float *o) {
+  const int nb = pb->tn < ROWS_BLOCK ? pb->tn : ROWS_BLOCK; /* s holds tm x tn floats */
+  const int64_t group = pb->group, hk0 = h0 / group, hk1 = (h0 + heads - 1) / group + 1;
+  int jlo[CPU_ROWS_MAX], jhi[CPU_ROWS_MAX]; /* mr <= CPU_ROWS_MAX */
+  if (k1 > sq->sk) k1 = sq->sk;
+  for (int64_t c0 = k0; c0 < k1; c0 += nb) {
+    const int nc = (int)(k1 - c0 < nb ? k1 - c0 : nb);
+    fa_tile_class cls = fa_mask_tile_class(&sq->mask, r0, r0 + mr, c0, c0 + nc, sq->sk);
+    if (cls == FA_TILE_EMPTY) continue;
+    const int *lo = NULL, *hi = NULL;
+    if (cls == FA_TILE_PARTIAL) { /* the rows' bounds, the same for every head */
+      cpu_tile_row_bounds(sq, r0, mr, c0, nc, jlo, jhi);
+      lo = jlo;
+      hi = jhi;
+    }
+    for (int64_t hk = hk0; hk < hk1; ++hk) {
+      const int64_t ha = hk * group > h0 ? hk * group : h0;
+      const int64_t hb = (hk + 1) * group < h0 + heads ? (hk + 1) * group : h0 + heads;
+      block_kv_head(pb, kern, sq, hk, ha, hb, h0, r0, mr, c0, nc, nb, lo, hi, q, s, m, l, o);
+    }
+  }
+}

@@ -1,0 +1,291 @@
+/*
+ * cpu_rows.c: the two products of the few-query-rows (decode) path, compiled once per instruction
+ * set like cpu_gemm.c (see cpu_kernels.h for what they compute).
+ *
+ * Decoding attends 1 query row (or, with GQA packed, the few rows of one KV head's query heads)
+ * to thousands of keys: each K/V element is used by only those rows, so the tile path's work per
+ * key tile (convert the tile to fp32, transpose K into scratch, 4-row micro-kernels mostly
+ * idle) costs more than the arithmetic. Here the K and V rows are read where they are, converted
+ * in registers (vcvtph2ps for f16, a 16-bit shift for bf16), and used by every query row while
+ * they are in registers.
+ *
+ * dot_rows: per group of keys, NACC accumulators (keys x rows) run over the head dim lane-wise,
+ * then one transposing reduction turns the NACC vectors into NACC scores. pv_rows: per block of
+ * output columns, the rows' accumulators stay in registers over all keys of the block.
+ *
+ * Summation order: each score is the same lane-wise FMA chain over head-dim chunks and the same
+ * fixed tree over lanes, whatever the row count or the key's position in its group; each output
+ * column sums the keys in key order. Head dims are multiples of 16 (decide() sends others to the
+ * tile path), so no chunk is partial for any vector width here (16, 8, 4 or 1 lanes).
+ */
+#include <stdint.h>
+
+#include "core/dtype.h"
+#include "cpu_kernels.h"
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+#elif defined(CPU_ISA_neon)
+#include <arm_neon.h>
+#endif
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* ---- The vector operations, one set per instruction set ---------------------------------- */
+#if defined(__AVX512F__)
+#define VL 16 /* fp32 lanes per vector */
+/* NACC: accumulators of one dot_rows group (one reduction turns 16 vectors into 16 sums). */
+#define NACC 16
+#define KEYS_PER_PASS 4
+typedef __m512 vf;
+INLINE vf v_zero(void) { return _mm512_setzero_ps(); }
+INLINE vf v_f32(const float *p) { return _mm512_loadu_ps(p); }
+INLINE vf v_f16(const uint16_t *p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
+}
+INLINE vf v_bf16(const uint16_t *p) {
+  __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+INLINE vf v_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+INLINE vf v_add(vf a, vf b) { return _mm512_add_ps(a, b); }
+INLINE vf v_set1(float x) { return _mm512_set1_ps(x); }
+INLINE void v_store(float *p, vf x) { _mm512_storeu_ps(p, x); }
+/* out[i] = the sum of a[i]'s lanes: 256-bit halves, then 128-bit quarters, then pairs of pairs,
+   then pairs, each step adding two vectors' worth of partial sums into one. */
+INLINE void v_sums(vf a[NACC], float out[NACC]) {
+  vf b[8], c[4];
+  for (int i = 0; i < 8; ++i)
+    b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[i], a[i + 8], 0x44),
+                         _mm512_shuffle_f32x4(a[i], a[i + 8], 0xee));
+  for (int i = 0; i < 4; ++i)
+    c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(b[i], b[i + 4], 0x88),
+                         _mm512_shuffle_f32x4(b[i], b[i + 4], 0xdd));
+  /* c[k]'s 128-bit lane L holds 4 partial sums of a[k + {0, 8, 4, 12}[L]]. */
+  vf e0 = _mm512_add_ps(_mm512_unpacklo_ps(c[0], c[1]), _mm512_unpackhi_ps(c[0], c[1]));
+  vf e1 = _mm512_add_ps(_mm512_unpacklo_ps(c[2], c[3]), _mm512_unpackhi_ps(c[2], c[3]));
+  __m512d lo = _mm512_unpacklo_pd(_mm512_castps_pd(e0), _mm512_castps_pd(e1));
+  __m512d hi = _mm512_unpackhi_pd(_mm512_castps_pd(e0), _mm512_castps_pd(e1));
+  vf f = _mm512_add_ps(_mm512_castpd_ps(lo), _mm512_castpd_ps(hi));
+  /* f's lane 4L + k is the sum of a[k + {0, 8, 4, 12}[L]]: swap the middle 128-bit lanes. */
+  _mm512_storeu_ps(out, _mm512_shuffle_f32x4(f, f, 0xd8));
+}
+
+#elif defined(__AVX2__) && defined(__FMA__)
+#define VL 8
+#define NACC 8 /* 16 ymm registers: 8 accumulators leave room for the loads */
+#define KEYS_PER_PASS 8
+typedef __m256 vf;
+INLINE vf v_zero(void) { return _mm256_setzero_ps(); }
+INLINE vf v_f32(const float *p) { return _mm256_loadu_ps(p); }
+INLINE vf v_f16(const uint16_t *p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+INLINE vf v_bf16(const uint16_t *p) {
+  __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+INLINE vf v_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+INLINE vf v_add(vf a, vf b) { return _mm256_add_ps(a, b); }
+INLINE vf v_set1(float x) { return _mm256_set1_ps(x); }
+INLINE void v_store(float *p, vf x) { _mm256_storeu_ps(p, x); }
+INLINE void v_sums(vf a[NACC], float out[NACC]) {
+  vf b[4];
+  for (int i = 0; i < 4; ++i)
+    b[i] = _mm256_add_ps(_mm256_permute2f128_ps(a[i], a[i + 4], 0x20),
+                         _mm256_permute2f128_ps(a[i], a[i + 4], 0x31));
+  /* b[k]'s 128-bit lane L holds 4 partial sums of a[k + 4L]. */
+  vf e0 = _mm256_add_ps(_mm256_unpacklo_ps(b[0], b[1]), _mm256_unpackhi_ps(b[0], b[1]));
+  vf e1 = _mm256_add_ps(_mm256_unpacklo_ps(b[2], b[3]), _mm256_unpackhi_ps(b[2], b[3]));
+  __m256d lo = _mm256_unpacklo_pd(_mm256_castps_pd(e0), _mm256_castps_pd(e1));
+  __m256d hi = _mm256_unpackhi_pd(_mm256_castps_pd(e0), _mm256_castps_pd(e1));
+  _mm256_storeu_ps(out, _mm256_add_ps(_mm256_castpd_ps(lo), _mm256_castpd_ps(hi)));
+}
+
+#elif defined(CPU_ISA_neon) /* the aarch64 build (CMakeLists.txt) */
+#define VL 4
+#define NACC 8 /* two reductions of 4; 32 q registers leave plenty for the loads */
+#define KEYS_PER_PASS 8
+typedef float32x4_t vf;
+INLINE vf v_zero(void) { return vdupq_n_f32(0.0f); }
+INLINE vf v_f32(const float *p) { return vld1q_f32(p); }
+INLINE vf v_f16(const uint16_t *p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+INLINE vf v_bf16(const uint16_t *p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
+INLINE vf v_fma(vf a, vf b, vf c) { return vfmaq_f32(c, a, b); }
+INLINE vf v_add(vf a, vf b) { return vaddq_f32(a, b); }
+INLINE vf v_set1(float x) { return vdupq_n_f32(x); }
+INLINE void v_store(float *p, vf x) { vst1q_f32(p, x); }
+INLINE void v_sums(vf a[NACC], float out[NACC]) {
+  for (int h = 0; h < NACC; h += 4) /* pairwise adds: lanes (0+1)+(2+3) of each vector */
+    vst1q_f32(out + h, vpaddq_f32(vpaddq_f32(a[h], a[h + 1]), vpaddq_f32(a[h + 2], a[h + 3])));
+}
+
+#else
+/* Plain C: one lane, eight independent chains for the compiler to schedule. */
+#define VL 1
+#define NACC 8
+#define KEYS_PER_PASS 8
+typedef float vf;
+INLINE vf v_zero(void) { return 0.0f; }
+INLINE vf v_f32(const float *p) { return *p; }
+INLINE vf v_f16(const uint16_t *p) { return fa_f16_to_f32(*p); }
+INLINE vf v_bf16(const uint16_t *p) { return fa_bf16_to_f32(*p); }
+INLINE vf v_fma(vf a, vf b, vf c) { return c + a * b; }
+INLINE vf v_add(vf a, vf b) { return a + b; }
+INLINE vf v_set1(float x) { return x; }
+INLINE void v_store(float *p, vf x) { *p = x; }
+INLINE void v_sums(vf a[NACC], float out[NACC]) {
+  for (int i = 0; i < NACC; ++i) out[i] = a[i];
+}
+#endif
+
+/* Elements c .. c + VL - 1 of a K/V row of the storage dtype DT (CPU_ELEM_*), to fp32. */
+INLINE vf v_elems(const int DT, const void *row, int c) {
+  if (DT == CPU_ELEM_F32) return v_f32((const float *)row + c);
+  if (DT == CPU_ELEM_F16) return v_f16((const uint16_t *)row + c);
+  return v_bf16((const uint16_t *)row + c);
+}
+
+/* ---- dot_rows ------------------------------------------------------------------------------ */
+
+/* RC rows against KG = NACC / RC keys: out[kk * RC + r] = q_r · k_kk. The keys go through the
+   head dim KEYS_PER_PASS at a time, so their row addresses stay in general registers (with all 16
+   at once gcc kept them in vector registers and moved one out for every load, on the FMA port).
+   With one row, each key's sum runs as two chains (even and odd chunks, added at the end) to keep
+   enough FMAs in flight. */
+INLINE void dot_group(const int RC, const int DT, int d, const float *q, ptrdiff_t ldq,
+                      const void *const *k, float out[NACC]) {
+  const int KG = NACC / RC, P = KG < KEYS_PER_PASS ? KG : KEYS_PER_PASS;
+  const int SPLIT = RC == 1 && NACC >= 16 ? 2 : 1;
+  vf acc[NACC];
+  for (int kp = 0; kp < KG; kp += P) {
+    const void *kr[KEYS_PER_PASS];
+    for (int kk = 0; kk < P; ++kk) kr[kk] = k[kp + kk];
+    vf a[2 * NACC];
+    for (int x = 0; x < SPLIT * P * RC; ++x) a[x] = v_zero();
+    int c = 0;
+    for (; c + SPLIT * VL <= d; c += SPLIT * VL)
+      for (int h = 0; h < SPLIT; ++h)
+        for (int kk = 0; kk < P; ++kk) {
+          const vf kv = v_elems(DT, kr[kk], c + h * VL);
+          for (int r = 0; r < RC; ++r) {
+            vf *t = &a[(h * P + kk) * RC + r];
+            *t = v_fma(v_f32(q + r * ldq + c + h * VL), kv, *t);
+          }
+        }
+    for (; c < d; c += VL) /* SPLIT = 2 and an odd number of chunks: the last one */
+      for (int kk = 0; kk < P; ++kk) {
+        const vf kv = v_elems(DT, kr[kk], c);
+        for (int r = 0; r < RC; ++r)
+          a[kk * RC + r] = v_fma(v_f32(q + r * ldq + c), kv, a[kk * RC + r]);
+      }
+    for (int x = 0; x < P * RC; ++x)
+      acc[kp * RC + x] = SPLIT == 2 ? v_add(a[x], a[P * RC + x]) : a[x];
+  }
+  v_sums(acc, out);
+}
+
+INLINE void dot_rc(const int RC, const int DT, int nc, int d, const float *q, ptrdiff_t ldq,
+                   const void *const *krow, float *s, ptrdiff_t lds) {
+  const int KG = NACC / RC;
+  for (int j0 = 0; j0 < nc; j0 += KG) {
+    const void *k[NACC];
+    /* A last, short group repeats the last key; its extra sums are not stored. */
+    for (int kk = 0; kk < KG; ++kk) k[kk] = krow[j0 + kk < nc ? j0 + kk : nc - 1];
+    float out[NACC];
+    dot_group(RC, DT, d, q, ldq, k, out);
+    const int n = nc - j0 < KG ? nc - j0 : KG;
+    for (int kk = 0; kk < n; ++kk)
+      for (int r = 0; r < RC; ++r) s[r * lds + j0 + kk] = out[kk * RC + r];
+  }
+}
+
+INLINE void dot_dt(const int DT, int rows, int nc, int d, const float *q, ptrdiff_t ldq,
+                   const void *const *krow, float *s, ptrdiff_t lds) {
+  /* Rows in groups of 8, 4, 2, 1 (each group re-reads the block's keys, from L1). */
+  int r0 = 0;
+  for (; rows - r0 >= 8; r0 += 8) dot_rc(8, DT, nc, d, q + r0 * ldq, ldq, krow, s + r0 * lds, lds);
+  if (rows - r0 >= 4) {
+    dot_rc(4, DT, nc, d, q + r0 * ldq, ldq, krow, s + r0 * lds, lds);
+    r0 += 4;
+  }
+  if (rows - r0 >= 2) {
+    dot_rc(2, DT, nc, d, q + r0 * ldq, ldq, krow, s + r0 * lds, lds);
+    r0 += 2;
+  }
+  if (rows - r0 >= 1) dot_rc(1, DT, nc, d, q + r0 * ldq, ldq, krow, s + r0 * lds, lds);
+}
+
+void CPU_KFN(dot_rows)(int rows, int nc, int d, const float *q, ptrdiff_t ldq, int dtype,
+                       const void *const *krow, float *s, ptrdiff_t lds) {
+  if (nc <= 0) return;
+  if (dtype == CPU_ELEM_F16)
+    dot_dt(CPU_ELEM_F16, rows, nc, d, q, ldq, krow, s, lds);
+  else if (dtype == CPU_ELEM_BF16)
+    dot_dt(CPU_ELEM_BF16, rows, nc, d, q, ldq, krow, s, lds);
+  else
+    dot_dt(CPU_ELEM_F32, rows, nc, d, q, ldq, krow, s, lds);
+}
+
+/* ---- pv_rows ------------------------------------------------------------------------------- */
+
+/* RC rows x W vectors of output columns from c0: o += P·V over the nc keys. */
+INLINE void pv_block(const int RC, const int W, const int DT, int nc, const float *p, ptrdiff_t ldp,
+                     const void *const *vrow, int c0, float *o, ptrdiff_t ldo) {
+  vf acc[NACC];
+  for (int r = 0; r < RC; ++r)
+    for (int w = 0; w < W; ++w) acc[r * W + w] = v_f32(o + r * ldo + c0 + w * VL);
+  for (int j = 0; j < nc; ++j)
+    for (int w = 0; w < W; ++w) {
+      const vf vv = v_elems(DT, vrow[j], c0 + w * VL);
+      for (int r = 0; r < RC; ++r)
+        acc[r * W + w] = v_fma(v_set1(p[r * ldp + j]), vv, acc[r * W + w]);
+    }
+  for (int r = 0; r < RC; ++r)
+    for (int w = 0; w < W; ++w) v_store(o + r * ldo + c0 + w * VL, acc[r * W + w]);
+}
+
+/* The dv / VL column vectors in blocks of WMAX (RC x WMAX accumulators, at most NACC), then the
+   rest (fewer than WMAX) in blocks of 4, 2, 1. */
+INLINE void pv_rc(const int RC, const int DT, int nc, int dv, const float *p, ptrdiff_t ldp,
+                  const void *const *vrow, float *o, ptrdiff_t ldo) {
+  const int WMAX = NACC / RC > 8 ? 8 : NACC / RC;
+  const int nv = dv / VL;
+  int v0 = 0;
+  for (; nv - v0 >= WMAX; v0 += WMAX) pv_block(RC, WMAX, DT, nc, p, ldp, vrow, v0 * VL, o, ldo);
+  if (WMAX > 4 && nv - v0 >= 4) {
+    pv_block(RC, 4, DT, nc, p, ldp, vrow, v0 * VL, o, ldo);
+    v0 += 4;
+  }
+  if (WMAX > 2 && nv - v0 >= 2) {
+    pv_block(RC, 2, DT, nc, p, ldp, vrow, v0 * VL, o, ldo);
+    v0 += 2;
+  }
+  if (WMAX > 1 && nv - v0 >= 1) pv_block(RC, 1, DT, nc, p, ldp, vrow, v0 * VL, o, ldo);
+}
+
+INLINE void pv_dt(const int DT, int rows, int nc, int dv, const float *p, ptrdiff_t ldp,
+                  const void *const *vrow, float *o, ptrdiff_t ldo) {
+  int r0 = 0;
+  for (; rows - r0 >= 8; r0 += 8) pv_rc(8, DT, nc, dv, p + r0 * ldp, ldp, vrow, o + r0 * ldo, ldo);
+  if (rows - r0 >= 4) {
+    pv_rc(4, DT, nc, dv, p + r0 * ldp, ldp, vrow, o + r0 * ldo, ldo);
+    r0 += 4;
+  }
+  if (rows - r0 >= 2) {
+    pv_rc(2, DT, nc, dv, p + r0 * ldp, ldp, vrow, o + r0 * ldo, ldo);
+    r0 += 2;
+  }
+  if (rows - r0 >= 1) pv_rc(1, DT, nc, dv, p + r0 * ldp, ldp, vrow, o + r0 * ldo, ldo);
+}
+
+void CPU_KFN(pv_rows)(int rows, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,
+                      const void *const *vrow, float *o, ptrdiff_t ldo) {
+  if (nc <= 0) return;
+  if (dtype == CPU_ELEM_F16)
+    pv_dt(CPU_ELEM_F16, rows, nc, dv, p, ldp, vrow, o, ldo);
+  else if (dtype == CPU_ELEM_BF16)
+    pv_dt(CPU_ELEM_BF16, rows, nc, dv, p, ldp, vrow, o, ldo);
+  else
+    pv_dt(CPU_ELEM_F32, rows, nc, dv, p, ldp, vrow, o, ldo);
+}
