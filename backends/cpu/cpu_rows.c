@@ -235,12 +235,17 @@ INLINE void pv_block(const int RC, const int W, const int DT, int nc, const floa
   vf acc[NACC];
   for (int r = 0; r < RC; ++r)
     for (int w = 0; w < W; ++w) acc[r * W + w] = v_f32(o + r * ldo + c0 + w * VL);
-  for (int j = 0; j < nc; ++j)
+  const size_t esz = DT == CPU_ELEM_F32 ? sizeof(float) : sizeof(uint16_t);
+  for (int j = 0; j < nc; ++j) {
+    /* The row's columns from c0 as one pointer, so the W loads are constant offsets from it (with
+       c0 + w * VL as indices gcc kept W index registers, spilled to vector registers). */
+    const void *row = (const char *)vrow[j] + (size_t)c0 * esz;
     for (int w = 0; w < W; ++w) {
-      const vf vv = v_elems(DT, vrow[j], c0 + w * VL);
+      const vf vv = v_elems(DT, row, w * VL);
       for (int r = 0; r < RC; ++r)
         acc[r * W + w] = v_fma(v_set1(p[r * ldp + j]), vv, acc[r * W + w]);
     }
+  }
   for (int r = 0; r < RC; ++r)
     for (int w = 0; w < W; ++w) v_store(o + r * ldo + c0 + w * VL, acc[r * W + w]);
 }
