@@ -8,8 +8,8 @@
  * Both are mma_warp_tile, which differs between them only in how B's fragment is loaded.
  *
  * acc is [M16][N8][4]: M16 16-row blocks of A times N8 8-column blocks of the result. The
- * fragments of one k-step are loaded before its mma are issued, or (PREFETCH) one k-step ahead;
- * the caller's loop order decides how many products are in flight.
+ * fragments of one k-step are loaded before its mma are issued; the caller's loop order decides
+ * how many products are in flight.
  */
 #ifndef FA_CUDA_WARP_MMA_CUH
 #define FA_CUDA_WARP_MMA_CUH
@@ -24,71 +24,51 @@ __device__ __forceinline__ void load_b_frag(uint32_t (&bf)[4], const E *sB, int 
                                             int lane) {
   const int mi = lane >> 3;
   if (B_KN)
-    ldmatrix_x4_trans(
-        bf, smem_u32(sB + (ks * 16 + (mi & 1) * 8 + (lane & 7)) * LDB + b0 + (mi >> 1) * 8));
+    ldmatrix_x4_trans(bf, smem_u32(sB + (ks * 16 + (mi & 1) * 8 + (lane & 7)) * LDB + b0 +
+                                   (mi >> 1) * 8));
   else
-    ldmatrix_x4(bf,
-                smem_u32(sB + (b0 + (mi >> 1) * 8 + (lane & 7)) * LDB + ks * 16 + (mi & 1) * 8));
-}
-
-/* The A and B fragments of k-step ks. */
-template <bool B_KN, int M16, int N8, int LDA, int LDB, typename E>
-__device__ __forceinline__ void load_k_step(uint32_t (&af)[M16][4], uint32_t (&bf)[N8 / 2][4],
-                                            const E *sA, int a_row0, const E *sB, int b0, int ks,
-                                            int lane) {
-#pragma unroll
-  for (int m = 0; m < M16; ++m)
-    ldmatrix_x4(af[m],
-                smem_u32(sA + (a_row0 + m * 16 + (lane & 15)) * LDA + ks * 16 + (lane >> 4) * 8));
-#pragma unroll
-  for (int n2 = 0; n2 < N8 / 2; ++n2) load_b_frag<B_KN, LDB>(bf[n2], sB, b0 + n2 * 16, ks, lane);
+    ldmatrix_x4(bf, smem_u32(sB + (b0 + (mi >> 1) * 8 + (lane & 7)) * LDB + ks * 16 +
+                             (mi & 1) * 8));
 }
 
 /* acc += A · op(B): rows a_row0 + [0, 16·M16) of A (leading dimension LDA) over k = [0, 16·K16),
-   result columns b0 + [0, 8·N8) taken from B as load_b_frag<B_KN> reads it. With PREFETCH, the
-   fragments of k-step ks + 1 are loaded before the mma of step ks are issued (two register sets),
-   so an mma rarely waits for its ldmatrix; without, each step's loads precede its own mma and
-   the compiler interleaves what its register budget allows. */
-template <typename Tr, bool B_KN, bool PREFETCH, int M16, int N8, int K16, int LDA, int LDB,
-          typename E>
+   result columns b0 + [0, 8·N8) taken from B as load_b_frag<B_KN> reads it. */
+template <typename Tr, bool B_KN, int M16, int N8, int K16, int LDA, int LDB, typename E>
 __device__ __forceinline__ void mma_warp_tile(float (&acc)[M16][N8][4], const E *sA, int a_row0,
                                               const E *sB, int b0, int lane) {
   static_assert(N8 % 2 == 0, "B is loaded 16 result columns at a time");
-  constexpr int SETS = PREFETCH ? 2 : 1;
-  uint32_t af[SETS][M16][4], bf[SETS][N8 / 2][4];
-  if (PREFETCH) load_k_step<B_KN, M16, N8, LDA, LDB>(af[0], bf[0], sA, a_row0, sB, b0, 0, lane);
 #pragma unroll
   for (int ks = 0; ks < K16; ++ks) {
-    const int cur = PREFETCH ? ks & 1 : 0;
-    if (!PREFETCH)
-      load_k_step<B_KN, M16, N8, LDA, LDB>(af[0], bf[0], sA, a_row0, sB, b0, ks, lane);
-    else if (ks + 1 < K16)
-      load_k_step<B_KN, M16, N8, LDA, LDB>(af[cur ^ 1], bf[cur ^ 1], sA, a_row0, sB, b0, ks + 1,
-                                           lane);
+    uint32_t af[M16][4];
 #pragma unroll
-    for (int n2 = 0; n2 < N8 / 2; ++n2)
+    for (int m = 0; m < M16; ++m)
+      ldmatrix_x4(af[m], smem_u32(sA + (a_row0 + m * 16 + (lane & 15)) * LDA + ks * 16 +
+                                  (lane >> 4) * 8));
+#pragma unroll
+    for (int n2 = 0; n2 < N8 / 2; ++n2) {
+      uint32_t bf[4];
+      load_b_frag<B_KN, LDB>(bf, sB, b0 + n2 * 16, ks, lane);
 #pragma unroll
       for (int m = 0; m < M16; ++m) {
-        mma_16816<Tr>(acc[m][2 * n2], af[cur][m], bf[cur][n2]);
-        mma_16816<Tr>(acc[m][2 * n2 + 1], af[cur][m], bf[cur][n2] + 2);
+        mma_16816<Tr>(acc[m][2 * n2], af[m], bf);
+        mma_16816<Tr>(acc[m][2 * n2 + 1], af[m], bf + 2);
       }
+    }
   }
 }
 
 /* Rows a_row0 + [0, 16·M16) of A times rows b_row0 + [0, 8·N8) of B (both k along the row). */
-template <typename Tr, int M16, int N8, int K16, int LDA, int LDB, bool PREFETCH = false,
-          typename E>
+template <typename Tr, int M16, int N8, int K16, int LDA, int LDB, typename E>
 __device__ __forceinline__ void mma_rows_rows(float (&acc)[M16][N8][4], const E *sA, int a_row0,
                                               const E *sB, int b_row0, int lane) {
-  mma_warp_tile<Tr, false, PREFETCH, M16, N8, K16, LDA, LDB>(acc, sA, a_row0, sB, b_row0, lane);
+  mma_warp_tile<Tr, false, M16, N8, K16, LDA, LDB>(acc, sA, a_row0, sB, b_row0, lane);
 }
 
 /* Rows a_row0 + [0, 16·M16) of A times columns b_col0 + [0, 8·N8) of B stored [k][n]. */
-template <typename Tr, int M16, int N8, int K16, int LDA, int LDB, bool PREFETCH = false,
-          typename E>
+template <typename Tr, int M16, int N8, int K16, int LDA, int LDB, typename E>
 __device__ __forceinline__ void mma_rows_kn(float (&acc)[M16][N8][4], const E *sA, int a_row0,
                                             const E *sB, int b_col0, int lane) {
-  mma_warp_tile<Tr, true, PREFETCH, M16, N8, K16, LDA, LDB>(acc, sA, a_row0, sB, b_col0, lane);
+  mma_warp_tile<Tr, true, M16, N8, K16, LDA, LDB>(acc, sA, a_row0, sB, b_col0, lane);
 }
 
 #endif /* FA_CUDA_WARP_MMA_CUH */

@@ -256,10 +256,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
 #pragma unroll
             for (int c = 0; c < 4; ++c) s[m][nb][c] = dp[m][nb][c] = 0.0f;
         /* One product after the other: fewer fragments live at once than interleaving them. */
-        mma_rows_rows<Tr, MS, SNB, HD / 16, LD, LD, FA2_PREFETCH_BWD_S>(s, sK, s_key, tQ, q_p,
-                                                                        lane);
-        mma_rows_rows<Tr, MS, SNB, HD / 16, LD, LD, FA2_PREFETCH_BWD_S>(dp, sV, s_key, tdO, q_p,
-                                                                        lane);
+        mma_rows_rows<Tr, MS, SNB, HD / 16, LD, LD>(s, sK, s_key, tQ, q_p, lane);
+        mma_rows_rows<Tr, MS, SNB, HD / 16, LD, LD>(dp, sV, s_key, tdO, q_p, lane);
         if (part == 0) {
           /* The next tile's loads, issued here rather than right after the barrier: there they
              queued behind every warp's first ldmatrix, and the instructions reusing their
@@ -310,8 +308,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
       __syncthreads();
 
       /* dV += Pᵀ dO (reduction over the query tile). */
-      mma_rows_kn<Tr, MK, KDB, BM / 16, LDP, LD, FA2_PREFETCH_BWD_KV>(dv, sPt, kv_key, tdO, kv_d,
-                                                                      lane);
+      mma_rows_kn<Tr, MK, KDB, BM / 16, LDP, LD>(dv, sPt, kv_key, tdO, kv_d, lane);
 
       /* dQ (this warp's QQ queries x QD columns) = dS K, added to the fp32 accumulator. */
       {
@@ -391,8 +388,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
         }
       }
       /* dK += dSᵀ Q, last: its mma run while the dQ reductions above drain. */
-      mma_rows_kn<Tr, MK, KDB, BM / 16, LDP, LD, FA2_PREFETCH_BWD_KV>(dk, sdSt, kv_key, tQ, kv_d,
-                                                                      lane);
+      mma_rows_kn<Tr, MK, KDB, BM / 16, LDP, LD>(dk, sdSt, kv_key, tQ, kv_d, lane);
       h = h_next;
       m_idx = m_next;
     }

@@ -4,10 +4,10 @@
  * One thread block per (query tile, query head, batch). The block's NW warps split the BM query
  * rows (16 * MT rows each); Q stays in shared memory, K and V tiles stream through a two-stage
  * cp.async ring, or (KVS = 1) through one buffer each, V's copy overlapping S = Q Kᵀ and the next
- * K's overlapping P V. Per key tile each warp computes S = Q Kᵀ for its rows with mma.sync m16n8k16,
- * applies softcap and the mask (core/score.h, core/mask.h; only on tiles the mask cuts), updates
- * its rows' running max and sum in the log2 domain (exp2 of one FMA per score), and adds P V
- * with P taken straight from the S accumulators (the C fragment of two n8 blocks is the A
+ * K's overlapping P V. Per key tile each warp computes S = Q Kᵀ for its rows with mma.sync
+ * m16n8k16, applies softcap and the mask (core/score.h, core/mask.h; only on tiles the mask cuts),
+ * updates its rows' running max and sum in the log2 domain (exp2 of one FMA per score), and adds P
+ * V with P taken straight from the S accumulators (the C fragment of two n8 blocks is the A
  * fragment of one k16 step). The row sums stay per thread until the end. O and the LSE are
  * written once, O through the warp's own rows of the Q tile so that its stores are 16 bytes wide.
  */
@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
 
       /* S = Q Kᵀ over the padded head dim (the padding is zeros; no branch on the real head dim
          inside the unrolled loops, which would stop loads overlapping the mma). */
-      mma_rows_rows<Tr, MT, NB, HD / 16, LD, LD, FA2_PREFETCH_FWD_S>(s, sQ, warp_row0, tK, 0, lane);
+      mma_rows_rows<Tr, MT, NB, HD / 16, LD, LD>(s, sQ, warp_row0, tK, 0, lane);
     }
 
     /* The next tile's loads, issued after S rather than right after the barrier, where they

@@ -69,14 +69,4 @@
    (size_t)2 * FA2_BWD_TILE_N(hd) * (FA2_BWD_TILE_M(hd) + 8) * 2 +              \
    (size_t)4 * FA2_BWD_TILE_M(hd) * 4)
 
-/* Which products load their fragments one k-step ahead (warp_mma.cuh's PREFETCH), as bits:
-   1 the forward's S = Q Kᵀ, 2 the backward's Sᵀ and dPᵀ, 4 the backward's dV and dK
-   (overridable for A/B builds). */
-#ifndef FA2_FRAG_PREFETCH
-#define FA2_FRAG_PREFETCH 0
-#endif
-#define FA2_PREFETCH_FWD_S ((FA2_FRAG_PREFETCH & 1) != 0)
-#define FA2_PREFETCH_BWD_S ((FA2_FRAG_PREFETCH & 2) != 0)
-#define FA2_PREFETCH_BWD_KV ((FA2_FRAG_PREFETCH & 4) != 0)
-
 #endif /* FA_CUDA_FA2_TILES_H */
