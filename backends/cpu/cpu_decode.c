@@ -33,18 +33,24 @@ static int elem_kind(fa_dtype dtype) {
 
 /* One block's keys [c0, c0 + nc) through the query heads [ha, hb) of KV head hk; their rows start
    at row (ha - h0) * mr of q, s, m, l and o. */
+/* The block's token rows of KV head 0 (dense, packed or through the page table), once per block:
+   head hk's row is hk * hs elements further (cpu_rows_off is linear in the head). */
+typedef struct block_rows {
+  const char *k[ROWS_BLOCK], *v[ROWS_BLOCK];
+} block_rows;
+
 static void block_kv_head(const cpu_problem *pb, const cpu_kernels *kern, const cpu_seq *sq,
-                          int64_t hk, int64_t ha, int64_t hb, int64_t h0, int64_t r0, int mr,
-                          int64_t c0, int nc, int nb, const int *lo, const int *hi, const float *q,
-                          float *s, float *m, float *l, float *o) {
+                          const block_rows *br, int64_t hk, int64_t ha, int64_t hb, int64_t h0,
+                          int64_t r0, int mr, int64_t c0, int nc, int nb, const int *lo,
+                          const int *hi, const float *q, float *s, float *m, float *l, float *o) {
   const int d = pb->d, dv = pb->dv, rows = (int)(hb - ha) * mr;
   const ptrdiff_t x0 = (ptrdiff_t)(ha - h0) * mr;
-  const size_t ksz = fa_dtype_size(sq->k.dtype), vsz = fa_dtype_size(sq->v.dtype);
+  const int64_t kh = hk * sq->k.hs * (int64_t)fa_dtype_size(sq->k.dtype);
+  const int64_t vh = hk * sq->v.hs * (int64_t)fa_dtype_size(sq->v.dtype);
   const void *krow[ROWS_BLOCK], *vrow[ROWS_BLOCK];
-  /* Each key row's address once (dense, packed or through the page table). */
   for (int j = 0; j < nc; ++j) {
-    krow[j] = (const char *)sq->k.data + cpu_rows_off(&sq->k, c0 + j, hk) * (int64_t)ksz;
-    vrow[j] = (const char *)sq->v.data + cpu_rows_off(&sq->v, c0 + j, hk) * (int64_t)vsz;
+    krow[j] = br->k[j] + kh;
+    vrow[j] = br->v[j] + vh;
   }
   s += x0 * nb;
   kern->dot_rows(rows, nc, d, q + x0 * d, d, elem_kind(sq->k.dtype), krow, s, nb);
@@ -68,6 +74,9 @@ void cpu_attend_rows(const cpu_problem *pb, const cpu_kernels *kern, const cpu_s
   const int nb = pb->tn < ROWS_BLOCK ? pb->tn : ROWS_BLOCK; /* s holds tm x tn floats */
   const int64_t group = pb->group, hk0 = h0 / group, hk1 = (h0 + heads - 1) / group + 1;
   int jlo[CPU_ROWS_MAX], jhi[CPU_ROWS_MAX]; /* mr <= CPU_ROWS_MAX */
+  const int64_t ksz = (int64_t)fa_dtype_size(sq->k.dtype),
+                vsz = (int64_t)fa_dtype_size(sq->v.dtype);
+  block_rows br;
   if (k1 > sq->sk) k1 = sq->sk;
   for (int64_t c0 = k0; c0 < k1; c0 += nb) {
     const int nc = (int)(k1 - c0 < nb ? k1 - c0 : nb);
@@ -79,10 +88,14 @@ void cpu_attend_rows(const cpu_problem *pb, const cpu_kernels *kern, const cpu_s
       lo = jlo;
       hi = jhi;
     }
+    for (int j = 0; j < nc; ++j) {
+      br.k[j] = (const char *)sq->k.data + cpu_rows_off(&sq->k, c0 + j, 0) * ksz;
+      br.v[j] = (const char *)sq->v.data + cpu_rows_off(&sq->v, c0 + j, 0) * vsz;
+    }
     for (int64_t hk = hk0; hk < hk1; ++hk) {
       const int64_t ha = hk * group > h0 ? hk * group : h0;
       const int64_t hb = (hk + 1) * group < h0 + heads ? (hk + 1) * group : h0 + heads;
-      block_kv_head(pb, kern, sq, hk, ha, hb, h0, r0, mr, c0, nc, nb, lo, hi, q, s, m, l, o);
+      block_kv_head(pb, kern, sq, &br, hk, ha, hb, h0, r0, mr, c0, nc, nb, lo, hi, q, s, m, l, o);
     }
   }
 }
