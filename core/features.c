@@ -268,10 +268,25 @@ void fa_features_probe(fa_backend_slot *slot) {
       break;
     }
   }
+  int bwd_served = 0;
   for (int f = 0; f < F_COUNT; ++f) {
     base_call(&c, dev, dt, FA_OP_FORWARD);
     shape_feature(&c, (feature)f, dev, dt);
-    if (ask(slot, &c, f == F_LSE, why, sizeof why))
+    int ok = ask(slot, &c, f == F_LSE, why, sizeof why);
+    if (f == F_BWD) bwd_served = ok;
+    /* A head-dim feature holds for every pass the backend serves: where the backward is served,
+       it is asked at that head dim too (a GPU may fit the forward's tiles and not the
+       backward's, and a caller reading "bwd,hd256" expects both). */
+    if (ok && bwd_served && (f == F_HD256 || f == F_HD512)) {
+      base_call(&c, dev, dt, FA_OP_BACKWARD);
+      shape_feature(&c, (feature)f, dev, dt);
+      c.dout = c.out;
+      c.dq = c.q;
+      c.dk = c.k;
+      c.dv = c.v;
+      ok = ask(slot, &c, 0, why, sizeof why);
+    }
+    if (ok)
       append(slot->features, sizeof slot->features, feature_names[f]);
     else
       append_reason(slot->unsupported, sizeof slot->unsupported, feature_names[f], why);

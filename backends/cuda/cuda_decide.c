@@ -140,21 +140,19 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
     if (refuse_layout(names[i], layout[i], out)) return;
 
   fa2_tile_config cfg;
-  int ok = req->op == FA_OP_FORWARD ? fa2_fwd_config((int32_t)req->head_dim, &cfg)
-                                    : fa2_bwd_config((int32_t)req->head_dim, &cfg);
+  int ok = req->op == FA_OP_FORWARD
+               ? fa2_fwd_config((int32_t)req->head_dim, dev->cc_major, dev->smem_optin, &cfg)
+               : fa2_bwd_config((int32_t)req->head_dim, dev->cc_major, dev->smem_optin, &cfg);
   if (!ok) {
     fa_core_refuse(out, "head_dim %lld has no cuda.fa2 kernel", (long long)req->head_dim);
     return;
   }
-  /* The shared memory the kernel will ask for: on sm_90 the backward's dQ staging comes on top
-     where the bulk path runs (fa2_tiles.h); fa2_prepare_device skips exactly these kernels. */
-  if (req->op != FA_OP_FORWARD && dev->cc_major >= 9)
-    cfg.smem_bytes += FA2_BWD_DQ_STAGE_SMEM(cfg.head_dim_padded);
+  /* The compact tiles did not fit either (fa2_prepare_device skips exactly these kernels). */
   if ((int64_t)cfg.smem_bytes > dev->smem_optin) {
     fa_core_refuse(
         out,
-        "cuda.fa2 %s at head_dim %lld needs %zu KiB of shared memory per block; %s allows "
-        "%d KiB",
+        "cuda.fa2 %s at head_dim %lld needs %zu KiB of shared memory per block even in its "
+        "compact tiles; %s allows %d KiB",
         req->op == FA_OP_FORWARD ? "forward" : "backward", (long long)req->head_dim,
         cfg.smem_bytes / 1024, dev->name, (int)(dev->smem_optin / 1024));
     return;
@@ -181,6 +179,8 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
   sizing.p.heads_q = (int32_t)req->heads_q;
   sizing.p.seqlen_q = (int32_t)req->seqlen_q;
   sizing.p.head_dim = (int32_t)req->head_dim;
+  sizing.head_dim_padded = cfg.head_dim_padded;
+  sizing.tile_m = cfg.tile_m;
   sizing.deterministic = p->deterministic ? 1 : 0;
   sizing.dq_splits = p->deterministic ? cuda_bwd_dq_splits(req, cfg.tile_n, dev->sm_count) : 1;
   out->deterministic = sizing.deterministic;

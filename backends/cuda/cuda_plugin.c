@@ -30,7 +30,8 @@ static fa_status prepare_device(int id) {
   pthread_mutex_lock(&prepared_lock);
   int e = 0;
   if (!prepared[id]) {
-    e = fa2_prepare_device(cuda_state_get()->devices[id].smem_optin);
+    const cuda_device_info *dev = &cuda_state_get()->devices[id];
+    e = fa2_prepare_device(dev->smem_optin, dev->cc_major);
     if (e == 0) prepared[id] = 1;
   }
   pthread_mutex_unlock(&prepared_lock);
@@ -68,7 +69,7 @@ static fa2_problem problem_of(const fa_request *req) {
   return pb;
 }
 
-static fa_status run_forward(const fa_request *req) {
+static fa_status run_forward(const fa_request *req, const fa_decision *decision) {
   fa2_fwd_args a;
   memset(&a, 0, sizeof a);
   a.q = tensor_ptr(req->q);
@@ -86,11 +87,15 @@ static fa_status run_forward(const fa_request *req) {
     a.lse_str.row = req->lse->strides[2];
   }
   a.p = problem_of(req);
+  const cuda_device_info *dev = &cuda_state_get()->devices[req->device.id];
   fa2_tile_config cfg;
-  fa2_fwd_fn fn = fa2_fwd_config(a.p.head_dim, &cfg) ? fa2_fwd_for(cfg.head_dim_padded) : NULL;
-  if (!fn)
-    return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no forward kernel for head_dim %d",
+  fa2_fwd_fn fn = fa2_fwd_config(a.p.head_dim, dev->cc_major, dev->smem_optin, &cfg)
+                      ? fa2_fwd_for(cfg.head_dim_padded)
+                      : NULL;
+  if (!fn || cfg.tile_m != decision->tile_m || cfg.tile_n != decision->tile_n)
+    return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no forward kernel as decided for head_dim %d",
                              a.p.head_dim);
+  a.size_class = cfg.size_class;
   int e = fn(&a);
   return e == 0 ? FA_OK : cuda_failure((cudaError_t)e, "the fa2 forward launch");
 }
@@ -119,12 +124,19 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
   a.lse_str.head = req->lse->strides[1];
   a.lse_str.row = req->lse->strides[2];
   a.p = problem_of(req);
+  const cuda_device_info *dev = &cuda_state_get()->devices[req->device.id];
+  fa2_tile_config cfg;
+  if (!fa2_bwd_config(a.p.head_dim, dev->cc_major, dev->smem_optin, &cfg) ||
+      cfg.tile_m != decision->tile_m || cfg.tile_n != decision->tile_n)
+    return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no backward kernel as decided for head_dim %d",
+                             a.p.head_dim);
+  a.size_class = cfg.size_class;
+  a.head_dim_padded = cfg.head_dim_padded;
+  a.tile_m = cfg.tile_m;
+  a.dq_layout = cfg.dq_layout;
   a.deterministic = decision->deterministic;
   a.dq_splits = 1;
-  if (a.deterministic) {
-    const cuda_device_info *dev = &cuda_state_get()->devices[req->device.id];
-    a.dq_splits = cuda_bwd_dq_splits(req, decision->tile_n, dev->sm_count);
-  }
+  if (a.deterministic) a.dq_splits = cuda_bwd_dq_splits(req, decision->tile_n, dev->sm_count);
   if (fa2_bwd_workspace_bytes(&a) + CUDA_WORKSPACE_ALIGN != decision->workspace_bytes)
     return fa_core_set_error(FA_ERR_INTERNAL, "cuda: backward workspace %zu bytes, decided %zu",
                              fa2_bwd_workspace_bytes(&a) + CUDA_WORKSPACE_ALIGN,
@@ -140,7 +152,7 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
   }
   uintptr_t base =
       ((uintptr_t)ws + CUDA_WORKSPACE_ALIGN - 1) & ~(uintptr_t)(CUDA_WORKSPACE_ALIGN - 1);
-  int e = fa2_bwd_launch(&a, (void *)base);
+  int e = fa2_bwd_launch(&a, cfg.tile_n, (void *)base);
   if (ws && ws != workspace) {
     cudaError_t f = cudaFreeAsync(ws, stream);
     if (e == 0 && f != cudaSuccess) e = (int)f;
@@ -159,7 +171,8 @@ fa_status cuda_run(const fa_request *req, const fa_decision *decision, void *wor
     return cuda_failure(e, "cudaSetDevice");
   fa_status st = prepare_device(id);
   if (st == FA_OK)
-    st = req->op == FA_OP_FORWARD ? run_forward(req) : run_backward(req, decision, workspace);
+    st = req->op == FA_OP_FORWARD ? run_forward(req, decision)
+                                  : run_backward(req, decision, workspace);
   if (previous != id) cudaSetDevice(previous);
   return st;
 }

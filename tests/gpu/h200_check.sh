@@ -10,12 +10,17 @@
 #   fa-info      what fa_backend_info() reports; cuda must be available
 #   conformance  bin/conformance --backend cuda (every case; --quick for the subset) with the
 #                --require list of ctest's conformance.cuda, log in $OUT/conformance_cuda.log
+#   conformance.a100, conformance.sm86
+#                the same with FA_CUDA_SMEM_LIMIT at an A100's and an sm_86/89's shared memory
+#                (the compact tiles; what does not fit is refused), logs in $OUT
 #   memcheck     compute-sanitizer --tool memcheck (leak check on) on bin/cuda_smoke, three times:
 #                bf16 hd64 seqlen 100 causal GQA forward + backward; f16 hd128 seqlen 200
 #                non-causal deterministic; bf16 hd72 seqlen 333 with the backward in a caller
 #                workspace 4 bytes off alignment
 #   racecheck    compute-sanitizer --tool racecheck on the first of those, and on bf16 hd256
 #                seqlen 200 causal (racecheck.hd256)
+#   memcheck.compact, racecheck.compact
+#                hd64 seqlen 200 causal with FA_CUDA_SMEM_LIMIT=80000: both passes' compact tiles
 #   synccheck    compute-sanitizer --tool synccheck on the first of those
 #   oom          fault injection under memcheck: cuda_smoke --exhaust-memory takes the device's
 #                memory first; the backward must return FA_ERR_OUT_OF_MEMORY and write nothing,
@@ -98,6 +103,20 @@ else
 fi
 
 # --- conformance -----------------------------------------------------------------------------
+# bin/conformance --backend cuda with FA_CUDA_SMEM_LIMIT=BYTES, recorded as NAME.
+conformance_limited() {
+  local limit=$1 name=$2 log="$OUT/$2.log" rc tally
+  echo "FA_CUDA_SMEM_LIMIT=$limit $BIN/conformance --backend cuda"
+  FA_CUDA_SMEM_LIMIT=$limit timeout 150 "$BIN/conformance" --backend cuda > "$log" 2>&1
+  rc=$?
+  tally=$(grep -E '^conformance: [0-9]+ passed' "$log" | tail -1 | sed 's/^conformance: //')
+  tail -3 "$log"
+  if [ "$rc" -eq 0 ]; then
+    record "$name" PASS "${limit} B: ${tally}"
+  else
+    record "$name" FAIL "${limit} B: exit status $rc: ${tally:-no tally} (see $log)"
+  fi
+}
 if [ "$DO_CONF" -eq 1 ]; then
   banner "conformance --backend cuda"
   conformance_step cuda 150
@@ -106,8 +125,13 @@ if [ "$DO_CONF" -eq 1 ]; then
     grep '^SKIP ' "$OUT/conformance_cuda.log" | sed 's/^SKIP [^:]*: \([^(]*\) not supported.*/\1/' |
       sort | uniq -c | sort -rn > "$OUT/conformance_cuda_skips.txt"
   fi
+  # The compact tiles: the suite again with the shared memory of an A100 (163 KiB) and of an
+  # sm_86/89 GPU (99 KiB); shapes whose compact tiles do not fit either are refused (skipped).
+  for limit in 166912:a100 101376:sm86; do
+    conformance_limited "${limit%%:*}" "conformance.${limit#*:}"
+  done
 else
-  record conformance SKIP "--no-conformance"
+  for s in conformance conformance.a100 conformance.sm86; do record "$s" SKIP "--no-conformance"; done
 fi
 
 # --- compute-sanitizer -----------------------------------------------------------------------
@@ -142,22 +166,28 @@ if [ "$DO_SAN" -eq 1 ]; then
   banner "compute-sanitizer"
   SANITIZER=$(find_tool compute-sanitizer)
   if [ -z "$SANITIZER" ]; then
-    for s in memcheck memcheck.det memcheck.ws racecheck racecheck.hd256 synccheck oom; do record "$s" FAIL "compute-sanitizer not found"; done
+    for s in memcheck memcheck.det memcheck.ws memcheck.compact racecheck racecheck.hd256 racecheck.compact synccheck oom; do record "$s" FAIL "compute-sanitizer not found"; done
   elif ! need_bin cuda_smoke; then
-    for s in memcheck memcheck.det memcheck.ws racecheck racecheck.hd256 synccheck oom; do record "$s" FAIL "cuda_smoke not built"; done
+    for s in memcheck memcheck.det memcheck.ws memcheck.compact racecheck racecheck.hd256 racecheck.compact synccheck oom; do record "$s" FAIL "cuda_smoke not built"; done
   else
     "$SANITIZER" --version | tail -1
     sanitize memcheck memcheck memcheck.log
     sanitize memcheck.det memcheck memcheck_det.log --dtype f16 --hdim 128 --seqlen 200 --causal 0 --deterministic
     sanitize memcheck.ws memcheck memcheck_ws.log --hdim 72 --seqlen 333 --workspace-offset 4
+    # The compact tiles of both passes (80000 B: below the wide hd64 forward, above the compact
+    # hd64 backward).
+    FA_CUDA_SMEM_LIMIT=80000 sanitize memcheck.compact memcheck memcheck_compact.log --hdim 64 \
+      --seqlen 200 --causal 1
     sanitize racecheck racecheck racecheck.log
     # The widest kernels (their own tile shapes and K/V pipeline), several key tiles, causal.
     sanitize racecheck.hd256 racecheck racecheck_hd256.log --hdim 256 --seqlen 200 --causal 1
+    FA_CUDA_SMEM_LIMIT=80000 sanitize racecheck.compact racecheck racecheck_compact.log --hdim 64 \
+      --seqlen 200 --causal 1
     sanitize synccheck synccheck synccheck.log
     sanitize oom memcheck oom.log --exhaust-memory
   fi
 else
-  for s in memcheck memcheck.det memcheck.ws racecheck racecheck.hd256 synccheck oom; do record "$s" SKIP "--no-sanitize"; done
+  for s in memcheck memcheck.det memcheck.ws memcheck.compact racecheck racecheck.hd256 racecheck.compact synccheck oom; do record "$s" SKIP "--no-sanitize"; done
 fi
 
 # --- SASS ------------------------------------------------------------------------------------

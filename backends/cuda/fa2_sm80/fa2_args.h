@@ -43,6 +43,7 @@ typedef struct fa2_fwd_args {
   fa2_strides q_str, k_str, v_str, o_str;
   fa2_lse_strides lse_str;
   fa2_problem p;
+  int32_t size_class; /* FA2_WIDE or FA2_COMPACT (fa2_tiles.h): which tiles run */
 } fa2_fwd_args;
 
 /* Layouts of a row of the backward's fp32 dQ accumulator (head_dim_padded columns):
@@ -73,8 +74,9 @@ typedef struct fa2_bwd_args {
      on the device add into it the cheapest way. */
   int32_t seqlen_q_padded; /* seqlen_q rounded up to the backward's query tile */
   int32_t head_dim_padded; /* head_dim rounded up to the kernels' granule (FA2_PAD_HD) */
+  int32_t size_class;      /* FA2_WIDE or FA2_COMPACT (fa2_tiles.h): which tiles run */
   int32_t tile_m;          /* the backward's query tile */
-  int32_t dq_layout;       /* FA2_DQ_* (fa2_bwd_dq_layout_for) */
+  int32_t dq_layout;       /* FA2_DQ_* (fa2_bwd_dq_layout) */
   float *dsum;
   float *lse_log2;
   float *dq_accum;
@@ -85,30 +87,45 @@ typedef struct fa2_bwd_args {
   int32_t dq_splits;
 } fa2_bwd_args;
 
-/* Tiles of the compiled kernels for a head dim (rounded up to the kernels' granule); 0 when
-   none. The launchers below use the same table. */
+/* The kernels a device runs for a head dim: the wide tiles where they fit its shared memory
+   (smem_limit bytes per block), else the compact ones (fa2_tiles.h). smem_bytes is what the
+   kernel asks for on that device, the sm_90 dQ staging included; when it exceeds smem_limit the
+   shape is refused with it. */
 typedef struct fa2_tile_config {
   int32_t head_dim_padded;
+  int32_t size_class; /* FA2_WIDE or FA2_COMPACT */
   int32_t tile_m, tile_n, warps;
+  int32_t dq_layout; /* backward: FA2_DQ_* of the code that runs (fa2_bwd_dq_layout) */
   size_t smem_bytes;
 } fa2_tile_config;
 
-int fa2_fwd_config(int32_t head_dim, fa2_tile_config *cfg);
-int fa2_bwd_config(int32_t head_dim, fa2_tile_config *cfg);
+/* 0 when the head dim has no kernels. cc_major: the device's compute capability major; the sm_90
+   code runs exactly where it is 9 or more (the plugin refuses a device whose major it was not
+   built for). */
+int fa2_fwd_config(int32_t head_dim, int cc_major, int64_t smem_limit, fa2_tile_config *cfg);
+int fa2_bwd_config(int32_t head_dim, int cc_major, int64_t smem_limit, fa2_tile_config *cfg);
+
+/* The dQ accumulator layout of the backward code that runs on a device of compute capability
+   cc_major, for a padded head dim and size class: the sm_80 code adds pairs of atomics
+   (FA2_DQ_NATURAL); the sm_90 code bulk-reduces a staging tile where the wide tiles leave room
+   for it (FA2_DQ_ROTATED), else adds 16-byte vectors (FA2_DQ_PAIRED). Pure: decide, prepare and
+   the launcher read the same answer. */
+int32_t fa2_bwd_dq_layout(int cc_major, int32_t head_dim_padded, int32_t size_class);
 
 /* Bytes of device workspace the backward needs (D and the dQ accumulators). */
 size_t fa2_bwd_workspace_bytes(const fa2_bwd_args *a);
 
 /* Launch on a->stream; return a cudaError_t value (0 = success). The caller has made the
-   tensors' device current. */
-int fa2_fwd_launch(const fa2_fwd_args *a);
-int fa2_bwd_launch(const fa2_bwd_args *a, void *workspace);
+   tensors' device current. The forward goes through fa2_fwd_for (fa2_launch.h); the backward:
+   a->size_class, head_dim_padded, tile_m and dq_layout as fa2_bwd_config says, tile_n its key tile.
+ */
+int fa2_bwd_launch(const fa2_bwd_args *a, int32_t tile_n, void *workspace);
 
 /* The kernels' attributes set once per process and device (shared memory opt-in), and whether
    the loaded module has code for the current device (cudaErrorNoKernelImageForDevice if not).
    Kernels that need more than smem_limit bytes (the device's opt-in maximum) are left as they
    are: decide() refuses their shapes with the reason, and every other kernel still runs. */
-int fa2_prepare_device(int smem_limit);
+int fa2_prepare_device(int smem_limit, int cc_major);
 
 #ifdef __cplusplus
 }

@@ -109,9 +109,13 @@ __device__ __forceinline__ void bwd_probs_to_smem(const float (&s)[MS][SNB][4],
 }
 
 /* Warp tiles: S_WK warps along the keys for Sᵀ/dPᵀ, KV_WK for dK/dV, DQ_WQ along the queries for
-   dQ; the rest of the warps split the other dimension. Each warp tile is at least 16 x 16, and
-   the squarer it is, the fewer shared-memory bytes each mma needs. */
-template <typename Tr, int HD, int BN, int BM, int NW, int S_WK, int KV_WK, int DQ_WQ>
+   dQ; the rest of the warps split the other dimension. DQB: on sm_90, dQ goes through a staging
+   tile and bulk reductions (else 16-byte vector reductions). QS: stages of the Q/dO tiles; with
+   one, the next step's tiles are copied after every warp is done with this step's (the compact
+   tiles, for GPUs with less shared memory). Each warp tile is at least 16 x 16,
+   and the squarer it is, the fewer shared-memory bytes each mma needs. */
+template <typename Tr, int HD, int BN, int BM, int NW, int S_WK, int KV_WK, int DQ_WQ, bool DQB,
+          int QS>
 __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) {
   typedef typename Tr::elem E;
   constexpr int NT = NW * 32;
@@ -133,16 +137,16 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   E *sK = reinterpret_cast<E *>(smem_raw);
   E *sV = sK + BN * LD;
-  E *sQ = sV + BN * LD;      /* two stages */
-  E *sdO = sQ + 2 * BM * LD; /* two stages */
-  E *sPt = sdO + 2 * BM * LD;
+  E *sQ = sV + BN * LD;       /* QS stages */
+  E *sdO = sQ + QS * BM * LD; /* QS stages */
+  E *sPt = sdO + QS * BM * LD;
   E *sdSt = sPt + BN * LDP;
   float *sLse = reinterpret_cast<float *>(sdSt + BN * LDP); /* two stages, log2 units */
   float *sD = sLse + 2 * BM;                                /* two stages */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   /* dQ of a step staged as [BM][HD] fp32, rows' 8-float chunks rotated by the row (the
      accumulator's layout, fa2_args.h), then added by one bulk reduction. */
-  constexpr bool DQ_BULK = FA2_BWD_DQ_BULK(HD);
+  constexpr bool DQ_BULK = DQB;
   float *sDQ = sD + 2 * BM;
 #else
   constexpr bool DQ_BULK = false;
@@ -210,7 +214,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
     float *dq_pending = nullptr;
 #endif
     for (int step = 0; step < steps; ++step) {
-      const int st = step & 1;
+      const int st = QS == 2 ? step & 1 : 0;
       const int m0 = m_idx * BM;
       int h_next = h, m_next = m_idx + 1;
       if (m_next == m_end) {
@@ -258,7 +262,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
         /* One product after the other: fewer fragments live at once than interleaving them. */
         mma_rows_rows<Tr, MS, SNB, HD / 16, LD, LD>(s, sK, s_key, tQ, q_p, lane);
         mma_rows_rows<Tr, MS, SNB, HD / 16, LD, LD>(dp, sV, s_key, tdO, q_p, lane);
-        if (part == 0) {
+        if (QS == 2 && part == 0) {
           /* The next tile's loads, issued here rather than right after the barrier: there they
              queued behind every warp's first ldmatrix, and the instructions reusing their
              address registers waited for them (bench/NOTES.md, v10). The stage they overwrite
@@ -389,6 +393,13 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
       }
       /* dK += dSᵀ Q, last: its mma run while the dQ reductions above drain. */
       mma_rows_kn<Tr, MK, KDB, BM / 16, LDP, LD>(dk, sdSt, kv_key, tQ, kv_d, lane);
+      if (QS == 1) {
+        /* One stage: every warp is done with this step's Q, dO, LSE and D. */
+        __syncthreads();
+        if (step + 1 < steps)
+          bwd_load_query_tile<Tr, HD, BM, NT>(a, b, h_next, m_next * BM, sQ, sdO, sLse, sD, tid);
+        cp_async_commit();
+      }
       h = h_next;
       m_idx = m_next;
     }

@@ -19,65 +19,93 @@
 namespace {
 
 constexpr int HD = FA2_HD;
-constexpr int FWD_M = FA2_FWD_TILE_M(HD), FWD_N = FA2_FWD_TILE_N(HD), FWD_W = FA2_FWD_WARPS(HD);
-constexpr int FWD_S = FA2_FWD_KV_STAGES(HD);
-constexpr int BWD_N = FA2_BWD_TILE_N(HD), BWD_M = FA2_BWD_TILE_M(HD), BWD_W = FA2_BWD_WARPS(HD);
-/* Backward warp layout (fa2_tiles.h): warps along the keys for Sᵀ and dK/dV, along the queries for
-   dQ; the other warps split the other dimension. */
-constexpr int S_WK = FA2_BWD_S_WK(HD), KV_WK = FA2_BWD_KV_WK(HD), DQ_WQ = FA2_BWD_DQ_WQ(HD);
 
+/* One size class's kernels (fa2_tiles.h). Both classes of a head dim instantiate the same
+   template; where their shapes agree, they are one kernel. */
+template <int C>
+struct fwd_tiles {
+  static constexpr int M = FA2_FWD_TILE_M(HD, C), N = FA2_FWD_TILE_N(HD, C);
+  static constexpr int W = FA2_FWD_WARPS(HD, C), S = FA2_FWD_KV_STAGES(HD, C);
+  static constexpr size_t SMEM = FA2_FWD_SMEM(HD, C);
+};
+/* Backward warp layout (fa2_tiles.h): warps along the keys for Sᵀ and dK/dV, along the queries for
+   dQ; the other warps split the other dimension. DQB: the sm_90 code adds dQ by bulk reductions
+   from a staging tile (else by vector reductions). QS: stages of the Q/dO tiles. */
+template <int C>
+struct bwd_tiles {
+  static constexpr int N = FA2_BWD_TILE_N(HD, C), M = FA2_BWD_TILE_M(HD, C);
+  static constexpr int W = FA2_BWD_WARPS(HD, C);
+  static constexpr int S_WK = FA2_BWD_S_WK(HD, C), KV_WK = FA2_BWD_KV_WK(HD, C);
+  static constexpr int DQ_WQ = FA2_BWD_DQ_WQ(HD, C);
+  static constexpr bool DQB = FA2_BWD_DQ_BULK(HD, C);
+  static constexpr int QS = FA2_BWD_Q_STAGES(HD, C);
+};
+template <typename Tr, int C>
+constexpr auto *fwd_kernel() {
+  typedef fwd_tiles<C> T;
+  return fa2_fwd_kernel<Tr, HD, T::M, T::N, T::W, T::S>;
+}
+template <typename Tr, int C>
+constexpr auto *bwd_kernel() {
+  typedef bwd_tiles<C> T;
+  return fa2_bwd_kernel<Tr, HD, T::N, T::M, T::W, T::S_WK, T::KV_WK, T::DQ_WQ, T::DQB, T::QS>;
+}
+
+template <typename Tr, int C>
+int fwd_class(const fa2_fwd_args *a) {
+  typedef fwd_tiles<C> T;
+  dim3 grid((unsigned)((a->p.seqlen_q + T::M - 1) / T::M), (unsigned)a->p.heads_q,
+            (unsigned)a->p.batch);
+  fwd_kernel<Tr, C>()<<<grid, T::W * 32, T::SMEM, static_cast<cudaStream_t>(a->p.stream)>>>(*a);
+  return (int)cudaGetLastError();
+}
 template <typename Tr>
 int fwd(const fa2_fwd_args *a) {
   if (a->p.seqlen_q == 0 || a->p.heads_q == 0 || a->p.batch == 0) return 0;
-  dim3 grid((unsigned)((a->p.seqlen_q + FWD_M - 1) / FWD_M), (unsigned)a->p.heads_q,
-            (unsigned)a->p.batch);
-  fa2_fwd_kernel<Tr, HD, FWD_M, FWD_N, FWD_W, FWD_S>
-      <<<grid, FWD_W * 32, FA2_FWD_SMEM(HD), static_cast<cudaStream_t>(a->p.stream)>>>(*a);
+  return a->size_class == FA2_COMPACT ? fwd_class<Tr, FA2_COMPACT>(a) : fwd_class<Tr, FA2_WIDE>(a);
+}
+
+static_assert(FA2_BWD_SMEM(HD, FA2_WIDE) + FA2_BWD_DQ_STAGE_SMEM(HD, FA2_WIDE) <= 227 * 1024,
+              "the sm_90 backward must fit 227 KB of shared memory");
+/* The backward's shared memory for a dQ layout: the staging tile where the bulk path runs. */
+template <int C>
+constexpr size_t bwd_smem(int dq_layout) {
+  return FA2_BWD_SMEM(HD, C) + (dq_layout == FA2_DQ_ROTATED ? FA2_BWD_DQ_STAGE_SMEM(HD, C) : 0);
+}
+
+template <typename Tr, int C>
+int bwd_class(const fa2_bwd_args *a, int grid_x) {
+  dim3 grid((unsigned)grid_x, (unsigned)a->p.heads_kv, (unsigned)a->p.batch);
+  bwd_kernel<Tr, C>()<<<grid, bwd_tiles<C>::W * 32, bwd_smem<C>(a->dq_layout),
+                        static_cast<cudaStream_t>(a->p.stream)>>>(*a);
   return (int)cudaGetLastError();
 }
-
-/* The dQ accumulator layout of the backward code the current device runs (fa2_args.h): the sm_90
-   code's (its binary version, as the runtime picked it, tells) adds dQ by bulk reductions up to
-   head dim 192 and by 16-byte vector reductions above; the sm_80 code by pairs of atomics. */
-static_assert(FA2_BWD_SMEM(HD) + FA2_BWD_DQ_STAGE_SMEM(HD) <= 227 * 1024,
-              "the sm_90 backward must fit 227 KB of shared memory");
-template <typename Tr>
-int bwd_dq_layout() {
-  cudaFuncAttributes attr;
-  if (cudaFuncGetAttributes(&attr, fa2_bwd_kernel<Tr, HD, BWD_N, BWD_M, BWD_W, S_WK, KV_WK, DQ_WQ>) !=
-          cudaSuccess ||
-      attr.binaryVersion < 90)
-    return FA2_DQ_NATURAL;
-  return FA2_BWD_DQ_BULK(HD) ? FA2_DQ_ROTATED : FA2_DQ_PAIRED;
-}
-/* The backward's shared memory, the dQ staging included where the bulk path runs. */
-constexpr size_t bwd_smem(int dq_layout) {
-  return FA2_BWD_SMEM(HD) + (dq_layout == FA2_DQ_ROTATED ? FA2_BWD_DQ_STAGE_SMEM(HD) : 0);
-}
-
 template <typename Tr>
 int bwd(const fa2_bwd_args *a, int grid_x) {
   if (grid_x == 0 || a->p.heads_kv == 0 || a->p.batch == 0) return 0;
-  dim3 grid((unsigned)grid_x, (unsigned)a->p.heads_kv, (unsigned)a->p.batch);
-  fa2_bwd_kernel<Tr, HD, BWD_N, BWD_M, BWD_W, S_WK, KV_WK, DQ_WQ>
-      <<<grid, BWD_W * 32, bwd_smem(a->dq_layout), static_cast<cudaStream_t>(a->p.stream)>>>(*a);
-  return (int)cudaGetLastError();
+  return a->size_class == FA2_COMPACT ? bwd_class<Tr, FA2_COMPACT>(a, grid_x)
+                                      : bwd_class<Tr, FA2_WIDE>(a, grid_x);
 }
 
 /* A kernel whose shared memory exceeds the device's limit is skipped, not an error: decide()
-   refuses its shapes (cuda_decide.c computes the same sizes), and the other kernels run. */
-template <typename Tr>
-cudaError_t prepare(int smem_limit) {
-  if ((int64_t)FA2_FWD_SMEM(HD) <= smem_limit) {
-    const cudaError_t e = cudaFuncSetAttribute(fa2_fwd_kernel<Tr, HD, FWD_M, FWD_N, FWD_W, FWD_S>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               (int)FA2_FWD_SMEM(HD));
+   refuses its shapes (fa2_host.c computes the same sizes), and the other kernels run. */
+template <typename Tr, int C>
+cudaError_t prepare_class(int smem_limit, int cc_major) {
+  const size_t fwd_bytes = fwd_tiles<C>::SMEM;
+  if ((int64_t)fwd_bytes <= smem_limit) {
+    const cudaError_t e = cudaFuncSetAttribute(
+        fwd_kernel<Tr, C>(), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fwd_bytes);
     if (e != cudaSuccess) return e;
   }
-  const size_t bwd_bytes = bwd_smem(bwd_dq_layout<Tr>());
+  const size_t bwd_bytes = bwd_smem<C>(fa2_bwd_dq_layout(cc_major, HD, C));
   if ((int64_t)bwd_bytes > smem_limit) return cudaSuccess;
-  return cudaFuncSetAttribute(fa2_bwd_kernel<Tr, HD, BWD_N, BWD_M, BWD_W, S_WK, KV_WK, DQ_WQ>,
-                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bwd_bytes);
+  return cudaFuncSetAttribute(bwd_kernel<Tr, C>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              (int)bwd_bytes);
+}
+template <typename Tr>
+cudaError_t prepare(int smem_limit, int cc_major) {
+  cudaError_t e = prepare_class<Tr, FA2_WIDE>(smem_limit, cc_major);
+  return e == cudaSuccess ? prepare_class<Tr, FA2_COMPACT>(smem_limit, cc_major) : e;
 }
 
 }  // namespace
@@ -90,13 +118,8 @@ extern "C" int FA2_CAT(fa2_bwd_main_launch_hd, FA2_HD)(const fa2_bwd_args *a, in
   return a->p.bf16 ? bwd<fa_bf16>(a, grid_x) : bwd<fa_f16>(a, grid_x);
 }
 
-extern "C" int FA2_CAT(fa2_bwd_dq_layout_hd, FA2_HD)(void) {
-  /* The f16 and bf16 kernels come from the same compilation: one answer for both. */
-  return bwd_dq_layout<fa_bf16>();
-}
-
-extern "C" int FA2_CAT(fa2_prepare_hd, FA2_HD)(int smem_limit) {
-  cudaError_t e = prepare<fa_f16>(smem_limit);
-  if (e == cudaSuccess) e = prepare<fa_bf16>(smem_limit);
+extern "C" int FA2_CAT(fa2_prepare_hd, FA2_HD)(int smem_limit, int cc_major) {
+  cudaError_t e = prepare<fa_f16>(smem_limit, cc_major);
+  if (e == cudaSuccess) e = prepare<fa_bf16>(smem_limit, cc_major);
   return (int)e;
 }

@@ -12,25 +12,46 @@ static int has_kernels(int32_t head_dim) {
   return head_dim >= 8 && head_dim <= FA2_MAX_HEAD_DIM && head_dim % 8 == 0;
 }
 
-int fa2_fwd_config(int32_t head_dim, fa2_tile_config *cfg) {
+int32_t fa2_bwd_dq_layout(int cc_major, int32_t head_dim_padded, int32_t size_class) {
+  if (cc_major < 9) return FA2_DQ_NATURAL;
+  return FA2_BWD_DQ_BULK(head_dim_padded, size_class) ? FA2_DQ_ROTATED : FA2_DQ_PAIRED;
+}
+
+static void fwd_class(int32_t hd, int32_t c, fa2_tile_config *cfg) {
+  cfg->head_dim_padded = hd;
+  cfg->size_class = c;
+  cfg->tile_m = FA2_FWD_TILE_M(hd, c);
+  cfg->tile_n = FA2_FWD_TILE_N(hd, c);
+  cfg->warps = FA2_FWD_WARPS(hd, c);
+  cfg->dq_layout = FA2_DQ_NATURAL; /* no dQ in the forward */
+  cfg->smem_bytes = FA2_FWD_SMEM(hd, c);
+}
+
+static void bwd_class(int32_t hd, int32_t c, int cc_major, fa2_tile_config *cfg) {
+  cfg->head_dim_padded = hd;
+  cfg->size_class = c;
+  cfg->tile_m = FA2_BWD_TILE_M(hd, c);
+  cfg->tile_n = FA2_BWD_TILE_N(hd, c);
+  cfg->warps = FA2_BWD_WARPS(hd, c);
+  cfg->dq_layout = fa2_bwd_dq_layout(cc_major, hd, c);
+  cfg->smem_bytes =
+      FA2_BWD_SMEM(hd, c) + (cfg->dq_layout == FA2_DQ_ROTATED ? FA2_BWD_DQ_STAGE_SMEM(hd, c) : 0);
+}
+
+int fa2_fwd_config(int32_t head_dim, int cc_major, int64_t smem_limit, fa2_tile_config *cfg) {
+  (void)cc_major; /* the forward's tiles are the same on every architecture */
   if (!has_kernels(head_dim)) return 0;
   const int32_t hd = FA2_PAD_HD(head_dim);
-  cfg->head_dim_padded = hd;
-  cfg->tile_m = FA2_FWD_TILE_M(hd);
-  cfg->tile_n = FA2_FWD_TILE_N(hd);
-  cfg->warps = FA2_FWD_WARPS(hd);
-  cfg->smem_bytes = FA2_FWD_SMEM(hd);
+  fwd_class(hd, FA2_WIDE, cfg);
+  if ((int64_t)cfg->smem_bytes > smem_limit) fwd_class(hd, FA2_COMPACT, cfg);
   return 1;
 }
 
-int fa2_bwd_config(int32_t head_dim, fa2_tile_config *cfg) {
+int fa2_bwd_config(int32_t head_dim, int cc_major, int64_t smem_limit, fa2_tile_config *cfg) {
   if (!has_kernels(head_dim)) return 0;
   const int32_t hd = FA2_PAD_HD(head_dim);
-  cfg->head_dim_padded = hd;
-  cfg->tile_m = FA2_BWD_TILE_M(hd);
-  cfg->tile_n = FA2_BWD_TILE_N(hd);
-  cfg->warps = FA2_BWD_WARPS(hd);
-  cfg->smem_bytes = FA2_BWD_SMEM(hd);
+  bwd_class(hd, FA2_WIDE, cc_major, cfg);
+  if ((int64_t)cfg->smem_bytes > smem_limit) bwd_class(hd, FA2_COMPACT, cc_major, cfg);
   return 1;
 }
 
@@ -56,26 +77,26 @@ int fa2_bwd_config(int32_t head_dim, fa2_tile_config *cfg) {
       return NULL;           \
   }
 
-fa2_fwd_fn fa2_fwd_for(int head_dim_padded){FA2_TABLE(fa2_fwd_launch_hd)} fa2_bwd_fn
-    fa2_bwd_main_for(int head_dim_padded){FA2_TABLE(fa2_bwd_main_launch_hd)} fa2_layout_fn
-    fa2_bwd_dq_layout_for(int head_dim_padded) {
-  FA2_TABLE(fa2_bwd_dq_layout_hd)
+fa2_fwd_fn fa2_fwd_for(int head_dim_padded){FA2_TABLE(fa2_fwd_launch_hd)}
+
+fa2_bwd_fn fa2_bwd_main_for(int head_dim_padded) {
+  FA2_TABLE(fa2_bwd_main_launch_hd)
 }
 
-int fa2_prepare_device(int smem_limit) {
+int fa2_prepare_device(int smem_limit, int cc_major) {
   static const fa2_prepare_fn all[] = {fa2_prepare_hd32,  fa2_prepare_hd64,  fa2_prepare_hd96,
                                        fa2_prepare_hd128, fa2_prepare_hd160, fa2_prepare_hd192,
                                        fa2_prepare_hd224, fa2_prepare_hd256};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) {
-    int e = all[i](smem_limit);
+    int e = all[i](smem_limit, cc_major);
     if (e != 0) return e;
   }
   return 0;
 }
 
+/* a->tile_m: the backward's query tile (fa2_bwd_config), set by the caller. */
 static int32_t padded_rows(const fa2_bwd_args *a) {
-  fa2_tile_config cfg;
-  int32_t m = fa2_bwd_config(a->p.head_dim, &cfg) ? cfg.tile_m : 1;
+  const int32_t m = a->tile_m > 0 ? a->tile_m : 1;
   return (a->p.seqlen_q + m - 1) / m * m;
 }
 
@@ -96,24 +117,18 @@ size_t fa2_bwd_workspace_bytes(const fa2_bwd_args *a) {
   return 2 * dsum_bytes(a) + dq_accum_bytes(a);
 }
 
-int fa2_bwd_launch(const fa2_bwd_args *in, void *workspace) {
-  fa2_tile_config cfg;
-  if (!fa2_bwd_config(in->p.head_dim, &cfg)) return (int)cudaErrorInvalidValue;
-  fa2_bwd_fn main_fn = fa2_bwd_main_for(cfg.head_dim_padded);
-  fa2_layout_fn layout_fn = fa2_bwd_dq_layout_for(cfg.head_dim_padded);
-  if (!main_fn || !layout_fn) return (int)cudaErrorInvalidValue;
+int fa2_bwd_launch(const fa2_bwd_args *in, int32_t tile_n, void *workspace) {
+  fa2_bwd_fn main_fn = fa2_bwd_main_for(in->head_dim_padded);
+  if (!main_fn || in->tile_m <= 0 || tile_n <= 0) return (int)cudaErrorInvalidValue;
   fa2_bwd_args a = *in;
   a.seqlen_q_padded = padded_rows(in);
-  a.head_dim_padded = cfg.head_dim_padded;
-  a.tile_m = cfg.tile_m;
-  a.dq_layout = layout_fn();
   a.dsum = (float *)workspace;
   a.lse_log2 = (float *)((char *)workspace + dsum_bytes(in));
   a.dq_accum = (float *)((char *)workspace + 2 * dsum_bytes(in));
   cudaStream_t st = (cudaStream_t)a.p.stream;
   int e = (int)cudaMemsetAsync(a.dq_accum, 0, dq_accum_bytes(&a), st);
   if (e == 0) e = fa2_bwd_dot_do_o_launch(&a);
-  const int n_blocks = (a.p.seqlen_k + cfg.tile_n - 1) / cfg.tile_n;
+  const int n_blocks = (a.p.seqlen_k + tile_n - 1) / tile_n;
   const int grid_x = a.deterministic ? a.dq_splits : n_blocks;
   if (e == 0 && grid_x > 0) e = main_fn(&a, grid_x);
   if (e == 0) e = fa2_bwd_convert_dq_launch(&a);

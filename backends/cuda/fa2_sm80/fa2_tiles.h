@@ -14,6 +14,7 @@
  * Backward (key rows per block x query rows per step): 128 x 128 with 8 warps up to head dim 64
  * (each warp's Sᵀ tile in two parts of 32 queries), 128 x 64 up to head dim 128, 64 x 64 with 8
  * warps above, so dK and dV stay in registers.
+ * These are the wide tiles; the compact class (below) runs 64 x 64 everywhere.
  */
 #ifndef FA_CUDA_FA2_TILES_H
 #define FA_CUDA_FA2_TILES_H
@@ -22,51 +23,67 @@
 #define FA2_MAX_HEAD_DIM 256
 #define FA2_PAD_HD(d) ((((d) + FA2_HD_GRANULE - 1) / FA2_HD_GRANULE) * FA2_HD_GRANULE)
 
+/* Two size classes of tiles per head dim (c below): FA2_WIDE (0), sized for the 227 KiB a block
+   may use on an H100/H200, and FA2_COMPACT (1) for smaller shared memories (an A100's 163 KiB,
+   sm_86/89's 99 KiB): 64 x 64 tiles everywhere, single K/V buffers in the forward, single Q/dO
+   buffers and no dQ staging in the backward (an A100 then runs every head dim, sm_86/89 up to
+   128 in the backward). A device runs the wide tiles where they fit and the compact ones
+   otherwise (fa2_fwd_config / fa2_bwd_config). Where both classes come out the same, one kernel
+   serves both. */
+#define FA2_WIDE 0
+#define FA2_COMPACT 1
+
 /* Head dims from FA2_FWD_SINGLE_MIN_HD on take 64 x 64 tiles with 4 warps and single K and V
    buffers (the V copy overlaps S = Q Kᵀ, the next K copy overlaps P V), so that two blocks share
    an SM (overridable for A/B builds). */
 #ifndef FA2_FWD_SINGLE_MIN_HD
 #define FA2_FWD_SINGLE_MIN_HD 256
 #endif
-#define FA2_FWD_SINGLE(hd) ((hd) >= FA2_FWD_SINGLE_MIN_HD)
-#define FA2_FWD_TILE_M(hd) (FA2_FWD_SINGLE(hd) ? 64 : 128)
+#define FA2_FWD_SINGLE(hd, c) ((c) || (hd) >= FA2_FWD_SINGLE_MIN_HD)
+#define FA2_FWD_TILE_M(hd, c) (FA2_FWD_SINGLE(hd, c) ? 64 : 128)
 /* Head dims up to FA2_FWD_WIDE_N_MAX_HD take 128-key tiles (overridable for A/B builds). */
 #ifndef FA2_FWD_WIDE_N_MAX_HD
 #define FA2_FWD_WIDE_N_MAX_HD 64
 #endif
-#define FA2_FWD_TILE_N(hd) ((hd) <= FA2_FWD_WIDE_N_MAX_HD ? 128 : 64)
-#define FA2_FWD_WARPS(hd) ((hd) <= 128 || FA2_FWD_SINGLE(hd) ? 4 : 8)
-#define FA2_FWD_KV_STAGES(hd) (FA2_FWD_SINGLE(hd) ? 1 : 2)
+#define FA2_FWD_TILE_N(hd, c) (!(c) && (hd) <= FA2_FWD_WIDE_N_MAX_HD ? 128 : 64)
+#define FA2_FWD_WARPS(hd, c) ((hd) <= 128 || FA2_FWD_SINGLE(hd, c) ? 4 : 8)
+#define FA2_FWD_KV_STAGES(hd, c) (FA2_FWD_SINGLE(hd, c) ? 1 : 2)
 /* Q once, K and V in one or two stages; rows padded by 8 elements against bank conflicts. */
-#define FA2_FWD_SMEM(hd) \
-  ((size_t)(FA2_FWD_TILE_M(hd) + 2 * FA2_FWD_KV_STAGES(hd) * FA2_FWD_TILE_N(hd)) * ((hd) + 8) * 2)
+#define FA2_FWD_SMEM(hd, c)                                                                 \
+  ((size_t)(FA2_FWD_TILE_M(hd, c) + 2 * FA2_FWD_KV_STAGES(hd, c) * FA2_FWD_TILE_N(hd, c)) * \
+   ((hd) + 8) * 2)
 
-#define FA2_BWD_TILE_N(hd) ((hd) <= 128 ? 128 : 64)
-#define FA2_BWD_TILE_M(hd) ((hd) <= 64 ? 128 : 64)
-#define FA2_BWD_WARPS(hd) 8
+#define FA2_BWD_TILE_N(hd, c) (!(c) && (hd) <= 128 ? 128 : 64)
+#define FA2_BWD_TILE_M(hd, c) (!(c) && (hd) <= 64 ? 128 : 64)
+#define FA2_BWD_WARPS(hd, c) 8
 /* Warps along the keys for Sᵀ (32 keys each) and for dK/dV (32 keys each where the head dim
    splits into 16-column multiples, else 16), along the queries for dQ (32 queries each where the
    head dim splits four ways into 16-column multiples and the step has 64 queries, else 16 or 32).
  */
-#define FA2_BWD_S_WK(hd) (FA2_BWD_TILE_N(hd) / 32)
-#define FA2_BWD_KV_WK(hd) (FA2_BWD_TILE_N(hd) == 128 ? 4 : ((hd) % 64 == 0 ? 2 : 4))
-#define FA2_BWD_DQ_WQ(hd) (FA2_BWD_TILE_M(hd) == 64 && (hd) % 64 == 0 ? 2 : 4)
+#define FA2_BWD_S_WK(hd, c) (FA2_BWD_TILE_N(hd, c) / 32)
+#define FA2_BWD_KV_WK(hd, c) (FA2_BWD_TILE_N(hd, c) == 128 ? 4 : ((hd) % 64 == 0 ? 2 : 4))
+#define FA2_BWD_DQ_WQ(hd, c) (FA2_BWD_TILE_M(hd, c) == 64 && (hd) % 64 == 0 ? 2 : 4)
 /* On sm_90 the dQ of a step is staged in shared memory ([BM][hd] fp32, 32-byte chunks rotated
    by the row) and added to the accumulator by one bulk reduction (TMA) instead of per-thread
-   atomics, where the staging fits the 227 KB a block may use (head dims up to 192); above, by
-   16-byte vector reductions. FA2_BWD_DQ_BULK_MAX_HD lowers the limit for A/B measurements (a
-   build with -DFA2_BWD_DQ_BULK_MAX_HD=32 runs head dim 64 with vector reductions). */
+   atomics, where the staging fits the 227 KB a block may use (wide tiles, head dims up to 192);
+   otherwise by 16-byte vector reductions. FA2_BWD_DQ_BULK_MAX_HD lowers the limit for A/B
+   measurements (a build with -DFA2_BWD_DQ_BULK_MAX_HD=32 runs head dim 64 with vector
+   reductions). */
 #ifndef FA2_BWD_DQ_BULK_MAX_HD
 #define FA2_BWD_DQ_BULK_MAX_HD 192
 #endif
-#define FA2_BWD_DQ_BULK(hd) ((hd) <= FA2_BWD_DQ_BULK_MAX_HD)
-#define FA2_BWD_DQ_STAGE_SMEM(hd) \
-  (FA2_BWD_DQ_BULK(hd) ? (size_t)FA2_BWD_TILE_M(hd) * (hd)*4 : (size_t)0)
-/* K and V once; Q and dO double-buffered; Pᵀ and dSᵀ staged; LSE and D of a query tile
-   (two buffers each). */
-#define FA2_BWD_SMEM(hd)                                                        \
-  ((size_t)(2 * FA2_BWD_TILE_N(hd) + 4 * FA2_BWD_TILE_M(hd)) * ((hd) + 8) * 2 + \
-   (size_t)2 * FA2_BWD_TILE_N(hd) * (FA2_BWD_TILE_M(hd) + 8) * 2 +              \
-   (size_t)4 * FA2_BWD_TILE_M(hd) * 4)
+#define FA2_BWD_DQ_BULK(hd, c) (!(c) && (hd) <= FA2_BWD_DQ_BULK_MAX_HD)
+#define FA2_BWD_DQ_STAGE_SMEM(hd, c) \
+  (FA2_BWD_DQ_BULK(hd, c) ? (size_t)FA2_BWD_TILE_M(hd, c) * (hd)*4 : (size_t)0)
+/* Q and dO in two stages (the next step's copied during this one), or one in the compact tiles
+   (copied between steps, as FlashAttention-2 does on an A100 at head dim 256). */
+#define FA2_BWD_Q_STAGES(hd, c) ((c) ? 1 : 2)
+/* K and V once; Q and dO in their stages; Pᵀ and dSᵀ staged; LSE and D of a query tile (two
+   buffers each). The sm_90 dQ staging comes on top. */
+#define FA2_BWD_SMEM(hd, c)                                                                    \
+  ((size_t)(2 * FA2_BWD_TILE_N(hd, c) + 2 * FA2_BWD_Q_STAGES(hd, c) * FA2_BWD_TILE_M(hd, c)) * \
+       ((hd) + 8) * 2 +                                                                        \
+   (size_t)2 * FA2_BWD_TILE_N(hd, c) * (FA2_BWD_TILE_M(hd, c) + 8) * 2 +                       \
+   (size_t)4 * FA2_BWD_TILE_M(hd, c) * 4)
 
 #endif /* FA_CUDA_FA2_TILES_H */
