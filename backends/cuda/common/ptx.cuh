@@ -88,11 +88,6 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void *src, int s
                "r"(src_bytes));
 }
 
-/* The same copy without the zero-fill operand, for tiles known to lie inside the tensor. */
-__device__ __forceinline__ void cp_async_16_full(uint32_t dst, const void *src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
-}
-
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 /* Adds four floats to 16 aligned bytes of global memory, each element atomically: one vector
    reduction (sm_90) where four scalar ones, or two of float2, would queue in the memory pipe. */
@@ -102,11 +97,6 @@ __device__ __forceinline__ void red_add_v4_f32(float *p, float x, float y, float
                : "memory");
 }
 #endif
-
-/* 16 zero bytes into shared memory (an ordinary store). */
-__device__ __forceinline__ void st_shared_zero_16(uint32_t dst) {
-  asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(dst), "r"(0));
-}
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 /* sm_90 bulk reductions (done by the TMA unit, not the issuing warp's memory pipe): adds `bytes`
