@@ -8,11 +8,7 @@
 
 #include "core/plugin.h"
 
-#if defined(__GNUC__)
-#define FAKE_EXPORT __attribute__((visibility("default")))
-#else
-#define FAKE_EXPORT
-#endif
+#include "fake_plugin.h"
 
 static void fake_probe(fa_plugin_probe *out) {
   memset(out, 0, sizeof *out);

@@ -5,11 +5,7 @@
  *
  * It exports a near-miss name on purpose, so the test also shows the lookup is by exact symbol.
  */
-#if defined(__GNUC__)
-#define FAKE_EXPORT __attribute__((visibility("default")))
-#else
-#define FAKE_EXPORT
-#endif
+#include "fake_plugin.h"
 
 FAKE_EXPORT int fa_plugin_entry_v0(void);
 int fa_plugin_entry_v0(void) { return 42; }

@@ -11,12 +11,7 @@
 
 #include "core/plugin.h"
 
-/* Plugins are built with hidden visibility by default; the entry point must be exported. */
-#if defined(__GNUC__)
-#define FAKE_EXPORT __attribute__((visibility("default")))
-#else
-#define FAKE_EXPORT
-#endif
+#include "fake_plugin.h"
 
 static void fake_probe(fa_plugin_probe *out) {
   memset(out, 0, sizeof *out);
