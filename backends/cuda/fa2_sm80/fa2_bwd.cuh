@@ -122,9 +122,9 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
   constexpr int LD = HD + 8;
   constexpr int LDP = BM + 8;
   constexpr int SK = BN / S_WK, SQ = BM / (NW / S_WK); /* Sᵀ: keys x queries per warp */
-  /* A warp's Sᵀ/dPᵀ tile is computed in parts of at most 32 queries, so a 128-query step
-     (fewer barriers per FLOP) needs no more registers than a 64-query one. */
-  constexpr int SQP = SQ > 32 ? 32 : SQ, S_PARTS = SQ / SQP;
+  /* A warp's Sᵀ/dPᵀ tile is computed in parts of at most FA2_BWD_S_PART_MAX (32) queries, so a
+     128-query step (fewer barriers per FLOP) needs no more registers than a 64-query one. */
+  constexpr int SQP = SQ > FA2_BWD_S_PART_MAX ? FA2_BWD_S_PART_MAX : SQ, S_PARTS = SQ / SQP;
   constexpr int MS = SK / 16, SNB = SQP / 8;
   constexpr int KK = BN / KV_WK, KD = HD / (NW / KV_WK); /* dK/dV: keys x columns per warp */
   constexpr int MK = KK / 16, KDB = KD / 8;

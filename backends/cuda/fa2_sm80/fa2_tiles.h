@@ -63,6 +63,13 @@
 #define FA2_BWD_S_WK(hd, c) (FA2_BWD_TILE_N(hd, c) / 32)
 #define FA2_BWD_KV_WK(hd, c) (FA2_BWD_TILE_N(hd, c) == 128 ? 4 : ((hd) % 64 == 0 ? 2 : 4))
 #define FA2_BWD_DQ_WQ(hd, c) (FA2_BWD_TILE_M(hd, c) == 64 && (hd) % 64 == 0 ? 2 : 4)
+/* The backward computes a warp's Sᵀ/dPᵀ tile in parts of at most FA2_BWD_S_PART_MAX queries
+   (overridable for A/B builds). At head dim 64 (64 queries per warp), 64-query parts would drop
+   the second part's K/V fragment reloads (8% of the shared-memory wavefronts, bench/NOTES.md) but
+   spill 104 bytes per thread (ptxas, 2026-11-30); not measured yet. */
+#ifndef FA2_BWD_S_PART_MAX
+#define FA2_BWD_S_PART_MAX 32
+#endif
 /* On sm_90 the dQ of a step is staged in shared memory ([BM][hd] fp32, 32-byte chunks rotated
    by the row) and added to the accumulator by one bulk reduction (TMA) instead of per-thread
    atomics, where the staging fits the 227 KB a block may use (wide tiles, head dims up to 192);
