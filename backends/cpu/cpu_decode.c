@@ -33,13 +33,14 @@ static int elem_kind(fa_dtype dtype) {
   return dtype == FA_F16 ? CPU_ELEM_F16 : (dtype == FA_BF16 ? CPU_ELEM_BF16 : CPU_ELEM_F32);
 }
 
-/* One block's keys [c0, c0 + nc) through the query heads [ha, hb) of KV head hk; their rows start
-   at row (ha - h0) * mr of q, s, m, l and o. */
 /* The block's token rows of KV head 0 (dense, packed or through the page table), once per block:
    head hk's row is hk * hs elements further (cpu_rows_off is linear in the head). */
 typedef struct block_rows {
   const char *k[ROWS_BLOCK], *v[ROWS_BLOCK];
 } block_rows;
+
+/* One block's keys [c0, c0 + nc) through the query heads [ha, hb) of KV head hk; their rows start
+   at row (ha - h0) * mr of q, s, m, l and o. */
 
 static void block_kv_head(const cpu_problem *pb, const cpu_kernels *kern, const cpu_seq *sq,
                           const block_rows *br, int64_t hk, int64_t ha, int64_t hb, int64_t h0,
