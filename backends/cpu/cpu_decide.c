@@ -87,9 +87,8 @@ static const char *op_name(fa_op op) {
 }
 
 /* cpu.flash.<isa>.<fwd|bwd|kvcache>.<dtype>.hd<D or DxDv>, then .rows<R> when the few-query-rows
-   path runs (R query rows per task: seqlen_q x heads_q), then one suffix
-   per feature in use, in this fixed order: .causal .window .softcap .alibi .dropout .varlen
-   .paged .split<N>. */
+   path runs (R query rows per task: seqlen_q x heads_q), then one suffix per feature in use, in
+   this fixed order: .causal .window .softcap .alibi .dropout .varlen .paged .split<N>. */
 static void kernel_name(const fa_request *req, const cpu_problem *pb, const char *dtype, int splits,
                         fa_decision *out) {
   const fa_params *p = req->params;
@@ -101,8 +100,8 @@ static void kernel_name(const fa_request *req, const cpu_problem *pb, const char
   char split[16] = "", rows[24] = "";
   if (splits > 1) snprintf(split, sizeof split, ".split%d", splits);
   if (pb->rows_path) snprintf(rows, sizeof rows, ".rows%lld", (long long)(pb->pack * pb->seqlen_q));
-  /* The kernel build (generic, avx2, avx512) is part of the name: a CPU without AVX-512 runs
-     slower code, and the report says so. */
+  /* The kernel build (generic, avx2, avx512, neon) is part of the name: a CPU without AVX-512
+     runs slower code, and the report says so. */
   snprintf(out->kernel, sizeof out->kernel, "cpu.flash.%s.%s.%s.hd%s%s%s%s%s%s%s%s%s%s",
            cpu_kernels_get()->isa, op_name(req->op), dtype, dims, rows, p->causal ? ".causal" : "",
            p->window_enabled ? ".window" : "", p->softcap > 0.0f ? ".softcap" : "",
