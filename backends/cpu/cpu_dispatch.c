@@ -17,6 +17,18 @@
 
 #include "cpu_kernels.h"
 
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && \
+    (defined(FA_CPU_HAVE_AVX512) || defined(FA_CPU_HAVE_AVX2))
+#include <cpuid.h>
+
+/* F16C (CPUID leaf 1, ECX bit 29), asked through cpuid: clang's __builtin_cpu_supports does not
+   know the name "f16c" (gcc's does), and the fuzzing build uses clang. */
+static int has_f16c(void) {
+  unsigned a, b, c, d;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+#endif
+
 /* clang-format off */
 #define CPU_KERNEL_TABLE(name)                                                    \
   { #name, cpu_gemm_##name, cpu_softmax_tile_##name, cpu_probs_tile_##name,      \
@@ -60,15 +72,15 @@ static void choose(void) {
   /* The flags the AVX-512 build is compiled with (CMakeLists.txt), all of them. */
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-      __builtin_cpu_supports("f16c") && allowed("avx512")) {
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c() &&
+      allowed("avx512")) {
     chosen = &kernels_avx512;
     return;
   }
 #endif
 #if defined(FA_CPU_HAVE_AVX2)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-      __builtin_cpu_supports("f16c") && allowed("avx2")) {
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c() &&
+      allowed("avx2")) {
     chosen = &kernels_avx2;
     return;
   }
