@@ -33,7 +33,7 @@ static int has_f16c(void) {
 #define CPU_KERNEL_TABLE(name)                                                    \
   { #name, cpu_gemm_##name, cpu_softmax_tile_##name, cpu_probs_tile_##name,      \
     cpu_ds_tile_##name, cpu_transpose_##name, cpu_f16_row_##name,               \
-    cpu_dot_rows_##name, cpu_pv_rows_##name }
+    cpu_bf16_row_##name, cpu_dot_rows_##name, cpu_pv_rows_##name }
 /* clang-format on */
 
 static const cpu_kernels kernels_generic = CPU_KERNEL_TABLE(generic);

@@ -39,6 +39,8 @@
  * f16_row (tile loads): n contiguous fp16 values to fp32, exactly (core/dtype.h's conversion; a
  * signalling NaN may come out quiet).
  *
+ * bf16_row (tile loads): n contiguous bf16 values to fp32, bit for bit (the 16 bits shifted up).
+ *
  * dot_rows, pv_rows (the few-query-rows path of fa_forward_kvcache, cpu_rows.c): K and V rows are
  * read in place, each a pointer to d (dv) contiguous elements of dtype (CPU_ELEM_*), d and dv
  * multiples of 16. dot_rows: s[r * lds + j] = q_r · K_j (unscaled) for r < rows, j < nc, q_r
@@ -64,6 +66,7 @@ typedef struct cpu_kernels {
   void (*ds_tile)(int mr, int nc, const float *p, float *dp, ptrdiff_t ld, const float *d);
   void (*transpose)(int n, int cols, const float *src, ptrdiff_t lds, float *dst, ptrdiff_t ldd);
   void (*f16_row)(const uint16_t *src, int64_t n, float *dst);
+  void (*bf16_row)(const uint16_t *src, int64_t n, float *dst);
   void (*dot_rows)(int rows, int nc, int d, const float *q, ptrdiff_t ldq, int dtype,
                    const void *const *krow, float *s, ptrdiff_t lds);
   void (*pv_rows)(int rows, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,
@@ -86,6 +89,7 @@ const cpu_kernels *cpu_kernels_get(void);
   void cpu_transpose_##isa(int n, int cols, const float *src, ptrdiff_t lds, float *dst,           \
                            ptrdiff_t ldd);                                                         \
   void cpu_f16_row_##isa(const uint16_t *src, int64_t n, float *dst);                              \
+  void cpu_bf16_row_##isa(const uint16_t *src, int64_t n, float *dst);                             \
   void cpu_dot_rows_##isa(int rows, int nc, int d, const float *q, ptrdiff_t ldq, int dtype,       \
                           const void *const *krow, float *s, ptrdiff_t lds);                       \
   void cpu_pv_rows_##isa(int rows, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,       \
