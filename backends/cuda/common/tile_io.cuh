@@ -29,12 +29,12 @@ struct tile_walk {
 };
 
 /* Issues cp.async for a ROWS x HD tile whose first row is src (row stride in elements). Rows at or
-   past rows_valid and columns at or past d (a multiple of 8) are zero-filled by ordinary shared
-   stores instead. Each thread walks down the rows with one running pointer (few live registers in
-   the caller's loop). Both cases use that one pointer, and only a predicate tells them apart: the
-   compiler turns this uniform branch into predicated copies, and a zero-fill path with addresses
-   of its own (a select per chunk) kept 16-20 more registers live across the backward's products
-   (bench/NOTES.md, v12). */
+   past rows_valid and columns at or past d (a multiple of 8) are zero-filled by the copy itself
+   (source size 0: nothing is read there). Each thread walks down the rows with one running
+   pointer (few live registers in the caller's loop), used by both cases: a zero-fill path with
+   addresses of its own (a select per chunk) kept 16-20 more registers live across the backward's
+   products (bench/NOTES.md, v12), and a zero-fill by shared stores made the compiler put three
+   dummy loads before every copy (v16). */
 template <int ROWS, int HD, int NT, typename E>
 __device__ __forceinline__ void tile_load_async(E *dst, const E *src, int64_t row_stride,
                                                 int rows_valid, int d, int tid) {

@@ -4,7 +4,8 @@
  * One thread block per (key tile, KV head, batch): K and V of the tile stay in shared memory and
  * dK, dV accumulate in registers over every query row that sees the tile (core/mask.h's row range)
  * of every query head of the KV head's group, so GQA needs no reduction afterwards. Per query
- * tile (Q, dO, LSE and D double-buffered through cp.async):
+ * tile (Q, dO, LSE and D through cp.async, double-buffered; Q and dO single-buffered in the
+ * compact tiles, QS = 1):
  *   Sᵀ = K Qᵀ and dPᵀ = V dOᵀ            warps split along the keys (and the queries)
  *   Pᵀ = exp2(Sᵀ·log2e·scale − LSE·log2e) (recomputed from the forward's LSE; masked: 0)
  *   dSᵀ = Pᵀ ∘ (dPᵀ − D)                  core/backward.h, times the softcap derivative

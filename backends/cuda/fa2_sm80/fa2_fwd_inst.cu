@@ -70,7 +70,7 @@ static_assert(FA2_BWD_SMEM(HD, FA2_WIDE) + FA2_BWD_DQ_STAGE_SMEM(HD, FA2_WIDE) <
 /* The backward's shared memory for a dQ layout: the staging tile where the bulk path runs. */
 template <int C>
 constexpr size_t bwd_smem(int dq_layout) {
-  return FA2_BWD_SMEM(HD, C) + (dq_layout == FA2_DQ_ROTATED ? FA2_BWD_DQ_STAGE_SMEM(HD, C) : 0);
+  return FA2_BWD_SMEM_STAGED(HD, C, dq_layout == FA2_DQ_ROTATED);
 }
 
 template <typename Tr, int C>

@@ -34,8 +34,7 @@ static void bwd_class(int32_t hd, int32_t c, int cc_major, fa2_tile_config *cfg)
   cfg->tile_n = FA2_BWD_TILE_N(hd, c);
   cfg->warps = FA2_BWD_WARPS(hd, c);
   cfg->dq_layout = fa2_bwd_dq_layout(cc_major, hd, c);
-  cfg->smem_bytes =
-      FA2_BWD_SMEM(hd, c) + (cfg->dq_layout == FA2_DQ_ROTATED ? FA2_BWD_DQ_STAGE_SMEM(hd, c) : 0);
+  cfg->smem_bytes = FA2_BWD_SMEM_STAGED(hd, c, cfg->dq_layout == FA2_DQ_ROTATED);
 }
 
 int fa2_fwd_config(int32_t head_dim, int cc_major, int64_t smem_limit, fa2_tile_config *cfg) {
