@@ -44,6 +44,13 @@ for f in sorted(os.listdir(folder)):
         s.setdefault(name, []).append(r["ours"]["tflops"] if r["ours"].get("tflops") else 0.0)
         s["ok"][name] = s["ok"].get(name, True) and bool(r.get("check_ok", False))
         s["kernel"][name] = "%sx%s" % (r["ours"].get("tile_m"), r["ours"].get("tile_n"))
+        # --ours-last: the same build timed again after the peers, as its own column
+        if r.get("ours_last", {}).get("tflops"):
+            s.setdefault(name + "@last", []).append(r["ours_last"]["tflops"])
+            s["ok"][name + "@last"] = s["ok"][name]
+            s["kernel"][name + "@last"] = s["kernel"][name]
+            if name + "@last" not in libs:
+                libs.append(name + "@last")
         for peer in ("fa2", "cudnn"):
             if r.get(peer) and r[peer].get("tflops"):
                 s[peer].append(r[peer]["tflops"])

@@ -519,6 +519,9 @@ def run_shape(ctx, sh: Shape) -> tuple[list[dict], list[dict]]:
                     time_into(r[key], peer_fwd, fl["fwd"])
             except Exception as e:  # noqa: BLE001
                 r[key]["error"] = fmt_err(e)
+        if ctx["ours_last"] and ours_fwd is not None and "error" not in r["ours"]:
+            r["ours_last"] = {}
+            time_into(r["ours_last"], ours_fwd, fl["fwd"])
 
     if "bwd" in recs:
         r = recs["bwd"]
@@ -542,6 +545,9 @@ def run_shape(ctx, sh: Shape) -> tuple[list[dict], list[dict]]:
                 del o, qg, kg, vg
             except Exception as e:  # noqa: BLE001
                 r[key]["error"] = fmt_err(e)
+        if ctx["ours_last"] and ours_bwd is not None and "error" not in r["ours"]:
+            r["ours_last"] = {}
+            time_into(r["ours_last"], ours_bwd, fl["bwd"])
 
     del keep
     return [recs[p] for p in passes], problems
@@ -578,6 +584,9 @@ def print_table(results: list[dict], peers) -> None:
     head = ["hdim", "seqlen", "causal", "pass", "ours TFLOP/s"]
     head += [f"{label} TFLOP/s" for _, label, _ in peers]
     head += [f"ours/{label}" for _, label, _ in peers]
+    last = any("ours_last" in r for r in results)
+    if last:
+        head += ["ours(last) TFLOP/s"] + [f"ours(last)/{label}" for _, label, _ in peers[:1]]
     head += ["kernel (tile_m x tile_n)"]
     rows = []
     for r in results:
@@ -585,6 +594,9 @@ def print_table(results: list[dict], peers) -> None:
                fmt_tf(r["ours"])]
         row += [fmt_tf(r[key]) for key, _, _ in peers]
         row += [fmt_ratio(r["ours"], r[key]) for key, _, _ in peers]
+        if last:
+            ol = r.get("ours_last", {})
+            row += [fmt_tf(ol)] + [fmt_ratio(ol, r[key]) for key, _, _ in peers[:1]]
         row += [kernel_cell(r["ours"])]
         rows.append(row)
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(head)]
@@ -754,6 +766,10 @@ def parse_args(argv):
     ap.add_argument("--deterministic", action="store_true",
                     help="ask ours for the deterministic backward (params.deterministic = 1); "
                          "the peers run as they are")
+    ap.add_argument("--ours-last", action="store_true",
+                    help="time ours a second time after the peers (recorded as ours_last and "
+                         "printed beside the first timing), to see whether the order of the "
+                         "timings (clocks, power, the L2) favours one side")
     ap.add_argument("--seed", type=int, default=0)
     # Hidden self-test mode: CPU tensors, FA_DEVICE_CPU, backend cpu, SDPA math as the peer.
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help=argparse.SUPPRESS)
@@ -851,6 +867,7 @@ def main(argv=None) -> int:
         "backend_name": backend_name, "backend_id": lib.backend_id(backend_name),
         "backend_desc": desc, "passes": args.passes, "peers": peers, "kernel_prefix": prefix,
         "stream": stream, "sync": sync, "sdpa_kernel": sdpa_kernel, "reference_lse": reference_lse,
+        "ours_last": args.ours_last,
     }
     meta = metadata(ctx, args)
     if cuda:

@@ -18,22 +18,22 @@
 
 /* The k-step ks fragment of B for the 16 result columns from b0: B_KN = false, B row-major with k
    along the row (rows b0 + [0, 16)); B_KN = true, B row-major [k][n] (columns b0 + [0, 16), loaded
-   transposed). */
-template <bool B_KN, int LDB, typename E>
+   transposed). LB: B's shared-memory layout (tile_io.cuh). */
+template <bool B_KN, typename LB, typename E>
 __device__ __forceinline__ void load_b_frag(uint32_t (&bf)[4], const E *sB, int b0, int ks,
                                             int lane) {
   const int mi = lane >> 3;
   if (B_KN)
-    ldmatrix_x4_trans(bf, smem_u32(sB + (ks * 16 + (mi & 1) * 8 + (lane & 7)) * LDB + b0 +
-                                   (mi >> 1) * 8));
+    ldmatrix_x4_trans(bf, smem_u32(sB + LB::off(ks * 16 + (mi & 1) * 8 + (lane & 7),
+                                                b0 + (mi >> 1) * 8)));
   else
-    ldmatrix_x4(bf, smem_u32(sB + (b0 + (mi >> 1) * 8 + (lane & 7)) * LDB + ks * 16 +
-                             (mi & 1) * 8));
+    ldmatrix_x4(bf, smem_u32(sB + LB::off(b0 + (mi >> 1) * 8 + (lane & 7),
+                                          ks * 16 + (mi & 1) * 8)));
 }
 
-/* acc += A · op(B): rows a_row0 + [0, 16·M16) of A (leading dimension LDA) over k = [0, 16·K16),
-   result columns b0 + [0, 8·N8) taken from B as load_b_frag<B_KN> reads it. */
-template <typename Tr, bool B_KN, int M16, int N8, int K16, int LDA, int LDB, typename E>
+/* acc += A · op(B): rows a_row0 + [0, 16·M16) of A (layout LA) over k = [0, 16·K16), result
+   columns b0 + [0, 8·N8) taken from B as load_b_frag<B_KN, LB> reads it. */
+template <typename Tr, bool B_KN, int M16, int N8, int K16, typename LA, typename LB, typename E>
 __device__ __forceinline__ void mma_warp_tile(float (&acc)[M16][N8][4], const E *sA, int a_row0,
                                               const E *sB, int b0, int lane) {
   static_assert(N8 % 2 == 0, "B is loaded 16 result columns at a time");
@@ -42,12 +42,12 @@ __device__ __forceinline__ void mma_warp_tile(float (&acc)[M16][N8][4], const E 
     uint32_t af[M16][4];
 #pragma unroll
     for (int m = 0; m < M16; ++m)
-      ldmatrix_x4(af[m], smem_u32(sA + (a_row0 + m * 16 + (lane & 15)) * LDA + ks * 16 +
-                                  (lane >> 4) * 8));
+      ldmatrix_x4(af[m],
+                  smem_u32(sA + LA::off(a_row0 + m * 16 + (lane & 15), ks * 16 + (lane >> 4) * 8)));
 #pragma unroll
     for (int n2 = 0; n2 < N8 / 2; ++n2) {
       uint32_t bf[4];
-      load_b_frag<B_KN, LDB>(bf, sB, b0 + n2 * 16, ks, lane);
+      load_b_frag<B_KN, LB>(bf, sB, b0 + n2 * 16, ks, lane);
 #pragma unroll
       for (int m = 0; m < M16; ++m) {
         mma_16816<Tr>(acc[m][2 * n2], af[m], bf);
@@ -58,17 +58,17 @@ __device__ __forceinline__ void mma_warp_tile(float (&acc)[M16][N8][4], const E 
 }
 
 /* Rows a_row0 + [0, 16·M16) of A times rows b_row0 + [0, 8·N8) of B (both k along the row). */
-template <typename Tr, int M16, int N8, int K16, int LDA, int LDB, typename E>
+template <typename Tr, int M16, int N8, int K16, typename LA, typename LB, typename E>
 __device__ __forceinline__ void mma_rows_rows(float (&acc)[M16][N8][4], const E *sA, int a_row0,
                                               const E *sB, int b_row0, int lane) {
-  mma_warp_tile<Tr, false, M16, N8, K16, LDA, LDB>(acc, sA, a_row0, sB, b_row0, lane);
+  mma_warp_tile<Tr, false, M16, N8, K16, LA, LB>(acc, sA, a_row0, sB, b_row0, lane);
 }
 
 /* Rows a_row0 + [0, 16·M16) of A times columns b_col0 + [0, 8·N8) of B stored [k][n]. */
-template <typename Tr, int M16, int N8, int K16, int LDA, int LDB, typename E>
+template <typename Tr, int M16, int N8, int K16, typename LA, typename LB, typename E>
 __device__ __forceinline__ void mma_rows_kn(float (&acc)[M16][N8][4], const E *sA, int a_row0,
                                             const E *sB, int b_col0, int lane) {
-  mma_warp_tile<Tr, true, M16, N8, K16, LDA, LDB>(acc, sA, a_row0, sB, b_col0, lane);
+  mma_warp_tile<Tr, true, M16, N8, K16, LA, LB>(acc, sA, a_row0, sB, b_col0, lane);
 }
 
 #endif /* FA_CUDA_WARP_MMA_CUH */

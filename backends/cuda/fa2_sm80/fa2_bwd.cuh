@@ -51,11 +51,12 @@ __device__ __forceinline__ void bwd_load_query_tile(const fa2_bwd_args &a, int b
                                                     typename Tr::elem *sQ, typename Tr::elem *sdO,
                                                     float *sLse, float *sD, int tid) {
   typedef typename Tr::elem E;
+  typedef typename smem_tile_layout<HD, FA2_SWIZZLED(HD)>::type TL;
   const E *q = static_cast<const E *>(a.q) + b * a.q_str.batch + h * a.q_str.head;
   const E *dO = static_cast<const E *>(a.dout) + b * a.do_str.batch + h * a.do_str.head;
-  tile_load_async<BM, HD, NT>(sQ, q + (int64_t)m0 * a.q_str.row, a.q_str.row, a.p.seqlen_q - m0,
+  tile_load_async<BM, HD, NT, TL>(sQ, q + (int64_t)m0 * a.q_str.row, a.q_str.row, a.p.seqlen_q - m0,
                               a.p.head_dim, tid);
-  tile_load_async<BM, HD, NT>(sdO, dO + (int64_t)m0 * a.do_str.row, a.do_str.row, a.p.seqlen_q - m0,
+  tile_load_async<BM, HD, NT, TL>(sdO, dO + (int64_t)m0 * a.do_str.row, a.do_str.row, a.p.seqlen_q - m0,
                               a.p.head_dim, tid);
   const int64_t row0 = ((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded + m0;
   constexpr int CHUNKS = BM / 4; /* 16-byte pieces of one vector */
@@ -120,8 +121,10 @@ template <typename Tr, int HD, int BN, int BM, int NW, int S_WK, int KV_WK, int 
 __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) {
   typedef typename Tr::elem E;
   constexpr int NT = NW * 32;
-  constexpr int LD = HD + 8;
-  constexpr int LDP = BM + 8;
+  typedef typename smem_tile_layout<HD, FA2_SWIZZLED(HD)>::type TL; /* K, V, Q, dO tiles */
+  typedef smem_padded<BM + 8> PL;                                   /* Pᵀ, dSᵀ */
+  constexpr int LD = TL::LD;
+  constexpr int LDP = PL::LD;
   constexpr int SK = BN / S_WK, SQ = BM / (NW / S_WK); /* Sᵀ: keys x queries per warp */
   /* A warp's Sᵀ/dPᵀ tile is computed in parts of at most FA2_BWD_S_PART_MAX (32) queries, so a
      128-query step (fewer barriers per FLOP) needs no more registers than a 64-query one. */
@@ -182,9 +185,9 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
     const int n0 = n_block * BN;
     const int n1 = min(n0 + BN, seqlen_k);
     __syncthreads(); /* the previous key tile's readers are done */
-    tile_load_async<BN, HD, NT>(sK, k + (int64_t)n0 * a.k_str.row, a.k_str.row, seqlen_k - n0, d,
+    tile_load_async<BN, HD, NT, TL>(sK, k + (int64_t)n0 * a.k_str.row, a.k_str.row, seqlen_k - n0, d,
                                 tid);
-    tile_load_async<BN, HD, NT>(sV, v + (int64_t)n0 * a.v_str.row, a.v_str.row, seqlen_k - n0, d,
+    tile_load_async<BN, HD, NT, TL>(sV, v + (int64_t)n0 * a.v_str.row, a.v_str.row, seqlen_k - n0, d,
                                 tid);
     cp_async_commit();
 
@@ -261,8 +264,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
 #pragma unroll
             for (int c = 0; c < 4; ++c) s[m][nb][c] = dp[m][nb][c] = 0.0f;
         /* One product after the other: fewer fragments live at once than interleaving them. */
-        mma_rows_rows<Tr, MS, SNB, HD / 16, LD, LD>(s, sK, s_key, tQ, q_p, lane);
-        mma_rows_rows<Tr, MS, SNB, HD / 16, LD, LD>(dp, sV, s_key, tdO, q_p, lane);
+        mma_rows_rows<Tr, MS, SNB, HD / 16, TL, TL>(s, sK, s_key, tQ, q_p, lane);
+        mma_rows_rows<Tr, MS, SNB, HD / 16, TL, TL>(dp, sV, s_key, tdO, q_p, lane);
         if (QS == 2 && part == 0) {
           /* The next tile's loads, issued here rather than right after the barrier: there they
              queued behind every warp's first ldmatrix, and the instructions reusing their
@@ -313,7 +316,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
       __syncthreads();
 
       /* dV += Pᵀ dO (reduction over the query tile). */
-      mma_rows_kn<Tr, MK, KDB, BM / 16, LDP, LD>(dv, sPt, kv_key, tdO, kv_d, lane);
+      mma_rows_kn<Tr, MK, KDB, BM / 16, PL, TL>(dv, sPt, kv_key, tdO, kv_d, lane);
 
       /* dQ (this warp's QQ queries x QD columns) = dS K, added to the fp32 accumulator. */
       {
@@ -334,8 +337,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
 #pragma unroll
           for (int db2 = 0; db2 < QDB / 2; ++db2) {
             uint32_t kb[4];
-            ldmatrix_x4_trans(kb, smem_u32(sK + (kk * 16 + (mi & 1) * 8 + (lane & 7)) * LD + dq_d +
-                                           db2 * 16 + (mi >> 1) * 8));
+            ldmatrix_x4_trans(kb, smem_u32(sK + TL::off(kk * 16 + (mi & 1) * 8 + (lane & 7),
+                                                        dq_d + db2 * 16 + (mi >> 1) * 8)));
 #pragma unroll
             for (int m = 0; m < MQ; ++m) {
               mma_16816<Tr>(dq[m][2 * db2], sa[m], kb);
@@ -393,7 +396,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
         }
       }
       /* dK += dSᵀ Q, last: its mma run while the dQ reductions above drain. */
-      mma_rows_kn<Tr, MK, KDB, BM / 16, LDP, LD>(dk, sdSt, kv_key, tQ, kv_d, lane);
+      mma_rows_kn<Tr, MK, KDB, BM / 16, PL, TL>(dk, sdSt, kv_key, tQ, kv_d, lane);
       if (QS == 1) {
         /* One stage: every warp is done with this step's Q, dO, LSE and D. */
         __syncthreads();
@@ -433,7 +436,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
       for (int r = 0; r < 2; ++r)
 #pragma unroll
         for (int db = 0; db < KDB; ++db) {
-          const int at = (kv_key + m * 16 + g + 8 * r) * LD + kv_d + db * 8 + 2 * t;
+          const int at = TL::off(kv_key + m * 16 + g + 8 * r, kv_d + db * 8 + 2 * t);
           *reinterpret_cast<uint32_t *>(sK + at) =
               Tr::pack(dk[m][db][2 * r] * a.p.scale, dk[m][db][2 * r + 1] * a.p.scale);
           *reinterpret_cast<uint32_t *>(sV + at) = Tr::pack(dv[m][db][2 * r], dv[m][db][2 * r + 1]);
@@ -441,9 +444,9 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
     __syncthreads();
     E *dkp = static_cast<E *>(a.dk) + b * a.dk_str.batch + hk * a.dk_str.head;
     E *dvp = static_cast<E *>(a.dv) + b * a.dv_str.batch + hk * a.dv_str.head;
-    tile_store<BN, HD, NT>(dkp + (int64_t)n0 * a.dk_str.row, a.dk_str.row, seqlen_k - n0, d, sK,
+    tile_store<BN, HD, NT, TL>(dkp + (int64_t)n0 * a.dk_str.row, a.dk_str.row, seqlen_k - n0, d, sK,
                            tid);
-    tile_store<BN, HD, NT>(dvp + (int64_t)n0 * a.dv_str.row, a.dv_str.row, seqlen_k - n0, d, sV,
+    tile_store<BN, HD, NT, TL>(dvp + (int64_t)n0 * a.dv_str.row, a.dv_str.row, seqlen_k - n0, d, sV,
                            tid);
   }
 }

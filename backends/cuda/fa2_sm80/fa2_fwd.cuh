@@ -31,7 +31,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
   typedef typename Tr::elem E;
   constexpr int NT = NW * 32;
   constexpr int MT = BM / (16 * NW); /* m16 tiles per warp */
-  constexpr int LD = HD + 8;
+  typedef typename smem_tile_layout<HD, FA2_SWIZZLED(HD)>::type TL; /* Q, K, V tiles */
+  constexpr int LD = TL::LD;
   constexpr int NB = BN / 8; /* n8 blocks of keys in S */
   constexpr int DB = HD / 8; /* n8 blocks of the head dim in O */
   static_assert(BM % (16 * NW) == 0 && BN % 16 == 0 && HD % 32 == 0, "tile shape");
@@ -95,14 +96,14 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
     row_sum[mt][0] = row_sum[mt][1] = 0.0f;
   }
 
-  tile_load_async<BM, HD, NT>(sQ, q + (int64_t)m0 * a.q_str.row, a.q_str.row, seqlen_q - m0, d,
+  tile_load_async<BM, HD, NT, TL>(sQ, q + (int64_t)m0 * a.q_str.row, a.q_str.row, seqlen_q - m0, d,
                               tid);
   if (n_begin < n_end) {
     const int c0 = n_begin * BN;
-    tile_load_async<BN, HD, NT>(sK, k + (int64_t)c0 * a.k_str.row, a.k_str.row, seqlen_k - c0, d,
+    tile_load_async<BN, HD, NT, TL>(sK, k + (int64_t)c0 * a.k_str.row, a.k_str.row, seqlen_k - c0, d,
                                 tid);
     if (KVS == 2)
-      tile_load_async<BN, HD, NT>(sV, v + (int64_t)c0 * a.v_str.row, a.v_str.row, seqlen_k - c0, d,
+      tile_load_async<BN, HD, NT, TL>(sV, v + (int64_t)c0 * a.v_str.row, a.v_str.row, seqlen_k - c0, d,
                                   tid);
   }
   cp_async_commit();
@@ -117,7 +118,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
     cp_async_wait<0>();
     __syncthreads();
     if (KVS == 1) {
-      tile_load_async<BN, HD, NT>(sV, v + (int64_t)c0 * a.v_str.row, a.v_str.row, seqlen_k - c0, d,
+      tile_load_async<BN, HD, NT, TL>(sV, v + (int64_t)c0 * a.v_str.row, a.v_str.row, seqlen_k - c0, d,
                                   tid);
       cp_async_commit();
     }
@@ -138,7 +139,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
 
       /* S = Q Kᵀ over the padded head dim (the padding is zeros; no branch on the real head dim
          inside the unrolled loops, which would stop loads overlapping the mma). */
-      mma_rows_rows<Tr, MT, NB, HD / 16, LD, LD>(s, sQ, warp_row0, tK, 0, lane);
+      mma_rows_rows<Tr, MT, NB, HD / 16, TL, TL>(s, sQ, warp_row0, tK, 0, lane);
     }
 
     /* The next tile's loads, issued after S rather than right after the barrier, where they
@@ -147,9 +148,9 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
     if (KVS == 2) {
       if (n + 1 < n_end) {
         const int c1 = (n + 1) * BN;
-        tile_load_async<BN, HD, NT>(sK + (st ^ 1) * BN * LD, k + (int64_t)c1 * a.k_str.row,
+        tile_load_async<BN, HD, NT, TL>(sK + (st ^ 1) * BN * LD, k + (int64_t)c1 * a.k_str.row,
                                     a.k_str.row, seqlen_k - c1, d, tid);
-        tile_load_async<BN, HD, NT>(sV + (st ^ 1) * BN * LD, v + (int64_t)c1 * a.v_str.row,
+        tile_load_async<BN, HD, NT, TL>(sV + (st ^ 1) * BN * LD, v + (int64_t)c1 * a.v_str.row,
                                     a.v_str.row, seqlen_k - c1, d, tid);
       }
     } else {
@@ -159,7 +160,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
       __syncthreads();
       if (n + 1 < n_end) {
         const int c1 = (n + 1) * BN;
-        tile_load_async<BN, HD, NT>(sK, k + (int64_t)c1 * a.k_str.row, a.k_str.row, seqlen_k - c1,
+        tile_load_async<BN, HD, NT, TL>(sK, k + (int64_t)c1 * a.k_str.row, a.k_str.row, seqlen_k - c1,
                                     d, tid);
       }
     }
@@ -239,8 +240,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
           {
             uint32_t vb[4];
             const int mi = lane >> 3;
-            ldmatrix_x4_trans(vb, smem_u32(tV + (kk * 16 + (mi & 1) * 8 + (lane & 7)) * LD +
-                                           db2 * 16 + (mi >> 1) * 8));
+            ldmatrix_x4_trans(vb, smem_u32(tV + TL::off(kk * 16 + (mi & 1) * 8 + (lane & 7),
+                                                        db2 * 16 + (mi >> 1) * 8)));
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
               mma_16816<Tr>(o[mt][2 * db2], pa[mt], vb);
@@ -273,7 +274,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
       const int row_l = warp_row0 + mt * 16 + g + 8 * r;
 #pragma unroll
       for (int db = 0; db < DB; ++db)
-        *reinterpret_cast<uint32_t *>(sQ + row_l * LD + db * 8 + 2 * t) =
+        *reinterpret_cast<uint32_t *>(sQ + TL::off(row_l, db * 8 + 2 * t)) =
             Tr::pack(o[mt][db][2 * r] * inv, o[mt][db][2 * r + 1] * inv);
       const int i = m0 + row_l;
       if (a.lse && t == 0 && i < seqlen_q) {
@@ -284,7 +285,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
     }
   __syncthreads();
   E *out = static_cast<E *>(a.out) + b * a.o_str.batch + h * a.o_str.head;
-  tile_store<BM, HD, NT>(out + (int64_t)m0 * a.o_str.row, a.o_str.row, seqlen_q - m0, d, sQ, tid);
+  tile_store<BM, HD, NT, TL>(out + (int64_t)m0 * a.o_str.row, a.o_str.row, seqlen_q - m0, d, sQ, tid);
 }
 
 #endif /* FA_CUDA_FA2_FWD_CUH */

@@ -33,6 +33,16 @@
 #define FA2_WIDE 0
 #define FA2_COMPACT 1
 
+/* Shared-memory rows of the Q/K/V/dO tiles (common/tile_io.cuh): at head dims that are multiples
+   of 64, 128-byte lines with the 16-byte chunks XOR-swizzled by the row (FA2_SMEM_SWIZZLE=0 for
+   A/B builds); otherwise padded by 8 elements against bank conflicts. FA2_TILE_LD is a row's
+   length in elements. */
+#ifndef FA2_SMEM_SWIZZLE
+#define FA2_SMEM_SWIZZLE 1
+#endif
+#define FA2_SWIZZLED(hd) (FA2_SMEM_SWIZZLE && (hd) % 64 == 0)
+#define FA2_TILE_LD(hd) (FA2_SWIZZLED(hd) ? (hd) : (hd) + 8)
+
 /* Head dims from FA2_FWD_SINGLE_MIN_HD on take 64 x 64 tiles with 4 warps and single K and V
    buffers (the V copy overlaps S = Q Kᵀ, the next K copy overlaps P V), so that two blocks share
    an SM (overridable for A/B builds). */
@@ -48,10 +58,10 @@
 #define FA2_FWD_TILE_N(hd, c) (!(c) && (hd) <= FA2_FWD_WIDE_N_MAX_HD ? 128 : 64)
 #define FA2_FWD_WARPS(hd, c) ((hd) <= 128 || FA2_FWD_SINGLE(hd, c) ? 4 : 8)
 #define FA2_FWD_KV_STAGES(hd, c) (FA2_FWD_SINGLE(hd, c) ? 1 : 2)
-/* Q once, K and V in one or two stages; rows padded by 8 elements against bank conflicts. */
+/* Q once, K and V in one or two stages. */
 #define FA2_FWD_SMEM(hd, c)                                                                 \
   ((size_t)(FA2_FWD_TILE_M(hd, c) + 2 * FA2_FWD_KV_STAGES(hd, c) * FA2_FWD_TILE_N(hd, c)) * \
-   ((hd) + 8) * 2)
+   FA2_TILE_LD(hd) * 2)
 
 #define FA2_BWD_TILE_N(hd, c) (!(c) && (hd) <= 128 ? 128 : 64)
 #define FA2_BWD_TILE_M(hd, c) (!(c) && (hd) <= 64 ? 128 : 64)
@@ -89,7 +99,7 @@
    buffers each). The sm_90 dQ staging comes on top. */
 #define FA2_BWD_SMEM(hd, c)                                                                    \
   ((size_t)(2 * FA2_BWD_TILE_N(hd, c) + 2 * FA2_BWD_Q_STAGES(hd, c) * FA2_BWD_TILE_M(hd, c)) * \
-       ((hd) + 8) * 2 +                                                                        \
+       FA2_TILE_LD(hd) * 2 +                                                                   \
    (size_t)2 * FA2_BWD_TILE_N(hd, c) * (FA2_BWD_TILE_M(hd, c) + 8) * 2 +                       \
    (size_t)4 * FA2_BWD_TILE_M(hd, c) * 4)
 /* What the backward kernel asks for: the staging on top where the dQ layout is the bulk path's
