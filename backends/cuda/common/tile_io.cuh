@@ -23,6 +23,8 @@ template <int LD_>
 struct smem_padded {
   static constexpr int LD = LD_;
   static __device__ __forceinline__ int off(int r, int c) { return r * LD + c; }
+  /* Row r8 + rl with r8 a multiple of 8 (see smem_swizzled). */
+  static __device__ __forceinline__ int off8(int r8, int rl, int c) { return (r8 + rl) * LD + c; }
 };
 
 template <int COLS>
@@ -33,6 +35,12 @@ struct smem_swizzled {
      between the columns of equal c % 64 (the k-steps of an unrolled product). */
   static __device__ __forceinline__ int off(int r, int c) {
     return r * LD + (c & ~56) + ((c & 56) ^ ((r & 7) << 3));
+  }
+  /* The same for row r8 + rl where r8 is a multiple of 8: the swizzle then depends on rl alone,
+     which in the mma loops is a function of the lane, so one per-thread term serves every
+     address (off() made ptxas keep one per row base: up to 24 bytes of spills at head dim 256). */
+  static __device__ __forceinline__ int off8(int r8, int rl, int c) {
+    return (r8 + rl) * LD + (c & ~56) + ((c & 56) ^ ((rl & 7) << 3));
   }
 };
 

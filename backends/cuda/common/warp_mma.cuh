@@ -16,6 +16,9 @@
 
 #include "ptx.cuh"
 
+/* Row bases (a_row0, b0, and the k-steps' rows) are multiples of 8 in every caller: the layouts'
+   off8 then swizzle by the lane alone. */
+
 /* The k-step ks fragment of B for the 16 result columns from b0: B_KN = false, B row-major with k
    along the row (rows b0 + [0, 16)); B_KN = true, B row-major [k][n] (columns b0 + [0, 16), loaded
    transposed). LB: B's shared-memory layout (tile_io.cuh). */
@@ -24,11 +27,10 @@ __device__ __forceinline__ void load_b_frag(uint32_t (&bf)[4], const E *sB, int 
                                             int lane) {
   const int mi = lane >> 3;
   if (B_KN)
-    ldmatrix_x4_trans(bf, smem_u32(sB + LB::off(ks * 16 + (mi & 1) * 8 + (lane & 7),
-                                                b0 + (mi >> 1) * 8)));
+    ldmatrix_x4_trans(bf, smem_u32(sB + LB::off8(ks * 16 + (mi & 1) * 8, lane & 7,
+                                                 b0 + (mi >> 1) * 8)));
   else
-    ldmatrix_x4(bf, smem_u32(sB + LB::off(b0 + (mi >> 1) * 8 + (lane & 7),
-                                          ks * 16 + (mi & 1) * 8)));
+    ldmatrix_x4(bf, smem_u32(sB + LB::off8(b0 + (mi >> 1) * 8, lane & 7, ks * 16 + (mi & 1) * 8)));
 }
 
 /* acc += A · op(B): rows a_row0 + [0, 16·M16) of A (layout LA) over k = [0, 16·K16), result
@@ -43,7 +45,7 @@ __device__ __forceinline__ void mma_warp_tile(float (&acc)[M16][N8][4], const E 
 #pragma unroll
     for (int m = 0; m < M16; ++m)
       ldmatrix_x4(af[m],
-                  smem_u32(sA + LA::off(a_row0 + m * 16 + (lane & 15), ks * 16 + (lane >> 4) * 8)));
+                  smem_u32(sA + LA::off8(a_row0 + m * 16, lane & 15, ks * 16 + (lane >> 4) * 8)));
 #pragma unroll
     for (int n2 = 0; n2 < N8 / 2; ++n2) {
       uint32_t bf[4];

@@ -52,11 +52,14 @@ typedef struct fa2_fwd_args {
                    (r mod tile_m): chunk j at chunk (j + r) mod (head_dim_padded / 8), the layout
                    in which the bulk-reduction path stages a tile in shared memory without bank
                    conflicts (sm_90 code, head dims up to 192);
-   FA2_DQ_PAIRED   within each 16-column group, columns 8o + 2t and 8o + 2t + 1 (o < 2, t < 4)
-                   at 4t + 2o and 4t + 2o + 1, so the four values an mma fragment holds for one
-                   row in two neighbouring 8-column blocks are contiguous and one 16-byte vector
-                   reduction adds them (sm_90 code above head dim 192). */
-enum { FA2_DQ_NATURAL = 0, FA2_DQ_ROTATED = 1, FA2_DQ_PAIRED = 2 };
+   FA2_DQ_FRAGMENT not by rows: a head's [seqlen_q_padded x head_dim_padded] accumulator is
+                   [seqlen_q_padded / 16][head_dim_padded / 8] blocks of 128 floats, each a 16-row
+                   x 8-column mma accumulator tile in lane order: row 8r + g, column 2t + e of a
+                   block at 4 (4g + t) + 2r + e (g < 8, t < 4, r, e < 2). Each lane adds its
+                   four accumulator values by one 16-byte vector reduction straight from its
+                   registers, and a warp's 32 reductions cover 512 contiguous bytes (sm_90 code
+                   above head dim 192). */
+enum { FA2_DQ_NATURAL = 0, FA2_DQ_ROTATED = 1, FA2_DQ_FRAGMENT = 2 };
 
 typedef struct fa2_bwd_args {
   const void *q, *k, *v, *out, *dout;
@@ -108,7 +111,7 @@ int fa2_bwd_config(int32_t head_dim, int cc_major, int64_t smem_limit, fa2_tile_
 /* The dQ accumulator layout of the backward code that runs on a device of compute capability
    cc_major, for a padded head dim and size class: the sm_80 code adds pairs of atomics
    (FA2_DQ_NATURAL); the sm_90 code bulk-reduces a staging tile where the wide tiles leave room
-   for it (FA2_DQ_ROTATED), else adds 16-byte vectors (FA2_DQ_PAIRED). Pure: decide, prepare and
+   for it (FA2_DQ_ROTATED), else adds 16-byte vectors (FA2_DQ_FRAGMENT). Pure: decide, prepare and
    the launcher read the same answer. */
 int32_t fa2_bwd_dq_layout(int cc_major, int32_t head_dim_padded, int32_t size_class);
 

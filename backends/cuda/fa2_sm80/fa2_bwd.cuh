@@ -337,8 +337,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
 #pragma unroll
           for (int db2 = 0; db2 < QDB / 2; ++db2) {
             uint32_t kb[4];
-            ldmatrix_x4_trans(kb, smem_u32(sK + TL::off(kk * 16 + (mi & 1) * 8 + (lane & 7),
-                                                        dq_d + db2 * 16 + (mi >> 1) * 8)));
+            ldmatrix_x4_trans(kb, smem_u32(sK + TL::off8(kk * 16 + (mi & 1) * 8, lane & 7,
+                                                         dq_d + db2 * 16 + (mi >> 1) * 8)));
 #pragma unroll
             for (int m = 0; m < MQ; ++m) {
               mma_16816<Tr>(dq[m][2 * db2], sa[m], kb);
@@ -370,18 +370,18 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
 #endif
         } else {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-          /* The accumulator's paired layout (fa2_args.h) puts a row's values of two neighbouring
-             8-column blocks side by side: one 16-byte reduction for four values. */
-          float *acc = acc_tile + (dq_q + g) * HD + dq_d + 4 * t;
+          /* The accumulator's fragment layout (fa2_args.h): each 16 x 8 accumulator tile of
+             the warp is one 512-byte block, a lane's four values 16 contiguous bytes, added
+             straight from the mma's registers (the row-wise layout before needed register
+             moves that waited for the previous reduction to read its operands: 14% of the
+             stall samples at head dim 256, bench/NOTES.md v19). */
+          float *acc = acc_tile + ((dq_q / 16) * (HD / 8) + dq_d / 8) * 128 + 4 * lane;
 #pragma unroll
           for (int m = 0; m < MQ; ++m)
 #pragma unroll
-            for (int r = 0; r < 2; ++r)
-#pragma unroll
-              for (int db2 = 0; db2 < QDB / 2; ++db2)
-                red_add_v4_f32(acc + (m * 16 + 8 * r) * HD + db2 * 16, dq[m][2 * db2][2 * r],
-                               dq[m][2 * db2][2 * r + 1], dq[m][2 * db2 + 1][2 * r],
-                               dq[m][2 * db2 + 1][2 * r + 1]);
+            for (int db = 0; db < QDB; ++db)
+              red_add_v4_f32(acc + (m * (HD / 8) + db) * 128, dq[m][db][0], dq[m][db][1],
+                             dq[m][db][2], dq[m][db][3]);
 #else
           float *acc = acc_tile + (dq_q + g) * HD + dq_d + 2 * t;
 #pragma unroll
@@ -436,7 +436,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
       for (int r = 0; r < 2; ++r)
 #pragma unroll
         for (int db = 0; db < KDB; ++db) {
-          const int at = TL::off(kv_key + m * 16 + g + 8 * r, kv_d + db * 8 + 2 * t);
+          const int at = TL::off8(kv_key + m * 16 + 8 * r, g, kv_d + db * 8 + 2 * t);
           *reinterpret_cast<uint32_t *>(sK + at) =
               Tr::pack(dk[m][db][2 * r] * a.p.scale, dk[m][db][2 * r + 1] * a.p.scale);
           *reinterpret_cast<uint32_t *>(sV + at) = Tr::pack(dv[m][db][2 * r], dv[m][db][2 * r + 1]);

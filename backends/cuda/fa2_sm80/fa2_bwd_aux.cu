@@ -76,7 +76,18 @@ __global__ void __launch_bounds__(AUX_THREADS) dot_do_o(const fa2_bwd_args a) {
 __device__ __forceinline__ void add_dq_group(float (&v)[16], const float *row, int c0, int i,
                                              const fa2_bwd_args &a) {
   float w[16];
-  if (a.dq_layout == FA2_DQ_ROTATED) {
+  if (a.dq_layout == FA2_DQ_FRAGMENT) {
+    /* Row i is row 8r + g of its 16-row block; column 2t + e of 8-column block j sits at
+       4 (4g + t) + 2r + e of the block's 128 floats. */
+    const float *blocks = row - (int64_t)(i % 16) * a.head_dim_padded;
+    const int lane_row = (i % 8) * 16 + 2 * ((i / 8) % 2);
+#pragma unroll
+    for (int q = 0; q < 2; ++q)
+#pragma unroll
+      for (int t = 0; t < 4; ++t)
+        *reinterpret_cast<float2 *>(w + 8 * q + 2 * t) =
+            *reinterpret_cast<const float2 *>(blocks + (c0 / 8 + q) * 128 + lane_row + 4 * t);
+  } else if (a.dq_layout == FA2_DQ_ROTATED) {
     const int nc = a.head_dim_padded / 8, rot = i % a.tile_m;
 #pragma unroll
     for (int q = 0; q < 2; ++q) {
@@ -89,18 +100,8 @@ __device__ __forceinline__ void add_dq_group(float (&v)[16], const float *row, i
     for (int q = 0; q < 4; ++q)
       *reinterpret_cast<float4 *>(w + 4 * q) = *reinterpret_cast<const float4 *>(row + c0 + 4 * q);
   }
-  if (a.dq_layout == FA2_DQ_PAIRED) {
-    /* Natural column 8o + 2t + e sits at 4t + 2o + e. */
 #pragma unroll
-    for (int o = 0; o < 2; ++o)
-#pragma unroll
-      for (int t = 0; t < 4; ++t)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) v[8 * o + 2 * t + e] += w[4 * t + 2 * o + e];
-  } else {
-#pragma unroll
-    for (int k = 0; k < 16; ++k) v[k] += w[k];
-  }
+  for (int k = 0; k < 16; ++k) v[k] += w[k];
 }
 
 /* Blocks of (head_dim_padded / 16) x (AUX_THREADS / that) threads: x a row's 16-column group, y

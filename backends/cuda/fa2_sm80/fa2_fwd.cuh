@@ -240,8 +240,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
           {
             uint32_t vb[4];
             const int mi = lane >> 3;
-            ldmatrix_x4_trans(vb, smem_u32(tV + TL::off(kk * 16 + (mi & 1) * 8 + (lane & 7),
-                                                        db2 * 16 + (mi >> 1) * 8)));
+            ldmatrix_x4_trans(vb, smem_u32(tV + TL::off8(kk * 16 + (mi & 1) * 8, lane & 7,
+                                                         db2 * 16 + (mi >> 1) * 8)));
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
               mma_16816<Tr>(o[mt][2 * db2], pa[mt], vb);
@@ -274,7 +274,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
       const int row_l = warp_row0 + mt * 16 + g + 8 * r;
 #pragma unroll
       for (int db = 0; db < DB; ++db)
-        *reinterpret_cast<uint32_t *>(sQ + TL::off(row_l, db * 8 + 2 * t)) =
+        *reinterpret_cast<uint32_t *>(sQ + TL::off8(warp_row0 + mt * 16 + 8 * r, g, db * 8 + 2 * t)) =
             Tr::pack(o[mt][db][2 * r] * inv, o[mt][db][2 * r + 1] * inv);
       const int i = m0 + row_l;
       if (a.lse && t == 0 && i < seqlen_q) {

@@ -14,7 +14,7 @@ static int has_kernels(int32_t head_dim) {
 
 int32_t fa2_bwd_dq_layout(int cc_major, int32_t head_dim_padded, int32_t size_class) {
   if (cc_major < 9) return FA2_DQ_NATURAL;
-  return FA2_BWD_DQ_BULK(head_dim_padded, size_class) ? FA2_DQ_ROTATED : FA2_DQ_PAIRED;
+  return FA2_BWD_DQ_BULK(head_dim_padded, size_class) ? FA2_DQ_ROTATED : FA2_DQ_FRAGMENT;
 }
 
 static void fwd_class(int32_t hd, int32_t c, fa2_tile_config *cfg) {
