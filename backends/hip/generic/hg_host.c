@@ -1,0 +1,257 @@
+/*
+ * hg_host.c: see hg_host.h. Every fa_params field is honoured or refused here, never ignored.
+ */
+#include "hg_host.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/mask.h"
+
+#define HG_WS_ALIGN 256
+
+static const char *dtype_name(fa_dtype dt) {
+  return dt == FA_F16 ? "f16" : (dt == FA_BF16 ? "bf16" : NULL);
+}
+
+static size_t round_up(size_t n) { return (n + HG_WS_ALIGN - 1) & ~(size_t)(HG_WS_ALIGN - 1); }
+
+static size_t dsum_bytes(const fa_request *req) {
+  return round_up((size_t)req->batch * (size_t)req->heads_q * (size_t)req->seqlen_q * 4);
+}
+
+static size_t dq_accum_bytes(const fa_request *req) {
+  return (size_t)req->batch * (size_t)req->heads_q * (size_t)req->seqlen_q * (size_t)req->head_dim *
+         4;
+}
+
+static int refuse_params(const fa_request *req, const char *fam, fa_decision *out) {
+  const fa_params *p = req->params;
+  if (p->kernel_family && strcmp(p->kernel_family, "generic") != 0 &&
+      strcmp(p->kernel_family, "mfma") != 0) {
+    fa_core_refuse(out, "kernel_family '%s' is unknown to %s (families: generic, mfma)",
+                   p->kernel_family, fam);
+    return 1;
+  }
+  if (p->alibi_slopes)
+    return fa_core_refuse(out, "ALiBi (alibi_slopes) is not supported by %s", fam), 1;
+  if (p->dropout_p > 0.0f)
+    return fa_core_refuse(out, "dropout (dropout_p > 0) is not supported by %s", fam), 1;
+  if (p->cu_seqlens_q || p->cu_seqlens_k)
+    return fa_core_refuse(out, "varlen (cu_seqlens_q/k) is not supported by %s", fam), 1;
+  if (p->seqused_k) return fa_core_refuse(out, "seqused_k is not supported by %s", fam), 1;
+  if (p->block_table)
+    return fa_core_refuse(out, "paged KV (block_table) is not supported by %s", fam), 1;
+  if (p->num_splits > 1) {
+    fa_core_refuse(out, "num_splits = %d: split-KV is not supported by %s (0 or 1)",
+                   (int)p->num_splits, fam);
+    return 1;
+  }
+  return 0;
+}
+
+void hg_decide(const fa_request *req, const hg_target *t, fa_decision *out) {
+  memset(out, 0, sizeof *out);
+  const char *fam = t->prefix;
+  if (req->device.kind != t->kind) {
+    fa_core_refuse(out, "tensors are in %s memory; %s reads %s device memory only",
+                   fa_device_kind_name(req->device.kind), fam, fa_device_kind_name(t->kind));
+    return;
+  }
+  const char *dt = dtype_name(req->dtype);
+  if (!dt) {
+    fa_core_refuse(out, "dtype %s is not supported by %s (f16, bf16)", fa_dtype_name(req->dtype),
+                   fam);
+    return;
+  }
+  if (req->op != FA_OP_FORWARD && req->op != FA_OP_BACKWARD) {
+    fa_core_refuse(out, "fa_forward_kvcache is not supported by %s", fam);
+    return;
+  }
+  if (req->head_dim_v != req->head_dim) {
+    fa_core_refuse(out, "head_dim_v %lld != head_dim %lld: %s needs them equal",
+                   (long long)req->head_dim_v, (long long)req->head_dim, fam);
+    return;
+  }
+  if (req->head_dim % 8 != 0 || req->head_dim < 8 || req->head_dim > HG_MAX_HEAD_DIM) {
+    fa_core_refuse(out, "head_dim %lld: %s supports multiples of 8 up to %d",
+                   (long long)req->head_dim, fam, HG_MAX_HEAD_DIM);
+    return;
+  }
+  if (refuse_params(req, fam, out)) return;
+  /* Grid limits: heads and batch are grid dimensions y and z; rows are int32 in the kernels. */
+  if (req->batch > 65535 || req->heads_q > 65535) {
+    fa_core_refuse(out, "batch %lld or heads_q %lld > 65535 (%s grid limit)", (long long)req->batch,
+                   (long long)req->heads_q, fam);
+    return;
+  }
+  if (req->seqlen_q > INT32_MAX / HG_MAX_HEAD_DIM || req->seqlen_k > INT32_MAX - 256) {
+    fa_core_refuse(out, "seqlen_q > 2^23 or seqlen_k > 2^31 - 256 is not supported by %s", fam);
+    return;
+  }
+  /* Elements are read one by one: any strides, but 16-bit elements at even addresses. */
+  const fa_tensor *all[] = {req->q, req->k, req->v, req->out, req->dout, req->dq, req->dk, req->dv};
+  const char *names[] = {"q", "k", "v", "out", "dout", "dq", "dk", "dv"};
+  for (int i = 0; i < 8; ++i)
+    if (all[i] && all[i]->data && ((uintptr_t)all[i]->data + all[i]->byte_offset) % 2 != 0) {
+      fa_core_refuse(out, "%s: first element at an odd address; %s needs 2-byte alignment",
+                     names[i], fam);
+      return;
+    }
+  const int mfma = req->params->kernel_family && !strcmp(req->params->kernel_family, "mfma");
+  if (mfma && !t->mfma) {
+    fa_core_refuse(out, "kernel_family 'mfma': %s has no MFMA kernels for %s (CDNA gfx90a/gfx940)",
+                   fam, t->device_name);
+    return;
+  }
+  if (mfma && req->op != FA_OP_FORWARD) {
+    fa_core_refuse(out, "kernel_family 'mfma' has a forward only; the backward is generic");
+    return;
+  }
+  const int hc = HG_HD_CLASS((int)req->head_dim);
+  const size_t smem = mfma                       ? HG_FWD_MFMA_SMEM(req->head_dim)
+                      : req->op == FA_OP_FORWARD ? HG_FWD_SMEM(req->head_dim)
+                                                 : HG_BWD_SMEM(hc, req->head_dim);
+  if ((int64_t)smem > t->smem_limit) {
+    fa_core_refuse(out, "%s %s at head_dim %lld needs %zu bytes of shared memory; %s allows %lld",
+                   fam, req->op == FA_OP_FORWARD ? "forward" : "backward", (long long)req->head_dim,
+                   smem, t->device_name, (long long)t->smem_limit);
+    return;
+  }
+  const fa_params *p = req->params;
+  snprintf(out->kernel, sizeof out->kernel, "%s%s.%s.%s.hd%lld%s%s%s", fam, mfma ? ".mfma" : "",
+           req->op == FA_OP_FORWARD ? "fwd" : "bwd", dt, (long long)req->head_dim,
+           p->causal ? ".causal" : "", p->window_enabled ? ".window" : "",
+           p->softcap > 0.0f ? ".softcap" : "");
+  out->supported = 1;
+  out->num_splits = 1;
+  if (req->op == FA_OP_FORWARD) {
+    out->tile_m = HG_FWD_TILE_M;
+    out->tile_n = HG_FWD_TILE_N;
+    out->deterministic = 1; /* no atomics */
+    return;
+  }
+  out->tile_m = HG_BWD_TILE_M(hc);
+  out->tile_n = HG_BWD_TILE_N(hc);
+  /* Deterministic: one block per KV head walks its key tiles in order (hg_bwd.h). */
+  out->deterministic = p->deterministic ? 1 : 0;
+  out->workspace_bytes = dsum_bytes(req) + dq_accum_bytes(req) + HG_WS_ALIGN;
+}
+
+static void tensor_of(const fa_tensor *t, hg_tensor *h) {
+  memset(h, 0, sizeof *h);
+  if (!t) return;
+  h->data = fa_tensor_base(t);
+  h->batch = t->strides[0];
+  h->row = t->strides[1];
+  h->head = t->strides[2];
+  h->col = t->strides[3];
+}
+
+static void params_of(const fa_request *req, hg_params *a) {
+  const fa_params *p = req->params;
+  memset(a, 0, sizeof *a);
+  tensor_of(req->q, &a->q);
+  tensor_of(req->k, &a->k);
+  tensor_of(req->v, &a->v);
+  tensor_of(req->out, &a->out);
+  tensor_of(req->dout, &a->dout);
+  tensor_of(req->dq, &a->dq);
+  tensor_of(req->dk, &a->dk);
+  tensor_of(req->dv, &a->dv);
+  if (req->lse) {
+    a->lse = (float *)fa_tensor_base(req->lse);
+    a->lse_batch = req->lse->strides[0];
+    a->lse_head = req->lse->strides[1];
+    a->lse_row = req->lse->strides[2];
+  }
+  a->batch = (int32_t)req->batch;
+  a->seqlen_q = (int32_t)req->seqlen_q;
+  a->seqlen_k = (int32_t)req->seqlen_k;
+  a->heads_q = (int32_t)req->heads_q;
+  a->heads_kv = (int32_t)req->heads_kv;
+  a->head_dim = (int32_t)req->head_dim;
+  a->scale = req->scale;
+  a->softcap = p->softcap > 0.0f ? p->softcap : 0.0f;
+  fa_mask m = fa_mask_make(p->causal, p->causal_align, p->window_enabled, p->window_left,
+                           p->window_right, req->seqlen_q, req->seqlen_k);
+  a->mask_shift = m.shift;
+  a->mask_left = m.left;
+  a->mask_right = m.right;
+}
+
+static unsigned blocks(int64_t n, int64_t per) { return (unsigned)((n + per - 1) / per); }
+
+fa_status hg_run(const hg_runtime *rt, const fa_request *req, const fa_decision *decision,
+                 void *workspace) {
+  if (!decision->supported) return fa_core_set_error(FA_ERR_UNSUPPORTED, "%s", decision->reason);
+  hg_params a;
+  params_of(req, &a);
+  void *stream = req->params->stream;
+  const char *dt = req->dtype == FA_BF16 ? "bf16" : "f16";
+  const int hc = HG_HD_CLASS(a.head_dim);
+  char name[HG_KERNEL_NAME_LEN];
+  if (a.batch == 0 || a.heads_q == 0) return FA_OK;
+  if (req->op == FA_OP_FORWARD) {
+    if (a.seqlen_q == 0) return FA_OK;
+    const int mfma = strstr(decision->kernel, ".mfma.") != NULL;
+    snprintf(name, sizeof name, "hg_fwd_%s%s_hd%d", mfma ? "mfma_" : "", dt, hc);
+    return rt->launch(rt->ctx, name, blocks(a.seqlen_q, HG_FWD_TILE_M), (unsigned)a.heads_q,
+                      (unsigned)a.batch,
+                      mfma ? HG_FWD_MFMA_SMEM(a.head_dim) : HG_FWD_SMEM(a.head_dim), stream, &a);
+  }
+  /* Backward. Without the caller's workspace, the runtime's (freed after the kernels). */
+  void *ws = workspace;
+  fa_status st = FA_OK;
+  if (!ws && (st = rt->alloc(rt->ctx, &ws, decision->workspace_bytes, stream)) != FA_OK) return st;
+  uintptr_t base = ((uintptr_t)ws + HG_WS_ALIGN - 1) & ~(uintptr_t)(HG_WS_ALIGN - 1);
+  a.dsum = (float *)base;
+  a.dq_accum = (float *)(base + dsum_bytes(req));
+  if (a.seqlen_q > 0) st = rt->zero(rt->ctx, a.dq_accum, dq_accum_bytes(req), stream);
+  if (st == FA_OK && a.seqlen_q > 0) {
+    snprintf(name, sizeof name, "hg_bwd_dot_%s", dt);
+    st = rt->launch(rt->ctx, name, blocks(a.seqlen_q, HG_THREADS), (unsigned)a.heads_q,
+                    (unsigned)a.batch, 0, stream, &a);
+  }
+  if (st == FA_OK && a.seqlen_k > 0) {
+    snprintf(name, sizeof name, "hg_bwd_main_%s_hd%d", dt, hc);
+    unsigned gx = decision->deterministic ? 1u : blocks(a.seqlen_k, HG_BWD_TILE_N(hc));
+    st = rt->launch(rt->ctx, name, gx, (unsigned)a.heads_kv, (unsigned)a.batch,
+                    HG_BWD_SMEM(hc, a.head_dim), stream, &a);
+  }
+  if (st == FA_OK && a.seqlen_q > 0) {
+    snprintf(name, sizeof name, "hg_bwd_convert_%s", dt);
+    st = rt->launch(rt->ctx, name, blocks((int64_t)a.seqlen_q * a.head_dim, HG_THREADS),
+                    (unsigned)a.heads_q, (unsigned)a.batch, 0, stream, &a);
+  }
+  if (ws != workspace) {
+    fa_status f = rt->release(rt->ctx, ws, stream);
+    if (st == FA_OK) st = f;
+  }
+  return st;
+}
+
+int hg_kernel_names(char names[][HG_KERNEL_NAME_LEN], int capacity, int with_mfma) {
+  static const char *const dts[] = {"f16", "bf16"};
+  static const int hcs[] = {64, 128, 256};
+  int n = 0;
+  for (int i = 0; i < 2; ++i) {
+    if (n < capacity) snprintf(names[n], HG_KERNEL_NAME_LEN, "hg_bwd_dot_%s", dts[i]);
+    ++n;
+    if (n < capacity) snprintf(names[n], HG_KERNEL_NAME_LEN, "hg_bwd_convert_%s", dts[i]);
+    ++n;
+    for (int j = 0; j < 3; ++j) {
+      if (n < capacity) snprintf(names[n], HG_KERNEL_NAME_LEN, "hg_fwd_%s_hd%d", dts[i], hcs[j]);
+      ++n;
+      if (n < capacity)
+        snprintf(names[n], HG_KERNEL_NAME_LEN, "hg_bwd_main_%s_hd%d", dts[i], hcs[j]);
+      ++n;
+      if (!with_mfma) continue;
+      if (n < capacity)
+        snprintf(names[n], HG_KERNEL_NAME_LEN, "hg_fwd_mfma_%s_hd%d", dts[i], hcs[j]);
+      ++n;
+    }
+  }
+  return n;
+}

@@ -1,0 +1,49 @@
+/*
+ * hg_host.h: the generic kernels' host side, shared by the HIP plugin (kernels from hipcc, in a
+ * HIP module) and the hip-generic-on-cuda test plugin (the same kernels from nvcc): the
+ * decide-rules of the family, the argument block filled from a request, and the launch sequence.
+ * Each plugin supplies its runtime as an hg_runtime.
+ */
+#ifndef FA_HIP_HG_HOST_H
+#define FA_HIP_HG_HOST_H
+
+#include "backends/hip/generic/hg_args.h"
+#include "core/plugin.h"
+
+/* Where the kernels run, for decide's answers. */
+typedef struct hg_target {
+  const char *prefix; /* kernel names start with it: "hip.generic", "cuda.hipgen" */
+  fa_device_kind kind;
+  const char *device_name;
+  int64_t smem_limit; /* shared memory (LDS) a block may use on the device */
+  int32_t mfma;       /* 1: the device has CDNA's MFMA and the build its kernels (forward) */
+} hg_target;
+
+/* The device operations the launch sequence needs; each returns FA_OK or sets the error. */
+typedef struct hg_runtime {
+  void *ctx;
+  /* Launches the kernel named `name` with HG_THREADS threads and `smem` dynamic bytes. */
+  fa_status (*launch)(void *ctx, const char *name, unsigned gx, unsigned gy, unsigned gz,
+                      size_t smem, void *stream, const hg_params *p);
+  fa_status (*zero)(void *ctx, void *ptr, size_t bytes, void *stream);
+  fa_status (*alloc)(void *ctx, void **ptr, size_t bytes, void *stream);
+  fa_status (*release)(void *ctx, void *ptr, void *stream);
+} hg_runtime;
+
+/* The family's rules: supported or not with the reason naming the constraint; kernel name,
+   tiles, workspace. Pure. params.kernel_family: NULL or "generic" for the generic kernels,
+   "mfma" for the forward whose scores use CDNA's matrix instructions (only where t->mfma; never
+   chosen unasked: it has not run on a GPU yet, see the README). */
+void hg_decide(const fa_request *req, const hg_target *t, fa_decision *out);
+
+/* Runs a request hg_decide accepted (workspace: the caller's or NULL). */
+fa_status hg_run(const hg_runtime *rt, const fa_request *req, const fa_decision *decision,
+                 void *workspace);
+
+/* The kernel names the run looks up, for a plugin that loads them by name up front. */
+#define HG_KERNEL_NAME_LEN 40
+#define HG_KERNEL_COUNT 16      /* the generic kernels */
+#define HG_KERNEL_COUNT_MFMA 22 /* and the MFMA forwards */
+int hg_kernel_names(char names[][HG_KERNEL_NAME_LEN], int capacity, int with_mfma);
+
+#endif /* FA_HIP_HG_HOST_H */

@@ -1,0 +1,112 @@
+/*
+ * hgc_plugin.c: hip-generic-on-cuda, a TEST plugin: the HIP backend's generic kernels
+ * (backends/hip/generic, written against portable/fa_gpu_portable.h) compiled by nvcc and run on
+ * an NVIDIA GPU through the CUDA runtime, so that the conformance suite can check the port's
+ * indexing, masking, softmax and backward on the H200 where no AMD GPU exists. It is built as
+ * libfa_cuda.so in a directory of its own (lib/hip_generic_on_cuda) and selected with
+ * FA_PLUGIN_PATH; its kernels are named "cuda.hipgen.*" and its kernel family "hipgen" in
+ * fa_backend_info, so no report can mistake it for the CUDA backend. Never installed.
+ */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/hip/generic/hg_host.h"
+#include "backends/hip/on_cuda/hgc_kernels.h"
+
+#define HGC_PREFIX "cuda.hipgen"
+
+static fa_status cuda_failure(cudaError_t e, const char *what) {
+  cudaGetLastError();
+  fa_status st = e == cudaErrorMemoryAllocation ? FA_ERR_OUT_OF_MEMORY : FA_ERR_BACKEND_FAILURE;
+  return fa_core_set_error(st, "%s: %s failed: %s (%s)", HGC_PREFIX, what, cudaGetErrorName(e),
+                           cudaGetErrorString(e));
+}
+
+static void hgc_probe(fa_plugin_probe *out) {
+  memset(out, 0, sizeof *out);
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    snprintf(out->reason, sizeof out->reason, "%s test plugin: no CUDA device (%s)", HGC_PREFIX,
+             e == cudaSuccess ? "count 0" : cudaGetErrorName(e));
+    cudaGetLastError();
+    return;
+  }
+  out->available = 1;
+  out->device_count = count;
+  size_t used = 0;
+  for (int i = 0; i < count && used < sizeof out->devices; ++i) {
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
+    int n = snprintf(out->devices + used, sizeof out->devices - used, "%scuda%d: %s (sm_%d%d)",
+                     i ? "; " : "", i, prop.name, prop.major, prop.minor);
+    if (n < 0) break;
+    used += (size_t)n;
+  }
+  snprintf(out->arch, sizeof out->arch, "hip-generic-on-cuda (test plugin, CUDA %d.%d)",
+           CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10);
+  snprintf(out->kernel_families, sizeof out->kernel_families, "hipgen");
+  snprintf(out->dtypes, sizeof out->dtypes, "f16,bf16");
+}
+
+static void hgc_decide(const fa_request *req, fa_decision *out) {
+  hg_target t = {HGC_PREFIX, FA_DEVICE_CUDA, "a CUDA block without opt-in", 48 * 1024, 0};
+  hg_decide(req, &t, out);
+}
+
+static fa_status hgc_launch(void *ctx, const char *name, unsigned gx, unsigned gy, unsigned gz,
+                            size_t smem, void *stream, const hg_params *p) {
+  (void)ctx;
+  const void *fn = hgc_kernel(name);
+  if (!fn) return fa_core_set_error(FA_ERR_INTERNAL, "%s: no kernel %s", HGC_PREFIX, name);
+  dim3 grid = {gx, gy, gz}, block = {HG_THREADS, 1, 1};
+  void *args[] = {(void *)p};
+  cudaError_t e = cudaLaunchKernel(fn, grid, block, args, smem, (cudaStream_t)stream);
+  return e == cudaSuccess ? FA_OK : cuda_failure(e, name);
+}
+
+static fa_status hgc_zero(void *ctx, void *ptr, size_t bytes, void *stream) {
+  (void)ctx;
+  cudaError_t e = cudaMemsetAsync(ptr, 0, bytes, (cudaStream_t)stream);
+  return e == cudaSuccess ? FA_OK : cuda_failure(e, "cudaMemsetAsync");
+}
+
+static fa_status hgc_alloc(void *ctx, void **ptr, size_t bytes, void *stream) {
+  (void)ctx;
+  cudaError_t e = cudaMallocAsync(ptr, bytes, (cudaStream_t)stream);
+  return e == cudaSuccess ? FA_OK : cuda_failure(e, "cudaMallocAsync");
+}
+
+static fa_status hgc_release(void *ctx, void *ptr, void *stream) {
+  (void)ctx;
+  cudaError_t e = cudaFreeAsync(ptr, (cudaStream_t)stream);
+  return e == cudaSuccess ? FA_OK : cuda_failure(e, "cudaFreeAsync");
+}
+
+static fa_status hgc_run(const fa_request *req, const fa_decision *decision, void *workspace) {
+  const hg_runtime rt = {NULL, hgc_launch, hgc_zero, hgc_alloc, hgc_release};
+  int previous = -1;
+  cudaError_t e = cudaGetDevice(&previous);
+  if (e != cudaSuccess) return cuda_failure(e, "cudaGetDevice");
+  if (previous != req->device.id && (e = cudaSetDevice(req->device.id)) != cudaSuccess)
+    return cuda_failure(e, "cudaSetDevice");
+  fa_status st = hg_run(&rt, req, decision, workspace);
+  if (previous != req->device.id) cudaSetDevice(previous);
+  return st;
+}
+
+static const fa_plugin hgc_plugin = {
+    FA_PLUGIN_ABI_VERSION,
+    (uint32_t)sizeof(fa_plugin),
+    FA_BACKEND_CUDA,
+    "cuda",
+    hgc_probe,
+    hgc_decide,
+    hgc_run,
+    NULL,
+};
+
+FA_API const fa_plugin *fa_plugin_entry(uint32_t core_abi_version) {
+  return core_abi_version == FA_PLUGIN_ABI_VERSION ? &hgc_plugin : NULL;
+}
