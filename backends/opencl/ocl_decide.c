@@ -43,6 +43,35 @@ static int refuse_params(const fa_request *req, fa_decision *out) {
   return 0;
 }
 
+/* Largest |element offset| within one head of t for rows rows and head dim d. */
+static unsigned long long head_span(const fa_tensor *t, int64_t rows, int64_t d) {
+  const int64_t s2 = t->strides[1] < 0 ? -t->strides[1] : t->strides[1];
+  const int64_t s4 = t->strides[3] < 0 ? -t->strides[3] : t->strides[3];
+  return (unsigned long long)((rows > 0 ? rows - 1 : 0) * s2 + (d > 0 ? d - 1 : 0) * s4);
+}
+
+int ocl_fwd_variant(const fa_request *req, ocl_tiles t) {
+  if (t.cpu || req->op != FA_OP_FORWARD || req->head_dim > 128 || ocl_state_get()->fwd_v1) return 1;
+  /* forward_gpu2.cl adds 32-bit row/column offsets to a head's base, for rows up to 63 past the
+     last (a tile's rows beyond the end: their offsets are formed, never loaded) */
+  const unsigned long long lim = 0x7fffffffULL;
+  if (head_span(req->q, req->seqlen_q + 64, req->head_dim) > lim ||
+      head_span(req->k, req->seqlen_k + 64, req->head_dim) > lim ||
+      head_span(req->v, req->seqlen_k + 64, req->head_dim) > lim)
+    return 1;
+  return 2;
+}
+
+static int vec_ok(const fa_tensor *t) {
+  const int64_t off = (int64_t)(t->byte_offset / fa_dtype_size(t->dtype));
+  return t->strides[3] == 1 && off % 8 == 0 && t->strides[0] % 8 == 0 && t->strides[1] % 8 == 0 &&
+         t->strides[2] % 8 == 0;
+}
+
+int ocl_fwd_vec(const fa_request *req) {
+  return req->head_dim % 8 == 0 && vec_ok(req->q) && vec_ok(req->k) && vec_ok(req->v);
+}
+
 void ocl_decide(const fa_request *req, fa_decision *out) {
   memset(out, 0, sizeof *out);
   if (req->device.kind != FA_DEVICE_OPENCL) {
@@ -87,6 +116,9 @@ void ocl_decide(const fa_request *req, fa_decision *out) {
   }
   const ocl_tiles t = ocl_plan(&s->devices[req->device.id], (int)req->head_dim);
   const fa_params *p = req->params;
+  /* The name is the one tests/conformance.c expects; the GPU forward's version (forward.cl or
+     forward_gpu2.cl, ocl_fwd_variant) shows in fa-info's device line and in the program
+     options FA_OPENCL_DUMP_DIR records (-DFA_FWD=1, 2 or 3). */
   snprintf(out->kernel, sizeof out->kernel, "opencl.flash.%s.%s.hd%lld%s%s%s",
            req->op == FA_OP_FORWARD ? "fwd" : "bwd", dt, (long long)req->head_dim,
            p->causal ? ".causal" : "", p->window_enabled ? ".window" : "",

@@ -33,6 +33,7 @@ typedef struct ocl_state {
   int count;
   int default_device; /* the documented rule: FA_OPENCL_DEVICE, else the first GPU, else 0 */
   int kernels;        /* FA_OPENCL_KERNELS: -1 unset (by device type), 0 gpu, 1 cpu */
+  int fwd_v1;         /* FA_OPENCL_FWD=v1: the GPU set's first forward (forward.cl) everywhere */
   ocl_device_info devices[OCL_MAX_DEVICES];
 } ocl_state;
 
@@ -46,12 +47,21 @@ const char *ocl_error_name(cl_int e);
    OCL_GPU_FWD_ROWS, keys OCL_GPU_FWD_KEYS per tile: fixed by forward.cl). */
 typedef struct ocl_tiles {
   int cpu, br, bc, wg;
+  int fwd; /* the program's GPU forward: 1 forward.cl; forward_gpu2.cl with 16-byte loads 2,
+              element by element 3 (ocl_fwd_variant, ocl_fwd_vec) */
 } ocl_tiles;
 #define OCL_GPU_FWD_WG 128
 #define OCL_GPU_FWD_ROWS 64
 #define OCL_GPU_FWD_KEYS 64
 #define OCL_GPU_FWD_LOCAL_BYTES 36864 /* forward.cl's GPU kernel: 2 x 17 KB + 2 KB */
 ocl_tiles ocl_plan(const ocl_device_info *dev, int head_dim);
+/* The GPU forward's version for a request on the GPU kernel set (1 for the CPU set and the
+   backward): 2 (forward_gpu2.cl) when the head dim is at most 128 and every element offset within
+   one head of q, k and v fits in 31 bits, unless FA_OPENCL_FWD=v1; else 1. ocl_decide.c. */
+int ocl_fwd_variant(const fa_request *req, ocl_tiles t);
+/* 1 when the 16-byte loads of forward_gpu2.cl apply to q, k and v: head dim contiguous, a
+   multiple of 8, every other stride and the element offset multiples of 8. */
+int ocl_fwd_vec(const fa_request *req);
 /* The tile shape a call reports (fa_run_info tile_m x tile_n) for an operation. */
 void ocl_tiles_reported(ocl_tiles t, int forward, int *tile_m, int *tile_n);
 

@@ -246,6 +246,8 @@ fa_status ocl_run(const fa_request *req, const fa_decision *decision, void *work
                              "q.device.id = %d (%s) is not a device of the buffers' OpenCL context",
                              (int)req->device.id, dev->name);
   rc.tiles = ocl_plan(dev, (int)req->head_dim);
+  rc.tiles.fwd = ocl_fwd_variant(req, rc.tiles);
+  if (rc.tiles.fwd == 2 && !ocl_fwd_vec(req)) rc.tiles.fwd = 3; /* element-wise loads */
   int tm, tn;
   ocl_tiles_reported(rc.tiles, req->op == FA_OP_FORWARD, &tm, &tn);
   if (tm != decision->tile_m || tn != decision->tile_n)

@@ -135,6 +135,15 @@ static void probe_once(void) {
     }
     s->kernels = strcmp(kern, "cpu") == 0;
   }
+  const char *fwd = getenv("FA_OPENCL_FWD");
+  if (fwd && *fwd) {
+    if (strcmp(fwd, "v1") != 0 && strcmp(fwd, "v2") != 0) {
+      snprintf(s->reason, sizeof s->reason,
+               "FA_OPENCL_FWD=%s: expected v1 or v2 (unset: v2 where it applies)", fwd);
+      return;
+    }
+    s->fwd_v1 = strcmp(fwd, "v1") == 0;
+  }
   const char *env = getenv("FA_OPENCL_DEVICE");
   if (env && *env) {
     char *end = NULL;
@@ -187,6 +196,7 @@ ocl_tiles ocl_plan(const ocl_device_info *dev, int head_dim) {
     t.bc = plan.tile_n;
     t.wg = 1;
     t.br = 64; /* four vectors of 16 rows, so each staged tile serves 64 */
+    t.fwd = 1;
   } else {
     /* the plan's four d-wide tiles leave room for the two the kernels stage and their LSE/D */
     fa_tile_limits limits = {(size_t)dev->local_mem, 4, 1, 1, 64, 64};
@@ -195,6 +205,7 @@ ocl_tiles ocl_plan(const ocl_device_info *dev, int head_dim) {
     t.bc = plan.tile_n;
     t.wg = 64;
     t.br = 64;
+    t.fwd = 1; /* ocl_fwd_variant raises it to 2 for a forward that version serves */
   }
   return t;
 }
@@ -215,11 +226,15 @@ void ocl_probe(fa_plugin_probe *out) {
     const ocl_device_info *d = &s->devices[i];
     int n = snprintf(
         out->devices + used, sizeof out->devices - used,
-        "%socl%d%s: %s (%s; platform %s; %s, %u CUs, %llu KiB local%s; %s kernels)", i ? "; " : "",
-        i, i == s->default_device ? " (default)" : "", d->name, d->vendor, d->platform_name,
+        "%socl%d%s: %s (%s; platform %s; %s, %u CUs, %llu KiB local%s; %s kernels%s)",
+        i ? "; " : "", i, i == s->default_device ? " (default)" : "", d->name, d->vendor,
+        d->platform_name,
         (d->type & CL_DEVICE_TYPE_GPU) ? "GPU" : ((d->type & CL_DEVICE_TYPE_CPU) ? "CPU" : "other"),
         d->compute_units, (unsigned long long)(d->local_mem / 1024),
-        d->fp16 ? ", cl_khr_fp16" : ", no cl_khr_fp16", ocl_plan(d, 64).cpu ? "cpu" : "gpu");
+        d->fp16 ? ", cl_khr_fp16" : ", no cl_khr_fp16", ocl_plan(d, 64).cpu ? "cpu" : "gpu",
+        ocl_plan(d, 64).cpu ? ""
+        : s->fwd_v1         ? ", forward v1"
+                            : ", forward v2 to head_dim 128");
     if (n < 0) break;
     used += (size_t)n;
   }

@@ -2,7 +2,7 @@
 # h200_opencl.sh: the OpenCL backend on the H200 through NVIDIA's OpenCL (issue 6), from an
 # already-built tree.
 #
-#   bash tests/gpu/h200_opencl.sh [--build DIR] [--quick] [--no-conformance]
+#   bash tests/gpu/h200_opencl.sh [--build DIR] [--quick] [--no-conformance] [--variants LIST]
 #
 # Runs only binaries (never cmake): the build folder (default build/release) must come with the
 # repository, built with the OpenCL backend (bin/fa-info, bin/conformance, bin/fa-bench,
@@ -17,16 +17,27 @@
 #   conformance  bin/conformance --backend opencl with ctest's --require list (every case;
 #                --quick for the subset), on that device
 #   fma-peak     bin/ocl-fma-peak on that device: the fp32 FMA rate, the bar's denominator
-#   bench        bin/fa-bench --backend opencl, forward bf16 head_dim 128, seqlen 4096, batch 4 x
-#                16 heads (the FlashAttention sweep's shape: batch x seqlen = 16k tokens, heads x
-#                head_dim = 2048), causal off and on; the non-causal TFLOP/s against 40% of the
-#                FMA peak (issue 6's bar); then the backward at the same shape, for the record
+#   ptx          per forward variant (below), one small fa-bench call with FA_OPENCL_DUMP_DIR and
+#                FA_OPENCL_BUILD_OPTIONS=-cl-nv-verbose (retried without it if the driver refuses
+#                it): NVIDIA's PTX of every program built and its build log, whose ptxas lines
+#                give registers and spills; all in $OUT/ptx.tgz, the register lines in ptx.txt
+#   bench        per forward variant, bin/fa-bench --backend opencl, forward bf16, head_dim 128
+#                and 64, seqlen 4096, batch 4 x 16 heads (hd128: the FlashAttention sweep's shape,
+#                batch x seqlen = 16k tokens, heads x head_dim = 2048), causal off and on, in one
+#                process per variant; the non-causal hd128 TFLOP/s against 40% of the FMA peak
+#                (issue 6's bar); then the backward at hd128, for the record
+#   Variants (--variants, default "v1 v2 v2p0 v2r168 v2r128"): v1 = FA_OPENCL_FWD=v1 (forward.cl's GPU
+#                kernel), v2 = FA_OPENCL_FWD=v2 (forward_gpu2.cl), vNrR = vN built with
+#                -cl-nv-maxrregcount R (NVIDIA's register cap; 168 lets three 128-work-item groups
+#                share an SM's 64K registers, 128 four), a trailing p0 = built with -DG2_PREFETCH=0
+#                (v2 without its software pipelining; e.g. v2p0, v2r168p0). The last table: one
+#                row per variant and shape.
 # Without an NVIDIA OpenCL device (no library, or it lists no device) the icd/fa-info steps
 # FAIL saying so and the later steps run on the default OpenCL device instead (PoCL's CPU: a
 # check of this script's logic, with the bench shape cut to seqlen 1024, batch 1 x 4 heads),
 # every line naming the device that ran; the exit status is then non-zero.
 # Files in $OUT (default /tmp/out): machine.txt (vendor files, clinfo -l, fa-info),
-# conformance_opencl.log, fma_peak.txt, bench.txt, summary.txt. Exit status: 0 when no step
+# conformance_opencl.log, fma_peak.txt, ptx.txt, ptx.tgz, bench.txt, summary.txt. Exit status: 0 when no step
 # failed. Time limits per step (together under 9 minutes).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
@@ -34,11 +45,13 @@ cd "$(dirname "$0")/../.." || exit 2
 BUILD=build/release
 QUICK=0
 DO_CONF=1
+VARIANTS="v1 v2 v2p0 v2r168 v2r128"
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=${2:?--build needs a folder}; shift ;;
     --quick) QUICK=1 ;;
     --no-conformance) DO_CONF=0 ;;
+    --variants) VARIANTS=${2:?--variants needs a list}; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "h200_opencl: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -114,8 +127,8 @@ TAG=$([ "$ON_GPU" -eq 1 ] && echo "" || echo "NOT the GPU: ")
 # --- conformance -------------------------------------------------------------------------------
 if [ "$DO_CONF" -eq 1 ]; then
   banner "conformance --backend opencl ($DEV_DESC)"
-  echo "FA_OPENCL_DEVICE=${FA_OPENCL_DEVICE:-}"
-  conformance_step opencl 330 "$TAG"
+  echo "FA_OPENCL_DEVICE=${FA_OPENCL_DEVICE:-} FA_OPENCL_FWD=${FA_OPENCL_FWD:-(unset: v2 to head_dim 128)}"
+  conformance_step opencl 330 "${TAG}forward ${FA_OPENCL_FWD:-v2}: "
 else
   record conformance SKIP "--no-conformance"
 fi
@@ -136,51 +149,149 @@ else
   record fma-peak FAIL "ocl-fma-peak not built"
 fi
 
+# The environment of a forward variant: vN[rR] -> FA_OPENCL_FWD=vN [-cl-nv-maxrregcount R].
+variant_env() { # label extra-build-options -> prints "FA_OPENCL_FWD=.. FA_OPENCL_BUILD_OPTIONS=.."
+  local l=$1 v r="" opts=$2
+  if [ "${l%p0}" != "$l" ]; then # ...p0: forward_gpu2.cl without its software pipelining
+    l=${l%p0}
+    opts="${opts:+$opts }-DG2_PREFETCH=0"
+  fi
+  v=${l%%r*}
+  [ "$v" != "$l" ] && r=${l#*r}
+  # The cap's spelling: "-cl-nv-maxrregcount N" in the current extension text, "=N" in older
+  # drivers' (RREG_EQ=1, set by the ptx step when the first spelling fails to build).
+  if [ -n "$r" ] && [ "${RREG_EQ:-0}" = 1 ]; then
+    opts="${opts:+$opts }-cl-nv-maxrregcount=$r"
+  elif [ -n "$r" ]; then
+    opts="${opts:+$opts }-cl-nv-maxrregcount $r"
+  fi
+  printf 'FA_OPENCL_FWD=%s\nFA_OPENCL_BUILD_OPTIONS=%s\n' "$v" "$opts"
+}
+run_variant() { # label extra-options cmd...: the command under the variant's environment
+  local label=$1 extra=$2 fwd opts
+  shift 2
+  fwd=$(variant_env "$label" "$extra" | sed -n 's/^FA_OPENCL_FWD=//p')
+  opts=$(variant_env "$label" "$extra" | sed -n 's/^FA_OPENCL_BUILD_OPTIONS=//p')
+  FA_OPENCL_FWD=$fwd FA_OPENCL_BUILD_OPTIONS=$opts "$@"
+}
+
+# --- ptx ---------------------------------------------------------------------------------------
+banner "ptx: NVIDIA's program binaries and build logs ($DEV_DESC)"
+if need_bin fa-bench; then
+  mkdir -p "$TMP/ptx"
+  : > "$OUT/ptx.txt"
+  ptx_fail=""
+  for var in $VARIANTS; do
+    d="$TMP/ptx/$var"
+    mkdir -p "$d"
+    small=(--backend opencl --dtype bf16 --hdims 64,128 --seqlens 256 --batch 1 --heads 2
+           --causal 0 --pass fwd --warmup 0 --iters 1)
+    verbose="-cl-nv-verbose"
+    [ "$ON_GPU" -eq 1 ] || verbose=""
+    FA_OPENCL_DUMP_DIR=$d run_variant "$var" "$verbose" timeout 120 "$BIN/fa-bench" "${small[@]}" \
+      > "$d/fa_bench.txt" 2>&1
+    rc=$?
+    if [ "$rc" -ne 0 ] && [ "$var" != "${var%%r*}" ] && [ "${RREG_EQ:-0}" = 0 ]; then
+      echo "$var: fa-bench failed (exit $rc); again with -cl-nv-maxrregcount=N" | tee -a "$OUT/ptx.txt"
+      RREG_EQ=1
+      FA_OPENCL_DUMP_DIR=$d run_variant "$var" "$verbose" timeout 120 "$BIN/fa-bench" "${small[@]}" \
+        >> "$d/fa_bench.txt" 2>&1
+      rc=$?
+      [ "$rc" -eq 0 ] || RREG_EQ=0
+    fi
+    if [ "$rc" -ne 0 ] && [ -n "$verbose" ]; then
+      echo "$var: fa-bench failed with $verbose (exit $rc); again without it" | tee -a "$OUT/ptx.txt"
+      FA_OPENCL_DUMP_DIR=$d run_variant "$var" "" timeout 120 "$BIN/fa-bench" "${small[@]}" \
+        >> "$d/fa_bench.txt" 2>&1
+      rc=$?
+    fi
+    [ "$rc" -eq 0 ] || ptx_fail="$ptx_fail $var(exit $rc)"
+    {
+      echo "== $var: $(ls "$d" | tr '\n' ' ')"
+      for f in "$d"/*.log; do
+        [ -e "$f" ] || continue
+        echo "-- $(basename "$f"): $(head -1 "$f")"
+        grep -E "Compiling entry|registers|spill|stack frame" "$f"
+      done
+    } | tee -a "$OUT/ptx.txt"
+  done
+  tar -C "$TMP" -czf "$OUT/ptx.tgz" ptx
+  n_bin=$(find "$TMP/ptx" -name '*.bin' | wc -l)
+  if [ -z "$ptx_fail" ] && [ "$n_bin" -gt 0 ]; then
+    record ptx PASS "${TAG}$n_bin program binaries in ptx.tgz; register lines in ptx.txt"
+  else
+    record ptx FAIL "${TAG}failed:${ptx_fail:- none}; $n_bin binaries"
+  fi
+else
+  record ptx FAIL "fa-bench not built"
+fi
+
 # --- bench -------------------------------------------------------------------------------------
-banner "fa-bench --backend opencl ($DEV_DESC)"
+banner "fa-bench --backend opencl, forward variants $VARIANTS ($DEV_DESC)"
 FWD_TF=""
+ROWS=()
 if need_bin fa-bench; then
   if [ "$ON_GPU" -eq 1 ]; then
-    shape=(--hdims 128 --seqlens 4096 --batch 4 --heads 16)
+    shape=(--hdims 128,64 --seqlens 4096 --batch 4 --heads 16)
     iters=10
   else
-    shape=(--hdims 128 --seqlens 1024 --batch 1 --heads 4)
+    shape=(--hdims 128,64 --seqlens 1024 --batch 1 --heads 4)
     iters=3
   fi
   : > "$OUT/bench.txt"
-  echo "fa-bench --backend opencl --dtype bf16 ${shape[*]} --causal 0,1 --pass fwd --iters $iters" | tee -a "$OUT/bench.txt"
-  timeout 120 "$BIN/fa-bench" --backend opencl --dtype bf16 "${shape[@]}" --causal 0,1 \
-    --pass fwd --iters "$iters" 2>&1 | tee "$TMP/bench_fwd.txt"
-  rc=${PIPESTATUS[0]}
-  cat "$TMP/bench_fwd.txt" >> "$OUT/bench.txt"
-  # Rows: "causal hdim seqlen batch heads | fwd ms TFLOP/s | ..."
-  FWD_MS=$(awk -F'|' '$1 ~ /^0 / { split($2, a, " "); print a[1]; exit }' "$TMP/bench_fwd.txt")
-  FWD_TF=$(awk -F'|' '$1 ~ /^0 / { split($2, a, " "); print a[2]; exit }' "$TMP/bench_fwd.txt")
-  CAUSAL_TF=$(awk -F'|' '$1 ~ /^1 / { split($2, a, " "); print a[2]; exit }' "$TMP/bench_fwd.txt")
-  if [ "$rc" -ne 0 ] || [ -z "$FWD_TF" ]; then
-    record bench FAIL "${TAG}fa-bench exit status $rc: $(grep -m1 -E 'failed|error' "$TMP/bench_fwd.txt")"
+  bench_fail=""
+  for var in $VARIANTS; do
+    echo "[$var] $(variant_env "$var" "" | tr '\n' ' ')" | tee -a "$OUT/bench.txt"
+    echo "fa-bench --backend opencl --dtype bf16 ${shape[*]} --causal 0,1 --pass fwd --iters $iters" | tee -a "$OUT/bench.txt"
+    run_variant "$var" "" timeout 150 "$BIN/fa-bench" --backend opencl --dtype bf16 "${shape[@]}" \
+      --causal 0,1 --pass fwd --iters "$iters" > "$TMP/bench_$var.txt" 2>&1
+    rc=$?
+    cat "$TMP/bench_$var.txt" | tee -a "$OUT/bench.txt"
+    echo | tee -a "$OUT/bench.txt"
+    # Rows: "causal hdim seqlen batch heads | fwd ms TFLOP/s | ..."
+    while IFS= read -r row; do ROWS+=("$var $row"); done < <(awk -F'|' '
+      $1 ~ /^[01] +[0-9]+ / { split($1, k, " "); split($2, a, " ");
+                              printf "%s %s %s %s\n", k[2], k[1], a[1], a[2] }' "$TMP/bench_$var.txt")
+    tf=$(awk -F'|' '$1 ~ /^0 +128 / { split($2, a, " "); print a[2]; exit }' "$TMP/bench_$var.txt")
+    [ "$rc" -eq 0 ] && [ -n "$tf" ] || bench_fail="$bench_fail $var(exit $rc)"
+    # The bar's figure: the default variant (v2), else the first that ran.
+    if [ -n "$tf" ] && { [ "$var" = v2 ] || [ -z "$FWD_TF" ]; }; then
+      FWD_TF=$tf
+      FWD_VAR=$var
+    fi
+  done
+  if [ -z "$bench_fail" ]; then
+    record bench PASS "${TAG}forward bf16 hd128 non-causal ($FWD_VAR): $FWD_TF TFLOP/s"
   else
-    record bench PASS "${TAG}forward bf16 hd128: $FWD_TF TFLOP/s ($FWD_MS ms), causal $CAUSAL_TF TFLOP/s"
+    record bench FAIL "${TAG}failed:$bench_fail"
   fi
-  echo | tee -a "$OUT/bench.txt"
-  echo "fa-bench --backend opencl --dtype bf16 ${shape[*]} --causal 0 --pass bwd --iters 3" | tee -a "$OUT/bench.txt"
-  timeout 120 "$BIN/fa-bench" --backend opencl --dtype bf16 "${shape[@]}" --causal 0 \
-    --pass bwd --iters 3 2>&1 | tee -a "$OUT/bench.txt"
+  echo "fa-bench --backend opencl --dtype bf16 ${shape[*]/128,64/128} --causal 0 --pass bwd --iters 2" | tee -a "$OUT/bench.txt"
+  bshape=("${shape[@]}")
+  bshape[1]=128
+  timeout 100 "$BIN/fa-bench" --backend opencl --dtype bf16 "${bshape[@]}" --causal 0 \
+    --pass bwd --iters 2 2>&1 | tee -a "$OUT/bench.txt"
 else
   record bench FAIL "fa-bench not built"
 fi
 
 # --- the bar -----------------------------------------------------------------------------------
-banner "forward bf16 hd128 against the fp32 FMA peak"
+banner "forward bf16 against the fp32 FMA peak"
 {
   echo "${TAG}device: $DEV_DESC)"
   printf '%-34s %s\n' "fp32 FMA peak (ocl-fma-peak)" "${PEAK:-?} GFLOP/s"
-  printf '%-34s %s\n' "fa forward bf16 hd128 (non-causal)" "${FWD_TF:-?} TFLOP/s"
+  printf '%-8s %-6s %-6s %10s %9s %8s\n' variant hdim causal "fwd ms" TFLOP/s "% peak"
+  for r in "${ROWS[@]}"; do
+    set -- $r
+    pct="?"
+    [ -n "$PEAK" ] && pct=$(awk -v f="$5" -v p="$PEAK" 'BEGIN { printf "%.1f", 100.0 * f * 1000.0 / p }')
+    printf '%-8s %-6s %-6s %10s %9s %8s\n' "$1" "$2" "$3" "$4" "$5" "$pct"
+  done
   if [ -n "$PEAK" ] && [ -n "$FWD_TF" ]; then
     pct=$(awk -v f="$FWD_TF" -v p="$PEAK" 'BEGIN { printf "%.1f", 100.0 * f * 1000.0 / p }')
-    printf '%-34s %s%% (issue 6 asks for >= 40%% on the H200)\n' "percent of peak" "$pct"
+    printf 'bar: %s hd128 non-causal %s TFLOP/s = %s%% of the FMA peak (issue 6 asks >= 40%% on the H200)\n' \
+      "${FWD_VAR:-?}" "$FWD_TF" "$pct"
   else
-    printf '%-34s %s\n' "percent of peak" "? (a measurement is missing)"
+    echo "bar: ? (a measurement is missing)"
   fi
 } | tee "$TMP/bar.txt"
 

@@ -147,7 +147,7 @@ __kernel __attribute__((reqd_work_group_size(FA_WG, 1, 1))) void fa_forward(
   }
 }
 
-#else /* GPU */
+#elif FA_FWD == 1 /* GPU, first version (forward_gpu2.cl: the second) */
 
 #define GF_WG 128
 #define GF_DC 32                                       /* head-dim columns of Q and K per step */
@@ -323,4 +323,4 @@ __kernel __attribute__((reqd_work_group_size(GF_WG, 1, 1))) void fa_forward(
   }
 }
 
-#endif /* FA_CPU */
+#endif /* FA_CPU, FA_FWD */
