@@ -64,7 +64,12 @@
    FA2_TILE_LD(hd) * 2)
 
 #define FA2_BWD_TILE_N(hd, c) (!(c) && (hd) <= 128 ? 128 : 64)
-#define FA2_BWD_TILE_M(hd, c) (!(c) && (hd) <= 64 ? 128 : 64)
+/* Head dims up to FA2_BWD_WIDE_M_MAX_HD take 128-query steps (overridable for A/B builds: the
+   value must reach both the C host code and the CUDA code). */
+#ifndef FA2_BWD_WIDE_M_MAX_HD
+#define FA2_BWD_WIDE_M_MAX_HD 64
+#endif
+#define FA2_BWD_TILE_M(hd, c) (!(c) && (hd) <= FA2_BWD_WIDE_M_MAX_HD ? 128 : 64)
 #define FA2_BWD_WARPS(hd, c) 8
 /* Warps along the keys for Sᵀ (32 keys each) and for dK/dV (32 keys each where the head dim
    splits into 16-column multiples, else 16), along the queries for dQ (32 queries each where the
