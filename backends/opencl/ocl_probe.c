@@ -1,7 +1,10 @@
 /*
  * ocl_probe.c: every OpenCL platform and device this process can see, read once, and the device
  * a caller gets by default: FA_OPENCL_DEVICE=N names device N of the list; otherwise the first
- * GPU; otherwise device 0.
+ * GPU; otherwise device 0. Also read once: FA_OPENCL_KERNELS=cpu|gpu (the kernel set, ocl_plan)
+ * and FA_OPENCL_FWD=v1|v2 (the GPU forward's version: unset or v2 is forward_gpu2.cl where
+ * ocl_fwd_variant allows it, v1 is forward.cl's first version everywhere, for A/B runs); any
+ * other value makes the backend unavailable, saying so.
  */
 #include <pthread.h>
 #include <stdio.h>
