@@ -101,12 +101,14 @@ static void kernel_name(const fa_request *req, const cpu_problem *pb, const char
   if (splits > 1) snprintf(split, sizeof split, ".split%d", splits);
   if (pb->rows_path) snprintf(rows, sizeof rows, ".rows%lld", (long long)(pb->pack * pb->seqlen_q));
   /* The kernel build (generic, avx2, avx512, neon) is part of the name: a CPU without AVX-512
-     runs slower code, and the report says so. */
+     runs slower code, and the report says so; avx512bf16 only where its bf16 products run. */
+  const cpu_kernels *kern = cpu_kernels_get();
   snprintf(out->kernel, sizeof out->kernel, "cpu.flash.%s.%s.%s.hd%s%s%s%s%s%s%s%s%s%s",
-           cpu_kernels_get()->isa, op_name(req->op), dtype, dims, rows, p->causal ? ".causal" : "",
-           p->window_enabled ? ".window" : "", p->softcap > 0.0f ? ".softcap" : "",
-           p->alibi_slopes ? ".alibi" : "", p->dropout_p > 0.0f ? ".dropout" : "",
-           p->cu_seqlens_q ? ".varlen" : "", p->block_table ? ".paged" : "", split);
+           pb->bf16dp ? kern->isa : kern->fp32_isa, op_name(req->op), dtype, dims, rows,
+           p->causal ? ".causal" : "", p->window_enabled ? ".window" : "",
+           p->softcap > 0.0f ? ".softcap" : "", p->alibi_slopes ? ".alibi" : "",
+           p->dropout_p > 0.0f ? ".dropout" : "", p->cu_seqlens_q ? ".varlen" : "",
+           p->block_table ? ".paged" : "", split);
 }
 
 void cpu_decide(const fa_request *req, fa_decision *out) {
@@ -137,7 +139,14 @@ void cpu_decide(const fa_request *req, fa_decision *out) {
   fa_tile_plan tiles = fa_plan_tiles(&limits, dmax);
   /* Decoding's few rows: one query tile holds every head's rows (cpu_decode.c), whatever the cache
      budget. */
-  if (cpu_rows_path(req)) tiles.tile_m = (int32_t)(req->heads_q * req->seqlen_q);
+  if (cpu_rows_path(req))
+    tiles.tile_m = (int32_t)(req->heads_q * req->seqlen_q);
+  else if (req->op != FA_OP_BACKWARD && dmax >= 64 && tiles.tile_m < tiles.tile_n)
+    /* The forward converts (and transposes) each K/V tile once per query tile: below head dim
+       128 the plan's Br = min(Bc, d) made that a per-FLOP cost twice hd128's (bf16 hd64: 15% of
+       the samples). Br = Bc keeps the tiles in half of L2 still (hd64: 320 KB). From head dim
+       64 only: below it the scores tile would be most of the scratch (workspace 16x at hd8). */
+    tiles.tile_m = tiles.tile_n < CPU_MAX_TILE_M ? tiles.tile_n : CPU_MAX_TILE_M;
 
   cpu_problem pb;
   cpu_problem_init(&pb, req, tiles.tile_m, tiles.tile_n, 1);

@@ -37,7 +37,13 @@ typedef struct fwd_scratch {
   float *o;  /* [tm][dv] running unnormalised output */
   float *m;  /* [tm]     running row max */
   float *l;  /* [tm]     running row sum */
+  /* The bf16 products only (pb->bf16dp; kt and v then hold K and V as bf16 pairs): */
+  uint32_t *qp; /* [tm][d/2]  the query tile as bf16 pairs */
+  uint32_t *pp; /* [tm][tn/2 + 1] the probabilities as bf16 pairs */
 } fwd_scratch;
+
+/* Words of one row of the probabilities' pairs (an odd tile width gets a padded last pair). */
+static int pairs_ld(const cpu_problem *pb) { return pb->tn / 2 + 1; }
 
 /* The one layout of a thread's scratch; with base NULL it only counts the bytes. */
 static size_t fwd_carve(const cpu_problem *pb, char *base, fwd_scratch *sc) {
@@ -50,6 +56,11 @@ static size_t fwd_carve(const cpu_problem *pb, char *base, fwd_scratch *sc) {
   sc->o = cpu_scratch_take(base, &at, tm * dv);
   sc->m = cpu_scratch_take(base, &at, tm);
   sc->l = cpu_scratch_take(base, &at, tm);
+  sc->qp = sc->pp = NULL;
+  if (pb->bf16dp) { /* 32-bit words, carved as floats */
+    sc->qp = (uint32_t *)cpu_scratch_take(base, &at, tm * (d / 2));
+    sc->pp = (uint32_t *)cpu_scratch_take(base, &at, tm * (size_t)pairs_ld(pb));
+  }
   return at;
 }
 
@@ -125,15 +136,24 @@ static void attend(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scr
   const int tn = pb->tn, d = pb->d, dv = pb->dv, mr = rw->mr, rows = rows_total(rw);
   const int64_t hk = rw->h0 / pb->group, sk = sq->sk, r0 = rw->r0;
   int jlo[CPU_MAX_TILE_M], jhi[CPU_MAX_TILE_M];
+  if (pb->bf16dp) kern->bf16_pairs(rows, d, sc->q, d, sc->qp, d / 2); /* exact: q is bf16 */
   for (int64_t c0 = t0 * tn; c0 < t1 * tn && c0 < sk; c0 += tn) {
     const int nc = (int)(sk - c0 < tn ? sk - c0 : tn);
     fa_tile_class cls = fa_mask_tile_class(&sq->mask, r0, r0 + mr, c0, c0 + nc, sk);
     if (cls == FA_TILE_EMPTY) continue;
-    /* The same product as the backward pass's recomputation, so both see identical scores
-       (a faster dot-product form for few rows summed in another order and broke that). */
-    cpu_load_tile_t(kern, &sq->k, c0, nc, hk, d, sc->kt, tn);
-    kern->gemm(rows, nc, d, sc->q, d, 1, sc->kt, tn, sc->s, tn, 0);
-    cpu_load_tile(&sq->v, c0, nc, hk, dv, sc->v, dv);
+    if (pb->bf16dp) {
+      /* The scores differ from the backward pass's fp32 recomputation only in the order of
+         additions (bf16 products are exact in fp32): within rounding, not bit for bit. */
+      uint32_t *kp = (uint32_t *)sc->kt;
+      cpu_load_tile_pairs_t(kern, &sq->k, c0, nc, hk, d, kp, tn);
+      kern->gemm_bf16(rows, nc, d / 2, sc->qp, d / 2, kp, tn, sc->s, tn, 0);
+    } else {
+      /* The same product as the backward pass's recomputation, so both see identical scores
+         (a faster dot-product form for few rows summed in another order and broke that). */
+      cpu_load_tile_t(kern, &sq->k, c0, nc, hk, d, sc->kt, tn);
+      kern->gemm(rows, nc, d, sc->q, d, 1, sc->kt, tn, sc->s, tn, 0);
+      cpu_load_tile(&sq->v, c0, nc, hk, dv, sc->v, dv);
+    }
     const int *lo = NULL, *hi = NULL;
     if (cls == FA_TILE_PARTIAL) {
       /* One head's bounds, repeated for every stacked head (same rows, same mask). */
@@ -158,7 +178,14 @@ static void attend(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scr
     if (pb->dropout)
       for (int s = 0; s < rw->heads; ++s)
         cpu_dropout_tile(pb, sq, rw->h0 + s, r0, mr, c0, nc, sc->s + (ptrdiff_t)s * mr * tn, tn);
-    kern->gemm(rows, dv, nc, sc->s, tn, 1, sc->v, dv, acc->o, dv, 1);
+    if (pb->bf16dp) { /* P rounded to bf16 pairs; V interleaved by pairs of keys */
+      uint32_t *vp = (uint32_t *)sc->v;
+      kern->bf16_pairs(rows, nc, sc->s, tn, sc->pp, pairs_ld(pb));
+      cpu_load_tile_pairs_v(kern, &sq->v, c0, nc, hk, dv, vp);
+      kern->gemm_bf16(rows, dv, (nc + 1) / 2, sc->pp, pairs_ld(pb), vp, dv, acc->o, dv, 1);
+    } else {
+      kern->gemm(rows, dv, nc, sc->s, tn, 1, sc->v, dv, acc->o, dv, 1);
+    }
   }
 }
 
@@ -268,11 +295,15 @@ fa_status cpu_forward(const fa_request *req, const cpu_problem *pb, const cpu_wo
     {
       fwd_scratch sc;
       fwd_carve(pb, ws->threads_base + (size_t)omp_get_thread_num() * ws->thread_bytes, &sc);
-      /* Dynamic, and the last query tiles first: under a causal mask they see the most keys, so
-         the long tasks start early and the short ones fill the gaps at the end. */
+      /* Dynamic, one (batch, head group) after the other, and within it the last query tiles
+         first: under a causal mask they see the most keys, so the long tasks start early and the
+         short ones fill the gaps at the end. Head-major so that the threads stream the same
+         head's K/V while it is still in their caches: in tile-major order (every head per query
+         tile) 8 heads' K/V, 4-8 MB at 4k keys, passed through L2 between two tiles of one head,
+         and the tiles' conversion waited on K/V rows (bench/NOTES.md). */
 #pragma omp for schedule(dynamic, 1)
       for (int64_t t = 0; t < tasks; ++t) {
-        int64_t tile = tiles - 1 - t / units, bh = t % units;
+        int64_t tile = tiles - 1 - t % tiles, bh = t / tiles;
         forward_task(req, pb, kern, &sc, bh / heads, bh % heads, tile);
       }
     }

@@ -51,6 +51,9 @@ typedef struct cpu_problem {
   /* fa_forward_kvcache with few query rows per task (cpu_rows_path): attend through
      cpu_attend_rows instead of the tile products. */
   int rows_path;
+  /* fa_forward on bf16 with the avx512bf16 kernel table and even head dims: S = Q·Kᵀ and P·V by
+     the bf16 products (cpu_bf16dp.c), P rounded to bf16. */
+  int bf16dp;
 } cpu_problem;
 
 /* Whether the request takes the few-query-rows path (decided from the request alone, so decide()

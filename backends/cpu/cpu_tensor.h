@@ -84,6 +84,58 @@ static inline void cpu_load_tile_t(const cpu_kernels *kern, const cpu_rows *t, i
   }
 }
 
+/* The bf16 products' operands (cpu_bf16dp.c; bf16 tensors, even head dims). Element c of row r
+   of head h, as stored (16 bits), for the strided fallbacks below. */
+static inline uint16_t cpu_bf16_at(const cpu_rows *t, int64_t r, int64_t h, int64_t c) {
+  return ((const uint16_t *)t->data)[cpu_rows_off(t, r, h) + c * t->cs];
+}
+
+/* K tile rows [row0, row0 + rows) of head h as pairs along the head dimension, transposed:
+   dst[p * ld + r] = (K[r][2p], K[r][2p+1]). A contiguous row already is its pairs in memory, so
+   the 32-bit transpose of the fp32 tiles serves (it moves bits, no arithmetic). */
+static inline void cpu_load_tile_pairs_t(const cpu_kernels *kern, const cpu_rows *t, int64_t row0,
+                                         int64_t rows, int64_t h, int64_t d, uint32_t *restrict dst,
+                                         int64_t ld) {
+  uint32_t block[CPU_T_BLOCK][CPU_MAX_HEAD_DIM / 2];
+  const int64_t d2 = d / 2;
+  for (int64_t r0 = 0; r0 < rows; r0 += CPU_T_BLOCK) {
+    int64_t n = rows - r0 < CPU_T_BLOCK ? rows - r0 : CPU_T_BLOCK;
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t row = row0 + r0 + r;
+      if (t->cs == 1)
+        memcpy(block[r], (const uint16_t *)t->data + cpu_rows_off(t, row, h),
+               (size_t)d * sizeof(uint16_t));
+      else
+        for (int64_t p = 0; p < d2; ++p)
+          block[r][p] = (uint32_t)cpu_bf16_at(t, row, h, 2 * p) |
+                        (uint32_t)cpu_bf16_at(t, row, h, 2 * p + 1) << 16;
+    }
+    kern->transpose((int)n, (int)d2, (const float *)&block[0][0], CPU_MAX_HEAD_DIM / 2,
+                    (float *)(dst + r0), (ptrdiff_t)ld);
+  }
+}
+
+/* V tile rows [row0, row0 + rows) of head h as pairs along the keys: dst[q * dv + c] =
+   (V[2q][c], V[2q+1][c]), 0 in the high half of the last word when rows is odd. */
+static inline void cpu_load_tile_pairs_v(const cpu_kernels *kern, const cpu_rows *t, int64_t row0,
+                                         int64_t rows, int64_t h, int64_t dv,
+                                         uint32_t *restrict dst) {
+  uint16_t tmp[2][CPU_MAX_HEAD_DIM_V];
+  for (int64_t q = 0; 2 * q < rows; ++q) {
+    const uint16_t *r[2] = {NULL, NULL};
+    for (int k = 0; k < 2 && 2 * q + k < rows; ++k) {
+      const int64_t row = row0 + 2 * q + k;
+      if (t->cs == 1) {
+        r[k] = (const uint16_t *)t->data + cpu_rows_off(t, row, h);
+      } else {
+        for (int64_t c = 0; c < dv; ++c) tmp[k][c] = cpu_bf16_at(t, row, h, c);
+        r[k] = tmp[k];
+      }
+    }
+    kern->bf16_interleave(r[0], r[1], (int)dv, dst + q * dv);
+  }
+}
+
 /* fp32 tile src[r * ld + c], times mul, to tensor rows. */
 static inline void cpu_store_tile(const cpu_rows *t, int64_t row0, int64_t rows, int64_t h,
                                   int64_t cols, const float *restrict src, int64_t ld, float mul) {

@@ -1,0 +1,141 @@
+/*
+ * cpu_bf16dp.c: the forward's two tile products from bf16 operands with AVX512-BF16's vdpbf16ps
+ * (see cpu_kernels.h: bf16_pairs, bf16_interleave, gemm_bf16). Compiled only into the
+ * avx512bf16 kernel table, with -mavx512bf16 on top of the AVX-512 flags.
+ *
+ * vdpbf16ps multiplies pairs of bf16 values and adds both products to an fp32 lane: 64 FLOPs per
+ * instruction against the 32 of an fp32 FMA, and no bf16 -> fp32 conversion of the operands. So
+ * the operands are kept as pairs along the reduction dimension: a 32-bit word holds elements
+ * (2p, 2p+1), the even one in the low half. For S = Q·Kᵀ the pairs run along the head dimension
+ * (q rows and K rows are already laid out that way in memory); for O += P·V they run along the
+ * keys, so two V rows are interleaved and P is rounded to bf16 (round to nearest even), as the
+ * GPU kernels do for their P·V product.
+ *
+ * Numerics: a bf16 x bf16 product is exact in fp32 (8-bit significands), so each vdpbf16ps step
+ * differs from two fp32 FMAs only in the order of its two additions (the odd element's product
+ * first). The instruction treats denormal inputs as 0 and flushes denormal results (not
+ * controlled by MXCSR). The P rounding is the one real difference from the fp32 kernels: each
+ * weight keeps 8 significant bits, which the conformance suite's tolerance rule (twice the naive
+ * bf16 computation's error) covers.
+ */
+#include <immintrin.h>
+
+#include "cpu_kernels.h"
+
+/* Rows of x (fp32) as bf16 pairs: dst[i * ldd + p] = bf16(x[2p]) | bf16(x[2p+1]) << 16, 32
+   values per vcvtne2ps2bf16; an odd n gets a 0 high half in its last word. */
+void cpu_bf16_pairs_avx512bf16(int rows, int n, const float *x, ptrdiff_t ldx, uint32_t *dst,
+                               ptrdiff_t ldd) {
+  for (int i = 0; i < rows; ++i) {
+    const float *xr = x + (ptrdiff_t)i * ldx;
+    uint32_t *dr = dst + (ptrdiff_t)i * ldd;
+    int j = 0;
+    for (; j + 32 <= n; j += 32) {
+      /* The second argument fills the low 16 bf16 values: elements j .. j + 15 first. */
+      __m512bh b = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + j + 16), _mm512_loadu_ps(xr + j));
+      _mm512_storeu_si512((void *)(dr + j / 2), (__m512i)b);
+    }
+    if (j < n) {
+      const int left = n - j; /* 1 .. 31 */
+      const __mmask16 lo = (__mmask16)(left >= 16 ? 0xffffu : (1u << left) - 1u);
+      const __mmask16 hi = (__mmask16)(left > 16 ? (1u << (left - 16)) - 1u : 0u);
+      __m512bh b = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, xr + j + 16),
+                                       _mm512_maskz_loadu_ps(lo, xr + j));
+      const int words = (left + 1) / 2;
+      _mm512_mask_storeu_epi32(dr + j / 2, (__mmask16)((1u << words) - 1u), (__m512i)b);
+    }
+  }
+}
+
+/* Two bf16 rows interleaved: dst[c] = r0[c] | r1[c] << 16 (r1 NULL: a 0 high half). */
+void cpu_bf16_interleave_avx512bf16(const uint16_t *r0, const uint16_t *r1, int n, uint32_t *dst) {
+  int c = 0;
+  for (; c + 16 <= n; c += 16) {
+    __m512i a = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(r0 + c)));
+    __m512i b = r1 ? _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(r1 + c)))
+                   : _mm512_setzero_si512();
+    _mm512_storeu_si512((void *)(dst + c), _mm512_or_si512(a, _mm512_slli_epi32(b, 16)));
+  }
+  for (; c < n; ++c) dst[c] = (uint32_t)r0[c] | (r1 ? (uint32_t)r1[c] << 16 : 0u);
+}
+
+/* R rows (1..4) x V vectors of 16 columns (1..4), the last vector holding `tail` columns; as the
+   fp32 gemm's block (cpu_gemm.c), with a pair of bf16 per broadcast word and per B word. */
+static inline __attribute__((always_inline)) void block(const int R, const int V, const int tail,
+                                                        int k2, const uint32_t *restrict a,
+                                                        ptrdiff_t lda, const uint32_t *restrict b,
+                                                        ptrdiff_t ldb, float *restrict c,
+                                                        ptrdiff_t ldc, int accumulate) {
+  const __mmask16 last = (__mmask16)(tail >= 16 ? 0xffffu : (1u << tail) - 1u);
+  __m512 acc[4][4];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) {
+      const __mmask16 mk = v == V - 1 ? last : (__mmask16)0xffffu;
+      acc[r][v] =
+          accumulate ? _mm512_maskz_loadu_ps(mk, c + r * ldc + 16 * v) : _mm512_setzero_ps();
+    }
+  for (int p = 0; p < k2; ++p) {
+    const uint32_t *restrict bp = b + p * ldb;
+    __m512i bv[4];
+    for (int v = 0; v < V; ++v)
+      bv[v] = v == V - 1 ? _mm512_maskz_loadu_epi32(last, bp + 16 * v)
+                         : _mm512_loadu_si512((const void *)(bp + 16 * v));
+    for (int r = 0; r < R; ++r) {
+      const __m512i ar = _mm512_set1_epi32((int)a[r * lda + p]);
+      for (int v = 0; v < V; ++v)
+        acc[r][v] = _mm512_dpbf16_ps(acc[r][v], (__m512bh)ar, (__m512bh)bv[v]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) {
+      const __mmask16 mk = v == V - 1 ? last : (__mmask16)0xffffu;
+      _mm512_mask_storeu_ps(c + r * ldc + 16 * v, mk, acc[r][v]);
+    }
+}
+
+static inline __attribute__((always_inline)) void rows_vec(const int R, int n, int k2,
+                                                           const uint32_t *a, ptrdiff_t lda,
+                                                           const uint32_t *b, ptrdiff_t ldb,
+                                                           float *c, ptrdiff_t ldc,
+                                                           int accumulate) {
+  int j0 = 0;
+  for (; j0 + 64 <= n; j0 += 64) block(R, 4, 16, k2, a, lda, b + j0, ldb, c + j0, ldc, accumulate);
+  const int left = n - j0;
+  if (left <= 0) return;
+  const int tail = left - ((left - 1) / 16) * 16;
+  switch ((left + 15) / 16) {
+    case 1:
+      block(R, 1, tail, k2, a, lda, b + j0, ldb, c + j0, ldc, accumulate);
+      break;
+    case 2:
+      block(R, 2, tail, k2, a, lda, b + j0, ldb, c + j0, ldc, accumulate);
+      break;
+    case 3:
+      block(R, 3, tail, k2, a, lda, b + j0, ldb, c + j0, ldc, accumulate);
+      break;
+    default:
+      block(R, 4, tail, k2, a, lda, b + j0, ldb, c + j0, ldc, accumulate);
+      break;
+  }
+}
+
+void cpu_gemm_bf16_avx512bf16(int m, int n, int k2, const uint32_t *a, ptrdiff_t lda,
+                              const uint32_t *b, ptrdiff_t ldb, float *c, ptrdiff_t ldc,
+                              int accumulate) {
+  int i0 = 0;
+  for (; i0 + 4 <= m; i0 += 4)
+    rows_vec(4, n, k2, a + i0 * lda, lda, b, ldb, c + i0 * ldc, ldc, accumulate);
+  switch (m - i0) {
+    case 3:
+      rows_vec(3, n, k2, a + i0 * lda, lda, b, ldb, c + i0 * ldc, ldc, accumulate);
+      break;
+    case 2:
+      rows_vec(2, n, k2, a + i0 * lda, lda, b, ldb, c + i0 * ldc, ldc, accumulate);
+      break;
+    case 1:
+      rows_vec(1, n, k2, a + i0 * lda, lda, b, ldb, c + i0 * ldc, ldc, accumulate);
+      break;
+    default:
+      break;
+  }
+}
