@@ -18,6 +18,8 @@ typedef struct cuda_device_info {
   int32_t smem_optin;   /* bytes of shared memory a block may opt in to (FA_CUDA_SMEM_LIMIT may
                            lower it, to test what a smaller device refuses) */
   int32_t smem_limited; /* 1: smem_optin was lowered by FA_CUDA_SMEM_LIMIT */
+  int32_t as_sm80;      /* 1: a newer device run as sm_80 (FA_CUDA_AS_SM80, for testing the
+                           sm_80 code from a PTX build on a newer GPU) */
   int32_t usable;       /* 0: reason says why */
   char reason[160];
 } cuda_device_info;

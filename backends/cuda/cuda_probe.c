@@ -64,6 +64,15 @@ static void describe_device(int id, cuda_device_info *d) {
       d->smem_limited = 1;
     }
   }
+  /* FA_CUDA_AS_SM80=1: a newer device is treated as sm_80 (kernel choice, dQ layout, the check
+     below), so a plugin built as compute_80 PTX (FA_CUDA_ARCHS=80-virtual), which the driver
+     compiles for the device at first use, runs the sm_80 code here. Named in the device line. */
+  const char *as80 = getenv("FA_CUDA_AS_SM80");
+  if (as80 && strcmp(as80, "1") == 0 && d->cc_major > 8) {
+    d->cc_major = 8;
+    d->cc_minor = 0;
+    d->as_sm80 = 1;
+  }
   struct cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, id) == cudaSuccess)
     snprintf(d->name, sizeof d->name, "%s", prop.name);
@@ -147,9 +156,10 @@ void cuda_probe(fa_plugin_probe *out) {
   for (int i = 0; i < s->device_count && used < sizeof out->devices; ++i) {
     const cuda_device_info *d = &s->devices[i];
     int n = snprintf(out->devices + used, sizeof out->devices - used,
-                     "%scuda%d: %s (sm_%d%d, %d SMs%s)%s%s", i ? "; " : "", i, d->name, d->cc_major,
-                     d->cc_minor, d->sm_count,
+                     "%scuda%d: %s (sm_%d%d, %d SMs%s%s)%s%s", i ? "; " : "", i, d->name,
+                     d->cc_major, d->cc_minor, d->sm_count,
                      d->smem_limited ? ", shared memory limited by FA_CUDA_SMEM_LIMIT" : "",
+                     d->as_sm80 ? ", run as sm_80 by FA_CUDA_AS_SM80" : "",
                      d->usable ? "" : " unusable: ", d->usable ? "" : d->reason);
     if (n < 0) break;
     used += (size_t)n;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # h200_check.sh: the CUDA backend's checks on a GPU machine, from an already-built tree.
 #
-#   tests/gpu/h200_check.sh [--build DIR] [--quick] [--no-conformance] [--no-sanitize] [--no-sass]
+#   tests/gpu/h200_check.sh [--build DIR] [--quick] [--no-conformance] [--no-sanitize] [--no-sass] [--sm80-build DIR]
 #
 # Runs only binaries (never cmake or nvcc): the build folder (default build/release) must come
 # with the repository, built with the CUDA backend. Steps, each PASS / FAIL / SKIP in the summary
@@ -13,6 +13,11 @@
 #   conformance.a100, conformance.sm86
 #                the same with FA_CUDA_SMEM_LIMIT at an A100's and an sm_86/89's shared memory
 #                (the compact tiles; what does not fit is refused), logs in $OUT
+#   conformance.sm80jit (with --sm80-build DIR only)
+#                the suite from DIR, a build whose CUDA plugin is compute_80 PTX
+#                (-DFA_CUDA_ARCHS=80-virtual), with FA_CUDA_AS_SM80=1 (the device run as sm_80:
+#                the driver compiles the sm_80 code for it) and an A100's shared memory: the
+#                code an A100 runs (dQ by atomics, no bulk copies), executed here
 #   memcheck     compute-sanitizer --tool memcheck (leak check on) on bin/cuda_smoke, three times:
 #                bf16 hd64 seqlen 100 causal GQA forward + backward; f16 hd128 seqlen 200
 #                non-causal deterministic; bf16 hd72 seqlen 333 with the backward in a caller
@@ -40,8 +45,10 @@ QUICK=0
 DO_CONF=1
 DO_SAN=1
 DO_SASS=1
+SM80_BUILD=
 while [ $# -gt 0 ]; do
   case "$1" in
+    --sm80-build) SM80_BUILD=${2:?--sm80-build needs a folder}; shift ;;
     --build) BUILD=${2:?--build needs a folder}; shift ;;
     --quick) QUICK=1 ;;
     --no-conformance) DO_CONF=0 ;;
@@ -130,6 +137,23 @@ if [ "$DO_CONF" -eq 1 ]; then
   for limit in 166912:a100 101376:sm86; do
     conformance_limited "${limit%%:*}" "conformance.${limit#*:}"
   done
+  if [ -n "$SM80_BUILD" ]; then
+    banner "conformance --backend cuda, sm_80 code (compute_80 PTX from $SM80_BUILD)"
+    log="$OUT/conformance.sm80jit.log"
+    FA_PLUGIN_PATH="$PWD/$SM80_BUILD/lib" LD_LIBRARY_PATH="$PWD/$SM80_BUILD/lib" FA_CUDA_AS_SM80=1 \
+      FA_CUDA_SMEM_LIMIT=166912 timeout 400 "$SM80_BUILD/bin/conformance" \
+      --backend cuda > "$log" 2>&1
+    rc=$?
+    tally=$(grep -E '^conformance: [0-9]+ passed' "$log" | tail -1 | sed 's/^conformance: //')
+    tail -3 "$log"
+    if [ "$rc" -eq 0 ] && grep -q "run as sm_80" "$log"; then
+      record conformance.sm80jit PASS "$tally"
+    elif [ "$rc" -eq 0 ]; then
+      record conformance.sm80jit FAIL "the log does not show the device run as sm_80"
+    else
+      record conformance.sm80jit FAIL "exit status $rc: ${tally:-no tally} (see $log)"
+    fi
+  fi
 else
   for s in conformance conformance.a100 conformance.sm86; do record "$s" SKIP "--no-conformance"; done
 fi
