@@ -1,11 +1,13 @@
 /*
  * hip_probe.c: can this process run HIP kernels, and on which devices? Each reason is kept word
- * for word for fa_backend_info(): no HIP runtime (libamdhip64 cannot be loaded), no AMD device
- * (the runtime sees none), or a device whose architecture this build carries no code object for.
+ * for word for fa_backend_info(): no AMD device (no KFD device file, or the runtime sees none),
+ * no HIP runtime (libamdhip64 cannot be loaded), or a device whose architecture this build
+ * carries no code object for.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hip_arch.h"
 #include "hip_internal.h"
@@ -15,6 +17,9 @@
 #ifndef FA_HIP_ARCHS
 #define FA_HIP_ARCHS ""
 #endif
+
+/* The device file of AMD's kernel driver interface (KFD) that the ROCm runtime opens. */
+#define HIP_KFD_PATH "/dev/kfd"
 
 static hip_state state;
 static pthread_once_t state_once = PTHREAD_ONCE_INIT;
@@ -41,6 +46,17 @@ static void describe_device(const hip_rt *rt, int id, hip_device_info *d) {
 static void probe_once(void) {
   hip_state *s = &state;
   memset(s, 0, sizeof *s);
+  /* ROCm reaches AMD GPUs through the KFD device file: without it nothing can run, and the
+     runtime is not loaded. Loading it costs more than time: libamdhip64's initialisers keep an
+     object per loading thread that is never freed when that thread exits (LeakSanitizer reports
+     it when a short-lived thread makes the first call, as core.concurrency's threads do). */
+  if (access(HIP_KFD_PATH, F_OK) != 0) {
+    snprintf(s->reason, sizeof s->reason,
+             "no AMD device: %s is absent (no amdgpu kernel driver with KFD); the HIP runtime "
+             "was not loaded",
+             HIP_KFD_PATH);
+    return;
+  }
   char why[256] = "";
   const hip_rt *rt = hip_rt_load(why, sizeof why);
   if (!rt) {

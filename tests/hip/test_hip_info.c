@@ -2,9 +2,11 @@
  * test_hip_info.c: the HIP plugin on a machine without an AMD GPU.
  *
  *   1. fa_backend_info's hip entry says why it cannot run, and the reason is the one this machine
- *      calls for, found out here independently: "no HIP runtime" when no libamdhip64 loads,
- *      "no AMD device" when it loads but sees no device (on a machine with an AMD GPU: available,
- *      or "architecture not built" for a processor the build has no code object for).
+ *      calls for, found out here independently: "no AMD device: /dev/kfd is absent" without
+ *      AMD's kernel driver (the plugin then does not load the runtime), "no HIP runtime" when no
+ *      libamdhip64 loads, "no AMD device" when the runtime sees none (on a machine with an AMD
+ *      GPU: available, or "architecture not built" for a processor the build has no code object
+ *      for).
  *   2. The architecture rules (backends/hip/hip_arch.c, compiled into this test): gcnArchName's
  *      feature suffixes dropped, exact processor match only, the refusal's words.
  *   3. The generic family's decide-rules (backends/hip/generic/hg_host.c, compiled in), shared by
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backends/hip/generic/hg_host.h"
 #include "backends/hip/hip_arch.h"
@@ -36,12 +39,17 @@ static int failures;
 
 /* What this machine should make the plugin say: the same library names, asked directly. */
 static const char *expected_reason_prefix(char *detail, size_t n) {
+  /* Without AMD's KFD device file the plugin does not load the runtime (hip_probe.c). */
+  if (access("/dev/kfd", F_OK) != 0) {
+    snprintf(detail, n, "/dev/kfd is absent");
+    return "no AMD device: /dev/kfd is absent";
+  }
   static const char *const names[] = {"libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so"};
   void *lib = NULL;
   for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; ++i)
     lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
-    snprintf(detail, n, "no libamdhip64 loads here");
+    snprintf(detail, n, "/dev/kfd exists; no libamdhip64 loads here");
     return "no HIP runtime: ";
   }
   int (*count_fn)(int *) = NULL;
@@ -49,7 +57,8 @@ static const char *expected_reason_prefix(char *detail, size_t n) {
   memcpy(&count_fn, &sym, sizeof count_fn);
   int count = 0;
   int e = count_fn ? count_fn(&count) : -1;
-  snprintf(detail, n, "libamdhip64 loads; hipGetDeviceCount: error %d, count %d", e, count);
+  snprintf(detail, n, "/dev/kfd exists; libamdhip64 loads; hipGetDeviceCount: error %d, count %d",
+           e, count);
   /* Kept loaded, as the plugin keeps it (the runtime's threads outlive a dlclose). */
   return e == 0 && count > 0 ? NULL : "no AMD device";
 }
