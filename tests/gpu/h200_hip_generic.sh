@@ -82,15 +82,20 @@ if [ "$DO_MEMCHECK" -eq 1 ]; then
   # memcheck (out-of-bounds accesses of the tile loops) on the head-dim-256 and top-left causal
   # cases, racecheck (shared-memory hazards: the barriers around the K/V, Q/dO and dS tiles) on
   # the cases with 257 query rows (several query and key tiles); --quick subset, 90 s each.
+  # compute-sanitizer from PATH or the CUDA toolkit's usual folders (as h200_check.sh finds it).
+  SANITIZER=$(command -v compute-sanitizer 2>/dev/null)
+  for d in /usr/local/cuda/bin /usr/local/cuda-*/bin /opt/cuda/bin /usr/local/cuda/compute-sanitizer; do
+    [ -z "$SANITIZER" ] && [ -x "$d/compute-sanitizer" ] && SANITIZER=$d/compute-sanitizer
+  done
   for run in "memcheck .d256." "memcheck .tl." "racecheck s257x"; do
     set -- $run
     tool=$1 filter=$2
     banner "compute-sanitizer $tool (--quick --filter $filter)"
     mlog="$OUT/${tool}_hipgen${filter//./_}.log"
-    if ! command -v compute-sanitizer >/dev/null; then
+    if [ -z "$SANITIZER" ]; then
       record "$tool" FAIL "compute-sanitizer not found"
     elif need_bin conformance_hipgen; then
-      timeout 90 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BIN/conformance_hipgen" \
+      timeout 90 "$SANITIZER" --tool "$tool" --error-exitcode 99 "$BIN/conformance_hipgen" \
         --backend cuda --quick --filter "$filter" > "$mlog" 2>&1
       mrc=$?
       tally=$(grep -E '^conformance: [0-9]+ passed' "$mlog" | tail -1 | sed 's/^conformance: //')
