@@ -51,7 +51,11 @@ static unsigned long long head_span(const fa_tensor *t, int64_t rows, int64_t d)
 }
 
 int ocl_fwd_variant(const fa_request *req, ocl_tiles t) {
-  if (t.cpu || req->op != FA_OP_FORWARD || req->head_dim > 128 || ocl_state_get()->fwd_v1) return 1;
+  const ocl_state *s = ocl_state_get();
+  if (t.cpu || req->op != FA_OP_FORWARD || req->head_dim > 128 || s->fwd_v1) return 1;
+  if (req->device.id < 0 || req->device.id >= s->count ||
+      s->devices[req->device.id].local_mem < OCL_GPU_FWD2_LOCAL_BYTES)
+    return 1;
   /* forward_gpu2.cl adds 32-bit row/column offsets to a head's base, for rows up to 63 past the
      last (a tile's rows beyond the end: their offsets are formed, never loaded) */
   const unsigned long long lim = 0x7fffffffULL;

@@ -53,11 +53,13 @@ typedef struct ocl_tiles {
 #define OCL_GPU_FWD_WG 128
 #define OCL_GPU_FWD_ROWS 64
 #define OCL_GPU_FWD_KEYS 64
-#define OCL_GPU_FWD_LOCAL_BYTES 36864 /* forward.cl's GPU kernel: 2 x 17 KB + 2 KB */
+#define OCL_GPU_FWD_LOCAL_BYTES 36864  /* forward.cl's GPU kernel: 2 x 17 KB + 2 KB */
+#define OCL_GPU_FWD2_LOCAL_BYTES 38400 /* forward_gpu2.cl: 18 KB + 17 KB + 2.5 KB */
 ocl_tiles ocl_plan(const ocl_device_info *dev, int head_dim);
 /* The GPU forward's version for a request on the GPU kernel set (1 for the CPU set and the
-   backward): 2 (forward_gpu2.cl) when the head dim is at most 128 and every element offset within
-   one head of q, k and v fits in 31 bits, unless FA_OPENCL_FWD=v1; else 1. ocl_decide.c. */
+   backward): 2 (forward_gpu2.cl) when the head dim is at most 128, the device has its local
+   memory and every element offset within one head of q, k and v fits in 31 bits, unless
+   FA_OPENCL_FWD=v1; else 1. ocl_decide.c. */
 int ocl_fwd_variant(const fa_request *req, ocl_tiles t);
 /* 1 when the 16-byte loads of forward_gpu2.cl apply to q, k and v: head dim contiguous, a
    multiple of 8, every other stride and the element offset multiples of 8. */
