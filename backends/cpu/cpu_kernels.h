@@ -41,6 +41,9 @@
  *
  * bf16_row (tile loads): n contiguous bf16 values to fp32, bit for bit (the 16 bits shifted up).
  *
+ * bf16_transpose (tile loads): transpose of n <= 16 contiguous bf16 rows src[r] (cols values
+ * each), converted as bf16_row does: dst[c * ldd + r] = src[r][c] in fp32.
+ *
  * dot_rows, pv_rows (the few-query-rows path of fa_forward_kvcache, cpu_rows.c): K and V rows are
  * read in place, each a pointer to d (dv) contiguous elements of dtype (CPU_ELEM_*), d and dv
  * multiples of 16. dot_rows: s[r * lds + j] = q_r · K_j (unscaled) for r < rows, j < nc, q_r
@@ -74,6 +77,7 @@ typedef struct cpu_kernels {
   void (*transpose)(int n, int cols, const float *src, ptrdiff_t lds, float *dst, ptrdiff_t ldd);
   void (*f16_row)(const uint16_t *src, int64_t n, float *dst);
   void (*bf16_row)(const uint16_t *src, int64_t n, float *dst);
+  void (*bf16_transpose)(int n, int cols, const uint16_t *const *src, float *dst, ptrdiff_t ldd);
   void (*dot_rows)(int rows, int nc, int d, const float *q, ptrdiff_t ldq, int dtype,
                    const void *const *krow, float *s, ptrdiff_t lds);
   void (*pv_rows)(int rows, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,
@@ -105,6 +109,8 @@ const cpu_kernels *cpu_kernels_get(void);
                            ptrdiff_t ldd);                                                         \
   void cpu_f16_row_##isa(const uint16_t *src, int64_t n, float *dst);                              \
   void cpu_bf16_row_##isa(const uint16_t *src, int64_t n, float *dst);                             \
+  void cpu_bf16_transpose_##isa(int n, int cols, const uint16_t *const *src, float *dst,           \
+                                ptrdiff_t ldd);                                                    \
   void cpu_dot_rows_##isa(int rows, int nc, int d, const float *q, ptrdiff_t ldq, int dtype,       \
                           const void *const *krow, float *s, ptrdiff_t lds);                       \
   void cpu_pv_rows_##isa(int rows, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,       \

@@ -238,11 +238,35 @@ void CPU_KFN(transpose)(int n, int cols, const float *src, ptrdiff_t lds, float 
     for (int c = 0; c < w; ++c) _mm512_mask_storeu_ps(dst + (c0 + c) * ldd, rows, r[c]);
   }
 }
+
+/* The bf16 rows widened in the registers the transpose starts from (the 16 bits shifted up, as
+   bf16_row does): no fp32 copy of the rows in between. */
+void CPU_KFN(bf16_transpose)(int n, int cols, const uint16_t *const *src, float *dst,
+                             ptrdiff_t ldd) {
+  const __mmask16 rows = (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u);
+  for (int c0 = 0; c0 < cols; c0 += 16) {
+    const int w = cols - c0 < 16 ? cols - c0 : 16;
+    const __mmask16 colm = (__mmask16)(w >= 16 ? 0xffffu : (1u << w) - 1u);
+    __m512 r[16];
+    for (int i = 0; i < 16; ++i)
+      r[i] = i < n ? _mm512_castsi512_ps(_mm512_slli_epi32(
+                         _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(colm, src[i] + c0)), 16))
+                   : _mm512_setzero_ps();
+    transpose_16x16(r);
+    for (int c = 0; c < w; ++c) _mm512_mask_storeu_ps(dst + (c0 + c) * ldd, rows, r[c]);
+  }
+}
 #else
 void CPU_KFN(transpose)(int n, int cols, const float *src, ptrdiff_t lds, float *dst,
                         ptrdiff_t ldd) {
   for (int c = 0; c < cols; ++c)
     for (int r = 0; r < n; ++r) dst[c * ldd + r] = src[r * lds + c];
+}
+
+void CPU_KFN(bf16_transpose)(int n, int cols, const uint16_t *const *src, float *dst,
+                             ptrdiff_t ldd) {
+  for (int c = 0; c < cols; ++c)
+    for (int r = 0; r < n; ++r) dst[c * ldd + r] = fa_bf16_to_f32(src[r][c]);
 }
 #endif
 

@@ -78,6 +78,13 @@ static inline void cpu_load_tile_t(const cpu_kernels *kern, const cpu_rows *t, i
   float block[CPU_T_BLOCK][CPU_MAX_HEAD_DIM]; /* cols <= CPU_MAX_HEAD_DIM, checked by run() */
   for (int64_t r0 = 0; r0 < rows; r0 += CPU_T_BLOCK) {
     int64_t n = rows - r0 < CPU_T_BLOCK ? rows - r0 : CPU_T_BLOCK;
+    if (t->dtype == FA_BF16 && t->cs == 1) { /* contiguous bf16 rows: widened in registers */
+      const uint16_t *src[CPU_T_BLOCK];
+      for (int64_t r = 0; r < n; ++r)
+        src[r] = (const uint16_t *)t->data + cpu_rows_off(t, row0 + r0 + r, h);
+      kern->bf16_transpose((int)n, (int)cols, src, dst + r0, (ptrdiff_t)ld);
+      continue;
+    }
     for (int64_t r = 0; r < n; ++r)
       cpu_load_row(t->dtype, t->data, cpu_rows_off(t, row0 + r0 + r, h), t->cs, cols, block[r]);
     kern->transpose((int)n, (int)cols, &block[0][0], CPU_MAX_HEAD_DIM, dst + r0, (ptrdiff_t)ld);
