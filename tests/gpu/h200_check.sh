@@ -110,18 +110,23 @@ else
 fi
 
 # --- conformance -----------------------------------------------------------------------------
-# bin/conformance --backend cuda with FA_CUDA_SMEM_LIMIT=BYTES, recorded as NAME.
-conformance_limited() {
-  local limit=$1 name=$2 log="$OUT/$2.log" rc tally
-  echo "FA_CUDA_SMEM_LIMIT=$limit $BIN/conformance --backend cuda"
-  FA_CUDA_SMEM_LIMIT=$limit timeout 150 "$BIN/conformance" --backend cuda > "$log" 2>&1
+# conformance_env NAME SECONDS DETAIL WANT BINARY [VAR=VALUE ...]: BINARY --backend cuda under
+# those variables, recorded as NAME (DETAIL before the tally); with WANT set, the log must also
+# contain it (the device line that shows the mode asked for really ran).
+conformance_env() {
+  local name=$1 secs=$2 detail=$3 want=$4 bin=$5 log="$OUT/$1.log" rc tally
+  shift 5
+  echo "$* $bin --backend cuda"
+  env "$@" timeout "$secs" "$bin" --backend cuda > "$log" 2>&1
   rc=$?
   tally=$(grep -E '^conformance: [0-9]+ passed' "$log" | tail -1 | sed 's/^conformance: //')
   tail -3 "$log"
-  if [ "$rc" -eq 0 ]; then
-    record "$name" PASS "${limit} B: ${tally}"
+  if [ "$rc" -ne 0 ]; then
+    record "$name" FAIL "${detail}exit status $rc: ${tally:-no tally} (see $log)"
+  elif [ -n "$want" ] && ! grep -qF "$want" "$log"; then
+    record "$name" FAIL "${detail}the log does not show '$want'"
   else
-    record "$name" FAIL "${limit} B: exit status $rc: ${tally:-no tally} (see $log)"
+    record "$name" PASS "${detail}${tally}"
   fi
 }
 if [ "$DO_CONF" -eq 1 ]; then
@@ -135,24 +140,14 @@ if [ "$DO_CONF" -eq 1 ]; then
   # The compact tiles: the suite again with the shared memory of an A100 (163 KiB) and of an
   # sm_86/89 GPU (99 KiB); shapes whose compact tiles do not fit either are refused (skipped).
   for limit in 166912:a100 101376:sm86; do
-    conformance_limited "${limit%%:*}" "conformance.${limit#*:}"
+    conformance_env "conformance.${limit#*:}" 150 "${limit%%:*} B: " "" "$BIN/conformance" \
+      FA_CUDA_SMEM_LIMIT="${limit%%:*}"
   done
   if [ -n "$SM80_BUILD" ]; then
     banner "conformance --backend cuda, sm_80 code (compute_80 PTX from $SM80_BUILD)"
-    log="$OUT/conformance.sm80jit.log"
-    FA_PLUGIN_PATH="$PWD/$SM80_BUILD/lib" LD_LIBRARY_PATH="$PWD/$SM80_BUILD/lib" FA_CUDA_AS_SM80=1 \
-      FA_CUDA_SMEM_LIMIT=166912 timeout 400 "$SM80_BUILD/bin/conformance" \
-      --backend cuda > "$log" 2>&1
-    rc=$?
-    tally=$(grep -E '^conformance: [0-9]+ passed' "$log" | tail -1 | sed 's/^conformance: //')
-    tail -3 "$log"
-    if [ "$rc" -eq 0 ] && grep -q "run as sm_80" "$log"; then
-      record conformance.sm80jit PASS "$tally"
-    elif [ "$rc" -eq 0 ]; then
-      record conformance.sm80jit FAIL "the log does not show the device run as sm_80"
-    else
-      record conformance.sm80jit FAIL "exit status $rc: ${tally:-no tally} (see $log)"
-    fi
+    conformance_env conformance.sm80jit 400 "" "run as sm_80" "$SM80_BUILD/bin/conformance" \
+      FA_PLUGIN_PATH="$PWD/$SM80_BUILD/lib" LD_LIBRARY_PATH="$PWD/$SM80_BUILD/lib" \
+      FA_CUDA_AS_SM80=1 FA_CUDA_SMEM_LIMIT=166912
   fi
 else
   for s in conformance conformance.a100 conformance.sm86; do record "$s" SKIP "--no-conformance"; done
