@@ -9,6 +9,12 @@
  * cover ragged key tiles (an odd key count: the last pair padded), causal masks, GQA and head dims
  * 64, 128 and one not a multiple of 16. Exits 77 (a skip) on a CPU without AVX512-BF16 or an
  * architecture without the build.
+ *
+ * With --isa amx the same checks run with FA_CPU_ISA=amx: the products on AMX tiles
+ * (backends/cpu/cpu_amx.c), named cpu.flash.amx...; ctest runs it (cpu.amx_emulated) on the test
+ * build of the plugin whose tile instructions are tests/cpu_amx_emu.h's C model, and also requires
+ * the device line to say AMX is in use. Shapes are chosen so that every edge of its 32 x 32 tile
+ * blocks and 16-pair steps is hit (rows, columns and pairs past the operands).
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
@@ -49,6 +55,8 @@ typedef struct shape {
 } shape;
 
 /* One bf16 forward; returns the number of failures. */
+static const char *isa = "avx512bf16"; /* or "amx" (--isa amx) */
+
 static int run_case(const shape *c, tu_rng *rng) {
   const int64_t nq = c->sq * c->hq * c->d, nk = c->sk * c->hk * c->d;
   uint16_t *q = malloc(sizeof *q * (size_t)nq), *k = malloc(sizeof *k * (size_t)nk);
@@ -93,8 +101,8 @@ static int run_case(const shape *c, tu_rng *rng) {
     goto done;
   }
   /* The bf16 products run (and are named) for even head dims only. */
-  const char *want =
-      c->d % 2 == 0 ? "cpu.flash.avx512bf16.fwd.bf16." : "cpu.flash.avx512.fwd.bf16.";
+  char want[64];
+  snprintf(want, sizeof want, "cpu.flash.%s.fwd.bf16.", c->d % 2 == 0 ? isa : "avx512");
   if (strncmp(info.kernel, want, strlen(want)) != 0) {
     printf("FAIL %s: kernel %s, expected %s...\n", label, info.kernel, want);
     ++fails;
@@ -150,23 +158,50 @@ done:
   return fails;
 }
 
-int main(void) {
+/* The CPU backend's device line must say AMX runs (the emulated plugin, or real AMX). */
+static int amx_in_use(void) {
+  fa_backend_desc descs[8];
+  int32_t n = 0;
+  for (int32_t i = 0; i < 8; ++i) fa_backend_desc_init(&descs[i]);
+  if (fa_backend_info(descs, 8, &n) != FA_OK) return 0;
+  for (int32_t i = 0; i < n && i < 8; ++i)
+    if (descs[i].id == FA_BACKEND_CPU) {
+      printf("cpu: %s\n", descs[i].devices);
+      return strstr(descs[i].devices, "amx: in use") != NULL;
+    }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "--isa") == 0 && strcmp(argv[2], "amx") == 0) {
+    isa = "amx";
+  } else if (argc != 1) {
+    fprintf(stderr, "usage: %s [--isa amx]\n", argv[0]);
+    return 2;
+  }
   if (!cpu_has_avx512bf16()) {
     printf(
-        "skip: this CPU has no AVX512-BF16 (CPUID leaf 7.1 EAX bit 5), so FA_CPU_ISA=avx512bf16 "
-        "gives the avx512 build and there is nothing of its own to test\n");
+        "skip: this CPU has no AVX512-BF16 (CPUID leaf 7.1 EAX bit 5), so FA_CPU_ISA=%s gives "
+        "the avx512 build (or, for amx, a refusal) and there is nothing of its own to test\n",
+        isa);
     return 77;
   }
-  setenv("FA_CPU_ISA", "avx512bf16", 1); /* before the plugin chooses (once per process) */
+  setenv("FA_CPU_ISA", isa, 1); /* before the plugin chooses (once per process) */
+  if (strcmp(isa, "amx") == 0 && !amx_in_use()) {
+    printf("FAIL: FA_CPU_ISA=amx but the CPU backend's device line does not say AMX is in use\n");
+    return 1;
+  }
   const shape cases[] = {
       {200, 301, 4, 2, 64, 0},  /* ragged last key tile, odd key count, GQA */
       {257, 257, 2, 2, 128, 1}, /* causal, ragged query and key tiles */
       {33, 77, 3, 1, 40, 0},    /* head dim not a multiple of 16: masked vectors */
       {17, 19, 2, 2, 8, 1},     /* tiny, odd key count */
       {9, 31, 2, 1, 7, 0},      /* odd head dim: the fp32 kernels, named avx512 */
+      {47, 95, 1, 1, 96, 0},    /* 48 pairs (3 whole steps), 47 rows: a 15-row second block */
+      {130, 300, 2, 1, 32, 1},  /* a 2-row last block, 16 pairs exactly, causal */
   };
   tu_rng rng;
-  tu_rng_init(&rng, tu_seed_for(tu_run_seed(), "cpu_bf16dp"));
+  tu_rng_init(&rng, tu_seed_for(tu_run_seed(), isa));
   int fails = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) fails += run_case(&cases[i], &rng);
   printf("test_cpu_bf16dp: %d failed (seed %llu)\n", fails, (unsigned long long)tu_run_seed());

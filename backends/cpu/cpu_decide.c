@@ -119,6 +119,12 @@ void cpu_decide(const fa_request *req, fa_decision *out) {
                    fa_device_kind_name(req->device.kind));
     return;
   }
+  /* FA_CPU_ISA asked for something this process cannot run (AMX): refused, not run otherwise. */
+  const char *refused = cpu_kernels_refusal();
+  if (refused) {
+    fa_core_refuse(out, "cpu.flash: %s", refused);
+    return;
+  }
   if (!dtype) {
     fa_core_refuse(out, "dtype %s is not supported by cpu.flash (f32, f16, bf16)",
                    fa_dtype_name(req->dtype));

@@ -12,11 +12,17 @@
  * (to compare them, or to rule one out); a build the CPU cannot run is never chosen.
  * FA_CPU_ISA=avx512bf16 asks for the AVX-512 build plus the AVX512-BF16 products of the bf16
  * forward pass (cpu_bf16dp.c), given when CPUID reports AVX512-BF16 (else avx512).
+ * FA_CPU_ISA=amx asks for the same with the products on AMX-BF16 tiles (cpu_amx.c): the Linux
+ * permission for the tile data is requested then (cpu_amx_detect.c), and when AMX cannot run the
+ * backend refuses every request with the reason (cpu_kernels_refusal), rather than run something
+ * other than what was asked for.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_amx.h"
 #include "cpu_kernels.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && \
@@ -70,7 +76,21 @@ static const cpu_kernels kernels_avx512bf16 = {"avx512bf16",
                                                "avx512"};
 #endif
 
+#if defined(FA_CPU_HAVE_AMX)
+/* The same with the products on AMX tiles; the pairs conversion is AVX512-BF16's. */
+static const cpu_kernels kernels_amx = {"amx",
+                                        CPU_KERNEL_FNS(avx512),
+                                        cpu_bf16_pairs_avx512bf16,
+                                        cpu_bf16_interleave_avx512bf16,
+                                        cpu_gemm_bf16_amx,
+                                        "avx512"};
+#endif
+
 static const cpu_kernels *chosen = &kernels_generic;
+/* AMX as this process sees it (the device line), and FA_CPU_ISA=amx's refusal when it cannot run.
+ */
+static char amx_note[160] = "not built (no x86-64 AMX build in this plugin)";
+static char refusal[224];
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 
 #if defined(FA_CPU_HAVE_AVX2) || defined(FA_CPU_HAVE_AVX512) || defined(FA_CPU_HAVE_NEON)
@@ -80,7 +100,8 @@ static int allowed(const char *isa) {
   /* Builds from the widest down: a request allows itself and everything below it. */
   static const char *const order[] = {"avx512", "avx2", "neon", "generic"};
   int want_rank = -1, isa_rank = -1;
-  if (strcmp(want, "avx512bf16") == 0) want = "avx512"; /* and below: asked for by name only */
+  /* and below: asked for by name only */
+  if (strcmp(want, "avx512bf16") == 0 || strcmp(want, "amx") == 0) want = "avx512";
   for (int r = 0; r < 4; ++r) {
     if (strcmp(want, order[r]) == 0) want_rank = r;
     if (strcmp(isa, order[r]) == 0) isa_rank = r;
@@ -89,7 +110,53 @@ static int allowed(const char *isa) {
 }
 #endif
 
+static void choose_isa(void);
+
+#if defined(FA_CPU_HAVE_AMX)
+/* Whether the AMX table may be chosen; asks for the permission only when `ask`, and leaves the
+   state in amx_note (and in refusal when asked for and not given). */
+static int amx_state(int ask) {
+  char why[160];
+  cpu_amx_state st;
+#if defined(FA_CPU_AMX_EMULATED)
+  /* The test build: the tile instructions run on tests/cpu_amx_emu.h's C model. */
+  st = ask ? CPU_AMX_READY : CPU_AMX_PRESENT;
+  snprintf(why, sizeof why, "C emulation of the tile instructions (test build)%s",
+           ask ? "" : "; used with FA_CPU_ISA=amx only");
+#else
+  cpu_amx_facts facts;
+  cpu_amx_read_facts(&facts);
+  st = cpu_amx_decide(&facts, ask ? cpu_amx_request_linux : NULL, why, sizeof why);
+#endif
+  snprintf(amx_note, sizeof amx_note, "%s", st == CPU_AMX_READY ? "in use: " : "");
+  snprintf(amx_note + strlen(amx_note), sizeof amx_note - strlen(amx_note), "%s", why);
+  if (ask && st != CPU_AMX_READY)
+    snprintf(refusal, sizeof refusal, "FA_CPU_ISA=amx asks for the AMX-BF16 products: %s", why);
+  return st == CPU_AMX_READY;
+}
+#endif
+
 static void choose(void) {
+  const char *want_isa = getenv("FA_CPU_ISA");
+  const int want_amx = want_isa && strcmp(want_isa, "amx") == 0;
+#if defined(FA_CPU_HAVE_AMX)
+  if (!want_amx) amx_state(0);
+#endif
+  /* Set here, cleared when the AMX table is chosen: every other way out of choose() has not
+     given what FA_CPU_ISA=amx asked for. */
+  if (want_amx)
+    snprintf(refusal, sizeof refusal, "FA_CPU_ISA=amx asks for the AMX-BF16 products: %s",
+#if defined(FA_CPU_HAVE_AMX)
+             "this CPU runs no AVX-512 build (AMX's tables extend it)"
+#else
+             "this plugin has no AMX build (not x86-64, or the compiler lacks -mamx-bf16)"
+#endif
+    );
+  choose_isa();
+  if (strcmp(chosen->isa, "amx") == 0) refusal[0] = '\0';
+}
+
+static void choose_isa(void) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
   __builtin_cpu_init();
 #if defined(FA_CPU_HAVE_AVX512)
@@ -99,11 +166,16 @@ static void choose(void) {
       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c() &&
       allowed("avx512")) {
     chosen = &kernels_avx512;
+    const char *want = getenv("FA_CPU_ISA");
+    (void)want;
 #if defined(FA_CPU_HAVE_AVX512BF16)
     /* Only when asked for by name until the conformance suite's expected kernel names know it
        (bench/NOTES.md); on a CPU without AVX512-BF16 the request gets avx512. */
-    const char *want = getenv("FA_CPU_ISA");
     if (want && strcmp(want, "avx512bf16") == 0 && has_avx512bf16()) chosen = &kernels_avx512bf16;
+#endif
+#if defined(FA_CPU_HAVE_AMX)
+    /* Asked for by name only: never executed on AMX hardware by this project (README). */
+    if (want && strcmp(want, "amx") == 0 && amx_state(1)) chosen = &kernels_amx;
 #endif
     return;
   }
@@ -119,6 +191,16 @@ static void choose(void) {
   /* Advanced SIMD is part of every AArch64 CPU: nothing to ask the CPU, only FA_CPU_ISA. */
   if (allowed("neon")) chosen = &kernels_neon;
 #endif
+}
+
+const char *cpu_kernels_refusal(void) {
+  pthread_once(&chosen_once, choose);
+  return refusal[0] ? refusal : NULL;
+}
+
+const char *cpu_kernels_amx_note(void) {
+  pthread_once(&chosen_once, choose);
+  return amx_note;
 }
 
 const cpu_kernels *cpu_kernels_get(void) {

@@ -49,7 +49,8 @@
  * multiples of 16. dot_rows: s[r * lds + j] = q_r · K_j (unscaled) for r < rows, j < nc, q_r
  * fp32 at q + r * ldq. pv_rows: o[r * ldo + c] += sum_j p[r * ldp + j] · V_j[c], keys in order.
  *
- * The bf16 products (the avx512bf16 table only, NULL in every other; cpu_bf16dp.c): operands are
+ * The bf16 products (the avx512bf16 and amx tables only, NULL in every other; cpu_bf16dp.c, and
+ * cpu_amx.c for the amx table's gemm_bf16): operands are
  * bf16 pairs along the reduction dimension, one 32-bit word per pair, the even element in the low
  * half. bf16_pairs: dst[i * ldd + p] = the pair (x[i][2p], x[i][2p+1]) of fp32 rows rounded to
  * bf16 (nearest even; an odd n pads with 0). bf16_interleave: dst[c] = the pair (r0[c], r1[c]) of
@@ -66,7 +67,7 @@ enum { CPU_ELEM_F32 = 0, CPU_ELEM_F16 = 1, CPU_ELEM_BF16 = 2 };
 #define CPU_ROWS_DIM_MULTIPLE 16
 
 typedef struct cpu_kernels {
-  const char *isa; /* "avx512bf16", "avx512", "avx2", "neon" or "generic": the probe's line */
+  const char *isa; /* "amx", "avx512bf16", "avx512", "avx2", "neon" or "generic" */
   void (*gemm)(int m, int n, int k, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,
                ptrdiff_t ldb, float *c, ptrdiff_t ldc, int accumulate);
   void (*softmax_tile)(int mr, int nc, float *s, ptrdiff_t lds, float scale, const int *jlo,
@@ -82,18 +83,26 @@ typedef struct cpu_kernels {
                    const void *const *krow, float *s, ptrdiff_t lds);
   void (*pv_rows)(int rows, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,
                   const void *const *vrow, float *o, ptrdiff_t ldo);
-  /* The bf16 products: set in the avx512bf16 table only. */
+  /* The bf16 products: set in the avx512bf16 and amx tables only. */
   void (*bf16_pairs)(int rows, int n, const float *x, ptrdiff_t ldx, uint32_t *dst, ptrdiff_t ldd);
   void (*bf16_interleave)(const uint16_t *r0, const uint16_t *r1, int n, uint32_t *dst);
   void (*gemm_bf16)(int m, int n, int k2, const uint32_t *a, ptrdiff_t lda, const uint32_t *b,
                     ptrdiff_t ldb, float *c, ptrdiff_t ldc, int accumulate);
-  /* The build the fp32 kernels of this table come from ("avx512" for the avx512bf16 table, which
-     shares them): the name of every kernel that does not use the bf16 products. */
+  /* The build the fp32 kernels of this table come from ("avx512" for the avx512bf16 and amx
+     tables, which share them): the name of every kernel that does not use the bf16 products. */
   const char *fp32_isa;
 } cpu_kernels;
 
 /* The best build for this CPU; chosen once, thread-safe. */
 const cpu_kernels *cpu_kernels_get(void);
+
+/* Why this process's FA_CPU_ISA request cannot be met (FA_CPU_ISA=amx where AMX cannot run), or
+   NULL: the backend then refuses every request with this reason. */
+const char *cpu_kernels_refusal(void);
+
+/* AMX's state for the device line: "in use: ...", why it cannot run, or that it is present but
+   not asked for. */
+const char *cpu_kernels_amx_note(void);
 
 /* Each per-ISA build names its functions <name>_<isa>. */
 #define CPU_KERNEL_DECLS(isa)                                                                      \

@@ -1,0 +1,54 @@
+/*
+ * cpu_amx.h: whether the AMX-BF16 tile products (cpu_amx.c) may run in this process, and why not.
+ *
+ * AMX needs three things: the CPU's tile instructions (CPUID leaf 7 subleaf 0, EDX bit 24
+ * AMX-TILE and bit 22 AMX-BF16), the OS's tile state enabled (XCR0 bits 17 XTILECFG and 18
+ * XTILEDATA), and, on Linux 5.16 and later, the process's permission for the large tile data
+ * state, asked once with arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA): without it the
+ * first tile instruction kills the process with SIGILL. The forward's AMX path also converts P
+ * to bf16 pairs with AVX512-BF16 (cpu_bf16dp.c), so that is required too.
+ *
+ * The permission is asked only when FA_CPU_ISA=amx asks for the AMX products (it makes every
+ * signal frame of the process larger); otherwise only the facts are read, for the device line.
+ */
+#ifndef FA_CPU_AMX_H
+#define FA_CPU_AMX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What the CPU and the OS report (read by cpu_amx_read_facts, or made up by a test). */
+typedef struct cpu_amx_facts {
+  int amx_tile, amx_bf16; /* CPUID.(7,0):EDX bits 24, 22 */
+  int avx512bf16;         /* CPUID.(7,1):EAX bit 5 */
+  int osxsave;            /* CPUID.1:ECX bit 27: XGETBV may be used */
+  uint64_t xcr0;          /* XGETBV(0), 0 without OSXSAVE */
+} cpu_amx_facts;
+
+typedef enum cpu_amx_state {
+  CPU_AMX_NO = 0,  /* cannot run: the reason says why */
+  CPU_AMX_PRESENT, /* CPU and OS have it; the permission was not asked */
+  CPU_AMX_READY    /* the permission was granted: the tile products may run */
+} cpu_amx_state;
+
+/* Asks the OS for the tile data state; returns 0 when granted, else an errno value. */
+typedef int (*cpu_amx_request_fn)(void);
+
+/* The decision from the facts: CPU_AMX_NO with the reason in why; CPU_AMX_PRESENT when request is
+   NULL; else request() is called and its refusal (non-zero) gives CPU_AMX_NO with its errno in
+   the reason. Pure apart from request(), so a test drives every branch. */
+cpu_amx_state cpu_amx_decide(const cpu_amx_facts *facts, cpu_amx_request_fn request, char *why,
+                             size_t n);
+
+/* This machine's facts (all 0 off x86-64). */
+void cpu_amx_read_facts(cpu_amx_facts *facts);
+
+/* Linux's permission request (ARCH_REQ_XCOMP_PERM, then ARCH_GET_XCOMP_PERM to confirm): 0 or an
+   errno value; ENOSYS off Linux x86-64. */
+int cpu_amx_request_linux(void);
+
+/* The AMX-BF16 tile product: cpu_kernels.h's gemm_bf16 on tiles (cpu_amx.c). */
+void cpu_gemm_bf16_amx(int m, int n, int k2, const uint32_t *a, ptrdiff_t lda, const uint32_t *b,
+                       ptrdiff_t ldb, float *c, ptrdiff_t ldc, int accumulate);
+
+#endif /* FA_CPU_AMX_H */

@@ -1,0 +1,49 @@
+# The CPU backend's AMX-BF16 path (backends/cpu/cpu_amx*.c). Included by tests/CMakeLists.txt.
+#
+# cpu.amx_detect: the detection's decision for made-up CPUID/XCR0 facts and a refused or granted
+# permission request (every branch), and on this machine FA_CPU_ISA=amx refused with the reason
+# where AMX cannot run (the reason checked against this CPU's CPUID).
+add_executable(cpu_amx_detect cpu_amx_detect.c ${PROJECT_SOURCE_DIR}/backends/cpu/cpu_amx_detect.c)
+target_include_directories(cpu_amx_detect PRIVATE ${PROJECT_SOURCE_DIR}/backends/cpu)
+target_link_libraries(cpu_amx_detect PRIVATE fa_testutil flashattn m)
+target_compile_options(cpu_amx_detect PRIVATE ${FA_WARNINGS})
+add_test(NAME cpu.amx_detect COMMAND cpu_amx_detect)
+set_tests_properties(cpu.amx_detect PROPERTIES LABELS "cpu" ENVIRONMENT FA_CPU_ISA=amx)
+
+# Where the plugin has the AMX build: a second libfa_cpu.so, in lib/amx-emulated/, whose cpu_amx.c
+# runs on tests/cpu_amx_emu.h (a C model of the tile instructions; never installed), and the bf16
+# forward through it with FA_CPU_ISA=amx against a float64 reference (test_cpu_bf16dp --isa amx).
+if(TARGET fa_cpu)
+  get_target_property(fa_cpu_defs fa_cpu COMPILE_DEFINITIONS)
+  if("FA_CPU_HAVE_AMX" IN_LIST fa_cpu_defs)
+    get_target_property(fa_cpu_dir fa_cpu SOURCE_DIR)
+    get_target_property(fa_cpu_sources fa_cpu SOURCES)
+    set(fa_cpu_emulated_sources)
+    foreach(src IN LISTS fa_cpu_sources)
+      if(src STREQUAL "cpu_amx.c")
+        continue() # the real instructions: replaced by the emulated object below
+      elseif(src MATCHES "^\\$<")
+        list(APPEND fa_cpu_emulated_sources ${src}) # the kernel builds' objects, shared
+      else()
+        list(APPEND fa_cpu_emulated_sources ${fa_cpu_dir}/${src})
+      endif()
+    endforeach()
+    add_library(fa_cpu_amx_emu_kernel OBJECT ${fa_cpu_dir}/cpu_amx.c)
+    target_compile_definitions(fa_cpu_amx_emu_kernel PRIVATE CPU_AMX_EMULATE)
+    target_include_directories(fa_cpu_amx_emu_kernel PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+    target_compile_options(fa_cpu_amx_emu_kernel PRIVATE ${FA_WARNINGS} -fPIC)
+    target_link_libraries(fa_cpu_amx_emu_kernel PRIVATE flashattn)
+    add_library(fa_cpu_amx_emulated MODULE ${fa_cpu_emulated_sources}
+                $<TARGET_OBJECTS:fa_cpu_amx_emu_kernel>)
+    set_target_properties(fa_cpu_amx_emulated PROPERTIES OUTPUT_NAME fa_cpu PREFIX lib
+                          LIBRARY_OUTPUT_DIRECTORY ${CMAKE_LIBRARY_OUTPUT_DIRECTORY}/amx-emulated)
+    target_compile_definitions(fa_cpu_amx_emulated PRIVATE ${fa_cpu_defs} FA_CPU_AMX_EMULATED)
+    target_include_directories(fa_cpu_amx_emulated PRIVATE ${fa_cpu_dir})
+    target_link_libraries(fa_cpu_amx_emulated PRIVATE flashattn OpenMP::OpenMP_C Threads::Threads m)
+    target_compile_options(fa_cpu_amx_emulated PRIVATE ${FA_WARNINGS})
+    add_dependencies(test_cpu_bf16dp fa_cpu_amx_emulated)
+    add_test(NAME cpu.amx_emulated COMMAND test_cpu_bf16dp --isa amx)
+    set_tests_properties(cpu.amx_emulated PROPERTIES LABELS "cpu" SKIP_RETURN_CODE 77
+      ENVIRONMENT "FA_CPU_ISA=amx;FA_PLUGIN_PATH=${CMAKE_LIBRARY_OUTPUT_DIRECTORY}/amx-emulated")
+  endif()
+endif()
