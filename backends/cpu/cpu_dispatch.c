@@ -113,9 +113,9 @@ static int allowed(const char *isa) {
 static void choose_isa(void);
 
 #if defined(FA_CPU_HAVE_AMX)
-/* Whether the AMX table may be chosen; asks for the permission only when `ask`, and leaves the
-   state in amx_note (and in refusal when asked for and not given). */
-static int amx_state(int ask) {
+/* AMX's state; asks for the permission only when `ask`, and leaves the state in amx_note (and in
+   refusal when asked for and not given). */
+static cpu_amx_state amx_state(int ask) {
   char why[160];
   cpu_amx_state st;
 #if defined(FA_CPU_AMX_EMULATED)
@@ -132,26 +132,26 @@ static int amx_state(int ask) {
   snprintf(amx_note + strlen(amx_note), sizeof amx_note - strlen(amx_note), "%s", why);
   if (ask && st != CPU_AMX_READY)
     snprintf(refusal, sizeof refusal, "FA_CPU_ISA=amx asks for the AMX-BF16 products: %s", why);
-  return st == CPU_AMX_READY;
+  return st;
 }
 #endif
 
 static void choose(void) {
   const char *want_isa = getenv("FA_CPU_ISA");
   const int want_amx = want_isa && strcmp(want_isa, "amx") == 0;
-#if defined(FA_CPU_HAVE_AMX)
-  if (!want_amx) amx_state(0);
-#endif
+  const char *prefix = "FA_CPU_ISA=amx asks for the AMX-BF16 products";
   /* Set here, cleared when the AMX table is chosen: every other way out of choose() has not
-     given what FA_CPU_ISA=amx asked for. */
-  if (want_amx)
-    snprintf(refusal, sizeof refusal, "FA_CPU_ISA=amx asks for the AMX-BF16 products: %s",
+     given what FA_CPU_ISA=amx asked for. The facts alone (no permission asked) for the note. */
 #if defined(FA_CPU_HAVE_AMX)
-             "this CPU runs no AVX-512 build (AMX's tables extend it)"
+  const int amx_no = amx_state(0) == CPU_AMX_NO;
+  if (want_amx)
+    snprintf(refusal, sizeof refusal, "%s: %s", prefix,
+             amx_no ? amx_note : "this CPU runs no AVX-512 build (the AMX table extends it)");
 #else
-             "this plugin has no AMX build (not x86-64, or the compiler lacks -mamx-bf16)"
+  if (want_amx)
+    snprintf(refusal, sizeof refusal, "%s: %s", prefix,
+             "this plugin has no AMX build (not x86-64, or the compiler lacks -mamx-bf16)");
 #endif
-    );
   choose_isa();
   if (strcmp(chosen->isa, "amx") == 0) refusal[0] = '\0';
 }
@@ -175,7 +175,7 @@ static void choose_isa(void) {
 #endif
 #if defined(FA_CPU_HAVE_AMX)
     /* Asked for by name only: never executed on AMX hardware by this project (README). */
-    if (want && strcmp(want, "amx") == 0 && amx_state(1)) chosen = &kernels_amx;
+    if (want && strcmp(want, "amx") == 0 && amx_state(1) == CPU_AMX_READY) chosen = &kernels_amx;
 #endif
     return;
   }
