@@ -2,7 +2,7 @@
  * conformance.c: the one suite every backend runs.
  *
  *   conformance --backend <cpu|cuda|hip|opencl> [--quick|--full] [--filter substr] [--list]
- *               [--require feature,feature,...]
+ *               [--require feature,feature,...] [--kernel-family F] [--kernel-prefix P]
  *
  * --quick (or FA_CONFORMANCE_QUICK=1) runs the cheapest cases that still cover every feature value;
  * the full list takes about a minute of CPU time in a Release build and about eight under
@@ -38,6 +38,13 @@
  *
  * Device backends: every tensor the library reads or writes (index and slope tensors included) is
  * put in the backend's memory through the DEVICE HOOK below, and copied back whole before a check.
+ *
+ * --kernel-family F sets params.kernel_family = F in every call (a family the backend does not
+ * know is refused, and counts as a skip or failure like any refusal). --kernel-prefix P: the
+ * kernel names expected on the cuda backend start with P instead of "cuda.fa2.sm80" (the fields
+ * after it are the same), so the same binary checks a plugin standing in for the CUDA backend,
+ * such as the HIP kernels' test plugin ("cuda.hipgen", or "cuda.hipgen.mfma" with
+ * --kernel-family mfma; tests/gpu/h200_hip_generic.sh).
  *
  * Inputs are seeded per run (printed; FA_TEST_SEED replays) and per case name, so
  * "FA_TEST_SEED=<seed> conformance --backend cpu --filter <case>" reproduces one case exactly.
@@ -196,7 +203,9 @@ typedef struct backend_ctx {
   const char *name;
   const dev_ops *ops;
   const fa_backend_desc *desc;
-  const char *require; /* --require's comma list, or NULL */
+  const char *require;       /* --require's comma list, or NULL */
+  const char *kernel_family; /* --kernel-family: params.kernel_family of every call, or NULL */
+  const char *cuda_prefix;   /* --kernel-prefix: the cuda backend's kernel names start with it */
   int probe_ok[P_COUNT];
   char probe_why[P_COUNT][256];
 } backend_ctx;
@@ -625,11 +634,12 @@ static const char *cpu_expected_isa_for(const char *op, fa_dtype dt, int64_t d, 
 
 /* The CUDA backend's FlashAttention-2 kernels (backends/cuda/fa2_sm80, also on sm_89 and sm_90):
    "cuda.fa2.sm80.<fwd|bwd>.<dtype>.hd<D>" then ".causal", ".window", ".softcap" in that order
-   (head_dim_v is always head_dim there). Other ops (kvcache) are not named yet: 0. */
-static int cuda_expected(const char *op, fa_dtype dt, int64_t d, int causal, int window,
-                         int softcap, char *buf, size_t n) {
+   (head_dim_v is always head_dim there); prefix: "cuda.fa2.sm80" or --kernel-prefix's. Other ops
+   (kvcache) are not named yet: 0. */
+static int cuda_expected(const char *prefix, const char *op, fa_dtype dt, int64_t d, int causal,
+                         int window, int softcap, char *buf, size_t n) {
   if (strcmp(op, "fwd") != 0 && strcmp(op, "bwd") != 0) return 0;
-  snprintf(buf, n, "cuda.fa2.sm80.%s.%s.hd%lld%s%s%s", op, tu_dtype_name(dt), (long long)d,
+  snprintf(buf, n, "%s.%s.%s.hd%lld%s%s%s", prefix, op, tu_dtype_name(dt), (long long)d,
            causal ? ".causal" : "", window ? ".window" : "", softcap ? ".softcap" : "");
   return 1;
 }
@@ -648,7 +658,8 @@ static int opencl_expected(const char *op, fa_dtype dt, int64_t d, int causal, i
 static int expected_kernel(const backend_ctx *bk, const conf_case *c, int bwd, int splits,
                            char *buf, size_t n) {
   if (!strcmp(bk->name, "cuda"))
-    return cuda_expected(bwd ? "bwd" : "fwd", c->dtype, c->d, c->cm != CM_NONE, 0, 0, buf, n);
+    return cuda_expected(bk->cuda_prefix, bwd ? "bwd" : "fwd", c->dtype, c->d, c->cm != CM_NONE, 0,
+                         0, buf, n);
   if (!strcmp(bk->name, "opencl"))
     return opencl_expected(bwd ? "bwd" : "fwd", c->dtype, c->d, c->cm != CM_NONE, 0, 0, buf, n);
   if (strcmp(bk->name, "cpu") != 0) return 0;
@@ -838,6 +849,7 @@ static int run_case(const conf_case *c, const backend_ctx *bk, uint64_t run_seed
   fa_params_init(&params);
   params.backend = bk->id;
   params.strict = 1;
+  params.kernel_family = bk->kernel_family;
   params.softmax_scale = c->scale;
   params.causal = c->cm != CM_NONE;
   params.causal_align = c->cm == CM_TL ? FA_CAUSAL_TOP_LEFT : FA_CAUSAL_BOTTOM_RIGHT;
@@ -1400,7 +1412,8 @@ static void mark_fquick(fcase_list *L) {
 static int fexpected_kernel(const backend_ctx *bk, const fcase *c, const char *op, int splits,
                             char *buf, size_t n) {
   if (!strcmp(bk->name, "cuda"))
-    return cuda_expected(op, c->dtype, c->d, c->cm != CM_NONE, c->win, c->softcap > 0.0f, buf, n);
+    return cuda_expected(bk->cuda_prefix, op, c->dtype, c->d, c->cm != CM_NONE, c->win,
+                         c->softcap > 0.0f, buf, n);
   if (!strcmp(bk->name, "opencl"))
     return opencl_expected(op, c->dtype, c->d, c->cm != CM_NONE, c->win, c->softcap > 0.0f, buf, n);
   if (strcmp(bk->name, "cpu") != 0) return 0;
@@ -1674,6 +1687,7 @@ static void fparams(const fcase *c, const backend_ctx *bk, const ref_ext *x, fa_
   fa_params_init(params);
   params->backend = bk->id;
   params->strict = 1;
+  params->kernel_family = bk->kernel_family;
   params->softmax_scale = c->scale;
   params->causal = c->cm != CM_NONE;
   params->causal_align = c->cm == CM_TL ? FA_CAUSAL_TOP_LEFT : FA_CAUSAL_BOTTOM_RIGHT;
@@ -2514,6 +2528,7 @@ static void probe_layouts(backend_ctx *bk) {
       fa_params_init(&params);
       params.backend = bk->id;
       params.strict = 1;
+      params.kernel_family = bk->kernel_family;
       fa_run_info plan;
       fa_run_info_init(&plan);
       fa_status st = fa_plan_forward(&params, &d[0].view, &d[1].view, &d[2].view, &d[3].view,
@@ -2539,18 +2554,22 @@ static void probe_layouts(backend_ctx *bk) {
 static void usage(void) {
   fprintf(stderr,
           "usage: conformance --backend <cpu|cuda|hip|opencl> [--quick|--full] [--filter substr] "
-          "[--list] [--require f1,f2,...]\n"
+          "[--list] [--require f1,f2,...] [--kernel-family F] [--kernel-prefix P]\n"
           "  --quick   a subset that still covers every feature (also FA_CONFORMANCE_QUICK=1)\n"
           "  --full    every case (the default)\n"
           "  --require needs whose cases must not be skipped: fa_backend_info's feature names\n"
           "            (window,softcap,alibi,dropout,varlen,paged_kv,split_kv,kvcache,hd512,\n"
           "            deterministic,f32,dv_ne_dk,...) or the suite's layout probes\n"
           "            (strided_last_dim,unaligned)\n"
+          "  --kernel-family  params.kernel_family of every call\n"
+          "  --kernel-prefix  the prefix of the cuda backend's kernel names (default "
+          "cuda.fa2.sm80)\n"
           "  FA_TEST_SEED=<n> replays a run's inputs; FA_TEST_THREADS sets reference threads\n");
 }
 
 int main(int argc, char **argv) {
-  const char *backend = NULL, *filter = NULL, *require = NULL;
+  const char *backend = NULL, *filter = NULL, *require = NULL, *family = NULL;
+  const char *cuda_prefix = "cuda.fa2.sm80";
   /* FA_CONFORMANCE_QUICK=1 picks the subset where a command line cannot be changed (CTest). */
   const char *env_quick = getenv("FA_CONFORMANCE_QUICK");
   int quick = env_quick && *env_quick && strcmp(env_quick, "0") != 0, list = 0;
@@ -2561,6 +2580,10 @@ int main(int argc, char **argv) {
       filter = argv[++i];
     else if (!strcmp(argv[i], "--require") && i + 1 < argc)
       require = argv[++i];
+    else if (!strcmp(argv[i], "--kernel-family") && i + 1 < argc)
+      family = argv[++i];
+    else if (!strcmp(argv[i], "--kernel-prefix") && i + 1 < argc)
+      cuda_prefix = argv[++i];
     else if (!strcmp(argv[i], "--quick"))
       quick = 1;
     else if (!strcmp(argv[i], "--full"))
@@ -2641,6 +2664,8 @@ int main(int argc, char **argv) {
   bk.ops = NULL;
   bk.desc = desc;
   bk.require = require;
+  bk.kernel_family = family;
+  bk.cuda_prefix = cuda_prefix;
   fa_device_kind kind = id == FA_BACKEND_CPU    ? FA_DEVICE_CPU
                         : id == FA_BACKEND_CUDA ? FA_DEVICE_CUDA
                         : id == FA_BACKEND_HIP  ? FA_DEVICE_HIP

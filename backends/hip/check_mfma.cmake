@@ -1,9 +1,11 @@
 # cmake -DBUNDLE=<hg_kernels.hsaco> -DARCHS="gfx90a;gfx940" -DBUNDLER=<clang-offload-bundler>
 #       -DOBJDUMP=<llvm-objdump> -DWORK=<folder> -P check_mfma.cmake
 # The HIP plugin's code objects hold real CDNA matrix code: for each architecture, the bundle is
-# unbundled and disassembled, and every MFMA forward kernel (hg_fwd_mfma_*) must contain v_mfma_*
-# instructions, while the generic kernels must contain none (they are the no-matrix path). The
-# per-kernel counts are printed.
+# unbundled and disassembled, and every MFMA kernel must contain v_mfma_* instructions, at least
+# one per product that is not a loop over the head dim: the forward (hg_fwd_mfma_*) S = Q·Kᵀ (a
+# loop) and O += P·V (two 16-deep steps per output tile): >= 3; the backward (hg_bwd_main_mfma_*)
+# Sᵀ and dPᵀ (loops), dV, dK and dQ (at least one step each): >= 5. The generic kernels must
+# contain none (they are the no-matrix path). The per-kernel counts are printed.
 file(MAKE_DIRECTORY "${WORK}")
 foreach(arch ${ARCHS})
   set(co "${WORK}/hg_kernels.${arch}.co")
@@ -44,17 +46,23 @@ foreach(arch ${ARCHS})
     endif()
     message(STATUS "${arch} ${fn}: ${count} v_mfma ${kinds}")
     math(EXPR total "${total} + ${count}")
+    set(least 0)
     if(fn MATCHES "^hg_fwd_mfma_")
+      set(least 3)
+    elseif(fn MATCHES "^hg_bwd_main_mfma_")
+      set(least 5)
+    endif()
+    if(least GREATER 0)
       math(EXPR mfma_kernels "${mfma_kernels} + 1")
-      if(count EQUAL 0)
-        message(FATAL_ERROR "${arch}: ${fn} has no v_mfma instruction")
+      if(count LESS least)
+        message(FATAL_ERROR "${arch}: ${fn} has ${count} v_mfma instructions, fewer than ${least}")
       endif()
     elseif(fn MATCHES "^hg_" AND count GREATER 0)
       message(FATAL_ERROR "${arch}: the generic kernel ${fn} has ${count} v_mfma instructions")
     endif()
   endforeach()
-  if(NOT mfma_kernels EQUAL 6)
-    message(FATAL_ERROR "${arch}: ${mfma_kernels} hg_fwd_mfma_* kernels found, expected 6")
+  if(NOT mfma_kernels EQUAL 12)
+    message(FATAL_ERROR "${arch}: ${mfma_kernels} MFMA kernels found, expected 12")
   endif()
   message(STATUS "${arch}: ${total} v_mfma instructions in ${mfma_kernels} MFMA kernels")
 endforeach()

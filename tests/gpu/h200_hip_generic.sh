@@ -1,36 +1,45 @@
 #!/usr/bin/env bash
-# h200_hip_generic.sh: the HIP backend's generic kernels (backends/hip/generic, written against
+# h200_hip_generic.sh: the HIP backend's kernels (backends/hip/generic, written against
 # backends/hip/portable/fa_gpu_portable.h) run on the H200, compiled by nvcc into the
 # hip-generic-on-cuda test plugin (issue 9: the proof of the port's indexing, masking, softmax
-# and backward where no AMD GPU exists). From an already-built tree:
+# and backward where no AMD GPU exists): the generic kernels, and the MFMA kernels (kernel_family
+# "mfma", cdna/) with the matrix instruction itself emulated by its documented semantics
+# (cdna/hg_mfma_emu.h), i.e. everything of them but the instruction. From an already-built tree:
 #
 #   bash tests/gpu/h200_hip_generic.sh [--build DIR] [--quick] [--no-memcheck]
+#                                      [--families "generic mfma"]
 #
 # Runs only binaries (never cmake): the build folder (default build/release) must have been
-# configured with nvcc found (it then holds lib/hip_generic_on_cuda/libfa_cuda.so and
-# bin/conformance_hipgen). Every step runs with FA_PLUGIN_PATH set to lib/hip_generic_on_cuda,
-# so the "cuda" backend the library loads is the test plugin (kernels "cuda.hipgen.*", kernel
-# family "hipgen"); the CUDA backend itself is not involved. Steps, PASS / FAIL in the summary:
-#   fa-info      fa_backend_info: cuda available, kernel families "hipgen"
-#   conformance  bin/conformance_hipgen --backend cuda (tests/conformance.c with the test
-#                plugin's kernel-name prefix, see backends/hip/on_cuda/hgc_conformance.cmake)
-#                --require f16,bf16,causal,causal_top_left,gqa,mqa,lse,bwd,window,softcap,
-#                deterministic,strided_last_dim,unaligned,hd256; every case (--quick: the subset)
-#   memcheck     compute-sanitizer memcheck, --quick subset, the .d256. and the .tl. cases
-#   racecheck    compute-sanitizer racecheck, --quick subset, the s257x* cases (several tiles)
-# Files in $OUT (default /tmp/out): machine.txt (fa-info), conformance_hipgen.log, the sanitizer
-# logs, summary.txt. Exit status 0 when no step failed. Under 9 minutes (280 s + 3 x 90 s).
+# configured with nvcc found (it then holds lib/hip_generic_on_cuda/libfa_cuda.so). Every step
+# runs with FA_PLUGIN_PATH set to lib/hip_generic_on_cuda, so the "cuda" backend the library
+# loads is the test plugin (kernels "cuda.hipgen.*", kernel families "hipgen ..."); the CUDA
+# backend itself is not involved. Steps, PASS / FAIL in the summary, per family F:
+#   fa-info          fa_backend_info: cuda available, kernel families "hipgen ..."
+#   conformance-F    bin/conformance --backend cuda --kernel-prefix cuda.hipgen[.mfma]
+#                    [--kernel-family mfma] --require f16,bf16,causal,causal_top_left,gqa,mqa,
+#                    lse,bwd,window,softcap,deterministic,strided_last_dim,unaligned,hd256;
+#                    every case (--quick: the subset); CONF_SECS (default 200) seconds
+#   memcheck-F       compute-sanitizer memcheck, --quick subset, the .d256. and the .tl. cases
+#   racecheck-F      compute-sanitizer racecheck, --quick subset, the s257x* cases (several tiles)
+#                    (sanitizer steps SAN_SECS each, default 60)
+# Files in $OUT (default /tmp/out): machine.txt (fa-info), conformance_hipgen_F.log, the
+# sanitizer logs, summary.txt. Exit status 0 when no step failed. Limits: 200 + 3 x 60 s per
+# family; both families (760 s) do not fit a 600 s call: one family per call (--families mfma).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 
 BUILD=build/release
 QUICK=0
 DO_MEMCHECK=1
+FAMILIES="generic mfma"
+CONF_SECS=${CONF_SECS:-200}
+SAN_SECS=${SAN_SECS:-60}
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=${2:?--build needs a folder}; shift ;;
     --quick) QUICK=1 ;;
     --no-memcheck) DO_MEMCHECK=0 ;;
+    --families) FAMILIES=${2:?--families needs a list}; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "h200_hip_generic: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -59,57 +68,65 @@ else
   record fa-info FAIL "fa-info not built"
 fi
 
-banner "conformance (hip generic kernels through nvcc)"
-log="$OUT/conformance_hipgen.log"
-if need_bin conformance_hipgen; then
-  args=(--backend cuda --require "$REQUIRE")
-  [ "$QUICK" -eq 1 ] && args+=(--quick)
-  echo "FA_PLUGIN_PATH=$FA_PLUGIN_PATH $BIN/conformance_hipgen ${args[*]}"
-  timeout 280 "$BIN/conformance_hipgen" "${args[@]}" 2>&1 | tee "$log"
-  rc=${PIPESTATUS[0]}
-  tally=$(grep -E '^conformance: [0-9]+ passed' "$log" | tail -1 | sed 's/^conformance: //')
-  case $rc in
-    0) record conformance PASS "$tally" ;;
-    77) record conformance FAIL "skipped: $(grep -m1 '^SKIP: ' "$log")" ;;
-    124) record conformance FAIL "timed out after 280 s; ${tally:-no tally}" ;;
-    *) record conformance FAIL "exit status $rc; ${tally:-no tally}; grep -A8 '^FAIL' $log" ;;
-  esac
-else
-  record conformance FAIL "conformance_hipgen not built"
-fi
+# compute-sanitizer from PATH or the CUDA toolkit's usual folders (as h200_check.sh finds it).
+SANITIZER=$(command -v compute-sanitizer 2>/dev/null)
+for d in /usr/local/cuda/bin /usr/local/cuda-*/bin /opt/cuda/bin /usr/local/cuda/compute-sanitizer; do
+  [ -z "$SANITIZER" ] && [ -x "$d/compute-sanitizer" ] && SANITIZER=$d/compute-sanitizer
+done
 
-if [ "$DO_MEMCHECK" -eq 1 ]; then
+for fam in $FAMILIES; do
+  case $fam in
+    generic) fargs=(--kernel-prefix cuda.hipgen) ;;
+    mfma) fargs=(--kernel-family mfma --kernel-prefix cuda.hipgen.mfma) ;;
+    *) record "conformance-$fam" FAIL "unknown family (generic, mfma)"; continue ;;
+  esac
+  banner "conformance-$fam (hip kernels through nvcc)"
+  log="$OUT/conformance_hipgen_$fam.log"
+  if need_bin conformance; then
+    args=(--backend cuda "${fargs[@]}" --require "$REQUIRE")
+    [ "$QUICK" -eq 1 ] && args+=(--quick)
+    echo "FA_PLUGIN_PATH=$FA_PLUGIN_PATH $BIN/conformance ${args[*]}"
+    timeout "$CONF_SECS" "$BIN/conformance" "${args[@]}" 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    tally=$(grep -E '^conformance: [0-9]+ passed' "$log" | tail -1 | sed 's/^conformance: //')
+    case $rc in
+      0) record "conformance-$fam" PASS "$tally" ;;
+      77) record "conformance-$fam" FAIL "skipped: $(grep -m1 '^SKIP: ' "$log")" ;;
+      124) record "conformance-$fam" FAIL "timed out after $CONF_SECS s; ${tally:-no tally}" ;;
+      *) record "conformance-$fam" FAIL "exit status $rc; ${tally:-no tally}; grep -A8 '^FAIL' $log" ;;
+    esac
+  else
+    record "conformance-$fam" FAIL "conformance not built"
+  fi
+
+  [ "$DO_MEMCHECK" -eq 1 ] || continue
   # memcheck (out-of-bounds accesses of the tile loops) on the head-dim-256 and top-left causal
-  # cases, racecheck (shared-memory hazards: the barriers around the K/V, Q/dO and dS tiles) on
-  # the cases with 257 query rows (several query and key tiles); --quick subset, 90 s each.
-  # compute-sanitizer from PATH or the CUDA toolkit's usual folders (as h200_check.sh finds it).
-  SANITIZER=$(command -v compute-sanitizer 2>/dev/null)
-  for d in /usr/local/cuda/bin /usr/local/cuda-*/bin /opt/cuda/bin /usr/local/cuda/compute-sanitizer; do
-    [ -z "$SANITIZER" ] && [ -x "$d/compute-sanitizer" ] && SANITIZER=$d/compute-sanitizer
-  done
+  # cases, racecheck (shared-memory hazards: the barriers around the K/V, Q/dO, score and dS
+  # tiles, and the MFMA emulation's per-wave barriers) on the cases with 257 query rows (several
+  # query and key tiles); --quick subset.
   for run in "memcheck .d256." "memcheck .tl." "racecheck s257x"; do
     set -- $run
     tool=$1 filter=$2
-    banner "compute-sanitizer $tool (--quick --filter $filter)"
-    mlog="$OUT/${tool}_hipgen${filter//./_}.log"
+    banner "compute-sanitizer $tool, $fam (--quick --filter $filter)"
+    mlog="$OUT/${tool}_hipgen_${fam}${filter//./_}.log"
     if [ -z "$SANITIZER" ]; then
-      record "$tool" FAIL "compute-sanitizer not found"
-    elif need_bin conformance_hipgen; then
-      timeout 90 "$SANITIZER" --tool "$tool" --error-exitcode 99 "$BIN/conformance_hipgen" \
-        --backend cuda --quick --filter "$filter" > "$mlog" 2>&1
+      record "$tool-$fam" FAIL "compute-sanitizer not found"
+    elif need_bin conformance; then
+      timeout "$SAN_SECS" "$SANITIZER" --tool "$tool" --error-exitcode 99 "$BIN/conformance" \
+        --backend cuda "${fargs[@]}" --quick --filter "$filter" > "$mlog" 2>&1
       mrc=$?
       tally=$(grep -E '^conformance: [0-9]+ passed' "$mlog" | tail -1 | sed 's/^conformance: //')
       hazards=$(grep -cE '^========= (Invalid|Error|Race|Program hit)' "$mlog")
       case $mrc in
-        0) record "$tool" PASS "$filter: ${tally:-no tally}, no errors" ;;
-        124) record "$tool" FAIL "$filter: timed out after 90 s; ${tally:-no tally}" ;;
-        *) record "$tool" FAIL "$filter: exit status $mrc, $hazards error lines; see $mlog" ;;
+        0) record "$tool-$fam" PASS "$filter: ${tally:-no tally}, no errors" ;;
+        124) record "$tool-$fam" FAIL "$filter: timed out after $SAN_SECS s; ${tally:-no tally}" ;;
+        *) record "$tool-$fam" FAIL "$filter: exit status $mrc, $hazards error lines; see $mlog" ;;
       esac
     else
-      record "$tool" FAIL "conformance_hipgen not built"
+      record "$tool-$fam" FAIL "conformance not built"
     fi
   done
-fi
+done
 
 print_steps | tee "$OUT/summary.txt"
 steps_status

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backends/hip/cdna/hg_mfma_layout.h"
 #include "backends/hip/generic/hg_host.h"
 #include "backends/hip/hip_arch.h"
 #include "flash_attn.h"
@@ -264,7 +265,15 @@ static void check_decide(void) {
   for (int d = 8; d <= 256; d += 8)
     CHECK(HG_FWD_SMEM(d) <= 48 * 1024 && HG_BWD_SMEM(HG_HD_CLASS(d), d) <= 48 * 1024,
           "hd%d needs %zu / %zu bytes", d, HG_FWD_SMEM(d), HG_BWD_SMEM(HG_HD_CLASS(d), d));
-  /* The MFMA forward: asked for by kernel_family, where the device has it, forward only. */
+  /* The MFMA kernels fit the 64 KiB LDS of every CDNA GPU, and the test plugin's 64 KiB less the
+     MFMA emulation's static shared memory. */
+  for (int d = 8; d <= 256; d += 8)
+    CHECK(HG_FWD_MFMA_SMEM(d) + HG_MFMA_EMU_SMEM <= 64 * 1024 &&
+              HG_BWD_MFMA_SMEM(HG_HD_CLASS(d), d) + HG_MFMA_EMU_SMEM <= 64 * 1024,
+          "mfma hd%d needs %zu / %zu bytes", d, HG_FWD_MFMA_SMEM(d),
+          HG_BWD_MFMA_SMEM(HG_HD_CLASS(d), d));
+  /* The MFMA kernels: asked for by kernel_family, where the device has them (or, in the test
+     plugin, their emulation). */
   make_req(&s, FA_OP_FORWARD, 256, 2, 2, FA_DEVICE_HIP);
   s.p.kernel_family = "mfma";
   hg_decide(&s.r, &hip, &dec);
@@ -275,17 +284,37 @@ static void check_decide(void) {
   CHECK(!dec.supported && strstr(dec.reason, "no MFMA kernels"), "mfma on cuda: '%s'", dec.reason);
   make_req(&s, FA_OP_BACKWARD, 64, 2, 2, FA_DEVICE_HIP);
   s.p.kernel_family = "mfma";
+  s.p.causal = 1;
   hg_decide(&s.r, &hip, &dec);
-  CHECK(!dec.supported && strstr(dec.reason, "forward only"), "mfma bwd: '%s'", dec.reason);
+  CHECK(dec.supported && !strcmp(dec.kernel, "hip.generic.mfma.bwd.bf16.hd64.causal"),
+        "mfma bwd: %d '%s' '%s'", dec.supported, dec.kernel, dec.reason);
+  s.r.device.kind = FA_DEVICE_CUDA;
+  const hg_target cu_emu = {"cuda.hipgen", FA_DEVICE_CUDA, "the test plugin",
+                            64 * 1024 - HG_MFMA_EMU_SMEM, 1};
+  hg_decide(&s.r, &cu_emu, &dec);
+  CHECK(dec.supported && !strcmp(dec.kernel, "cuda.hipgen.mfma.bwd.bf16.hd64.causal"),
+        "mfma bwd emulated: %d '%s' '%s'", dec.supported, dec.kernel, dec.reason);
+  /* The MFMA backward at head dim 128 needs more than the generic one: an LDS of the generic's
+     size refuses it, naming the bytes. */
+  make_req(&s, FA_OP_BACKWARD, 128, 2, 2, FA_DEVICE_HIP);
+  s.p.kernel_family = "mfma";
+  hg_target small = hip;
+  small.smem_limit = (int64_t)HG_BWD_SMEM(128, 128);
+  hg_decide(&s.r, &small, &dec);
+  CHECK(!dec.supported && strstr(dec.reason, "shared memory"), "mfma bwd small LDS: '%s'",
+        dec.reason);
   CHECK(hip_arch_has_mfma("gfx90a") && hip_arch_has_mfma("gfx940") && !hip_arch_has_mfma("gfx1100"),
         "hip_arch_has_mfma");
   /* The names the HIP plugin loads from its module, and the test plugin's subset. */
   char names[32][HG_KERNEL_NAME_LEN];
   CHECK(hg_kernel_names(names, 32, 0) == HG_KERNEL_COUNT, "generic kernel name count");
   CHECK(hg_kernel_names(names, 32, 1) == HG_KERNEL_COUNT_MFMA, "kernel name count with mfma");
-  int mf = 0;
-  for (int i = 0; i < HG_KERNEL_COUNT_MFMA; ++i) mf += !strncmp(names[i], "hg_fwd_mfma_", 12);
-  CHECK(mf == 6, "%d MFMA kernel names", mf);
+  int mf = 0, mb = 0;
+  for (int i = 0; i < HG_KERNEL_COUNT_MFMA; ++i) {
+    mf += !strncmp(names[i], "hg_fwd_mfma_", 12);
+    mb += !strncmp(names[i], "hg_bwd_main_mfma_", 17);
+  }
+  CHECK(mf == 6 && mb == 6, "%d MFMA forward, %d MFMA backward kernel names", mf, mb);
 }
 
 int main(int argc, char **argv) {

@@ -52,9 +52,14 @@ typedef struct hg_params {
 #define HG_BWD_SMEM(hc, d)                                                   \
   ((size_t)(2 * HG_BWD_TILE_N(hc) + 2 * HG_BWD_TILE_M(hc)) * (size_t)(d)*2 + \
    (size_t)HG_BWD_TILE_N(hc) * HG_BWD_TILE_M(hc) * 4 + (size_t)2 * HG_BWD_TILE_M(hc) * 4)
-/* The MFMA forward (cdna/hg_mfma.h, AMD CDNA only): the generic forward's plus a [32][33] fp32
-   score tile (52 KiB at head dim 256: within the 64 KiB LDS). */
-#define HG_FWD_MFMA_SMEM(d) (HG_FWD_SMEM(d) + (size_t)HG_FWD_TILE_M * (HG_FWD_TILE_N + 1) * 4)
+/* The MFMA kernels (cdna/hg_mfma.h): the generic forward's plus a [BM][BN + 1] fp32 score tile,
+   the rows' factors and a [BM][BN] 16-bit probability tile (54.3 KiB at head dim 256: within the
+   64 KiB LDS); the generic backward's plus a [BN][BM] fp32 dPᵀ tile and the 16-bit Pᵀ and dSᵀ. */
+#define HG_FWD_MFMA_SMEM(d)                                                               \
+  (HG_FWD_SMEM(d) + (size_t)HG_FWD_TILE_M * (HG_FWD_TILE_N + 1) * 4 + HG_FWD_TILE_M * 4 + \
+   (size_t)HG_FWD_TILE_M * HG_FWD_TILE_N * 2)
+#define HG_BWD_MFMA_SMEM(hc, d) \
+  (HG_BWD_SMEM(hc, d) + (size_t)HG_BWD_TILE_N(hc) * HG_BWD_TILE_M(hc) * 8)
 /* Rows per block of the backward's row kernels (D, dQ conversion). */
 #define HG_ROW_BLOCK 64
 

@@ -11,10 +11,15 @@
  * With several key tiles per block (the grid's x smaller than the key tiles: deterministic mode,
  * one block per KV head) the block visits its tiles in order and every dQ element of a step is
  * added by one thread, so the sums come out in one order on every run.
+ * MFMA = 1 (cdna/hg_mfma.h): the five products run on CDNA's matrix instructions instead: Sᵀ and
+ * dPᵀ into fp32 tiles in shared memory for the same per-element step, whose Pᵀ and dSᵀ (in the
+ * storage type, as FlashAttention rounds them for its products) go back through shared memory
+ * to dV, dK (in the waves' registers, in place of dk[] and dv[]) and dQ (cdna/hg_mfma_bwd.h).
  */
 #ifndef FA_HIP_HG_BWD_H
 #define FA_HIP_HG_BWD_H
 
+#include "backends/hip/cdna/hg_mfma_bwd.h"
 #include "backends/hip/generic/hg_common.h"
 
 /* One thread per query row: grid (ceil(seqlen_q / HG_THREADS), heads_q, batch). */
@@ -42,8 +47,60 @@ FA_GPU_DEVICE void hg_bwd_convert(const hg_params &p) {
   hg_put<BF16>(p.dq, b, i, h, c, p.dq_accum[((int64_t)b * p.heads_q + h) * p.seqlen_q * d + e]);
 }
 
-/* grid (key tiles or fewer, heads_kv, batch). */
+/* The generic products of a step for the thread (key row kr, sub): dV += Pᵀ·dO and dK += dSᵀ·Q
+   (scaled at the end) for its key row, where query il's values live in lane il % TPR of the key
+   row's group, slot il / TPR; then dQ += scale·dS·K from dS in shared memory, one thread per
+   (row, column) of the step. */
 template <int BF16, int HC>
+FA_GPU_DEVICE void hg_bwd_products(float *dk, float *dv, const float *pv, const float *dsv,
+                                   const uint16_t *sq, const uint16_t *sdo, const uint16_t *sk,
+                                   const float *sds, const hg_params &p, int64_t head_rows,
+                                   int64_t m0) {
+  constexpr int BN = HG_BWD_TILE_N(HC), BM = HG_BWD_TILE_M(HC), TPR = HG_BWD_TPR(HC);
+  constexpr int CPT = HC / TPR;
+  const int d = p.head_dim, tid = fa_gpu_tid(), sub = tid % TPR;
+#pragma unroll
+  for (int il = 0; il < BM; ++il) {
+    const float pi = fa_gpu_shfl(pv[il / TPR], il % TPR, TPR);
+    const float dsi = fa_gpu_shfl(dsv[il / TPR], il % TPR, TPR);
+#pragma unroll
+    for (int j = 0; j < CPT; ++j) {
+      const int c = sub + TPR * j;
+      if (c < d) {
+        dv[j] += pi * fa_gpu_load<BF16>(sdo + il * d + c);
+        dk[j] += dsi * fa_gpu_load<BF16>(sq + il * d + c);
+      }
+    }
+  }
+  fa_gpu_barrier(); /* dS of the whole tile is in shared memory */
+  for (int e = tid; e < BM * d; e += HG_THREADS) {
+    const int il = e / d, c = e - il * d;
+    const int64_t gi = m0 + il;
+    if (gi >= p.seqlen_q) continue;
+    float acc = 0.0f;
+#pragma unroll
+    for (int r = 0; r < BN; ++r) acc += sds[r * BM + il] * fa_gpu_load<BF16>(sk + r * d + c);
+    if (acc != 0.0f) fa_gpu_atomic_add(p.dq_accum + (head_rows + gi) * d + c, acc * p.scale);
+  }
+}
+
+/* The generic store of key row gj's dK (scaled) and dV: the thread's columns sub, sub + TPR, ... */
+template <int BF16, int HC>
+FA_GPU_DEVICE void hg_bwd_store_kv(const float *dk, const float *dv, const hg_params &p, int b,
+                                   int64_t gj, int hk, int sub) {
+  constexpr int TPR = HG_BWD_TPR(HC), CPT = HC / TPR;
+#pragma unroll
+  for (int j = 0; j < CPT; ++j) {
+    const int c = sub + TPR * j;
+    if (c < p.head_dim) {
+      hg_put<BF16>(p.dk, b, gj, hk, c, dk[j] * p.scale);
+      hg_put<BF16>(p.dv, b, gj, hk, c, dv[j]);
+    }
+  }
+}
+
+/* grid (key tiles or fewer, heads_kv, batch). */
+template <int BF16, int HC, int MFMA>
 FA_GPU_DEVICE void hg_bwd_main(const hg_params &p) {
   constexpr int BN = HG_BWD_TILE_N(HC), BM = HG_BWD_TILE_M(HC), TPR = HG_BWD_TPR(HC);
   constexpr int QPT = BM / TPR; /* query rows per thread and step */
@@ -54,9 +111,13 @@ FA_GPU_DEVICE void hg_bwd_main(const hg_params &p) {
   uint16_t *sv = sk + BN * d;
   uint16_t *sq = sv + BN * d;
   uint16_t *sdo = sq + BM * d;
-  float *sds = (float *)(sdo + BM * d); /* [BN][BM] dS of the step */
-  float *slse = sds + BN * BM;          /* the step's LSE in log2 units, +inf: P = 0 */
-  float *sdsum = slse + BM;             /* the step's D */
+  float *sds = (float *)(sdo + BM * d);          /* [BN][BM] dS of the step (MFMA: Sᵀ) */
+  float *slse = sds + BN * BM;                   /* the step's LSE in log2 units, +inf: P = 0 */
+  float *sdsum = slse + BM;                      /* the step's D */
+  float *sdpt = sdsum + BM;                      /* MFMA only: [BN][BM] dPᵀ */
+  uint16_t *sp16 = (uint16_t *)(sdpt + BN * BM); /* MFMA only: [BN][BM] Pᵀ (16-bit) */
+  uint16_t *sds16 = sp16 + BN * BM;              /* MFMA only: [BN][BM] dSᵀ (16-bit) */
+  static_assert(!MFMA || CPT == HG_MFMA_ACC_REGS(BN, HC), "dk[], dv[] hold the MFMA tiles");
   const int tid = fa_gpu_tid(), kr = tid / TPR, sub = tid % TPR;
   const int b = fa_gpu_block_z(), hk = fa_gpu_block_y();
   const int group = p.heads_q / p.heads_kv;
@@ -95,6 +156,11 @@ FA_GPU_DEVICE void hg_bwd_main(const hg_params &p) {
           sdsum[r] = dd;
         }
         fa_gpu_barrier();
+        if constexpr (MFMA) {
+          hg_mfma_store<BF16, BN, BM>(sds, BM, sk, sq, hg_mm_abt(d, BM), 0);
+          hg_mfma_store<BF16, BN, BM>(sdpt, BM, sv, sdo, hg_mm_abt(d, BM), 1);
+          fa_gpu_barrier();
+        }
 
         float pv[QPT], dsv[QPT];
 #pragma unroll
@@ -104,9 +170,14 @@ FA_GPU_DEVICE void hg_bwd_main(const hg_params &p) {
           float pr = 0.0f, ds = 0.0f;
           if (gj < p.seqlen_k && gi < p.seqlen_q && fa_mask_allows(&m, gi, gj, p.seqlen_k)) {
             float s = 0.0f, dp = 0.0f;
-            for (int c = 0; c < d; ++c) {
-              s += fa_gpu_load<BF16>(sk + kr * d + c) * fa_gpu_load<BF16>(sq + il * d + c);
-              dp += fa_gpu_load<BF16>(sv + kr * d + c) * fa_gpu_load<BF16>(sdo + il * d + c);
+            if constexpr (MFMA) {
+              s = sds[kr * BM + il];
+              dp = sdpt[kr * BM + il];
+            } else {
+              for (int c = 0; c < d; ++c) {
+                s += fa_gpu_load<BF16>(sk + kr * d + c) * fa_gpu_load<BF16>(sq + il * d + c);
+                dp += fa_gpu_load<BF16>(sv + kr * d + c) * fa_gpu_load<BF16>(sdo + il * d + c);
+              }
             }
             const float z = fa_score_softcap(s * p.scale, p.softcap);
             pr = fa_gpu_exp2(z * HG_LOG2E - slse[il]);
@@ -114,46 +185,25 @@ FA_GPU_DEVICE void hg_bwd_main(const hg_params &p) {
           }
           pv[t] = pr;
           dsv[t] = ds;
-          sds[kr * BM + il] = ds;
-        }
-        /* dV += Pᵀ·dO and dK += dSᵀ·Q (scaled at the end) for this thread's key row: query il's
-           values live in lane il % TPR of the key row's group, slot il / TPR. */
-#pragma unroll
-        for (int il = 0; il < BM; ++il) {
-          const float pi = fa_gpu_shfl(pv[il / TPR], il % TPR, TPR);
-          const float dsi = fa_gpu_shfl(dsv[il / TPR], il % TPR, TPR);
-#pragma unroll
-          for (int j = 0; j < CPT; ++j) {
-            const int c = sub + TPR * j;
-            if (c < d) {
-              dv[j] += pi * fa_gpu_load<BF16>(sdo + il * d + c);
-              dk[j] += dsi * fa_gpu_load<BF16>(sq + il * d + c);
-            }
+          if constexpr (MFMA) {
+            sp16[kr * BM + il] = fa_gpu_to_storage<BF16>(pr);
+            sds16[kr * BM + il] = fa_gpu_to_storage<BF16>(ds);
+          } else {
+            sds[kr * BM + il] = ds;
           }
         }
-        fa_gpu_barrier(); /* dS of the whole tile is in shared memory */
-        /* dQ += scale·dS·K: one thread per (row, column) of the step. */
-        for (int e = tid; e < BM * d; e += HG_THREADS) {
-          const int il = e / d, c = e - il * d;
-          const int64_t gi = m0 + il;
-          if (gi >= p.seqlen_q) continue;
-          float acc = 0.0f;
-#pragma unroll
-          for (int r = 0; r < BN; ++r) acc += sds[r * BM + il] * fa_gpu_load<BF16>(sk + r * d + c);
-          if (acc != 0.0f) fa_gpu_atomic_add(p.dq_accum + (head_rows + gi) * d + c, acc * p.scale);
+        if constexpr (MFMA) {
+          fa_gpu_barrier(); /* Pᵀ and dSᵀ of the whole tile are in shared memory */
+          hg_bwd_mfma_products<BF16, HC>(dk, dv, sp16, sds16, sq, sdo, sk, p, head_rows, m0);
+        } else {
+          hg_bwd_products<BF16, HC>(dk, dv, pv, dsv, sq, sdo, sk, sds, p, head_rows, m0);
         }
       }
     }
-    if (gj < p.seqlen_k) {
-#pragma unroll
-      for (int j = 0; j < CPT; ++j) {
-        const int c = sub + TPR * j;
-        if (c < d) {
-          hg_put<BF16>(p.dk, b, gj, hk, c, dk[j] * p.scale);
-          hg_put<BF16>(p.dv, b, gj, hk, c, dv[j]);
-        }
-      }
-    }
+    if constexpr (MFMA)
+      hg_bwd_mfma_store_kv<BF16, HC>(dk, dv, p, b, c0, hk);
+    else if (gj < p.seqlen_k)
+      hg_bwd_store_kv<BF16, HC>(dk, dv, p, b, gj, hk, sub);
   }
 }
 

@@ -5,14 +5,36 @@
  * row keeps its running max and sum (online softmax in log2 units, exp2) and its output in
  * registers, split over HG_FWD_TPR threads that exchange probabilities by shuffles. The output is
  * normalised once at the end and the LSE written in natural log.
- * MFMA = 1 (AMD CDNA only, cdna/hg_mfma.h): the tile's scores come from the matrix instructions
- * through a [32][33] fp32 tile in shared memory instead of each thread's dot products.
+ * MFMA = 1 (cdna/hg_mfma.h): the two products run on CDNA's matrix instructions instead. The
+ * scores go through a [BM][BN + 1] fp32 tile in shared memory to the same per-row softmax; its
+ * probabilities (in the storage type, as FlashAttention rounds P for its P·V) and each row's
+ * rescale factor go back through shared memory to the waves, whose output tiles (the layout of
+ * cdna/hg_mfma_layout.h) replace o[] one for one; the epilogue reads each row's 1/l from there.
  */
 #ifndef FA_HIP_HG_FWD_H
 #define FA_HIP_HG_FWD_H
 
-#include "backends/hip/cdna/hg_mfma.h"
+#include "backends/hip/cdna/hg_mfma_fwd.h"
 #include "backends/hip/generic/hg_common.h"
+
+/* The generic O = O * alpha + P·V of a thread's row: key jl's probability lives in lane jl % TPR
+   of the row's group, slot jl / TPR; the thread's columns are sub, sub + TPR, ... */
+template <int BF16, int HC>
+FA_GPU_DEVICE void hg_fwd_pv(float *o, const float *s, float alpha, const uint16_t *sv, int sub,
+                             int d) {
+  constexpr int BN = HG_FWD_TILE_N, TPR = HG_FWD_TPR, CPT = HC / TPR;
+#pragma unroll
+  for (int j = 0; j < CPT; ++j) o[j] *= alpha;
+#pragma unroll
+  for (int jl = 0; jl < BN; ++jl) {
+    const float pj = fa_gpu_shfl(s[jl / TPR], jl % TPR, TPR);
+#pragma unroll
+    for (int j = 0; j < CPT; ++j) {
+      const int c = sub + TPR * j;
+      if (c < d) o[j] += pj * fa_gpu_load<BF16>(sv + jl * d + c);
+    }
+  }
+}
 
 template <int BF16, int HC, int MFMA>
 FA_GPU_DEVICE void hg_fwd(const hg_params &p) {
@@ -24,7 +46,9 @@ FA_GPU_DEVICE void hg_fwd(const hg_params &p) {
   uint16_t *sq = (uint16_t *)smem;
   uint16_t *sk = sq + BM * d;
   uint16_t *sv = sk + BN * d;
-  float *ss = (float *)(sv + BN * d); /* MFMA only: [BM][BN + 1] raw scores */
+  float *ss = (float *)(sv + BN * d);     /* MFMA only: [BM][BN + 1] raw scores */
+  float *srow = ss + BM * (BN + 1);       /* MFMA only: a row's rescale factor, then its 1/l */
+  uint16_t *sp = (uint16_t *)(srow + BM); /* MFMA only: [BM][BN] probabilities */
   const int tid = fa_gpu_tid(), row = tid / TPR, sub = tid % TPR;
   const int b = fa_gpu_block_z(), hq = fa_gpu_block_y();
   const int hk = hq / (p.heads_q / p.heads_kv);
@@ -43,6 +67,7 @@ FA_GPU_DEVICE void hg_fwd(const hg_params &p) {
   fa_mask_key_range(&m, r_last, p.seqlen_k, &lo_last, &hi_last);
   const int64_t n_begin = lo_first / BN * BN, n_end = hi_last;
 
+  static_assert(!MFMA || CPT == HG_MFMA_ACC_REGS(BM, HC), "o[] holds the MFMA output tiles");
   float o[CPT];
 #pragma unroll
   for (int j = 0; j < CPT; ++j) o[j] = 0.0f;
@@ -54,7 +79,7 @@ FA_GPU_DEVICE void hg_fwd(const hg_params &p) {
     hg_load_tile<BF16>(sv, p.v, b, n0, BN, p.seqlen_k, hk, d);
     fa_gpu_barrier();
     if constexpr (MFMA) {
-      hg_mfma_scores<BF16>(sq, sk, ss, d);
+      hg_mfma_store<BF16, BM, BN>(ss, BN + 1, sq, sk, hg_mm_abt(d, BN), 0);
       fa_gpu_barrier();
     }
 
@@ -90,32 +115,34 @@ FA_GPU_DEVICE void hg_fwd(const hg_params &p) {
     }
     m_run = m_new;
     l_run = l_run * alpha + p_sum;
+    if constexpr (MFMA) {
 #pragma unroll
-    for (int j = 0; j < CPT; ++j) o[j] *= alpha;
-      /* O += P·V: key jl's probability lives in lane jl % TPR of the row's group, slot jl / TPR. */
-#pragma unroll
-    for (int jl = 0; jl < BN; ++jl) {
-      const float pj = fa_gpu_shfl(s[jl / TPR], jl % TPR, TPR);
-#pragma unroll
-      for (int j = 0; j < CPT; ++j) {
-        const int c = sub + TPR * j;
-        if (c < d) o[j] += pj * fa_gpu_load<BF16>(sv + jl * d + c);
-      }
+      for (int t = 0; t < KPT; ++t) sp[row * BN + sub + TPR * t] = fa_gpu_to_storage<BF16>(s[t]);
+      if (sub == 0) srow[row] = alpha;
+      fa_gpu_barrier();
+      hg_fwd_mfma_pv<BF16, HC>(o, sp, sv, srow, d);
+    } else {
+      hg_fwd_pv<BF16, HC>(o, s, alpha, sv, sub, d);
     }
   }
 
 #pragma unroll
   for (int off = TPR / 2; off > 0; off /= 2) l_run += fa_gpu_shfl_xor(l_run, off, TPR);
-  if (gi >= p.seqlen_q) return;
   const float inv = fa_softmax_out_scale(l_run); /* 0 for a row that saw no key */
-#pragma unroll
-  for (int j = 0; j < CPT; ++j) {
-    const int c = sub + TPR * j;
-    if (c < d) hg_put<BF16>(p.out, b, gi, hq, c, o[j] * inv);
-  }
-  if (p.lse && sub == 0)
+  if (p.lse && sub == 0 && gi < p.seqlen_q)
     p.lse[(int64_t)b * p.lse_batch + (int64_t)hq * p.lse_head + gi * p.lse_row] =
         fa_softmax_lse(m_run * HG_LN2, l_run);
+  if constexpr (MFMA) {
+    if (sub == 0) srow[row] = inv;
+    fa_gpu_barrier();
+    hg_fwd_mfma_store<BF16, HC>(o, srow, p, b, r0, hq);
+  } else if (gi < p.seqlen_q) {
+#pragma unroll
+    for (int j = 0; j < CPT; ++j) {
+      const int c = sub + TPR * j;
+      if (c < d) hg_put<BF16>(p.out, b, gi, hq, c, o[j] * inv);
+    }
+  }
 }
 
 #endif /* FA_HIP_HG_FWD_H */

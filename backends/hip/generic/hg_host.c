@@ -26,6 +26,11 @@ static size_t dq_accum_bytes(const fa_request *req) {
          4;
 }
 
+size_t hg_smem(int forward, int mfma, int hc, int d) {
+  if (forward) return mfma ? HG_FWD_MFMA_SMEM(d) : HG_FWD_SMEM(d);
+  return mfma ? HG_BWD_MFMA_SMEM(hc, d) : HG_BWD_SMEM(hc, d);
+}
+
 static int refuse_params(const fa_request *req, const char *fam, fa_decision *out) {
   const fa_params *p = req->params;
   if (p->kernel_family && strcmp(p->kernel_family, "generic") != 0 &&
@@ -105,14 +110,8 @@ void hg_decide(const fa_request *req, const hg_target *t, fa_decision *out) {
                    fam, t->device_name);
     return;
   }
-  if (mfma && req->op != FA_OP_FORWARD) {
-    fa_core_refuse(out, "kernel_family 'mfma' has a forward only; the backward is generic");
-    return;
-  }
   const int hc = HG_HD_CLASS((int)req->head_dim);
-  const size_t smem = mfma                       ? HG_FWD_MFMA_SMEM(req->head_dim)
-                      : req->op == FA_OP_FORWARD ? HG_FWD_SMEM(req->head_dim)
-                                                 : HG_BWD_SMEM(hc, req->head_dim);
+  const size_t smem = hg_smem(req->op == FA_OP_FORWARD, mfma, hc, (int)req->head_dim);
   if ((int64_t)smem > t->smem_limit) {
     fa_core_refuse(out, "%s %s at head_dim %lld needs %zu bytes of shared memory; %s allows %lld",
                    fam, req->op == FA_OP_FORWARD ? "forward" : "backward", (long long)req->head_dim,
@@ -192,14 +191,13 @@ fa_status hg_run(const hg_runtime *rt, const fa_request *req, const fa_decision 
   const char *dt = req->dtype == FA_BF16 ? "bf16" : "f16";
   const int hc = HG_HD_CLASS(a.head_dim);
   char name[HG_KERNEL_NAME_LEN];
+  const int mfma = strstr(decision->kernel, ".mfma.") != NULL;
   if (a.batch == 0 || a.heads_q == 0) return FA_OK;
   if (req->op == FA_OP_FORWARD) {
     if (a.seqlen_q == 0) return FA_OK;
-    const int mfma = strstr(decision->kernel, ".mfma.") != NULL;
     snprintf(name, sizeof name, "hg_fwd_%s%s_hd%d", mfma ? "mfma_" : "", dt, hc);
     return rt->launch(rt->ctx, name, blocks(a.seqlen_q, HG_FWD_TILE_M), (unsigned)a.heads_q,
-                      (unsigned)a.batch,
-                      mfma ? HG_FWD_MFMA_SMEM(a.head_dim) : HG_FWD_SMEM(a.head_dim), stream, &a);
+                      (unsigned)a.batch, hg_smem(1, mfma, hc, a.head_dim), stream, &a);
   }
   /* Backward. Without the caller's workspace, the runtime's (freed after the kernels). */
   void *ws = workspace;
@@ -215,10 +213,10 @@ fa_status hg_run(const hg_runtime *rt, const fa_request *req, const fa_decision 
                     (unsigned)a.batch, 0, stream, &a);
   }
   if (st == FA_OK && a.seqlen_k > 0) {
-    snprintf(name, sizeof name, "hg_bwd_main_%s_hd%d", dt, hc);
+    snprintf(name, sizeof name, "hg_bwd_main_%s%s_hd%d", mfma ? "mfma_" : "", dt, hc);
     unsigned gx = decision->deterministic ? 1u : blocks(a.seqlen_k, HG_BWD_TILE_N(hc));
     st = rt->launch(rt->ctx, name, gx, (unsigned)a.heads_kv, (unsigned)a.batch,
-                    HG_BWD_SMEM(hc, a.head_dim), stream, &a);
+                    hg_smem(0, mfma, hc, a.head_dim), stream, &a);
   }
   if (st == FA_OK && a.seqlen_q > 0) {
     snprintf(name, sizeof name, "hg_bwd_convert_%s", dt);
@@ -250,6 +248,9 @@ int hg_kernel_names(char names[][HG_KERNEL_NAME_LEN], int capacity, int with_mfm
       if (!with_mfma) continue;
       if (n < capacity)
         snprintf(names[n], HG_KERNEL_NAME_LEN, "hg_fwd_mfma_%s_hd%d", dts[i], hcs[j]);
+      ++n;
+      if (n < capacity)
+        snprintf(names[n], HG_KERNEL_NAME_LEN, "hg_bwd_main_mfma_%s_hd%d", dts[i], hcs[j]);
       ++n;
     }
   }

@@ -16,7 +16,7 @@ typedef struct hg_target {
   fa_device_kind kind;
   const char *device_name;
   int64_t smem_limit; /* shared memory (LDS) a block may use on the device */
-  int32_t mfma;       /* 1: the device has CDNA's MFMA and the build its kernels (forward) */
+  int32_t mfma; /* 1: the device has CDNA's MFMA (or its emulation) and the build its kernels */
 } hg_target;
 
 /* The device operations the launch sequence needs; each returns FA_OK or sets the error. */
@@ -32,18 +32,22 @@ typedef struct hg_runtime {
 
 /* The family's rules: supported or not with the reason naming the constraint; kernel name,
    tiles, workspace. Pure. params.kernel_family: NULL or "generic" for the generic kernels,
-   "mfma" for the forward whose scores use CDNA's matrix instructions (only where t->mfma; never
-   chosen unasked: it has not run on a GPU yet, see the README). */
+   "mfma" for the kernels whose products use CDNA's matrix instructions (only where t->mfma; never
+   chosen unasked: they have not run on AMD hardware, see the README). */
 void hg_decide(const fa_request *req, const hg_target *t, fa_decision *out);
 
 /* Runs a request hg_decide accepted (workspace: the caller's or NULL). */
 fa_status hg_run(const hg_runtime *rt, const fa_request *req, const fa_decision *decision,
                  void *workspace);
 
+/* Dynamic shared memory (bytes) of the forward (forward = 1) or backward main kernel at head
+   dim d of class hc. */
+size_t hg_smem(int forward, int mfma, int hc, int d);
+
 /* The kernel names the run looks up, for a plugin that loads them by name up front. */
 #define HG_KERNEL_NAME_LEN 40
 #define HG_KERNEL_COUNT 16      /* the generic kernels */
-#define HG_KERNEL_COUNT_MFMA 22 /* and the MFMA forwards */
+#define HG_KERNEL_COUNT_MFMA 28 /* and the MFMA forwards and backward main kernels */
 int hg_kernel_names(char names[][HG_KERNEL_NAME_LEN], int capacity, int with_mfma);
 
 #endif /* FA_HIP_HG_HOST_H */

@@ -20,22 +20,18 @@
     hg_fwd<bf, hc, 0>(p);                                                                   \
   }                                                                                         \
   FA_GPU_KERNEL void __launch_bounds__(HG_THREADS) hg_bwd_main_##dt##_hd##hc(hg_params p) { \
-    hg_bwd_main<bf, hc>(p);                                                                 \
+    hg_bwd_main<bf, hc, 0>(p);                                                              \
   }
 
-/* The forward with CDNA's matrix instructions for the scores (cdna/hg_mfma.h): AMD only. */
-#if defined(__HIPCC__)
-#define HG_MFMA_KERNELS(dt, bf, hc)                                                         \
-  FA_GPU_KERNEL void __launch_bounds__(HG_THREADS) hg_fwd_mfma_##dt##_hd##hc(hg_params p) { \
-    hg_fwd<bf, hc, 1>(p);                                                                   \
+/* The same kernels with their products on CDNA's matrix instructions (cdna/hg_mfma.h; under nvcc
+   the instruction's emulation, for the test plugin). */
+#define HG_MFMA_KERNELS(dt, bf, hc)                                                              \
+  FA_GPU_KERNEL void __launch_bounds__(HG_THREADS) hg_fwd_mfma_##dt##_hd##hc(hg_params p) {      \
+    hg_fwd<bf, hc, 1>(p);                                                                        \
+  }                                                                                              \
+  FA_GPU_KERNEL void __launch_bounds__(HG_THREADS) hg_bwd_main_mfma_##dt##_hd##hc(hg_params p) { \
+    hg_bwd_main<bf, hc, 1>(p);                                                                   \
   }
-HG_MFMA_KERNELS(f16, 0, 64)
-HG_MFMA_KERNELS(f16, 0, 128)
-HG_MFMA_KERNELS(f16, 0, 256)
-HG_MFMA_KERNELS(bf16, 1, 64)
-HG_MFMA_KERNELS(bf16, 1, 128)
-HG_MFMA_KERNELS(bf16, 1, 256)
-#endif
 
 HG_DTYPE_KERNELS(f16, 0)
 HG_DTYPE_KERNELS(bf16, 1)
@@ -45,3 +41,9 @@ HG_HD_KERNELS(f16, 0, 256)
 HG_HD_KERNELS(bf16, 1, 64)
 HG_HD_KERNELS(bf16, 1, 128)
 HG_HD_KERNELS(bf16, 1, 256)
+HG_MFMA_KERNELS(f16, 0, 64)
+HG_MFMA_KERNELS(f16, 0, 128)
+HG_MFMA_KERNELS(f16, 0, 256)
+HG_MFMA_KERNELS(bf16, 1, 64)
+HG_MFMA_KERNELS(bf16, 1, 128)
+HG_MFMA_KERNELS(bf16, 1, 256)

@@ -1,7 +1,7 @@
 /*
  * hgc_kernel_table.cu: the generic kernels compiled by nvcc for the hip-generic-on-cuda test
- * plugin, and the name -> kernel table its launcher looks them up in (the HIP plugin finds the
- * same names in its module instead).
+ * plugin (the MFMA kernels with their instruction emulated), and the name -> kernel table its
+ * launcher looks them up in (the HIP plugin finds the same names in its module instead).
  */
 #include <string.h>
 
@@ -23,6 +23,13 @@ static const struct {
     HGC_ENTRY(hg_bwd_main_f16_hd64),   HGC_ENTRY(hg_bwd_main_f16_hd128),
     HGC_ENTRY(hg_bwd_main_f16_hd256),  HGC_ENTRY(hg_bwd_main_bf16_hd64),
     HGC_ENTRY(hg_bwd_main_bf16_hd128), HGC_ENTRY(hg_bwd_main_bf16_hd256),
+    /* the MFMA kernels, their instruction emulated (cdna/hg_mfma_emu.h) */
+    HGC_ENTRY(hg_fwd_mfma_f16_hd64), HGC_ENTRY(hg_fwd_mfma_f16_hd128),
+    HGC_ENTRY(hg_fwd_mfma_f16_hd256), HGC_ENTRY(hg_fwd_mfma_bf16_hd64),
+    HGC_ENTRY(hg_fwd_mfma_bf16_hd128), HGC_ENTRY(hg_fwd_mfma_bf16_hd256),
+    HGC_ENTRY(hg_bwd_main_mfma_f16_hd64), HGC_ENTRY(hg_bwd_main_mfma_f16_hd128),
+    HGC_ENTRY(hg_bwd_main_mfma_f16_hd256), HGC_ENTRY(hg_bwd_main_mfma_bf16_hd64),
+    HGC_ENTRY(hg_bwd_main_mfma_bf16_hd128), HGC_ENTRY(hg_bwd_main_mfma_bf16_hd256),
 };
 
 extern "C" const void *hgc_kernel(const char *name) {

@@ -6,15 +6,22 @@
  * libfa_cuda.so in a directory of its own (lib/hip_generic_on_cuda) and selected with
  * FA_PLUGIN_PATH; its kernels are named "cuda.hipgen.*" and its kernel family "hipgen" in
  * fa_backend_info, so no report can mistake it for the CUDA backend. Never installed.
+ * kernel_family "mfma" runs the MFMA kernels with the instruction emulated (cdna/hg_mfma_emu.h):
+ * everything of them but the instruction itself.
  */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/hip/cdna/hg_mfma_layout.h"
 #include "backends/hip/generic/hg_host.h"
 #include "backends/hip/on_cuda/hgc_kernels.h"
 
 #define HGC_PREFIX "cuda.hipgen"
+/* The test plugin stands for a CDNA GPU's 64 KiB of LDS, less the static shared memory of the
+   MFMA emulation; a launch above the 48 KiB a CUDA block gets by default opts in. */
+#define HGC_SMEM_LIMIT (64 * 1024 - HG_MFMA_EMU_SMEM)
+#define HGC_SMEM_DEFAULT (48 * 1024)
 
 static fa_status cuda_failure(cudaError_t e, const char *what) {
   cudaGetLastError();
@@ -46,12 +53,14 @@ static void hgc_probe(fa_plugin_probe *out) {
   }
   snprintf(out->arch, sizeof out->arch, "hip-generic-on-cuda (test plugin, CUDA %d.%d)",
            CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10);
-  snprintf(out->kernel_families, sizeof out->kernel_families, "hipgen");
+  /* "mfma": the MFMA kernels with the instruction emulated (cdna/hg_mfma_emu.h) */
+  snprintf(out->kernel_families, sizeof out->kernel_families, "hipgen (generic, mfma emulated)");
   snprintf(out->dtypes, sizeof out->dtypes, "f16,bf16");
 }
 
 static void hgc_decide(const fa_request *req, fa_decision *out) {
-  hg_target t = {HGC_PREFIX, FA_DEVICE_CUDA, "a CUDA block without opt-in", 48 * 1024, 0};
+  hg_target t = {HGC_PREFIX, FA_DEVICE_CUDA, "the test plugin (64 KiB of LDS less the emulation's)",
+                 HGC_SMEM_LIMIT, 1};
   hg_decide(req, &t, out);
 }
 
@@ -62,7 +71,12 @@ static fa_status hgc_launch(void *ctx, const char *name, unsigned gx, unsigned g
   if (!fn) return fa_core_set_error(FA_ERR_INTERNAL, "%s: no kernel %s", HGC_PREFIX, name);
   dim3 grid = {gx, gy, gz}, block = {HG_THREADS, 1, 1};
   void *args[] = {(void *)p};
-  cudaError_t e = cudaLaunchKernel(fn, grid, block, args, smem, (cudaStream_t)stream);
+  cudaError_t e = cudaSuccess;
+  if (smem > HGC_SMEM_DEFAULT &&
+      (e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) !=
+          cudaSuccess)
+    return cuda_failure(e, "cudaFuncSetAttribute (dynamic shared memory)");
+  e = cudaLaunchKernel(fn, grid, block, args, smem, (cudaStream_t)stream);
   return e == cudaSuccess ? FA_OK : cuda_failure(e, name);
 }
 

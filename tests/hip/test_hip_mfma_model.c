@@ -1,0 +1,212 @@
+/*
+ * test_hip_mfma_model.c: the MFMA kernels' operand and result mapping, checked on the host where
+ * no AMD GPU exists. A model of the wave64 instruction v_mfma_f32_16x16x16{f16,bf16} is written
+ * here from the ISA's description (A(i, k) is item k % 4 of lane i + 16 (k / 4), B(k, j) item
+ * k % 4 of lane j + 16 (k / 4), D(i, j) item i % 4 of lane j + 16 (i / 4)), independently of
+ * backends/hip/cdna/hg_mfma_layout.h. The kernels' own index functions from that header (operand
+ * fetch, product descriptors, tile spreading over the waves, the registers' places) then drive
+ * the model through every product of the MFMA forward and backward, on random tiles laid out in
+ * "shared memory" as the kernels lay them out, for each head-dim class and several head dims, and
+ * each result is compared with a plain float64 matrix product: element by element, every
+ * element written exactly once, the columns past the head dim zero.
+ * What this cannot check: that the hardware follows its documentation (nothing ran on AMD).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/hip/cdna/hg_mfma_layout.h"
+#include "backends/hip/generic/hg_args.h"
+#include "core/dtype.h"
+
+#define LANES HG_MFMA_LANES
+#define WAVES HG_MFMA_WAVES
+
+static int failures;
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static double val(uint16_t h, int bf16) {
+  return bf16 ? (double)fa_bf16_to_f32(h) : (double)fa_f16_to_f32(h);
+}
+
+/* Random values in [-2, 2), never all zero, in the storage type. */
+static void fill(uint16_t *x, int n, int bf16) {
+  for (int i = 0; i < n; ++i) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    float f = (float)((double)(rng >> 11) / 9007199254740992.0 * 4.0 - 2.0);
+    x[i] = bf16 ? fa_f32_to_bf16(f) : fa_f32_to_f16(f);
+  }
+}
+
+/* The instruction as documented: acc (lane, item) += A·B, for one wave. */
+static void mfma_model(double acc[LANES][4], uint16_t av[LANES][4], uint16_t bv[LANES][4],
+                       int bf16) {
+  double d[16][16];
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) {
+      double s = 0.0;
+      for (int k = 0; k < 16; ++k)
+        s += val(av[i + 16 * (k / 4)][k % 4], bf16) * val(bv[j + 16 * (k / 4)][k % 4], bf16);
+      d[i][j] = s;
+    }
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) acc[j + 16 * (i / 4)][i % 4] += d[i][j];
+}
+
+/* hg_mfma_tile for one wave: the tile at (r0, c0) over the product's depth. */
+static void model_tile(double acc[LANES][4], const uint16_t *a, const uint16_t *b, hg_mm mm, int r0,
+                       int c0, int bf16) {
+  for (int k0 = 0; k0 < mm.depth; k0 += HG_MFMA_DIM) {
+    uint16_t av[LANES][4], bv[LANES][4];
+    for (int lane = 0; lane < LANES; ++lane)
+      hg_mfma_fetch(a, b, mm, r0, c0, k0, lane, av[lane], bv[lane]);
+    mfma_model(acc, av, bv, bf16);
+  }
+}
+
+/* hg_mfma_store of an R x C product into out[R][ldo] (NaN-poisoned), writes counted. */
+static void model_store(double *out, int *writes, int ldo, int R, int C, const uint16_t *a,
+                        const uint16_t *b, hg_mm mm, int first, int bf16) {
+  for (int wave = 0; wave < WAVES; ++wave)
+    for (int t = (wave + WAVES - first) % WAVES; t < (R / 16) * (C / 16); t += WAVES) {
+      const int r0 = hg_mfma_tile_r0(t, C), c0 = hg_mfma_tile_c0(t, C);
+      double acc[LANES][4] = {{0}};
+      model_tile(acc, a, b, mm, r0, c0, bf16);
+      for (int lane = 0; lane < LANES; ++lane)
+        for (int e = 0; e < 4; ++e) {
+          const int at = (r0 + hg_mfma_out_row(lane, e)) * ldo + c0 + hg_mfma_out_col(lane);
+          out[at] = acc[lane][e];
+          ++writes[at];
+        }
+    }
+}
+
+/* hg_mfma_accumulate of an R x C product, then each register put at its (acc_row, acc_col). */
+static void model_accumulate(double *out, int *writes, int R, int C, const uint16_t *a,
+                             const uint16_t *b, hg_mm mm, int bf16) {
+  const int regs = HG_MFMA_ACC_REGS(R, C);
+  for (int wave = 0; wave < WAVES; ++wave) {
+    double acc[16][LANES][4];
+    memset(acc, 0, sizeof acc);
+    for (int s = 0; s < regs / 4; ++s) {
+      const int t = wave + WAVES * s;
+      model_tile(acc[s], a, b, mm, hg_mfma_tile_r0(t, C), hg_mfma_tile_c0(t, C), bf16);
+    }
+    for (int lane = 0; lane < LANES; ++lane)
+      for (int r = 0; r < regs; ++r) {
+        const int row = hg_mfma_acc_row(r, wave, lane, C), col = hg_mfma_acc_col(r, wave, lane, C);
+        out[row * C + col] = acc[r / 4][lane][r % 4];
+        ++writes[row * C + col];
+      }
+  }
+}
+
+/* ref(r, c) = sum over k < depth of A(r, k) B(k, c), A and B given by element functions. */
+typedef double (*elem_fn)(const uint16_t *x, int i, int j, int ld, int bf16);
+static double row_major(const uint16_t *x, int i, int j, int ld, int bf16) {
+  return val(x[i * ld + j], bf16);
+}
+static double transposed(const uint16_t *x, int i, int j, int ld, int bf16) {
+  return val(x[j * ld + i], bf16);
+}
+
+static void compare(const char *what, int hc, int d, int bf16, const double *got, const int *writes,
+                    int ldo, int R, int C, int cols, int depth, const uint16_t *a, elem_fn fa,
+                    int lda, const uint16_t *b, elem_fn fb, int ldb) {
+  int bad = 0;
+  for (int r = 0; r < R && bad < 3; ++r)
+    for (int c = 0; c < C && bad < 3; ++c) {
+      double want = 0.0;
+      if (c < cols)
+        for (int k = 0; k < depth; ++k) want += fa(a, r, k, lda, bf16) * fb(b, k, c, ldb, bf16);
+      const double g = got[r * ldo + c];
+      const int w = writes[r * ldo + c];
+      if (w != 1 || !(fabs(g - want) <= 1e-12 * (1.0 + fabs(want)))) {
+        ++bad;
+        ++failures;
+        printf("FAIL %s hc%d d%d %s: (%d, %d) = %.17g written %d times, expected %.17g\n", what, hc,
+               d, bf16 ? "bf16" : "f16", r, c, g, w, want);
+      }
+    }
+}
+
+static void check_products(int hc, int d, int bf16) {
+  enum { MAXR = 32, MAXD = 256 };
+  static uint16_t x[MAXR * MAXD], y[MAXR * MAXD], pt[MAXR * MAXR];
+  static double out[MAXR * (MAXD + 1)];
+  static int writes[MAXR * (MAXD + 1)];
+  const int fm = HG_FWD_TILE_M, fn = HG_FWD_TILE_N;
+  const int bn = HG_BWD_TILE_N(hc), bm = HG_BWD_TILE_M(hc);
+
+#define RESET()                                               \
+  do {                                                        \
+    for (int i = 0; i < MAXR * (MAXD + 1); ++i) out[i] = NAN; \
+    memset(writes, 0, sizeof writes);                         \
+  } while (0)
+
+  /* Forward S = Q·Kᵀ into the [BM][BN + 1] score tile. */
+  fill(x, fm * d, bf16);
+  fill(y, fn * d, bf16);
+  RESET();
+  model_store(out, writes, fn + 1, fm, fn, x, y, hg_mm_abt(d, fn), 0, bf16);
+  compare("fwd S=QK^T", hc, d, bf16, out, writes, fn + 1, fm, fn, fn, d, x, row_major, d, y,
+          transposed, d);
+  /* Forward O += P·V: P [BM][BN], V [BN][d], O in registers over [BM][HC]. */
+  fill(pt, fm * fn, bf16);
+  fill(y, fn * d, bf16);
+  RESET();
+  model_accumulate(out, writes, fm, hc, pt, y, hg_mm_ab(d, fn), bf16);
+  compare("fwd O=PV", hc, d, bf16, out, writes, hc, fm, hc, d, fn, pt, row_major, fn, y, row_major,
+          d);
+  /* Backward Sᵀ = K·Qᵀ (waves from 0) and dPᵀ = V·dOᵀ (waves from 1) into [BN][BM]. */
+  for (int first = 0; first < 2; ++first) {
+    fill(x, bn * d, bf16);
+    fill(y, bm * d, bf16);
+    RESET();
+    model_store(out, writes, bm, bn, bm, x, y, hg_mm_abt(d, bm), first, bf16);
+    compare(first ? "bwd dP^T=V dO^T" : "bwd S^T=KQ^T", hc, d, bf16, out, writes, bm, bn, bm, bm, d,
+            x, row_major, d, y, transposed, d);
+  }
+  /* Backward dV += Pᵀ·dO and dK += dSᵀ·Q: Pᵀ/dSᵀ [BN][BM], dO/Q [BM][d], in registers over
+     [BN][HC]. */
+  fill(pt, bn * bm, bf16);
+  fill(y, bm * d, bf16);
+  RESET();
+  model_accumulate(out, writes, bn, hc, pt, y, hg_mm_ab(d, bm), bf16);
+  compare("bwd dV=P^T dO", hc, d, bf16, out, writes, hc, bn, hc, d, bm, pt, row_major, bm, y,
+          row_major, d);
+  /* Backward dQ = dS·K from dSᵀ [BN][BM] and K [BN][d], in registers over [BM][HC]. */
+  fill(pt, bn * bm, bf16);
+  fill(y, bn * d, bf16);
+  RESET();
+  model_accumulate(out, writes, bm, hc, pt, y, hg_mm_atb(d, bm, bn), bf16);
+  compare("bwd dQ=dS K", hc, d, bf16, out, writes, hc, bm, hc, d, bn, pt, transposed, bm, y,
+          row_major, d);
+#undef RESET
+}
+
+int main(void) {
+  /* The header's inverse mapping (used by the nvcc emulation) undoes its operand mapping. */
+  for (int lane = 0; lane < LANES; ++lane)
+    for (int e = 0; e < 4; ++e) {
+      const int rc = hg_mfma_in_rc(lane), k = hg_mfma_in_k(lane, e);
+      if (hg_mfma_src_lane(rc, k) != lane || hg_mfma_src_item(k) != e) {
+        ++failures;
+        printf("FAIL inverse mapping: lane %d item %d\n", lane, e);
+      }
+    }
+  static const int dims[3][3] = {{8, 40, 64}, {72, 120, 128}, {136, 200, 256}};
+  int runs = 0;
+  for (int c = 0; c < 3; ++c)
+    for (int i = 0; i < 3; ++i)
+      for (int bf16 = 0; bf16 < 2; ++bf16) {
+        const int d = dims[c][i];
+        check_products(HG_HD_CLASS(d), d, bf16);
+        ++runs;
+      }
+  printf("test_hip_mfma_model: %d head dim x dtype runs of the 6 products: %s (%d failure%s)\n",
+         runs, failures ? "FAILED" : "passed", failures, failures == 1 ? "" : "s");
+  return failures ? 1 : 0;
+}
