@@ -197,7 +197,8 @@ static void check_decide(void) {
   hg_decide(make_req(&s, FA_OP_FORWARD, 72, 8, 2, FA_DEVICE_HIP), &hip, &dec);
   CHECK(dec.supported, "fwd hd72 GQA refused: %s", dec.reason);
   CHECK(!strcmp(dec.kernel, "hip.generic.fwd.bf16.hd72"), "kernel '%s'", dec.kernel);
-  CHECK(dec.tile_m == HG_FWD_TILE_M && dec.tile_n == HG_FWD_TILE_N && dec.deterministic &&
+  /* core/plan on 64 KiB: Bc = 32768 words / (4 * 72) = 113 key rows: the 64-key kernel */
+  CHECK(dec.tile_m == HG_FWD_TILE_M && dec.tile_n == HG_FWD_TILE_N_MAX && dec.deterministic &&
             dec.workspace_bytes == 0,
         "fwd tiles %dx%d det %d ws %zu", dec.tile_m, dec.tile_n, dec.deterministic,
         dec.workspace_bytes);
@@ -263,14 +264,34 @@ static void check_decide(void) {
         "cuda.hipgen window: %d '%s' '%s'", dec.supported, dec.kernel, dec.reason);
   /* Every head-dim class fits the 48 KiB a CUDA block has without opting in. */
   for (int d = 8; d <= 256; d += 8)
-    CHECK(HG_FWD_SMEM(d) <= 48 * 1024 && HG_BWD_SMEM(HG_HD_CLASS(d), d) <= 48 * 1024,
-          "hd%d needs %zu / %zu bytes", d, HG_FWD_SMEM(d), HG_BWD_SMEM(HG_HD_CLASS(d), d));
+    CHECK(HG_FWD_SMEM(d, 32) <= 48 * 1024 && HG_BWD_SMEM(HG_HD_CLASS(d), d) <= 48 * 1024,
+          "hd%d needs %zu / %zu bytes", d, HG_FWD_SMEM(d, 32), HG_BWD_SMEM(HG_HD_CLASS(d), d));
+  /* The forward's key tile from core/plan: 64 keys where Bc = LDS / (2 bytes * 4d) reaches 64 and
+     the kernel's layout fits, else 32; the reported tile is the launched kernel's. */
+  static const int64_t ldses[] = {16 * 1024, 48 * 1024, 64 * 1024 - HG_MFMA_EMU_SMEM, 64 * 1024};
+  for (size_t l = 0; l < sizeof ldses / sizeof ldses[0]; ++l)
+    for (int mfma = 0; mfma < 2; ++mfma)
+      for (int d = 8; d <= 256; d += 8) {
+        const int bn = hg_fwd_tile_n(ldses[l], d, mfma);
+        const int64_t bc = ldses[l] / 2 / (4 * d);
+        const int fits64 = (int64_t)hg_smem(1, mfma, HG_HD_CLASS(d), d, 64) <= ldses[l];
+        CHECK(bn == (bc >= 64 && fits64 ? 64 : 32), "lds %lld mfma %d hd%d: %d keys",
+              (long long)ldses[l], mfma, d, bn);
+      }
+  {
+    hg_target small = hip;
+    small.smem_limit = 48 * 1024;
+    hg_decide(make_req(&s, FA_OP_FORWARD, 128, 2, 2, FA_DEVICE_HIP), &small, &dec);
+    CHECK(dec.supported && dec.tile_n == 32, "48 KiB hd128: %d keys", dec.tile_n);
+    hg_decide(make_req(&s, FA_OP_FORWARD, 128, 2, 2, FA_DEVICE_HIP), &hip, &dec);
+    CHECK(dec.supported && dec.tile_n == 64, "64 KiB hd128: %d keys", dec.tile_n);
+  }
   /* The MFMA kernels fit the 64 KiB LDS of every CDNA GPU, and the test plugin's 64 KiB less the
      MFMA emulation's static shared memory. */
   for (int d = 8; d <= 256; d += 8)
-    CHECK(HG_FWD_MFMA_SMEM(d) + HG_MFMA_EMU_SMEM <= 64 * 1024 &&
+    CHECK(HG_FWD_MFMA_SMEM(d, 32) + HG_MFMA_EMU_SMEM <= 64 * 1024 &&
               HG_BWD_MFMA_SMEM(HG_HD_CLASS(d), d) + HG_MFMA_EMU_SMEM <= 64 * 1024,
-          "mfma hd%d needs %zu / %zu bytes", d, HG_FWD_MFMA_SMEM(d),
+          "mfma hd%d needs %zu / %zu bytes", d, HG_FWD_MFMA_SMEM(d, 32),
           HG_BWD_MFMA_SMEM(HG_HD_CLASS(d), d));
   /* The MFMA kernels: asked for by kernel_family, where the device has them (or, in the test
      plugin, their emulation). */
@@ -306,15 +327,15 @@ static void check_decide(void) {
   CHECK(hip_arch_has_mfma("gfx90a") && hip_arch_has_mfma("gfx940") && !hip_arch_has_mfma("gfx1100"),
         "hip_arch_has_mfma");
   /* The names the HIP plugin loads from its module, and the test plugin's subset. */
-  char names[32][HG_KERNEL_NAME_LEN];
-  CHECK(hg_kernel_names(names, 32, 0) == HG_KERNEL_COUNT, "generic kernel name count");
-  CHECK(hg_kernel_names(names, 32, 1) == HG_KERNEL_COUNT_MFMA, "kernel name count with mfma");
+  char names[64][HG_KERNEL_NAME_LEN];
+  CHECK(hg_kernel_names(names, 64, 0) == HG_KERNEL_COUNT, "generic kernel name count");
+  CHECK(hg_kernel_names(names, 64, 1) == HG_KERNEL_COUNT_MFMA, "kernel name count with mfma");
   int mf = 0, mb = 0;
   for (int i = 0; i < HG_KERNEL_COUNT_MFMA; ++i) {
     mf += !strncmp(names[i], "hg_fwd_mfma_", 12);
     mb += !strncmp(names[i], "hg_bwd_main_mfma_", 17);
   }
-  CHECK(mf == 6 && mb == 6, "%d MFMA forward, %d MFMA backward kernel names", mf, mb);
+  CHECK(mf == 12 && mb == 6, "%d MFMA forward, %d MFMA backward kernel names", mf, mb);
 }
 
 int main(int argc, char **argv) {

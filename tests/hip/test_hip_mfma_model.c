@@ -134,32 +134,34 @@ static void compare(const char *what, int hc, int d, int bf16, const double *got
 
 static void check_products(int hc, int d, int bf16) {
   enum { MAXR = 32, MAXD = 256 };
-  static uint16_t x[MAXR * MAXD], y[MAXR * MAXD], pt[MAXR * MAXR];
-  static double out[MAXR * (MAXD + 1)];
-  static int writes[MAXR * (MAXD + 1)];
-  const int fm = HG_FWD_TILE_M, fn = HG_FWD_TILE_N;
+  static uint16_t x[2 * MAXR * MAXD], y[2 * MAXR * MAXD], pt[2 * MAXR * MAXR];
+  static double out[2 * MAXR * (MAXD + 1)];
+  static int writes[2 * MAXR * (MAXD + 1)];
+  const int fm = HG_FWD_TILE_M;
   const int bn = HG_BWD_TILE_N(hc), bm = HG_BWD_TILE_M(hc);
 
-#define RESET()                                               \
-  do {                                                        \
-    for (int i = 0; i < MAXR * (MAXD + 1); ++i) out[i] = NAN; \
-    memset(writes, 0, sizeof writes);                         \
+#define RESET()                                                   \
+  do {                                                            \
+    for (int i = 0; i < 2 * MAXR * (MAXD + 1); ++i) out[i] = NAN; \
+    memset(writes, 0, sizeof writes);                             \
   } while (0)
 
-  /* Forward S = Q·Kᵀ into the [BM][BN + 1] score tile. */
-  fill(x, fm * d, bf16);
-  fill(y, fn * d, bf16);
-  RESET();
-  model_store(out, writes, fn + 1, fm, fn, x, y, hg_mm_abt(d, fn), 0, bf16);
-  compare("fwd S=QK^T", hc, d, bf16, out, writes, fn + 1, fm, fn, fn, d, x, row_major, d, y,
-          transposed, d);
-  /* Forward O += P·V: P [BM][BN], V [BN][d], O in registers over [BM][HC]. */
-  fill(pt, fm * fn, bf16);
-  fill(y, fn * d, bf16);
-  RESET();
-  model_accumulate(out, writes, fm, hc, pt, y, hg_mm_ab(d, fn), bf16);
-  compare("fwd O=PV", hc, d, bf16, out, writes, hc, fm, hc, d, fn, pt, row_major, fn, y, row_major,
-          d);
+  /* Forward S = Q·Kᵀ into the [BM][BN + 1] score tile and O += P·V (P [BM][BN], V [BN][d], O in
+     registers over [BM][HC]), for both key tiles core/plan may choose. */
+  for (int fn = HG_FWD_TILE_N; fn <= HG_FWD_TILE_N_MAX; fn *= 2) {
+    fill(x, fm * d, bf16);
+    fill(y, fn * d, bf16);
+    RESET();
+    model_store(out, writes, fn + 1, fm, fn, x, y, hg_mm_abt(d, fn), 0, bf16);
+    compare(fn == 32 ? "fwd S=QK^T n32" : "fwd S=QK^T n64", hc, d, bf16, out, writes, fn + 1, fm,
+            fn, fn, d, x, row_major, d, y, transposed, d);
+    fill(pt, fm * fn, bf16);
+    fill(y, fn * d, bf16);
+    RESET();
+    model_accumulate(out, writes, fm, hc, pt, y, hg_mm_ab(d, fn), bf16);
+    compare(fn == 32 ? "fwd O=PV n32" : "fwd O=PV n64", hc, d, bf16, out, writes, hc, fm, hc, d, fn,
+            pt, row_major, fn, y, row_major, d);
+  }
   /* Backward Sᵀ = K·Qᵀ (waves from 0) and dPᵀ = V·dOᵀ (waves from 1) into [BN][BM]. */
   for (int first = 0; first < 2; ++first) {
     fill(x, bn * d, bf16);
@@ -206,7 +208,7 @@ int main(void) {
         check_products(HG_HD_CLASS(d), d, bf16);
         ++runs;
       }
-  printf("test_hip_mfma_model: %d head dim x dtype runs of the 6 products: %s (%d failure%s)\n",
+  printf("test_hip_mfma_model: %d head dim x dtype runs of the 8 products: %s (%d failure%s)\n",
          runs, failures ? "FAILED" : "passed", failures, failures == 1 ? "" : "s");
   return failures ? 1 : 0;
 }

@@ -13,10 +13,10 @@
 #include "backends/hip/generic/hg_common.h"
 
 /* o = o * alpha(row) + P·V for the step's probabilities sp [BM][BN] and values sv [BN][d]. */
-template <int BF16, int HC>
+template <int BF16, int HC, int BN>
 FA_GPU_DEVICE void hg_fwd_mfma_pv(float *o, const uint16_t *sp, const uint16_t *sv,
                                   const float *alpha, int d) {
-  constexpr int BM = HG_FWD_TILE_M, BN = HG_FWD_TILE_N;
+  constexpr int BM = HG_FWD_TILE_M;
   const int wave = fa_gpu_tid() / HG_MFMA_LANES, lane = fa_gpu_tid() % HG_MFMA_LANES;
 #pragma unroll
   for (int r = 0; r < HG_MFMA_ACC_REGS(BM, HC); ++r)

@@ -42,22 +42,26 @@ typedef struct hg_params {
 #define HG_MAX_HEAD_DIM 256
 #define HG_HD_CLASS(d) ((d) <= 64 ? 64 : ((d) <= 128 ? 128 : 256))
 #define HG_FWD_TILE_M 32 /* query rows per block */
-#define HG_FWD_TILE_N 32 /* keys per step */
+/* Keys per step of the forward: HG_FWD_TILE_N or twice that, as core/plan chooses for the
+   device's LDS (hg_host.c); a template parameter of the forward kernels (hg_fwd_*_n32/_n64). */
+#define HG_FWD_TILE_N 32
+#define HG_FWD_TILE_N_MAX 64
 #define HG_FWD_TPR (HG_THREADS / HG_FWD_TILE_M)
 #define HG_BWD_TILE_N(hc) ((hc) <= 128 ? 32 : 16) /* keys per block */
 #define HG_BWD_TILE_M(hc) ((hc) <= 128 ? 32 : 16) /* queries per step */
 #define HG_BWD_TPR(hc) (HG_THREADS / HG_BWD_TILE_N(hc))
 /* Shared memory in bytes for the real head dim d (rows of d 16-bit elements). */
-#define HG_FWD_SMEM(d) ((size_t)(HG_FWD_TILE_M + 2 * HG_FWD_TILE_N) * (size_t)(d)*2)
+#define HG_FWD_SMEM(d, bn) ((size_t)(HG_FWD_TILE_M + 2 * (bn)) * (size_t)(d)*2)
 #define HG_BWD_SMEM(hc, d)                                                   \
   ((size_t)(2 * HG_BWD_TILE_N(hc) + 2 * HG_BWD_TILE_M(hc)) * (size_t)(d)*2 + \
    (size_t)HG_BWD_TILE_N(hc) * HG_BWD_TILE_M(hc) * 4 + (size_t)2 * HG_BWD_TILE_M(hc) * 4)
 /* The MFMA kernels (cdna/hg_mfma.h): the generic forward's plus a [BM][BN + 1] fp32 score tile,
-   the rows' factors and a [BM][BN] 16-bit probability tile (54.3 KiB at head dim 256: within the
-   64 KiB LDS); the generic backward's plus a [BN][BM] fp32 dPᵀ tile and the 16-bit Pᵀ and dSᵀ. */
-#define HG_FWD_MFMA_SMEM(d)                                                               \
-  (HG_FWD_SMEM(d) + (size_t)HG_FWD_TILE_M * (HG_FWD_TILE_N + 1) * 4 + HG_FWD_TILE_M * 4 + \
-   (size_t)HG_FWD_TILE_M * HG_FWD_TILE_N * 2)
+   the rows' factors and a [BM][BN] 16-bit probability tile (54.3 KiB at head dim 256 with 32
+   keys: within the 64 KiB LDS); the generic backward's plus a [BN][BM] fp32 dPᵀ tile and the
+   16-bit Pᵀ and dSᵀ. */
+#define HG_FWD_MFMA_SMEM(d, bn)                                                      \
+  (HG_FWD_SMEM(d, bn) + (size_t)HG_FWD_TILE_M * ((bn) + 1) * 4 + HG_FWD_TILE_M * 4 + \
+   (size_t)HG_FWD_TILE_M * (bn)*2)
 #define HG_BWD_MFMA_SMEM(hc, d) \
   (HG_BWD_SMEM(hc, d) + (size_t)HG_BWD_TILE_N(hc) * HG_BWD_TILE_M(hc) * 8)
 /* Rows per block of the backward's row kernels (D, dQ conversion). */

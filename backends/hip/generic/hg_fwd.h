@@ -1,7 +1,7 @@
 /*
  * hg_fwd.h: the generic forward (FlashAttention-2 structure, no matrix instructions). A block
  * owns HG_FWD_TILE_M query rows of one head; K and V stream through shared memory in tiles of
- * HG_FWD_TILE_N keys over the key range core/mask.h gives the block's first and last rows; each
+ * BN keys (HG_FWD_TILE_N or HG_FWD_TILE_N_MAX, from core/plan: hg_host.c) over the key range core/mask.h gives the block's first and last rows; each
  * row keeps its running max and sum (online softmax in log2 units, exp2) and its output in
  * registers, split over HG_FWD_TPR threads that exchange probabilities by shuffles. The output is
  * normalised once at the end and the LSE written in natural log.
@@ -19,10 +19,10 @@
 
 /* The generic O = O * alpha + P·V of a thread's row: key jl's probability lives in lane jl % TPR
    of the row's group, slot jl / TPR; the thread's columns are sub, sub + TPR, ... */
-template <int BF16, int HC>
+template <int BF16, int HC, int BN>
 FA_GPU_DEVICE void hg_fwd_pv(float *o, const float *s, float alpha, const uint16_t *sv, int sub,
                              int d) {
-  constexpr int BN = HG_FWD_TILE_N, TPR = HG_FWD_TPR, CPT = HC / TPR;
+  constexpr int TPR = HG_FWD_TPR, CPT = HC / TPR;
 #pragma unroll
   for (int j = 0; j < CPT; ++j) o[j] *= alpha;
 #pragma unroll
@@ -36,9 +36,9 @@ FA_GPU_DEVICE void hg_fwd_pv(float *o, const float *s, float alpha, const uint16
   }
 }
 
-template <int BF16, int HC, int MFMA>
+template <int BF16, int HC, int MFMA, int BN>
 FA_GPU_DEVICE void hg_fwd(const hg_params &p) {
-  constexpr int BM = HG_FWD_TILE_M, BN = HG_FWD_TILE_N, TPR = HG_FWD_TPR;
+  constexpr int BM = HG_FWD_TILE_M, TPR = HG_FWD_TPR;
   constexpr int KPT = BN / TPR; /* keys per thread and step */
   constexpr int CPT = HC / TPR; /* output columns per thread: sub, sub + TPR, ... */
   FA_GPU_DYNAMIC_SMEM(smem);
@@ -120,9 +120,9 @@ FA_GPU_DEVICE void hg_fwd(const hg_params &p) {
       for (int t = 0; t < KPT; ++t) sp[row * BN + sub + TPR * t] = fa_gpu_to_storage<BF16>(s[t]);
       if (sub == 0) srow[row] = alpha;
       fa_gpu_barrier();
-      hg_fwd_mfma_pv<BF16, HC>(o, sp, sv, srow, d);
+      hg_fwd_mfma_pv<BF16, HC, BN>(o, sp, sv, srow, d);
     } else {
-      hg_fwd_pv<BF16, HC>(o, s, alpha, sv, sub, d);
+      hg_fwd_pv<BF16, HC, BN>(o, s, alpha, sv, sub, d);
     }
   }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/mask.h"
+#include "core/plan.h"
 
 #define HG_WS_ALIGN 256
 
@@ -26,9 +27,25 @@ static size_t dq_accum_bytes(const fa_request *req) {
          4;
 }
 
-size_t hg_smem(int forward, int mfma, int hc, int d) {
-  if (forward) return mfma ? HG_FWD_MFMA_SMEM(d) : HG_FWD_SMEM(d);
+size_t hg_smem(int forward, int mfma, int hc, int d, int bn) {
+  if (forward) return mfma ? HG_FWD_MFMA_SMEM(d, bn) : HG_FWD_SMEM(d, bn);
   return mfma ? HG_BWD_MFMA_SMEM(hc, d) : HG_BWD_SMEM(hc, d);
+}
+
+int hg_fwd_tile_n(int64_t smem_limit, int d, int mfma) {
+  /* core/plan's Bc = M / (4d) words of the 16-bit tiles, within the compiled tiles (granule and
+     maximum); then halved while the kernel's own layout (Q, K, V and, for MFMA, the score and
+     probability tiles) would not fit, since the plan's four d-wide tiles are a model of it. */
+  fa_tile_limits lim = {smem_limit > 0 ? (size_t)smem_limit : 0,
+                        2,
+                        HG_FWD_TILE_M,
+                        HG_FWD_TILE_N,
+                        HG_FWD_TILE_M,
+                        HG_FWD_TILE_N_MAX};
+  int bn = (int)fa_plan_tiles(&lim, d).tile_n;
+  while (bn > HG_FWD_TILE_N && (int64_t)hg_smem(1, mfma, HG_HD_CLASS(d), d, bn) > smem_limit)
+    bn /= 2;
+  return bn;
 }
 
 static int refuse_params(const fa_request *req, const char *fam, fa_decision *out) {
@@ -111,7 +128,8 @@ void hg_decide(const fa_request *req, const hg_target *t, fa_decision *out) {
     return;
   }
   const int hc = HG_HD_CLASS((int)req->head_dim);
-  const size_t smem = hg_smem(req->op == FA_OP_FORWARD, mfma, hc, (int)req->head_dim);
+  const int bn = hg_fwd_tile_n(t->smem_limit, (int)req->head_dim, mfma);
+  const size_t smem = hg_smem(req->op == FA_OP_FORWARD, mfma, hc, (int)req->head_dim, bn);
   if ((int64_t)smem > t->smem_limit) {
     fa_core_refuse(out, "%s %s at head_dim %lld needs %zu bytes of shared memory; %s allows %lld",
                    fam, req->op == FA_OP_FORWARD ? "forward" : "backward", (long long)req->head_dim,
@@ -127,7 +145,7 @@ void hg_decide(const fa_request *req, const hg_target *t, fa_decision *out) {
   out->num_splits = 1;
   if (req->op == FA_OP_FORWARD) {
     out->tile_m = HG_FWD_TILE_M;
-    out->tile_n = HG_FWD_TILE_N;
+    out->tile_n = bn;
     out->deterministic = 1; /* no atomics */
     return;
   }
@@ -195,9 +213,10 @@ fa_status hg_run(const hg_runtime *rt, const fa_request *req, const fa_decision 
   if (a.batch == 0 || a.heads_q == 0) return FA_OK;
   if (req->op == FA_OP_FORWARD) {
     if (a.seqlen_q == 0) return FA_OK;
-    snprintf(name, sizeof name, "hg_fwd_%s%s_hd%d", mfma ? "mfma_" : "", dt, hc);
+    const int bn = decision->tile_n;
+    snprintf(name, sizeof name, "hg_fwd_%s%s_hd%d_n%d", mfma ? "mfma_" : "", dt, hc, bn);
     return rt->launch(rt->ctx, name, blocks(a.seqlen_q, HG_FWD_TILE_M), (unsigned)a.heads_q,
-                      (unsigned)a.batch, hg_smem(1, mfma, hc, a.head_dim), stream, &a);
+                      (unsigned)a.batch, hg_smem(1, mfma, hc, a.head_dim, bn), stream, &a);
   }
   /* Backward. Without the caller's workspace, the runtime's (freed after the kernels). */
   void *ws = workspace;
@@ -216,7 +235,7 @@ fa_status hg_run(const hg_runtime *rt, const fa_request *req, const fa_decision 
     snprintf(name, sizeof name, "hg_bwd_main_%s%s_hd%d", mfma ? "mfma_" : "", dt, hc);
     unsigned gx = decision->deterministic ? 1u : blocks(a.seqlen_k, HG_BWD_TILE_N(hc));
     st = rt->launch(rt->ctx, name, gx, (unsigned)a.heads_kv, (unsigned)a.batch,
-                    hg_smem(0, mfma, hc, a.head_dim), stream, &a);
+                    hg_smem(0, mfma, hc, a.head_dim, 0), stream, &a);
   }
   if (st == FA_OK && a.seqlen_q > 0) {
     snprintf(name, sizeof name, "hg_bwd_convert_%s", dt);
@@ -239,20 +258,18 @@ int hg_kernel_names(char names[][HG_KERNEL_NAME_LEN], int capacity, int with_mfm
     ++n;
     if (n < capacity) snprintf(names[n], HG_KERNEL_NAME_LEN, "hg_bwd_convert_%s", dts[i]);
     ++n;
-    for (int j = 0; j < 3; ++j) {
-      if (n < capacity) snprintf(names[n], HG_KERNEL_NAME_LEN, "hg_fwd_%s_hd%d", dts[i], hcs[j]);
-      ++n;
-      if (n < capacity)
-        snprintf(names[n], HG_KERNEL_NAME_LEN, "hg_bwd_main_%s_hd%d", dts[i], hcs[j]);
-      ++n;
-      if (!with_mfma) continue;
-      if (n < capacity)
-        snprintf(names[n], HG_KERNEL_NAME_LEN, "hg_fwd_mfma_%s_hd%d", dts[i], hcs[j]);
-      ++n;
-      if (n < capacity)
-        snprintf(names[n], HG_KERNEL_NAME_LEN, "hg_bwd_main_mfma_%s_hd%d", dts[i], hcs[j]);
-      ++n;
-    }
+    for (int j = 0; j < 3; ++j)
+      for (int mfma = 0; mfma <= with_mfma; ++mfma) {
+        const char *tag = mfma ? "mfma_" : "";
+        for (int bn = HG_FWD_TILE_N; bn <= HG_FWD_TILE_N_MAX; bn *= 2) {
+          if (n < capacity)
+            snprintf(names[n], HG_KERNEL_NAME_LEN, "hg_fwd_%s%s_hd%d_n%d", tag, dts[i], hcs[j], bn);
+          ++n;
+        }
+        if (n < capacity)
+          snprintf(names[n], HG_KERNEL_NAME_LEN, "hg_bwd_main_%s%s_hd%d", tag, dts[i], hcs[j]);
+        ++n;
+      }
   }
   return n;
 }

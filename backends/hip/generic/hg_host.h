@@ -40,14 +40,19 @@ void hg_decide(const fa_request *req, const hg_target *t, fa_decision *out);
 fa_status hg_run(const hg_runtime *rt, const fa_request *req, const fa_decision *decision,
                  void *workspace);
 
-/* Dynamic shared memory (bytes) of the forward (forward = 1) or backward main kernel at head
-   dim d of class hc. */
-size_t hg_smem(int forward, int mfma, int hc, int d);
+/* Dynamic shared memory (bytes) of the forward (forward = 1; bn keys per step) or backward main
+   kernel at head dim d of class hc. */
+size_t hg_smem(int forward, int mfma, int hc, int d, int bn);
+
+/* The forward's keys per step (HG_FWD_TILE_N or HG_FWD_TILE_N_MAX) on a device whose blocks may
+   use smem_limit bytes of shared memory (LDS): core/plan's choice for the head dim d, never more
+   than fits. */
+int hg_fwd_tile_n(int64_t smem_limit, int d, int mfma);
 
 /* The kernel names the run looks up, for a plugin that loads them by name up front. */
 #define HG_KERNEL_NAME_LEN 40
-#define HG_KERNEL_COUNT 16      /* the generic kernels */
-#define HG_KERNEL_COUNT_MFMA 28 /* and the MFMA forwards and backward main kernels */
+#define HG_KERNEL_COUNT 22      /* the generic kernels */
+#define HG_KERNEL_COUNT_MFMA 40 /* and the MFMA forwards and backward main kernels */
 int hg_kernel_names(char names[][HG_KERNEL_NAME_LEN], int capacity, int with_mfma);
 
 #endif /* FA_HIP_HG_HOST_H */

@@ -15,10 +15,17 @@
     hg_bwd_convert<bf>(p);                                                            \
   }
 
+/* The forward for both key tiles core/plan may choose (HG_FWD_TILE_N, HG_FWD_TILE_N_MAX). */
+#define HG_FWD_KERNELS(dt, bf, hc, mfma, tag)                                                     \
+  FA_GPU_KERNEL void __launch_bounds__(HG_THREADS) hg_fwd_##tag##dt##_hd##hc##_n32(hg_params p) { \
+    hg_fwd<bf, hc, mfma, 32>(p);                                                                  \
+  }                                                                                               \
+  FA_GPU_KERNEL void __launch_bounds__(HG_THREADS) hg_fwd_##tag##dt##_hd##hc##_n64(hg_params p) { \
+    hg_fwd<bf, hc, mfma, 64>(p);                                                                  \
+  }
+
 #define HG_HD_KERNELS(dt, bf, hc)                                                           \
-  FA_GPU_KERNEL void __launch_bounds__(HG_THREADS) hg_fwd_##dt##_hd##hc(hg_params p) {      \
-    hg_fwd<bf, hc, 0>(p);                                                                   \
-  }                                                                                         \
+  HG_FWD_KERNELS(dt, bf, hc, 0, )                                                           \
   FA_GPU_KERNEL void __launch_bounds__(HG_THREADS) hg_bwd_main_##dt##_hd##hc(hg_params p) { \
     hg_bwd_main<bf, hc, 0>(p);                                                              \
   }
@@ -26,9 +33,7 @@
 /* The same kernels with their products on CDNA's matrix instructions (cdna/hg_mfma.h; under nvcc
    the instruction's emulation, for the test plugin). */
 #define HG_MFMA_KERNELS(dt, bf, hc)                                                              \
-  FA_GPU_KERNEL void __launch_bounds__(HG_THREADS) hg_fwd_mfma_##dt##_hd##hc(hg_params p) {      \
-    hg_fwd<bf, hc, 1>(p);                                                                        \
-  }                                                                                              \
+  HG_FWD_KERNELS(dt, bf, hc, 1, mfma_)                                                           \
   FA_GPU_KERNEL void __launch_bounds__(HG_THREADS) hg_bwd_main_mfma_##dt##_hd##hc(hg_params p) { \
     hg_bwd_main<bf, hc, 1>(p);                                                                   \
   }

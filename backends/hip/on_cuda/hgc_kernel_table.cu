@@ -11,25 +11,27 @@
 #define HGC_ENTRY(k) \
   { #k, (const void *)k }
 
+/* Every kernel of one dtype and head-dim class: the forwards for both key tiles, the backward's
+   main kernel, generic and MFMA (its instruction emulated, cdna/hg_mfma_emu.h). */
+#define HGC_HD(dt, hc)                                                                  \
+  HGC_ENTRY(hg_fwd_##dt##_hd##hc##_n32), HGC_ENTRY(hg_fwd_##dt##_hd##hc##_n64),         \
+      HGC_ENTRY(hg_bwd_main_##dt##_hd##hc), HGC_ENTRY(hg_fwd_mfma_##dt##_hd##hc##_n32), \
+      HGC_ENTRY(hg_fwd_mfma_##dt##_hd##hc##_n64), HGC_ENTRY(hg_bwd_main_mfma_##dt##_hd##hc)
+
 static const struct {
   const char *name;
   const void *fn;
 } hgc_table[] = {
-    HGC_ENTRY(hg_bwd_dot_f16),         HGC_ENTRY(hg_bwd_dot_bf16),
-    HGC_ENTRY(hg_bwd_convert_f16),     HGC_ENTRY(hg_bwd_convert_bf16),
-    HGC_ENTRY(hg_fwd_f16_hd64),        HGC_ENTRY(hg_fwd_f16_hd128),
-    HGC_ENTRY(hg_fwd_f16_hd256),       HGC_ENTRY(hg_fwd_bf16_hd64),
-    HGC_ENTRY(hg_fwd_bf16_hd128),      HGC_ENTRY(hg_fwd_bf16_hd256),
-    HGC_ENTRY(hg_bwd_main_f16_hd64),   HGC_ENTRY(hg_bwd_main_f16_hd128),
-    HGC_ENTRY(hg_bwd_main_f16_hd256),  HGC_ENTRY(hg_bwd_main_bf16_hd64),
-    HGC_ENTRY(hg_bwd_main_bf16_hd128), HGC_ENTRY(hg_bwd_main_bf16_hd256),
-    /* the MFMA kernels, their instruction emulated (cdna/hg_mfma_emu.h) */
-    HGC_ENTRY(hg_fwd_mfma_f16_hd64), HGC_ENTRY(hg_fwd_mfma_f16_hd128),
-    HGC_ENTRY(hg_fwd_mfma_f16_hd256), HGC_ENTRY(hg_fwd_mfma_bf16_hd64),
-    HGC_ENTRY(hg_fwd_mfma_bf16_hd128), HGC_ENTRY(hg_fwd_mfma_bf16_hd256),
-    HGC_ENTRY(hg_bwd_main_mfma_f16_hd64), HGC_ENTRY(hg_bwd_main_mfma_f16_hd128),
-    HGC_ENTRY(hg_bwd_main_mfma_f16_hd256), HGC_ENTRY(hg_bwd_main_mfma_bf16_hd64),
-    HGC_ENTRY(hg_bwd_main_mfma_bf16_hd128), HGC_ENTRY(hg_bwd_main_mfma_bf16_hd256),
+    HGC_ENTRY(hg_bwd_dot_f16),
+    HGC_ENTRY(hg_bwd_dot_bf16),
+    HGC_ENTRY(hg_bwd_convert_f16),
+    HGC_ENTRY(hg_bwd_convert_bf16),
+    HGC_HD(f16, 64),
+    HGC_HD(f16, 128),
+    HGC_HD(f16, 256),
+    HGC_HD(bf16, 64),
+    HGC_HD(bf16, 128),
+    HGC_HD(bf16, 256),
 };
 
 extern "C" const void *hgc_kernel(const char *name) {
