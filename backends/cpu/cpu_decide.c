@@ -141,7 +141,7 @@ void cpu_decide(const fa_request *req, fa_decision *out) {
 
   /* Tiles sized for the larger of the two head dims: the K and V tiles share the budget. */
   int64_t dmax = req->head_dim > req->head_dim_v ? req->head_dim : req->head_dim_v;
-  fa_tile_limits limits = {cpu_fast_memory_bytes(), 4, 4, 4, CPU_MAX_TILE_M, CPU_MAX_TILE_N};
+  fa_tile_limits limits = {cpu_fast_memory_bytes(), 4, 4, 4, CPU_PLAN_TILE_M, CPU_MAX_TILE_N};
   fa_tile_plan tiles = fa_plan_tiles(&limits, dmax);
   /* Decoding's few rows: one query tile holds every head's rows (cpu_decode.c), whatever the cache
      budget. */
@@ -150,8 +150,10 @@ void cpu_decide(const fa_request *req, fa_decision *out) {
   else if (req->op != FA_OP_BACKWARD && dmax >= 64 && tiles.tile_m < tiles.tile_n)
     /* The forward converts (and transposes) each K/V tile once per query tile: below head dim
        128 the plan's Br = min(Bc, d) made that a per-FLOP cost twice hd128's (bf16 hd64: 15% of
-       the samples). Br = Bc keeps the tiles in half of L2 still (hd64: 320 KB). From head dim
-       64 only: below it the scores tile would be most of the scratch (workspace 16x at hd8). */
+       the samples). Br = Bc (256 x 256 tiles since it was raised from 128: the conversion's
+       share halved again, +4-8% at hd64, bench/NOTES.md) keeps a thread's scratch within L2
+       (hd64: 514 KB, hd128: 770 KB). From head dim 64 only: below it the scores tile would be most
+       of the scratch (workspace 16x at hd8). */
     tiles.tile_m = tiles.tile_n < CPU_MAX_TILE_M ? tiles.tile_n : CPU_MAX_TILE_M;
 
   cpu_problem pb;

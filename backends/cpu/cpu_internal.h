@@ -15,7 +15,12 @@
    and v up to 512, so multi-head latent attention (576/512) runs; CPU_MAX_HEAD_DIM bounds both. */
 #define CPU_MAX_HEAD_DIM 576
 #define CPU_MAX_HEAD_DIM_V 512
-#define CPU_MAX_TILE_M 128
+#define CPU_MAX_TILE_M 256
+/* The tile plan's query rows (the backward's tiles); the forward widens its query tiles to the
+   key tiles' 256 from head dim 64 (cpu_decide.c). */
+#define CPU_PLAN_TILE_M 128
+/* The few-query-rows path's rows per task (heads_q x seqlen_q): at most this. */
+#define CPU_ROWS_PATH_MAX 128
 #define CPU_MAX_TILE_N 256
 
 /* Scratch buffers start at this alignment (a cache line, and any vector width). */
@@ -58,7 +63,7 @@ typedef struct cpu_problem {
 
 /* Whether the request takes the few-query-rows path (decided from the request alone, so decide()
    and run() agree): fa_forward_kvcache, at most CPU_ROWS_MAX query rows, heads_q x seqlen_q <=
-   CPU_MAX_TILE_M (a task holds every head's rows), head dims multiples of CPU_ROWS_DIM_MULTIPLE,
+   CPU_ROWS_PATH_MAX (a task holds every head's rows), head dims multiples of CPU_ROWS_DIM_MULTIPLE,
    K and V caches with contiguous rows. */
 int cpu_rows_path(const fa_request *req);
 

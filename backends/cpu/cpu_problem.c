@@ -49,7 +49,7 @@ int cpu_rows_path(const fa_request *req) {
   /* Only fa_forward_kvcache: fa_forward's scores must be the tile gemm's, which its backward
      pass recomputes (cpu_forward.c, attend()). */
   if (req->op != FA_OP_KVCACHE || req->seqlen_q < 1 || req->seqlen_q > CPU_ROWS_MAX) return 0;
-  if (req->heads_q * req->seqlen_q > CPU_MAX_TILE_M) return 0; /* all heads' rows in one tile */
+  if (req->heads_q * req->seqlen_q > CPU_ROWS_PATH_MAX) return 0; /* all heads' rows in one tile */
   if (req->head_dim % CPU_ROWS_DIM_MULTIPLE || req->head_dim_v % CPU_ROWS_DIM_MULTIPLE) return 0;
   return req->k->strides[3] == 1 && req->v->strides[3] == 1;
 }
