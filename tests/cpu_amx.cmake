@@ -10,6 +10,18 @@ target_compile_options(cpu_amx_detect PRIVATE ${FA_WARNINGS})
 add_test(NAME cpu.amx_detect COMMAND cpu_amx_detect)
 set_tests_properties(cpu.amx_detect PROPERTIES LABELS "cpu" ENVIRONMENT FA_CPU_ISA=amx)
 
+# cpu.amx_gemm: cpu_amx.c's tile product on tests/cpu_amx_emu.h (plain C, so on any machine):
+# the model on a worked example of the pair layout, then every edge class of the blocking against
+# a float64 product.
+add_executable(cpu_amx_gemm cpu_amx_gemm.c ${PROJECT_SOURCE_DIR}/backends/cpu/cpu_amx.c)
+target_compile_definitions(cpu_amx_gemm PRIVATE CPU_AMX_EMULATE)
+target_include_directories(cpu_amx_gemm PRIVATE ${PROJECT_SOURCE_DIR}/backends/cpu
+                           ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(cpu_amx_gemm PRIVATE fa_testutil flashattn m)
+target_compile_options(cpu_amx_gemm PRIVATE ${FA_WARNINGS})
+add_test(NAME cpu.amx_gemm COMMAND cpu_amx_gemm)
+set_tests_properties(cpu.amx_gemm PROPERTIES LABELS "cpu")
+
 # Where the plugin has the AMX build: a second libfa_cpu.so, in lib/amx-emulated/, whose cpu_amx.c
 # runs on tests/cpu_amx_emu.h (a C model of the tile instructions; never installed), and the bf16
 # forward through it with FA_CPU_ISA=amx against a float64 reference (test_cpu_bf16dp --isa amx).

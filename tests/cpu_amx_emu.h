@@ -39,18 +39,18 @@ typedef struct amx_emu_state {
 
 static _Thread_local amx_emu_state amx_emu;
 
-static void amx_emu_fault(const char *what) {
+static inline void amx_emu_fault(const char *what) {
   fprintf(stderr, "cpu_amx_emu: fault (the hardware would raise #UD/#GP): %s\n", what);
   abort();
 }
 
-static void amx_emu_check_tile(int t) {
+static inline void amx_emu_check_tile(int t) {
   if (!amx_emu.configured) amx_emu_fault("tile instruction before LDTILECFG");
   if (t < 0 || t > 7) amx_emu_fault("tile number outside tmm0-7");
   if (amx_emu.rows[t] == 0 || amx_emu.colsb[t] == 0) amx_emu_fault("tile not configured");
 }
 
-static void amx_emu_loadconfig(const void *config) {
+static inline void amx_emu_loadconfig(const void *config) {
   const uint8_t *cfg = (const uint8_t *)config;
   memset(&amx_emu, 0, sizeof amx_emu);
   if (cfg[0] == 0) return; /* palette 0: the init state */
@@ -73,28 +73,28 @@ static void amx_emu_loadconfig(const void *config) {
   amx_emu.configured = 1;
 }
 
-static void amx_emu_release(void) { memset(&amx_emu, 0, sizeof amx_emu); }
+static inline void amx_emu_release(void) { memset(&amx_emu, 0, sizeof amx_emu); }
 
-static void amx_emu_zero(int t) {
+static inline void amx_emu_zero(int t) {
   amx_emu_check_tile(t);
   memset(amx_emu.data[t], 0, sizeof amx_emu.data[t]);
 }
 
-static void amx_emu_loadd(int t, const void *base, size_t stride) {
+static inline void amx_emu_loadd(int t, const void *base, size_t stride) {
   amx_emu_check_tile(t);
   memset(amx_emu.data[t], 0, sizeof amx_emu.data[t]);
   for (int r = 0; r < amx_emu.rows[t]; ++r)
     memcpy(amx_emu.data[t][r], (const uint8_t *)base + (size_t)r * stride, amx_emu.colsb[t]);
 }
 
-static void amx_emu_stored(int t, void *base, size_t stride) {
+static inline void amx_emu_stored(int t, void *base, size_t stride) {
   amx_emu_check_tile(t);
   for (int r = 0; r < amx_emu.rows[t]; ++r)
     memcpy((uint8_t *)base + (size_t)r * stride, amx_emu.data[t][r], amx_emu.colsb[t]);
 }
 
 /* bf16 (DAZ) to fp32, and an fp32 result with FTZ. */
-static float amx_emu_bf16(const uint8_t *p) {
+static inline float amx_emu_bf16(const uint8_t *p) {
   uint16_t h;
   memcpy(&h, p, sizeof h);
   if ((h & 0x7f80u) == 0) h &= 0x8000u;
@@ -104,7 +104,7 @@ static float amx_emu_bf16(const uint8_t *p) {
   return f;
 }
 
-static float amx_emu_ftz(float x) {
+static inline float amx_emu_ftz(float x) {
   uint32_t bits;
   memcpy(&bits, &x, sizeof bits);
   if ((bits & 0x7f800000u) == 0) bits &= 0x80000000u;
@@ -112,7 +112,7 @@ static float amx_emu_ftz(float x) {
   return x;
 }
 
-static void amx_emu_dpbf16ps(int c, int a, int b) {
+static inline void amx_emu_dpbf16ps(int c, int a, int b) {
   amx_emu_check_tile(c);
   amx_emu_check_tile(a);
   amx_emu_check_tile(b);
