@@ -55,9 +55,9 @@ __device__ __forceinline__ void bwd_load_query_tile(const fa2_bwd_args &a, int b
   const E *q = static_cast<const E *>(a.q) + b * a.q_str.batch + h * a.q_str.head;
   const E *dO = static_cast<const E *>(a.dout) + b * a.do_str.batch + h * a.do_str.head;
   tile_load_async<BM, HD, NT, TL>(sQ, q + (int64_t)m0 * a.q_str.row, a.q_str.row, a.p.seqlen_q - m0,
-                              a.p.head_dim, tid);
-  tile_load_async<BM, HD, NT, TL>(sdO, dO + (int64_t)m0 * a.do_str.row, a.do_str.row, a.p.seqlen_q - m0,
-                              a.p.head_dim, tid);
+                                  a.p.head_dim, tid);
+  tile_load_async<BM, HD, NT, TL>(sdO, dO + (int64_t)m0 * a.do_str.row, a.do_str.row,
+                                  a.p.seqlen_q - m0, a.p.head_dim, tid);
   const int64_t row0 = ((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded + m0;
   constexpr int CHUNKS = BM / 4; /* 16-byte pieces of one vector */
   static_assert(2 * CHUNKS <= NT, "one chunk per thread");
@@ -110,6 +110,54 @@ __device__ __forceinline__ void bwd_probs_to_smem(const float (&s)[MS][SNB][4],
   }
 }
 
+/* Sᵀ = K Qᵀ and dPᵀ = V dOᵀ for one warp's MS·16 keys (from s_key) x SNB·8 queries (from q_p),
+   accumulated into s and dp. K's and V's fragments come from registers where held (HK, HV: kf,
+   vf hold every k-step's) or from shared memory. With FA2_BWD_S_INTERLEAVE the two products
+   advance k-step by k-step together (twice the independent mma chains in flight, a few more
+   fragment registers live); otherwise one after the other. */
+template <typename Tr, typename TL, int MS, int SNB, int K16, bool HK, bool HV, int KH, int VH,
+          typename E>
+__device__ __forceinline__ void bwd_scores(float (&s)[MS][SNB][4], float (&dp)[MS][SNB][4],
+                                           const uint32_t (&kf)[KH][MS][4],
+                                           const uint32_t (&vf)[VH][MS][4], const E *sK,
+                                           const E *sV, int s_key, const E *tQ, const E *tdO,
+                                           int q_p, int lane) {
+  if (FA2_BWD_S_INTERLEAVE) {
+#pragma unroll
+    for (int ks = 0; ks < K16; ++ks) {
+      uint32_t a[MS][4], b[MS][4];
+      if constexpr (HK) {
+#pragma unroll
+        for (int m = 0; m < MS; ++m)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) a[m][i] = kf[ks][m][i];
+      } else {
+        load_a_frags<MS, TL>(a, sK, s_key, ks, lane);
+      }
+      if constexpr (HV) {
+#pragma unroll
+        for (int m = 0; m < MS; ++m)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) b[m][i] = vf[ks][m][i];
+      } else {
+        load_a_frags<MS, TL>(b, sV, s_key, ks, lane);
+      }
+      mma_k_step<Tr, false, MS, SNB, TL>(s, a, tQ, q_p, ks, lane);
+      mma_k_step<Tr, false, MS, SNB, TL>(dp, b, tdO, q_p, ks, lane);
+    }
+    return;
+  }
+  /* One product after the other: fewer fragments live at once. */
+  if constexpr (HK)
+    mma_held_a<Tr, false, MS, SNB, K16, TL>(s, kf, tQ, q_p, lane);
+  else
+    mma_rows_rows<Tr, MS, SNB, K16, TL, TL>(s, sK, s_key, tQ, q_p, lane);
+  if constexpr (HV)
+    mma_held_a<Tr, false, MS, SNB, K16, TL>(dp, vf, tdO, q_p, lane);
+  else
+    mma_rows_rows<Tr, MS, SNB, K16, TL, TL>(dp, sV, s_key, tdO, q_p, lane);
+}
+
 /* Warp tiles: S_WK warps along the keys for Sᵀ/dPᵀ, KV_WK for dK/dV, DQ_WQ along the queries for
    dQ; the rest of the warps split the other dimension. DQB: on sm_90, dQ goes through a staging
    tile and bulk reductions (else 16-byte vector reductions). QS: stages of the Q/dO tiles; with
@@ -130,6 +178,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
      128-query step (fewer barriers per FLOP) needs no more registers than a 64-query one. */
   constexpr int SQP = SQ > FA2_BWD_S_PART_MAX ? FA2_BWD_S_PART_MAX : SQ, S_PARTS = SQ / SQP;
   constexpr int MS = SK / 16, SNB = SQP / 8;
+  /* K and V fragments held in registers over the key tile (fa2_tiles.h). */
+  constexpr bool HOLD_K = S_PARTS > 1 && FA2_BWD_HOLD_K, HOLD_V = S_PARTS > 1 && FA2_BWD_HOLD_V;
   constexpr int KK = BN / KV_WK, KD = HD / (NW / KV_WK); /* dK/dV: keys x columns per warp */
   constexpr int MK = KK / 16, KDB = KD / 8;
   constexpr int QQ = BM / DQ_WQ, QD = HD / (NW / DQ_WQ); /* dQ: queries x columns per warp */
@@ -154,6 +204,15 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
   float *sDQ = sD + 2 * BM;
 #else
   constexpr bool DQ_BULK = false;
+#endif
+  /* dQ before dV where its reductions come straight from registers (fa2_tiles.h). */
+  constexpr int DQ_ORDER = FA2_BWD_DQ_ORDER < 0 ? (DQ_BULK ? 0 : 1) : FA2_BWD_DQ_ORDER;
+  constexpr bool DQ_FIRST = DQ_ORDER == 1, DQ_LAST = DQ_ORDER == 2;
+  /* sm_90 without staging: dQ's reductions spread over dV's k-steps (fa2_tiles.h). */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int DQ_SPREAD = !DQ_BULK && DQ_FIRST ? FA2_BWD_DQ_SPREAD : 0;
+#else
+  constexpr int DQ_SPREAD = 0;
 #endif
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -185,10 +244,10 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
     const int n0 = n_block * BN;
     const int n1 = min(n0 + BN, seqlen_k);
     __syncthreads(); /* the previous key tile's readers are done */
-    tile_load_async<BN, HD, NT, TL>(sK, k + (int64_t)n0 * a.k_str.row, a.k_str.row, seqlen_k - n0, d,
-                                tid);
-    tile_load_async<BN, HD, NT, TL>(sV, v + (int64_t)n0 * a.v_str.row, a.v_str.row, seqlen_k - n0, d,
-                                tid);
+    tile_load_async<BN, HD, NT, TL>(sK, k + (int64_t)n0 * a.k_str.row, a.k_str.row, seqlen_k - n0,
+                                    d, tid);
+    tile_load_async<BN, HD, NT, TL>(sV, v + (int64_t)n0 * a.v_str.row, a.v_str.row, seqlen_k - n0,
+                                    d, tid);
     cp_async_commit();
 
     float dk[MK][KDB][4], dv[MK][KDB][4];
@@ -210,6 +269,19 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
     if (steps > 0)
       bwd_load_query_tile<Tr, HD, BM, NT>(a, b, hk * group, m_begin * BM, sQ, sdO, sLse, sD, tid);
     cp_async_commit();
+
+    /* The warp's K and V fragments, once the key tile has landed (the query tile's copies may
+       still be in flight). */
+    uint32_t kf[HOLD_K ? HD / 16 : 1][MS][4], vf[HOLD_V ? HD / 16 : 1][MS][4];
+    if constexpr (HOLD_K || HOLD_V) {
+      cp_async_wait<1>();
+      __syncthreads();
+#pragma unroll
+      for (int ks = 0; ks < HD / 16; ++ks) {
+        if constexpr (HOLD_K) load_a_frags<MS, TL>(kf[ks], sK, s_key, ks, lane);
+        if constexpr (HOLD_V) load_a_frags<MS, TL>(vf[ks], sV, s_key, ks, lane);
+      }
+    }
 
     /* This step's (query head, query tile), advanced without divisions. */
     int h = hk * group, m_idx = m_begin;
@@ -263,9 +335,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
           for (int nb = 0; nb < SNB; ++nb)
 #pragma unroll
             for (int c = 0; c < 4; ++c) s[m][nb][c] = dp[m][nb][c] = 0.0f;
-        /* One product after the other: fewer fragments live at once than interleaving them. */
-        mma_rows_rows<Tr, MS, SNB, HD / 16, TL, TL>(s, sK, s_key, tQ, q_p, lane);
-        mma_rows_rows<Tr, MS, SNB, HD / 16, TL, TL>(dp, sV, s_key, tdO, q_p, lane);
+        bwd_scores<Tr, TL, MS, SNB, HD / 16, HOLD_K, HOLD_V>(s, dp, kf, vf, sK, sV, s_key, tQ, tdO,
+                                                             q_p, lane);
         if (QS == 2 && part == 0) {
           /* The next tile's loads, issued here rather than right after the barrier: there they
              queued behind every warp's first ldmatrix, and the instructions reusing their
@@ -315,8 +386,9 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
 #endif
       __syncthreads();
 
-      /* dV += Pᵀ dO (reduction over the query tile). */
-      mma_rows_kn<Tr, MK, KDB, BM / 16, PL, TL>(dv, sPt, kv_key, tdO, kv_d, lane);
+      /* dV += Pᵀ dO (reduction over the query tile), before or after dQ (fa2_tiles.h). */
+      if (!DQ_FIRST) mma_rows_kn<Tr, MK, KDB, BM / 16, PL, TL>(dv, sPt, kv_key, tdO, kv_d, lane);
+      if (DQ_LAST) mma_rows_kn<Tr, MK, KDB, BM / 16, PL, TL>(dk, sdSt, kv_key, tQ, kv_d, lane);
 
       /* dQ (this warp's QQ queries x QD columns) = dS K, added to the fp32 accumulator. */
       {
@@ -376,12 +448,36 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
              moves that waited for the previous reduction to read its operands: 14% of the
              stall samples at head dim 256, bench/NOTES.md v19). */
           float *acc = acc_tile + ((dq_q / 16) * (HD / 8) + dq_d / 8) * 128 + 4 * lane;
+          if (DQ_SPREAD) {
+            /* dV's k-steps (and dK's, DQ_SPREAD 2) with a few reductions after each, so that
+               they do not fill the memory instruction queue ahead of those products' ldmatrix
+               all at once (bench/NOTES.md, v20). */
+            constexpr int KS = BM / 16, NR = MQ * QDB;
+            constexpr int SPAN = DQ_SPREAD == 2 ? 2 * KS : KS, PER = (NR + SPAN - 1) / SPAN;
 #pragma unroll
-          for (int m = 0; m < MQ; ++m)
+            for (int j = 0; j < SPAN; ++j) {
+              const bool to_dv = j < KS;
+              const int ks = to_dv ? j : j - KS;
+              uint32_t af[MK][4];
+              load_a_frags<MK, PL>(af, to_dv ? sPt : sdSt, kv_key, ks, lane);
+              mma_k_step<Tr, true, MK, KDB, TL>(to_dv ? dv : dk, af, to_dv ? tdO : tQ, kv_d, ks,
+                                                lane);
 #pragma unroll
-            for (int db = 0; db < QDB; ++db)
-              red_add_v4_f32(acc + (m * (HD / 8) + db) * 128, dq[m][db][0], dq[m][db][1],
-                             dq[m][db][2], dq[m][db][3]);
+              for (int r = 0; r < PER; ++r) {
+                const int i = j * PER + r, m = i / QDB, db = i % QDB;
+                if (i < NR)
+                  red_add_v4_f32(acc + (m * (HD / 8) + db) * 128, dq[m][db][0], dq[m][db][1],
+                                 dq[m][db][2], dq[m][db][3]);
+              }
+            }
+          } else {
+#pragma unroll
+            for (int m = 0; m < MQ; ++m)
+#pragma unroll
+              for (int db = 0; db < QDB; ++db)
+                red_add_v4_f32(acc + (m * (HD / 8) + db) * 128, dq[m][db][0], dq[m][db][1],
+                               dq[m][db][2], dq[m][db][3]);
+          }
 #else
           float *acc = acc_tile + (dq_q + g) * HD + dq_d + 2 * t;
 #pragma unroll
@@ -395,8 +491,11 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
 #endif
         }
       }
+      if (DQ_FIRST && !DQ_SPREAD)
+        mma_rows_kn<Tr, MK, KDB, BM / 16, PL, TL>(dv, sPt, kv_key, tdO, kv_d, lane);
       /* dK += dSᵀ Q, last: its mma run while the dQ reductions above drain. */
-      mma_rows_kn<Tr, MK, KDB, BM / 16, PL, TL>(dk, sdSt, kv_key, tQ, kv_d, lane);
+      if (!DQ_LAST && DQ_SPREAD != 2)
+        mma_rows_kn<Tr, MK, KDB, BM / 16, PL, TL>(dk, sdSt, kv_key, tQ, kv_d, lane);
       if (QS == 1) {
         /* One stage: every warp is done with this step's Q, dO, LSE and D. */
         __syncthreads();
@@ -445,9 +544,9 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
     E *dkp = static_cast<E *>(a.dk) + b * a.dk_str.batch + hk * a.dk_str.head;
     E *dvp = static_cast<E *>(a.dv) + b * a.dv_str.batch + hk * a.dv_str.head;
     tile_store<BN, HD, NT, TL>(dkp + (int64_t)n0 * a.dk_str.row, a.dk_str.row, seqlen_k - n0, d, sK,
-                           tid);
+                               tid);
     tile_store<BN, HD, NT, TL>(dvp + (int64_t)n0 * a.dv_str.row, a.dv_str.row, seqlen_k - n0, d, sV,
-                           tid);
+                               tid);
   }
 }
 

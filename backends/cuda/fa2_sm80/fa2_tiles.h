@@ -85,6 +85,39 @@
 #ifndef FA2_BWD_S_PART_MAX
 #define FA2_BWD_S_PART_MAX 32
 #endif
+/* Where a warp's Sᵀ/dPᵀ tile takes several parts (head dim 64), its K and V rows are held in
+   registers as mma fragments for the whole key tile instead of being read from shared memory for
+   every part of every step: +3.5% (K) and +7-8% (K and V) at head dim 64 (bench/NOTES.md, v20).
+   0 turns either off for A/B builds. */
+#ifndef FA2_BWD_HOLD_K
+#define FA2_BWD_HOLD_K 1
+#endif
+#ifndef FA2_BWD_HOLD_V
+#define FA2_BWD_HOLD_V 1
+#endif
+/* Where in a step dQ is computed and its reductions issued: FA2_BWD_DQ_ORDER 0 between dV and
+   dK, 1 before dV, 2 after dK. -1 (default): 1 where the reductions come straight from registers
+   (no bulk staging: sm_80 code, head dims above FA2_BWD_DQ_BULK_MAX_HD), so they drain under
+   two products instead of one (head dim 256: +1% over 0; 2 was 2-3% slower than 0); 0 on the
+   bulk path, whose reduction waits for the next barrier anyway (there 1 was 0-0.6% slower).
+   Other values for A/B builds (bench/NOTES.md, v20). */
+#ifndef FA2_BWD_DQ_ORDER
+#define FA2_BWD_DQ_ORDER -1
+#endif
+/* Where dQ comes first and its reductions come straight from registers on sm_90, they are
+   issued a few after each k-step of dV (FA2_BWD_DQ_SPREAD 1) rather than all 16 (head dim 256)
+   before it, where they filled the memory instruction queue ahead of dV's ldmatrix: +2% at head
+   dim 256; 2 (spread over dV's and dK's k-steps) was 2.5% slower than none, 0 is none
+   (bench/NOTES.md, v20). */
+#ifndef FA2_BWD_DQ_SPREAD
+#define FA2_BWD_DQ_SPREAD 1
+#endif
+/* FA2_BWD_S_INTERLEAVE=1 advances Sᵀ = K Qᵀ and dPᵀ = V dOᵀ k-step by k-step together (A/B
+   knob; fa2_bwd.cuh, bwd_scores): measured 0 at head dims 64 and 256, -2% at 128 (v20). */
+#ifndef FA2_BWD_S_INTERLEAVE
+#define FA2_BWD_S_INTERLEAVE 0
+#endif
+
 /* On sm_90 the dQ of a step is staged in shared memory ([BM][hd] fp32, 32-byte chunks rotated
    by the row) and added to the accumulator by one bulk reduction (TMA) instead of per-thread
    atomics, where the staging fits the 227 KB a block may use (wide tiles, head dims up to 192);
