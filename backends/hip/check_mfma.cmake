@@ -1,11 +1,11 @@
 # cmake -DBUNDLE=<hg_kernels.hsaco> -DARCHS="gfx90a;gfx940" -DBUNDLER=<clang-offload-bundler>
 #       -DOBJDUMP=<llvm-objdump> -DWORK=<folder> -P check_mfma.cmake
-# The HIP plugin's code objects hold real CDNA matrix code: for each architecture, the bundle is
-# unbundled and disassembled, and every MFMA kernel must contain v_mfma_* instructions, at least
-# one per product that is not a loop over the head dim: the forward (hg_fwd_mfma_*) S = Q·Kᵀ (a
-# loop) and O += P·V (two 16-deep steps per output tile): >= 3; the backward (hg_bwd_main_mfma_*)
-# Sᵀ and dPᵀ (loops), dV, dK and dQ (at least one step each): >= 5. The generic kernels must
-# contain none (they are the no-matrix path). The per-kernel counts are printed.
+# The HIP plugin's code objects hold real matrix code: for each architecture, the bundle is
+# unbundled and disassembled, and every matrix kernel must contain the architecture's matrix
+# instructions (v_mfma_* on CDNA, v_wmma_* on RDNA3 gfx11*), at least one per product: the
+# forward (hg_fwd_mfma_*: S = Q·Kᵀ, O += P·V) >= 2, the backward (hg_bwd_main_mfma_*: Sᵀ, dPᵀ,
+# dV, dK, dQ) >= 5. The generic kernels must contain none (they are the no-matrix path). The
+# per-kernel counts are printed.
 file(MAKE_DIRECTORY "${WORK}")
 foreach(arch ${ARCHS})
   set(co "${WORK}/hg_kernels.${arch}.co")
@@ -21,6 +21,10 @@ foreach(arch ${ARCHS})
     message(FATAL_ERROR "${arch}: llvm-objdump failed (${rc}): ${err}")
   endif()
   file(WRITE "${WORK}/hg_kernels.${arch}.s" "${asm}")
+  set(insn v_mfma)
+  if(arch MATCHES "^gfx11")
+    set(insn v_wmma)
+  endif()
   # Split at the function labels ("0000000000001000 <name>:") and count per function.
   string(REGEX MATCHALL "<[A-Za-z0-9_]+>:" labels "${asm}")
   list(LENGTH labels n_labels)
@@ -37,32 +41,37 @@ foreach(arch ${ARCHS})
       continue()
     endif()
     set(fn "${CMAKE_MATCH_1}")
-    string(REGEX MATCHALL "v_mfma_[a-z0-9_]+" ops "${part}")
+    string(REGEX MATCHALL "v_(mfma|wmma)_[a-z0-9_]+" all_ops "${part}")
+    string(REGEX MATCHALL "${insn}_[a-z0-9_]+" ops "${part}")
     list(LENGTH ops count)
     set(kinds "")
     if(count GREATER 0)
       list(REMOVE_DUPLICATES ops)
       string(REPLACE ";" " " kinds "${ops}")
     endif()
-    message(STATUS "${arch} ${fn}: ${count} v_mfma ${kinds}")
+    list(LENGTH all_ops count_all)
+    message(STATUS "${arch} ${fn}: ${count} ${insn} ${kinds}")
+    if(NOT count_all EQUAL count)
+      message(FATAL_ERROR "${arch}: ${fn} has matrix instructions of another architecture")
+    endif()
     math(EXPR total "${total} + ${count}")
     set(least 0)
     if(fn MATCHES "^hg_fwd_mfma_")
-      set(least 3)
+      set(least 2)
     elseif(fn MATCHES "^hg_bwd_main_mfma_")
       set(least 5)
     endif()
     if(least GREATER 0)
       math(EXPR mfma_kernels "${mfma_kernels} + 1")
       if(count LESS least)
-        message(FATAL_ERROR "${arch}: ${fn} has ${count} v_mfma instructions, fewer than ${least}")
+        message(FATAL_ERROR "${arch}: ${fn} has ${count} ${insn} instructions, fewer than ${least}")
       endif()
-    elseif(fn MATCHES "^hg_" AND count GREATER 0)
-      message(FATAL_ERROR "${arch}: the generic kernel ${fn} has ${count} v_mfma instructions")
+    elseif(fn MATCHES "^hg_" AND count_all GREATER 0)
+      message(FATAL_ERROR "${arch}: the generic kernel ${fn} has ${count} ${insn} instructions")
     endif()
   endforeach()
   if(NOT mfma_kernels EQUAL 18)
     message(FATAL_ERROR "${arch}: ${mfma_kernels} MFMA kernels found, expected 18")
   endif()
-  message(STATUS "${arch}: ${total} v_mfma instructions in ${mfma_kernels} MFMA kernels")
+  message(STATUS "${arch}: ${total} ${insn} instructions in ${mfma_kernels} matrix kernels")
 endforeach()

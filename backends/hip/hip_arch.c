@@ -40,3 +40,5 @@ int hip_arch_refusal(const char *device_name, const char *base, const char *buil
 int hip_arch_has_mfma(const char *base) {
   return !strcmp(base, "gfx90a") || !strcmp(base, "gfx940");
 }
+
+int hip_arch_has_wmma(const char *base) { return !strcmp(base, "gfx1100"); }

@@ -23,4 +23,7 @@ int hip_arch_refusal(const char *device_name, const char *base, const char *buil
    processors hg_mfma.h compiles its matrix instructions for. */
 int hip_arch_has_mfma(const char *base);
 
+/* 1 when the plugin's matrix kernels use RDNA3's WMMA on base (gfx1100). */
+int hip_arch_has_wmma(const char *base);
+
 #endif /* FA_HIP_ARCH_H */

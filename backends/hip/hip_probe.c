@@ -115,6 +115,7 @@ void hip_probe(fa_plugin_probe *out) {
   }
   snprintf(out->arch, sizeof out->arch, "{%s}, HIP runtime %d", FA_HIP_ARCHS,
            (int)s->runtime_version);
-  snprintf(out->kernel_families, sizeof out->kernel_families, "generic");
+  /* kernel_family values: generic everywhere; mfma on CDNA, wmma on RDNA3 devices */
+  snprintf(out->kernel_families, sizeof out->kernel_families, "generic,mfma,wmma");
   snprintf(out->dtypes, sizeof out->dtypes, "f16,bf16");
 }

@@ -190,7 +190,7 @@ static fa_request *make_req(req_store *s, fa_op op, int64_t d, int64_t hq, int64
 }
 
 static void check_decide(void) {
-  const hg_target hip = {"hip.generic", FA_DEVICE_HIP, "MI250X", 64 * 1024, 1};
+  const hg_target hip = {"hip.generic", FA_DEVICE_HIP, "MI250X", 64 * 1024, HG_MATRIX_MFMA};
   req_store s;
   fa_decision dec;
 
@@ -254,7 +254,7 @@ static void check_decide(void) {
           dec.supported, dec.reason);
   }
   /* The test plugin's naming, from the same rules. */
-  const hg_target cu = {"cuda.hipgen", FA_DEVICE_CUDA, "a CUDA block", 48 * 1024, 0};
+  const hg_target cu = {"cuda.hipgen", FA_DEVICE_CUDA, "a CUDA block", 48 * 1024, HG_MATRIX_NONE};
   make_req(&s, FA_OP_FORWARD, 128, 2, 2, FA_DEVICE_CUDA);
   s.p.window_enabled = 1;
   s.p.window_left = 5;
@@ -311,7 +311,7 @@ static void check_decide(void) {
         "mfma bwd: %d '%s' '%s'", dec.supported, dec.kernel, dec.reason);
   s.r.device.kind = FA_DEVICE_CUDA;
   const hg_target cu_emu = {"cuda.hipgen", FA_DEVICE_CUDA, "the test plugin",
-                            64 * 1024 - HG_MFMA_EMU_SMEM, 1};
+                            64 * 1024 - HG_MFMA_EMU_SMEM, HG_MATRIX_MFMA};
   hg_decide(&s.r, &cu_emu, &dec);
   CHECK(dec.supported && !strcmp(dec.kernel, "cuda.hipgen.mfma.bwd.bf16.hd64.causal"),
         "mfma bwd emulated: %d '%s' '%s'", dec.supported, dec.kernel, dec.reason);
@@ -326,6 +326,22 @@ static void check_decide(void) {
         dec.reason);
   CHECK(hip_arch_has_mfma("gfx90a") && hip_arch_has_mfma("gfx940") && !hip_arch_has_mfma("gfx1100"),
         "hip_arch_has_mfma");
+  CHECK(
+      hip_arch_has_wmma("gfx1100") && !hip_arch_has_wmma("gfx90a") && !hip_arch_has_wmma("gfx1030"),
+      "hip_arch_has_wmma");
+  /* RDNA3: the same matrix kernels with WMMA, asked for as "wmma"; each family only where the
+     device has its instruction. */
+  const hg_target rdna = {"hip.generic", FA_DEVICE_HIP, "RX 7900 XTX", 64 * 1024, HG_MATRIX_WMMA};
+  make_req(&s, FA_OP_BACKWARD, 64, 2, 2, FA_DEVICE_HIP);
+  s.p.kernel_family = "wmma";
+  hg_decide(&s.r, &rdna, &dec);
+  CHECK(dec.supported && !strcmp(dec.kernel, "hip.generic.wmma.bwd.bf16.hd64"),
+        "wmma bwd: %d '%s' '%s'", dec.supported, dec.kernel, dec.reason);
+  hg_decide(&s.r, &hip, &dec);
+  CHECK(!dec.supported && strstr(dec.reason, "no WMMA kernels"), "wmma on CDNA: '%s'", dec.reason);
+  s.p.kernel_family = "mfma";
+  hg_decide(&s.r, &rdna, &dec);
+  CHECK(!dec.supported && strstr(dec.reason, "no MFMA kernels"), "mfma on RDNA3: '%s'", dec.reason);
   /* The names the HIP plugin loads from its module, and the test plugin's subset. */
   char names[64][HG_KERNEL_NAME_LEN];
   CHECK(hg_kernel_names(names, 64, 0) == HG_KERNEL_COUNT, "generic kernel name count");

@@ -20,7 +20,7 @@ FA_GPU_DEVICE void hg_bwd_mfma_products(float *dk, float *dv, const uint16_t *pt
                                         int64_t head_rows, int64_t m0) {
   constexpr int BN = HG_BWD_TILE_N(HC), BM = HG_BWD_TILE_M(HC);
   const int d = p.head_dim;
-  const int wave = fa_gpu_tid() / HG_MFMA_LANES, lane = fa_gpu_tid() % HG_MFMA_LANES;
+  const int wave = fa_gpu_tid() / HG_MI_LANES(HG_MI), lane = fa_gpu_tid() % HG_MI_LANES(HG_MI);
   hg_mfma_accumulate<BF16, BN, HC>(dv, pt, sdo, hg_mm_ab(d, BM));
   hg_mfma_accumulate<BF16, BN, HC>(dk, dst, sq, hg_mm_ab(d, BM));
   float dq[HG_MFMA_ACC_REGS(BM, HC)];
@@ -29,8 +29,8 @@ FA_GPU_DEVICE void hg_bwd_mfma_products(float *dk, float *dv, const uint16_t *pt
   hg_mfma_accumulate<BF16, BM, HC>(dq, dst, sk, hg_mm_atb(d, BM, BN));
 #pragma unroll
   for (int r = 0; r < HG_MFMA_ACC_REGS(BM, HC); ++r) {
-    const int64_t gi = m0 + hg_mfma_acc_row(r, wave, lane, HC);
-    const int c = hg_mfma_acc_col(r, wave, lane, HC);
+    const int64_t gi = m0 + hg_mfma_acc_row(HG_MI, r, wave, lane, HC);
+    const int c = hg_mfma_acc_col(HG_MI, r, wave, lane, HC);
     if (gi < p.seqlen_q && c < d && dq[r] != 0.0f)
       fa_gpu_atomic_add(p.dq_accum + (head_rows + gi) * d + c, dq[r] * p.scale);
   }
@@ -41,11 +41,11 @@ template <int BF16, int HC>
 FA_GPU_DEVICE void hg_bwd_mfma_store_kv(const float *dk, const float *dv, const hg_params &p, int b,
                                         int64_t c0, int hk) {
   constexpr int BN = HG_BWD_TILE_N(HC);
-  const int wave = fa_gpu_tid() / HG_MFMA_LANES, lane = fa_gpu_tid() % HG_MFMA_LANES;
+  const int wave = fa_gpu_tid() / HG_MI_LANES(HG_MI), lane = fa_gpu_tid() % HG_MI_LANES(HG_MI);
 #pragma unroll
   for (int r = 0; r < HG_MFMA_ACC_REGS(BN, HC); ++r) {
-    const int64_t gj = c0 + hg_mfma_acc_row(r, wave, lane, HC);
-    const int c = hg_mfma_acc_col(r, wave, lane, HC);
+    const int64_t gj = c0 + hg_mfma_acc_row(HG_MI, r, wave, lane, HC);
+    const int c = hg_mfma_acc_col(HG_MI, r, wave, lane, HC);
     if (gj < p.seqlen_k && c < p.head_dim) {
       hg_put<BF16>(p.dk, b, gj, hk, c, dk[r] * p.scale);
       hg_put<BF16>(p.dv, b, gj, hk, c, dv[r]);

@@ -20,7 +20,7 @@ FA_GPU_DEVICE void hg_mfma_emu_wave_barrier(int wave) {
 }
 
 template <int BF16>
-FA_GPU_DEVICE void hg_mfma_step(float acc[4], const uint16_t av[4], const uint16_t bv[4]) {
+FA_GPU_DEVICE void hg_mfma_step(float *acc, const uint16_t *av, const uint16_t *bv) {
   __shared__ uint16_t ea[HG_MFMA_WAVES][HG_MFMA_LANES][4], eb[HG_MFMA_WAVES][HG_MFMA_LANES][4];
   static_assert(sizeof ea + sizeof eb == HG_MFMA_EMU_SMEM, "the size the test plugin allows for");
   const int wave = fa_gpu_tid() / HG_MFMA_LANES, lane = fa_gpu_tid() % HG_MFMA_LANES;
@@ -33,7 +33,7 @@ FA_GPU_DEVICE void hg_mfma_step(float acc[4], const uint16_t av[4], const uint16
   const int j = hg_mfma_out_col(lane);
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
-    const int i = hg_mfma_out_row(lane, e);
+    const int i = hg_mfma_out_row(HG_MI_MFMA, lane, e);
     float sum = acc[e];
     for (int k = 0; k < HG_MFMA_DIM; ++k)
       sum = fmaf(fa_gpu_load<BF16>(&ea[wave][hg_mfma_src_lane(i, k)][hg_mfma_src_item(k)]),

@@ -17,10 +17,10 @@ template <int BF16, int HC, int BN>
 FA_GPU_DEVICE void hg_fwd_mfma_pv(float *o, const uint16_t *sp, const uint16_t *sv,
                                   const float *alpha, int d) {
   constexpr int BM = HG_FWD_TILE_M;
-  const int wave = fa_gpu_tid() / HG_MFMA_LANES, lane = fa_gpu_tid() % HG_MFMA_LANES;
+  const int wave = fa_gpu_tid() / HG_MI_LANES(HG_MI), lane = fa_gpu_tid() % HG_MI_LANES(HG_MI);
 #pragma unroll
   for (int r = 0; r < HG_MFMA_ACC_REGS(BM, HC); ++r)
-    o[r] *= alpha[hg_mfma_acc_row(r, wave, lane, HC)];
+    o[r] *= alpha[hg_mfma_acc_row(HG_MI, r, wave, lane, HC)];
   hg_mfma_accumulate<BF16, BM, HC>(o, sp, sv, hg_mm_ab(d, BN));
 }
 
@@ -29,10 +29,11 @@ template <int BF16, int HC>
 FA_GPU_DEVICE void hg_fwd_mfma_store(const float *o, const float *inv, const hg_params &p, int b,
                                      int64_t r0, int hq) {
   constexpr int BM = HG_FWD_TILE_M;
-  const int wave = fa_gpu_tid() / HG_MFMA_LANES, lane = fa_gpu_tid() % HG_MFMA_LANES;
+  const int wave = fa_gpu_tid() / HG_MI_LANES(HG_MI), lane = fa_gpu_tid() % HG_MI_LANES(HG_MI);
 #pragma unroll
   for (int r = 0; r < HG_MFMA_ACC_REGS(BM, HC); ++r) {
-    const int row = hg_mfma_acc_row(r, wave, lane, HC), c = hg_mfma_acc_col(r, wave, lane, HC);
+    const int row = hg_mfma_acc_row(HG_MI, r, wave, lane, HC),
+              c = hg_mfma_acc_col(HG_MI, r, wave, lane, HC);
     if (r0 + row < p.seqlen_q && c < p.head_dim)
       hg_put<BF16>(p.out, b, r0 + row, hq, c, o[r] * inv[row]);
   }

@@ -158,7 +158,7 @@ FA_GPU_DEVICE void hg_bwd_main(const hg_params &p) {
         fa_gpu_barrier();
         if constexpr (MFMA) {
           hg_mfma_store<BF16, BN, BM>(sds, BM, sk, sq, hg_mm_abt(d, BM), 0);
-          hg_mfma_store<BF16, BN, BM>(sdpt, BM, sv, sdo, hg_mm_abt(d, BM), 1);
+          hg_mfma_store<BF16, BN, BM>(sdpt, BM, sv, sdo, hg_mm_abt(d, BM), HG_MI_WAVES(HG_MI) / 2);
           fa_gpu_barrier();
         }
 

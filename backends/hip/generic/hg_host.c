@@ -51,8 +51,8 @@ int hg_fwd_tile_n(int64_t smem_limit, int d, int mfma) {
 static int refuse_params(const fa_request *req, const char *fam, fa_decision *out) {
   const fa_params *p = req->params;
   if (p->kernel_family && strcmp(p->kernel_family, "generic") != 0 &&
-      strcmp(p->kernel_family, "mfma") != 0) {
-    fa_core_refuse(out, "kernel_family '%s' is unknown to %s (families: generic, mfma)",
+      strcmp(p->kernel_family, "mfma") != 0 && strcmp(p->kernel_family, "wmma") != 0) {
+    fa_core_refuse(out, "kernel_family '%s' is unknown to %s (families: generic, mfma, wmma)",
                    p->kernel_family, fam);
     return 1;
   }
@@ -121,12 +121,18 @@ void hg_decide(const fa_request *req, const hg_target *t, fa_decision *out) {
                      names[i], fam);
       return;
     }
-  const int mfma = req->params->kernel_family && !strcmp(req->params->kernel_family, "mfma");
-  if (mfma && !t->mfma) {
-    fa_core_refuse(out, "kernel_family 'mfma': %s has no MFMA kernels for %s (CDNA gfx90a/gfx940)",
-                   fam, t->device_name);
+  const char *family = req->params->kernel_family;
+  const int want = !family                   ? HG_MATRIX_NONE
+                   : !strcmp(family, "mfma") ? HG_MATRIX_MFMA
+                   : !strcmp(family, "wmma") ? HG_MATRIX_WMMA
+                                             : HG_MATRIX_NONE;
+  if (want != HG_MATRIX_NONE && want != t->mfma) {
+    fa_core_refuse(out, "kernel_family '%s': %s has no %s kernels for %s (%s)", family, fam,
+                   want == HG_MATRIX_MFMA ? "MFMA" : "WMMA", t->device_name,
+                   want == HG_MATRIX_MFMA ? "CDNA gfx90a/gfx940" : "RDNA3 gfx1100");
     return;
   }
+  const int mfma = want != HG_MATRIX_NONE;
   const int hc = HG_HD_CLASS((int)req->head_dim);
   const int bn = hg_fwd_tile_n(t->smem_limit, (int)req->head_dim, mfma);
   const size_t smem = hg_smem(req->op == FA_OP_FORWARD, mfma, hc, (int)req->head_dim, bn);
@@ -137,7 +143,8 @@ void hg_decide(const fa_request *req, const hg_target *t, fa_decision *out) {
     return;
   }
   const fa_params *p = req->params;
-  snprintf(out->kernel, sizeof out->kernel, "%s%s.%s.%s.hd%lld%s%s%s", fam, mfma ? ".mfma" : "",
+  snprintf(out->kernel, sizeof out->kernel, "%s%s.%s.%s.hd%lld%s%s%s", fam,
+           !mfma ? "" : (want == HG_MATRIX_MFMA ? ".mfma" : ".wmma"),
            req->op == FA_OP_FORWARD ? "fwd" : "bwd", dt, (long long)req->head_dim,
            p->causal ? ".causal" : "", p->window_enabled ? ".window" : "",
            p->softcap > 0.0f ? ".softcap" : "");
@@ -209,7 +216,8 @@ fa_status hg_run(const hg_runtime *rt, const fa_request *req, const fa_decision 
   const char *dt = req->dtype == FA_BF16 ? "bf16" : "f16";
   const int hc = HG_HD_CLASS(a.head_dim);
   char name[HG_KERNEL_NAME_LEN];
-  const int mfma = strstr(decision->kernel, ".mfma.") != NULL;
+  /* The matrix kernels carry the MFMA names on every target (WMMA in gfx1100's code object). */
+  const int mfma = strstr(decision->kernel, ".mfma.") || strstr(decision->kernel, ".wmma.");
   if (a.batch == 0 || a.heads_q == 0) return FA_OK;
   if (req->op == FA_OP_FORWARD) {
     if (a.seqlen_q == 0) return FA_OK;

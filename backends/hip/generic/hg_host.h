@@ -10,13 +10,19 @@
 #include "backends/hip/generic/hg_args.h"
 #include "core/plugin.h"
 
+/* The matrix kernels (hg_*_mfma_*) a target runs: none, CDNA's MFMA (kernel_family "mfma"),
+   RDNA3's WMMA (kernel_family "wmma", the same kernel names compiled for gfx1100). */
+#define HG_MATRIX_NONE 0
+#define HG_MATRIX_MFMA 1
+#define HG_MATRIX_WMMA 2
+
 /* Where the kernels run, for decide's answers. */
 typedef struct hg_target {
   const char *prefix; /* kernel names start with it: "hip.generic", "cuda.hipgen" */
   fa_device_kind kind;
   const char *device_name;
   int64_t smem_limit; /* shared memory (LDS) a block may use on the device */
-  int32_t mfma; /* 1: the device has CDNA's MFMA (or its emulation) and the build its kernels */
+  int32_t mfma;       /* HG_MATRIX_*: the matrix kernels it runs (MFMA: or their emulation) */
 } hg_target;
 
 /* The device operations the launch sequence needs; each returns FA_OK or sets the error. */
@@ -32,8 +38,9 @@ typedef struct hg_runtime {
 
 /* The family's rules: supported or not with the reason naming the constraint; kernel name,
    tiles, workspace. Pure. params.kernel_family: NULL or "generic" for the generic kernels,
-   "mfma" for the kernels whose products use CDNA's matrix instructions (only where t->mfma; never
-   chosen unasked: they have not run on AMD hardware, see the README). */
+   "mfma" / "wmma" for the kernels whose products use CDNA's / RDNA3's matrix instructions (only
+   where t->mfma says so; never chosen unasked: they have not run on AMD hardware, see the
+   README). */
 void hg_decide(const fa_request *req, const hg_target *t, fa_decision *out);
 
 /* Runs a request hg_decide accepted (workspace: the caller's or NULL). */

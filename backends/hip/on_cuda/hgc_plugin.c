@@ -60,7 +60,7 @@ static void hgc_probe(fa_plugin_probe *out) {
 
 static void hgc_decide(const fa_request *req, fa_decision *out) {
   hg_target t = {HGC_PREFIX, FA_DEVICE_CUDA, "the test plugin (64 KiB of LDS less the emulation's)",
-                 HGC_SMEM_LIMIT, 1};
+                 HGC_SMEM_LIMIT, HG_MATRIX_MFMA};
   hg_decide(req, &t, out);
 }
 
