@@ -133,6 +133,7 @@ FA_GPU_DEVICE void hg_fwd(const hg_params &p) {
     p.lse[(int64_t)b * p.lse_batch + (int64_t)hq * p.lse_head + gi * p.lse_row] =
         fa_softmax_lse(m_run * HG_LN2, l_run);
   if constexpr (MFMA) {
+    fa_gpu_barrier(); /* the last step's P·V has read every row's rescale factor */
     if (sub == 0) srow[row] = inv;
     fa_gpu_barrier();
     hg_fwd_mfma_store<BF16, HC>(o, srow, p, b, r0, hq);
