@@ -107,8 +107,9 @@
 /* Where dQ comes first and its reductions come straight from registers on sm_90, they are
    issued a few after each k-step of dV (FA2_BWD_DQ_SPREAD 1) rather than all 16 (head dim 256)
    before it, where they filled the memory instruction queue ahead of dV's ldmatrix: +2% at head
-   dim 256; 2 (spread over dV's and dK's k-steps) was 2.5% slower than none, 0 is none
-   (bench/NOTES.md, v20). */
+   dim 256; 2 (spread over dV's and dK's k-steps) was 2.5% slower than none, 0 is none; the
+   first k-step left without reductions, or each k-step's issued before its mma, were 1.5-3%
+   slower (bench/NOTES.md, v20). */
 #ifndef FA2_BWD_DQ_SPREAD
 #define FA2_BWD_DQ_SPREAD 1
 #endif
