@@ -34,11 +34,10 @@
 #define amx_loadconfig(cfg) __asm__ volatile("ldtilecfg %0" ::"m"(*(cfg)))
 #define amx_release() __asm__ volatile("tilerelease" ::: "memory")
 #define amx_zero(t) __asm__ volatile("tilezero %%tmm" #t ::)
-#define amx_load(t, base, stride) \
-  __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(base), "r"((long)(stride)) : "memory")
-#define amx_store(t, base, stride)                                                                \
-  __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(base), "r"((long)(stride)) : "memor" \
-                                                                                          "y")
+#define amx_load(t, p, ld) \
+  __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(p), "r"((long)(ld)) : "memory")
+#define amx_store(t, p, ld) \
+  __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(p), "r"((long)(ld)) : "memory")
 #define amx_dp(c, a, b) __asm__ volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
 #endif
 
