@@ -72,7 +72,10 @@ static fa_status hgc_launch(void *ctx, const char *name, unsigned gx, unsigned g
   dim3 grid = {gx, gy, gz}, block = {HG_THREADS, 1, 1};
   void *args[] = {(void *)p};
   cudaError_t e = cudaSuccess;
-  if (smem > HGC_SMEM_DEFAULT &&
+  /* The MFMA kernels' emulation adds HG_MFMA_EMU_SMEM of static shared memory: the opt-in is
+     needed once dynamic + static pass 48 KiB (the hd128 MFMA backward's 45,312 + 4,096 bytes
+     failed to launch without it, H200 2026-12-01); harmless for kernels without it. */
+  if (smem + HG_MFMA_EMU_SMEM > HGC_SMEM_DEFAULT &&
       (e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) !=
           cudaSuccess)
     return cuda_failure(e, "cudaFuncSetAttribute (dynamic shared memory)");
