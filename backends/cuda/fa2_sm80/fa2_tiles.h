@@ -108,8 +108,8 @@
    issued a few after each k-step of dV (FA2_BWD_DQ_SPREAD 1) rather than all 16 (head dim 256)
    before it, where they filled the memory instruction queue ahead of dV's ldmatrix: +2% at head
    dim 256; 2 (spread over dV's and dK's k-steps) was 2.5% slower than none, 0 is none; the
-   first k-step left without reductions, or each k-step's issued before its mma, were 1.5-3%
-   slower (bench/NOTES.md, v20). */
+   first k-step left without reductions, each k-step's issued before its mma, or one after each
+   16-column block of dV were 0.2-3.6% slower (bench/NOTES.md, v20). */
 #ifndef FA2_BWD_DQ_SPREAD
 #define FA2_BWD_DQ_SPREAD 1
 #endif
