@@ -108,19 +108,6 @@ static void this_machine(void) {
 #endif
 }
 
-static fa_tensor tensor4(void *data, fa_dtype dt, int64_t s, int64_t h, int64_t d) {
-  fa_tensor t;
-  memset(&t, 0, sizeof t);
-  t.data = data;
-  t.device.kind = FA_DEVICE_CPU;
-  t.dtype = dt;
-  t.ndim = 4;
-  int64_t shape[4] = {1, s, h, d}, strides[4] = {s * h * d, h * d, d, 1};
-  memcpy(t.shape, shape, sizeof shape);
-  memcpy(t.strides, strides, sizeof strides);
-  return t;
-}
-
 static const char *cpu_device_line(void) {
   static fa_backend_desc descs[8];
   int32_t n = 0;
@@ -142,8 +129,8 @@ static void through_the_api(void) {
     v[x] = fa_f32_to_bf16((float)tu_rng_normal(&rng));
     o[x] = 0x7fc1; /* poison: a NaN */
   }
-  fa_tensor tq = tensor4(q, FA_BF16, S, H, D), tk = tensor4(k, FA_BF16, S, H, D);
-  fa_tensor tv = tensor4(v, FA_BF16, S, H, D), to = tensor4(o, FA_BF16, S, H, D);
+  fa_tensor tq = tu_view_bshd(q, FA_BF16, 1, S, H, D), tk = tu_view_bshd(k, FA_BF16, 1, S, H, D);
+  fa_tensor tv = tu_view_bshd(v, FA_BF16, 1, S, H, D), to = tu_view_bshd(o, FA_BF16, 1, S, H, D);
   fa_params p;
   fa_params_init(&p);
   p.backend = FA_BACKEND_CPU;

@@ -226,6 +226,18 @@ int tu_alloc_layout(tu_tensor *x, fa_dtype dtype, int ndim, const int64_t *shape
   return 0;
 }
 
+fa_tensor tu_view_bshd(void *data, fa_dtype dtype, int64_t b, int64_t s, int64_t h, int64_t d) {
+  fa_tensor t;
+  memset(&t, 0, sizeof t);
+  t.data = data;
+  t.device.kind = FA_DEVICE_CPU;
+  t.dtype = dtype;
+  t.ndim = 4;
+  t.shape[0] = b, t.shape[1] = s, t.shape[2] = h, t.shape[3] = d;
+  t.strides[0] = s * h * d, t.strides[1] = h * d, t.strides[2] = d, t.strides[3] = 1;
+  return t;
+}
+
 void tu_free(tu_tensor *x) {
   if (!x) return;
   free(x->buf);

@@ -511,23 +511,11 @@ static int sweep(void) {
  * Sizes near 2^31 and 2^63 bytes: refused (or planned) with no allocation at all
  * ------------------------------------------------------------------------------------------- */
 
-static fa_tensor view(void *data, fa_dtype dt, int64_t b, int64_t s, int64_t h, int64_t d) {
-  fa_tensor t;
-  memset(&t, 0, sizeof t);
-  t.data = data;
-  t.device.kind = FA_DEVICE_CPU;
-  t.dtype = dt;
-  t.ndim = 4;
-  t.shape[0] = b, t.shape[1] = s, t.shape[2] = h, t.shape[3] = d;
-  t.strides[3] = 1, t.strides[2] = d, t.strides[1] = h * d, t.strides[0] = s * h * d;
-  return t;
-}
-
 static int huge_shapes(void) {
   static _Alignas(64) unsigned char dummy[64]; /* plans never read tensor data */
   int bad = 0;
   /* Warm up: plugins loaded, so a plan or a refusal has nothing left to load. */
-  fa_tensor q0 = view(dummy, FA_F32, 1, 1, 1, 4), o0 = q0;
+  fa_tensor q0 = tu_view_bshd(dummy, FA_F32, 1, 1, 1, 4), o0 = q0;
   fa_run_info info;
   fa_run_info_init(&info);
   fa_plan_forward(NULL, &q0, &q0, &q0, &o0, NULL, &info);
@@ -554,9 +542,9 @@ static int huge_shapes(void) {
        FA_F32, 0, FA_ERR_INVALID_ARGUMENT},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
-    fa_tensor q = view(dummy, cases[i].dt, cases[i].b, cases[i].s, cases[i].h, cases[i].d);
+    fa_tensor q = tu_view_bshd(dummy, cases[i].dt, cases[i].b, cases[i].s, cases[i].h, cases[i].d);
     if (cases[i].stride_hack) q.strides[0] = INT64_C(1) << 62;
-    fa_tensor k = view(dummy, cases[i].dt, cases[i].b, 16, cases[i].h, cases[i].d), v = k;
+    fa_tensor k = tu_view_bshd(dummy, cases[i].dt, cases[i].b, 16, cases[i].h, cases[i].d), v = k;
     fa_tensor out = q;
     fa_run_info_init(&info);
     size_t bytes = 0;

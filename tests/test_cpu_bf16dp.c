@@ -36,19 +36,6 @@ static int cpu_has_avx512bf16(void) {
 static int cpu_has_avx512bf16(void) { return 0; }
 #endif
 
-static fa_tensor tensor4(void *data, fa_dtype dt, int64_t b, int64_t s, int64_t h, int64_t d) {
-  fa_tensor t;
-  memset(&t, 0, sizeof t);
-  t.data = data;
-  t.device.kind = FA_DEVICE_CPU;
-  t.dtype = dt;
-  t.ndim = 4;
-  int64_t shape[4] = {b, s, h, d}, strides[4] = {s * h * d, h * d, d, 1};
-  memcpy(t.shape, shape, sizeof shape);
-  memcpy(t.strides, strides, sizeof strides);
-  return t;
-}
-
 typedef struct shape {
   int64_t sq, sk, hq, hk, d;
   int causal;
@@ -71,10 +58,10 @@ static int run_case(const shape *c, tu_rng *rng) {
   for (int64_t x = 0; x < nk; ++x) k[x] = fa_f32_to_bf16((float)tu_rng_normal(rng));
   for (int64_t x = 0; x < nk; ++x) v[x] = fa_f32_to_bf16((float)tu_rng_normal(rng));
   for (int64_t x = 0; x < nq; ++x) o[x] = 0x7fc1; /* poison: a NaN */
-  fa_tensor tq = tensor4(q, FA_BF16, 1, c->sq, c->hq, c->d);
-  fa_tensor tk = tensor4(k, FA_BF16, 1, c->sk, c->hk, c->d);
-  fa_tensor tv = tensor4(v, FA_BF16, 1, c->sk, c->hk, c->d);
-  fa_tensor to = tensor4(o, FA_BF16, 1, c->sq, c->hq, c->d);
+  fa_tensor tq = tu_view_bshd(q, FA_BF16, 1, c->sq, c->hq, c->d);
+  fa_tensor tk = tu_view_bshd(k, FA_BF16, 1, c->sk, c->hk, c->d);
+  fa_tensor tv = tu_view_bshd(v, FA_BF16, 1, c->sk, c->hk, c->d);
+  fa_tensor to = tu_view_bshd(o, FA_BF16, 1, c->sq, c->hq, c->d);
   fa_tensor tl;
   memset(&tl, 0, sizeof tl);
   tl.data = lse;

@@ -113,11 +113,6 @@
 #ifndef FA2_BWD_DQ_SPREAD
 #define FA2_BWD_DQ_SPREAD 1
 #endif
-/* FA2_BWD_S_INTERLEAVE=1 advances Sᵀ = K Qᵀ and dPᵀ = V dOᵀ k-step by k-step together (A/B
-   knob; fa2_bwd.cuh, bwd_scores): measured 0 at head dims 64 and 256, -2% at 128 (v20). */
-#ifndef FA2_BWD_S_INTERLEAVE
-#define FA2_BWD_S_INTERLEAVE 0
-#endif
 
 /* On sm_90 the dQ of a step is staged in shared memory ([BM][hd] fp32, 32-byte chunks rotated
    by the row) and added to the accumulator by one bulk reduction (TMA) instead of per-thread
