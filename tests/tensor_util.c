@@ -234,7 +234,12 @@ fa_tensor tu_view_bshd(void *data, fa_dtype dtype, int64_t b, int64_t s, int64_t
   t.dtype = dtype;
   t.ndim = 4;
   t.shape[0] = b, t.shape[1] = s, t.shape[2] = h, t.shape[3] = d;
-  t.strides[0] = s * h * d, t.strides[1] = h * d, t.strides[2] = d, t.strides[3] = 1;
+  /* Unsigned products: test_alloc_fail builds views of extents near 2^63, whose strides wrap
+     (the library must refuse those sizes without reading anything), and signed overflow is
+     undefined. */
+  const uint64_t hd = (uint64_t)h * (uint64_t)d;
+  t.strides[0] = (int64_t)((uint64_t)s * hd), t.strides[1] = (int64_t)hd, t.strides[2] = d;
+  t.strides[3] = 1;
   return t;
 }
 
