@@ -24,6 +24,7 @@
 #include "backends/hip/cdna/hg_mfma_layout.h"
 #include "backends/hip/generic/hg_host.h"
 #include "backends/hip/hip_arch.h"
+#include "tests/hip/hip_req.h"
 #include "flash_attn.h"
 
 static int failures;
@@ -131,64 +132,6 @@ static void check_arch(void) {
         "gfx90a refused: '%s'", why);
 }
 
-/* A request as core/validate hands it to a plugin: contiguous [b, s, h, d] tensors. */
-typedef struct req_store {
-  fa_params p;
-  fa_tensor q, k, v, o, lse, dq, dk, dv, dout;
-  fa_request r;
-} req_store;
-
-static void tensor4(fa_tensor *t, int64_t b, int64_t s, int64_t h, int64_t d, fa_device_kind k) {
-  memset(t, 0, sizeof *t);
-  t->data = (void *)(uintptr_t)0x10000;
-  t->device.kind = k;
-  t->dtype = FA_BF16;
-  t->ndim = 4;
-  int64_t shape[4] = {b, s, h, d};
-  memcpy(t->shape, shape, sizeof shape);
-  t->strides[3] = 1;
-  t->strides[2] = d;
-  t->strides[1] = h * d;
-  t->strides[0] = s * h * d;
-}
-
-static fa_request *make_req(req_store *s, fa_op op, int64_t d, int64_t hq, int64_t hkv,
-                            fa_device_kind kind) {
-  memset(s, 0, sizeof *s);
-  fa_params_init(&s->p);
-  tensor4(&s->q, 2, 100, hq, d, kind);
-  tensor4(&s->k, 2, 70, hkv, d, kind);
-  s->v = s->k;
-  s->o = s->q;
-  s->r.op = op;
-  s->r.params = &s->p;
-  s->r.q = &s->q;
-  s->r.k = &s->k;
-  s->r.v = &s->v;
-  s->r.out = &s->o;
-  s->r.lse = &s->lse;
-  if (op == FA_OP_BACKWARD) {
-    s->dq = s->q;
-    s->dk = s->k;
-    s->dv = s->k;
-    s->dout = s->q;
-    s->r.dq = &s->dq;
-    s->r.dk = &s->dk;
-    s->r.dv = &s->dv;
-    s->r.dout = &s->dout;
-  }
-  s->r.dtype = FA_BF16;
-  s->r.device.kind = kind;
-  s->r.batch = 2;
-  s->r.seqlen_q = 100;
-  s->r.seqlen_k = 70;
-  s->r.heads_q = hq;
-  s->r.heads_kv = hkv;
-  s->r.head_dim = s->r.head_dim_v = d;
-  s->r.scale = 0.125f;
-  return &s->r;
-}
-
 static void check_decide(void) {
   const hg_target hip = {"hip.generic", FA_DEVICE_HIP, "MI250X", 64 * 1024, HG_MATRIX_MFMA};
   req_store s;
@@ -262,10 +205,13 @@ static void check_decide(void) {
   hg_decide(&s.r, &cu, &dec);
   CHECK(dec.supported && !strcmp(dec.kernel, "cuda.hipgen.fwd.bf16.hd128.window"),
         "cuda.hipgen window: %d '%s' '%s'", dec.supported, dec.kernel, dec.reason);
-  /* Every head-dim class fits the 48 KiB a CUDA block has without opting in. */
-  for (int d = 8; d <= 256; d += 8)
-    CHECK(HG_FWD_SMEM(d, 32) <= 48 * 1024 && HG_BWD_SMEM(HG_HD_CLASS(d), d) <= 48 * 1024,
-          "hd%d needs %zu / %zu bytes", d, HG_FWD_SMEM(d, 32), HG_BWD_SMEM(HG_HD_CLASS(d), d));
+  /* Every head-dim class fits the 48 KiB a CUDA block has without opting in, with its smaller
+     tiles (the backward's 32x32 keys x queries, 16x16 at class 256). */
+  for (int d = 8; d <= 256; d += 8) {
+    const int bt = d <= 128 ? 32 : 16;
+    CHECK(HG_FWD_SMEM(d, 32) <= 48 * 1024 && HG_BWD_SMEM(bt, bt, d) <= 48 * 1024,
+          "hd%d needs %zu / %zu bytes", d, HG_FWD_SMEM(d, 32), HG_BWD_SMEM(bt, bt, d));
+  }
   /* The forward's key tile from core/plan: 64 keys where Bc = LDS / (2 bytes * 4d) reaches 64 and
      the kernel's layout fits, else 32; the reported tile is the launched kernel's. */
   static const int64_t ldses[] = {16 * 1024, 48 * 1024, 64 * 1024 - HG_MFMA_EMU_SMEM, 64 * 1024};
@@ -274,7 +220,7 @@ static void check_decide(void) {
       for (int d = 8; d <= 256; d += 8) {
         const int bn = hg_fwd_tile_n(ldses[l], d, mfma);
         const int64_t bc = ldses[l] / 2 / (4 * d);
-        const int fits64 = (int64_t)hg_smem(1, mfma, HG_HD_CLASS(d), d, 64) <= ldses[l];
+        const int fits64 = (int64_t)hg_smem(1, mfma, d, 64, 0) <= ldses[l];
         CHECK(bn == (bc >= 64 && fits64 ? 64 : 32), "lds %lld mfma %d hd%d: %d keys",
               (long long)ldses[l], mfma, d, bn);
       }
@@ -288,11 +234,13 @@ static void check_decide(void) {
   }
   /* The MFMA kernels fit the 64 KiB LDS of every CDNA GPU, and the test plugin's 64 KiB less the
      MFMA emulation's static shared memory. */
-  for (int d = 8; d <= 256; d += 8)
+  for (int d = 8; d <= 256; d += 8) {
+    const int bt = d <= 128 ? 32 : 16;
     CHECK(HG_FWD_MFMA_SMEM(d, 32) + HG_MFMA_EMU_SMEM <= 64 * 1024 &&
-              HG_BWD_MFMA_SMEM(HG_HD_CLASS(d), d) + HG_MFMA_EMU_SMEM <= 64 * 1024,
+              HG_BWD_MFMA_SMEM(bt, bt, d) + HG_MFMA_EMU_SMEM <= 64 * 1024,
           "mfma hd%d needs %zu / %zu bytes", d, HG_FWD_MFMA_SMEM(d, 32),
-          HG_BWD_MFMA_SMEM(HG_HD_CLASS(d), d));
+          HG_BWD_MFMA_SMEM(bt, bt, d));
+  }
   /* The MFMA kernels: asked for by kernel_family, where the device has them (or, in the test
      plugin, their emulation). */
   make_req(&s, FA_OP_FORWARD, 256, 2, 2, FA_DEVICE_HIP);
@@ -320,7 +268,7 @@ static void check_decide(void) {
   make_req(&s, FA_OP_BACKWARD, 128, 2, 2, FA_DEVICE_HIP);
   s.p.kernel_family = "mfma";
   hg_target small = hip;
-  small.smem_limit = (int64_t)HG_BWD_SMEM(128, 128);
+  small.smem_limit = (int64_t)HG_BWD_SMEM(32, 32, 128);
   hg_decide(&s.r, &small, &dec);
   CHECK(!dec.supported && strstr(dec.reason, "shared memory"), "mfma bwd small LDS: '%s'",
         dec.reason);
@@ -351,7 +299,8 @@ static void check_decide(void) {
     mf += !strncmp(names[i], "hg_fwd_mfma_", 12);
     mb += !strncmp(names[i], "hg_bwd_main_mfma_", 17);
   }
-  CHECK(mf == 12 && mb == 6, "%d MFMA forward, %d MFMA backward kernel names", mf, mb);
+  /* 3 classes x 2 key tiles x 2 dtypes forwards; 6 backward tiles x 2 dtypes. */
+  CHECK(mf == 12 && mb == 12, "%d MFMA forward, %d MFMA backward kernel names", mf, mb);
 }
 
 int main(int argc, char **argv) {

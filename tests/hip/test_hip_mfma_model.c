@@ -26,6 +26,7 @@
 #define OUT 8    /* result items per lane, at most */
 
 static int failures;
+static int bwd_tiles_run; /* backward tiles checked (each once per instruction kind counted) */
 static const char *kind = "mfma"; /* the instruction being modelled, for the failure lines */
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
@@ -163,7 +164,9 @@ static void check_products(int mi, int hc, int d, int bf16) {
   static double out[2 * MAXR * (MAXD + 1)];
   static int writes[2 * MAXR * (MAXD + 1)];
   const int fm = HG_FWD_TILE_M;
-  const int bn = HG_BWD_TILE_N(hc), bm = HG_BWD_TILE_M(hc);
+#define HG_BWD_ROW(c, n, m) {c, n, m},
+  static const int tiles[][3] = {HG_BWD_TILES(HG_BWD_ROW)};
+#undef HG_BWD_ROW
 
 #define RESET()                                                   \
   do {                                                            \
@@ -187,30 +190,36 @@ static void check_products(int mi, int hc, int d, int bf16) {
     compare(fn == 32 ? "fwd O=PV n32" : "fwd O=PV n64", hc, d, bf16, out, writes, hc, fm, hc, d, fn,
             pt, row_major, fn, y, row_major, d);
   }
-  /* Backward Sᵀ = K·Qᵀ (waves from 0) and dPᵀ = V·dOᵀ (waves from 1) into [BN][BM]. */
-  for (int first = 0; first <= hg_mi_waves(mi) / 2; first += hg_mi_waves(mi) / 2) {
-    fill(x, bn * d, bf16);
+  /* The backward, for each of the class's tiles (BN keys x BM queries). */
+  for (size_t ti = 0; ti < sizeof tiles / sizeof tiles[0]; ++ti) {
+    if (tiles[ti][0] != hc) continue;
+    const int bn = tiles[ti][1], bm = tiles[ti][2];
+    bwd_tiles_run += mi == HG_MI_MFMA && d == hc && bf16;
+    /* Backward Sᵀ = K·Qᵀ (waves from 0) and dPᵀ = V·dOᵀ (waves from 1) into [BN][BM]. */
+    for (int first = 0; first <= hg_mi_waves(mi) / 2; first += hg_mi_waves(mi) / 2) {
+      fill(x, bn * d, bf16);
+      fill(y, bm * d, bf16);
+      RESET();
+      model_store(mi, out, writes, bm, bn, bm, x, y, hg_mm_abt(d, bm), first, bf16);
+      compare(first ? "bwd dP^T=V dO^T" : "bwd S^T=KQ^T", hc, d, bf16, out, writes, bm, bn, bm, bm,
+              d, x, row_major, d, y, transposed, d);
+    }
+    /* Backward dV += Pᵀ·dO and dK += dSᵀ·Q: Pᵀ/dSᵀ [BN][BM], dO/Q [BM][d], in registers over
+       [BN][HC]. */
+    fill(pt, bn * bm, bf16);
     fill(y, bm * d, bf16);
     RESET();
-    model_store(mi, out, writes, bm, bn, bm, x, y, hg_mm_abt(d, bm), first, bf16);
-    compare(first ? "bwd dP^T=V dO^T" : "bwd S^T=KQ^T", hc, d, bf16, out, writes, bm, bn, bm, bm, d,
-            x, row_major, d, y, transposed, d);
+    model_accumulate(mi, out, writes, bn, hc, pt, y, hg_mm_ab(d, bm), bf16);
+    compare("bwd dV=P^T dO", hc, d, bf16, out, writes, hc, bn, hc, d, bm, pt, row_major, bm, y,
+            row_major, d);
+    /* Backward dQ = dS·K from dSᵀ [BN][BM] and K [BN][d], in registers over [BM][HC]. */
+    fill(pt, bn * bm, bf16);
+    fill(y, bn * d, bf16);
+    RESET();
+    model_accumulate(mi, out, writes, bm, hc, pt, y, hg_mm_atb(d, bm, bn), bf16);
+    compare("bwd dQ=dS K", hc, d, bf16, out, writes, hc, bm, hc, d, bn, pt, transposed, bm, y,
+            row_major, d);
   }
-  /* Backward dV += Pᵀ·dO and dK += dSᵀ·Q: Pᵀ/dSᵀ [BN][BM], dO/Q [BM][d], in registers over
-     [BN][HC]. */
-  fill(pt, bn * bm, bf16);
-  fill(y, bm * d, bf16);
-  RESET();
-  model_accumulate(mi, out, writes, bn, hc, pt, y, hg_mm_ab(d, bm), bf16);
-  compare("bwd dV=P^T dO", hc, d, bf16, out, writes, hc, bn, hc, d, bm, pt, row_major, bm, y,
-          row_major, d);
-  /* Backward dQ = dS·K from dSᵀ [BN][BM] and K [BN][d], in registers over [BM][HC]. */
-  fill(pt, bn * bm, bf16);
-  fill(y, bn * d, bf16);
-  RESET();
-  model_accumulate(mi, out, writes, bm, hc, pt, y, hg_mm_atb(d, bm, bn), bf16);
-  compare("bwd dQ=dS K", hc, d, bf16, out, writes, hc, bm, hc, d, bn, pt, transposed, bm, y,
-          row_major, d);
 #undef RESET
 }
 
@@ -236,9 +245,14 @@ int main(void) {
           check_products(mi, HG_HD_CLASS(d), d, bf16);
           ++runs;
         }
+  /* Every backward tile the kernels are compiled for (HG_BWD_TILES) went through the model. */
+  if (bwd_tiles_run != HG_BWD_TILE_COUNT) {
+    ++failures;
+    printf("FAIL %d backward tiles modelled, %d compiled\n", bwd_tiles_run, HG_BWD_TILE_COUNT);
+  }
   printf(
-      "test_hip_mfma_model: %d instruction x head dim x dtype runs of the 8 products: %s (%d "
-      "failure%s)\n",
-      runs, failures ? "FAILED" : "passed", failures, failures == 1 ? "" : "s");
+      "test_hip_mfma_model: %d instruction x head dim x dtype runs of the 8 products (the "
+      "backward's for %d tiles): %s (%d failure%s)\n",
+      runs, bwd_tiles_run, failures ? "FAILED" : "passed", failures, failures == 1 ? "" : "s");
   return failures ? 1 : 0;
 }

@@ -13,12 +13,11 @@
 /* One step of BM query rows from m0: the key tile's dV and dK, and the step's dQ into the fp32
    accumulator (each element by one lane, so a block's additions keep their order). pt, dst:
    Pᵀ and dSᵀ [BN][BM] in the storage type; sq, sdo [BM][d]; sk [BN][d]. */
-template <int BF16, int HC>
+template <int BF16, int HC, int BN, int BM>
 FA_GPU_DEVICE void hg_bwd_mfma_products(float *dk, float *dv, const uint16_t *pt,
                                         const uint16_t *dst, const uint16_t *sq,
                                         const uint16_t *sdo, const uint16_t *sk, const hg_params &p,
                                         int64_t head_rows, int64_t m0) {
-  constexpr int BN = HG_BWD_TILE_N(HC), BM = HG_BWD_TILE_M(HC);
   const int d = p.head_dim;
   const int wave = fa_gpu_tid() / HG_MI_LANES(HG_MI), lane = fa_gpu_tid() % HG_MI_LANES(HG_MI);
   hg_mfma_accumulate<BF16, BN, HC>(dv, pt, sdo, hg_mm_ab(d, BM));
@@ -37,10 +36,9 @@ FA_GPU_DEVICE void hg_bwd_mfma_products(float *dk, float *dv, const uint16_t *pt
 }
 
 /* dK (scaled) and dV of the key tile from c0 into their tensors. */
-template <int BF16, int HC>
+template <int BF16, int HC, int BN>
 FA_GPU_DEVICE void hg_bwd_mfma_store_kv(const float *dk, const float *dv, const hg_params &p, int b,
                                         int64_t c0, int hk) {
-  constexpr int BN = HG_BWD_TILE_N(HC);
   const int wave = fa_gpu_tid() / HG_MI_LANES(HG_MI), lane = fa_gpu_tid() % HG_MI_LANES(HG_MI);
 #pragma unroll
   for (int r = 0; r < HG_MFMA_ACC_REGS(BN, HC); ++r) {

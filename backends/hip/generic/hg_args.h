@@ -34,10 +34,11 @@ typedef struct hg_params {
   int64_t mask_left, mask_right;
 } hg_params;
 
-/* Tiles: one per head-dim class (64, 128, 256: the register arrays' size), the same on every
-   target. 256 threads per block, TPR threads sharing one query row (forward) or one key row
-   (backward); the shared memory stays within 48 KiB, what a CUDA block gets without opting in
-   and under the 64 KiB LDS of every AMD GPU. */
+/* Tiles: the register arrays' size follows the head-dim class (64, 128, 256). 256 threads per
+   block, TPR threads sharing one query row (forward) or one key row (backward). The smaller of
+   each pair of tiles below keeps the shared memory within 48 KiB, what a CUDA block gets without
+   opting in and under the 64 KiB LDS of every AMD GPU; the larger is core/plan's choice where
+   the device's LDS holds it (hg_host.c). */
 #define HG_THREADS 256
 #define HG_MAX_HEAD_DIM 256
 #define HG_HD_CLASS(d) ((d) <= 64 ? 64 : ((d) <= 128 ? 128 : 256))
@@ -47,14 +48,30 @@ typedef struct hg_params {
 #define HG_FWD_TILE_N 32
 #define HG_FWD_TILE_N_MAX 64
 #define HG_FWD_TPR (HG_THREADS / HG_FWD_TILE_M)
-#define HG_BWD_TILE_N(hc) ((hc) <= 128 ? 32 : 16) /* keys per block */
-#define HG_BWD_TILE_M(hc) ((hc) <= 128 ? 32 : 16) /* queries per step */
-#define HG_BWD_TPR(hc) (HG_THREADS / HG_BWD_TILE_N(hc))
+/* The backward's tiles, BN keys per block by BM queries per step: two per head-dim class, one
+   kernel each (hg_bwd_main_*_hd<HC>_n<BN>_m<BM>), as core/plan chooses for the device's LDS
+   (hg_host.c's hg_bwd_tiles). X(HC, BN, BM) for each, smaller first; the wide tile doubles the
+   keys (half the passes over Q and dO), at class 128 and 256 with 16 query rows per step, since
+   32 do not fit 64 KiB (class 128: with the MFMA kernel's score tiles; class 256: at all). The
+   MFMA kernels need BN and BM multiples of 16 and whole 16x16 tiles of [BN][HC] and [BM][HC]
+   for each of 8 waves (cdna/hg_mfma.h). */
+#define HG_BWD_TILES(X) \
+  X(64, 32, 32)         \
+  X(64, 64, 32)         \
+  X(128, 32, 32)        \
+  X(128, 64, 16)        \
+  X(256, 16, 16)        \
+  X(256, 32, 16)
+#define HG_BWD_TILE_COUNT 6
+#define HG_BWD_TPR(bn) (HG_THREADS / (bn))
 /* Shared memory in bytes for the real head dim d (rows of d 16-bit elements). */
 #define HG_FWD_SMEM(d, bn) ((size_t)(HG_FWD_TILE_M + 2 * (bn)) * (size_t)(d)*2)
-#define HG_BWD_SMEM(hc, d)                                                   \
-  ((size_t)(2 * HG_BWD_TILE_N(hc) + 2 * HG_BWD_TILE_M(hc)) * (size_t)(d)*2 + \
-   (size_t)HG_BWD_TILE_N(hc) * HG_BWD_TILE_M(hc) * 4 + (size_t)2 * HG_BWD_TILE_M(hc) * 4)
+/* K, V [BN][d], Q, dO [BM][d], dS [BN][BM] fp32, the step's LSE and D. */
+#define HG_BWD_SMEM(bn, bm, d) \
+  ((size_t)(2 * (bn) + 2 * (bm)) * (size_t)(d)*2 + (size_t)(bn) * (bm)*4 + (size_t)2 * (bm)*4)
+/* Bytes per score element held in shared memory: the generic dS (fp32); the MFMA kernels' Sᵀ
+   and dPᵀ (fp32) and 16-bit Pᵀ and dSᵀ. */
+#define HG_BWD_SCORE_BYTES(mfma) ((mfma) ? 12 : 4)
 /* The MFMA kernels (cdna/hg_mfma.h): the generic forward's plus a [BM][BN + 1] fp32 score tile,
    the rows' factors and a [BM][BN] 16-bit probability tile (54.3 KiB at head dim 256 with 32
    keys: within the 64 KiB LDS); the generic backward's plus a [BN][BM] fp32 dPᵀ tile and the
@@ -62,8 +79,7 @@ typedef struct hg_params {
 #define HG_FWD_MFMA_SMEM(d, bn)                                                      \
   (HG_FWD_SMEM(d, bn) + (size_t)HG_FWD_TILE_M * ((bn) + 1) * 4 + HG_FWD_TILE_M * 4 + \
    (size_t)HG_FWD_TILE_M * (bn)*2)
-#define HG_BWD_MFMA_SMEM(hc, d) \
-  (HG_BWD_SMEM(hc, d) + (size_t)HG_BWD_TILE_N(hc) * HG_BWD_TILE_M(hc) * 8)
+#define HG_BWD_MFMA_SMEM(bn, bm, d) (HG_BWD_SMEM(bn, bm, d) + (size_t)(bn) * (bm)*8)
 /* Rows per block of the backward's row kernels (D, dQ conversion). */
 #define HG_ROW_BLOCK 64
 

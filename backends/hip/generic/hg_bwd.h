@@ -2,9 +2,9 @@
  * hg_bwd.h: the generic backward (FlashAttention-2 structure, no matrix instructions), three
  * kernels:
  *   hg_bwd_dot      D = rowsum(dO∘O) per query row (core/backward.h's D), into the workspace;
- *   hg_bwd_main     a block owns HG_BWD_TILE_N keys of one KV head and keeps their dK and dV in
+ *   hg_bwd_main     a block owns BN keys of one KV head and keeps their dK and dV in
  *                   registers; it walks every query head of its group and the query rows that
- *                   core/mask.h says see its keys, in steps of HG_BWD_TILE_M rows through shared
+ *                   core/mask.h says see its keys, in steps of BM rows through shared
  *                   memory, recomputing P from the saved LSE (exp2), dS = P∘(dP − D), and adds
  *                   scale·dS·K into the fp32 dQ accumulator by atomics;
  *   hg_bwd_convert  the accumulator into dq's storage type and strides.
@@ -51,13 +51,12 @@ FA_GPU_DEVICE void hg_bwd_convert(const hg_params &p) {
    (scaled at the end) for its key row, where query il's values live in lane il % TPR of the key
    row's group, slot il / TPR; then dQ += scale·dS·K from dS in shared memory, one thread per
    (row, column) of the step. */
-template <int BF16, int HC>
+template <int BF16, int HC, int BN, int BM>
 FA_GPU_DEVICE void hg_bwd_products(float *dk, float *dv, const float *pv, const float *dsv,
                                    const uint16_t *sq, const uint16_t *sdo, const uint16_t *sk,
                                    const float *sds, const hg_params &p, int64_t head_rows,
                                    int64_t m0) {
-  constexpr int BN = HG_BWD_TILE_N(HC), BM = HG_BWD_TILE_M(HC), TPR = HG_BWD_TPR(HC);
-  constexpr int CPT = HC / TPR;
+  constexpr int TPR = HG_BWD_TPR(BN), CPT = HC / TPR;
   const int d = p.head_dim, tid = fa_gpu_tid(), sub = tid % TPR;
 #pragma unroll
   for (int il = 0; il < BM; ++il) {
@@ -85,10 +84,10 @@ FA_GPU_DEVICE void hg_bwd_products(float *dk, float *dv, const float *pv, const 
 }
 
 /* The generic store of key row gj's dK (scaled) and dV: the thread's columns sub, sub + TPR, ... */
-template <int BF16, int HC>
+template <int BF16, int HC, int BN>
 FA_GPU_DEVICE void hg_bwd_store_kv(const float *dk, const float *dv, const hg_params &p, int b,
                                    int64_t gj, int hk, int sub) {
-  constexpr int TPR = HG_BWD_TPR(HC), CPT = HC / TPR;
+  constexpr int TPR = HG_BWD_TPR(BN), CPT = HC / TPR;
 #pragma unroll
   for (int j = 0; j < CPT; ++j) {
     const int c = sub + TPR * j;
@@ -99,10 +98,11 @@ FA_GPU_DEVICE void hg_bwd_store_kv(const float *dk, const float *dv, const hg_pa
   }
 }
 
-/* grid (key tiles or fewer, heads_kv, batch). */
-template <int BF16, int HC, int MFMA>
+/* grid (key tiles or fewer, heads_kv, batch). BN x BM: one of the class's tiles (hg_args.h). */
+template <int BF16, int HC, int MFMA, int BN, int BM>
 FA_GPU_DEVICE void hg_bwd_main(const hg_params &p) {
-  constexpr int BN = HG_BWD_TILE_N(HC), BM = HG_BWD_TILE_M(HC), TPR = HG_BWD_TPR(HC);
+  constexpr int TPR = HG_BWD_TPR(BN);
+  static_assert(BM % TPR == 0, "every lane of a key row holds the same number of query rows");
   constexpr int QPT = BM / TPR; /* query rows per thread and step */
   constexpr int CPT = HC / TPR; /* dK/dV columns per thread: sub, sub + TPR, ... */
   FA_GPU_DYNAMIC_SMEM(smem);
@@ -194,16 +194,17 @@ FA_GPU_DEVICE void hg_bwd_main(const hg_params &p) {
         }
         if constexpr (MFMA) {
           fa_gpu_barrier(); /* Pᵀ and dSᵀ of the whole tile are in shared memory */
-          hg_bwd_mfma_products<BF16, HC>(dk, dv, sp16, sds16, sq, sdo, sk, p, head_rows, m0);
+          hg_bwd_mfma_products<BF16, HC, BN, BM>(dk, dv, sp16, sds16, sq, sdo, sk, p, head_rows,
+                                                 m0);
         } else {
-          hg_bwd_products<BF16, HC>(dk, dv, pv, dsv, sq, sdo, sk, sds, p, head_rows, m0);
+          hg_bwd_products<BF16, HC, BN, BM>(dk, dv, pv, dsv, sq, sdo, sk, sds, p, head_rows, m0);
         }
       }
     }
     if constexpr (MFMA)
-      hg_bwd_mfma_store_kv<BF16, HC>(dk, dv, p, b, c0, hk);
+      hg_bwd_mfma_store_kv<BF16, HC, BN>(dk, dv, p, b, c0, hk);
     else if (gj < p.seqlen_k)
-      hg_bwd_store_kv<BF16, HC>(dk, dv, p, b, gj, hk, sub);
+      hg_bwd_store_kv<BF16, HC, BN>(dk, dv, p, b, gj, hk, sub);
   }
 }
 

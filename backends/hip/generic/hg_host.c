@@ -27,9 +27,9 @@ static size_t dq_accum_bytes(const fa_request *req) {
          4;
 }
 
-size_t hg_smem(int forward, int mfma, int hc, int d, int bn) {
+size_t hg_smem(int forward, int mfma, int d, int bn, int bm) {
   if (forward) return mfma ? HG_FWD_MFMA_SMEM(d, bn) : HG_FWD_SMEM(d, bn);
-  return mfma ? HG_BWD_MFMA_SMEM(hc, d) : HG_BWD_SMEM(hc, d);
+  return mfma ? HG_BWD_MFMA_SMEM(bn, bm, d) : HG_BWD_SMEM(bn, bm, d);
 }
 
 int hg_fwd_tile_n(int64_t smem_limit, int d, int mfma) {
@@ -43,9 +43,42 @@ int hg_fwd_tile_n(int64_t smem_limit, int d, int mfma) {
                         HG_FWD_TILE_M,
                         HG_FWD_TILE_N_MAX};
   int bn = (int)fa_plan_tiles(&lim, d).tile_n;
-  while (bn > HG_FWD_TILE_N && (int64_t)hg_smem(1, mfma, HG_HD_CLASS(d), d, bn) > smem_limit)
-    bn /= 2;
+  while (bn > HG_FWD_TILE_N && (int64_t)hg_smem(1, mfma, d, bn, 0) > smem_limit) bn /= 2;
   return bn;
+}
+
+/* HG_BWD_TILES as rows {class, BN, BM}, each class's smaller tile first. */
+#define HG_BWD_ROW(hc, bn, bm) {hc, bn, bm},
+static const int bwd_tiles[][3] = {HG_BWD_TILES(HG_BWD_ROW)};
+#undef HG_BWD_ROW
+_Static_assert(sizeof bwd_tiles / sizeof bwd_tiles[0] == HG_BWD_TILE_COUNT,
+               "HG_BWD_TILE_COUNT counts HG_BWD_TILES");
+
+hg_tile hg_bwd_tiles(int64_t smem_limit, int d, int mfma) {
+  const int hc = HG_HD_CLASS(d);
+  int first = -1, last = -1, max_m = 0;
+  for (int i = 0; i < HG_BWD_TILE_COUNT; ++i)
+    if (bwd_tiles[i][0] == hc) {
+      if (first < 0) first = i;
+      last = i;
+      if (bwd_tiles[i][2] > max_m) max_m = bwd_tiles[i][2];
+    }
+  /* Granules: the class's smallest key tile and 16 query rows (the matrix instructions' 16x16
+     tiles); maxima: the class's largest tiles. */
+  fa_tile_limits lim = {smem_limit > 0 ? (size_t)smem_limit : 0,
+                        2,
+                        16,
+                        bwd_tiles[first][1],
+                        max_m,
+                        bwd_tiles[last][1]};
+  const fa_tile_plan plan = fa_plan_tiles_bwd(&lim, d, HG_BWD_SCORE_BYTES(mfma));
+  int pick = first;
+  for (int i = last; i > first && pick == first; --i)
+    if (bwd_tiles[i][1] <= plan.tile_n && bwd_tiles[i][2] <= plan.tile_m &&
+        (int64_t)hg_smem(0, mfma, d, bwd_tiles[i][1], bwd_tiles[i][2]) <= smem_limit)
+      pick = i;
+  hg_tile t = {bwd_tiles[pick][1], bwd_tiles[pick][2]};
+  return t;
 }
 
 static int refuse_params(const fa_request *req, const char *fam, fa_decision *out) {
@@ -133,13 +166,16 @@ void hg_decide(const fa_request *req, const hg_target *t, fa_decision *out) {
     return;
   }
   const int mfma = want != HG_MATRIX_NONE;
-  const int hc = HG_HD_CLASS((int)req->head_dim);
-  const int bn = hg_fwd_tile_n(t->smem_limit, (int)req->head_dim, mfma);
-  const size_t smem = hg_smem(req->op == FA_OP_FORWARD, mfma, hc, (int)req->head_dim, bn);
+  const int d = (int)req->head_dim, fwd = req->op == FA_OP_FORWARD;
+  const hg_tile tile = fwd ? (hg_tile){hg_fwd_tile_n(t->smem_limit, d, mfma), HG_FWD_TILE_M}
+                           : hg_bwd_tiles(t->smem_limit, d, mfma);
+  const size_t smem = hg_smem(fwd, mfma, d, tile.bn, tile.bm);
   if ((int64_t)smem > t->smem_limit) {
-    fa_core_refuse(out, "%s %s at head_dim %lld needs %zu bytes of shared memory; %s allows %lld",
-                   fam, req->op == FA_OP_FORWARD ? "forward" : "backward", (long long)req->head_dim,
-                   smem, t->device_name, (long long)t->smem_limit);
+    fa_core_refuse(out,
+                   "%s %s at head_dim %lld needs %zu bytes of shared memory with its smallest "
+                   "tile (%d queries x %d keys); %s allows %lld",
+                   fam, fwd ? "forward" : "backward", (long long)req->head_dim, smem, tile.bm,
+                   tile.bn, t->device_name, (long long)t->smem_limit);
     return;
   }
   const fa_params *p = req->params;
@@ -150,14 +186,13 @@ void hg_decide(const fa_request *req, const hg_target *t, fa_decision *out) {
            p->softcap > 0.0f ? ".softcap" : "");
   out->supported = 1;
   out->num_splits = 1;
-  if (req->op == FA_OP_FORWARD) {
-    out->tile_m = HG_FWD_TILE_M;
-    out->tile_n = bn;
+  /* The tile the run launches (its kernel's name carries it): the report's tile_m x tile_n. */
+  out->tile_m = tile.bm;
+  out->tile_n = tile.bn;
+  if (fwd) {
     out->deterministic = 1; /* no atomics */
     return;
   }
-  out->tile_m = HG_BWD_TILE_M(hc);
-  out->tile_n = HG_BWD_TILE_N(hc);
   /* Deterministic: one block per KV head walks its key tiles in order (hg_bwd.h). */
   out->deterministic = p->deterministic ? 1 : 0;
   out->workspace_bytes = dsum_bytes(req) + dq_accum_bytes(req) + HG_WS_ALIGN;
@@ -224,7 +259,7 @@ fa_status hg_run(const hg_runtime *rt, const fa_request *req, const fa_decision 
     const int bn = decision->tile_n;
     snprintf(name, sizeof name, "hg_fwd_%s%s_hd%d_n%d", mfma ? "mfma_" : "", dt, hc, bn);
     return rt->launch(rt->ctx, name, blocks(a.seqlen_q, HG_FWD_TILE_M), (unsigned)a.heads_q,
-                      (unsigned)a.batch, hg_smem(1, mfma, hc, a.head_dim, bn), stream, &a);
+                      (unsigned)a.batch, hg_smem(1, mfma, a.head_dim, bn, 0), stream, &a);
   }
   /* Backward. Without the caller's workspace, the runtime's (freed after the kernels). */
   void *ws = workspace;
@@ -240,10 +275,12 @@ fa_status hg_run(const hg_runtime *rt, const fa_request *req, const fa_decision 
                     (unsigned)a.batch, 0, stream, &a);
   }
   if (st == FA_OK && a.seqlen_k > 0) {
-    snprintf(name, sizeof name, "hg_bwd_main_%s%s_hd%d", mfma ? "mfma_" : "", dt, hc);
-    unsigned gx = decision->deterministic ? 1u : blocks(a.seqlen_k, HG_BWD_TILE_N(hc));
+    const int bn = decision->tile_n, bm = decision->tile_m;
+    snprintf(name, sizeof name, "hg_bwd_main_%s%s_hd%d_n%d_m%d", mfma ? "mfma_" : "", dt, hc, bn,
+             bm);
+    unsigned gx = decision->deterministic ? 1u : blocks(a.seqlen_k, bn);
     st = rt->launch(rt->ctx, name, gx, (unsigned)a.heads_kv, (unsigned)a.batch,
-                    hg_smem(0, mfma, hc, a.head_dim, 0), stream, &a);
+                    hg_smem(0, mfma, a.head_dim, bn, bm), stream, &a);
   }
   if (st == FA_OK && a.seqlen_q > 0) {
     snprintf(name, sizeof name, "hg_bwd_convert_%s", dt);
@@ -261,23 +298,24 @@ int hg_kernel_names(char names[][HG_KERNEL_NAME_LEN], int capacity, int with_mfm
   static const char *const dts[] = {"f16", "bf16"};
   static const int hcs[] = {64, 128, 256};
   int n = 0;
+#define HG_NAME(...)                                                       \
+  do {                                                                     \
+    if (n < capacity) snprintf(names[n], HG_KERNEL_NAME_LEN, __VA_ARGS__); \
+    ++n;                                                                   \
+  } while (0)
   for (int i = 0; i < 2; ++i) {
-    if (n < capacity) snprintf(names[n], HG_KERNEL_NAME_LEN, "hg_bwd_dot_%s", dts[i]);
-    ++n;
-    if (n < capacity) snprintf(names[n], HG_KERNEL_NAME_LEN, "hg_bwd_convert_%s", dts[i]);
-    ++n;
-    for (int j = 0; j < 3; ++j)
-      for (int mfma = 0; mfma <= with_mfma; ++mfma) {
-        const char *tag = mfma ? "mfma_" : "";
-        for (int bn = HG_FWD_TILE_N; bn <= HG_FWD_TILE_N_MAX; bn *= 2) {
-          if (n < capacity)
-            snprintf(names[n], HG_KERNEL_NAME_LEN, "hg_fwd_%s%s_hd%d_n%d", tag, dts[i], hcs[j], bn);
-          ++n;
-        }
-        if (n < capacity)
-          snprintf(names[n], HG_KERNEL_NAME_LEN, "hg_bwd_main_%s%s_hd%d", tag, dts[i], hcs[j]);
-        ++n;
-      }
+    HG_NAME("hg_bwd_dot_%s", dts[i]);
+    HG_NAME("hg_bwd_convert_%s", dts[i]);
+    for (int mfma = 0; mfma <= with_mfma; ++mfma) {
+      const char *tag = mfma ? "mfma_" : "";
+      for (int j = 0; j < 3; ++j)
+        for (int bn = HG_FWD_TILE_N; bn <= HG_FWD_TILE_N_MAX; bn *= 2)
+          HG_NAME("hg_fwd_%s%s_hd%d_n%d", tag, dts[i], hcs[j], bn);
+      for (int t = 0; t < HG_BWD_TILE_COUNT; ++t)
+        HG_NAME("hg_bwd_main_%s%s_hd%d_n%d_m%d", tag, dts[i], bwd_tiles[t][0], bwd_tiles[t][1],
+                bwd_tiles[t][2]);
+    }
   }
+#undef HG_NAME
   return n;
 }

@@ -47,19 +47,34 @@ void hg_decide(const fa_request *req, const hg_target *t, fa_decision *out);
 fa_status hg_run(const hg_runtime *rt, const fa_request *req, const fa_decision *decision,
                  void *workspace);
 
-/* Dynamic shared memory (bytes) of the forward (forward = 1; bn keys per step) or backward main
-   kernel at head dim d of class hc. */
-size_t hg_smem(int forward, int mfma, int hc, int d, int bn);
+/* Dynamic shared memory (bytes) of the forward (forward = 1; bn keys per step, bm unused) or
+   backward main kernel (bn keys per block, bm queries per step) at head dim d. */
+size_t hg_smem(int forward, int mfma, int d, int bn, int bm);
 
 /* The forward's keys per step (HG_FWD_TILE_N or HG_FWD_TILE_N_MAX) on a device whose blocks may
    use smem_limit bytes of shared memory (LDS): core/plan's choice for the head dim d, never more
    than fits. */
 int hg_fwd_tile_n(int64_t smem_limit, int d, int mfma);
 
+/* The backward's tile: bn keys per block, bm queries per step. */
+typedef struct hg_tile {
+  int bn, bm;
+} hg_tile;
+
+/* The backward's tile at head dim d on a device whose blocks may use smem_limit bytes of shared
+   memory (LDS): core/plan's fa_plan_tiles_bwd for that budget (16-bit K, V, Q, dO rows and
+   HG_BWD_SCORE_BYTES per score element), then the largest of the class's compiled tiles
+   (HG_BWD_TILES) within the plan's Bc and Br whose exact layout fits; else the class's smallest,
+   which decide refuses where it does not fit either. */
+hg_tile hg_bwd_tiles(int64_t smem_limit, int d, int mfma);
+
 /* The kernel names the run looks up, for a plugin that loads them by name up front. */
 #define HG_KERNEL_NAME_LEN 40
-#define HG_KERNEL_COUNT 22      /* the generic kernels */
-#define HG_KERNEL_COUNT_MFMA 40 /* and the MFMA forwards and backward main kernels */
+/* The generic kernels: D and dQ conversion, the forwards (3 classes x 2 key tiles) and the
+   backward main kernels (HG_BWD_TILE_COUNT), for both dtypes; and with the MFMA forwards and
+   backward main kernels. */
+#define HG_KERNEL_COUNT (2 * (2 + 3 * 2 + HG_BWD_TILE_COUNT))
+#define HG_KERNEL_COUNT_MFMA (HG_KERNEL_COUNT + 2 * (3 * 2 + HG_BWD_TILE_COUNT))
 int hg_kernel_names(char names[][HG_KERNEL_NAME_LEN], int capacity, int with_mfma);
 
 #endif /* FA_HIP_HG_HOST_H */

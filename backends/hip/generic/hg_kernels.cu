@@ -24,19 +24,22 @@
     hg_fwd<bf, hc, mfma, 64>(p);                                                                  \
   }
 
-#define HG_HD_KERNELS(dt, bf, hc)                                                           \
-  HG_FWD_KERNELS(dt, bf, hc, 0, )                                                           \
-  FA_GPU_KERNEL void __launch_bounds__(HG_THREADS) hg_bwd_main_##dt##_hd##hc(hg_params p) { \
-    hg_bwd_main<bf, hc, 0>(p);                                                              \
+/* The backward's main kernel for each tile core/plan may choose (HG_BWD_TILES). */
+#define HG_BWD_KERNEL(dt, bf, mfma, tag, hc, bn, bm)                \
+  FA_GPU_KERNEL void __launch_bounds__(HG_THREADS)                  \
+      hg_bwd_main_##tag##dt##_hd##hc##_n##bn##_m##bm(hg_params p) { \
+    hg_bwd_main<bf, hc, mfma, bn, bm>(p);                           \
   }
-
+#define HG_BWD_GENERIC_F16(hc, bn, bm) HG_BWD_KERNEL(f16, 0, 0, , hc, bn, bm)
+#define HG_BWD_GENERIC_BF16(hc, bn, bm) HG_BWD_KERNEL(bf16, 1, 0, , hc, bn, bm)
 /* The same kernels with their products on CDNA's matrix instructions (cdna/hg_mfma.h; under nvcc
    the instruction's emulation, for the test plugin). */
-#define HG_MFMA_KERNELS(dt, bf, hc)                                                              \
-  HG_FWD_KERNELS(dt, bf, hc, 1, mfma_)                                                           \
-  FA_GPU_KERNEL void __launch_bounds__(HG_THREADS) hg_bwd_main_mfma_##dt##_hd##hc(hg_params p) { \
-    hg_bwd_main<bf, hc, 1>(p);                                                                   \
-  }
+#define HG_BWD_MFMA_F16(hc, bn, bm) HG_BWD_KERNEL(f16, 0, 1, mfma_, hc, bn, bm)
+#define HG_BWD_MFMA_BF16(hc, bn, bm) HG_BWD_KERNEL(bf16, 1, 1, mfma_, hc, bn, bm)
+
+#define HG_HD_KERNELS(dt, bf, hc) \
+  HG_FWD_KERNELS(dt, bf, hc, 0, ) \
+  HG_FWD_KERNELS(dt, bf, hc, 1, mfma_)
 
 HG_DTYPE_KERNELS(f16, 0)
 HG_DTYPE_KERNELS(bf16, 1)
@@ -46,9 +49,7 @@ HG_HD_KERNELS(f16, 0, 256)
 HG_HD_KERNELS(bf16, 1, 64)
 HG_HD_KERNELS(bf16, 1, 128)
 HG_HD_KERNELS(bf16, 1, 256)
-HG_MFMA_KERNELS(f16, 0, 64)
-HG_MFMA_KERNELS(f16, 0, 128)
-HG_MFMA_KERNELS(f16, 0, 256)
-HG_MFMA_KERNELS(bf16, 1, 64)
-HG_MFMA_KERNELS(bf16, 1, 128)
-HG_MFMA_KERNELS(bf16, 1, 256)
+HG_BWD_TILES(HG_BWD_GENERIC_F16)
+HG_BWD_TILES(HG_BWD_GENERIC_BF16)
+HG_BWD_TILES(HG_BWD_MFMA_F16)
+HG_BWD_TILES(HG_BWD_MFMA_BF16)

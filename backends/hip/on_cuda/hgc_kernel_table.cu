@@ -11,28 +11,25 @@
 #define HGC_ENTRY(k) \
   { #k, (const void *)k }
 
-/* Every kernel of one dtype and head-dim class: the forwards for both key tiles, the backward's
-   main kernel, generic and MFMA (its instruction emulated, cdna/hg_mfma_emu.h). */
-#define HGC_HD(dt, hc)                                                                  \
-  HGC_ENTRY(hg_fwd_##dt##_hd##hc##_n32), HGC_ENTRY(hg_fwd_##dt##_hd##hc##_n64),         \
-      HGC_ENTRY(hg_bwd_main_##dt##_hd##hc), HGC_ENTRY(hg_fwd_mfma_##dt##_hd##hc##_n32), \
-      HGC_ENTRY(hg_fwd_mfma_##dt##_hd##hc##_n64), HGC_ENTRY(hg_bwd_main_mfma_##dt##_hd##hc)
+/* The forwards of one dtype and head-dim class, for both key tiles, generic and MFMA (its
+   instruction emulated, cdna/hg_mfma_emu.h). */
+#define HGC_FWD(dt, hc)                                                         \
+  HGC_ENTRY(hg_fwd_##dt##_hd##hc##_n32), HGC_ENTRY(hg_fwd_##dt##_hd##hc##_n64), \
+      HGC_ENTRY(hg_fwd_mfma_##dt##_hd##hc##_n32), HGC_ENTRY(hg_fwd_mfma_##dt##_hd##hc##_n64),
+/* The backward's main kernels of one tile (HG_BWD_TILES), both dtypes, generic and MFMA. */
+#define HGC_BWD(hc, bn, bm)                                   \
+  HGC_ENTRY(hg_bwd_main_f16_hd##hc##_n##bn##_m##bm),          \
+      HGC_ENTRY(hg_bwd_main_bf16_hd##hc##_n##bn##_m##bm),     \
+      HGC_ENTRY(hg_bwd_main_mfma_f16_hd##hc##_n##bn##_m##bm), \
+      HGC_ENTRY(hg_bwd_main_mfma_bf16_hd##hc##_n##bn##_m##bm),
 
 static const struct {
   const char *name;
   const void *fn;
-} hgc_table[] = {
-    HGC_ENTRY(hg_bwd_dot_f16),
-    HGC_ENTRY(hg_bwd_dot_bf16),
-    HGC_ENTRY(hg_bwd_convert_f16),
-    HGC_ENTRY(hg_bwd_convert_bf16),
-    HGC_HD(f16, 64),
-    HGC_HD(f16, 128),
-    HGC_HD(f16, 256),
-    HGC_HD(bf16, 64),
-    HGC_HD(bf16, 128),
-    HGC_HD(bf16, 256),
-};
+} hgc_table[] = {HGC_ENTRY(hg_bwd_dot_f16), HGC_ENTRY(hg_bwd_dot_bf16),
+                 HGC_ENTRY(hg_bwd_convert_f16), HGC_ENTRY(hg_bwd_convert_bf16),
+                 HGC_FWD(f16, 64) HGC_FWD(f16, 128) HGC_FWD(f16, 256) HGC_FWD(bf16, 64)
+                     HGC_FWD(bf16, 128) HGC_FWD(bf16, 256) HG_BWD_TILES(HGC_BWD)};
 
 extern "C" const void *hgc_kernel(const char *name) {
   for (size_t i = 0; i < sizeof hgc_table / sizeof hgc_table[0]; ++i)
