@@ -616,16 +616,25 @@ static const char *cpu_expected_isa(void) {
 
 /* The build named for one call: FA_CPU_ISA=avx512bf16 (asked for by name only) runs the bf16
    products in fa_forward on bf16 with even head dims, on a CPU with AVX512-BF16 (CPUID leaf 7
-   subleaf 1, EAX bit 5); everything else runs and is named as the AVX-512 build. */
+   subleaf 1, EAX bit 5); everything else runs and is named as the AVX-512 build.
+   FA_CPU_ISA=amx (by name only; the suite skips when the backend's device line does not say AMX
+   is in use, since the backend then refuses every call) runs the same products on AMX-BF16 tiles
+   in fa_forward and in fa_backward, on bf16 with even head dims, named amx; everything else
+   (f32, f16, odd head dims, fa_forward_kvcache) runs and is named as the AVX-512 build. The
+   backend's rule: cpu_problem.c (bf16dp) and cpu_decide.c (kernel_name). */
 static const char *cpu_expected_isa_for(const char *op, fa_dtype dt, int64_t d, int64_t dv) {
   const char *isa = cpu_expected_isa();
   const char *forced = getenv("FA_CPU_ISA");
 #if defined(__GNUC__) && defined(__x86_64__)
   unsigned a = 0, b, c, dd;
+  const int bf16_pairs = dt == FA_BF16 && d % 2 == 0 && dv % 2 == 0;
   if (!strcmp(isa, "avx512") && forced && !strcmp(forced, "avx512bf16") &&
       __get_cpuid_count(7, 1, &a, &b, &c, &dd) && (a & (1u << 5)) && !strcmp(op, "fwd") &&
-      dt == FA_BF16 && d % 2 == 0 && dv % 2 == 0)
+      bf16_pairs)
     return "avx512bf16";
+  if (!strcmp(isa, "avx512") && forced && !strcmp(forced, "amx") && bf16_pairs &&
+      (!strcmp(op, "fwd") || !strcmp(op, "bwd")))
+    return "amx";
 #else
   (void)op, (void)dt, (void)d, (void)dv, (void)forced;
 #endif
@@ -2652,6 +2661,15 @@ int main(int argc, char **argv) {
     printf(
         "SKIP: cpu: FA_CPU_ISA=avx512bf16 but this CPU has no AVX512-BF16 (CPUID 7.1 EAX "
         "bit 5) or no AVX-512 build runs here\n");
+    free(L.v);
+    free(F.v);
+    return 77;
+  }
+  /* FA_CPU_ISA=amx where AMX cannot run: the backend refuses every call with the reason, which
+     its device line gives (real AMX, or the test plugin's C model of it, says "amx: in use"). */
+  if (id == FA_BACKEND_CPU && forced_isa && strcmp(forced_isa, "amx") == 0 &&
+      !strstr(desc->devices, "amx: in use")) {
+    printf("SKIP: cpu: FA_CPU_ISA=amx but AMX does not run here (%s)\n", desc->devices);
     free(L.v);
     free(F.v);
     return 77;

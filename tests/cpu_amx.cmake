@@ -24,7 +24,8 @@ set_tests_properties(cpu.amx_gemm PROPERTIES LABELS "cpu")
 
 # Where the plugin has the AMX build: a second libfa_cpu.so, in lib/amx-emulated/, whose cpu_amx.c
 # runs on tests/cpu_amx_emu.h (a C model of the tile instructions; never installed), and the bf16
-# forward through it with FA_CPU_ISA=amx against a float64 reference (test_cpu_bf16dp --isa amx).
+# forward and backward through it with FA_CPU_ISA=amx against a float64 reference
+# (test_cpu_bf16dp --isa amx, test_cpu_amx_bwd).
 if(TARGET fa_cpu)
   get_target_property(fa_cpu_defs fa_cpu COMPILE_DEFINITIONS)
   if("FA_CPU_HAVE_AMX" IN_LIST fa_cpu_defs)
@@ -53,9 +54,27 @@ if(TARGET fa_cpu)
     target_include_directories(fa_cpu_amx_emulated PRIVATE ${fa_cpu_dir})
     target_link_libraries(fa_cpu_amx_emulated PRIVATE flashattn OpenMP::OpenMP_C Threads::Threads m)
     target_compile_options(fa_cpu_amx_emulated PRIVATE ${FA_WARNINGS})
+    set(fa_amx_emulated_env
+        "FA_CPU_ISA=amx;FA_PLUGIN_PATH=${CMAKE_LIBRARY_OUTPUT_DIRECTORY}/amx-emulated")
     add_dependencies(test_cpu_bf16dp fa_cpu_amx_emulated)
     add_test(NAME cpu.amx_emulated COMMAND test_cpu_bf16dp --isa amx)
     set_tests_properties(cpu.amx_emulated PROPERTIES LABELS "cpu" SKIP_RETURN_CODE 77
-      ENVIRONMENT "FA_CPU_ISA=amx;FA_PLUGIN_PATH=${CMAKE_LIBRARY_OUTPUT_DIRECTORY}/amx-emulated")
+      ENVIRONMENT "${fa_amx_emulated_env}")
+    # cpu.amx_bwd_emulated: the bf16 backward's five products on the tiles (forward then backward,
+    # every output against a float64 reference by the conformance rule, the run reports checked).
+    fa_test(test_cpu_amx_bwd)
+    add_dependencies(test_cpu_amx_bwd fa_cpu_amx_emulated)
+    add_test(NAME cpu.amx_bwd_emulated COMMAND test_cpu_amx_bwd)
+    set_tests_properties(cpu.amx_bwd_emulated PROPERTIES LABELS "cpu" SKIP_RETURN_CODE 77
+      ENVIRONMENT "${fa_amx_emulated_env}")
+    # The whole conformance suite with FA_CPU_ISA=amx on the emulated plugin: bf16 fa_forward and
+    # fa_backward with even head dims run (and are named) amx, everything else avx512. About 2
+    # minutes on the 2-core development machine; release_only: under the sanitizers the C model's
+    # loops would cost several times that, and cpu.amx_bwd_emulated runs the same code there.
+    add_test(NAME conformance.cpu.amx_emulated
+      COMMAND conformance --backend cpu --require ${FA_REQUIRE_cpu})
+    set_tests_properties(conformance.cpu.amx_emulated PROPERTIES
+      LABELS "conformance;cpu;release_only" SKIP_RETURN_CODE 77
+      ENVIRONMENT "${fa_amx_emulated_env}")
   endif()
 endif()

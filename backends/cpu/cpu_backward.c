@@ -15,6 +15,15 @@
  * Softcap, ALiBi and dropout enter through tile_p_and_ds only: the score transform and the
  * dropout mask are recomputed exactly as the forward pass made them. There is no split-KV here:
  * num_splits only changes how the forward pass sums, not the gradients (see cpu_decide.c).
+ *
+ * bf16 on the amx table (pb->bf16dp): the products run on kern->gemm_bf16 (AMX-BF16 tiles,
+ * cpu_amx.c) with fp32 accumulators, in the structure of the forward's bf16 path: the reduction
+ * dimension in bf16 pairs. S = Q·Kᵀ and dP = dO·Vᵀ pair along the head dims (Q, dO, K, V are bf16
+ * already: exact), so S is the forward's own product; dV += Pᵀ·dO and dK += dSᵀ·Q pair along the
+ * query rows (P and dS transposed, then rounded to bf16; dO and Q rows interleaved by twos);
+ * dQ += dS·K along the keys (K rows interleaved by twos), as FlashAttention's GPU kernels round P
+ * and dS to the storage dtype for their products. Everything else (the softmax, dS itself, the
+ * transform, dropout) stays fp32.
  */
 #include <omp.h>
 
@@ -38,7 +47,22 @@ typedef struct bwd_scratch {
   float *kd;   /* [tn][d]  pass 1: the dK accumulator; pass 2: the key tile */
   float *vd;   /* pass 1: dV accumulator [tn][dv]; pass 2: dQ accumulator [tm][d];
                   phase D: the O tile [tm][dv] */
+  /* The bf16 products only (pb->bf16dp). kt and vt then hold K and V transposed as pairs along
+     the head dims [d/2][tn], [dv/2][tn]; pass 2's kd holds K rows interleaved by pairs of keys
+     [tn/2 + 1][d]. */
+  uint32_t *qp;  /* [tm][d/2]  Q as pairs along the head dim: A of S = Q·Kᵀ */
+  uint32_t *dop; /* [tm][dv/2] dO likewise: A of dP = dO·Vᵀ */
+  uint32_t *qi;  /* [tm/2 + 1][d]  pass 1: Q rows interleaved by pairs: B of dK += dSᵀ·Q */
+  uint32_t *doi; /* [tm/2 + 1][dv] pass 1: dO rows likewise: B of dV += Pᵀ·dO */
+  float *xt;     /* [tn][tm] pass 1: P or dS transposed, fp32 */
+  uint32_t *xp;  /* pass 1: Pᵀ or dSᵀ as pairs along the query rows [tn][tm/2 + 1]; pass 2: dS
+                    as pairs along the keys [tm][tn/2 + 1] */
 } bwd_scratch;
+
+/* Words per row of the pairs of tm query rows (xp in pass 1, qi, doi), and of tn keys (xp in pass
+   2): an odd count gets a padded last pair. */
+static int rows_pairs_ld(const cpu_problem *pb) { return pb->tm / 2 + 1; }
+static int keys_pairs_ld(const cpu_problem *pb) { return pb->tn / 2 + 1; }
 
 static size_t max3(size_t a, size_t b, size_t c) {
   size_t m = a > b ? a : b;
@@ -59,8 +83,21 @@ static size_t bwd_carve(const cpu_problem *pb, char *base, bwd_scratch *sc) {
   sc->z = pb->dropout ? cpu_scratch_take(base, &at, tm * tn) : NULL;
   sc->kt = cpu_scratch_take(base, &at, d * tn);
   sc->vt = cpu_scratch_take(base, &at, dv * tn);
-  sc->kd = cpu_scratch_take(base, &at, tn * d);
+  /* pass 2's interleaved K (bf16) is (tn/2 + 1) x d words: within tn x d from tn = 2 up */
+  const size_t kd_rows = pb->bf16dp ? (size_t)keys_pairs_ld(pb) : 0;
+  sc->kd = cpu_scratch_take(base, &at, (tn > kd_rows ? tn : kd_rows) * d);
   sc->vd = cpu_scratch_take(base, &at, max3(tn * dv, tm * d, tm * dv));
+  sc->qp = sc->dop = sc->qi = sc->doi = sc->xp = NULL;
+  sc->xt = NULL;
+  if (pb->bf16dp) { /* 32-bit words, carved as floats */
+    const size_t rp = (size_t)rows_pairs_ld(pb), kp = (size_t)keys_pairs_ld(pb);
+    sc->qp = (uint32_t *)cpu_scratch_take(base, &at, tm * (d / 2));
+    sc->dop = (uint32_t *)cpu_scratch_take(base, &at, tm * (dv / 2));
+    sc->qi = (uint32_t *)cpu_scratch_take(base, &at, rp * d);
+    sc->doi = (uint32_t *)cpu_scratch_take(base, &at, rp * dv);
+    sc->xt = cpu_scratch_take(base, &at, tn * tm);
+    sc->xp = (uint32_t *)cpu_scratch_take(base, &at, max3(tn * rp, tm * kp, 0));
+  }
   return at;
 }
 
@@ -88,9 +125,10 @@ static void phase_d_task(const cpu_problem *pb, const cpu_seq *sq, const bwd_scr
     drow[i] = fa_bwd_rowdot(sc->dout + (ptrdiff_t)i * dv, sc->vd + (ptrdiff_t)i * dv, dv);
 }
 
-/* Q, dO, LSE and D of query rows [r0, r0 + mr) of head h. */
-static void load_query_side(const cpu_problem *pb, const cpu_seq *sq, const bwd_scratch *sc,
-                            float *dall, int64_t h, int64_t r0, int mr) {
+/* Q, dO, LSE and D of query rows [r0, r0 + mr) of head h (with the bf16 products, Q and dO as
+   pairs along the head dims too; exact, both are bf16). */
+static void load_query_side(const cpu_problem *pb, const cpu_kernels *kern, const cpu_seq *sq,
+                            const bwd_scratch *sc, float *dall, int64_t h, int64_t r0, int mr) {
   cpu_load_tile(&sq->q, r0, mr, h, pb->d, sc->q, pb->d);
   cpu_load_tile(&sq->dout, r0, mr, h, pb->dv, sc->dout, pb->dv);
   const float *drow = d_rows(pb, dall, sq->b, h, r0);
@@ -98,6 +136,37 @@ static void load_query_side(const cpu_problem *pb, const cpu_seq *sq, const bwd_
     sc->lse[i] = *cpu_lse_ptr(sq, h, r0 + i);
     sc->dd[i] = drow[i];
   }
+  if (pb->bf16dp) {
+    kern->bf16_pairs(mr, pb->d, sc->q, pb->d, sc->qp, pb->d / 2);
+    kern->bf16_pairs(mr, pb->dv, sc->dout, pb->dv, sc->dop, pb->dv / 2);
+  }
+}
+
+/* Key rows [c0, c0 + nc) of KV head hk: K and V transposed for S and dP, and for dQ (with_k)
+   K itself, each in the layout its product takes. */
+static void load_key_side(const cpu_problem *pb, const cpu_kernels *kern, const cpu_seq *sq,
+                          const bwd_scratch *sc, int64_t hk, int64_t c0, int nc, int with_k) {
+  const int tn = pb->tn, d = pb->d, dv = pb->dv;
+  if (pb->bf16dp) {
+    cpu_load_tile_pairs_t(kern, &sq->k, c0, nc, hk, d, (uint32_t *)sc->kt, tn);
+    cpu_load_tile_pairs_t(kern, &sq->v, c0, nc, hk, dv, (uint32_t *)sc->vt, tn);
+    if (with_k) cpu_load_tile_pairs_v(kern, &sq->k, c0, nc, hk, d, (uint32_t *)sc->kd);
+  } else {
+    cpu_load_tile_t(kern, &sq->k, c0, nc, hk, d, sc->kt, tn);
+    cpu_load_tile_t(kern, &sq->v, c0, nc, hk, dv, sc->vt, tn);
+    if (with_k) cpu_load_tile(&sq->k, c0, nc, hk, d, sc->kd, d);
+  }
+}
+
+/* The mr x nc fp32 tile x (row stride ldx) transposed through xt and rounded to bf16 pairs along
+   its rows: dst[j * ldd + p] = (x[2p][j], x[2p + 1][j]), for Pᵀ and dSᵀ. */
+static void pairs_transposed(const cpu_problem *pb, const cpu_kernels *kern, const bwd_scratch *sc,
+                             int mr, int nc, const float *x, ptrdiff_t ldx, uint32_t *dst,
+                             ptrdiff_t ldd) {
+  for (int r0 = 0; r0 < mr; r0 += CPU_T_BLOCK)
+    kern->transpose(mr - r0 < CPU_T_BLOCK ? mr - r0 : CPU_T_BLOCK, nc, x + (ptrdiff_t)r0 * ldx, ldx,
+                    sc->xt + r0, pb->tm);
+  kern->bf16_pairs(nc, mr, sc->xt, pb->tm, dst, ldd);
 }
 
 /* With the query side and the transposed key/value tiles loaded: P into s, dS into dp (times the
@@ -113,14 +182,22 @@ static void tile_p_and_ds(const cpu_problem *pb, const cpu_kernels *kern, const 
     lo = jlo;
     hi = jhi;
   }
-  kern->gemm(mr, nc, pb->d, sc->q, pb->d, 1, sc->kt, tn, sc->s, tn, 0);
+  if (pb->bf16dp) /* the forward's score product (cpu_forward.c), so the forward's scores */
+    kern->gemm_bf16(mr, nc, pb->d / 2, sc->qp, pb->d / 2, (const uint32_t *)sc->kt, tn, sc->s, tn,
+                    0);
+  else
+    kern->gemm(mr, nc, pb->d, sc->q, pb->d, 1, sc->kt, tn, sc->s, tn, 0);
   float scale = pb->scale;
   if (pb->transform) {
     cpu_score_tile(pb, sq, h, r0, mr, c0, nc, sc->s, tn, lo, hi, sc->g);
     scale = 1.0f; /* the transform has scaled them */
   }
   kern->probs_tile(mr, nc, sc->s, tn, scale, sc->lse, lo, hi);
-  kern->gemm(mr, nc, pb->dv, sc->dout, pb->dv, 1, sc->vt, tn, sc->dp, tn, 0);
+  if (pb->bf16dp)
+    kern->gemm_bf16(mr, nc, pb->dv / 2, sc->dop, pb->dv / 2, (const uint32_t *)sc->vt, tn, sc->dp,
+                    tn, 0);
+  else
+    kern->gemm(mr, nc, pb->dv, sc->dout, pb->dv, 1, sc->vt, tn, sc->dp, tn, 0);
   if (pb->dropout) {
     /* dS = P ∘ (dP∘Z − D): Z enters dP before the row's D is taken off. */
     cpu_dropout_factors(pb, sq, h, r0, mr, c0, nc, sc->z, tn);
@@ -154,20 +231,27 @@ static void dkdv_task(const cpu_problem *pb, const cpu_kernels *kern, const bwd_
   const int nc = c0 < sq->sk ? tile_rows(sq->sk, c0, tn) : 0;
   zero(sc->kd, (size_t)rows * (size_t)d);
   zero(sc->vd, (size_t)rows * (size_t)dv);
-  if (nc > 0) {
-    cpu_load_tile_t(kern, &sq->k, c0, nc, hk, d, sc->kt, tn);
-    cpu_load_tile_t(kern, &sq->v, c0, nc, hk, dv, sc->vt, tn);
-  }
+  if (nc > 0) load_key_side(pb, kern, sq, sc, hk, c0, nc, 0);
   for (int64_t g = 0; g < pb->group && nc > 0; ++g) {
     const int64_t h = hk * pb->group + g;
     for (int64_t r0 = 0; r0 < sq->sq; r0 += tm) {
       const int mr = tile_rows(sq->sq, r0, tm);
       fa_tile_class cls = fa_mask_tile_class(&sq->mask, r0, r0 + mr, c0, c0 + nc, sq->sk);
       if (cls == FA_TILE_EMPTY) continue;
-      load_query_side(pb, sq, sc, dall, h, r0, mr);
+      load_query_side(pb, kern, sq, sc, dall, h, r0, mr);
       tile_p_and_ds(pb, kern, sc, sq, h, r0, mr, c0, nc, cls);
-      kern->gemm(nc, dv, mr, sc->s, 1, tn, sc->dout, dv, sc->vd, dv, 1); /* dV += Pᵀ·dO */
-      kern->gemm(nc, d, mr, sc->dp, 1, tn, sc->q, d, sc->kd, d, 1);      /* dK += dSᵀ·Q */
+      if (pb->bf16dp) {
+        const int k2 = (mr + 1) / 2, ld = rows_pairs_ld(pb);
+        cpu_load_tile_pairs_v(kern, &sq->dout, r0, mr, h, dv, sc->doi);
+        cpu_load_tile_pairs_v(kern, &sq->q, r0, mr, h, d, sc->qi);
+        pairs_transposed(pb, kern, sc, mr, nc, sc->s, tn, sc->xp, ld);
+        kern->gemm_bf16(nc, dv, k2, sc->xp, ld, sc->doi, dv, sc->vd, dv, 1); /* dV += Pᵀ·dO */
+        pairs_transposed(pb, kern, sc, mr, nc, sc->dp, tn, sc->xp, ld);
+        kern->gemm_bf16(nc, d, k2, sc->xp, ld, sc->qi, d, sc->kd, d, 1); /* dK += dSᵀ·Q */
+      } else {
+        kern->gemm(nc, dv, mr, sc->s, 1, tn, sc->dout, dv, sc->vd, dv, 1); /* dV += Pᵀ·dO */
+        kern->gemm(nc, d, mr, sc->dp, 1, tn, sc->q, d, sc->kd, d, 1);      /* dK += dSᵀ·Q */
+      }
     }
   }
   cpu_store_tile(&sq->dk, c0, rows, hk, d, sc->kd, d, pb->scale);
@@ -177,11 +261,11 @@ static void dkdv_task(const cpu_problem *pb, const cpu_kernels *kern, const bwd_
 /* Pass 2: dQ of query rows [r0, r0 + mr) of head h. */
 static void dq_task(const cpu_problem *pb, const cpu_kernels *kern, const bwd_scratch *sc,
                     const cpu_seq *sq, float *dall, int64_t h, int64_t r0) {
-  const int tn = pb->tn, d = pb->d, dv = pb->dv;
+  const int tn = pb->tn, d = pb->d;
   if (r0 >= sq->sq) return;
   const int mr = tile_rows(sq->sq, r0, pb->tm);
   const int64_t hk = h / pb->group, sk = sq->sk;
-  load_query_side(pb, sq, sc, dall, h, r0, mr);
+  load_query_side(pb, kern, sq, sc, dall, h, r0, mr);
   zero(sc->vd, (size_t)mr * (size_t)d);
   int64_t lo_first, hi_first, lo_last, hi_last;
   fa_mask_key_range(&sq->mask, r0, sk, &lo_first, &hi_first);
@@ -190,11 +274,15 @@ static void dq_task(const cpu_problem *pb, const cpu_kernels *kern, const bwd_sc
     const int nc = tile_rows(sk, c0, tn);
     fa_tile_class cls = fa_mask_tile_class(&sq->mask, r0, r0 + mr, c0, c0 + nc, sk);
     if (cls == FA_TILE_EMPTY) continue;
-    cpu_load_tile_t(kern, &sq->k, c0, nc, hk, d, sc->kt, tn);
-    cpu_load_tile(&sq->k, c0, nc, hk, d, sc->kd, d);
-    cpu_load_tile_t(kern, &sq->v, c0, nc, hk, dv, sc->vt, tn);
+    load_key_side(pb, kern, sq, sc, hk, c0, nc, 1);
     tile_p_and_ds(pb, kern, sc, sq, h, r0, mr, c0, nc, cls);
-    kern->gemm(mr, d, nc, sc->dp, tn, 1, sc->kd, d, sc->vd, d, 1); /* dQ += dS·K */
+    if (pb->bf16dp) { /* dQ += dS·K, dS rounded to bf16 pairs along the keys */
+      const int ld = keys_pairs_ld(pb);
+      kern->bf16_pairs(mr, nc, sc->dp, tn, sc->xp, ld);
+      kern->gemm_bf16(mr, d, (nc + 1) / 2, sc->xp, ld, (const uint32_t *)sc->kd, d, sc->vd, d, 1);
+    } else {
+      kern->gemm(mr, d, nc, sc->dp, tn, 1, sc->kd, d, sc->vd, d, 1); /* dQ += dS·K */
+    }
   }
   cpu_store_tile(&sq->dq, r0, mr, h, d, sc->vd, d, pb->scale);
 }

@@ -12,7 +12,8 @@
  * (to compare them, or to rule one out); a build the CPU cannot run is never chosen.
  * FA_CPU_ISA=avx512bf16 asks for the AVX-512 build plus the AVX512-BF16 products of the bf16
  * forward pass (cpu_bf16dp.c), given when CPUID reports AVX512-BF16 (else avx512).
- * FA_CPU_ISA=amx asks for the same with the products on AMX-BF16 tiles (cpu_amx.c): the Linux
+ * FA_CPU_ISA=amx asks for the same with the products on AMX-BF16 tiles (cpu_amx.c), and the bf16
+ * backward's products on them as well (cpu_backward.c): the Linux
  * permission for the tile data is requested then (cpu_amx_detect.c), and when AMX cannot run the
  * backend refuses every request with the reason (cpu_kernels_refusal), rather than run something
  * other than what was asked for.
@@ -52,7 +53,7 @@ static int has_avx512bf16(void) {
     cpu_ds_tile_##name, cpu_transpose_##name, cpu_f16_row_##name,               \
     cpu_bf16_row_##name, cpu_bf16_transpose_##name, cpu_dot_rows_##name,        \
     cpu_pv_rows_##name
-#define CPU_KERNEL_TABLE(name) { #name, CPU_KERNEL_FNS(name), NULL, NULL, NULL, #name }
+#define CPU_KERNEL_TABLE(name) { #name, CPU_KERNEL_FNS(name), NULL, NULL, NULL, #name, 0 }
 /* clang-format on */
 
 static const cpu_kernels kernels_generic = CPU_KERNEL_TABLE(generic);
@@ -73,17 +74,20 @@ static const cpu_kernels kernels_avx512bf16 = {"avx512bf16",
                                                cpu_bf16_pairs_avx512bf16,
                                                cpu_bf16_interleave_avx512bf16,
                                                cpu_gemm_bf16_avx512bf16,
-                                               "avx512"};
+                                               "avx512",
+                                               0};
 #endif
 
 #if defined(FA_CPU_HAVE_AMX)
-/* The same with the products on AMX tiles; the pairs conversion is AVX512-BF16's. */
+/* The same with the products on AMX tiles, the bf16 backward's included; the pairs conversion
+   is AVX512-BF16's. */
 static const cpu_kernels kernels_amx = {"amx",
                                         CPU_KERNEL_FNS(avx512),
                                         cpu_bf16_pairs_avx512bf16,
                                         cpu_bf16_interleave_avx512bf16,
                                         cpu_gemm_bf16_amx,
-                                        "avx512"};
+                                        "avx512",
+                                        1};
 #endif
 
 static const cpu_kernels *chosen = &kernels_generic;
@@ -119,10 +123,17 @@ static cpu_amx_state amx_state(int ask) {
   char why[160];
   cpu_amx_state st;
 #if defined(FA_CPU_AMX_EMULATED)
-  /* The test build: the tile instructions run on tests/cpu_amx_emu.h's C model. */
-  st = ask ? CPU_AMX_READY : CPU_AMX_PRESENT;
-  snprintf(why, sizeof why, "C emulation of the tile instructions (test build)%s",
-           ask ? "" : "; used with FA_CPU_ISA=amx only");
+  /* The test build: the tile instructions run on tests/cpu_amx_emu.h's C model; the pairs
+     conversion around them is AVX512-BF16's, which the CPU must have. */
+  if (!has_avx512bf16()) {
+    st = CPU_AMX_NO;
+    snprintf(why, sizeof why,
+             "no AVX512-BF16 (CPUID 7.1 EAX bit 5) for the emulated tiles' pairs conversion");
+  } else {
+    st = ask ? CPU_AMX_READY : CPU_AMX_PRESENT;
+    snprintf(why, sizeof why, "C emulation of the tile instructions (test build)%s",
+             ask ? "" : "; used with FA_CPU_ISA=amx only");
+  }
 #else
   cpu_amx_facts facts;
   cpu_amx_read_facts(&facts);

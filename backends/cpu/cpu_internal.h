@@ -56,8 +56,9 @@ typedef struct cpu_problem {
   /* fa_forward_kvcache with few query rows per task (cpu_rows_path): attend through
      cpu_attend_rows instead of the tile products. */
   int rows_path;
-  /* fa_forward on bf16 with the avx512bf16 kernel table and even head dims: S = Q·Kᵀ and P·V by
-     the bf16 products (cpu_bf16dp.c), P rounded to bf16. */
+  /* fa_forward on bf16 with the avx512bf16 or amx kernel table and even head dims: S = Q·Kᵀ and
+     P·V by the bf16 products (cpu_bf16dp.c, cpu_amx.c), P rounded to bf16. fa_backward on bf16
+     with the amx table and even head dims: its five products on them, P and dS rounded to bf16. */
   int bf16dp;
 } cpu_problem;
 

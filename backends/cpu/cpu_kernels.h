@@ -55,7 +55,9 @@
  * half. bf16_pairs: dst[i * ldd + p] = the pair (x[i][2p], x[i][2p+1]) of fp32 rows rounded to
  * bf16 (nearest even; an odd n pads with 0). bf16_interleave: dst[c] = the pair (r0[c], r1[c]) of
  * two bf16 rows (r1 NULL: 0). gemm_bf16: C[m x n] = A·B (accumulate = 0) or C += A·B, A(i, p) =
- * a[i * lda + p] and B(p, j) = b[p * ldb + j] pairs, p < k2, in fp32 lanes by vdpbf16ps.
+ * a[i * lda + p] and B(p, j) = b[p * ldb + j] pairs, p < k2, in fp32 lanes by vdpbf16ps (or
+ * AMX-BF16's tdpbf16ps). The forward uses them for S = Q·Kᵀ and O += P·V; with bf16_backward
+ * set, the backward too, for S, dP = dO·Vᵀ, dV += Pᵀ·dO, dK += dSᵀ·Q and dQ += dS·K.
  */
 /* The storage dtypes of K/V rows the row kernels read (a plain int keeps this header free of the
    API's). */
@@ -91,6 +93,9 @@ typedef struct cpu_kernels {
   /* The build the fp32 kernels of this table come from ("avx512" for the avx512bf16 and amx
      tables, which share them): the name of every kernel that does not use the bf16 products. */
   const char *fp32_isa;
+  /* The bf16 backward's five products on gemm_bf16 too (cpu_backward.c): the amx table only.
+     The avx512bf16 table's backward stays on the fp32 kernels (named avx512). */
+  int bf16_backward;
 } cpu_kernels;
 
 /* The best build for this CPU; chosen once, thread-safe. */

@@ -40,9 +40,15 @@ void cpu_problem_init(cpu_problem *pb, const fa_request *req, int tile_m, int ti
   pb->drop_offset = params->dropout_offset;
   pb->drop_scale = pb->dropout ? 1.0f / (1.0f - params->dropout_p) : 1.0f;
   pb->rotary_dim = req->op == FA_OP_KVCACHE ? req->rotary_dim : 0;
-  /* fa_forward only: fa_forward_kvcache's rotated queries would be rounded to bf16 as well. */
-  pb->bf16dp = cpu_kernels_get()->gemm_bf16 != NULL && req->op == FA_OP_FORWARD &&
-               req->dtype == FA_BF16 && pb->d % 2 == 0 && pb->dv % 2 == 0;
+  /* fa_forward (fa_forward_kvcache's rotated queries would be rounded to bf16 as well), and
+     fa_backward where the table says so (amx). The backward's condition is the forward's, so a
+     backward on bf16 products recomputes the scores of a forward on them: the same product,
+     bit for bit. */
+  const cpu_kernels *kern = cpu_kernels_get();
+  const int bf16_op =
+      req->op == FA_OP_FORWARD || (req->op == FA_OP_BACKWARD && kern->bf16_backward);
+  pb->bf16dp = kern->gemm_bf16 != NULL && bf16_op && req->dtype == FA_BF16 && pb->d % 2 == 0 &&
+               pb->dv % 2 == 0;
 }
 
 int cpu_rows_path(const fa_request *req) {
