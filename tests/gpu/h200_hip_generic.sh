@@ -19,12 +19,14 @@
 #                    [--kernel-family mfma] --require f16,bf16,causal,causal_top_left,gqa,mqa,
 #                    lse,bwd,window,softcap,deterministic,strided_last_dim,unaligned,hd256;
 #                    every case (--quick: the subset); CONF_SECS (default 200) seconds
+#   conformance-lds32k-F  conformance with FA_HIPGEN_LDS=32768 (the plugin standing for a 32 KiB
+#                    LDS: the tiles core/plan gives it), --quick subset, the .d64. cases
 #   memcheck-F       compute-sanitizer memcheck, --quick subset, the .d256. and the .tl. cases
 #   racecheck-F      compute-sanitizer racecheck, --quick subset, the s257x* cases (several tiles)
-#                    (sanitizer steps SAN_SECS each, default 60)
-# Files in $OUT (default /tmp/out): machine.txt (fa-info), conformance_hipgen_F.log, the
-# sanitizer logs, summary.txt. Exit status 0 when no step failed. Limits: 200 + 3 x 60 s per
-# family; both families (760 s) do not fit a 600 s call: one family per call (--families mfma).
+#                    (these three steps SAN_SECS each, default 60; --no-memcheck: the first only)
+# Files in $OUT (default /tmp/out): machine.txt (fa-info), conformance_hipgen_F.log, the logs of
+# the other steps, summary.txt. Exit status 0 when no step failed. Limits: 200 + 4 x 60 s per
+# family; both families (880 s) do not fit a 600 s call: one family per call (--families mfma).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 
@@ -99,20 +101,29 @@ for fam in $FAMILIES; do
     record "conformance-$fam" FAIL "conformance not built"
   fi
 
-  [ "$DO_MEMCHECK" -eq 1 ] || continue
+  # conformance-lds32k: the tiles core/plan gives only a smaller LDS than the plugin's (the
+  # backward's 32x32 at head dim 64, hip.bwd_tiles), the plugin standing for a 32 KiB LDS.
   # memcheck (out-of-bounds accesses of the tile loops) on the head-dim-256 and top-left causal
   # cases, racecheck (shared-memory hazards: the barriers around the K/V, Q/dO, score and dS
   # tiles, and the MFMA emulation's per-wave barriers) on the cases with 257 query rows (several
-  # query and key tiles); --quick subset.
-  for run in "memcheck .d256." "memcheck .tl." "racecheck s257x"; do
+  # query and key tiles). All on the --quick subset.
+  runs=("conformance-lds32k .d64.")
+  [ "$DO_MEMCHECK" -eq 1 ] && runs+=("memcheck .d256." "memcheck .tl." "racecheck s257x")
+  for run in "${runs[@]}"; do
     set -- $run
     tool=$1 filter=$2
-    banner "compute-sanitizer $tool, $fam (--quick --filter $filter)"
+    banner "$tool, $fam (--quick --filter $filter)"
     mlog="$OUT/${tool}_hipgen_${fam}${filter//./_}.log"
-    if [ -z "$SANITIZER" ]; then
+    if [ "$tool" = conformance-lds32k ]; then
+      pre=(env FA_HIPGEN_LDS=32768)
+    elif [ -z "$SANITIZER" ]; then
       record "$tool-$fam" FAIL "compute-sanitizer not found"
-    elif need_bin conformance; then
-      timeout "$SAN_SECS" "$SANITIZER" --tool "$tool" --error-exitcode 99 "$BIN/conformance" \
+      continue
+    else
+      pre=("$SANITIZER" --tool "$tool" --error-exitcode 99)
+    fi
+    if need_bin conformance; then
+      timeout "$SAN_SECS" "${pre[@]}" "$BIN/conformance" \
         --backend cuda "${fargs[@]}" --quick --filter "$filter" > "$mlog" 2>&1
       mrc=$?
       tally=$(grep -E '^conformance: [0-9]+ passed' "$mlog" | tail -1 | sed 's/^conformance: //')

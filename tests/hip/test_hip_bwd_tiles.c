@@ -23,19 +23,7 @@
 #include "backends/hip/cdna/hg_mfma_layout.h"
 #include "backends/hip/generic/hg_host.h"
 #include "core/plan.h"
-#include "tests/hip/hip_req.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (!(cond)) {                                \
-      ++failures;                                 \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-    }                                             \
-  } while (0)
+#include "tests/hip/hip_test.h"
 
 /* ---- 1. core/plan ---- */
 
@@ -365,7 +353,7 @@ int main(void) {
   check_plan_properties();
   check_tiles();
   check_decide_run();
-  printf("test_hip_bwd_tiles: %s (%d failure%s)\n", failures ? "FAILED" : "passed", failures,
-         failures == 1 ? "" : "s");
-  return failures ? 1 : 0;
+  printf("test_hip_bwd_tiles: %s (%d failure%s)\n", hip_test_failures ? "FAILED" : "passed",
+         hip_test_failures, hip_test_failures == 1 ? "" : "s");
+  return hip_test_failures ? 1 : 0;
 }

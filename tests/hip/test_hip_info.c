@@ -24,20 +24,8 @@
 #include "backends/hip/cdna/hg_mfma_layout.h"
 #include "backends/hip/generic/hg_host.h"
 #include "backends/hip/hip_arch.h"
-#include "tests/hip/hip_req.h"
+#include "tests/hip/hip_test.h"
 #include "flash_attn.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (!(cond)) {                                \
-      ++failures;                                 \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-    }                                             \
-  } while (0)
 
 /* What this machine should make the plugin say: the same library names, asked directly. */
 static const char *expected_reason_prefix(char *detail, size_t n) {
@@ -311,7 +299,7 @@ int main(int argc, char **argv) {
   check_arch();
   check_decide();
   check_backend_info(argv[1]);
-  printf("test_hip_info: %s (%d failure%s)\n", failures ? "FAILED" : "passed", failures,
-         failures == 1 ? "" : "s");
-  return failures ? 1 : 0;
+  printf("test_hip_info: %s (%d failure%s)\n", hip_test_failures ? "FAILED" : "passed",
+         hip_test_failures, hip_test_failures == 1 ? "" : "s");
+  return hip_test_failures ? 1 : 0;
 }

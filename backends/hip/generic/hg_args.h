@@ -36,9 +36,9 @@ typedef struct hg_params {
 
 /* Tiles: the register arrays' size follows the head-dim class (64, 128, 256). 256 threads per
    block, TPR threads sharing one query row (forward) or one key row (backward). The smaller of
-   each pair of tiles below keeps the shared memory within 48 KiB, what a CUDA block gets without
-   opting in and under the 64 KiB LDS of every AMD GPU; the larger is core/plan's choice where
-   the device's LDS holds it (hg_host.c). */
+   each pair of tiles below keeps the generic kernels' shared memory within 48 KiB, what a CUDA
+   block gets without opting in and under the 64 KiB LDS of every AMD GPU; the larger is core/plan's
+   choice where the device's LDS holds it (hg_host.c). */
 #define HG_THREADS 256
 #define HG_MAX_HEAD_DIM 256
 #define HG_HD_CLASS(d) ((d) <= 64 ? 64 : ((d) <= 128 ? 128 : 256))

@@ -7,10 +7,12 @@
  * FA_PLUGIN_PATH; its kernels are named "cuda.hipgen.*" and its kernel family "hipgen" in
  * fa_backend_info, so no report can mistake it for the CUDA backend. Never installed.
  * kernel_family "mfma" runs the MFMA kernels with the instruction emulated (cdna/hg_mfma_emu.h):
- * everything of them but the instruction itself.
+ * everything of them but the instruction itself. FA_HIPGEN_LDS=<bytes> makes it stand for a
+ * device with less LDS (hgc_lds).
  */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/hip/cdna/hg_mfma_layout.h"
@@ -58,9 +60,24 @@ static void hgc_probe(fa_plugin_probe *out) {
   snprintf(out->dtypes, sizeof out->dtypes, "f16,bf16");
 }
 
+/* The LDS the plugin stands for: HGC_SMEM_LIMIT, or less where FA_HIPGEN_LDS (bytes) says so,
+   so that the tiles core/plan gives only a smaller LDS run on the H200 too: the backward's 32x32
+   at head dim 64, chosen where the 64x32 (33,024 bytes) does not fit
+   (tests/gpu/h200_hip_generic.sh). */
+static int64_t hgc_lds(void) {
+  const char *env = getenv("FA_HIPGEN_LDS");
+  char *end = NULL;
+  long long v = env ? strtoll(env, &end, 10) : 0;
+  return env && end != env && *end == '\0' && v > 0 && v < HGC_SMEM_LIMIT ? (int64_t)v
+                                                                          : HGC_SMEM_LIMIT;
+}
+
 static void hgc_decide(const fa_request *req, fa_decision *out) {
-  hg_target t = {HGC_PREFIX, FA_DEVICE_CUDA, "the test plugin (64 KiB of LDS less the emulation's)",
-                 HGC_SMEM_LIMIT, HG_MATRIX_MFMA};
+  const int64_t lds = hgc_lds();
+  hg_target t = {HGC_PREFIX, FA_DEVICE_CUDA,
+                 lds == HGC_SMEM_LIMIT ? "the test plugin (64 KiB of LDS less the emulation's)"
+                                       : "the test plugin (FA_HIPGEN_LDS)",
+                 lds, HG_MATRIX_MFMA};
   hg_decide(req, &t, out);
 }
 

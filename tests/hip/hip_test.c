@@ -1,8 +1,10 @@
-/* hip_req.c: see hip_req.h. */
-#include "hip_req.h"
+/* hip_test.c: see hip_test.h. */
+#include "hip_test.h"
 
 #include <stdint.h>
 #include <string.h>
+
+int hip_test_failures;
 
 static void tensor4(fa_tensor *t, int64_t b, int64_t s, int64_t h, int64_t d, fa_device_kind k) {
   memset(t, 0, sizeof *t);
