@@ -27,6 +27,7 @@
 #include "flash_attn.h"
 #include "reference.h"
 #include "tensor_util.h"
+#include "test_cpu_amx.h"
 
 typedef struct bcase {
   int64_t b, sq, sk, hq, hk, d, dv;
@@ -156,23 +157,9 @@ done:
   return fails;
 }
 
-/* The CPU backend's device line, and whether it says AMX runs (real, or the C model). */
-static int amx_in_use(void) {
-  fa_backend_desc descs[8];
-  int32_t n = 0;
-  for (int32_t i = 0; i < 8; ++i) fa_backend_desc_init(&descs[i]);
-  if (fa_backend_info(descs, 8, &n) != FA_OK) return 0;
-  for (int32_t i = 0; i < n && i < 8; ++i)
-    if (descs[i].id == FA_BACKEND_CPU) {
-      printf("cpu: %s\n", descs[i].devices);
-      return strstr(descs[i].devices, "amx: in use") != NULL;
-    }
-  return 0;
-}
-
 int main(void) {
   setenv("FA_CPU_ISA", "amx", 1); /* before the plugin chooses (once per process) */
-  if (!amx_in_use()) {
+  if (!cpu_amx_in_use()) {
     printf("skip: FA_CPU_ISA=amx is refused here (the device line above says why)\n");
     return 77;
   }

@@ -25,6 +25,7 @@
 #include "core/dtype.h"
 #include "flash_attn.h"
 #include "tensor_util.h"
+#include "test_cpu_amx.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <cpuid.h>
@@ -145,20 +146,6 @@ done:
   return fails;
 }
 
-/* The CPU backend's device line must say AMX runs (the emulated plugin, or real AMX). */
-static int amx_in_use(void) {
-  fa_backend_desc descs[8];
-  int32_t n = 0;
-  for (int32_t i = 0; i < 8; ++i) fa_backend_desc_init(&descs[i]);
-  if (fa_backend_info(descs, 8, &n) != FA_OK) return 0;
-  for (int32_t i = 0; i < n && i < 8; ++i)
-    if (descs[i].id == FA_BACKEND_CPU) {
-      printf("cpu: %s\n", descs[i].devices);
-      return strstr(descs[i].devices, "amx: in use") != NULL;
-    }
-  return 0;
-}
-
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "--isa") == 0 && strcmp(argv[2], "amx") == 0) {
     isa = "amx";
@@ -174,7 +161,7 @@ int main(int argc, char **argv) {
     return 77;
   }
   setenv("FA_CPU_ISA", isa, 1); /* before the plugin chooses (once per process) */
-  if (strcmp(isa, "amx") == 0 && !amx_in_use()) {
+  if (strcmp(isa, "amx") == 0 && !cpu_amx_in_use()) {
     printf("FAIL: FA_CPU_ISA=amx but the CPU backend's device line does not say AMX is in use\n");
     return 1;
   }

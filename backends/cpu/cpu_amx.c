@@ -1,16 +1,17 @@
 /*
- * cpu_amx.c: the forward's tile products (cpu_kernels.h's gemm_bf16: C = A·B or C += A·B from
- * bf16 pairs) with AMX-BF16's TDPBF16PS. The operands are already in the layout the instruction
- * wants: A rows hold pairs along the reduction dimension (the query tile, P), and B rows hold, per
- * output column, the pair of reduction elements 2k and 2k+1 (AMX's "VNNI" layout), which is how
- * cpu_forward.c lays out the transposed K tile and the key-interleaved V tile for the AVX512-BF16
- * products already.
+ * cpu_amx.c: the bf16 tile products of the forward and the backward (cpu_kernels.h's gemm_bf16:
+ * C = A·B or C += A·B from bf16 pairs) with AMX-BF16's TDPBF16PS. The operands are already in the
+ * layout the instruction wants: A rows hold pairs along the reduction dimension (the query tile,
+ * P; in the backward also dO, Pᵀ, dSᵀ and dS), and B rows hold, per output column, the pair of
+ * reduction elements 2k and 2k+1 (AMX's "VNNI" layout), which is how cpu_forward.c lays out the
+ * transposed K tile and the key-interleaved V tile for the AVX512-BF16 products already, and
+ * cpu_backward.c the transposed K and V tiles and the row-interleaved dO, Q and K tiles.
  *
  * Never executed on AMX hardware (the development machine has none): the tests compile this file
  * against tests/cpu_amx_emu.h, a C model of the tile instructions (CPU_AMX_EMULATE), and run the
- * forward through it. Without CPU_AMX_EMULATE the function carries target("amx-tile,amx-bf16")
- * and the instructions are inline assembly; the plugin calls it only after cpu_amx_detect.c's
- * permission request succeeded.
+ * forward and the backward through it. Without CPU_AMX_EMULATE the function carries
+ * target("amx-tile,amx-bf16") and the instructions are inline assembly; the plugin calls it only
+ * after cpu_amx_detect.c's permission request succeeded.
  *
  * Blocking: 32 x 32 outputs in four fp32 tiles (tmm0-3), 16 pairs of the reduction per step from
  * two A tiles (tmm4-5) and two B tiles (tmm6-7), so each loaded tile feeds two products. Tiles are

@@ -5,8 +5,8 @@
  * AMX-TILE and bit 22 AMX-BF16), the OS's tile state enabled (XCR0 bits 17 XTILECFG and 18
  * XTILEDATA), and, on Linux 5.16 and later, the process's permission for the large tile data
  * state, asked once with arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA): without it the
- * first tile instruction kills the process with SIGILL. The forward's AMX path also converts P
- * to bf16 pairs with AVX512-BF16 (cpu_bf16dp.c), so that is required too.
+ * first tile instruction kills the process with SIGILL. The AMX paths also convert P (and in the
+ * backward dS) to bf16 pairs with AVX512-BF16 (cpu_bf16dp.c), so that is required too.
  *
  * The permission is asked only when FA_CPU_ISA=amx asks for the AMX products (it makes every
  * signal frame of the process larger); otherwise only the facts are read, for the device line.
@@ -47,7 +47,8 @@ void cpu_amx_read_facts(cpu_amx_facts *facts);
    errno value; ENOSYS off Linux x86-64. */
 int cpu_amx_request_linux(void);
 
-/* The AMX-BF16 tile product: cpu_kernels.h's gemm_bf16 on tiles (cpu_amx.c). */
+/* The AMX-BF16 tile product: cpu_kernels.h's gemm_bf16 on tiles (cpu_amx.c), for the bf16
+   forward and backward. */
 void cpu_gemm_bf16_amx(int m, int n, int k2, const uint32_t *a, ptrdiff_t lda, const uint32_t *b,
                        ptrdiff_t ldb, float *c, ptrdiff_t ldc, int accumulate);
 
