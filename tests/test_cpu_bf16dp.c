@@ -2,19 +2,19 @@
  * test_cpu_bf16dp.c: the CPU backend's AVX512-BF16 products (backends/cpu/cpu_bf16dp.c), run with
  * FA_CPU_ISA=avx512bf16 (set by CTest, and here too), against a float64 reference.
  *
- * The conformance suite runs the other CPU builds; it expects avx512 in the kernel names, so this
- * variant has its own check until the suite knows it: the forward's name must say avx512bf16 for
- * bf16 with even head dims (and avx512 for the backward, f16, and odd head dims, which run the
- * fp32 kernels), and the output and LSE must be within a bf16 tolerance of the reference. Shapes
- * cover ragged key tiles (an odd key count: the last pair padded), causal masks, GQA and head dims
- * 64, 128 and one not a multiple of 16. Exits 77 (a skip) on a CPU without AVX512-BF16 or an
- * architecture without the build.
+ * The conformance suite runs this variant too (conformance.cpu.avx512bf16); this is its focused
+ * check: the forward's name must say avx512bf16 for bf16 with even head dims (and avx512 for odd
+ * head dims, which run the fp32 kernels), and the output and LSE must be within a bf16 tolerance
+ * of the reference. Shapes cover ragged key tiles (an odd key count: the last pair padded), causal
+ * masks, GQA and head dims 64, 128 and one not a multiple of 16. Exits 77 (a skip) on a CPU
+ * without AVX512-BF16 or an architecture without the build.
  *
- * With --isa amx the same checks run with FA_CPU_ISA=amx: the products on AMX tiles
- * (backends/cpu/cpu_amx.c), named cpu.flash.amx...; ctest runs it (cpu.amx_emulated) on the test
- * build of the plugin whose tile instructions are tests/cpu_amx_emu.h's C model, and also requires
- * the device line to say AMX is in use. Shapes are chosen so that every edge of its 32 x 32 tile
- * blocks and 16-pair steps is hit (rows, columns and pairs past the operands).
+ * With --isa amx the same forward checks run with FA_CPU_ISA=amx: the products on AMX tiles
+ * (backends/cpu/cpu_amx.c), named cpu.flash.amx... (the backward: test_cpu_amx_bwd.c); ctest runs
+ * it (cpu.amx_emulated) on the test build of the plugin whose tile instructions are
+ * tests/cpu_amx_emu.h's C model, and also requires the device line to say AMX is in use. Shapes
+ * are chosen so that every edge of its 32 x 32 tile blocks and 16-pair steps is hit (rows, columns
+ * and pairs past the operands).
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
