@@ -54,12 +54,15 @@ void hip_decide(const fa_request *req, fa_decision *out) {
     fa_core_refuse(out, "%s", dev->reason);
     return;
   }
-  hg_target t = {HIP_PREFIX, FA_DEVICE_HIP, dev ? dev->name : "the device",
+  hg_target t = {HIP_PREFIX,
+                 FA_DEVICE_HIP,
+                 dev ? dev->name : "the device",
                  dev ? dev->lds_bytes : 64 * 1024,
                  !dev                           ? HG_MATRIX_NONE
                  : hip_arch_has_mfma(dev->arch) ? HG_MATRIX_MFMA
                  : hip_arch_has_wmma(dev->arch) ? HG_MATRIX_WMMA
-                                                : HG_MATRIX_NONE};
+                                                : HG_MATRIX_NONE,
+                 0};
   hg_decide(req, &t, out);
 }
 

@@ -11,7 +11,8 @@
  *      emulation's 4 KiB; 48 and 32 KiB), generic and matrix kernels, every head dim 8..256:
  *      against a table written by hand at the head dims that matter, and everywhere against an
  *      independent derivation here (exhaustive search of the plan, the kernels' shared-memory
- *      layout transcribed from hg_bwd.h); every compiled tile is chosen somewhere.
+ *      layout transcribed from hg_bwd.h); every tile is chosen somewhere; the HIP plugin's
+ *      bundle, which carries only the larger tile of each class, loses nothing on 64 KiB.
  *   3. decide reports the tile and run launches that tile's kernel (name, grid, shared memory)
  *      through a recording runtime; a backward that does not fit the LDS even with the smallest
  *      tile is refused, the reason naming the bytes, the tile and the limit, and run answers
@@ -108,7 +109,8 @@ static void check_plan_properties(void) {
 
 /* ---- 2. the compiled tile, derived independently ---- */
 
-/* The kernels' tiles by class, as the README lists them (checked against HG_BWD_TILES below). */
+/* The kernels' tiles by class, as the README lists them (checked against HG_BWD_TILES below);
+   the HIP plugin's bundle has the second (the larger) of each. */
 static const int class_tiles[3][2][2] = {
     {{32, 32}, {64, 32}}, /* class 64: BN x BM */
     {{32, 32}, {64, 16}}, /* class 128 */
@@ -151,26 +153,30 @@ static void search_plan(long long lds, int d, int mfma, int *br_out, int *bc_out
   *bc_out = gn;
 }
 
-static void expected_tile(long long lds, int d, int mfma, int *bn, int *bm) {
+/* all: every tile compiled (the test plugin); else the larger only (the HIP plugin's bundle),
+   which is then the one, fitting or not. */
+static void expected_tile(long long lds, int d, int mfma, int all, int *bn, int *bm) {
   int br, bc;
   search_plan(lds, d, mfma, &br, &bc);
   const int(*t)[2] = class_tiles[class_of(d)];
-  const int wide = t[1][0] <= bc && t[1][1] <= br && layout_bytes(t[1][0], t[1][1], d, mfma) <= lds;
+  const int wide =
+      !all || (t[1][0] <= bc && t[1][1] <= br && layout_bytes(t[1][0], t[1][1], d, mfma) <= lds);
   *bn = t[wide][0];
   *bm = t[wide][1];
 }
 
 static void check_tiles(void) {
   /* The compiled tiles are the ones this test expects. */
-#define ROW(hc, bn, bm) {hc, bn, bm},
-  static const int compiled[][3] = {HG_BWD_TILES(ROW)};
+#define ROW(hc, bn, bm, amd) {hc, bn, bm, amd},
+  static const int compiled[][4] = {HG_BWD_TILES(ROW)};
 #undef ROW
   CHECK(sizeof compiled / sizeof compiled[0] == 6, "%zu compiled tiles",
         sizeof compiled / sizeof compiled[0]);
   for (int i = 0; i < 6; ++i)
     CHECK(compiled[i][0] == 64 << (i / 2) && compiled[i][1] == class_tiles[i / 2][i % 2][0] &&
-              compiled[i][2] == class_tiles[i / 2][i % 2][1],
-          "HG_BWD_TILES row %d: %d %dx%d", i, compiled[i][0], compiled[i][1], compiled[i][2]);
+              compiled[i][2] == class_tiles[i / 2][i % 2][1] && compiled[i][3] == i % 2,
+          "HG_BWD_TILES row %d: %d %dx%d in the bundle %d", i, compiled[i][0], compiled[i][1],
+          compiled[i][2], compiled[i][3]);
   /* Each layout formula agrees with the transcription, at every head dim. */
   for (int d = 8; d <= 256; d += 8)
     for (int w = 0; w < 2; ++w) {
@@ -181,7 +187,8 @@ static void check_tiles(void) {
             hg_smem(0, 1, d, bn, bm));
     }
 
-  /* By hand (BN x BM), where the targets differ: plan and layout arithmetic in the comments. */
+  /* By hand (BN x BM), where the targets differ, with every tile compiled: plan and layout
+     arithmetic in the comments. */
   static const struct {
     long long lds;
     int d, mfma, bn, bm;
@@ -214,35 +221,41 @@ static void check_tiles(void) {
       {32768, 64, 1, 32, 32}, /* plan Br 16: below the wide tile's 32 */
   };
   for (size_t i = 0; i < sizeof hand / sizeof hand[0]; ++i) {
-    const hg_tile t = hg_bwd_tiles(hand[i].lds, hand[i].d, hand[i].mfma);
+    const hg_tile t = hg_bwd_tiles(hand[i].lds, hand[i].d, hand[i].mfma, 1);
     CHECK(t.bn == hand[i].bn && t.bm == hand[i].bm, "lds %lld hd%d mfma %d: %dx%d, expected %dx%d",
           hand[i].lds, hand[i].d, hand[i].mfma, t.bn, t.bm, hand[i].bn, hand[i].bm);
   }
 
-  /* Everywhere, against the derivation above; and every compiled tile of either family is
-     chosen on some target. */
+  /* Everywhere, against the derivation above, every tile compiled and the bundle's; every tile
+     of either family is chosen on some target; on 64 KiB the bundle's choice is the one with
+     every tile compiled. */
   static const long long ldses[] = {65536, 64 * 1024 - HG_MFMA_EMU_SMEM, 49152, 32768};
   int chosen[2][6] = {{0}};
   int runs = 0;
   for (size_t l = 0; l < sizeof ldses / sizeof ldses[0]; ++l)
     for (int mfma = 0; mfma < 2; ++mfma)
-      for (int d = 8; d <= 256; d += 8) {
-        int bn, bm;
-        expected_tile(ldses[l], d, mfma, &bn, &bm);
-        const hg_tile t = hg_bwd_tiles(ldses[l], d, mfma);
-        ++runs;
-        CHECK(t.bn == bn && t.bm == bm, "lds %lld hd%d mfma %d: %dx%d, derived %dx%d", ldses[l], d,
-              mfma, t.bn, t.bm, bn, bm);
-        for (int w = 0; w < 2; ++w)
-          if (t.bn == class_tiles[class_of(d)][w][0] && t.bm == class_tiles[class_of(d)][w][1])
-            chosen[mfma][2 * class_of(d) + w] = 1;
-      }
+      for (int all = 0; all < 2; ++all)
+        for (int d = 8; d <= 256; d += 8) {
+          int bn, bm;
+          expected_tile(ldses[l], d, mfma, all, &bn, &bm);
+          const hg_tile t = hg_bwd_tiles(ldses[l], d, mfma, all);
+          ++runs;
+          CHECK(t.bn == bn && t.bm == bm, "lds %lld hd%d mfma %d all %d: %dx%d, derived %dx%d",
+                ldses[l], d, mfma, all, t.bn, t.bm, bn, bm);
+          const hg_tile u = hg_bwd_tiles(ldses[l], d, mfma, !all);
+          CHECK(ldses[l] != 65536 || (t.bn == u.bn && t.bm == u.bm),
+                "64 KiB hd%d mfma %d: %dx%d with every tile, %dx%d with the bundle's", d, mfma,
+                all ? t.bn : u.bn, all ? t.bm : u.bm, all ? u.bn : t.bn, all ? u.bm : t.bm);
+          for (int w = 0; w < 2; ++w)
+            if (t.bn == class_tiles[class_of(d)][w][0] && t.bm == class_tiles[class_of(d)][w][1])
+              chosen[mfma][2 * class_of(d) + w] = 1;
+        }
   for (int mfma = 0; mfma < 2; ++mfma)
     for (int i = 0; i < 6; ++i)
       CHECK(chosen[mfma][i], "%s tile %dx%d of class %d is never chosen",
             mfma ? "matrix" : "generic", class_tiles[i / 2][i % 2][0], class_tiles[i / 2][i % 2][1],
             64 << (i / 2));
-  printf("hg_bwd_tiles: %d LDS x family x head dim runs\n", runs);
+  printf("hg_bwd_tiles: %d LDS x family x tile set x head dim runs\n", runs);
 }
 
 /* ---- 3. decide and run ---- */
@@ -283,15 +296,17 @@ static fa_status rec_release(void *ctx, void *ptr, void *stream) {
 static void check_decide_run(void) {
   char names[64][HG_KERNEL_NAME_LEN];
   const int n_names = hg_kernel_names(names, 64, 1);
+  /* all: the test plugin's tiles, else the HIP plugin's bundle. */
   static const struct {
     long long lds;
-    int d, mfma, det;
-  } cases[] = {{65536, 128, 1, 0}, {65536, 64, 0, 1}, {61440, 256, 1, 0},
-               {61440, 200, 0, 0}, {49152, 64, 1, 0}, {49152, 96, 0, 0}};
+    int d, mfma, det, all;
+  } cases[] = {{65536, 128, 1, 0, 0}, {65536, 64, 0, 1, 0},  {65536, 256, 0, 0, 0},
+               {61440, 256, 1, 0, 1}, {61440, 200, 0, 0, 1}, {49152, 64, 1, 0, 1},
+               {49152, 96, 0, 0, 1},  {32768, 64, 0, 0, 1}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     const int d = cases[i].d, mfma = cases[i].mfma;
-    const hg_target t = {"hip.generic", FA_DEVICE_HIP, "the test's device", cases[i].lds,
-                         HG_MATRIX_MFMA};
+    const hg_target t = {"hip.generic", FA_DEVICE_HIP,  "the test's device",
+                         cases[i].lds,  HG_MATRIX_MFMA, cases[i].all};
     req_store s;
     make_req(&s, FA_OP_BACKWARD, d, 4, 2, FA_DEVICE_HIP);
     s.p.kernel_family = mfma ? "mfma" : NULL;
@@ -299,7 +314,7 @@ static void check_decide_run(void) {
     fa_decision dec;
     hg_decide(&s.r, &t, &dec);
     int bn, bm;
-    expected_tile(cases[i].lds, d, mfma, &bn, &bm);
+    expected_tile(cases[i].lds, d, mfma, cases[i].all, &bn, &bm);
     CHECK(dec.supported && dec.tile_n == bn && dec.tile_m == bm,
           "lds %lld hd%d mfma %d: supported %d tile %dx%d (expected %dx%d) %s", cases[i].lds, d,
           mfma, dec.supported, dec.tile_n, dec.tile_m, bn, bm, dec.reason);
@@ -318,13 +333,13 @@ static void check_decide_run(void) {
           want, gx, layout_bytes(bn, bm, d, mfma));
     int known = 0;
     for (int k = 0; k < n_names && k < 64; ++k) known |= !strcmp(names[k], want);
-    CHECK(known, "%s is not among the kernels the plugin loads", want);
+    CHECK(cases[i].all || known, "%s is not among the kernels the HIP plugin loads", want);
   }
 
   /* Unfittable: the backward at head dim 256 needs 33,920 bytes with its smallest tile. */
-  const hg_target small = {"hip.generic", FA_DEVICE_HIP, "a 32 KiB LDS", 32768, HG_MATRIX_MFMA};
+  const hg_target small = {"cuda.hipgen", FA_DEVICE_CUDA, "a 32 KiB LDS", 32768, HG_MATRIX_MFMA, 1};
   req_store s;
-  make_req(&s, FA_OP_BACKWARD, 256, 2, 2, FA_DEVICE_HIP);
+  make_req(&s, FA_OP_BACKWARD, 256, 2, 2, FA_DEVICE_CUDA);
   fa_decision dec;
   hg_decide(&s.r, &small, &dec);
   CHECK(!dec.supported && strstr(dec.reason, "backward at head_dim 256 needs 33920 bytes") &&
@@ -339,13 +354,22 @@ static void check_decide_run(void) {
         "run of the refused decision: %s, %d launches, '%s'", fa_status_string(st), log.count,
         fa_last_error());
   /* The MFMA backward at head dim 128 on 40 KiB: 45,312 bytes with 32 x 32; refused. */
-  const hg_target lds40 = {"hip.generic", FA_DEVICE_HIP, "a 40 KiB LDS", 40960, HG_MATRIX_MFMA};
-  make_req(&s, FA_OP_BACKWARD, 128, 2, 2, FA_DEVICE_HIP);
+  const hg_target lds40 = {"cuda.hipgen", FA_DEVICE_CUDA, "a 40 KiB LDS", 40960, HG_MATRIX_MFMA, 1};
+  make_req(&s, FA_OP_BACKWARD, 128, 2, 2, FA_DEVICE_CUDA);
   s.p.kernel_family = "mfma";
   hg_decide(&s.r, &lds40, &dec);
   CHECK(!dec.supported && strstr(dec.reason, "needs 45312 bytes") &&
             strstr(dec.reason, "(32 queries x 32 keys)"),
         "mfma hd128 on 40 KiB: supported %d, reason '%s'", dec.supported, dec.reason);
+  /* The HIP plugin's bundle on 48 KiB: its only tile at head dim 256, 32 x 16, needs 55,424
+     bytes in the MFMA kernel; refused, naming that tile. */
+  const hg_target lds48 = {"hip.generic", FA_DEVICE_HIP, "a 48 KiB LDS", 49152, HG_MATRIX_MFMA, 0};
+  make_req(&s, FA_OP_BACKWARD, 256, 2, 2, FA_DEVICE_HIP);
+  s.p.kernel_family = "mfma";
+  hg_decide(&s.r, &lds48, &dec);
+  CHECK(!dec.supported && strstr(dec.reason, "needs 55424 bytes") &&
+            strstr(dec.reason, "(16 queries x 32 keys)") && strstr(dec.reason, "allows 49152"),
+        "bundle mfma hd256 on 48 KiB: supported %d, reason '%s'", dec.supported, dec.reason);
 }
 
 int main(void) {

@@ -121,7 +121,7 @@ static void check_arch(void) {
 }
 
 static void check_decide(void) {
-  const hg_target hip = {"hip.generic", FA_DEVICE_HIP, "MI250X", 64 * 1024, HG_MATRIX_MFMA};
+  const hg_target hip = {"hip.generic", FA_DEVICE_HIP, "MI250X", 64 * 1024, HG_MATRIX_MFMA, 0};
   req_store s;
   fa_decision dec;
 
@@ -185,7 +185,8 @@ static void check_decide(void) {
           dec.supported, dec.reason);
   }
   /* The test plugin's naming, from the same rules. */
-  const hg_target cu = {"cuda.hipgen", FA_DEVICE_CUDA, "a CUDA block", 48 * 1024, HG_MATRIX_NONE};
+  const hg_target cu = {"cuda.hipgen", FA_DEVICE_CUDA, "a CUDA block",
+                        48 * 1024,     HG_MATRIX_NONE, 1};
   make_req(&s, FA_OP_FORWARD, 128, 2, 2, FA_DEVICE_CUDA);
   s.p.window_enabled = 1;
   s.p.window_left = 5;
@@ -246,8 +247,9 @@ static void check_decide(void) {
   CHECK(dec.supported && !strcmp(dec.kernel, "hip.generic.mfma.bwd.bf16.hd64.causal"),
         "mfma bwd: %d '%s' '%s'", dec.supported, dec.kernel, dec.reason);
   s.r.device.kind = FA_DEVICE_CUDA;
-  const hg_target cu_emu = {"cuda.hipgen", FA_DEVICE_CUDA, "the test plugin",
-                            64 * 1024 - HG_MFMA_EMU_SMEM, HG_MATRIX_MFMA};
+  const hg_target cu_emu = {"cuda.hipgen",     FA_DEVICE_CUDA,
+                            "the test plugin", 64 * 1024 - HG_MFMA_EMU_SMEM,
+                            HG_MATRIX_MFMA,    1};
   hg_decide(&s.r, &cu_emu, &dec);
   CHECK(dec.supported && !strcmp(dec.kernel, "cuda.hipgen.mfma.bwd.bf16.hd64.causal"),
         "mfma bwd emulated: %d '%s' '%s'", dec.supported, dec.kernel, dec.reason);
@@ -267,7 +269,8 @@ static void check_decide(void) {
       "hip_arch_has_wmma");
   /* RDNA3: the same matrix kernels with WMMA, asked for as "wmma"; each family only where the
      device has its instruction. */
-  const hg_target rdna = {"hip.generic", FA_DEVICE_HIP, "RX 7900 XTX", 64 * 1024, HG_MATRIX_WMMA};
+  const hg_target rdna = {"hip.generic", FA_DEVICE_HIP,  "RX 7900 XTX",
+                          64 * 1024,     HG_MATRIX_WMMA, 0};
   make_req(&s, FA_OP_BACKWARD, 64, 2, 2, FA_DEVICE_HIP);
   s.p.kernel_family = "wmma";
   hg_decide(&s.r, &rdna, &dec);
@@ -287,8 +290,10 @@ static void check_decide(void) {
     mf += !strncmp(names[i], "hg_fwd_mfma_", 12);
     mb += !strncmp(names[i], "hg_bwd_main_mfma_", 17);
   }
-  /* 3 classes x 2 key tiles x 2 dtypes forwards; 6 backward tiles x 2 dtypes. */
-  CHECK(mf == 12 && mb == 12, "%d MFMA forward, %d MFMA backward kernel names", mf, mb);
+  /* 3 classes x 2 key tiles x 2 dtypes forwards; the bundle's 3 backward tiles x 2 dtypes. */
+  CHECK(HG_KERNEL_COUNT == 22 && HG_KERNEL_COUNT_MFMA == 40, "kernel counts %d, %d",
+        HG_KERNEL_COUNT, HG_KERNEL_COUNT_MFMA);
+  CHECK(mf == 12 && mb == 6, "%d MFMA forward, %d MFMA backward kernel names", mf, mb);
 }
 
 int main(int argc, char **argv) {

@@ -164,7 +164,7 @@ static void check_products(int mi, int hc, int d, int bf16) {
   static double out[2 * MAXR * (MAXD + 1)];
   static int writes[2 * MAXR * (MAXD + 1)];
   const int fm = HG_FWD_TILE_M;
-#define HG_BWD_ROW(c, n, m) {c, n, m},
+#define HG_BWD_ROW(c, n, m, amd) {c, n, m},
   static const int tiles[][3] = {HG_BWD_TILES(HG_BWD_ROW)};
 #undef HG_BWD_ROW
 

@@ -50,19 +50,23 @@ typedef struct hg_params {
 #define HG_FWD_TPR (HG_THREADS / HG_FWD_TILE_M)
 /* The backward's tiles, BN keys per block by BM queries per step: two per head-dim class, one
    kernel each (hg_bwd_main_*_hd<HC>_n<BN>_m<BM>), as core/plan chooses for the device's LDS
-   (hg_host.c's hg_bwd_tiles). X(HC, BN, BM) for each, smaller first; the wide tile doubles the
-   keys (half the passes over Q and dO), at class 128 and 256 with 16 query rows per step, since
-   32 do not fit 64 KiB (class 128: with the MFMA kernel's score tiles; class 256: at all). The
-   MFMA kernels need BN and BM multiples of 16 and whole 16x16 tiles of [BN][HC] and [BM][HC]
-   for each of 8 waves (cdna/hg_mfma.h). */
+   (hg_host.c's hg_bwd_tiles). X(HC, BN, BM, AMD) for each, smaller first; the wide tile doubles
+   the keys (half the passes over Q and dO), at class 128 and 256 with 16 query rows per step,
+   since 32 do not fit 64 KiB (class 128: with the MFMA kernel's score tiles; class 256: at all).
+   AMD = 1: in the HIP plugin's bundle. Every AMD target built (gfx90a, gfx940, gfx1100) has a
+   64 KiB LDS, where core/plan chooses the wide tile at every head dim, so the bundle carries
+   only those (the smaller ones would be dead code and hipcc time); the test plugin carries all,
+   for the smaller LDS it can stand for. The MFMA kernels need BN and BM multiples of 16 and
+   whole 16x16 tiles of [BN][HC] and [BM][HC] for each of 8 waves (cdna/hg_mfma.h). */
 #define HG_BWD_TILES(X) \
-  X(64, 32, 32)         \
-  X(64, 64, 32)         \
-  X(128, 32, 32)        \
-  X(128, 64, 16)        \
-  X(256, 16, 16)        \
-  X(256, 32, 16)
-#define HG_BWD_TILE_COUNT 6
+  X(64, 32, 32, 0)      \
+  X(64, 64, 32, 1)      \
+  X(128, 32, 32, 0)     \
+  X(128, 64, 16, 1)     \
+  X(256, 16, 16, 0)     \
+  X(256, 32, 16, 1)
+#define HG_BWD_TILE_COUNT 6     /* all */
+#define HG_BWD_TILE_COUNT_AMD 3 /* AMD = 1 */
 #define HG_BWD_TPR(bn) (HG_THREADS / (bn))
 /* Shared memory in bytes for the real head dim d (rows of d 16-bit elements). */
 #define HG_FWD_SMEM(d, bn) ((size_t)(HG_FWD_TILE_M + 2 * (bn)) * (size_t)(d)*2)

@@ -47,24 +47,25 @@ int hg_fwd_tile_n(int64_t smem_limit, int d, int mfma) {
   return bn;
 }
 
-/* HG_BWD_TILES as rows {class, BN, BM}, each class's smaller tile first. */
-#define HG_BWD_ROW(hc, bn, bm) {hc, bn, bm},
-static const int bwd_tiles[][3] = {HG_BWD_TILES(HG_BWD_ROW)};
+/* HG_BWD_TILES as rows {class, BN, BM, in the HIP plugin's bundle}, each class's smaller tile
+   first. */
+#define HG_BWD_ROW(hc, bn, bm, amd) {hc, bn, bm, amd},
+static const int bwd_tiles[][4] = {HG_BWD_TILES(HG_BWD_ROW)};
 #undef HG_BWD_ROW
 _Static_assert(sizeof bwd_tiles / sizeof bwd_tiles[0] == HG_BWD_TILE_COUNT,
                "HG_BWD_TILE_COUNT counts HG_BWD_TILES");
 
-hg_tile hg_bwd_tiles(int64_t smem_limit, int d, int mfma) {
+hg_tile hg_bwd_tiles(int64_t smem_limit, int d, int mfma, int all_tiles) {
   const int hc = HG_HD_CLASS(d);
   int first = -1, last = -1, max_m = 0;
   for (int i = 0; i < HG_BWD_TILE_COUNT; ++i)
-    if (bwd_tiles[i][0] == hc) {
+    if (bwd_tiles[i][0] == hc && (all_tiles || bwd_tiles[i][3])) {
       if (first < 0) first = i;
       last = i;
       if (bwd_tiles[i][2] > max_m) max_m = bwd_tiles[i][2];
     }
-  /* Granules: the class's smallest key tile and 16 query rows (the matrix instructions' 16x16
-     tiles); maxima: the class's largest tiles. */
+  /* Granules: the class's smallest compiled key tile and 16 query rows (the matrix
+     instructions' 16x16 tiles); maxima: its largest tiles. */
   fa_tile_limits lim = {smem_limit > 0 ? (size_t)smem_limit : 0,
                         2,
                         16,
@@ -74,7 +75,8 @@ hg_tile hg_bwd_tiles(int64_t smem_limit, int d, int mfma) {
   const fa_tile_plan plan = fa_plan_tiles_bwd(&lim, d, HG_BWD_SCORE_BYTES(mfma));
   int pick = first;
   for (int i = last; i > first && pick == first; --i)
-    if (bwd_tiles[i][1] <= plan.tile_n && bwd_tiles[i][2] <= plan.tile_m &&
+    if ((all_tiles || bwd_tiles[i][3]) && bwd_tiles[i][1] <= plan.tile_n &&
+        bwd_tiles[i][2] <= plan.tile_m &&
         (int64_t)hg_smem(0, mfma, d, bwd_tiles[i][1], bwd_tiles[i][2]) <= smem_limit)
       pick = i;
   hg_tile t = {bwd_tiles[pick][1], bwd_tiles[pick][2]};
@@ -168,7 +170,7 @@ void hg_decide(const fa_request *req, const hg_target *t, fa_decision *out) {
   const int mfma = want != HG_MATRIX_NONE;
   const int d = (int)req->head_dim, fwd = req->op == FA_OP_FORWARD;
   const hg_tile tile = fwd ? (hg_tile){hg_fwd_tile_n(t->smem_limit, d, mfma), HG_FWD_TILE_M}
-                           : hg_bwd_tiles(t->smem_limit, d, mfma);
+                           : hg_bwd_tiles(t->smem_limit, d, mfma, t->all_tiles);
   const size_t smem = hg_smem(fwd, mfma, d, tile.bn, tile.bm);
   if ((int64_t)smem > t->smem_limit) {
     fa_core_refuse(out,
@@ -312,8 +314,9 @@ int hg_kernel_names(char names[][HG_KERNEL_NAME_LEN], int capacity, int with_mfm
         for (int bn = HG_FWD_TILE_N; bn <= HG_FWD_TILE_N_MAX; bn *= 2)
           HG_NAME("hg_fwd_%s%s_hd%d_n%d", tag, dts[i], hcs[j], bn);
       for (int t = 0; t < HG_BWD_TILE_COUNT; ++t)
-        HG_NAME("hg_bwd_main_%s%s_hd%d_n%d_m%d", tag, dts[i], bwd_tiles[t][0], bwd_tiles[t][1],
-                bwd_tiles[t][2]);
+        if (bwd_tiles[t][3])
+          HG_NAME("hg_bwd_main_%s%s_hd%d_n%d_m%d", tag, dts[i], bwd_tiles[t][0], bwd_tiles[t][1],
+                  bwd_tiles[t][2]);
     }
   }
 #undef HG_NAME

@@ -23,6 +23,8 @@ typedef struct hg_target {
   const char *device_name;
   int64_t smem_limit; /* shared memory (LDS) a block may use on the device */
   int32_t mfma;       /* HG_MATRIX_*: the matrix kernels it runs (MFMA: or their emulation) */
+  int32_t all_tiles;  /* 1: every backward tile of HG_BWD_TILES (the test plugin); 0: those of
+                         the HIP plugin's bundle */
 } hg_target;
 
 /* The device operations the launch sequence needs; each returns FA_OK or sets the error. */
@@ -64,17 +66,17 @@ typedef struct hg_tile {
 /* The backward's tile at head dim d on a device whose blocks may use smem_limit bytes of shared
    memory (LDS): core/plan's fa_plan_tiles_bwd for that budget (16-bit K, V, Q, dO rows and
    HG_BWD_SCORE_BYTES per score element), then the largest of the class's compiled tiles
-   (HG_BWD_TILES) within the plan's Bc and Br whose exact layout fits; else the class's smallest,
-   which decide refuses where it does not fit either. */
-hg_tile hg_bwd_tiles(int64_t smem_limit, int d, int mfma);
+   (HG_BWD_TILES; all_tiles as hg_target's) within the plan's Bc and Br whose exact layout fits;
+   else the class's smallest, which decide refuses where it does not fit either. */
+hg_tile hg_bwd_tiles(int64_t smem_limit, int d, int mfma, int all_tiles);
 
-/* The kernel names the run looks up, for a plugin that loads them by name up front. */
+/* The kernel names the run looks up in the HIP plugin's bundle (loaded by name up front). */
 #define HG_KERNEL_NAME_LEN 40
-/* The generic kernels: D and dQ conversion, the forwards (3 classes x 2 key tiles) and the
-   backward main kernels (HG_BWD_TILE_COUNT), for both dtypes; and with the MFMA forwards and
-   backward main kernels. */
-#define HG_KERNEL_COUNT (2 * (2 + 3 * 2 + HG_BWD_TILE_COUNT))
-#define HG_KERNEL_COUNT_MFMA (HG_KERNEL_COUNT + 2 * (3 * 2 + HG_BWD_TILE_COUNT))
+/* The HIP plugin's bundle: the generic kernels, D and dQ conversion, the forwards (3 classes x 2
+   key tiles) and the backward main kernels of its tiles (HG_BWD_TILE_COUNT_AMD), for both
+   dtypes; and with the MFMA forwards and backward main kernels. */
+#define HG_KERNEL_COUNT (2 * (2 + 3 * 2 + HG_BWD_TILE_COUNT_AMD))
+#define HG_KERNEL_COUNT_MFMA (HG_KERNEL_COUNT + 2 * (3 * 2 + HG_BWD_TILE_COUNT_AMD))
 int hg_kernel_names(char names[][HG_KERNEL_NAME_LEN], int capacity, int with_mfma);
 
 #endif /* FA_HIP_HG_HOST_H */

@@ -24,18 +24,26 @@
     hg_fwd<bf, hc, mfma, 64>(p);                                                                  \
   }
 
-/* The backward's main kernel for each tile core/plan may choose (HG_BWD_TILES). */
+/* The backward's main kernel for each tile core/plan may choose (HG_BWD_TILES): hipcc compiles
+   those of the HIP plugin's bundle (AMD = 1), nvcc (the test plugin) all. */
 #define HG_BWD_KERNEL(dt, bf, mfma, tag, hc, bn, bm)                \
   FA_GPU_KERNEL void __launch_bounds__(HG_THREADS)                  \
       hg_bwd_main_##tag##dt##_hd##hc##_n##bn##_m##bm(hg_params p) { \
     hg_bwd_main<bf, hc, mfma, bn, bm>(p);                           \
   }
-#define HG_BWD_GENERIC_F16(hc, bn, bm) HG_BWD_KERNEL(f16, 0, 0, , hc, bn, bm)
-#define HG_BWD_GENERIC_BF16(hc, bn, bm) HG_BWD_KERNEL(bf16, 1, 0, , hc, bn, bm)
+#define HG_BWD_SELECT_0(...)
+#define HG_BWD_SELECT_1(...) HG_BWD_KERNEL(__VA_ARGS__)
+#if defined(__HIPCC__)
+#define HG_BWD_SELECT(amd) HG_BWD_SELECT_##amd
+#else
+#define HG_BWD_SELECT(amd) HG_BWD_SELECT_1
+#endif
+#define HG_BWD_GENERIC_F16(hc, bn, bm, amd) HG_BWD_SELECT(amd)(f16, 0, 0, , hc, bn, bm)
+#define HG_BWD_GENERIC_BF16(hc, bn, bm, amd) HG_BWD_SELECT(amd)(bf16, 1, 0, , hc, bn, bm)
 /* The same kernels with their products on CDNA's matrix instructions (cdna/hg_mfma.h; under nvcc
    the instruction's emulation, for the test plugin). */
-#define HG_BWD_MFMA_F16(hc, bn, bm) HG_BWD_KERNEL(f16, 0, 1, mfma_, hc, bn, bm)
-#define HG_BWD_MFMA_BF16(hc, bn, bm) HG_BWD_KERNEL(bf16, 1, 1, mfma_, hc, bn, bm)
+#define HG_BWD_MFMA_F16(hc, bn, bm, amd) HG_BWD_SELECT(amd)(f16, 0, 1, mfma_, hc, bn, bm)
+#define HG_BWD_MFMA_BF16(hc, bn, bm, amd) HG_BWD_SELECT(amd)(bf16, 1, 1, mfma_, hc, bn, bm)
 
 #define HG_HD_KERNELS(dt, bf, hc) \
   HG_FWD_KERNELS(dt, bf, hc, 0, ) \

@@ -16,8 +16,9 @@
 #define HGC_FWD(dt, hc)                                                         \
   HGC_ENTRY(hg_fwd_##dt##_hd##hc##_n32), HGC_ENTRY(hg_fwd_##dt##_hd##hc##_n64), \
       HGC_ENTRY(hg_fwd_mfma_##dt##_hd##hc##_n32), HGC_ENTRY(hg_fwd_mfma_##dt##_hd##hc##_n64),
-/* The backward's main kernels of one tile (HG_BWD_TILES), both dtypes, generic and MFMA. */
-#define HGC_BWD(hc, bn, bm)                                   \
+/* The backward's main kernels of one tile (HG_BWD_TILES: all of them, whether in the HIP
+   plugin's bundle or not), both dtypes, generic and MFMA. */
+#define HGC_BWD(hc, bn, bm, amd)                              \
   HGC_ENTRY(hg_bwd_main_f16_hd##hc##_n##bn##_m##bm),          \
       HGC_ENTRY(hg_bwd_main_bf16_hd##hc##_n##bn##_m##bm),     \
       HGC_ENTRY(hg_bwd_main_mfma_f16_hd##hc##_n##bn##_m##bm), \

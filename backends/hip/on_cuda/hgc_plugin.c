@@ -74,10 +74,13 @@ static int64_t hgc_lds(void) {
 
 static void hgc_decide(const fa_request *req, fa_decision *out) {
   const int64_t lds = hgc_lds();
-  hg_target t = {HGC_PREFIX, FA_DEVICE_CUDA,
+  hg_target t = {HGC_PREFIX,
+                 FA_DEVICE_CUDA,
                  lds == HGC_SMEM_LIMIT ? "the test plugin (64 KiB of LDS less the emulation's)"
                                        : "the test plugin (FA_HIPGEN_LDS)",
-                 lds, HG_MATRIX_MFMA};
+                 lds,
+                 HG_MATRIX_MFMA,
+                 1};
   hg_decide(req, &t, out);
 }
 
