@@ -79,6 +79,38 @@ int32_t cuda_bwd_dq_splits(const fa_request *req, int32_t tile_n, int32_t sm_cou
   return want < 1 ? 1 : (int32_t)want;
 }
 
+fa2_problem cuda_problem_of(const fa_request *req) {
+  const fa_params *p = req->params;
+  fa2_problem pb;
+  memset(&pb, 0, sizeof pb);
+  pb.batch = (int32_t)req->batch;
+  pb.seqlen_q = (int32_t)req->seqlen_q;
+  pb.seqlen_k = (int32_t)req->seqlen_k;
+  pb.heads_q = (int32_t)req->heads_q;
+  pb.heads_kv = (int32_t)req->heads_kv;
+  pb.head_dim = (int32_t)req->head_dim;
+  pb.scale = req->scale;
+  pb.softcap = p->softcap > 0.0f ? p->softcap : 0.0f;
+  fa_mask m = fa_mask_make(p->causal, p->causal_align, p->window_enabled, p->window_left,
+                           p->window_right, req->seqlen_q, req->seqlen_k);
+  pb.mask.shift = m.shift;
+  pb.mask.left = m.left;
+  pb.mask.right = m.right;
+  pb.bf16 = req->dtype == FA_BF16;
+  pb.stream = p->stream;
+  return pb;
+}
+
+void cuda_bwd_sizing(const fa_request *req, const fa2_tile_config *cfg, int32_t deterministic,
+                     int32_t sm_count, fa2_bwd_args *a) {
+  a->p = cuda_problem_of(req);
+  a->head_dim_padded = cfg->head_dim_padded;
+  a->tile_m = cfg->tile_m;
+  a->deterministic = deterministic;
+  a->dq_splits = deterministic ? cuda_bwd_dq_splits(req, cfg->tile_n, sm_count) : 1;
+  fa2_bwd_plan_tail(a, cfg->tile_n, sm_count);
+}
+
 void cuda_decide(const fa_request *req, fa_decision *out) {
   memset(out, 0, sizeof *out);
   if (req->device.kind != FA_DEVICE_CUDA) {
@@ -175,14 +207,7 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
   /* Backward: dQ by fp32 atomics unless determinism is asked for. */
   fa2_bwd_args sizing;
   memset(&sizing, 0, sizeof sizing);
-  sizing.p.batch = (int32_t)req->batch;
-  sizing.p.heads_q = (int32_t)req->heads_q;
-  sizing.p.seqlen_q = (int32_t)req->seqlen_q;
-  sizing.p.head_dim = (int32_t)req->head_dim;
-  sizing.head_dim_padded = cfg.head_dim_padded;
-  sizing.tile_m = cfg.tile_m;
-  sizing.deterministic = p->deterministic ? 1 : 0;
-  sizing.dq_splits = p->deterministic ? cuda_bwd_dq_splits(req, cfg.tile_n, dev->sm_count) : 1;
+  cuda_bwd_sizing(req, &cfg, p->deterministic ? 1 : 0, dev->sm_count, &sizing);
   out->deterministic = sizing.deterministic;
   /* Plus room to align a caller's workspace to 256 bytes (the kernels' vector accesses). */
   out->workspace_bytes = fa2_bwd_workspace_bytes(&sizing) + CUDA_WORKSPACE_ALIGN;

@@ -6,6 +6,7 @@
 #define FA_CUDA_INTERNAL_H
 
 #include "core/plugin.h"
+#include "fa2_sm80/fa2_args.h"
 
 #define CUDA_MAX_DEVICES 64
 /* A workspace of any alignment is accepted: decide() asks for this much more, run() aligns. */
@@ -42,5 +43,14 @@ void cuda_release(void);
 
 /* The deterministic backward's number of dQ accumulators for a request (see cuda_decide.c). */
 int32_t cuda_bwd_dq_splits(const fa_request *req, int32_t tile_n, int32_t sm_count);
+
+/* The kernels' view of a request's sizes, scale, softcap and mask (core/mask.h's form). */
+fa2_problem cuda_problem_of(const fa_request *req);
+
+/* What decides the backward's workspace, filled alike by decide and run: a->p, the padded head
+   dim and query tile of cfg, the dQ accumulators (deterministic: cuda_bwd_dq_splits) and the
+   balanced last wave (fa2_bwd_plan_tail over the device's sm_count SMs). */
+void cuda_bwd_sizing(const fa_request *req, const fa2_tile_config *cfg, int32_t deterministic,
+                     int32_t sm_count, fa2_bwd_args *a);
 
 #endif /* FA_CUDA_INTERNAL_H */

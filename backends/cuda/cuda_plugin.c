@@ -47,28 +47,6 @@ static void fill_strides(const fa_tensor *t, fa2_strides *s) {
 static void *tensor_ptr(const fa_tensor *t) { return fa_tensor_base(t); }
 
 /* The sizes, score transform, mask (core/mask.h's rule) and stream both passes take. */
-static fa2_problem problem_of(const fa_request *req) {
-  const fa_params *p = req->params;
-  fa2_problem pb;
-  memset(&pb, 0, sizeof pb);
-  pb.batch = (int32_t)req->batch;
-  pb.seqlen_q = (int32_t)req->seqlen_q;
-  pb.seqlen_k = (int32_t)req->seqlen_k;
-  pb.heads_q = (int32_t)req->heads_q;
-  pb.heads_kv = (int32_t)req->heads_kv;
-  pb.head_dim = (int32_t)req->head_dim;
-  pb.scale = req->scale;
-  pb.softcap = p->softcap > 0.0f ? p->softcap : 0.0f;
-  fa_mask m = fa_mask_make(p->causal, p->causal_align, p->window_enabled, p->window_left,
-                           p->window_right, req->seqlen_q, req->seqlen_k);
-  pb.mask.shift = m.shift;
-  pb.mask.left = m.left;
-  pb.mask.right = m.right;
-  pb.bf16 = req->dtype == FA_BF16;
-  pb.stream = p->stream;
-  return pb;
-}
-
 static fa_status run_forward(const fa_request *req, const fa_decision *decision) {
   fa2_fwd_args a;
   memset(&a, 0, sizeof a);
@@ -86,7 +64,7 @@ static fa_status run_forward(const fa_request *req, const fa_decision *decision)
     a.lse_str.head = req->lse->strides[1];
     a.lse_str.row = req->lse->strides[2];
   }
-  a.p = problem_of(req);
+  a.p = cuda_problem_of(req);
   const cuda_device_info *dev = &cuda_state_get()->devices[req->device.id];
   fa2_tile_config cfg;
   fa2_fwd_fn fn = fa2_fwd_config(a.p.head_dim, dev->cc_major, dev->smem_optin, &cfg)
@@ -123,7 +101,7 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
   a.lse_str.batch = req->lse->strides[0];
   a.lse_str.head = req->lse->strides[1];
   a.lse_str.row = req->lse->strides[2];
-  a.p = problem_of(req);
+  a.p = cuda_problem_of(req);
   const cuda_device_info *dev = &cuda_state_get()->devices[req->device.id];
   fa2_tile_config cfg;
   if (!fa2_bwd_config(a.p.head_dim, dev->cc_major, dev->smem_optin, &cfg) ||
@@ -131,12 +109,8 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
     return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no backward kernel as decided for head_dim %d",
                              a.p.head_dim);
   a.size_class = cfg.size_class;
-  a.head_dim_padded = cfg.head_dim_padded;
-  a.tile_m = cfg.tile_m;
   a.dq_layout = cfg.dq_layout;
-  a.deterministic = decision->deterministic;
-  a.dq_splits = 1;
-  if (a.deterministic) a.dq_splits = cuda_bwd_dq_splits(req, decision->tile_n, dev->sm_count);
+  cuda_bwd_sizing(req, &cfg, decision->deterministic, dev->sm_count, &a);
   if (fa2_bwd_workspace_bytes(&a) + CUDA_WORKSPACE_ALIGN != decision->workspace_bytes)
     return fa_core_set_error(FA_ERR_INTERNAL, "cuda: backward workspace %zu bytes, decided %zu",
                              fa2_bwd_workspace_bytes(&a) + CUDA_WORKSPACE_ALIGN,

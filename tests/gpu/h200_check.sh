@@ -26,6 +26,9 @@
 #                seqlen 200 causal (racecheck.hd256)
 #   memcheck.compact, racecheck.compact
 #                hd64 seqlen 200 causal with FA_CUDA_SMEM_LIMIT=80000: both passes' compact tiles
+#   memcheck.tail, racecheck.tail
+#                hd64 seqlen 600 and hd256 seqlen 700, non-causal: the backward's balanced last
+#                wave with every key tile cut into pieces (fa2_tail.c)
 #   synccheck    compute-sanitizer --tool synccheck on the first of those
 #   oom          fault injection under memcheck: cuda_smoke --exhaust-memory takes the device's
 #                memory first; the backward must return FA_ERR_OUT_OF_MEMORY and write nothing,
@@ -185,9 +188,9 @@ if [ "$DO_SAN" -eq 1 ]; then
   banner "compute-sanitizer"
   SANITIZER=$(find_tool compute-sanitizer)
   if [ -z "$SANITIZER" ]; then
-    for s in memcheck memcheck.det memcheck.ws memcheck.compact racecheck racecheck.hd256 racecheck.compact synccheck oom; do record "$s" FAIL "compute-sanitizer not found"; done
+    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom; do record "$s" FAIL "compute-sanitizer not found"; done
   elif ! need_bin cuda_smoke; then
-    for s in memcheck memcheck.det memcheck.ws memcheck.compact racecheck racecheck.hd256 racecheck.compact synccheck oom; do record "$s" FAIL "cuda_smoke not built"; done
+    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom; do record "$s" FAIL "cuda_smoke not built"; done
   else
     "$SANITIZER" --version | tail -1
     sanitize memcheck memcheck memcheck.log
@@ -197,7 +200,11 @@ if [ "$DO_SAN" -eq 1 ]; then
     # hd64 backward).
     FA_CUDA_SMEM_LIMIT=80000 sanitize memcheck.compact memcheck memcheck_compact.log --hdim 64 \
       --seqlen 200 --causal 1
+    # The balanced last wave (fa2_tail.c): no mask and few key tiles, so every tile is cut into
+    # pieces whose dK/dV sums meet in the workspace.
+    sanitize memcheck.tail memcheck memcheck_tail.log --hdim 64 --seqlen 600 --causal 0
     sanitize racecheck racecheck racecheck.log
+    sanitize racecheck.tail racecheck racecheck_tail.log --hdim 256 --seqlen 700 --causal 0
     # The widest kernels (their own tile shapes and K/V pipeline), several key tiles, causal.
     sanitize racecheck.hd256 racecheck racecheck_hd256.log --hdim 256 --seqlen 200 --causal 1
     FA_CUDA_SMEM_LIMIT=80000 sanitize racecheck.compact racecheck racecheck_compact.log --hdim 64 \
@@ -206,7 +213,7 @@ if [ "$DO_SAN" -eq 1 ]; then
     sanitize oom memcheck oom.log --exhaust-memory
   fi
 else
-  for s in memcheck memcheck.det memcheck.ws memcheck.compact racecheck racecheck.hd256 racecheck.compact synccheck oom; do record "$s" SKIP "--no-sanitize"; done
+  for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom; do record "$s" SKIP "--no-sanitize"; done
 fi
 
 # --- SASS ------------------------------------------------------------------------------------

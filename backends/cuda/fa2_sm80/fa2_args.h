@@ -79,6 +79,7 @@ typedef struct fa2_bwd_args {
   int32_t head_dim_padded; /* head_dim rounded up to the kernels' granule (FA2_PAD_HD) */
   int32_t size_class;      /* FA2_WIDE or FA2_COMPACT (fa2_tiles.h): which tiles run */
   int32_t tile_m;          /* the backward's query tile */
+  int32_t tile_n;          /* its key tile (set by fa2_bwd_plan_tail) */
   int32_t dq_layout;       /* FA2_DQ_* (fa2_bwd_dq_layout) */
   float *dsum;
   float *lse_log2;
@@ -88,7 +89,29 @@ typedef struct fa2_bwd_args {
      s, s + dq_splits, ... in order; the accumulators are summed in split order. */
   int32_t deterministic;
   int32_t dq_splits;
+  /* The balanced last wave (fa2_bwd_plan_tail): where every key tile costs the same (no mask),
+     the key tiles that would run as a last, partial wave of blocks are cut into tail_pieces runs
+     of tail_piece_steps consecutive (key tile, query step) units, one block each, so that the
+     last wave keeps every SM busy for the same time. A tile cut in several pieces has its dK, dV
+     added into tail_acc (fp32, [tail_tiles][2][key tile x head_dim_padded] in the kernel's
+     register order) and written by the piece that finishes last (tail_count: one counter per
+     tile). The whole tiles run first, one block per key tile, grid (key tile, KV head, batch);
+     with a tail, the first tail_first of them (linear index: key tile fastest, then KV head,
+     then batch), then a second launch runs the pieces over the rest. Workspace after the dQ
+     accumulator, cleared with it. */
+  int32_t tail_tiles, tail_first, tail_piece_steps, tail_pieces;
+  float *tail_acc;
+  uint32_t *tail_count;
 } fa2_bwd_args;
+
+/* Fills a's tail_* plan (tail_acc/tail_count stay for the launcher) for a backward whose key
+   tiles are tile_n keys and query steps a->tile_m rows, on a device that runs `slots` blocks at
+   once (its SM count: every fa2 backward kernel takes one SM, 8 warps x ~255 registers); reads
+   a->p (sizes, mask) and a->deterministic. No tail (tail_tiles = 0) where a mask makes tiles
+   differ, in deterministic mode (fixed order), where the blocks fill whole waves or nearly, or
+   where a tile has fewer than FA2_BWD_TAIL_MIN_STEPS steps. Pure: decide and the launcher call it
+   alike. */
+void fa2_bwd_plan_tail(fa2_bwd_args *a, int32_t tile_n, int32_t slots);
 
 /* The kernels a device runs for a head dim: the wide tiles where they fit its shared memory
    (smem_limit bytes per block), else the compact ones (fa2_tiles.h). smem_bytes is what the

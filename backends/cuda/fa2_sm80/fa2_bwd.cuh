@@ -22,10 +22,17 @@
  * kernel.
  * Deterministic mode: block s visits key tiles s, s + splits, ... in order and
  * adds into its own accumulator, so every dQ element is summed in a fixed order.
+ * The balanced last wave (fa2_args.h, fa2_tail.c): without a mask, the tiles of the last partial
+ * wave are cut into runs of steps, one block each, run by a second launch of the kernel (TAIL)
+ * after the whole tiles' launch; the pieces of a cut tile add dK and dV into an fp32 workspace
+ * and the last piece to finish writes the sums. The pieces' bookkeeping costs registers (spills,
+ * 3-5% slower in the v21 A/B), which is why it has its own kernel: the whole tiles' kernel is the
+ * one without it.
  */
 #ifndef FA_CUDA_FA2_BWD_CUH
 #define FA_CUDA_FA2_BWD_CUH
 
+#include <limits.h>
 #include <math.h>
 
 #include "../common/ptx.cuh"
@@ -42,6 +49,16 @@
 __device__ __forceinline__ void atomic_add_pair(float *p, float x, float y) {
   atomicAdd(p, x);
   atomicAdd(p + 1, y);
+}
+
+/* Adds four floats to 16 aligned bytes of global memory (the balanced last wave's dK/dV sums). */
+__device__ __forceinline__ void add_f32x4(float4 *p, const float (&x)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  red_add_v4_f32(reinterpret_cast<float *>(p), x[0], x[1], x[2], x[3]);
+#else
+  float *f = reinterpret_cast<float *>(p);
+  for (int i = 0; i < 4; ++i) atomicAdd(f + i, x[i]);
+#endif
 }
 
 /* Issues the loads of one query tile of head h starting at row m0, all by cp.async: Q, dO, and
@@ -138,8 +155,14 @@ __device__ __forceinline__ void bwd_scores(float (&s)[MS][SNB][4], float (&dp)[M
    tiles, for GPUs with less shared memory). Each warp tile is at least 16 x 16,
    and the squarer it is, the fewer shared-memory bytes each mma needs. */
 template <typename Tr, int HD, int BN, int BM, int NW, int S_WK, int KV_WK, int DQ_WQ, bool DQB,
-          int QS>
+          int QS, bool TAIL>
 __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) {
+  /* With a balanced last wave, its tiles are the tail launch's: this launch's blocks past the
+     first tail_first tiles return at once (tested first thing: computed later, the test cost
+     the hd64 kernel 68-112 bytes of spills). */
+  if (!TAIL && a.tail_tiles &&
+      blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z) >= (unsigned)a.tail_first)
+    return;
   typedef typename Tr::elem E;
   constexpr int NT = NW * 32;
   typedef typename smem_tile_layout<HD, FA2_SWIZZLED(HD)>::type TL; /* K, V, Q, dO tiles */
@@ -190,16 +213,12 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3, mi = lane >> 3;
-  const int hk = blockIdx.y, b = blockIdx.z;
   const int group = a.p.heads_q / a.p.heads_kv;
   const int d = a.p.head_dim;
   const int seqlen_q = a.p.seqlen_q, seqlen_k = a.p.seqlen_k;
   const bool capped = a.p.softcap > 0.0f;
   const float sl2 = capped ? FA2_LOG2E : a.p.scale * FA2_LOG2E;
   const float inv_cap = capped ? 1.0f / a.p.softcap : 0.0f;
-
-  const E *k = static_cast<const E *>(a.k) + b * a.k_str.batch + hk * a.k_str.head;
-  const E *v = static_cast<const E *>(a.v) + b * a.v_str.batch + hk * a.v_str.head;
 
   const fa_mask mask = fa2_mask_of(a.p);
 
@@ -213,7 +232,43 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
   const int kv_key = (warp % KV_WK) * KK, kv_d = (warp / KV_WK) * KD;
   const int dq_q = (warp % DQ_WQ) * QQ, dq_d = (warp / DQ_WQ) * QD;
 
-  for (int n_block = blockIdx.x; n_block < n_blocks; n_block += n_step) {
+  /* The balanced last wave's units per tile: every query tile of every query head of the group
+     (there is no mask where it runs). */
+  const int tail_steps = group * ((seqlen_q + BM - 1) / BM);
+
+  /* The whole tiles' block: its KV head and batch (the grid's). */
+  const int hk_grid = blockIdx.y, b_grid = blockIdx.z;
+  const E *k_grid = static_cast<const E *>(a.k) + b_grid * a.k_str.batch + hk_grid * a.k_str.head;
+  const E *v_grid = static_cast<const E *>(a.v) + b_grid * a.v_str.batch + hk_grid * a.v_str.head;
+
+  /* The block's work, segment by segment: a key tile and a range of its steps. */
+  for (int seg = 0, n_block_grid = blockIdx.x;; ++seg, n_block_grid += n_step) {
+    int n_block, hk, b;
+    int s_lo = 0, s_hi = INT_MAX; /* this block's steps of the tile */
+    int cut = -1;                 /* >= 0: the tail tile, cut between pieces, whose sums we add */
+    if constexpr (!TAIL) {
+      n_block = n_block_grid;
+      if (n_block >= n_blocks) break;
+      hk = hk_grid;
+      b = b_grid;
+    } else {
+      /* Piece blockIdx.x: units [u0, u1) of the tail tiles, in at most two tiles. */
+      const int u0 = (int)blockIdx.x * a.tail_piece_steps;
+      const int u1 = min(u0 + a.tail_piece_steps, a.tail_tiles * tail_steps);
+      const int r = u0 / tail_steps + seg;
+      if (r * tail_steps >= u1) break;
+      s_lo = max(u0 - r * tail_steps, 0);
+      s_hi = min(u1 - r * tail_steps, tail_steps);
+      if (s_lo > 0 || s_hi < tail_steps) cut = r;
+      const int lin = a.tail_first + r; /* key tile fastest, then KV head, then batch */
+      n_block = lin % n_blocks;
+      hk = lin / n_blocks % a.p.heads_kv;
+      b = lin / n_blocks / a.p.heads_kv;
+    }
+    const E *k =
+        TAIL ? static_cast<const E *>(a.k) + b * a.k_str.batch + hk * a.k_str.head : k_grid;
+    const E *v =
+        TAIL ? static_cast<const E *>(a.v) + b * a.v_str.batch + hk * a.v_str.head : v_grid;
     const int n0 = n_block * BN;
     const int n1 = min(n0 + BN, seqlen_k);
     __syncthreads(); /* the previous key tile's readers are done */
@@ -237,10 +292,16 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
     const int m_end = r_hi > r_lo ? (int)((r_hi + BM - 1) / BM) : m_begin;
     const int m_count = m_end - m_begin;
 
-    /* One flat loop over (query head of the group, query tile) so the prefetch crosses heads. */
+    /* One flat loop over (query head of the group, query tile) so the prefetch crosses heads;
+       this block's steps [s_begin, s_end) of it. */
     const int steps = group * m_count;
-    if (steps > 0)
-      bwd_load_query_tile<Tr, HD, BM, NT>(a, b, hk * group, m_begin * BM, sQ, sdO, sLse, sD, tid);
+    const int s_begin = s_lo, s_end = min(s_hi, steps);
+    /* The first step's query head and query tile (from the group's first and the tile's first
+       where the block starts at step 0). */
+    const int h_first = hk * group + (s_begin ? s_begin / m_count : 0);
+    const int m_first = m_begin + (s_begin ? s_begin % m_count : 0);
+    if (s_end > s_begin)
+      bwd_load_query_tile<Tr, HD, BM, NT>(a, b, h_first, m_first * BM, sQ, sdO, sLse, sD, tid);
     cp_async_commit();
 
     /* The warp's K and V fragments, once the key tile has landed (the query tile's copies may
@@ -257,13 +318,13 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
     }
 
     /* This step's (query head, query tile), advanced without divisions. */
-    int h = hk * group, m_idx = m_begin;
+    int h = h_first, m_idx = m_first;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     /* The accumulator tile whose dQ sits in the staging buffer, added after the next barrier. */
     float *dq_pending = nullptr;
 #endif
-    for (int step = 0; step < steps; ++step) {
-      const int st = QS == 2 ? step & 1 : 0;
+    for (int step = s_begin; step < s_end; ++step) {
+      const int st = QS == 2 ? (step - s_begin) & 1 : 0;
       const int m0 = m_idx * BM;
       int h_next = h, m_next = m_idx + 1;
       if (m_next == m_end) {
@@ -315,7 +376,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
              queued behind every warp's first ldmatrix, and the instructions reusing their
              address registers waited for them (bench/NOTES.md, v10). The stage they overwrite
              was last read in the previous step. */
-          if (step + 1 < steps)
+          if (step + 1 < s_end)
             bwd_load_query_tile<Tr, HD, BM, NT>(a, b, h_next, m_next * BM, sQ + (st ^ 1) * BM * LD,
                                                 sdO + (st ^ 1) * BM * LD, sLse + (st ^ 1) * BM,
                                                 sD + (st ^ 1) * BM, tid);
@@ -472,7 +533,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
       if (QS == 1) {
         /* One stage: every warp is done with this step's Q, dO, LSE and D. */
         __syncthreads();
-        if (step + 1 < steps)
+        if (step + 1 < s_end)
           bwd_load_query_tile<Tr, HD, BM, NT>(a, b, h_next, m_next * BM, sQ, sdO, sLse, sD, tid);
         cp_async_commit();
       }
@@ -499,6 +560,38 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
         bulk_wait_read<0>();
     }
 #endif
+
+    if (cut >= 0) {
+      /* A cut tile: this piece's dK (unscaled) and dV added to the tile's sums, each thread's
+         fragments as float4s by thread, coalesced; the piece that counts last reads the sums
+         back (from L2, where the additions were done) and writes them as a whole tile would. */
+      float4 *sums =
+          reinterpret_cast<float4 *>(a.tail_acc) + (int64_t)cut * 2 * MK * KDB * NT + tid;
+#pragma unroll
+      for (int m = 0; m < MK; ++m)
+#pragma unroll
+        for (int db = 0; db < KDB; ++db) {
+          add_f32x4(sums + (m * KDB + db) * NT, dk[m][db]);
+          add_f32x4(sums + ((MK + m) * KDB + db) * NT, dv[m][db]);
+        }
+      __threadfence();
+      __syncthreads(); /* every thread's additions are fenced before the count */
+      const int per = a.tail_piece_steps;
+      const unsigned pieces =
+          (unsigned)(((cut + 1) * tail_steps - 1) / per - cut * tail_steps / per + 1);
+      const bool last = tid == 0 && atomicAdd(a.tail_count + cut, 1u) + 1 == pieces;
+      if (!__syncthreads_or(last)) continue;
+      __threadfence();
+#pragma unroll
+      for (int m = 0; m < MK; ++m)
+#pragma unroll
+        for (int db = 0; db < KDB; ++db) {
+          const float4 x = __ldcg(sums + (m * KDB + db) * NT);
+          const float4 y = __ldcg(sums + ((MK + m) * KDB + db) * NT);
+          dk[m][db][0] = x.x, dk[m][db][1] = x.y, dk[m][db][2] = x.z, dk[m][db][3] = x.w;
+          dv[m][db][0] = y.x, dv[m][db][1] = y.y, dv[m][db][2] = y.z, dv[m][db][3] = y.w;
+        }
+    }
 
     /* dK (scaled) and dV of this key tile, packed into the K and V tiles' shared memory, then
        stored by whole rows. */

@@ -61,8 +61,7 @@ __global__ void __launch_bounds__(AUX_THREADS) dot_do_o(const fa2_bwd_args a) {
     const int64_t row = ((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded + i;
     if (real) {
       a.dsum[row] = acc;
-      const float l =
-          a.lse[b * a.lse_str.batch + h * a.lse_str.head + (int64_t)i * a.lse_str.row];
+      const float l = a.lse[b * a.lse_str.batch + h * a.lse_str.head + (int64_t)i * a.lse_str.row];
       a.lse_log2[row] = l == -INFINITY ? INFINITY : l * FA2_LOG2E;
     } else {
       a.dsum[row] = 0.0f;
@@ -115,8 +114,8 @@ __global__ void __launch_bounds__(AUX_THREADS) convert_dq(const fa2_bwd_args a) 
   if (i >= a.p.seqlen_q || c0 >= a.p.head_dim) return;
   const int64_t per_split =
       (int64_t)a.p.batch * a.p.heads_q * a.seqlen_q_padded * a.head_dim_padded;
-  const float *row = a.dq_accum +
-                     (((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded + i) * a.head_dim_padded;
+  const float *row =
+      a.dq_accum + (((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded + i) * a.head_dim_padded;
   float v[16];
 #pragma unroll
   for (int k = 0; k < 16; ++k) v[k] = 0.0f;

@@ -30,7 +30,7 @@ template <typename Tr, int HD, int BM, int BN, int NW, int KVS>
 __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) {
   typedef typename Tr::elem E;
   constexpr int NT = NW * 32;
-  constexpr int MT = BM / (16 * NW); /* m16 tiles per warp */
+  constexpr int MT = BM / (16 * NW);                                /* m16 tiles per warp */
   typedef typename smem_tile_layout<HD, FA2_SWIZZLED(HD)>::type TL; /* Q, K, V tiles */
   constexpr int LD = TL::LD;
   constexpr int NB = BN / 8; /* n8 blocks of keys in S */
@@ -97,14 +97,14 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
   }
 
   tile_load_async<BM, HD, NT, TL>(sQ, q + (int64_t)m0 * a.q_str.row, a.q_str.row, seqlen_q - m0, d,
-                              tid);
+                                  tid);
   if (n_begin < n_end) {
     const int c0 = n_begin * BN;
-    tile_load_async<BN, HD, NT, TL>(sK, k + (int64_t)c0 * a.k_str.row, a.k_str.row, seqlen_k - c0, d,
-                                tid);
+    tile_load_async<BN, HD, NT, TL>(sK, k + (int64_t)c0 * a.k_str.row, a.k_str.row, seqlen_k - c0,
+                                    d, tid);
     if (KVS == 2)
-      tile_load_async<BN, HD, NT, TL>(sV, v + (int64_t)c0 * a.v_str.row, a.v_str.row, seqlen_k - c0, d,
-                                  tid);
+      tile_load_async<BN, HD, NT, TL>(sV, v + (int64_t)c0 * a.v_str.row, a.v_str.row, seqlen_k - c0,
+                                      d, tid);
   }
   cp_async_commit();
 
@@ -118,8 +118,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
     cp_async_wait<0>();
     __syncthreads();
     if (KVS == 1) {
-      tile_load_async<BN, HD, NT, TL>(sV, v + (int64_t)c0 * a.v_str.row, a.v_str.row, seqlen_k - c0, d,
-                                  tid);
+      tile_load_async<BN, HD, NT, TL>(sV, v + (int64_t)c0 * a.v_str.row, a.v_str.row, seqlen_k - c0,
+                                      d, tid);
       cp_async_commit();
     }
 
@@ -149,9 +149,9 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
       if (n + 1 < n_end) {
         const int c1 = (n + 1) * BN;
         tile_load_async<BN, HD, NT, TL>(sK + (st ^ 1) * BN * LD, k + (int64_t)c1 * a.k_str.row,
-                                    a.k_str.row, seqlen_k - c1, d, tid);
+                                        a.k_str.row, seqlen_k - c1, d, tid);
         tile_load_async<BN, HD, NT, TL>(sV + (st ^ 1) * BN * LD, v + (int64_t)c1 * a.v_str.row,
-                                    a.v_str.row, seqlen_k - c1, d, tid);
+                                        a.v_str.row, seqlen_k - c1, d, tid);
       }
     } else {
       /* One stage: V of tile n has landed and every warp is done reading K of tile n, whose
@@ -160,8 +160,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
       __syncthreads();
       if (n + 1 < n_end) {
         const int c1 = (n + 1) * BN;
-        tile_load_async<BN, HD, NT, TL>(sK, k + (int64_t)c1 * a.k_str.row, a.k_str.row, seqlen_k - c1,
-                                    d, tid);
+        tile_load_async<BN, HD, NT, TL>(sK, k + (int64_t)c1 * a.k_str.row, a.k_str.row,
+                                        seqlen_k - c1, d, tid);
       }
     }
     cp_async_commit();
@@ -274,7 +274,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
       const int row_l = warp_row0 + mt * 16 + g + 8 * r;
 #pragma unroll
       for (int db = 0; db < DB; ++db)
-        *reinterpret_cast<uint32_t *>(sQ + TL::off8(warp_row0 + mt * 16 + 8 * r, g, db * 8 + 2 * t)) =
+        *reinterpret_cast<uint32_t *>(sQ +
+                                      TL::off8(warp_row0 + mt * 16 + 8 * r, g, db * 8 + 2 * t)) =
             Tr::pack(o[mt][db][2 * r] * inv, o[mt][db][2 * r + 1] * inv);
       const int i = m0 + row_l;
       if (a.lse && t == 0 && i < seqlen_q) {
@@ -285,7 +286,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
     }
   __syncthreads();
   E *out = static_cast<E *>(a.out) + b * a.o_str.batch + h * a.o_str.head;
-  tile_store<BM, HD, NT, TL>(out + (int64_t)m0 * a.o_str.row, a.o_str.row, seqlen_q - m0, d, sQ, tid);
+  tile_store<BM, HD, NT, TL>(out + (int64_t)m0 * a.o_str.row, a.o_str.row, seqlen_q - m0, d, sQ,
+                             tid);
 }
 
 #endif /* FA_CUDA_FA2_FWD_CUH */

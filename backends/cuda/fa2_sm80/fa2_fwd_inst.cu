@@ -45,10 +45,11 @@ constexpr auto *fwd_kernel() {
   typedef fwd_tiles<C> T;
   return fa2_fwd_kernel<Tr, HD, T::M, T::N, T::W, T::S>;
 }
-template <typename Tr, int C>
+/* TAIL: the balanced last wave's pieces (fa2_args.h); the whole tiles run the other. */
+template <typename Tr, int C, bool TAIL>
 constexpr auto *bwd_kernel() {
   typedef bwd_tiles<C> T;
-  return fa2_bwd_kernel<Tr, HD, T::N, T::M, T::W, T::S_WK, T::KV_WK, T::DQ_WQ, T::DQB, T::QS>;
+  return fa2_bwd_kernel<Tr, HD, T::N, T::M, T::W, T::S_WK, T::KV_WK, T::DQ_WQ, T::DQB, T::QS, TAIL>;
 }
 
 template <typename Tr, int C>
@@ -75,9 +76,18 @@ constexpr size_t bwd_smem(int dq_layout) {
 
 template <typename Tr, int C>
 int bwd_class(const fa2_bwd_args *a, int grid_x) {
-  dim3 grid((unsigned)grid_x, (unsigned)a->p.heads_kv, (unsigned)a->p.batch);
-  bwd_kernel<Tr, C>()<<<grid, bwd_tiles<C>::W * 32, bwd_smem<C>(a->dq_layout),
-                        static_cast<cudaStream_t>(a->p.stream)>>>(*a);
+  const size_t smem = bwd_smem<C>(a->dq_layout);
+  const cudaStream_t st = static_cast<cudaStream_t>(a->p.stream);
+  /* The whole tiles (all of them without a tail; with one, the blocks of the tail's tiles
+     return at once), then the tail's pieces (fa2_args.h). */
+  if (!a->tail_tiles || a->tail_first > 0) {
+    const dim3 grid((unsigned)grid_x, (unsigned)a->p.heads_kv, (unsigned)a->p.batch);
+    bwd_kernel<Tr, C, false>()<<<grid, bwd_tiles<C>::W * 32, smem, st>>>(*a);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return (int)e;
+  }
+  if (a->tail_tiles)
+    bwd_kernel<Tr, C, true>()<<<(unsigned)a->tail_pieces, bwd_tiles<C>::W * 32, smem, st>>>(*a);
   return (int)cudaGetLastError();
 }
 template <typename Tr>
@@ -99,8 +109,11 @@ cudaError_t prepare_class(int smem_limit, int cc_major) {
   }
   const size_t bwd_bytes = bwd_smem<C>(fa2_bwd_dq_layout(cc_major, HD, C));
   if ((int64_t)bwd_bytes > smem_limit) return cudaSuccess;
-  return cudaFuncSetAttribute(bwd_kernel<Tr, C>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              (int)bwd_bytes);
+  const cudaError_t e = cudaFuncSetAttribute(
+      bwd_kernel<Tr, C, false>(), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bwd_bytes);
+  if (e != cudaSuccess) return e;
+  return cudaFuncSetAttribute(bwd_kernel<Tr, C, true>(),
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bwd_bytes);
 }
 template <typename Tr>
 cudaError_t prepare(int smem_limit, int cc_major) {

@@ -112,20 +112,35 @@ static size_t dq_accum_bytes(const fa2_bwd_args *a) {
          (size_t)FA2_PAD_HD(a->p.head_dim) * sizeof(float);
 }
 
+/* The balanced last wave's dK/dV sums (fp32, both) and counters, one per cut tile. */
+static size_t tail_acc_bytes(const fa2_bwd_args *a) {
+  return (size_t)a->tail_tiles * 2 * (size_t)a->tile_n * (size_t)FA2_PAD_HD(a->p.head_dim) *
+         sizeof(float);
+}
+static size_t tail_count_bytes(const fa2_bwd_args *a) {
+  return ((size_t)a->tail_tiles * sizeof(uint32_t) + 255) & ~(size_t)255;
+}
+
 size_t fa2_bwd_workspace_bytes(const fa2_bwd_args *a) {
-  return 2 * dsum_bytes(a) + dq_accum_bytes(a);
+  return 2 * dsum_bytes(a) + dq_accum_bytes(a) + tail_acc_bytes(a) + tail_count_bytes(a);
 }
 
 int fa2_bwd_launch(const fa2_bwd_args *in, int32_t tile_n, void *workspace) {
   fa2_bwd_fn main_fn = fa2_bwd_main_for(in->head_dim_padded);
-  if (!main_fn || in->tile_m <= 0 || tile_n <= 0) return (int)cudaErrorInvalidValue;
+  if (!main_fn || in->tile_m <= 0 || tile_n <= 0 || (in->tail_tiles > 0 && in->tile_n != tile_n))
+    return (int)cudaErrorInvalidValue;
   fa2_bwd_args a = *in;
   a.seqlen_q_padded = padded_rows(in);
-  a.dsum = (float *)workspace;
-  a.lse_log2 = (float *)((char *)workspace + dsum_bytes(in));
-  a.dq_accum = (float *)((char *)workspace + 2 * dsum_bytes(in));
+  char *ws = (char *)workspace;
+  a.dsum = (float *)ws;
+  a.lse_log2 = (float *)(ws + dsum_bytes(in));
+  a.dq_accum = (float *)(ws + 2 * dsum_bytes(in));
+  a.tail_acc = (float *)(ws + 2 * dsum_bytes(in) + dq_accum_bytes(&a));
+  a.tail_count = (uint32_t *)((char *)a.tail_acc + tail_acc_bytes(&a));
   cudaStream_t st = (cudaStream_t)a.p.stream;
-  int e = (int)cudaMemsetAsync(a.dq_accum, 0, dq_accum_bytes(&a), st);
+  /* The dQ accumulator, the tail's sums and counters are adjacent: one clear. */
+  int e = (int)cudaMemsetAsync(a.dq_accum, 0,
+                               dq_accum_bytes(&a) + tail_acc_bytes(&a) + tail_count_bytes(&a), st);
   if (e == 0) e = fa2_bwd_dot_do_o_launch(&a);
   const int n_blocks = (a.p.seqlen_k + tile_n - 1) / tile_n;
   const int grid_x = a.deterministic ? a.dq_splits : n_blocks;
