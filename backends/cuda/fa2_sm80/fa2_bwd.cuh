@@ -26,7 +26,7 @@
  * wave are cut into runs of steps, one block each, run by a second launch of the kernel (TAIL)
  * after the whole tiles' launch; the pieces of a cut tile add dK and dV into an fp32 workspace
  * and the last piece to finish writes the sums. The pieces' bookkeeping costs registers (spills,
- * 3-5% slower in the v21 A/B), which is why it has its own kernel: the whole tiles' kernel is the
+ * 3-6% slower in the v21 A/B), which is why it has its own kernel: the whole tiles' kernel is the
  * one without it.
  */
 #ifndef FA_CUDA_FA2_BWD_CUH
