@@ -33,6 +33,7 @@
 #   oom          fault injection under memcheck: cuda_smoke --exhaust-memory takes the device's
 #                memory first; the backward must return FA_ERR_OUT_OF_MEMORY and write nothing,
 #                then succeed once the memory is back
+#   sm90probe    bin/sm90_probe: TMA loads, mbarrier, wgmma with both descriptor forms vs float64
 #   sass         cuobjdump --dump-sass lib/libfa_cuda.so: HMMA instructions must be there; LDL/STL
 #                (local-memory spills) counted, per kernel, in $OUT/sass_counts.txt
 # Files in $OUT (default /tmp/out; six, so a tool that fetches at most eight keeps them all):
@@ -214,6 +215,20 @@ if [ "$DO_SAN" -eq 1 ]; then
   fi
 else
   for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom; do record "$s" SKIP "--no-sanitize"; done
+fi
+
+# --- Hopper building blocks ---------------------------------------------------------------
+# bin/sm90_probe: TMA, mbarrier and wgmma (K-major and MN-major descriptors) vs float64.
+if [ -x "$BUILD/bin/sm90_probe" ]; then
+  banner "sm90_probe"
+  if timeout 60 "$BUILD/bin/sm90_probe" > "$TMP/sm90_probe.txt" 2>&1; then
+    record sm90probe PASS "$(tail -1 "$TMP/sm90_probe.txt")"
+  else
+    record sm90probe FAIL "$(grep -m1 FAIL "$TMP/sm90_probe.txt")"
+  fi
+  cat "$TMP/sm90_probe.txt"
+else
+  record sm90probe SKIP "bin/sm90_probe not built"
 fi
 
 # --- SASS ------------------------------------------------------------------------------------

@@ -1,0 +1,29 @@
+/*
+ * tma_map.h: TMA tensor maps (CUtensorMap) for the Hopper kernels, made with the driver's
+ * cuTensorMapEncodeTiled obtained through the runtime's cudaGetDriverEntryPointByVersion, so the
+ * library needs no -lcuda.
+ */
+#ifndef FA_CUDA_TMA_MAP_H
+#define FA_CUDA_TMA_MAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The map (64 bytes, 64-byte aligned: a CUtensorMap) of a 2-D tensor of 16-bit elements (bf16
+   when bf16 != 0, else f16): rows x cols, rows row_stride_bytes apart (a multiple of 16), read
+   in boxes of box_rows x box_cols (box_cols * 2 <= 128 bytes: 128-byte swizzle), elements out of
+   bounds read as zero. Returns 0, or -1 with a message naming the failing argument or call in
+   err. */
+int fa_tma_map_2d(void *map, int bf16, const void *base, uint64_t cols, uint64_t rows,
+                  uint64_t row_stride_bytes, uint32_t box_cols, uint32_t box_rows, char *err,
+                  size_t err_len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FA_CUDA_TMA_MAP_H */
