@@ -68,9 +68,9 @@ if(TARGET fa_cpu)
     set_tests_properties(cpu.amx_bwd_emulated PROPERTIES LABELS "cpu" SKIP_RETURN_CODE 77
       ENVIRONMENT "${fa_amx_emulated_env}")
     # The whole conformance suite with FA_CPU_ISA=amx on the emulated plugin: bf16 fa_forward and
-    # fa_backward with even head dims run (and are named) amx, everything else avx512. About 2
-    # minutes on the 2-core development machine; release_only: under the sanitizers the C model's
-    # loops would cost several times that, and cpu.amx_bwd_emulated runs the same code there.
+    # fa_backward with even head dims run (and are named) amx, everything else avx512. 2-3.5
+    # minutes on the shared 2-core development machine; release_only: under ASan+UBSan it took 27
+    # minutes there (598/0), and cpu.amx_bwd_emulated runs the same code under the sanitizers.
     add_test(NAME conformance.cpu.amx_emulated
       COMMAND conformance --backend cpu --require ${FA_REQUIRE_cpu})
     set_tests_properties(conformance.cpu.amx_emulated PROPERTIES
