@@ -12,7 +12,8 @@
  *      against a table written by hand at the head dims that matter, and everywhere against an
  *      independent derivation here (exhaustive search of the plan, the kernels' shared-memory
  *      layout transcribed from hg_bwd.h); every tile is chosen somewhere; the HIP plugin's
- *      bundle, which carries only the larger tile of each class, loses nothing on 64 KiB.
+ *      bundle, one tile per class (the larger, but at class 256 the smaller), gets on 64 KiB
+ *      what every tile compiled would get, but at class 256.
  *   3. decide reports the tile and run launches that tile's kernel (name, grid, shared memory)
  *      through a recording runtime; a backward that does not fit the LDS even with the smallest
  *      tile is refused, the reason naming the bytes, the tile and the limit, and run answers
@@ -110,12 +111,14 @@ static void check_plan_properties(void) {
 /* ---- 2. the compiled tile, derived independently ---- */
 
 /* The kernels' tiles by class, as the README lists them (checked against HG_BWD_TILES below);
-   the HIP plugin's bundle has the second (the larger) of each. */
+   bundle_tile: the one of each class in the HIP plugin's bundle. */
 static const int class_tiles[3][2][2] = {
     {{32, 32}, {64, 32}}, /* class 64: BN x BM */
     {{32, 32}, {64, 16}}, /* class 128 */
     {{16, 16}, {32, 16}}, /* class 256 */
 };
+
+static const int bundle_tile[3] = {1, 1, 0};
 
 static int class_of(int d) { return d <= 64 ? 0 : (d <= 128 ? 1 : 2); }
 
@@ -153,14 +156,15 @@ static void search_plan(long long lds, int d, int mfma, int *br_out, int *bc_out
   *bc_out = gn;
 }
 
-/* all: every tile compiled (the test plugin); else the larger only (the HIP plugin's bundle),
-   which is then the one, fitting or not. */
+/* all: every tile compiled (the test plugin); else the one of the HIP plugin's bundle, fitting
+   or not. */
 static void expected_tile(long long lds, int d, int mfma, int all, int *bn, int *bm) {
   int br, bc;
   search_plan(lds, d, mfma, &br, &bc);
   const int(*t)[2] = class_tiles[class_of(d)];
   const int wide =
-      !all || (t[1][0] <= bc && t[1][1] <= br && layout_bytes(t[1][0], t[1][1], d, mfma) <= lds);
+      !all ? bundle_tile[class_of(d)]
+           : t[1][0] <= bc && t[1][1] <= br && layout_bytes(t[1][0], t[1][1], d, mfma) <= lds;
   *bn = t[wide][0];
   *bm = t[wide][1];
 }
@@ -174,7 +178,8 @@ static void check_tiles(void) {
         sizeof compiled / sizeof compiled[0]);
   for (int i = 0; i < 6; ++i)
     CHECK(compiled[i][0] == 64 << (i / 2) && compiled[i][1] == class_tiles[i / 2][i % 2][0] &&
-              compiled[i][2] == class_tiles[i / 2][i % 2][1] && compiled[i][3] == i % 2,
+              compiled[i][2] == class_tiles[i / 2][i % 2][1] &&
+              compiled[i][3] == (bundle_tile[i / 2] == i % 2),
           "HG_BWD_TILES row %d: %d %dx%d in the bundle %d", i, compiled[i][0], compiled[i][1],
           compiled[i][2], compiled[i][3]);
   /* Each layout formula agrees with the transcription, at every head dim. */
@@ -228,7 +233,7 @@ static void check_tiles(void) {
 
   /* Everywhere, against the derivation above, every tile compiled and the bundle's; every tile
      of either family is chosen on some target; on 64 KiB the bundle's choice is the one with
-     every tile compiled. */
+     every tile compiled, but at class 256 (the larger tile, not in the bundle). */
   static const long long ldses[] = {65536, 64 * 1024 - HG_MFMA_EMU_SMEM, 49152, 32768};
   int chosen[2][6] = {{0}};
   int runs = 0;
@@ -243,7 +248,7 @@ static void check_tiles(void) {
           CHECK(t.bn == bn && t.bm == bm, "lds %lld hd%d mfma %d all %d: %dx%d, derived %dx%d",
                 ldses[l], d, mfma, all, t.bn, t.bm, bn, bm);
           const hg_tile u = hg_bwd_tiles(ldses[l], d, mfma, !all);
-          CHECK(ldses[l] != 65536 || (t.bn == u.bn && t.bm == u.bm),
+          CHECK(ldses[l] != 65536 || d > 128 || (t.bn == u.bn && t.bm == u.bm),
                 "64 KiB hd%d mfma %d: %dx%d with every tile, %dx%d with the bundle's", d, mfma,
                 all ? t.bn : u.bn, all ? t.bm : u.bm, all ? u.bn : t.bn, all ? u.bm : t.bm);
           for (int w = 0; w < 2; ++w)
@@ -361,15 +366,14 @@ static void check_decide_run(void) {
   CHECK(!dec.supported && strstr(dec.reason, "needs 45312 bytes") &&
             strstr(dec.reason, "(32 queries x 32 keys)"),
         "mfma hd128 on 40 KiB: supported %d, reason '%s'", dec.supported, dec.reason);
-  /* The HIP plugin's bundle on 48 KiB: its only tile at head dim 256, 32 x 16, needs 55,424
-     bytes in the MFMA kernel; refused, naming that tile. */
-  const hg_target lds48 = {"hip.generic", FA_DEVICE_HIP, "a 48 KiB LDS", 49152, HG_MATRIX_MFMA, 0};
-  make_req(&s, FA_OP_BACKWARD, 256, 2, 2, FA_DEVICE_HIP);
-  s.p.kernel_family = "mfma";
-  hg_decide(&s.r, &lds48, &dec);
-  CHECK(!dec.supported && strstr(dec.reason, "needs 55424 bytes") &&
-            strstr(dec.reason, "(16 queries x 32 keys)") && strstr(dec.reason, "allows 49152"),
-        "bundle mfma hd256 on 48 KiB: supported %d, reason '%s'", dec.supported, dec.reason);
+  /* The HIP plugin's bundle on 40 KiB: its only tile at head dim 128, 64 x 16, needs 45,184
+     bytes in the generic kernel; refused, naming that tile. */
+  const hg_target b40 = {"hip.generic", FA_DEVICE_HIP, "a 40 KiB LDS", 40960, HG_MATRIX_MFMA, 0};
+  make_req(&s, FA_OP_BACKWARD, 128, 2, 2, FA_DEVICE_HIP);
+  hg_decide(&s.r, &b40, &dec);
+  CHECK(!dec.supported && strstr(dec.reason, "needs 45184 bytes") &&
+            strstr(dec.reason, "(16 queries x 64 keys)") && strstr(dec.reason, "allows 40960"),
+        "bundle hd128 on 40 KiB: supported %d, reason '%s'", dec.supported, dec.reason);
 }
 
 int main(void) {

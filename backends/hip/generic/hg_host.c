@@ -54,6 +54,10 @@ static const int bwd_tiles[][4] = {HG_BWD_TILES(HG_BWD_ROW)};
 #undef HG_BWD_ROW
 _Static_assert(sizeof bwd_tiles / sizeof bwd_tiles[0] == HG_BWD_TILE_COUNT,
                "HG_BWD_TILE_COUNT counts HG_BWD_TILES");
+#define HG_BWD_AMD(hc, bn, bm, amd) +(amd)
+_Static_assert(0 HG_BWD_TILES(HG_BWD_AMD) == HG_BWD_TILE_COUNT_AMD,
+               "HG_BWD_TILE_COUNT_AMD counts the bundle's tiles");
+#undef HG_BWD_AMD
 
 hg_tile hg_bwd_tiles(int64_t smem_limit, int d, int mfma, int all_tiles) {
   const int hc = HG_HD_CLASS(d);

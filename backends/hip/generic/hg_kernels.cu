@@ -1,8 +1,8 @@
 /*
- * hg_kernels.cu: the generic kernels' entry points, one per dtype and head-dim class, compiled
- * by hipcc (-x hip: code objects for the AMD targets) and by nvcc (the hip-generic-on-cuda test
- * plugin) from this one file through portable/fa_gpu_portable.h. The names are what the host
- * code (hg_host.c) looks kernels up by.
+ * hg_kernels.cu: the generic kernels' entry points, one per dtype, head-dim class and tile,
+ * compiled by hipcc (-x hip: code objects for the AMD targets) and by nvcc (the
+ * hip-generic-on-cuda test plugin) from this one file through portable/fa_gpu_portable.h. The
+ * names are what the host code (hg_host.c) looks kernels up by.
  */
 #include "backends/hip/generic/hg_bwd.h"
 #include "backends/hip/generic/hg_fwd.h"
