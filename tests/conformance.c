@@ -206,6 +206,7 @@ typedef struct backend_ctx {
   const char *require;       /* --require's comma list, or NULL */
   const char *kernel_family; /* --kernel-family: params.kernel_family of every call, or NULL */
   const char *cuda_prefix;   /* --kernel-prefix: the cuda backend's kernel names start with it */
+  int cuda_fa3; /* the cuda backend runs FlashAttention-3 forwards (see cuda_expected) */
   int probe_ok[P_COUNT];
   char probe_why[P_COUNT][256];
 } backend_ctx;
@@ -641,13 +642,24 @@ static const char *cpu_expected_isa_for(const char *op, fa_dtype dt, int64_t d, 
   return isa;
 }
 
-/* The CUDA backend's FlashAttention-2 kernels (backends/cuda/fa2_sm80, also on sm_89 and sm_90):
-   "cuda.fa2.sm80.<fwd|bwd>.<dtype>.hd<D>" then ".causal", ".window", ".softcap" in that order
-   (head_dim_v is always head_dim there); prefix: "cuda.fa2.sm80" or --kernel-prefix's. Other ops
-   (kvcache) are not named yet: 0. */
-static int cuda_expected(const char *prefix, const char *op, fa_dtype dt, int64_t d, int causal,
-                         int window, int softcap, char *buf, size_t n) {
+/* The CUDA backend's kernels: "<prefix>.<fwd|bwd>.<dtype>.hd<D>" then ".causal", ".window",
+   ".softcap" in that order (head_dim_v is always head_dim there). Prefix: "cuda.fa3.sm90" for the
+   forward at head dims 64 and 128 where the backend runs FlashAttention-3 (fa3 != 0: its kernel
+   families list fa3, the device is sm_90 and not run as sm_80, and --kernel-family is not fa2:
+   the backend's rule, cuda_decide.c's fa3_takes), else "cuda.fa2.sm80" (backends/cuda/fa2_sm80,
+   also on sm_89 and sm_90), or --kernel-prefix's for every name. Other ops (kvcache) are not
+   named yet: 0. */
+static int cuda_expected(const char *prefix, int fa3, const char *op, fa_dtype dt, int64_t d,
+                         int causal, int window, int softcap, char *buf, size_t n) {
   if (strcmp(op, "fwd") != 0 && strcmp(op, "bwd") != 0) return 0;
+  if (!prefix) {
+    /* FA_CUDA_SMEM_LIMIT below the fa3 forward's shared memory (Q, two K/V stages, 1 KiB of
+       alignment: fa3_args.h's FA3_FWD_SMEM) gives fa2. */
+    const char *lim = getenv("FA_CUDA_SMEM_LIMIT");
+    const int fits = !lim || !*lim || atoll(lim) >= (128 + 4 * 128) * d * 2 + 1024;
+    prefix = fa3 && fits && !strcmp(op, "fwd") && (d == 64 || d == 128) ? "cuda.fa3.sm90"
+                                                                        : "cuda.fa2.sm80";
+  }
   snprintf(buf, n, "%s.%s.%s.hd%lld%s%s%s", prefix, op, tu_dtype_name(dt), (long long)d,
            causal ? ".causal" : "", window ? ".window" : "", softcap ? ".softcap" : "");
   return 1;
@@ -667,8 +679,8 @@ static int opencl_expected(const char *op, fa_dtype dt, int64_t d, int causal, i
 static int expected_kernel(const backend_ctx *bk, const conf_case *c, int bwd, int splits,
                            char *buf, size_t n) {
   if (!strcmp(bk->name, "cuda"))
-    return cuda_expected(bk->cuda_prefix, bwd ? "bwd" : "fwd", c->dtype, c->d, c->cm != CM_NONE, 0,
-                         0, buf, n);
+    return cuda_expected(bk->cuda_prefix, bk->cuda_fa3, bwd ? "bwd" : "fwd", c->dtype, c->d,
+                         c->cm != CM_NONE, 0, 0, buf, n);
   if (!strcmp(bk->name, "opencl"))
     return opencl_expected(bwd ? "bwd" : "fwd", c->dtype, c->d, c->cm != CM_NONE, 0, 0, buf, n);
   if (strcmp(bk->name, "cpu") != 0) return 0;
@@ -1421,8 +1433,8 @@ static void mark_fquick(fcase_list *L) {
 static int fexpected_kernel(const backend_ctx *bk, const fcase *c, const char *op, int splits,
                             char *buf, size_t n) {
   if (!strcmp(bk->name, "cuda"))
-    return cuda_expected(bk->cuda_prefix, op, c->dtype, c->d, c->cm != CM_NONE, c->win,
-                         c->softcap > 0.0f, buf, n);
+    return cuda_expected(bk->cuda_prefix, bk->cuda_fa3, op, c->dtype, c->d, c->cm != CM_NONE,
+                         c->win, c->softcap > 0.0f, buf, n);
   if (!strcmp(bk->name, "opencl"))
     return opencl_expected(op, c->dtype, c->d, c->cm != CM_NONE, c->win, c->softcap > 0.0f, buf, n);
   if (strcmp(bk->name, "cpu") != 0) return 0;
@@ -2572,13 +2584,14 @@ static void usage(void) {
           "            (strided_last_dim,unaligned)\n"
           "  --kernel-family  params.kernel_family of every call\n"
           "  --kernel-prefix  the prefix of the cuda backend's kernel names (default "
-          "cuda.fa2.sm80)\n"
+          "cuda.fa3.sm90 for the\n"
+          "            forward at head dims 64 and 128 on sm_90, else cuda.fa2.sm80)\n"
           "  FA_TEST_SEED=<n> replays a run's inputs; FA_TEST_THREADS sets reference threads\n");
 }
 
 int main(int argc, char **argv) {
   const char *backend = NULL, *filter = NULL, *require = NULL, *family = NULL;
-  const char *cuda_prefix = "cuda.fa2.sm80";
+  const char *cuda_prefix = NULL; /* cuda_expected's default */
   /* FA_CONFORMANCE_QUICK=1 picks the subset where a command line cannot be changed (CTest). */
   const char *env_quick = getenv("FA_CONFORMANCE_QUICK");
   int quick = env_quick && *env_quick && strcmp(env_quick, "0") != 0, list = 0;
@@ -2684,6 +2697,11 @@ int main(int argc, char **argv) {
   bk.require = require;
   bk.kernel_family = family;
   bk.cuda_prefix = cuda_prefix;
+  /* The cuda backend's FlashAttention-3 forward: listed, on an sm_90 device not run as sm_80,
+     and not fa2 by name. */
+  bk.cuda_fa3 = !strcmp(bk.name, "cuda") && strstr(bk.desc->kernel_families, "fa3") &&
+                strstr(bk.desc->devices, "(sm_90") && !strstr(bk.desc->devices, "run as sm_80") &&
+                !(family && !strcmp(family, "fa2"));
   fa_device_kind kind = id == FA_BACKEND_CPU    ? FA_DEVICE_CPU
                         : id == FA_BACKEND_CUDA ? FA_DEVICE_CUDA
                         : id == FA_BACKEND_HIP  ? FA_DEVICE_HIP

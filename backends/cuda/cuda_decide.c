@@ -12,6 +12,7 @@
 #include "cuda_internal.h"
 #include "fa2_sm80/fa2_args.h"
 #include "fa2_sm80/fa2_tiles.h"
+#include "fa3_sm90/fa3_args.h"
 
 /* The kernels read rows with 16-byte copies: the last dimension contiguous, every other stride a
    multiple of 8 elements and the first element 16-byte aligned. */
@@ -41,8 +42,10 @@ static int refuse_layout(const char *name, const fa_tensor *t, fa_decision *out)
 /* Every fa_params field is honoured or refused here, never ignored. */
 static int refuse_params(const fa_request *req, fa_decision *out) {
   const fa_params *p = req->params;
-  if (p->kernel_family && strcmp(p->kernel_family, "fa2") != 0) {
-    fa_core_refuse(out, "kernel_family '%s' is unknown to cuda (families: fa2)", p->kernel_family);
+  if (p->kernel_family && strcmp(p->kernel_family, "fa2") != 0 &&
+      strcmp(p->kernel_family, "fa3") != 0) {
+    fa_core_refuse(out, "kernel_family '%s' is unknown to cuda (families: fa2, fa3)",
+                   p->kernel_family);
     return 1;
   }
   if (p->alibi_slopes)
@@ -60,6 +63,38 @@ static int refuse_params(const fa_request *req, fa_decision *out) {
     return 1;
   }
   return 0;
+}
+
+/* Whether the FlashAttention-3 forward (Hopper) takes a request that fa2 takes; if not, why. */
+static int fa3_takes(const fa_request *req, const cuda_device_info *dev, char *why, size_t n) {
+#if FA_CUDA_HAS_FA3
+  if (req->op != FA_OP_FORWARD)
+    return snprintf(why, n, "cuda.fa3 has a forward only (the backward is cuda.fa2)"), 0;
+  if (dev->cc_major != 9 || dev->as_sm80)
+    return snprintf(why, n, "cuda.fa3 needs sm_90 (%s is sm_%d%d%s)", dev->name, (int)dev->cc_major,
+                    (int)dev->cc_minor, dev->as_sm80 ? ", run as sm_80" : ""),
+           0;
+  if (!fa3_fwd_has_head_dim((int32_t)req->head_dim))
+    return snprintf(why, n, "cuda.fa3 has head_dim 64 and 128 (asked %lld)",
+                    (long long)req->head_dim),
+           0;
+  if ((int64_t)FA3_FWD_SMEM(req->head_dim) > dev->smem_optin)
+    return snprintf(why, n, "cuda.fa3 at head_dim %lld needs %zu KiB of shared memory; %d allowed",
+                    (long long)req->head_dim, FA3_FWD_SMEM(req->head_dim) / 1024,
+                    (int)(dev->smem_optin / 1024)),
+           0;
+  const fa_tensor *ts[] = {req->q, req->k, req->v};
+  for (int i = 0; i < 3; ++i)
+    for (int d = 0; d < 3; ++d)
+      if (ts[i]->strides[d] < 0)
+        return snprintf(why, n, "cuda.fa3 reads by TMA, which takes no negative strides"), 0;
+  return 1;
+#else
+  (void)req;
+  (void)dev;
+  snprintf(why, n, "cuda.fa3 is not built (FA_CUDA_ARCHS without 90)");
+  return 0;
+#endif
 }
 
 static const char *dtype_name(fa_dtype dt) {
@@ -191,13 +226,23 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
   }
 
   const fa_params *p = req->params;
-  snprintf(out->kernel, sizeof out->kernel, "cuda.fa2.sm80.%s.%s.hd%lld%s%s%s",
-           req->op == FA_OP_FORWARD ? "fwd" : "bwd", dt, (long long)req->head_dim,
-           p->causal ? ".causal" : "", p->window_enabled ? ".window" : "",
+  /* FlashAttention-3 where it applies (sm_90, its head dims), unless fa2 is asked for by name;
+     asked for by name where it does not apply, refused with the reason. */
+  char fa3_why[160] = "";
+  const int want_fa2 = p->kernel_family && strcmp(p->kernel_family, "fa2") == 0;
+  const int want_fa3 = p->kernel_family && strcmp(p->kernel_family, "fa3") == 0;
+  const int fa3 = !want_fa2 && fa3_takes(req, dev, fa3_why, sizeof fa3_why);
+  if (want_fa3 && !fa3) {
+    fa_core_refuse(out, "kernel_family fa3: %s", fa3_why);
+    return;
+  }
+  snprintf(out->kernel, sizeof out->kernel, "cuda.%s.%s.hd%lld%s%s%s",
+           fa3 ? "fa3.sm90.fwd" : (req->op == FA_OP_FORWARD ? "fa2.sm80.fwd" : "fa2.sm80.bwd"), dt,
+           (long long)req->head_dim, p->causal ? ".causal" : "", p->window_enabled ? ".window" : "",
            p->softcap > 0.0f ? ".softcap" : "");
   out->supported = 1;
-  out->tile_m = cfg.tile_m;
-  out->tile_n = cfg.tile_n;
+  out->tile_m = fa3 ? FA3_FWD_TILE_M : cfg.tile_m;
+  out->tile_n = fa3 ? FA3_FWD_TILE_N : cfg.tile_n;
   out->num_splits = 1;
   if (req->op == FA_OP_FORWARD) {
     out->deterministic = 1; /* no atomics: every output is one block's */

@@ -14,6 +14,7 @@
 #include "cuda_internal.h"
 #include "fa2_sm80/fa2_args.h"
 #include "fa2_sm80/fa2_launch.h"
+#include "fa3_sm90/fa3_args.h"
 
 static pthread_mutex_t prepared_lock = PTHREAD_MUTEX_INITIALIZER;
 static int prepared[CUDA_MAX_DEVICES]; /* 1: kernel attributes set on that device */
@@ -32,10 +33,14 @@ static fa_status prepare_device(int id) {
   if (!prepared[id]) {
     const cuda_device_info *dev = &cuda_state_get()->devices[id];
     e = fa2_prepare_device(dev->smem_optin, dev->cc_major);
+#if FA_CUDA_HAS_FA3
+    if (e == 0 && dev->cc_major == 9 && !dev->as_sm80) e = fa3_prepare_hd64();
+    if (e == 0 && dev->cc_major == 9 && !dev->as_sm80) e = fa3_prepare_hd128();
+#endif
     if (e == 0) prepared[id] = 1;
   }
   pthread_mutex_unlock(&prepared_lock);
-  return e == 0 ? FA_OK : cuda_failure((cudaError_t)e, "preparing the fa2 kernels");
+  return e == 0 ? FA_OK : cuda_failure((cudaError_t)e, "preparing the fa2/fa3 kernels");
 }
 
 static void fill_strides(const fa_tensor *t, fa2_strides *s) {
@@ -66,6 +71,18 @@ static fa_status run_forward(const fa_request *req, const fa_decision *decision)
   }
   a.p = cuda_problem_of(req);
   const cuda_device_info *dev = &cuda_state_get()->devices[req->device.id];
+#if FA_CUDA_HAS_FA3
+  if (strncmp(decision->kernel, "cuda.fa3.", 9) == 0) {
+    /* The tensor maps need 64-byte alignment: static storage per call would not be reentrant. */
+    fa3_fwd_args x;
+    memset(&x, 0, sizeof x);
+    x.a = a;
+    char err[200];
+    int e = fa3_fwd_launch(&x, err, sizeof err);
+    if (e < 0) return fa_core_set_error(FA_ERR_INTERNAL, "cuda: the fa3 forward: %s", err);
+    return e == 0 ? FA_OK : cuda_failure((cudaError_t)e, "the fa3 forward launch");
+  }
+#endif
   fa2_tile_config cfg;
   fa2_fwd_fn fn = fa2_fwd_config(a.p.head_dim, dev->cc_major, dev->smem_optin, &cfg)
                       ? fa2_fwd_for(cfg.head_dim_padded)

@@ -166,6 +166,7 @@ void cuda_probe(fa_plugin_probe *out) {
   }
   snprintf(out->arch, sizeof out->arch, "sm {%s}, CUDA %d.%d runtime", FA_CUDA_ARCHS,
            CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10);
-  snprintf(out->kernel_families, sizeof out->kernel_families, "fa2");
+  /* fa3: the Hopper forward, where FA_CUDA_ARCHS has 90 (sm_90a code). */
+  snprintf(out->kernel_families, sizeof out->kernel_families, FA_CUDA_HAS_FA3 ? "fa2,fa3" : "fa2");
   snprintf(out->dtypes, sizeof out->dtypes, "f16,bf16");
 }

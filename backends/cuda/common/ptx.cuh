@@ -17,6 +17,7 @@
 /* The storage types, each with its mma spelling and a float-pair packer. */
 struct fa_f16 {
   typedef __half elem;
+  static constexpr bool is_f16 = true;
   static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
     __half2 h = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<uint32_t *>(&h);
@@ -30,6 +31,7 @@ struct fa_f16 {
 
 struct fa_bf16 {
   typedef __nv_bfloat16 elem;
+  static constexpr bool is_f16 = false;
   static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
     __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<uint32_t *>(&h);

@@ -27,43 +27,67 @@ static void find_encode(void) {
     encode_tiled = (encode_tiled_fn)fn;
 }
 
-int fa_tma_map_2d(void *map, int bf16, const void *base, uint64_t cols, uint64_t rows,
-                  uint64_t row_stride_bytes, uint32_t box_cols, uint32_t box_rows, char *err,
-                  size_t err_len) {
+int fa_tma_map(void *map, int bf16, const void *base, int rank, const uint64_t *dims,
+               const uint64_t *strides, const uint32_t *box, char *err, size_t err_len) {
   if (((uintptr_t)map & 63) != 0) {
     snprintf(err, err_len, "tensor map storage not 64-byte aligned");
     return -1;
   }
-  if (((uintptr_t)base & 15) != 0 || row_stride_bytes % 16 != 0) {
-    snprintf(err, err_len, "TMA needs 16-byte aligned rows (base %p, row stride %llu bytes)", base,
-             (unsigned long long)row_stride_bytes);
+  if (rank < 2 || rank > 5) {
+    snprintf(err, err_len, "TMA tensor rank %d (2..5)", rank);
     return -1;
   }
-  if (box_cols * 2 > 128 || box_cols == 0 || box_rows == 0 || box_rows > 256) {
-    snprintf(err, err_len, "TMA box %u x %u: at most 128 bytes per row, 256 rows", box_rows,
-             box_cols);
+  if (((uintptr_t)base & 15) != 0) {
+    snprintf(err, err_len, "TMA needs a 16-byte aligned base address (got %p)", base);
     return -1;
   }
+  for (int i = 0; i + 1 < rank; ++i)
+    if (strides[i] % 16 != 0 || strides[i] >= ((uint64_t)1 << 40)) {
+      snprintf(err, err_len, "TMA stride %d of %llu bytes: must be a multiple of 16 below 2^40", i,
+               (unsigned long long)strides[i]);
+      return -1;
+    }
+  if (box[0] * 2 > 128 || box[0] == 0) {
+    snprintf(err, err_len, "TMA box of %u elements per row: at most 128 bytes", box[0]);
+    return -1;
+  }
+  for (int i = 0; i < rank; ++i)
+    if (box[i] == 0 || box[i] > 256 || dims[i] == 0 || dims[i] > ((uint64_t)1 << 32)) {
+      snprintf(err, err_len, "TMA dimension %d: extent %llu, box %u (box 1..256)", i,
+               (unsigned long long)dims[i], box[i]);
+      return -1;
+    }
   pthread_once(&encode_once, find_encode);
   if (!encode_tiled) {
     snprintf(err, err_len, "cuTensorMapEncodeTiled not found in the driver (%s, status %d)",
              cudaGetErrorName(encode_lookup_error), (int)encode_lookup_status);
     return -1;
   }
-  const cuuint64_t dims[2] = {cols, rows};
-  const cuuint64_t strides[1] = {row_stride_bytes};
-  const cuuint32_t box[2] = {box_cols, box_rows};
-  const cuuint32_t elem_strides[2] = {1, 1};
+  cuuint64_t d[5], st[4];
+  cuuint32_t bx[5], es[5];
+  for (int i = 0; i < rank; ++i) {
+    d[i] = dims[i];
+    bx[i] = box[i];
+    es[i] = 1;
+    if (i + 1 < rank) st[i] = strides[i];
+  }
   CUresult r = encode_tiled(
       (CUtensorMap *)map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-      2, (void *)base, dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      (cuuint32_t)rank, (void *)base, d, st, bx, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
-    snprintf(err, err_len,
-             "cuTensorMapEncodeTiled failed (CUresult %d) for %llu x %llu, box %u x %u", (int)r,
-             (unsigned long long)rows, (unsigned long long)cols, box_rows, box_cols);
+    snprintf(err, err_len, "cuTensorMapEncodeTiled failed (CUresult %d), rank %d, box %u x %u",
+             (int)r, rank, box[1], box[0]);
     return -1;
   }
   return 0;
+}
+
+int fa_tma_map_2d(void *map, int bf16, const void *base, uint64_t cols, uint64_t rows,
+                  uint64_t row_stride_bytes, uint32_t box_cols, uint32_t box_rows, char *err,
+                  size_t err_len) {
+  const uint64_t dims[2] = {cols, rows}, strides[1] = {row_stride_bytes};
+  const uint32_t box[2] = {box_cols, box_rows};
+  return fa_tma_map(map, bf16, base, 2, dims, strides, box, err, err_len);
 }
