@@ -227,6 +227,26 @@ int main(int argc, char **argv) {
         info.kernel);
   check(devmem_sync(dev, err, sizeof err) == 0, "synchronize after the backward", err);
 
+  /* Kernel families by name: fa2's forward runs anywhere it is built; fa3 asked for the backward
+     is refused with the reason (it has a forward only), before anything is written. */
+  {
+    fa_params named = params;
+    named.kernel_family = "fa2";
+    fa_run_info_init(&info);
+    st = fa_forward(&named, &dv[T_Q], &dv[T_K], &dv[T_V], &dv[T_OUT], &dv[T_LSE], &info);
+    snprintf(detail, sizeof detail, "%s %s", fa_status_string(st),
+             st == FA_OK ? info.kernel : fa_last_error());
+    check(st == FA_OK && strncmp(info.kernel, "cuda.fa2.", 9) == 0,
+          "kernel_family fa2: the forward runs cuda.fa2", detail);
+    named.kernel_family = "fa3";
+    st = fa_backward(&named, &dv[T_Q], &dv[T_K], &dv[T_V], &dv[T_OUT], &dv[T_LSE], &dv[T_DOUT],
+                     &dv[T_DQ], &dv[T_DK], &dv[T_DV], &info);
+    snprintf(detail, sizeof detail, "%s %s", fa_status_string(st), fa_last_error());
+    check(st == FA_ERR_UNSUPPORTED && strstr(fa_last_error(), "fa3") != NULL,
+          "kernel_family fa3: the backward refused, naming fa3", detail);
+    check(devmem_sync(dev, err, sizeof err) == 0, "synchronize after the named calls", err);
+  }
+
   for (int i = 0; i < T_COUNT; ++i)
     if (devmem_copy_to_host(dev, t[i].buf, mem[i], t[i].buf_elems * t[i].elem_bytes, err,
                             sizeof err)) {
