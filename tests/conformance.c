@@ -645,10 +645,10 @@ static const char *cpu_expected_isa_for(const char *op, fa_dtype dt, int64_t d, 
 /* The CUDA backend's kernels: "<prefix>.<fwd|bwd>.<dtype>.hd<D>" then ".causal", ".window",
    ".softcap" in that order (head_dim_v is always head_dim there). Prefix: "cuda.fa3.sm90" for the
    forward at head dims 64 and 128 where the backend runs FlashAttention-3 (fa3 != 0: its kernel
-   families list fa3, the device is sm_90 and not run as sm_80, and --kernel-family is not fa2:
-   the backend's rule, cuda_decide.c's fa3_takes), else "cuda.fa2.sm80" (backends/cuda/fa2_sm80,
-   also on sm_89 and sm_90), or --kernel-prefix's for every name. Other ops (kvcache) are not
-   named yet: 0. */
+   families list fa3, the device is sm_90 and not run as sm_80, --kernel-family is not fa2, and
+   there is at least one key: the backend's rule, cuda_decide.c's fa3_takes), else "cuda.fa2.sm80"
+   (backends/cuda/fa2_sm80, also on sm_89 and sm_90), or --kernel-prefix's for every name. Other ops
+   (kvcache) are not named yet: 0. */
 static int cuda_expected(const char *prefix, int fa3, const char *op, fa_dtype dt, int64_t d,
                          int causal, int window, int softcap, char *buf, size_t n) {
   if (strcmp(op, "fwd") != 0 && strcmp(op, "bwd") != 0) return 0;
@@ -679,8 +679,8 @@ static int opencl_expected(const char *op, fa_dtype dt, int64_t d, int causal, i
 static int expected_kernel(const backend_ctx *bk, const conf_case *c, int bwd, int splits,
                            char *buf, size_t n) {
   if (!strcmp(bk->name, "cuda"))
-    return cuda_expected(bk->cuda_prefix, bk->cuda_fa3, bwd ? "bwd" : "fwd", c->dtype, c->d,
-                         c->cm != CM_NONE, 0, 0, buf, n);
+    return cuda_expected(bk->cuda_prefix, bk->cuda_fa3 && c->sk > 0, bwd ? "bwd" : "fwd", c->dtype,
+                         c->d, c->cm != CM_NONE, 0, 0, buf, n);
   if (!strcmp(bk->name, "opencl"))
     return opencl_expected(bwd ? "bwd" : "fwd", c->dtype, c->d, c->cm != CM_NONE, 0, 0, buf, n);
   if (strcmp(bk->name, "cpu") != 0) return 0;
@@ -1433,8 +1433,8 @@ static void mark_fquick(fcase_list *L) {
 static int fexpected_kernel(const backend_ctx *bk, const fcase *c, const char *op, int splits,
                             char *buf, size_t n) {
   if (!strcmp(bk->name, "cuda"))
-    return cuda_expected(bk->cuda_prefix, bk->cuda_fa3, op, c->dtype, c->d, c->cm != CM_NONE,
-                         c->win, c->softcap > 0.0f, buf, n);
+    return cuda_expected(bk->cuda_prefix, bk->cuda_fa3 && c->sk > 0, op, c->dtype, c->d,
+                         c->cm != CM_NONE, c->win, c->softcap > 0.0f, buf, n);
   if (!strcmp(bk->name, "opencl"))
     return opencl_expected(op, c->dtype, c->d, c->cm != CM_NONE, c->win, c->softcap > 0.0f, buf, n);
   if (strcmp(bk->name, "cpu") != 0) return 0;

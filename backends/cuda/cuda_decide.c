@@ -74,6 +74,8 @@ static int fa3_takes(const fa_request *req, const cuda_device_info *dev, char *w
     return snprintf(why, n, "cuda.fa3 needs sm_90 (%s is sm_%d%d%s)", dev->name, (int)dev->cc_major,
                     (int)dev->cc_minor, dev->as_sm80 ? ", run as sm_80" : ""),
            0;
+  /* No keys: nothing for TMA to describe (a zero extent); fa2 writes the empty rows' result. */
+  if (req->seqlen_k == 0) return snprintf(why, n, "cuda.fa3 needs at least one key"), 0;
   if (!fa3_fwd_has_head_dim((int32_t)req->head_dim))
     return snprintf(why, n, "cuda.fa3 has head_dim 64 and 128 (asked %lld)",
                     (long long)req->head_dim),
