@@ -7,6 +7,9 @@
 #   LIBS="base=build/release/lib/libflashattn.so single=build/variant/lib/libflashattn.so" \
 #   ROUNDS=2 AB_ARGS="--hdims 256 --pass fwd" bash bench/h200_ab.sh
 #
+# An entry name=lib@config runs that library with FA_CUDA_FA3_CONFIG=config (one fa3 forward
+# configuration of backends/cuda/fa3_sm90/fa3_args.h, picked at run time).
+#
 # $OUT gets ab.txt (per shape: each build's median TFLOP/s over the rounds, its ratio to FA2's
 # median over all of that shape's runs, and whether every check passed) and ab.tgz (the JSON and
 # logs of every run); AB_TAG=name names them name.txt and name.tgz instead, so that one device
@@ -22,8 +25,10 @@ for r in $(seq 1 "$ROUNDS"); do
   for entry in $LIBS; do
     name=${entry%%=*}
     lib=${entry#*=}
+    cfg=
+    case $lib in *@*) cfg=${lib#*@}; lib=${lib%%@*} ;; esac
     # shellcheck disable=SC2086 # AB_ARGS is a list of options
-    python3 bench/peer_cuda.py --check --lib "$lib" ${AB_ARGS:-} \
+    FA_CUDA_FA3_CONFIG=$cfg python3 bench/peer_cuda.py --check --lib "$lib" ${AB_ARGS:-} \
       --json "$OUT/$TAG/$name.$r.json" > "$OUT/$TAG/$name.$r.txt" 2>&1 || {
       echo "h200_ab: $name round $r failed (see $TAG/$name.$r.txt)"
       rc=1

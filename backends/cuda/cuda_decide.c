@@ -6,6 +6,7 @@
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/mask.h"
@@ -65,8 +66,57 @@ static int refuse_params(const fa_request *req, fa_decision *out) {
   return 0;
 }
 
-/* Whether the FlashAttention-3 forward (Hopper) takes a request that fa2 takes; if not, why. */
-static int fa3_takes(const fa_request *req, const cuda_device_info *dev, char *why, size_t n) {
+/* The fa3 configuration FA_CUDA_FA3_CONFIG names for this head dim (a comma-separated list of
+   configuration names, for A/B runs; those of other head dims do not apply), else NULL with
+   *unknown set when a name is no configuration at all. */
+#if FA_CUDA_HAS_FA3
+static const fa3_fwd_config *fa3_config_from_env(int64_t head_dim, const char **unknown) {
+  const char *env = getenv("FA_CUDA_FA3_CONFIG");
+  *unknown = NULL;
+  if (!env || !*env) return NULL;
+  int count;
+  const fa3_fwd_config *all = fa3_fwd_configs(&count);
+  const fa3_fwd_config *pick = NULL;
+  for (const char *s = env; *s;) {
+    size_t len = strcspn(s, ",");
+    int known = 0;
+    for (int i = 0; i < count; ++i)
+      if (strlen(all[i].name) == len && !strncmp(all[i].name, s, len)) {
+        known = 1;
+        if (!pick && all[i].head_dim_padded == fa3_fwd_padded_head_dim(head_dim)) pick = &all[i];
+      }
+    if (!known && !*unknown) *unknown = s;
+    s += len + (s[len] == ',');
+  }
+  return pick;
+}
+#endif
+
+/* A configuration's name and tile (0: rows, 1: keys); cfg is an fa3_fwd_config where fa3 is built.
+ */
+static const char *fa3_config_name(const void *cfg) {
+#if FA_CUDA_HAS_FA3
+  return ((const fa3_fwd_config *)cfg)->name;
+#else
+  (void)cfg;
+  return "";
+#endif
+}
+static int32_t fa3_config_tile(const void *cfg, int keys) {
+#if FA_CUDA_HAS_FA3
+  const fa3_fwd_config *c = cfg;
+  return keys ? c->tile_n : c->tile_m;
+#else
+  (void)cfg;
+  (void)keys;
+  return 0;
+#endif
+}
+
+/* Whether the FlashAttention-3 forward (Hopper) takes a request that fa2 takes (1), with which
+   configuration (*cfg); if not, why (0, or -1 when the request must be refused altogether). */
+static int fa3_takes(const fa_request *req, const cuda_device_info *dev, const void **cfg,
+                     int *from_env, char *why, size_t n) {
 #if FA_CUDA_HAS_FA3
   if (req->op != FA_OP_FORWARD)
     return snprintf(why, n, "cuda.fa3 has a forward only (the backward is cuda.fa2)"), 0;
@@ -76,24 +126,36 @@ static int fa3_takes(const fa_request *req, const cuda_device_info *dev, char *w
            0;
   /* No keys: nothing for TMA to describe (a zero extent); fa2 writes the empty rows' result. */
   if (req->seqlen_k == 0) return snprintf(why, n, "cuda.fa3 needs at least one key"), 0;
-  if (!fa3_fwd_has_head_dim((int32_t)req->head_dim))
-    return snprintf(why, n, "cuda.fa3 has head_dim 64 and 128 (asked %lld)",
+  if (!fa3_fwd_padded_head_dim(req->head_dim))
+    return snprintf(why, n, "cuda.fa3 has head_dim 64, 96, 128, 192 and 256 (asked %lld)",
                     (long long)req->head_dim),
            0;
-  if ((int64_t)FA3_FWD_SMEM(req->head_dim) > dev->smem_optin)
+  const char *unknown;
+  const fa3_fwd_config *c = fa3_config_from_env(req->head_dim, &unknown);
+  if (unknown) /* a mistyped A/B knob refuses the call rather than falling back to fa2 */
+    return snprintf(why, n, "FA_CUDA_FA3_CONFIG names '%.*s', which is no fa3 configuration",
+                    (int)strcspn(unknown, ","), unknown),
+           -1;
+  *from_env = c != NULL;
+  if (!c) c = fa3_fwd_config_for(req->head_dim, NULL);
+  if (!c || !c->launch)
+    return snprintf(why, n, "cuda.fa3 has no kernel built for this head dim"), 0;
+  if ((int64_t)c->smem_bytes > dev->smem_optin)
     return snprintf(why, n, "cuda.fa3 at head_dim %lld needs %zu KiB of shared memory; %d allowed",
-                    (long long)req->head_dim, FA3_FWD_SMEM(req->head_dim) / 1024,
-                    (int)(dev->smem_optin / 1024)),
+                    (long long)req->head_dim, c->smem_bytes / 1024, (int)(dev->smem_optin / 1024)),
            0;
   const fa_tensor *ts[] = {req->q, req->k, req->v};
   for (int i = 0; i < 3; ++i)
     for (int d = 0; d < 3; ++d)
       if (ts[i]->strides[d] < 0)
         return snprintf(why, n, "cuda.fa3 reads by TMA, which takes no negative strides"), 0;
+  *cfg = c;
   return 1;
 #else
   (void)req;
   (void)dev;
+  (void)cfg;
+  (void)from_env;
   snprintf(why, n, "cuda.fa3 is not built (FA_CUDA_ARCHS without 90)");
   return 0;
 #endif
@@ -233,18 +295,26 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
   char fa3_why[160] = "";
   const int want_fa2 = p->kernel_family && strcmp(p->kernel_family, "fa2") == 0;
   const int want_fa3 = p->kernel_family && strcmp(p->kernel_family, "fa3") == 0;
-  const int fa3 = !want_fa2 && fa3_takes(req, dev, fa3_why, sizeof fa3_why);
+  const void *fa3_cfg = NULL;
+  int fa3_env = 0;
+  const int fa3 = !want_fa2 && fa3_takes(req, dev, &fa3_cfg, &fa3_env, fa3_why, sizeof fa3_why);
+  if (fa3 < 0) {
+    fa_core_refuse(out, "%s", fa3_why);
+    return;
+  }
   if (want_fa3 && !fa3) {
     fa_core_refuse(out, "kernel_family fa3: %s", fa3_why);
     return;
   }
-  snprintf(out->kernel, sizeof out->kernel, "cuda.%s.%s.hd%lld%s%s%s",
+  /* A configuration picked by FA_CUDA_FA3_CONFIG is named after '@' (the run launches it). */
+  snprintf(out->kernel, sizeof out->kernel, "cuda.%s.%s.hd%lld%s%s%s%s%s",
            fa3 ? "fa3.sm90.fwd" : (req->op == FA_OP_FORWARD ? "fa2.sm80.fwd" : "fa2.sm80.bwd"), dt,
            (long long)req->head_dim, p->causal ? ".causal" : "", p->window_enabled ? ".window" : "",
-           p->softcap > 0.0f ? ".softcap" : "");
+           p->softcap > 0.0f ? ".softcap" : "", fa3_env ? "@" : "",
+           fa3_env ? fa3_config_name(fa3_cfg) : "");
   out->supported = 1;
-  out->tile_m = fa3 ? FA3_FWD_TILE_M : cfg.tile_m;
-  out->tile_n = fa3 ? FA3_FWD_TILE_N : cfg.tile_n;
+  out->tile_m = fa3 ? fa3_config_tile(fa3_cfg, 0) : cfg.tile_m;
+  out->tile_n = fa3 ? fa3_config_tile(fa3_cfg, 1) : cfg.tile_n;
   out->num_splits = 1;
   if (req->op == FA_OP_FORWARD) {
     out->deterministic = 1; /* no atomics: every output is one block's */

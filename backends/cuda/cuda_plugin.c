@@ -34,8 +34,12 @@ static fa_status prepare_device(int id) {
     const cuda_device_info *dev = &cuda_state_get()->devices[id];
     e = fa2_prepare_device(dev->smem_optin, dev->cc_major);
 #if FA_CUDA_HAS_FA3
-    if (e == 0 && dev->cc_major == 9 && !dev->as_sm80) e = fa3_prepare_hd64();
-    if (e == 0 && dev->cc_major == 9 && !dev->as_sm80) e = fa3_prepare_hd128();
+    if (dev->cc_major == 9 && !dev->as_sm80) {
+      int count;
+      const fa3_fwd_config *all = fa3_fwd_configs(&count);
+      for (int i = 0; i < count && e == 0; ++i)
+        if ((int64_t)all[i].smem_bytes <= dev->smem_optin) e = all[i].prepare();
+    }
 #endif
     if (e == 0) prepared[id] = 1;
   }
@@ -78,7 +82,12 @@ static fa_status run_forward(const fa_request *req, const fa_decision *decision)
     memset(&x, 0, sizeof x);
     x.a = a;
     char err[200];
-    int e = fa3_fwd_launch(&x, err, sizeof err);
+    const char *at = strchr(decision->kernel, '@');
+    const fa3_fwd_config *cfg = fa3_fwd_config_for(a.p.head_dim, at ? at + 1 : NULL);
+    if (!cfg || cfg->tile_m != decision->tile_m || cfg->tile_n != decision->tile_n)
+      return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no fa3 forward kernel as decided (%s)",
+                               decision->kernel);
+    int e = fa3_fwd_launch(&x, cfg, err, sizeof err);
     if (e < 0) return fa_core_set_error(FA_ERR_INTERNAL, "cuda: the fa3 forward: %s", err);
     return e == 0 ? FA_OK : cuda_failure((cudaError_t)e, "the fa3 forward launch");
   }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # h200_check.sh: the CUDA backend's checks on a GPU machine, from an already-built tree.
 #
-#   tests/gpu/h200_check.sh [--build DIR] [--quick] [--no-conformance] [--no-sanitize] [--no-sass] [--sm80-build DIR]
+#   tests/gpu/h200_check.sh [--build DIR] [--quick] [--no-conformance] [--no-sanitize] [--no-sass] [--no-fa3] [--sm80-build DIR]
 #
 # Runs only binaries (never cmake or nvcc): the build folder (default build/release) must come
 # with the repository, built with the CUDA backend. Steps, each PASS / FAIL / SKIP in the summary
@@ -33,9 +33,14 @@
 #   oom          fault injection under memcheck: cuda_smoke --exhaust-memory takes the device's
 #                memory first; the backward must return FA_ERR_OUT_OF_MEMORY and write nothing,
 #                then succeed once the memory is back
+#   fa3cfg.<name>, fa3san.<name>
+#                every fa3 forward configuration (fa3_args.h) picked by FA_CUDA_FA3_CONFIG: the
+#                conformance cases of its head dims; racecheck + synccheck on cuda_smoke
+#                (--no-fa3 skips them); log in $OUT/fa3_configs.log
 #   sm90probe    bin/sm90_probe: TMA loads, mbarrier, wgmma with both descriptor forms vs float64
 #   sass         cuobjdump --dump-sass lib/libfa_cuda.so: HMMA instructions must be there; LDL/STL
-#                (local-memory spills) counted, per kernel, in $OUT/sass_counts.txt
+#                (local-memory spills) counted, per kernel, in $OUT/sass_counts.txt; every fa3
+#                kernel must have HGMMA and UTMALDG and no LDL/STL
 # Files in $OUT (default /tmp/out; six, so a tool that fetches at most eight keeps them all):
 # machine.txt (nvidia-smi -L, fa-info), conformance_cuda.log, conformance_cuda_skips.txt (skips
 # counted by reason), sanitizer.log (the three runs), sass_counts.txt, summary.txt. The SASS dump
@@ -49,6 +54,7 @@ QUICK=0
 DO_CONF=1
 DO_SAN=1
 DO_SASS=1
+DO_FA3=1
 SM80_BUILD=
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -58,6 +64,7 @@ while [ $# -gt 0 ]; do
     --no-conformance) DO_CONF=0 ;;
     --no-sanitize) DO_SAN=0 ;;
     --no-sass) DO_SASS=0 ;;
+    --no-fa3) DO_FA3=0 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "h200_check: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -217,6 +224,44 @@ else
   for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom; do record "$s" SKIP "--no-sanitize"; done
 fi
 
+# --- fa3 configurations -------------------------------------------------------------------
+# Every FlashAttention-3 forward configuration of fa3_args.h (the defaults ran in the steps above),
+# picked with FA_CUDA_FA3_CONFIG: the conformance cases of its head dims (fa3cfg.<name>), then
+# racecheck and synccheck on cuda_smoke at that head dim, 300 keys (three or more key tiles: the
+# K/V ring wraps), non-causal (fa3san.<name>). Logs in $OUT/fa3_configs.log.
+if [ "$DO_FA3" -eq 1 ]; then
+  banner "fa3 configurations"
+  : > "$OUT/fa3_configs.log"
+  SANITIZER=${SANITIZER:-$(find_tool compute-sanitizer)}
+  for cfg in $(sed -n 's/^ *X(\(hd[0-9]*_[a-z0-9_]*\),.*/\1/p' backends/cuda/fa3_sm90/fa3_args.h); do
+    hd=${cfg%%_*}
+    hd=${hd#hd}
+    dims=$hd
+    [ "$hd" = 128 ] && dims="96 128"
+    [ "$hd" = 256 ] && dims="192 256"
+    ok=1
+    tally=
+    for d in $dims; do
+      FA_CUDA_FA3_CONFIG=$cfg timeout 300 "$BIN/conformance" --backend cuda --filter ".d$d." \
+        > "$TMP/fa3cfg.log" 2>&1 || ok=0
+      { echo "=== $cfg d$d"; cat "$TMP/fa3cfg.log"; } >> "$OUT/fa3_configs.log"
+      tally="$tally d$d: $(grep -E '^conformance: [0-9]+ passed' "$TMP/fa3cfg.log" | tail -1 | sed 's/^conformance: //')"
+    done
+    [ "$ok" -eq 1 ] && record "fa3cfg.$cfg" PASS "$tally" || record "fa3cfg.$cfg" FAIL "$tally (see fa3_configs.log)"
+    if [ -n "$SANITIZER" ]; then
+      san_ok=1
+      for tool in racecheck synccheck; do
+        FA_CUDA_FA3_CONFIG=$cfg timeout 90 "$SANITIZER" --tool "$tool" --error-exitcode 86 \
+          "$BIN/cuda_smoke" --hdim "$hd" --seqlen 300 --causal 0 > "$TMP/fa3san.log" 2>&1 || san_ok=0
+        { echo "=== $cfg $tool"; cat "$TMP/fa3san.log"; } >> "$OUT/fa3_configs.log"
+      done
+      [ "$san_ok" -eq 1 ] && record "fa3san.$cfg" PASS "racecheck, synccheck clean" || record "fa3san.$cfg" FAIL "see fa3_configs.log"
+    fi
+  done
+else
+  record fa3cfg SKIP "--no-fa3"
+fi
+
 # --- Hopper building blocks ---------------------------------------------------------------
 # bin/sm90_probe: TMA, mbarrier and wgmma (K-major and MN-major descriptors) vs float64.
 if [ -x "$BUILD/bin/sm90_probe" ]; then
@@ -248,16 +293,24 @@ if [ "$DO_SASS" -eq 1 ]; then
     # Per kernel (and per architecture, as cuobjdump lists them): HMMA, LDL, STL lines.
     awk '/^[[:space:]]*arch = /{arch=$3}
          /Function : /{fn=$NF; key=arch " " fn; order[++n]=key}
-         /HMMA/{h[key]++} /[[:space:]]LDL[. ]/{l[key]++} /[[:space:]]STL[. ]/{s[key]++}
-         END{printf "%-6s %6s %6s %6s  %s\n", "arch", "HMMA", "LDL", "STL", "function";
+         /HMMA/{h[key]++} /HGMMA/{g[key]++} /UTMALDG/{u[key]++}
+         /[[:space:]]LDL[. ]/{l[key]++} /[[:space:]]STL[. ]/{s[key]++}
+         END{printf "%-6s %6s %6s %6s %6s %7s  %s\n", "arch", "HMMA", "LDL", "STL", "HGMMA",
+               "UTMALDG", "function";
              for(i=1;i<=n;i++){k=order[i]; split(k, a, " ");
-               printf "%-6s %6d %6d %6d  %s\n", a[1], h[k], l[k], s[k], a[2]}}' \
+               printf "%-6s %6d %6d %6d %6d %7d  %s\n", a[1], h[k], l[k], s[k], g[k], u[k], a[2]}}' \
       "$TMP/sass.txt" > "$OUT/sass_counts.txt"
     echo "HMMA lines: $hmma, LDL lines: $ldl, STL lines: $stl (per kernel: $OUT/sass_counts.txt)"
     echo "kernels with local-memory traffic:"
     awk 'NR > 1 && ($3 > 0 || $4 > 0)' "$OUT/sass_counts.txt" | sort -k3,3nr | head -20
-    if [ "$hmma" -gt 0 ]; then
-      record sass PASS "HMMA $hmma, LDL $ldl, STL $stl"
+    # The fa3 kernels (issue 5): warpgroup MMA and TMA loads there, no local memory at all.
+    fa3_bad=$(awk 'NR > 1 && $7 ~ /fa3_fwd_kernel/ && ($3 > 0 || $4 > 0 || $5 == 0 || $6 == 0)' \
+      "$OUT/sass_counts.txt" | wc -l)
+    fa3_n=$(awk 'NR > 1 && $7 ~ /fa3_fwd_kernel/' "$OUT/sass_counts.txt" | wc -l)
+    if [ "$fa3_bad" -gt 0 ]; then
+      record sass FAIL "$fa3_bad of $fa3_n fa3 kernels lack HGMMA/UTMALDG or touch local memory"
+    elif [ "$hmma" -gt 0 ]; then
+      record sass PASS "HMMA $hmma, LDL $ldl, STL $stl; $fa3_n fa3 kernels: HGMMA+UTMALDG, no LDL/STL"
     else
       record sass FAIL "no HMMA instruction (LDL $ldl, STL $stl)"
     fi

@@ -59,8 +59,8 @@ __global__ void __launch_bounds__(128)
   wgmma_fence();
   for (int ks = 0; ks < HD / 16; ++ks) {
     const int off = (ks / 4) * BOX * 128 + (ks % 4) * 32;
-    wgmma_m64n64k16_ss<0, false>(s, wgmma_desc_sw128(sq + off, 16, 1024),
-                                 wgmma_desc_sw128(sk + off, 16, 1024), 1);
+    wgmma_n<64>::ss<0, false>(s, wgmma_desc_sw128(sq + off, 16, 1024),
+                              wgmma_desc_sw128(sk + off, 16, 1024), 1);
   }
   wgmma_commit();
   wgmma_wait<0>();
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(128)
     }
   wgmma_fence();
   for (int ks = 0; ks < KEYS / 16; ++ks)
-    wgmma_m64n128k16_rs<1, false>(o, a[ks], wgmma_desc_sw128(sv + ks * 16 * 128, v_lbo, v_sbo), 1);
+    wgmma_n<128>::rs<1, false>(o, a[ks], wgmma_desc_sw128(sv + ks * 16 * 128, v_lbo, v_sbo), 1);
   wgmma_commit();
   wgmma_wait<0>();
   wgmma_fence_regs(o);

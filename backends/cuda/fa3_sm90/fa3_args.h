@@ -1,7 +1,8 @@
 /*
- * fa3_args.h: what the host passes to the FlashAttention-3 forward kernel (Hopper, sm_90a): the
+ * fa3_args.h: what the host passes to the FlashAttention-3 forward kernels (Hopper, sm_90a): the
  * FlashAttention-2 family's arguments (pointers, strides, sizes, mask) and the TMA tensor maps of
- * Q, K and V, which must sit in the kernel's parameter space (a __grid_constant__ argument).
+ * Q, K and V, which must sit in the kernel's parameter space (a __grid_constant__ argument); and
+ * the compiled configurations (tile shape, consumer warpgroups, scheduling) per head dim.
  */
 #ifndef FA_CUDA_FA3_ARGS_H
 #define FA_CUDA_FA3_ARGS_H
@@ -15,12 +16,33 @@ extern "C" {
 #define FA3_ALIGN64 _Alignas(64)
 #endif
 
-/* Query rows per block (two consumer warpgroups of 64), key rows per tile. */
-#define FA3_FWD_TILE_M 128
-#define FA3_FWD_TILE_N 128
-/* Q once, K and V in two stages, each head dim in 64-column boxes; 1 KiB for the alignment the
-   128-byte swizzle needs. */
-#define FA3_FWD_SMEM(hd) ((size_t)(FA3_FWD_TILE_M + 4 * FA3_FWD_TILE_N) * (size_t)(hd)*2 + 1024)
+/* Scheduling features of a configuration (flags). OVERLAP: a consumer issues Q Kᵀ of tile j + 1
+   before P V of tile j and does the softmax of j + 1 while P V runs. PINGPONG: the consumer
+   warpgroups take turns issuing their MMAs (named barriers), so one's softmax runs under the
+   others' MMAs. */
+#define FA3_OVERLAP 1
+#define FA3_PINGPONG 2
+
+/* The compiled configurations: X(name, padded head dim, consumer warpgroups, key tile, flags).
+   A block holds 64 query rows per consumer warpgroup; the first entry of a head dim is its
+   default, the others are kept for A/B runs (FA_CUDA_FA3_CONFIG=name). Head dims 96 and 192 run
+   the 128 and 256 kernels: TMA reads the missing columns as zeros, the epilogue stores the
+   real ones. */
+#define FA3_FWD_CONFIGS(X)                                   \
+  X(hd64_2x128_op, 64, 2, 128, FA3_OVERLAP | FA3_PINGPONG)   \
+  X(hd64_3x128_op, 64, 3, 128, FA3_OVERLAP | FA3_PINGPONG)   \
+  X(hd64_2x128_v0, 64, 2, 128, 0)                            \
+  X(hd128_2x128_op, 128, 2, 128, FA3_OVERLAP | FA3_PINGPONG) \
+  X(hd128_2x176_op, 128, 2, 176, FA3_OVERLAP | FA3_PINGPONG) \
+  X(hd128_2x128_o, 128, 2, 128, FA3_OVERLAP)                 \
+  X(hd128_2x128_v0, 128, 2, 128, 0)                          \
+  X(hd256_2x80_op, 256, 2, 80, FA3_OVERLAP | FA3_PINGPONG)
+
+/* Two K/V stages, Q once, each in 64-column boxes; 1 KiB for the alignment the 128-byte swizzle
+   needs. */
+#define FA3_FWD_STAGES 2
+#define FA3_FWD_SMEM(hd, wgs, bn) \
+  (((size_t)64 * (wgs) + 2 * FA3_FWD_STAGES * (size_t)(bn)) * (size_t)(hd)*2 + 1024)
 
 typedef struct fa3_fwd_args {
   FA3_ALIGN64 unsigned char tq[128]; /* CUtensorMap of Q: (head dim, seqlen, heads, batch) */
@@ -29,19 +51,33 @@ typedef struct fa3_fwd_args {
   fa2_fwd_args a;
 } fa3_fwd_args;
 
-/* Head dims with FlashAttention-3 kernels (exact: no padding yet). */
-int fa3_fwd_has_head_dim(int32_t head_dim);
+typedef int (*fa3_fwd_fn)(const fa3_fwd_args *a);
+typedef struct fa3_fwd_config {
+  const char *name;
+  int head_dim_padded, warpgroups, tile_m, tile_n, flags;
+  size_t smem_bytes;
+  fa3_fwd_fn launch;    /* NULL where not built */
+  int (*prepare)(void); /* the shared-memory opt-in of both dtypes' kernels */
+} fa3_fwd_config;
+
+/* The padded head dim of a head dim fa3 runs (64, 96, 128, 192, 256), else 0. */
+int fa3_fwd_padded_head_dim(int64_t head_dim);
+/* The configuration for a head dim: the one named (NULL: the head dim's default). NULL when there
+   is none (the head dim is not fa3's, or the name is not one of its configurations). */
+const fa3_fwd_config *fa3_fwd_config_for(int64_t head_dim, const char *name);
+/* Every configuration, NULL-terminated by count. */
+const fa3_fwd_config *fa3_fwd_configs(int *count);
 
 /* Fills the tensor maps from a->a (16-byte aligned bases, row/head/batch strides multiples of 8
-   elements) and launches; returns a cudaError_t value, or -1 with a message in err when a
-   tensor cannot be described to TMA. */
-int fa3_fwd_launch(fa3_fwd_args *a, char *err, size_t err_len);
+   elements) and launches the configuration; returns a cudaError_t value, or -1 with a message in
+   err when a tensor cannot be described to TMA. */
+int fa3_fwd_launch(fa3_fwd_args *a, const fa3_fwd_config *cfg, char *err, size_t err_len);
 
-/* Per head dim (fa3_fwd_inst.cu). */
-int fa3_fwd_launch_hd64(const fa3_fwd_args *a);
-int fa3_fwd_launch_hd128(const fa3_fwd_args *a);
-int fa3_prepare_hd64(void);
-int fa3_prepare_hd128(void);
+#define FA3_DECLARE(name, hd, wgs, bn, flags)       \
+  int fa3_fwd_launch_##name(const fa3_fwd_args *a); \
+  int fa3_fwd_prepare_##name(void);
+FA3_FWD_CONFIGS(FA3_DECLARE)
+#undef FA3_DECLARE
 
 #ifdef __cplusplus
 }

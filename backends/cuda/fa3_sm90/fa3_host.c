@@ -1,16 +1,57 @@
 /*
- * fa3_host.c: the FlashAttention-3 forward's host side: which head dims have kernels, the TMA
- * tensor maps of Q, K and V (4-D: head dim, row, head, batch), the launch.
+ * fa3_host.c: the FlashAttention-3 forward's host side: the compiled configurations per head
+ * dim, the TMA tensor maps of Q, K and V (4-D: head dim, row, head, batch), the launch.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "fa3_args.h"
 #include "tma_map.h"
 
-int fa3_fwd_has_head_dim(int32_t head_dim) { return head_dim == 64 || head_dim == 128; }
+#define FA3_ENTRY(name, hd, wgs, bn, flags) \
+  {#name,                                   \
+   hd,                                      \
+   wgs,                                     \
+   64 * (wgs),                              \
+   bn,                                      \
+   flags,                                   \
+   FA3_FWD_SMEM(hd, wgs, bn),               \
+   fa3_fwd_launch_##name,                   \
+   fa3_fwd_prepare_##name},
+static const fa3_fwd_config configs[] = {FA3_FWD_CONFIGS(FA3_ENTRY)};
+#undef FA3_ENTRY
+#define CONFIG_COUNT ((int)(sizeof configs / sizeof configs[0]))
+
+const fa3_fwd_config *fa3_fwd_configs(int *count) {
+  *count = CONFIG_COUNT;
+  return configs;
+}
+
+int fa3_fwd_padded_head_dim(int64_t head_dim) {
+  switch (head_dim) {
+    case 64:
+      return 64;
+    case 96:
+    case 128:
+      return 128;
+    case 192:
+    case 256:
+      return 256;
+    default:
+      return 0;
+  }
+}
+
+const fa3_fwd_config *fa3_fwd_config_for(int64_t head_dim, const char *name) {
+  const int padded = fa3_fwd_padded_head_dim(head_dim);
+  for (int i = 0; i < CONFIG_COUNT; ++i)
+    if (configs[i].head_dim_padded == padded && (!name || !strcmp(name, configs[i].name)))
+      return &configs[i];
+  return NULL;
+}
 
 /* A (batch, seqlen, heads, head dim) tensor with strides in elements, boxes of `rows` rows x 64
-   columns. */
+   columns (columns past head_dim, up to the padded head dim, read as zeros). */
 static int map_of(void *map, int bf16, const void *base, const fa2_strides *st, int32_t batch,
                   int32_t seqlen, int32_t heads, int32_t head_dim, uint32_t rows, char *err,
                   size_t err_len) {
@@ -18,27 +59,23 @@ static int map_of(void *map, int bf16, const void *base, const fa2_strides *st, 
   const uint64_t strides[3] = {(uint64_t)st->row * 2, (uint64_t)st->head * 2,
                                (uint64_t)st->batch * 2};
   const uint32_t box[4] = {64, rows, 1, 1};
-  if (st->row < 0 || st->head < 0 || st->batch < 0) {
-    snprintf(err, err_len, "negative strides cannot be described to TMA");
-    return -1;
-  }
   return fa_tma_map(map, bf16, base, 4, dims, strides, box, err, err_len);
 }
 
-int fa3_fwd_launch(fa3_fwd_args *x, char *err, size_t err_len) {
+int fa3_fwd_launch(fa3_fwd_args *x, const fa3_fwd_config *cfg, char *err, size_t err_len) {
   const fa2_fwd_args *a = &x->a;
   const fa2_problem *p = &a->p;
-  if (!fa3_fwd_has_head_dim(p->head_dim)) {
-    snprintf(err, err_len, "head_dim %d has no fa3 kernel", (int)p->head_dim);
+  if (!cfg || cfg->head_dim_padded != fa3_fwd_padded_head_dim(p->head_dim)) {
+    snprintf(err, err_len, "head_dim %d has no such fa3 configuration", (int)p->head_dim);
     return -1;
   }
   if (p->seqlen_q == 0 || p->batch == 0 || p->heads_q == 0) return 0;
   if (map_of(x->tq, p->bf16, a->q, &a->q_str, p->batch, p->seqlen_q, p->heads_q, p->head_dim,
-             FA3_FWD_TILE_M, err, err_len) ||
+             (uint32_t)cfg->tile_m, err, err_len) ||
       map_of(x->tk, p->bf16, a->k, &a->k_str, p->batch, p->seqlen_k, p->heads_kv, p->head_dim,
-             FA3_FWD_TILE_N, err, err_len) ||
+             (uint32_t)cfg->tile_n, err, err_len) ||
       map_of(x->tv, p->bf16, a->v, &a->v_str, p->batch, p->seqlen_k, p->heads_kv, p->head_dim,
-             FA3_FWD_TILE_N, err, err_len))
+             (uint32_t)cfg->tile_n, err, err_len))
     return -1;
-  return p->head_dim == 64 ? fa3_fwd_launch_hd64(x) : fa3_fwd_launch_hd128(x);
+  return cfg->launch(x);
 }

@@ -1,0 +1,61 @@
+/*
+ * fa3_fwd_launch.cuh: the launcher and shared-memory opt-in of one FlashAttention-3 forward
+ * configuration (fa3_args.h's FA3_FWD_CONFIGS), for f16 and bf16. Each fa3_fwd_hd<N>.cu defines
+ * FA3_FWD_HD and gets the configurations of that padded head dim (one file per head dim so that
+ * the build compiles them in parallel).
+ */
+#ifndef FA_CUDA_FA3_FWD_LAUNCH_CUH
+#define FA_CUDA_FA3_FWD_LAUNCH_CUH
+
+#include <cuda_runtime.h>
+
+#include "fa3_fwd.cuh"
+
+template <typename Tr, int HD, int WGS, int BN, int FLAGS>
+int fa3_launch(const fa3_fwd_args *a) {
+  const fa2_problem &p = a->a.p;
+  if (p.seqlen_q == 0 || p.heads_q == 0 || p.batch == 0) return 0;
+  const dim3 grid((unsigned)((p.seqlen_q + 64 * WGS - 1) / (64 * WGS)), (unsigned)p.heads_q,
+                  (unsigned)p.batch);
+  fa3_fwd_kernel<Tr, HD, WGS, BN, FLAGS>
+      <<<grid, 128 * (WGS + 1), FA3_FWD_SMEM(HD, WGS, BN), static_cast<cudaStream_t>(p.stream)>>>(
+          *a);
+  return (int)cudaGetLastError();
+}
+
+template <int HD, int WGS, int BN, int FLAGS>
+int fa3_prepare() {
+  const int bytes = (int)FA3_FWD_SMEM(HD, WGS, BN);
+  cudaError_t e = cudaFuncSetAttribute(fa3_fwd_kernel<fa_f16, HD, WGS, BN, FLAGS>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(fa3_fwd_kernel<fa_bf16, HD, WGS, BN, FLAGS>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  return (int)e;
+}
+
+/* The entry points of the configurations of head dim FA3_FWD_HD (the others' are in their own
+   files): FA3_FWD_CONFIGS(FA3_DEFINE). */
+#if FA3_FWD_HD == 64
+#define FA3_KEEP_64(...) __VA_ARGS__
+#else
+#define FA3_KEEP_64(...)
+#endif
+#if FA3_FWD_HD == 128
+#define FA3_KEEP_128(...) __VA_ARGS__
+#else
+#define FA3_KEEP_128(...)
+#endif
+#if FA3_FWD_HD == 256
+#define FA3_KEEP_256(...) __VA_ARGS__
+#else
+#define FA3_KEEP_256(...)
+#endif
+#define FA3_DEFINE(name, hd, wgs, bn, flags)                            \
+  FA3_KEEP_##hd(                                                        \
+      extern "C" int fa3_fwd_launch_##name(const fa3_fwd_args *a) {     \
+        return a->a.p.bf16 ? fa3_launch<fa_bf16, hd, wgs, bn, flags>(a) \
+                           : fa3_launch<fa_f16, hd, wgs, bn, flags>(a); \
+      } extern "C" int fa3_fwd_prepare_##name(void) { return fa3_prepare<hd, wgs, bn, flags>(); })
+
+#endif /* FA_CUDA_FA3_FWD_LAUNCH_CUH */
