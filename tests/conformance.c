@@ -661,33 +661,36 @@ static int kernel_matches(const char *got, const char *want) {
   return 0;
 }
 
-/* The shared memory of the fa3 forward's default configuration at a head dim (the first of its
-   padded head dim in fa3_args.h's list), 0 where fa3 has none. */
-static int64_t fa3_default_smem(int64_t d) {
+/* The least shared memory of the fa3 forward's configurations at a head dim (fa3_args.h's list;
+   the backend runs fa3 where any of them fits), 0 where fa3 has none. */
+static int64_t fa3_least_smem(int64_t d) {
   const int64_t padded = d == 64 ? 64 : d == 96 || d == 128 ? 128 : d == 192 || d == 256 ? 256 : 0;
-#define FA3_FIRST(name, hd, wgs, bn, flags) \
-  if (hd == padded) return (int64_t)FA3_FWD_SMEM(hd, wgs, bn);
-  FA3_FWD_CONFIGS(FA3_FIRST)
-#undef FA3_FIRST
-  return 0;
+  int64_t least = 0;
+#define FA3_LEAST(name, hd, wgs, bn, flags)                                              \
+  if (hd == padded && (least == 0 || (int64_t)FA3_FWD_SMEM(hd, wgs, bn, flags) < least)) \
+    least = (int64_t)FA3_FWD_SMEM(hd, wgs, bn, flags);
+  FA3_FWD_CONFIGS(FA3_LEAST)
+#undef FA3_LEAST
+  return least;
 }
 
 /* The CUDA backend's kernels: "<prefix>.<fwd|bwd>.<dtype>.hd<D>" then ".causal", ".window",
    ".softcap" in that order (head_dim_v is always head_dim there). Prefix: "cuda.fa3.sm90" for the
-   forward at head dims 64, 96, 128, 192 and 256 where the backend runs FlashAttention-3 (fa3 != 0:
-   its kernel families list fa3, the device is sm_90 and not run as sm_80, --kernel-family is not
-   fa2, and there is at least one key: the backend's rule, cuda_decide.c's fa3_takes), else
+   forward at head dims 64, 96, 128, 192 and 256 without softcap where the backend runs
+   FlashAttention-3 (fa3 != 0: its kernel families list fa3, the device is sm_90 and not run as
+   sm_80, --kernel-family is not fa2, and there is at least one key: the backend's rule,
+   cuda_decide.c's fa3_takes), else
    "cuda.fa2.sm80" (backends/cuda/fa2_sm80, also on sm_89 and sm_90), or --kernel-prefix's for
    every name. Other ops (kvcache) are not named yet: 0. */
 static int cuda_expected(const char *prefix, int fa3, const char *op, fa_dtype dt, int64_t d,
                          int causal, int window, int softcap, char *buf, size_t n) {
   if (strcmp(op, "fwd") != 0 && strcmp(op, "bwd") != 0) return 0;
   if (!prefix) {
-    /* FA_CUDA_SMEM_LIMIT below the fa3 configuration's shared memory gives fa2. */
+    /* FA_CUDA_SMEM_LIMIT below every fa3 configuration's shared memory gives fa2. */
     const char *lim = getenv("FA_CUDA_SMEM_LIMIT");
-    const int64_t need = fa3_default_smem(d);
+    const int64_t need = fa3_least_smem(d);
     const int fits = need > 0 && (!lim || !*lim || atoll(lim) >= need);
-    prefix = fa3 && fits && !strcmp(op, "fwd") ? "cuda.fa3.sm90" : "cuda.fa2.sm80";
+    prefix = fa3 && fits && !softcap && !strcmp(op, "fwd") ? "cuda.fa3.sm90" : "cuda.fa2.sm80";
   }
   snprintf(buf, n, "%s.%s.%s.hd%lld%s%s%s", prefix, op, tu_dtype_name(dt), (long long)d,
            causal ? ".causal" : "", window ? ".window" : "", softcap ? ".softcap" : "");

@@ -126,6 +126,10 @@ static int fa3_takes(const fa_request *req, const cuda_device_info *dev, const v
            0;
   /* No keys: nothing for TMA to describe (a zero extent); fa2 writes the empty rows' result. */
   if (req->seqlen_k == 0) return snprintf(why, n, "cuda.fa3 needs at least one key"), 0;
+  /* Softcap's tanh in the softmax loop made the fa3 kernels spill (every tanh form tried): fa2
+     keeps it until a kernel holds it without local memory. */
+  if (req->params->softcap > 0.0f)
+    return snprintf(why, n, "cuda.fa3 has no softcap (cuda.fa2 runs it)"), 0;
   if (!fa3_fwd_padded_head_dim(req->head_dim))
     return snprintf(why, n, "cuda.fa3 has head_dim 64, 96, 128, 192 and 256 (asked %lld)",
                     (long long)req->head_dim),
@@ -137,12 +141,21 @@ static int fa3_takes(const fa_request *req, const cuda_device_info *dev, const v
                     (int)strcspn(unknown, ","), unknown),
            -1;
   *from_env = c != NULL;
-  if (!c) c = fa3_fwd_config_for(req->head_dim, NULL);
-  if (!c || !c->launch)
-    return snprintf(why, n, "cuda.fa3 has no kernel built for this head dim"), 0;
+  const fa_params *p = req->params;
+  if (!c)
+    c = fa3_fwd_pick(req->head_dim, p->causal || p->window_enabled, req->seqlen_k, dev->smem_optin);
+  if (!c) {
+    const fa3_fwd_config *any = fa3_fwd_config_for(req->head_dim, NULL);
+    return snprintf(why, n,
+                    "cuda.fa3 at head_dim %lld needs more shared memory (%zu KiB or more) than the "
+                    "%d KiB allowed",
+                    (long long)req->head_dim, any ? any->smem_bytes / 1024 : (size_t)0,
+                    (int)(dev->smem_optin / 1024)),
+           0;
+  }
   if ((int64_t)c->smem_bytes > dev->smem_optin)
-    return snprintf(why, n, "cuda.fa3 at head_dim %lld needs %zu KiB of shared memory; %d allowed",
-                    (long long)req->head_dim, c->smem_bytes / 1024, (int)(dev->smem_optin / 1024)),
+    return snprintf(why, n, "FA_CUDA_FA3_CONFIG's %s needs %zu KiB of shared memory; %d allowed",
+                    c->name, c->smem_bytes / 1024, (int)(dev->smem_optin / 1024)),
            0;
   const fa_tensor *ts[] = {req->q, req->k, req->v};
   for (int i = 0; i < 3; ++i)

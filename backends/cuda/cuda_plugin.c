@@ -81,9 +81,14 @@ static fa_status run_forward(const fa_request *req, const fa_decision *decision)
     fa3_fwd_args x;
     memset(&x, 0, sizeof x);
     x.a = a;
+    x.sm_count = dev->sm_count;
     char err[200];
     const char *at = strchr(decision->kernel, '@');
-    const fa3_fwd_config *cfg = fa3_fwd_config_for(a.p.head_dim, at ? at + 1 : NULL);
+    /* The configuration decide took: named after '@', else the default pick (same inputs). */
+    const fa_params *fp = req->params;
+    const fa3_fwd_config *cfg = at ? fa3_fwd_config_for(a.p.head_dim, at + 1)
+                                   : fa3_fwd_pick(a.p.head_dim, fp->causal || fp->window_enabled,
+                                                  req->seqlen_k, dev->smem_optin);
     if (!cfg || cfg->tile_m != decision->tile_m || cfg->tile_n != decision->tile_n)
       return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no fa3 forward kernel as decided (%s)",
                                decision->kernel);

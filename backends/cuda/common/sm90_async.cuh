@@ -92,11 +92,21 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 
 /* A shared-memory matrix descriptor: start address, leading and stride byte offsets (all in
    16-byte units in the descriptor), 128-byte swizzle (mode 1, bits 62-63). */
-__device__ __forceinline__ uint64_t wgmma_desc_sw128(const void *smem, uint32_t lbo_bytes,
-                                                     uint32_t sbo_bytes) {
-  const uint32_t addr = (uint32_t)__cvta_generic_to_shared(smem);
+__device__ __forceinline__ uint64_t wgmma_desc_sw128_at(uint32_t addr, uint32_t lbo_bytes,
+                                                        uint32_t sbo_bytes) {
   return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)((lbo_bytes >> 4) & 0x3FFF) << 16) |
          ((uint64_t)((sbo_bytes >> 4) & 0x3FFF) << 32) | ((uint64_t)1 << 62);
+}
+__device__ __forceinline__ uint64_t wgmma_desc_sw128(const void *smem, uint32_t lbo_bytes,
+                                                     uint32_t sbo_bytes) {
+  return wgmma_desc_sw128_at((uint32_t)__cvta_generic_to_shared(smem), lbo_bytes, sbo_bytes);
+}
+/* A shared-memory address the compiler cannot see through: descriptors built from it are built
+   again where used instead of being hoisted out of a loop and kept in registers. */
+__device__ __forceinline__ uint32_t smem_addr_opaque(const void *smem) {
+  uint32_t addr = (uint32_t)__cvta_generic_to_shared(smem);
+  asm volatile("" : "+r"(addr));
+  return addr;
 }
 /* Before the first wgmma that reads registers written by ordinary instructions (accumulators,
    A fragments). */

@@ -22,33 +22,62 @@ extern "C" {
    others' MMAs. */
 #define FA3_OVERLAP 1
 #define FA3_PINGPONG 2
+/* PERSISTENT: at most one block per SM, each looping over tiles, so that the producer loads the
+   next tile while the consumers finish this one (host side: the grid). */
+#define FA3_PERSISTENT 4
+/* SNAKE (with PERSISTENT): tiles in chunks of (head, batch) pairs whose K and V fit in a share of
+   L2, largest query blocks first within a chunk, dealt to the blocks in a snake order (0..G-1,
+   G-1..0, ...) so that under a causal mask every block gets a similar amount of work. */
+#define FA3_SNAKE 8
+/* QDOUBLE: two Q buffers, so that the next tile's Q loads while this tile still reads its own
+   (with one, it can load only after this tile's last Q Kᵀ). */
+#define FA3_QDOUBLE 16
 
 /* The compiled configurations: X(name, padded head dim, consumer warpgroups, key tile, flags).
-   A block holds 64 query rows per consumer warpgroup; the first entry of a head dim is its
-   default, the others are kept for A/B runs (FA_CUDA_FA3_CONFIG=name). Head dims 96 and 192 run
+   A block holds 64 query rows per consumer warpgroup; fa3_fwd_pick names the defaults, the
+   others are kept for A/B runs (FA_CUDA_FA3_CONFIG=name). Head dims 96 and 192 run
    the 128 and 256 kernels: TMA reads the missing columns as zeros, the epilogue stores the
    real ones. */
-#define FA3_FWD_CONFIGS(X)                                   \
-  X(hd64_2x128_op, 64, 2, 128, FA3_OVERLAP | FA3_PINGPONG)   \
-  X(hd64_3x128_op, 64, 3, 128, FA3_OVERLAP | FA3_PINGPONG)   \
-  X(hd64_2x128_v0, 64, 2, 128, 0)                            \
-  X(hd128_2x128_op, 128, 2, 128, FA3_OVERLAP | FA3_PINGPONG) \
-  X(hd128_2x176_op, 128, 2, 176, FA3_OVERLAP | FA3_PINGPONG) \
-  X(hd128_2x128_o, 128, 2, 128, FA3_OVERLAP)                 \
-  X(hd128_2x128_v0, 128, 2, 128, 0)                          \
-  X(hd256_2x80_op, 256, 2, 80, FA3_OVERLAP | FA3_PINGPONG)
+#define FA3_OP (FA3_OVERLAP | FA3_PINGPONG)
+#define FA3_OPP (FA3_OVERLAP | FA3_PINGPONG | FA3_PERSISTENT)
+#define FA3_OPS (FA3_OPP | FA3_SNAKE)
+#define FA3_FWD_CONFIGS(X)                                \
+  X(hd64_3x128_op, 64, 3, 128, FA3_OP)                    \
+  X(hd64_3x128_opp, 64, 3, 128, FA3_OPP)                  \
+  X(hd64_3x128_ops, 64, 3, 128, FA3_OPS)                  \
+  X(hd64_3x128_oppq, 64, 3, 128, FA3_OPP | FA3_QDOUBLE)   \
+  X(hd64_3x128_opsq, 64, 3, 128, FA3_OPS | FA3_QDOUBLE)   \
+  X(hd64_2x128_opp, 64, 2, 128, FA3_OPP)                  \
+  X(hd64_2x128_v0, 64, 2, 128, 0)                         \
+  X(hd128_2x176_op, 128, 2, 176, FA3_OP)                  \
+  X(hd128_2x176_opp, 128, 2, 176, FA3_OPP)                \
+  X(hd128_2x128_opp, 128, 2, 128, FA3_OPP)                \
+  X(hd128_2x128_ops, 128, 2, 128, FA3_OPS)                \
+  X(hd128_2x128_oppq, 128, 2, 128, FA3_OPP | FA3_QDOUBLE) \
+  X(hd128_2x128_opq, 128, 2, 128, FA3_OP | FA3_QDOUBLE)   \
+  X(hd128_2x176_ops, 128, 2, 176, FA3_OPS)                \
+  X(hd128_2x128_op, 128, 2, 128, FA3_OP)                  \
+  X(hd128_2x128_v0, 128, 2, 128, 0)                       \
+  X(hd256_2x80_op, 256, 2, 80, FA3_OP)                    \
+  X(hd256_2x64_opp, 256, 2, 64, FA3_OPP)                  \
+  X(hd256_2x80_opp, 256, 2, 80, FA3_OPP)                  \
+  X(hd256_2x80_ops, 256, 2, 80, FA3_OPS)
 
 /* Two K/V stages, Q once, each in 64-column boxes; 1 KiB for the alignment the 128-byte swizzle
    needs. */
 #define FA3_FWD_STAGES 2
-#define FA3_FWD_SMEM(hd, wgs, bn) \
-  (((size_t)64 * (wgs) + 2 * FA3_FWD_STAGES * (size_t)(bn)) * (size_t)(hd)*2 + 1024)
+#define FA3_FWD_SMEM(hd, wgs, bn, flags)                                                      \
+  (((size_t)64 * (wgs) * ((flags)&FA3_QDOUBLE ? 2 : 1) + 2 * FA3_FWD_STAGES * (size_t)(bn)) * \
+       (size_t)(hd)*2 +                                                                       \
+   1024)
 
 typedef struct fa3_fwd_args {
   FA3_ALIGN64 unsigned char tq[128]; /* CUtensorMap of Q: (head dim, seqlen, heads, batch) */
   FA3_ALIGN64 unsigned char tk[128];
   FA3_ALIGN64 unsigned char tv[128];
   fa2_fwd_args a;
+  int32_t sm_count; /* the device's SMs: the grid of a persistent configuration */
+  int32_t chunk;    /* SNAKE: (head, batch) pairs per chunk */
 } fa3_fwd_args;
 
 typedef int (*fa3_fwd_fn)(const fa3_fwd_args *a);
@@ -65,7 +94,12 @@ int fa3_fwd_padded_head_dim(int64_t head_dim);
 /* The configuration for a head dim: the one named (NULL: the head dim's default). NULL when there
    is none (the head dim is not fa3's, or the name is not one of its configurations). */
 const fa3_fwd_config *fa3_fwd_config_for(int64_t head_dim, const char *name);
-/* Every configuration, NULL-terminated by count. */
+/* The configuration a request runs by default: the measured best for its head dim, mask (causal
+   or window: masked != 0) and key count; if that needs more shared memory than smem_limit, the
+   first of the head dim's configurations that fits; NULL when none does. */
+const fa3_fwd_config *fa3_fwd_pick(int64_t head_dim, int masked, int64_t seqlen_k,
+                                   int64_t smem_limit);
+/* Every configuration (count of them). */
 const fa3_fwd_config *fa3_fwd_configs(int *count);
 
 /* Fills the tensor maps from a->a (16-byte aligned bases, row/head/batch strides multiples of 8

@@ -26,7 +26,6 @@
 #include "../common/sm90_async.cuh"
 #include "../fa2_sm80/fa2_common.cuh"
 #include "core/mask.h"
-#include "core/score.h"
 #include "core/softmax.h"
 #include "fa3_args.h"
 
@@ -43,11 +42,13 @@ struct fa3_regs {
 template <int HD, int BN, int BOXQ, int BOXK, bool F16>
 __device__ __forceinline__ void fa3_issue_s(float (&s)[BN / 2], const unsigned char *q,
                                             const unsigned char *k) {
+  /* Opaque bases: hoisted out of the loop, the 2 x HD / 16 descriptors held registers. */
+  const uint32_t qa = smem_addr_opaque(q), ka = smem_addr_opaque(k);
 #pragma unroll
   for (int ks = 0; ks < HD / 16; ++ks) {
-    const int off = (ks % 4) * 32;
-    wgmma_n<BN>::template ss<0, F16>(s, wgmma_desc_sw128(q + (ks / 4) * BOXQ + off, 16, 1024),
-                                     wgmma_desc_sw128(k + (ks / 4) * BOXK + off, 16, 1024), ks > 0);
+    const int qoff = (ks / 4) * BOXQ + (ks % 4) * 32, koff = (ks / 4) * BOXK + (ks % 4) * 32;
+    wgmma_n<BN>::template ss<0, F16>(s, wgmma_desc_sw128_at(qa + qoff, 16, 1024),
+                                     wgmma_desc_sw128_at(ka + koff, 16, 1024), ks > 0);
   }
 }
 
@@ -55,9 +56,10 @@ __device__ __forceinline__ void fa3_issue_s(float (&s)[BN / 2], const unsigned c
 template <int HD, int BN, int BOXK, bool F16>
 __device__ __forceinline__ void fa3_issue_pv(float (&o)[HD / 2], const uint32_t (&pa)[BN / 16][4],
                                              const unsigned char *v) {
+  const uint32_t va = smem_addr_opaque(v);
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk)
-    wgmma_n<HD>::template rs<1, F16>(o, pa[kk], wgmma_desc_sw128(v + kk * 2048, BOXK, 1024), 1);
+    wgmma_n<HD>::template rs<1, F16>(o, pa[kk], wgmma_desc_sw128_at(va + kk * 2048, BOXK, 1024), 1);
 }
 
 /* A consumer's running softmax state for its thread's two rows (8 apart). */
@@ -66,17 +68,13 @@ struct fa3_rows {
   float max[2], sum[2];
 };
 
-/* Softcap, mask and online softmax of one tile of scores (keys c0..c0 + BN), in place: s becomes
+/* Mask and online softmax of one tile of scores (keys c0..c0 + BN), in place: s becomes
    P; alpha gets each row's rescale factor for O (the caller applies it once P V of the previous
    tile no longer reads O). */
 template <int BN>
 __device__ __forceinline__ void fa3_softmax(float (&s)[BN / 2], fa3_rows &r, fa_tile_class cls,
                                             int c0, int t, const fa2_problem &p, float sl2,
                                             float (&alpha)[2]) {
-  if (p.softcap > 0.0f) {
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) s[i] = fa_score_softcap(s[i] * p.scale, p.softcap);
-  }
   if (cls != FA_TILE_FULL) {
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j)
@@ -127,41 +125,81 @@ __device__ __forceinline__ void fa3_pack_p(const float (&s)[BN / 2], uint32_t (&
     for (int i = 0; i < 4; ++i) pa[kk][i] = Tr::pack(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
 }
 
+/* One tile of the grid's work: query block m0.. of head h (K/V head hk), batch b; the key range of
+   its first and last rows and the key tiles n_begin..n_end that hold keys for any of its rows. */
+struct fa3_tile {
+  int m0, h, hk, b, n_begin, n_end;
+  int lo_first, hi_first, lo_last, hi_last; /* key indices fit int: seqlen_k is one */
+};
+template <int BM, int BN, bool SNAKE>
+__device__ __forceinline__ void fa3_tile_of(int k, int total, int hb_count, int chunk,
+                                            const fa2_problem &p, fa3_tile &ti) {
+  const fa_mask mask = fa2_mask_of(p); /* from the parameter space: no registers kept */
+  const int num_m = total / hb_count;
+  int hb, m_idx;
+  if (SNAKE) { /* chunks of `chunk` (head, batch) pairs; in a chunk, query blocks largest first */
+    const int per = chunk * num_m, ck = k / per, within = k % per;
+    const int cc = min(chunk, hb_count - ck * chunk);
+    m_idx = within / cc;
+    hb = ck * chunk + within % cc;
+  } else {
+    hb = k / num_m;
+    m_idx = k % num_m;
+  }
+  ti.m0 = (num_m - 1 - m_idx) * BM;
+  ti.h = hb % p.heads_q;
+  ti.b = hb / p.heads_q;
+  ti.hk = ti.h / (p.heads_q / p.heads_kv);
+  const int rows_end = min(ti.m0 + BM, p.seqlen_q);
+  int64_t lo, hi;
+  fa_mask_key_range(&mask, ti.m0, p.seqlen_k, &lo, &hi);
+  ti.lo_first = (int)lo;
+  ti.hi_first = (int)hi;
+  fa_mask_key_range(&mask, rows_end - 1, p.seqlen_k, &lo, &hi);
+  ti.lo_last = (int)lo;
+  ti.hi_last = (int)hi;
+  ti.n_begin = (int)(ti.lo_first / BN);
+  ti.n_end = ti.hi_last > ti.lo_first ? (int)((ti.hi_last + BN - 1) / BN) : ti.n_begin;
+}
+
+/* The block's j-th tile: round j of gridDim.x tiles, in block order (SNAKE: reversed on odd
+   rounds, so that with tiles ordered largest first every block's sum evens out). */
+template <bool SNAKE>
+__device__ __forceinline__ int fa3_tile_index(int j) {
+  const int pos = SNAKE && (j & 1) ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
+  return j * (int)gridDim.x + pos;
+}
+
 template <typename Tr, int HD, int WGS, int BN, int FLAGS>
 __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     fa3_fwd_kernel(const __grid_constant__ fa3_fwd_args A) {
   constexpr int BM = 64 * WGS, CB = HD / 64; /* 64-column boxes */
   constexpr bool F16 = Tr::is_f16, OVERLAP = (FLAGS & FA3_OVERLAP) != 0;
-  constexpr bool PINGPONG = (FLAGS & FA3_PINGPONG) != 0;
-  constexpr int BOXQ = BM * 128, BOXK = BN * 128; /* bytes of one 64-column box */
-  constexpr int NC = 128 * WGS;                   /* consumer threads */
+  constexpr bool PINGPONG = (FLAGS & FA3_PINGPONG) != 0, SNAKE = (FLAGS & FA3_SNAKE) != 0;
+  constexpr int BOXQ = BM * 128, BOXK = BN * 128;   /* bytes of one 64-column box */
+  constexpr int NC = 128 * WGS;                     /* consumer threads */
+  constexpr int QB = (FLAGS & FA3_QDOUBLE) ? 2 : 1; /* Q buffers */
   const fa2_fwd_args &a = A.a;
 
   extern __shared__ unsigned char smem_raw[];
   /* The 128-byte swizzle repeats every 1024 bytes: boxes start on such a boundary. */
   unsigned char *sQ = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
-  unsigned char *sK = sQ + CB * BOXQ; /* stage s at s * CB * BOXK */
+  unsigned char *sK =
+      sQ + QB * CB * BOXQ; /* Q buffer b at b * CB * BOXQ; K stage s at s * CB * BOXK */
   unsigned char *sV = sK + FA3_FWD_STAGES * CB * BOXK;
-  __shared__ uint64_t q_full, k_full[FA3_FWD_STAGES], v_full[FA3_FWD_STAGES];
+  __shared__ uint64_t q_full[2], q_empty[2], k_full[FA3_FWD_STAGES], v_full[FA3_FWD_STAGES];
   __shared__ uint64_t k_empty[FA3_FWD_STAGES], v_empty[FA3_FWD_STAGES];
 
   const int tid = threadIdx.x, wg = tid / 128;
-  /* Largest query tiles first: under a causal mask they hold the most key tiles. */
-  const int m_block = gridDim.x - 1 - blockIdx.x;
-  const int h = blockIdx.y, b = blockIdx.z;
-  const int hk = h / (a.p.heads_q / a.p.heads_kv);
-  const int m0 = m_block * BM;
   const int seqlen_q = a.p.seqlen_q, seqlen_k = a.p.seqlen_k;
-  const fa_mask mask = fa2_mask_of(a.p);
-  const int rows_end = min(m0 + BM, seqlen_q);
-  int64_t lo_first, hi_first, lo_last, hi_last;
-  fa_mask_key_range(&mask, m0, seqlen_k, &lo_first, &hi_first);
-  fa_mask_key_range(&mask, rows_end - 1, seqlen_k, &lo_last, &hi_last);
-  const int n_begin = (int)(lo_first / BN);
-  const int n_end = hi_last > lo_first ? (int)((hi_last + BN - 1) / BN) : n_begin;
+  const int hb_count = a.p.heads_q * a.p.batch;
+  const int total = (seqlen_q + BM - 1) / BM * hb_count;
 
   if (tid == 0) {
-    mbar_init(&q_full, 1);
+    for (int b = 0; b < 2; ++b) {
+      mbar_init(&q_full[b], 1);
+      mbar_init(&q_empty[b], NC);
+    }
     for (int s = 0; s < FA3_FWD_STAGES; ++s) {
       mbar_init(&k_full[s], 1);
       mbar_init(&v_full[s], 1);
@@ -172,169 +210,210 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   }
   __syncthreads();
 
+  /* The block's tiles: blockIdx.x, then gridDim.x on (a grid smaller than the tile count makes the
+     kernel persistent: the producer loads the next tile's Q, K and V during this tile's last
+     P V and epilogue). Tile k is query block num_m - 1 - k % num_m (largest first: under a causal
+     mask they hold the most key tiles) of (head, batch) k / num_m: blocks running together share
+     a head's K and V in L2 (ordered by head first, 132 heads' K/V at once missed L2 and cost
+     8-15%). Both sides walk the same tiles and skip those without keys, so their barrier
+     phases agree. */
+  fa3_tile ti;
   if (wg == 0) {
     setmaxnreg_dec<fa3_regs<WGS>::producer>();
     if (tid == 0) {
-      mbar_arrive_expect_tx(&q_full, CB * BOXQ);
-      for (int cb = 0; cb < CB; ++cb) tma_load_4d(sQ + cb * BOXQ, A.tq, &q_full, cb * 64, m0, h, b);
-      for (int n = n_begin, it = 0; n < n_end; ++n, ++it) {
-        const int st = it % FA3_FWD_STAGES, use = it / FA3_FWD_STAGES;
-        if (use > 0) mbar_wait(&k_empty[st], (use - 1) & 1);
-        mbar_arrive_expect_tx(&k_full[st], CB * BOXK);
+      int kv = 0, qn = 0; /* K/V tiles and Q blocks loaded so far */
+      for (int j = 0, k = fa3_tile_index<SNAKE>(0); k < total; k = fa3_tile_index<SNAKE>(++j)) {
+        fa3_tile_of<BM, BN, SNAKE>(k, total, hb_count, A.chunk, a.p, ti);
+        if (ti.n_end == ti.n_begin) continue;
+        const int qb = qn % QB, quse = qn / QB;
+        if (quse > 0) mbar_wait(&q_empty[qb], (quse - 1) & 1);
+        mbar_arrive_expect_tx(&q_full[qb], CB * BOXQ);
         for (int cb = 0; cb < CB; ++cb)
-          tma_load_4d(sK + (st * CB + cb) * BOXK, A.tk, &k_full[st], cb * 64, n * BN, hk, b);
-        if (use > 0) mbar_wait(&v_empty[st], (use - 1) & 1);
-        mbar_arrive_expect_tx(&v_full[st], CB * BOXK);
-        for (int cb = 0; cb < CB; ++cb)
-          tma_load_4d(sV + (st * CB + cb) * BOXK, A.tv, &v_full[st], cb * 64, n * BN, hk, b);
+          tma_load_4d(sQ + (qb * CB + cb) * BOXQ, A.tq, &q_full[qb], cb * 64, ti.m0, ti.h, ti.b);
+        ++qn;
+        for (int n = ti.n_begin; n < ti.n_end; ++n, ++kv) {
+          const int st = kv % FA3_FWD_STAGES, use = kv / FA3_FWD_STAGES;
+          if (use > 0) mbar_wait(&k_empty[st], (use - 1) & 1);
+          mbar_arrive_expect_tx(&k_full[st], CB * BOXK);
+          for (int cb = 0; cb < CB; ++cb)
+            tma_load_4d(sK + (st * CB + cb) * BOXK, A.tk, &k_full[st], cb * 64, n * BN, ti.hk,
+                        ti.b);
+          if (use > 0) mbar_wait(&v_empty[st], (use - 1) & 1);
+          mbar_arrive_expect_tx(&v_full[st], CB * BOXK);
+          for (int cb = 0; cb < CB; ++cb)
+            tma_load_4d(sV + (st * CB + cb) * BOXK, A.tv, &v_full[st], cb * 64, n * BN, ti.hk,
+                        ti.b);
+        }
       }
     }
     return;
   }
   setmaxnreg_inc<fa3_regs<WGS>::consumer>();
 
-  /* Consumer c: rows m0 + 64 c + [0, 64); this thread's two rows (8 apart). */
+  /* Consumer c: rows m0 + 64 c + [0, 64) of each tile; this thread's two rows (8 apart). */
   const int c = wg - 1, ctid = tid - 128 * wg, warp = ctid / 32, lane = ctid % 32;
   const int t = lane % 4;
-  const int row0 = m0 + 64 * c + 16 * warp + lane / 4;
-  fa3_rows r;
-  for (int w = 0; w < 2; ++w) {
-    int64_t lo, hi;
-    fa_mask_key_range(&mask, row0 + 8 * w, seqlen_k, &lo, &hi);
-    r.lo[w] = (int)lo;
-    r.hi[w] = (int)hi;
-    r.max[w] = -INFINITY;
-    r.sum[w] = 0.0f;
-  }
-  const float sl2 = a.p.softcap > 0.0f ? FA2_LOG2E : a.p.scale * FA2_LOG2E;
-  const unsigned char *q = sQ + c * 64 * 128;
-  /* Each tile's mask class from the block's first and last rows (keys past seqlen_k: partial). */
-  auto class_of = [&](int n) {
-    const int c0 = n * BN;
-    fa_tile_class cls = fa_mask_tile_class_from_ranges(lo_first, hi_first, lo_last, hi_last, c0,
-                                                       min(c0 + BN, seqlen_k));
-    return cls == FA_TILE_FULL && c0 + BN > seqlen_k ? FA_TILE_PARTIAL : cls;
-  };
+  const float sl2 = a.p.scale * FA2_LOG2E;
   /* Ping-pong: wait for this consumer's turn to issue MMAs; pass the turn on after issuing. The
-     last consumer passes the first turn to consumer 0, and consumer 0 takes one more turn at the
-     end (the last consumer's final pass), so that every barrier completes as often as it is
-     waited for. */
-  const int tiles = n_end - n_begin;
+     last consumer passes the first turn to consumer 0 (before its own first turn), and consumer
+     0 takes one more turn at the very end (the last consumer's final pass), so that every
+     barrier completes as often as it is waited for. */
   auto turn_wait = [&]() {
     if (PINGPONG) bar_sync(1 + c, 256);
   };
   auto turn_pass = [&]() {
     if (PINGPONG) bar_arrive(1 + (c + 1) % WGS, 256);
   };
-  if (PINGPONG && c == WGS - 1 && tiles > 0) bar_arrive(1, 256);
-
-  float o[HD / 2], s[BN / 2], alpha[2];
-  uint32_t pa[BN / 16][4];
-#pragma unroll
-  for (int i = 0; i < HD / 2; ++i) o[i] = 0.0f;
-
-  mbar_wait(&q_full, 0);
-  if (OVERLAP && tiles > 0) {
-    /* Tile n_begin: S and its softmax alone. */
-    turn_wait();
-    mbar_wait(&k_full[0], 0);
-    wgmma_fence();
-    fa3_issue_s<HD, BN, BOXQ, BOXK, F16>(s, q, sK);
-    wgmma_commit();
-    turn_pass();
-    wgmma_wait<0>();
-    wgmma_fence_regs(s);
-    mbar_arrive(&k_empty[0]);
-    fa3_softmax<BN>(s, r, class_of(n_begin), n_begin * BN, t, a.p, sl2, alpha);
-    fa3_pack_p<Tr, BN>(s, pa);
-    /* Then per tile: S of this tile and P V of the previous one issued together. */
-    for (int n = n_begin + 1, it = 1; n < n_end; ++n, ++it) {
-      const int st = it % FA3_FWD_STAGES, pst = (it - 1) % FA3_FWD_STAGES;
-      turn_wait();
-      mbar_wait(&k_full[st], (it / FA3_FWD_STAGES) & 1);
-      mbar_wait(&v_full[pst], ((it - 1) / FA3_FWD_STAGES) & 1);
-      wgmma_fence();
-      fa3_issue_s<HD, BN, BOXQ, BOXK, F16>(s, q, sK + st * CB * BOXK);
-      wgmma_commit();
-      fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + pst * CB * BOXK);
-      wgmma_commit();
-      turn_pass();
-      wgmma_wait<1>();
-      wgmma_fence_regs(s);
-      mbar_arrive(&k_empty[st]);
-      fa3_softmax<BN>(s, r, class_of(n), n * BN, t, a.p, sl2, alpha);
-      wgmma_wait<0>();
-      wgmma_fence_regs(o);
-      wgmma_fence_frags(pa);
-      mbar_arrive(&v_empty[pst]);
-      fa3_rescale<HD>(o, alpha);
-      fa3_pack_p<Tr, BN>(s, pa);
-    }
-    /* P V of the last tile. */
-    const int last = tiles - 1, lst = last % FA3_FWD_STAGES;
-    turn_wait();
-    mbar_wait(&v_full[lst], (last / FA3_FWD_STAGES) & 1);
-    wgmma_fence();
-    fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + lst * CB * BOXK);
-    wgmma_commit();
-    turn_pass();
-    wgmma_wait<0>();
-    wgmma_fence_regs(o);
-    wgmma_fence_frags(pa);
-    mbar_arrive(&v_empty[lst]);
-    if (PINGPONG && c == 0) turn_wait();
-  } else if (!OVERLAP) {
-    /* One tile at a time: S, softmax, P V (a turn for each MMA). */
-    for (int n = n_begin, it = 0; n < n_end; ++n, ++it) {
-      const int st = it % FA3_FWD_STAGES, ph = (it / FA3_FWD_STAGES) & 1;
-      turn_wait();
-      mbar_wait(&k_full[st], ph);
-      wgmma_fence();
-      fa3_issue_s<HD, BN, BOXQ, BOXK, F16>(s, q, sK + st * CB * BOXK);
-      wgmma_commit();
-      turn_pass();
-      wgmma_wait<0>();
-      wgmma_fence_regs(s);
-      mbar_arrive(&k_empty[st]);
-      fa3_softmax<BN>(s, r, class_of(n), n * BN, t, a.p, sl2, alpha);
-      fa3_rescale<HD>(o, alpha);
-      fa3_pack_p<Tr, BN>(s, pa);
-      turn_wait();
-      mbar_wait(&v_full[st], ph);
-      wgmma_fence();
-      fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + st * CB * BOXK);
-      wgmma_commit();
-      turn_pass();
-      wgmma_wait<0>();
-      wgmma_fence_regs(o);
-      wgmma_fence_frags(pa);
-      mbar_arrive(&v_empty[st]);
-    }
-    if (PINGPONG && c == 0 && tiles > 0) turn_wait();
-  }
-
-  /* Epilogue: O / l straight from the accumulators (4-byte stores of the real head dim's columns),
-     the LSE in natural log. */
+  bool turned = false;
+  int kv = 0, qn = 0; /* as the producer counts */
   typedef typename Tr::elem E;
-  E *out = static_cast<E *>(a.out) + b * a.o_str.batch + h * a.o_str.head;
-  const int hd = a.p.head_dim;
+
+  for (int j = 0, k = fa3_tile_index<SNAKE>(0); k < total; k = fa3_tile_index<SNAKE>(++j)) {
+    fa3_tile_of<BM, BN, SNAKE>(k, total, hb_count, A.chunk, a.p, ti);
+    const int row0 = ti.m0 + 64 * c + 16 * warp + lane / 4;
+    fa3_rows r;
+    const fa_mask mask = fa2_mask_of(a.p);
+    for (int w = 0; w < 2; ++w) {
+      int64_t lo, hi;
+      fa_mask_key_range(&mask, row0 + 8 * w, seqlen_k, &lo, &hi);
+      r.lo[w] = (int)lo;
+      r.hi[w] = (int)hi;
+      r.max[w] = -INFINITY;
+      r.sum[w] = 0.0f;
+    }
+    /* Whether the key tile at c0 holds only keys both of this thread's rows see (their ranges
+       end at seqlen_k at most): then no element needs the mask. */
+    auto class_of = [&](int n) {
+      return n * BN >= max(r.lo[0], r.lo[1]) && n * BN + BN <= min(r.hi[0], r.hi[1])
+                 ? FA_TILE_FULL
+                 : FA_TILE_PARTIAL;
+    };
+    const int tiles = ti.n_end - ti.n_begin;
+
+    float o[HD / 2], s[BN / 2], alpha[2];
+    uint32_t pa[BN / 16][4];
 #pragma unroll
-  for (int w = 0; w < 2; ++w) {
-    float l = r.sum[w];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const float inv = fa_softmax_out_scale(l);
-    const int i = row0 + 8 * w;
-    if (i >= seqlen_q) continue;
+    for (int i = 0; i < HD / 2; ++i) o[i] = 0.0f;
+
+    if (tiles > 0) {
+      if (PINGPONG && !turned && c == WGS - 1) bar_arrive(1, 256);
+      turned = true;
+      mbar_wait(&q_full[qn % QB], (qn / QB) & 1);
+    }
+    const unsigned char *q = sQ + (qn % QB) * CB * BOXQ + c * 64 * 128;
+    if (OVERLAP && tiles > 0) {
+      /* Key tile n_begin: S and its softmax alone. */
+      int st = kv % FA3_FWD_STAGES;
+      turn_wait();
+      mbar_wait(&k_full[st], (kv / FA3_FWD_STAGES) & 1);
+      wgmma_fence();
+      fa3_issue_s<HD, BN, BOXQ, BOXK, F16>(s, q, sK + st * CB * BOXK);
+      wgmma_commit();
+      turn_pass();
+      wgmma_wait<0>();
+      wgmma_fence_regs(s);
+      mbar_arrive(&k_empty[st]);
+      fa3_softmax<BN>(s, r, class_of(ti.n_begin), ti.n_begin * BN, t, a.p, sl2, alpha);
+      fa3_pack_p<Tr, BN>(s, pa);
+      ++kv;
+      /* Then per key tile: S of this tile and P V of the previous one issued together. */
+      for (int n = ti.n_begin + 1; n < ti.n_end; ++n, ++kv) {
+        const int pst = (kv - 1) % FA3_FWD_STAGES;
+        st = kv % FA3_FWD_STAGES;
+        turn_wait();
+        mbar_wait(&k_full[st], (kv / FA3_FWD_STAGES) & 1);
+        mbar_wait(&v_full[pst], ((kv - 1) / FA3_FWD_STAGES) & 1);
+        wgmma_fence();
+        fa3_issue_s<HD, BN, BOXQ, BOXK, F16>(s, q, sK + st * CB * BOXK);
+        wgmma_commit();
+        fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + pst * CB * BOXK);
+        wgmma_commit();
+        turn_pass();
+        wgmma_wait<1>();
+        wgmma_fence_regs(s);
+        mbar_arrive(&k_empty[st]);
+        fa3_softmax<BN>(s, r, class_of(n), n * BN, t, a.p, sl2, alpha);
+        wgmma_wait<0>();
+        wgmma_fence_regs(o);
+        wgmma_fence_frags(pa);
+        mbar_arrive(&v_empty[pst]);
+        fa3_rescale<HD>(o, alpha);
+        fa3_pack_p<Tr, BN>(s, pa);
+      }
+      /* Every S of the tile has been read: Q may be replaced. Then P V of the last key tile. */
+      mbar_arrive(&q_empty[qn % QB]);
+      const int lst = (kv - 1) % FA3_FWD_STAGES;
+      turn_wait();
+      mbar_wait(&v_full[lst], ((kv - 1) / FA3_FWD_STAGES) & 1);
+      wgmma_fence();
+      fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + lst * CB * BOXK);
+      wgmma_commit();
+      turn_pass();
+      wgmma_wait<0>();
+      wgmma_fence_regs(o);
+      wgmma_fence_frags(pa);
+      mbar_arrive(&v_empty[lst]);
+    } else if (!OVERLAP && tiles > 0) {
+      /* One key tile at a time: S, softmax, P V (a turn for each MMA). */
+      for (int n = ti.n_begin; n < ti.n_end; ++n, ++kv) {
+        const int st = kv % FA3_FWD_STAGES, ph = (kv / FA3_FWD_STAGES) & 1;
+        turn_wait();
+        mbar_wait(&k_full[st], ph);
+        wgmma_fence();
+        fa3_issue_s<HD, BN, BOXQ, BOXK, F16>(s, q, sK + st * CB * BOXK);
+        wgmma_commit();
+        turn_pass();
+        wgmma_wait<0>();
+        wgmma_fence_regs(s);
+        mbar_arrive(&k_empty[st]);
+        if (n + 1 == ti.n_end) mbar_arrive(&q_empty[qn % QB]);
+        fa3_softmax<BN>(s, r, class_of(n), n * BN, t, a.p, sl2, alpha);
+        fa3_rescale<HD>(o, alpha);
+        fa3_pack_p<Tr, BN>(s, pa);
+        turn_wait();
+        mbar_wait(&v_full[st], ph);
+        wgmma_fence();
+        fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + st * CB * BOXK);
+        wgmma_commit();
+        turn_pass();
+        wgmma_wait<0>();
+        wgmma_fence_regs(o);
+        wgmma_fence_frags(pa);
+        mbar_arrive(&v_empty[st]);
+      }
+    }
+
+    if (tiles > 0) ++qn;
+
+    /* Epilogue: O / l straight from the accumulators (4-byte stores of the real head dim's
+       columns), the LSE in natural log. The tile's coordinates are computed again from an opaque
+       copy of k rather than kept in registers through the main loop (at head dim 256 that
+       spilled). */
+    int k_again = k;
+    asm volatile("" : "+r"(k_again));
+    fa3_tile_of<BM, BN, SNAKE>(k_again, total, hb_count, A.chunk, a.p, ti);
+    const int row0_again = ti.m0 + 64 * c + 16 * warp + lane / 4;
+    E *out = static_cast<E *>(a.out) + ti.b * a.o_str.batch + ti.h * a.o_str.head;
+    const int hd = a.p.head_dim;
 #pragma unroll
-    for (int j = 0; j < HD / 8; ++j)
-      if (8 * j < hd)
-        *reinterpret_cast<uint32_t *>(out + (int64_t)i * a.o_str.row + 8 * j + 2 * t) =
-            Tr::pack(o[4 * j + 2 * w] * inv, o[4 * j + 2 * w + 1] * inv);
-    if (a.lse && t == 0)
-      a.lse[b * a.lse_str.batch + h * a.lse_str.head + (int64_t)i * a.lse_str.row] =
-          l > 0.0f ? r.max[w] * sl2 * FA2_LN2 + logf(l) : -INFINITY;
+    for (int w = 0; w < 2; ++w) {
+      float l = r.sum[w];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float inv = fa_softmax_out_scale(l);
+      const int i = row0_again + 8 * w;
+      if (i >= seqlen_q) continue;
+#pragma unroll
+      for (int j = 0; j < HD / 8; ++j)
+        if (8 * j < hd)
+          *reinterpret_cast<uint32_t *>(out + (int64_t)i * a.o_str.row + 8 * j + 2 * t) =
+              Tr::pack(o[4 * j + 2 * w] * inv, o[4 * j + 2 * w + 1] * inv);
+      if (a.lse && t == 0)
+        a.lse[ti.b * a.lse_str.batch + ti.h * a.lse_str.head + (int64_t)i * a.lse_str.row] =
+            l > 0.0f ? r.max[w] * sl2 * FA2_LN2 + logf(l) : -INFINITY;
+    }
   }
+  if (PINGPONG && c == 0 && turned) turn_wait();
 }
 
 #endif /* FA_CUDA_FA3_FWD_CUH */

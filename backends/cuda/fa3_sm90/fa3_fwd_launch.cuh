@@ -15,22 +15,27 @@ template <typename Tr, int HD, int WGS, int BN, int FLAGS>
 int fa3_launch(const fa3_fwd_args *a) {
   const fa2_problem &p = a->a.p;
   if (p.seqlen_q == 0 || p.heads_q == 0 || p.batch == 0) return 0;
-  const dim3 grid((unsigned)((p.seqlen_q + 64 * WGS - 1) / (64 * WGS)), (unsigned)p.heads_q,
-                  (unsigned)p.batch);
-  fa3_fwd_kernel<Tr, HD, WGS, BN, FLAGS>
-      <<<grid, 128 * (WGS + 1), FA3_FWD_SMEM(HD, WGS, BN), static_cast<cudaStream_t>(p.stream)>>>(
-          *a);
+  /* One block per tile, or (FA3_PERSISTENT) at most one per SM, each looping over its tiles. */
+  const int64_t tiles = (int64_t)((p.seqlen_q + 64 * WGS - 1) / (64 * WGS)) * p.heads_q * p.batch;
+  const int64_t blocks =
+      (FLAGS & FA3_PERSISTENT) && a->sm_count > 0 && a->sm_count < tiles ? a->sm_count : tiles;
+  if (tiles > INT32_MAX) return (int)cudaErrorInvalidConfiguration;
+  const dim3 grid((unsigned)blocks);
+  fa3_fwd_kernel<Tr, HD, WGS, BN, FLAGS><<<grid, 128 * (WGS + 1), FA3_FWD_SMEM(HD, WGS, BN, FLAGS),
+                                           static_cast<cudaStream_t>(p.stream)>>>(*a);
   return (int)cudaGetLastError();
+}
+
+template <typename K>
+cudaError_t fa3_opt_in(K kernel, int bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
 template <int HD, int WGS, int BN, int FLAGS>
 int fa3_prepare() {
-  const int bytes = (int)FA3_FWD_SMEM(HD, WGS, BN);
-  cudaError_t e = cudaFuncSetAttribute(fa3_fwd_kernel<fa_f16, HD, WGS, BN, FLAGS>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(fa3_fwd_kernel<fa_bf16, HD, WGS, BN, FLAGS>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  const int bytes = (int)FA3_FWD_SMEM(HD, WGS, BN, FLAGS);
+  cudaError_t e = fa3_opt_in(fa3_fwd_kernel<fa_f16, HD, WGS, BN, FLAGS>, bytes);
+  if (e == cudaSuccess) e = fa3_opt_in(fa3_fwd_kernel<fa_bf16, HD, WGS, BN, FLAGS>, bytes);
   return (int)e;
 }
 

@@ -15,7 +15,7 @@
    64 * (wgs),                              \
    bn,                                      \
    flags,                                   \
-   FA3_FWD_SMEM(hd, wgs, bn),               \
+   FA3_FWD_SMEM(hd, wgs, bn, flags),        \
    fa3_fwd_launch_##name,                   \
    fa3_fwd_prepare_##name},
 static const fa3_fwd_config configs[] = {FA3_FWD_CONFIGS(FA3_ENTRY)};
@@ -50,6 +50,32 @@ const fa3_fwd_config *fa3_fwd_config_for(int64_t head_dim, const char *name) {
   return NULL;
 }
 
+/* The defaults, from the same-run A/B on the H200 (bench/NOTES.md, 2026-12-01 session 9): without
+   a mask every tile costs the same and the persistent grid wins at short sequences; under a mask
+   the hardware's dynamic block scheduling balances better than a static one. */
+static const char *default_name(int padded, int masked, int64_t seqlen_k) {
+  switch (padded) {
+    case 64:
+      return !masked ? "hd64_3x128_opp" : seqlen_k <= 4096 ? "hd64_3x128_ops" : "hd64_3x128_op";
+    case 128:
+      return !masked ? "hd128_2x176_opp" : seqlen_k >= 4096 ? "hd128_2x176_op" : "hd128_2x128_op";
+    default:
+      return masked ? "hd256_2x80_op" : "hd256_2x80_opp";
+  }
+}
+
+const fa3_fwd_config *fa3_fwd_pick(int64_t head_dim, int masked, int64_t seqlen_k,
+                                   int64_t smem_limit) {
+  const int padded = fa3_fwd_padded_head_dim(head_dim);
+  if (!padded) return NULL;
+  const fa3_fwd_config *c = fa3_fwd_config_for(head_dim, default_name(padded, masked, seqlen_k));
+  if (c && (int64_t)c->smem_bytes <= smem_limit) return c;
+  for (int i = 0; i < CONFIG_COUNT; ++i)
+    if (configs[i].head_dim_padded == padded && (int64_t)configs[i].smem_bytes <= smem_limit)
+      return &configs[i];
+  return NULL;
+}
+
 /* A (batch, seqlen, heads, head dim) tensor with strides in elements, boxes of `rows` rows x 64
    columns (columns past head_dim, up to the padded head dim, read as zeros). */
 static int map_of(void *map, int bf16, const void *base, const fa2_strides *st, int32_t batch,
@@ -77,5 +103,11 @@ int fa3_fwd_launch(fa3_fwd_args *x, const fa3_fwd_config *cfg, char *err, size_t
       map_of(x->tv, p->bf16, a->v, &a->v_str, p->batch, p->seqlen_k, p->heads_kv, p->head_dim,
              (uint32_t)cfg->tile_n, err, err_len))
     return -1;
+  /* SNAKE's chunk: the (head, batch) pairs whose K and V take about 24 MB (half the H100/H200
+     L2), at least one. */
+  const int64_t kv_bytes = 4 * (int64_t)p->seqlen_k * p->head_dim;
+  const int64_t pairs = (int64_t)p->heads_q * p->batch;
+  int64_t chunk = kv_bytes > 0 ? ((int64_t)24 << 20) / kv_bytes : pairs;
+  x->chunk = (int32_t)(chunk < 1 ? 1 : chunk > pairs ? pairs : chunk);
   return cfg->launch(x);
 }
