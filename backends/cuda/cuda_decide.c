@@ -140,7 +140,7 @@ static int fa3_takes(const fa_request *req, const cuda_device_info *dev, const v
     return snprintf(why, n, "FA_CUDA_FA3_CONFIG names '%.*s', which is no fa3 configuration",
                     (int)strcspn(unknown, ","), unknown),
            -1;
-  *from_env = c != NULL;
+  const int named = c != NULL;
   const fa_params *p = req->params;
   if (!c)
     c = fa3_fwd_pick(req->head_dim, p->causal || p->window_enabled, req->seqlen_k, dev->smem_optin);
@@ -163,6 +163,7 @@ static int fa3_takes(const fa_request *req, const cuda_device_info *dev, const v
       if (ts[i]->strides[d] < 0)
         return snprintf(why, n, "cuda.fa3 reads by TMA, which takes no negative strides"), 0;
   *cfg = c;
+  *from_env = named;
   return 1;
 #else
   (void)req;

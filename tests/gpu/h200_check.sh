@@ -36,7 +36,8 @@
 #   fa3cfg.<name>, fa3san.<name>
 #                every fa3 forward configuration (fa3_args.h) picked by FA_CUDA_FA3_CONFIG: the
 #                conformance cases of its head dims; racecheck + synccheck on cuda_smoke
-#                (--no-fa3 skips them); log in $OUT/fa3_configs.log
+#                (--no-fa3 skips them; FA3_CHECK_CONFIGS="a b" checks those only); log in
+#                $OUT/fa3_configs.log
 #   sm90probe    bin/sm90_probe: TMA loads, mbarrier, wgmma with both descriptor forms vs float64
 #   sass         cuobjdump --dump-sass lib/libfa_cuda.so: HMMA instructions must be there; LDL/STL
 #                (local-memory spills) counted, per kernel, in $OUT/sass_counts.txt; every fa3
@@ -234,7 +235,7 @@ if [ "$DO_FA3" -eq 1 ]; then
   banner "fa3 configurations"
   : > "$OUT/fa3_configs.log"
   SANITIZER=${SANITIZER:-$(find_tool compute-sanitizer)}
-  for cfg in $(sed -n 's/^ *X(\(hd[0-9]*_[a-z0-9_]*\),.*/\1/p' backends/cuda/fa3_sm90/fa3_args.h); do
+  for cfg in ${FA3_CHECK_CONFIGS:-$(sed -n 's/^ *X(\(hd[0-9]*_[a-z0-9_]*\),.*/\1/p' backends/cuda/fa3_sm90/fa3_args.h)}; do
     hd=${cfg%%_*}
     hd=${hd#hd}
     dims=$hd

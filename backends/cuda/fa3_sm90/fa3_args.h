@@ -52,16 +52,12 @@ extern "C" {
   X(hd128_2x176_op, 128, 2, 176, FA3_OP)                  \
   X(hd128_2x176_opp, 128, 2, 176, FA3_OPP)                \
   X(hd128_2x128_opp, 128, 2, 128, FA3_OPP)                \
-  X(hd128_2x128_ops, 128, 2, 128, FA3_OPS)                \
   X(hd128_2x128_oppq, 128, 2, 128, FA3_OPP | FA3_QDOUBLE) \
   X(hd128_2x128_opq, 128, 2, 128, FA3_OP | FA3_QDOUBLE)   \
-  X(hd128_2x176_ops, 128, 2, 176, FA3_OPS)                \
   X(hd128_2x128_op, 128, 2, 128, FA3_OP)                  \
   X(hd128_2x128_v0, 128, 2, 128, 0)                       \
   X(hd256_2x80_op, 256, 2, 80, FA3_OP)                    \
-  X(hd256_2x64_opp, 256, 2, 64, FA3_OPP)                  \
-  X(hd256_2x80_opp, 256, 2, 80, FA3_OPP)                  \
-  X(hd256_2x80_ops, 256, 2, 80, FA3_OPS)
+  X(hd256_2x80_opp, 256, 2, 80, FA3_OPP)
 
 /* Two K/V stages, Q once, each in 64-column boxes; 1 KiB for the alignment the 128-byte swizzle
    needs. */

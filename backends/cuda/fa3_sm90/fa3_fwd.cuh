@@ -38,17 +38,20 @@ struct fa3_regs {
   static_assert(producer * 128 + consumer * 128 * WGS <= 65536, "register file");
 };
 
-/* S = Q Kᵀ of one consumer: k-step ks is 16 columns, 32 bytes into 64-column box ks / 4. */
+/* S = Q Kᵀ of one consumer: k-step ks is 16 columns, 32 bytes into 64-column box ks / 4. One
+   descriptor per operand from an opaque base, stepped by adding the k-step's offset to its
+   start-address field (16-byte units; no carry: shared addresses are below 256 KiB). Built per
+   k-step from addresses, the compiler hoisted all 2 x HD / 16 descriptors out of the loop into
+   registers, which spilled once the tile loop held more state. */
 template <int HD, int BN, int BOXQ, int BOXK, bool F16>
 __device__ __forceinline__ void fa3_issue_s(float (&s)[BN / 2], const unsigned char *q,
                                             const unsigned char *k) {
-  /* Opaque bases: hoisted out of the loop, the 2 x HD / 16 descriptors held registers. */
-  const uint32_t qa = smem_addr_opaque(q), ka = smem_addr_opaque(k);
+  const uint64_t dq = wgmma_desc_sw128_at(smem_addr_opaque(q), 16, 1024);
+  const uint64_t dk = wgmma_desc_sw128_at(smem_addr_opaque(k), 16, 1024);
 #pragma unroll
   for (int ks = 0; ks < HD / 16; ++ks) {
     const int qoff = (ks / 4) * BOXQ + (ks % 4) * 32, koff = (ks / 4) * BOXK + (ks % 4) * 32;
-    wgmma_n<BN>::template ss<0, F16>(s, wgmma_desc_sw128_at(qa + qoff, 16, 1024),
-                                     wgmma_desc_sw128_at(ka + koff, 16, 1024), ks > 0);
+    wgmma_n<BN>::template ss<0, F16>(s, dq + (qoff >> 4), dk + (koff >> 4), ks > 0);
   }
 }
 
@@ -56,10 +59,10 @@ __device__ __forceinline__ void fa3_issue_s(float (&s)[BN / 2], const unsigned c
 template <int HD, int BN, int BOXK, bool F16>
 __device__ __forceinline__ void fa3_issue_pv(float (&o)[HD / 2], const uint32_t (&pa)[BN / 16][4],
                                              const unsigned char *v) {
-  const uint32_t va = smem_addr_opaque(v);
+  const uint64_t dv = wgmma_desc_sw128_at(smem_addr_opaque(v), BOXK, 1024);
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk)
-    wgmma_n<HD>::template rs<1, F16>(o, pa[kk], wgmma_desc_sw128_at(va + kk * 2048, BOXK, 1024), 1);
+    wgmma_n<HD>::template rs<1, F16>(o, pa[kk], dv + (kk * 2048 >> 4), 1);
 }
 
 /* A consumer's running softmax state for its thread's two rows (8 apart). */
