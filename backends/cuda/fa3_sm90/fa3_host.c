@@ -42,10 +42,17 @@ int fa3_fwd_padded_head_dim(int64_t head_dim) {
   }
 }
 
+/* strcmp(a, b) == 0, without GCC's -Wstring-compare false positive once fa3_fwd_pick's literal
+   names are inlined into the loop. */
+static int same_name(const char *a, const char *b) {
+  const size_t n = strlen(a);
+  return n == strlen(b) && memcmp(a, b, n) == 0;
+}
+
 const fa3_fwd_config *fa3_fwd_config_for(int64_t head_dim, const char *name) {
   const int padded = fa3_fwd_padded_head_dim(head_dim);
   for (int i = 0; i < CONFIG_COUNT; ++i)
-    if (configs[i].head_dim_padded == padded && (!name || !strcmp(name, configs[i].name)))
+    if (configs[i].head_dim_padded == padded && (!name || same_name(name, configs[i].name)))
       return &configs[i];
   return NULL;
 }
