@@ -32,11 +32,6 @@ extern "C" {
 /* QDOUBLE: two Q buffers, so that the next tile's Q loads while this tile still reads its own
    (with one, it can load only after this tile's last Q Kᵀ). */
 #define FA3_QDOUBLE 16
-/* LAZY_RESCALE: a row's max moves (and O is rescaled) only when it grows by more than 8 in log2
-   units (FlashAttention-4's conditional rescaling; exact at the end). EXP2_EMU: one exp2 in six
-   by a polynomial on the FMA pipe (FlashAttention-4's partial emulation). See fa3_softmax. */
-#define FA3_LAZY_RESCALE 64
-#define FA3_EXP2_EMU 128
 
 /* The compiled configurations: X(name, padded head dim, consumer warpgroups, key tile, flags).
    A block holds 64 query rows per consumer warpgroup; fa3_fwd_pick names the defaults, the
@@ -46,29 +41,23 @@ extern "C" {
 #define FA3_OP (FA3_OVERLAP | FA3_PINGPONG)
 #define FA3_OPP (FA3_OVERLAP | FA3_PINGPONG | FA3_PERSISTENT)
 #define FA3_OPS (FA3_OPP | FA3_SNAKE)
-#define FA3_FWD_CONFIGS(X)                                                      \
-  X(hd64_3x128_op, 64, 3, 128, FA3_OP)                                          \
-  X(hd64_3x128_opp, 64, 3, 128, FA3_OPP)                                        \
-  X(hd64_3x128_ops, 64, 3, 128, FA3_OPS)                                        \
-  X(hd64_3x128_oppq, 64, 3, 128, FA3_OPP | FA3_QDOUBLE)                         \
-  X(hd64_3x128_opsq, 64, 3, 128, FA3_OPS | FA3_QDOUBLE)                         \
-  X(hd64_3x128_opp_l, 64, 3, 128, FA3_OPP | FA3_LAZY_RESCALE)                   \
-  X(hd64_3x128_opp_le, 64, 3, 128, FA3_OPP | FA3_LAZY_RESCALE | FA3_EXP2_EMU)   \
-  X(hd64_2x128_opp, 64, 2, 128, FA3_OPP)                                        \
-  X(hd64_2x128_v0, 64, 2, 128, 0)                                               \
-  X(hd128_2x176_op, 128, 2, 176, FA3_OP)                                        \
-  X(hd128_2x176_opp, 128, 2, 176, FA3_OPP)                                      \
-  X(hd128_2x176_opp_l, 128, 2, 176, FA3_OPP | FA3_LAZY_RESCALE)                 \
-  X(hd128_2x176_opp_le, 128, 2, 176, FA3_OPP | FA3_LAZY_RESCALE | FA3_EXP2_EMU) \
-  X(hd128_2x128_opp, 128, 2, 128, FA3_OPP)                                      \
-  X(hd128_2x128_oppq, 128, 2, 128, FA3_OPP | FA3_QDOUBLE)                       \
-  X(hd128_2x128_opq, 128, 2, 128, FA3_OP | FA3_QDOUBLE)                         \
-  X(hd128_2x128_op, 128, 2, 128, FA3_OP)                                        \
-  X(hd128_2x128_v0, 128, 2, 128, 0)                                             \
-  X(hd256_2x80_op, 256, 2, 80, FA3_OP)                                          \
-  X(hd256_2x80_opp, 256, 2, 80, FA3_OPP)                                        \
-  X(hd256_2x80_opp_l, 256, 2, 80, FA3_OPP | FA3_LAZY_RESCALE)                   \
-  X(hd256_2x80_opp_le, 256, 2, 80, FA3_OPP | FA3_LAZY_RESCALE | FA3_EXP2_EMU)
+#define FA3_FWD_CONFIGS(X)                                \
+  X(hd64_3x128_op, 64, 3, 128, FA3_OP)                    \
+  X(hd64_3x128_opp, 64, 3, 128, FA3_OPP)                  \
+  X(hd64_3x128_ops, 64, 3, 128, FA3_OPS)                  \
+  X(hd64_3x128_oppq, 64, 3, 128, FA3_OPP | FA3_QDOUBLE)   \
+  X(hd64_3x128_opsq, 64, 3, 128, FA3_OPS | FA3_QDOUBLE)   \
+  X(hd64_2x128_opp, 64, 2, 128, FA3_OPP)                  \
+  X(hd64_2x128_v0, 64, 2, 128, 0)                         \
+  X(hd128_2x176_op, 128, 2, 176, FA3_OP)                  \
+  X(hd128_2x176_opp, 128, 2, 176, FA3_OPP)                \
+  X(hd128_2x128_opp, 128, 2, 128, FA3_OPP)                \
+  X(hd128_2x128_oppq, 128, 2, 128, FA3_OPP | FA3_QDOUBLE) \
+  X(hd128_2x128_opq, 128, 2, 128, FA3_OP | FA3_QDOUBLE)   \
+  X(hd128_2x128_op, 128, 2, 128, FA3_OP)                  \
+  X(hd128_2x128_v0, 128, 2, 128, 0)                       \
+  X(hd256_2x80_op, 256, 2, 80, FA3_OP)                    \
+  X(hd256_2x80_opp, 256, 2, 80, FA3_OPP)
 
 /* Two K/V stages, Q once, each in 64-column boxes; 1 KiB for the alignment the 128-byte swizzle
    needs. */

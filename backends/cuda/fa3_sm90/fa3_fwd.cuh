@@ -74,6 +74,9 @@ struct fa3_rows {
 /* Mask and online softmax of one tile of scores (keys c0..c0 + BN), in place: s becomes
    P; alpha gets each row's rescale factor for O (the caller applies it once P V of the previous
    tile no longer reads O). */
+/* Mask and online softmax of one tile of scores (keys c0..c0 + BN), in place: s becomes
+   P; alpha gets each row's rescale factor for O (the caller applies it once P V of the previous
+   tile no longer reads O). */
 /* 2^x by a cubic on the FMA pipe instead of the MUFU unit (FlashAttention-4's partial exp2
    emulation): x = n + f with n = round(x) by the 1.5 * 2^23 trick, 2^f on [-1/2, 1/2] by a cubic
    fitted for relative error (7.5e-5, below the 3.9e-3 of P's bf16 rounding), n added to the
@@ -89,15 +92,11 @@ __device__ __forceinline__ float fa3_exp2_poly(float x) {
 
 /* Mask and online softmax of one tile of scores (keys c0..c0 + BN), in place: s becomes P; alpha
    gets each row's rescale factor for O (the caller applies it once P V of the previous tile no
-   longer reads O). FLAGS: FA3_LAZY_RESCALE keeps a row's running max (alpha 1) unless the new
-   one exceeds it by more than 8 in log2 units (P then reaches 2^8 at most; O and l share the
-   stale max, so the final O / l and the LSE stay exact); FA3_EXP2_EMU computes one exp2 in six
-   (one element of every third 8-key group) with fa3_exp2_poly. */
-template <int BN, int FLAGS>
+   longer reads O). (FlashAttention-4's conditional rescaling and partial exp2 emulation were
+   tried here and measured no gain: bench/NOTES.md, commit ce7b292.) */
+template <int BN>
 __device__ __forceinline__ void fa3_softmax(float (&s)[BN / 2], fa3_rows &r, fa_tile_class cls,
-                                            int c0, int t, const fa2_problem &p, float sl2,
-                                            float (&alpha)[2]) {
-  (void)p;
+                                            int c0, int t, float sl2, float (&alpha)[2]) {
   if (cls != FA_TILE_FULL) {
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j)
@@ -115,8 +114,6 @@ __device__ __forceinline__ void fa3_softmax(float (&s)[BN / 2], fa3_rows &r, fa_
     for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * w], s[4 * j + 2 * w + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    if ((FLAGS & FA3_LAZY_RESCALE) && r.max[w] != -INFINITY && (mx - r.max[w]) * sl2 <= 8.0f)
-      mx = r.max[w];
     const float ms = fa_softmax_safe_max(mx) * sl2;
     alpha[w] = r.max[w] == -INFINITY ? 0.0f : fast_exp2(r.max[w] * sl2 - ms);
     r.max[w] = mx;
@@ -125,22 +122,12 @@ __device__ __forceinline__ void fa3_softmax(float (&s)[BN / 2], fa3_rows &r, fa_
     for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const float x = s[4 * j + 2 * w + e] * sl2 - ms;
-        const float pe =
-            (FLAGS & FA3_EXP2_EMU) && j % 3 == 2 && e == 0 ? fa3_exp2_poly(x) : fast_exp2(x);
+        const float pe = fast_exp2(s[4 * j + 2 * w + e] * sl2 - ms);
         s[4 * j + 2 * w + e] = pe;
         sum += pe;
       }
     r.sum[w] = r.sum[w] * alpha[w] + sum;
   }
-}
-
-/* Whether O needs rescaling: with FA3_LAZY_RESCALE only when some row of the warp changed its
-   max (a warp-uniform branch). */
-template <int FLAGS>
-__device__ __forceinline__ bool fa3_needs_rescale(const float (&alpha)[2]) {
-  if (!(FLAGS & FA3_LAZY_RESCALE)) return true;
-  return __any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f);
 }
 
 template <int HD>
@@ -348,7 +335,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       wgmma_wait<0>();
       wgmma_fence_regs(s);
       mbar_arrive(&k_empty[st]);
-      fa3_softmax<BN, FLAGS>(s, r, class_of(ti.n_begin), ti.n_begin * BN, t, a.p, sl2, alpha);
+      fa3_softmax<BN>(s, r, class_of(ti.n_begin), ti.n_begin * BN, t, sl2, alpha);
       fa3_pack_p<Tr, BN>(s, pa);
       ++kv;
       /* Then per key tile: S of this tile and P V of the previous one issued together. */
@@ -367,12 +354,12 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         wgmma_wait<1>();
         wgmma_fence_regs(s);
         mbar_arrive(&k_empty[st]);
-        fa3_softmax<BN, FLAGS>(s, r, class_of(n), n * BN, t, a.p, sl2, alpha);
+        fa3_softmax<BN>(s, r, class_of(n), n * BN, t, sl2, alpha);
         wgmma_wait<0>();
         wgmma_fence_regs(o);
         wgmma_fence_frags(pa);
         mbar_arrive(&v_empty[pst]);
-        if (fa3_needs_rescale<FLAGS>(alpha)) fa3_rescale<HD>(o, alpha);
+        fa3_rescale<HD>(o, alpha);
         fa3_pack_p<Tr, BN>(s, pa);
       }
       /* Every S of the tile has been read: Q may be replaced. Then P V of the last key tile. */
@@ -402,8 +389,8 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         wgmma_fence_regs(s);
         mbar_arrive(&k_empty[st]);
         if (n + 1 == ti.n_end) mbar_arrive(&q_empty[qn % QB]);
-        fa3_softmax<BN, FLAGS>(s, r, class_of(n), n * BN, t, a.p, sl2, alpha);
-        if (fa3_needs_rescale<FLAGS>(alpha)) fa3_rescale<HD>(o, alpha);
+        fa3_softmax<BN>(s, r, class_of(n), n * BN, t, sl2, alpha);
+        fa3_rescale<HD>(o, alpha);
         fa3_pack_p<Tr, BN>(s, pa);
         turn_wait();
         mbar_wait(&v_full[st], ph);
