@@ -48,14 +48,12 @@ extern "C" {
   X(hd64_3x128_oppq, 64, 3, 128, FA3_OPP | FA3_QDOUBLE)   \
   X(hd64_3x128_opsq, 64, 3, 128, FA3_OPS | FA3_QDOUBLE)   \
   X(hd64_2x128_opp, 64, 2, 128, FA3_OPP)                  \
-  X(hd64_2x128_v0, 64, 2, 128, 0)                         \
   X(hd128_2x176_op, 128, 2, 176, FA3_OP)                  \
   X(hd128_2x176_opp, 128, 2, 176, FA3_OPP)                \
   X(hd128_2x128_opp, 128, 2, 128, FA3_OPP)                \
   X(hd128_2x128_oppq, 128, 2, 128, FA3_OPP | FA3_QDOUBLE) \
   X(hd128_2x128_opq, 128, 2, 128, FA3_OP | FA3_QDOUBLE)   \
   X(hd128_2x128_op, 128, 2, 128, FA3_OP)                  \
-  X(hd128_2x128_v0, 128, 2, 128, 0)                       \
   X(hd256_2x80_op, 256, 2, 80, FA3_OP)                    \
   X(hd256_2x80_opp, 256, 2, 80, FA3_OPP)
 
