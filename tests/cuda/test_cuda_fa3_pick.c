@@ -1,0 +1,151 @@
+/*
+ * test_cuda_fa3_pick.c: the FlashAttention-3 forward's host-side choices
+ * (backends/cuda/fa3_sm90/fa3_host.c), no GPU needed: which head dims fa3 runs and at which padded
+ * head dim, the default configuration per head dim, mask and key count (the measured rules of
+ * bench/NOTES.md), the fallback to a configuration that fits a smaller shared memory, lookups by
+ * name, the configuration table's own consistency, and a launch with a configuration of another
+ * head dim refused before anything reaches the device. The kernels' entry points are stubs here.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cuda/fa3_sm90/fa3_args.h"
+#include "backends/cuda/fa3_sm90/tma_map.h"
+
+/* Stubs for what the kernels' objects and tma_map.c define: a launch here would be a bug. */
+static int g_launched = 0;
+#define FA3_STUB(name, hd, wgs, bn, flags)           \
+  int fa3_fwd_launch_##name(const fa3_fwd_args *a) { \
+    (void)a;                                         \
+    g_launched = 1;                                  \
+    return -1;                                       \
+  }                                                  \
+  int fa3_fwd_prepare_##name(void) { return -1; }
+FA3_FWD_CONFIGS(FA3_STUB)
+#undef FA3_STUB
+int fa_tma_map(void *map, int bf16, const void *base, int rank, const uint64_t *dims,
+               const uint64_t *strides, const uint32_t *box, char *err, size_t err_len) {
+  (void)map, (void)bf16, (void)base, (void)rank, (void)dims, (void)strides, (void)box;
+  snprintf(err, err_len, "stub");
+  return -1;
+}
+
+static int g_failed = 0;
+#define EXPECT(cond, ...)                         \
+  do {                                            \
+    if (!(cond)) {                                \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+      printf(__VA_ARGS__);                        \
+      printf("\n");                               \
+      g_failed = 1;                               \
+    }                                             \
+  } while (0)
+
+enum { H200_SMEM = 232448, A100_SMEM = 166912, SM86_SMEM = 101376 };
+
+static const char *pick_name(int64_t d, int masked, int64_t sk, int64_t limit) {
+  const fa3_fwd_config *c = fa3_fwd_pick(d, masked, sk, limit);
+  return c ? c->name : "(none)";
+}
+
+static void expect_pick(int64_t d, int masked, int64_t sk, const char *want) {
+  const char *got = pick_name(d, masked, sk, H200_SMEM);
+  EXPECT(!strcmp(got, want), "hd%lld masked %d seqlen_k %lld: picked %s, expected %s", (long long)d,
+         masked, (long long)sk, got, want);
+}
+
+int main(void) {
+  /* Head dims: 64, 96, 128, 192, 256 (96 and 192 on the 128 and 256 kernels), nothing else. */
+  const int64_t dims[][2] = {{64, 64}, {96, 128}, {128, 128}, {192, 256}, {256, 256},
+                             {0, 0},   {8, 0},    {32, 0},    {72, 0},    {80, 0},
+                             {160, 0}, {200, 0},  {224, 0},   {512, 0},   {-64, 0}};
+  for (size_t i = 0; i < sizeof dims / sizeof dims[0]; ++i)
+    EXPECT(fa3_fwd_padded_head_dim(dims[i][0]) == dims[i][1], "padded head dim of %lld: %d",
+           (long long)dims[i][0], fa3_fwd_padded_head_dim(dims[i][0]));
+
+  /* The measured defaults on an H200 (227 KiB of shared memory). */
+  expect_pick(64, 0, 1024, "hd64_3x128_opp");
+  expect_pick(64, 0, 16384, "hd64_3x128_opp");
+  expect_pick(64, 1, 1024, "hd64_3x128_ops");
+  expect_pick(64, 1, 4096, "hd64_3x128_ops");
+  expect_pick(64, 1, 4097, "hd64_3x128_op");
+  expect_pick(128, 0, 512, "hd128_2x176_opp");
+  expect_pick(96, 0, 512, "hd128_2x176_opp");
+  expect_pick(128, 1, 4095, "hd128_2x128_op");
+  expect_pick(128, 1, 4096, "hd128_2x176_op");
+  expect_pick(96, 1, 100, "hd128_2x128_op");
+  expect_pick(256, 0, 8192, "hd256_2x80_opp");
+  expect_pick(192, 0, 8192, "hd256_2x80_opp");
+  expect_pick(256, 1, 8192, "hd256_2x80_op");
+  expect_pick(72, 0, 1024, "(none)");
+
+  /* Less shared memory: the first configuration of the head dim that fits, or none. */
+  const int64_t limits[] = {A100_SMEM, SM86_SMEM, 80000, 0};
+  const int64_t hds[] = {64, 96, 128, 192, 256};
+  for (size_t l = 0; l < sizeof limits / sizeof limits[0]; ++l)
+    for (size_t h = 0; h < sizeof hds / sizeof hds[0]; ++h)
+      for (int masked = 0; masked < 2; ++masked) {
+        const fa3_fwd_config *c = fa3_fwd_pick(hds[h], masked, 2048, limits[l]);
+        int count, fits = 0;
+        const fa3_fwd_config *all = fa3_fwd_configs(&count);
+        for (int i = 0; i < count; ++i)
+          fits |= all[i].head_dim_padded == fa3_fwd_padded_head_dim(hds[h]) &&
+                  (int64_t)all[i].smem_bytes <= limits[l];
+        EXPECT(!c == !fits, "hd%lld limit %lld: %s, but a fitting configuration %s",
+               (long long)hds[h], (long long)limits[l], c ? c->name : "none",
+               fits ? "exists" : "does not exist");
+        if (c)
+          EXPECT((int64_t)c->smem_bytes <= limits[l] &&
+                     c->head_dim_padded == fa3_fwd_padded_head_dim(hds[h]),
+                 "hd%lld limit %lld: %s needs %zu bytes", (long long)hds[h], (long long)limits[l],
+                 c->name, c->smem_bytes);
+      }
+  EXPECT(fa3_fwd_pick(128, 0, 1024, A100_SMEM) != NULL, "an A100's limit keeps fa3 at hd128");
+  EXPECT(fa3_fwd_pick(256, 0, 1024, A100_SMEM) == NULL, "an A100's limit leaves hd256 to fa2");
+
+  /* Lookups by name: only within the head dim. */
+  EXPECT(fa3_fwd_config_for(128, "hd128_2x176_op") != NULL, "hd128_2x176_op by name");
+  EXPECT(fa3_fwd_config_for(96, "hd128_2x176_op") != NULL, "hd96 takes the hd128 configurations");
+  EXPECT(fa3_fwd_config_for(64, "hd128_2x176_op") == NULL, "another head dim's name");
+  EXPECT(fa3_fwd_config_for(128, "hd128_2x176_o") == NULL, "a prefix of a name");
+  EXPECT(fa3_fwd_config_for(128, "nosuch") == NULL, "an unknown name");
+  EXPECT(fa3_fwd_config_for(72, NULL) == NULL, "no configuration at hd72");
+
+  /* The table: unique names with their head dim as prefix, tiles wgmma and TMA can take, shared
+     memory as the formula says and within an H100/H200's, every flag set overlapping. */
+  int count;
+  const fa3_fwd_config *all = fa3_fwd_configs(&count);
+  EXPECT(count > 0, "no configurations");
+  for (int i = 0; i < count; ++i) {
+    const fa3_fwd_config *c = &all[i];
+    char prefix[16];
+    snprintf(prefix, sizeof prefix, "hd%d_", c->head_dim_padded);
+    EXPECT(!strncmp(c->name, prefix, strlen(prefix)), "%s: name without its head dim", c->name);
+    for (int j = 0; j < i; ++j) EXPECT(strcmp(c->name, all[j].name) != 0, "%s twice", c->name);
+    EXPECT(c->tile_m == 64 * c->warpgroups && (c->warpgroups == 2 || c->warpgroups == 3),
+           "%s: tile_m %d for %d consumers", c->name, c->tile_m, c->warpgroups);
+    EXPECT(c->tile_n % 16 == 0 && c->tile_n >= 16 && c->tile_n <= 256, "%s: tile_n %d", c->name,
+           c->tile_n);
+    EXPECT(c->smem_bytes == FA3_FWD_SMEM(c->head_dim_padded, c->warpgroups, c->tile_n, c->flags),
+           "%s: smem %zu", c->name, c->smem_bytes);
+    EXPECT(c->smem_bytes <= H200_SMEM, "%s: %zu bytes of shared memory", c->name, c->smem_bytes);
+    EXPECT(c->flags & FA3_OVERLAP, "%s: no overlap", c->name);
+    EXPECT(!(c->flags & FA3_SNAKE) || (c->flags & FA3_PERSISTENT), "%s: snake without persistent",
+           c->name);
+    EXPECT(c->launch && c->prepare, "%s: no entry points", c->name);
+  }
+
+  /* A configuration of another head dim is refused before any launch. */
+  fa3_fwd_args x;
+  memset(&x, 0, sizeof x);
+  x.a.p.head_dim = 64;
+  x.a.p.seqlen_q = x.a.p.seqlen_k = x.a.p.batch = x.a.p.heads_q = x.a.p.heads_kv = 1;
+  char err[200] = "";
+  EXPECT(fa3_fwd_launch(&x, fa3_fwd_config_for(128, NULL), err, sizeof err) == -1 &&
+             strstr(err, "head_dim 64") != NULL && !g_launched,
+         "mismatched configuration: %s", err);
+  EXPECT(fa3_fwd_launch(&x, NULL, err, sizeof err) == -1 && !g_launched, "no configuration");
+
+  printf("%s\n", g_failed ? "cuda.fa3_pick: FAILED" : "cuda.fa3_pick: all passed");
+  return g_failed;
+}
