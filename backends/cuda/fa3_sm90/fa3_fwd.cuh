@@ -147,11 +147,10 @@ __device__ __forceinline__ void fa3_pack_p(const float (&s)[BN / 2], uint32_t (&
     for (int i = 0; i < 4; ++i) pa[kk][i] = Tr::pack(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
 }
 
-/* One tile of the grid's work: query block m0.. of head h (K/V head hk), batch b; the key range of
-   its first and last rows and the key tiles n_begin..n_end that hold keys for any of its rows. */
+/* One tile of the grid's work: query block m0.. of head h (K/V head hk), batch b, and the key
+   tiles n_begin..n_end that hold keys for any of its rows. */
 struct fa3_tile {
   int m0, h, hk, b, n_begin, n_end;
-  int lo_first, hi_first, lo_last, hi_last; /* key indices fit int: seqlen_k is one */
 };
 template <int BM, int BN, bool SNAKE>
 __device__ __forceinline__ void fa3_tile_of(int k, int total, int hb_count, int chunk,
@@ -175,13 +174,11 @@ __device__ __forceinline__ void fa3_tile_of(int k, int total, int hb_count, int 
   const int rows_end = min(ti.m0 + BM, p.seqlen_q);
   int64_t lo, hi;
   fa_mask_key_range(&mask, ti.m0, p.seqlen_k, &lo, &hi);
-  ti.lo_first = (int)lo;
-  ti.hi_first = (int)hi;
+  const int lo_first = (int)lo; /* key indices fit int: seqlen_k is one */
   fa_mask_key_range(&mask, rows_end - 1, p.seqlen_k, &lo, &hi);
-  ti.lo_last = (int)lo;
-  ti.hi_last = (int)hi;
-  ti.n_begin = (int)(ti.lo_first / BN);
-  ti.n_end = ti.hi_last > ti.lo_first ? (int)((ti.hi_last + BN - 1) / BN) : ti.n_begin;
+  const int hi_last = (int)hi;
+  ti.n_begin = lo_first / BN;
+  ti.n_end = hi_last > lo_first ? (hi_last + BN - 1) / BN : ti.n_begin;
 }
 
 /* The block's j-th tile: round j of gridDim.x tiles, in block order (SNAKE: reversed on odd
