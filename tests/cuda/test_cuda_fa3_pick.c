@@ -11,6 +11,7 @@
 
 #include "backends/cuda/fa3_sm90/fa3_args.h"
 #include "backends/cuda/fa3_sm90/tma_map.h"
+#include "host_test.h"
 
 /* Stubs for what the kernels' objects and tma_map.c define: a launch here would be a bug. */
 static int g_launched = 0;
@@ -29,17 +30,6 @@ int fa_tma_map(void *map, int bf16, const void *base, int rank, const uint64_t *
   snprintf(err, err_len, "stub");
   return -1;
 }
-
-static int g_failed = 0;
-#define EXPECT(cond, ...)                         \
-  do {                                            \
-    if (!(cond)) {                                \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-      g_failed = 1;                               \
-    }                                             \
-  } while (0)
 
 enum { H200_SMEM = 232448, A100_SMEM = 166912, SM86_SMEM = 101376 };
 

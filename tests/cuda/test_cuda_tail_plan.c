@@ -10,18 +10,7 @@
 #include <string.h>
 
 #include "backends/cuda/fa2_sm80/fa2_args.h"
-
-static int g_failed = 0;
-
-#define EXPECT(cond, ...)                         \
-  do {                                            \
-    if (!(cond)) {                                \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-      g_failed = 1;                               \
-    }                                             \
-  } while (0)
+#include "host_test.h"
 
 /* A backward's arguments as far as the plan reads them: no mask unless set after. */
 static fa2_bwd_args shape(int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
