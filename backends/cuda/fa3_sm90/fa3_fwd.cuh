@@ -1,9 +1,10 @@
 /*
  * fa3_fwd.cuh: the FlashAttention-3 forward kernel (Hopper, sm_90a).
  *
- * One block per (64 x WGS query rows, query head, batch); WGS + 1 warpgroups:
- *   producer (warpgroup 0, one thread; registers given back with setmaxnreg): Q once, then K and
- *     V tiles of BN keys by TMA (4-D tensor maps: head dim, row, head, batch; rows and columns past
+ * One block per tile (64 x WGS query rows of one query head and batch), or, with FA3_PERSISTENT, at
+ * most one per SM looping over tiles (fa3_tile_index); WGS + 1 warpgroups:
+ *   producer (warpgroup 0, one thread; registers given back with setmaxnreg): a tile's Q, then K
+ * and V tiles of BN keys by TMA (4-D tensor maps: head dim, row, head, batch; rows and columns past
  *     the tensor read as zeros) into a two-stage ring. K and V of a stage complete on their own
  *     mbarriers ("full") and are released separately ("empty"): K once Q Kᵀ has read it, V once
  *     P V has, so the next K streams in while P V still runs.
