@@ -1,20 +1,23 @@
 /*
  * fa3_fwd.cuh: the FlashAttention-3 forward kernel (Hopper, sm_90a).
  *
- * One block per tile (64 x WGS query rows of one query head and batch), or, with FA3_PERSISTENT, at
- * most one per SM looping over tiles (fa3_tile_index); WGS + 1 warpgroups:
- *   producer (warpgroup 0, one thread; registers given back with setmaxnreg): a tile's Q, then K
- * and V tiles of BN keys by TMA (4-D tensor maps: head dim, row, head, batch; rows and columns past
- *     the tensor read as zeros) into a two-stage ring. K and V of a stage complete on their own
- *     mbarriers ("full") and are released separately ("empty"): K once Q Kᵀ has read it, V once
- *     P V has, so the next K streams in while P V still runs.
- *   WGS consumers (64 query rows each; registers taken with setmaxnreg): S = Q Kᵀ by wgmma from
- *     shared memory, online softmax in registers (core/ mask and softmax rules, exp2 with
- *     log2-scaled scores), O += P V by wgmma with P from registers, where the S accumulator's
- *     layout is the A operand's; at the end O / l and the LSE.
- * FLAGS (fa3_args.h): FA3_OVERLAP issues Q Kᵀ of tile j + 1 with P V of tile j and runs the softmax
- * of j + 1 under P V; FA3_PINGPONG makes the consumers take turns issuing their MMAs (named barrier
- * 1 + c waits for consumer c's turn), so one's softmax runs under the others' MMAs.
+ * One block per tile (64 x WGS query rows of one query head and batch), or with FA3_PERSISTENT
+ * at most one per SM looping over tiles (fa3_tile_index). WGS + 1 warpgroups:
+ *
+ * The producer (warpgroup 0, one thread; registers given back with setmaxnreg) loads a tile's Q,
+ * then K and V tiles of BN keys by TMA (4-D tensor maps: head dim, row, head, batch; rows and
+ * columns past the tensor read as zeros) into a two-stage ring. K and V of a stage complete on
+ * their own mbarriers ("full") and are released separately ("empty"): K once Q Kᵀ has read it, V
+ * once P V has, so the next K streams in while P V still runs.
+ *
+ * WGS consumers (64 query rows each; registers taken with setmaxnreg): S = Q Kᵀ by wgmma from
+ * shared memory, online softmax in registers (core/ mask and softmax rules, exp2 with log2-scaled
+ * scores), O += P V by wgmma with P from registers, where the S accumulator's layout is the A
+ * operand's; at the end O / l and the LSE.
+ *
+ * FLAGS (fa3_args.h): FA3_OVERLAP issues Q Kᵀ of tile j + 1 with P V of tile j and runs the
+ * softmax of j + 1 under P V; FA3_PINGPONG makes the consumers take turns issuing their MMAs
+ * (named barrier 1 + c waits for consumer c's turn), so one's softmax runs under the others' MMAs.
  * HD is the padded head dim (64, 128, 256); the real one (a.p.head_dim, 96 or 192 as well) bounds
  * the stores: the columns past it are zeros read by TMA in Q, K and V.
  */
