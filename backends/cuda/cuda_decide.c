@@ -157,11 +157,13 @@ static int fa3_takes(const fa_request *req, const cuda_device_info *dev, const v
     return snprintf(why, n, "FA_CUDA_FA3_CONFIG's %s needs %zu KiB of shared memory; %d allowed",
                     c->name, c->smem_bytes / 1024, (int)(dev->smem_optin / 1024)),
            0;
-  const fa_tensor *ts[] = {req->q, req->k, req->v};
-  for (int i = 0; i < 3; ++i)
+  /* O too where the configuration stores it by TMA. */
+  const fa_tensor *ts[] = {req->q, req->k, req->v, req->out};
+  for (int i = 0; i < ((c->flags & FA3_OSTORE) ? 4 : 3); ++i)
     for (int d = 0; d < 3; ++d)
       if (ts[i]->strides[d] < 0)
-        return snprintf(why, n, "cuda.fa3 reads by TMA, which takes no negative strides"), 0;
+        return snprintf(why, n, "cuda.fa3 moves tensors by TMA, which takes no negative strides"),
+               0;
   *cfg = c;
   *from_env = named;
   return 1;

@@ -77,6 +77,17 @@ __device__ __forceinline__ void tma_load_4d(void *dst, const void *tmap, uint64_
       : "memory");
 }
 
+/* A 4-D box of shared memory (laid out as tma_load_4d's) stored to the tensor at (column, row,
+   head, batch) by TMA in this thread's bulk group (ptx.cuh: bulk_commit, bulk_wait_read); elements
+   outside the tensor are not written. */
+__device__ __forceinline__ void tma_store_4d(const void *tmap, const void *src, int col, int row,
+                                             int head, int batch) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+          tmap),
+      "r"((uint32_t)__cvta_generic_to_shared(src)), "r"(col), "r"(row), "r"(head), "r"(batch)
+      : "memory");
+}
 /* Warpgroup register budgets (all 128 threads of the warpgroup execute it): the producer gives
    registers back, the consumers take them. */
 template <int N>

@@ -75,25 +75,6 @@ struct fa3_rows {
   float max[2], sum[2];
 };
 
-/* Mask and online softmax of one tile of scores (keys c0..c0 + BN), in place: s becomes
-   P; alpha gets each row's rescale factor for O (the caller applies it once P V of the previous
-   tile no longer reads O). */
-/* Mask and online softmax of one tile of scores (keys c0..c0 + BN), in place: s becomes
-   P; alpha gets each row's rescale factor for O (the caller applies it once P V of the previous
-   tile no longer reads O). */
-/* 2^x by a cubic on the FMA pipe instead of the MUFU unit (FlashAttention-4's partial exp2
-   emulation): x = n + f with n = round(x) by the 1.5 * 2^23 trick, 2^f on [-1/2, 1/2] by a cubic
-   fitted for relative error (7.5e-5, below the 3.9e-3 of P's bf16 rounding), n added to the
-   exponent bits. Below -126 (masked scores: -inf) it returns 0 as ex2 does. */
-__device__ __forceinline__ float fa3_exp2_poly(float x) {
-  const float xc = fmaxf(x, -126.0f);
-  const float t = xc + 12582912.0f;
-  const float f = xc - (t - 12582912.0f);
-  const float p = fmaf(fmaf(fmaf(0.055170438f, f, 0.242609408f), f, 0.693261016f), f, 0.999928186f);
-  const float r = __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-  return x < -126.0f ? 0.0f : r;
-}
-
 /* Mask and online softmax of one tile of scores (keys c0..c0 + BN), in place: s becomes P; alpha
    gets each row's rescale factor for O (the caller applies it once P V of the previous tile no
    longer reads O). (FlashAttention-4's conditional rescaling and partial exp2 emulation were
@@ -193,6 +174,22 @@ __device__ __forceinline__ int fa3_tile_index(int j) {
   return j * (int)gridDim.x + pos;
 }
 
+/* The producer's TMA store of tile kt's output from its Q buffer buf (64-column boxes of BOXQ
+   bytes, as the Q load wrote them), waiting until TMA has read the buffer so that the next Q may
+   be loaded there. */
+template <int BM, int BN, bool SNAKE>
+__device__ __forceinline__ void fa3_store_o(const fa3_fwd_args &A, int kt, const unsigned char *buf,
+                                            int boxq) {
+  const int hb_count = A.a.p.heads_q * A.a.p.batch;
+  const int total = (A.a.p.seqlen_q + BM - 1) / BM * hb_count;
+  fa3_tile tf;
+  fa3_tile_of<BM, BN, SNAKE>(kt, total, hb_count, A.chunk, A.a.p, tf);
+  for (int cb = 0; cb * 64 < A.a.p.head_dim; ++cb)
+    tma_store_4d(A.to, buf + cb * boxq, cb * 64, tf.m0, tf.h, tf.b);
+  bulk_commit();
+  bulk_wait_read<0>();
+}
+
 template <typename Tr, int HD, int WGS, int BN, int FLAGS>
 __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     fa3_fwd_kernel(const __grid_constant__ fa3_fwd_args A) {
@@ -201,6 +198,11 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   /* The one-tile-at-a-time loop (no overlap) was measured (bench/NOTES.md) and removed. */
   static_assert(FLAGS & FA3_OVERLAP, "every configuration overlaps S and P V");
   constexpr bool PINGPONG = (FLAGS & FA3_PINGPONG) != 0, SNAKE = (FLAGS & FA3_SNAKE) != 0;
+  constexpr bool XTILE = (FLAGS & FA3_XTILE) != 0, OSTORE = (FLAGS & FA3_OSTORE) != 0;
+  static_assert(!XTILE || ((FLAGS & FA3_PERSISTENT) && (FLAGS & FA3_QDOUBLE)),
+                "XTILE needs the next tile's Q in its own buffer and a tile loop");
+  static_assert(!OSTORE || (FLAGS & FA3_QDOUBLE),
+                "OSTORE keeps a tile's Q buffer until O is stored: the next Q needs the other");
   constexpr int BOXQ = BM * 128, BOXK = BN * 128;   /* bytes of one 64-column box */
   constexpr int NC = 128 * WGS;                     /* consumer threads */
   constexpr int QB = (FLAGS & FA3_QDOUBLE) ? 2 : 1; /* Q buffers */
@@ -246,12 +248,17 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   if (wg == 0) {
     setmaxnreg_dec<fa3_regs<WGS>::producer>();
     if (tid == 0) {
-      int kv = 0, qn = 0; /* K/V tiles and Q blocks loaded so far */
+      int kv = 0, qn = 0;   /* K/V tiles and Q blocks loaded so far */
+      int kq0 = 0, kq1 = 0; /* OSTORE: the tile whose Q (then O) is in buffer 0, 1 */
       for (int j = 0, k = fa3_tile_index<SNAKE>(0); k < total; k = fa3_tile_index<SNAKE>(++j)) {
         fa3_tile_of<BM, BN, SNAKE>(k, total, hb_count, A.chunk, a.p, ti);
         if (ti.n_end == ti.n_begin) continue;
         const int qb = qn % QB, quse = qn / QB;
-        if (quse > 0) mbar_wait(&q_empty[qb], (quse - 1) & 1);
+        if (quse > 0) {
+          mbar_wait(&q_empty[qb], (quse - 1) & 1);
+          if (OSTORE) fa3_store_o<BM, BN, SNAKE>(A, qb ? kq1 : kq0, sQ + qb * CB * BOXQ, BOXQ);
+        }
+        if (OSTORE) (qb ? kq1 : kq0) = k;
         mbar_arrive_expect_tx(&q_full[qb], CB * BOXQ);
         for (int cb = 0; cb < CB; ++cb)
           tma_load_4d(sQ + (qb * CB + cb) * BOXQ, A.tq, &q_full[qb], cb * 64, ti.m0, ti.h, ti.b);
@@ -270,6 +277,14 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
                         ti.b);
         }
       }
+      if (OSTORE) { /* the outputs still in the Q buffers, oldest first */
+        for (int u = max(qn - QB, 0); u < qn; ++u) {
+          const int qb = u % QB;
+          mbar_wait(&q_empty[qb], (u / QB) & 1);
+          fa3_store_o<BM, BN, SNAKE>(A, qb ? kq1 : kq0, sQ + qb * CB * BOXQ, BOXQ);
+        }
+        bulk_wait<0>();
+      }
     }
     return;
   }
@@ -277,7 +292,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
 
   /* Consumer c: rows m0 + 64 c + [0, 64) of each tile; this thread's two rows (8 apart). */
   const int c = wg - 1, ctid = tid - 128 * wg, warp = ctid / 32, lane = ctid % 32;
-  const int t = lane % 4;
+  const int t = lane % 4, rl = 64 * c + 16 * warp + lane / 4; /* first row within the tile */
   const float sl2 = a.p.scale * FA2_LOG2E;
   /* Ping-pong: wait for this consumer's turn to issue MMAs; pass the turn on after issuing. The
      last consumer passes the first turn to consumer 0 (before its own first turn), and consumer
@@ -292,15 +307,102 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   bool turned = false;
   int kv = 0, qn = 0; /* as the producer counts */
   typedef typename Tr::elem E;
+  const int hd = a.p.head_dim;
+
+  /* The output of tile kt: O / l and the LSE in natural log (sum, mx: the rows' running sum and
+     max). Straight from the accumulators to global memory (4-byte stores of the real head dim's
+     columns), or (OSTORE) into Q buffer qbuf in Q's swizzled layout for the producer's TMA store.
+     The tile's coordinates are computed again from an opaque copy of kt rather than kept in
+     registers through the main loop (at head dim 256 that spilled). */
+  auto finish = [&](int kt, const float(&o)[HD / 2], const float(&sum)[2], const float(&mx)[2],
+                    int qbuf) {
+    int k_again = kt;
+    asm volatile("" : "+r"(k_again));
+    fa3_tile tf;
+    fa3_tile_of<BM, BN, SNAKE>(k_again, total, hb_count, A.chunk, a.p, tf);
+    E *out = static_cast<E *>(a.out) + tf.b * a.o_str.batch + tf.h * a.o_str.head;
+#pragma unroll
+    for (int w = 0; w < 2; ++w) {
+      float l = sum[w];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float inv = fa_softmax_out_scale(l);
+      const int i = tf.m0 + rl + 8 * w;
+      if (OSTORE) {
+        /* Row rl + 8 w of each 64-column box; 16-byte chunk j % 8 swizzled by the row's
+           position in its 8-row atom, lane / 4 (rows past seqlen_q are not stored by TMA). */
+        unsigned char *row = sQ + qbuf * CB * BOXQ + (rl + 8 * w) * 128 + 4 * t;
+#pragma unroll
+        for (int j = 0; j < HD / 8; ++j)
+          *reinterpret_cast<uint32_t *>(row + (j / 8) * BOXQ + (((j % 8) ^ (lane / 4)) * 16)) =
+              Tr::pack(o[4 * j + 2 * w] * inv, o[4 * j + 2 * w + 1] * inv);
+      } else if (i < seqlen_q) {
+#pragma unroll
+        for (int j = 0; j < HD / 8; ++j)
+          if (8 * j < hd)
+            *reinterpret_cast<uint32_t *>(out + (int64_t)i * a.o_str.row + 8 * j + 2 * t) =
+                Tr::pack(o[4 * j + 2 * w] * inv, o[4 * j + 2 * w + 1] * inv);
+      }
+      if (a.lse && t == 0 && i < seqlen_q)
+        a.lse[tf.b * a.lse_str.batch + tf.h * a.lse_str.head + (int64_t)i * a.lse_str.row] =
+            l > 0.0f ? mx[w] * sl2 * FA2_LN2 + logf(l) : -INFINITY;
+    }
+    if (OSTORE) {
+      fence_proxy_async_smem();
+      mbar_arrive(&q_empty[qbuf]);
+    }
+  };
+  /* A tile whose rows see no key (no Q loaded): zeros and an LSE of -inf, straight to memory. */
+  auto finish_empty = [&](int kt) {
+    fa3_tile tf;
+    fa3_tile_of<BM, BN, SNAKE>(kt, total, hb_count, A.chunk, a.p, tf);
+    E *out = static_cast<E *>(a.out) + tf.b * a.o_str.batch + tf.h * a.o_str.head;
+    for (int w = 0; w < 2; ++w) {
+      const int i = tf.m0 + rl + 8 * w;
+      if (i >= seqlen_q) continue;
+      for (int col = 2 * t; col < hd; col += 8)
+        *reinterpret_cast<uint32_t *>(out + (int64_t)i * a.o_str.row + col) = 0u;
+      if (a.lse && t == 0)
+        a.lse[tf.b * a.lse_str.batch + tf.h * a.lse_str.head + (int64_t)i * a.lse_str.row] =
+            -INFINITY;
+    }
+  };
+
+  float o[HD / 2], s[BN / 2], alpha[2];
+  uint32_t pa[BN / 16][4];
+#pragma unroll
+  for (int i = 0; i < HD / 2; ++i) o[i] = 0.0f;
+  /* XTILE: pa holds P of the previous tile's last key tile (stage pst), whose P V is issued with
+     this tile's first Q Kᵀ; the previous tile's output follows (tile k_prev, rows' sum and max,
+     Q buffer qb_prev). */
+  bool pending = false;
+  int pst = 0, k_prev = 0, qb_prev = 0;
+  float prev_sum[2] = {0.0f, 0.0f}, prev_max[2] = {0.0f, 0.0f};
+  /* The last P V of a tile (stage ls), issued alone. */
+  auto last_pv = [&](int ls, int kv_of) {
+    turn_wait();
+    mbar_wait(&v_full[ls], (kv_of / FA3_FWD_STAGES) & 1);
+    wgmma_fence();
+    fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + ls * CB * BOXK);
+    wgmma_commit();
+    turn_pass();
+    wgmma_wait<0>();
+    wgmma_fence_regs(o);
+    wgmma_fence_frags(pa);
+    mbar_arrive(&v_empty[ls]);
+  };
 
   for (int j = 0, k = fa3_tile_index<SNAKE>(0); k < total; k = fa3_tile_index<SNAKE>(++j)) {
     fa3_tile_of<BM, BN, SNAKE>(k, total, hb_count, A.chunk, a.p, ti);
-    const int row0 = ti.m0 + 64 * c + 16 * warp + lane / 4;
+    if (ti.n_end == ti.n_begin) {
+      finish_empty(k);
+      continue;
+    }
     fa3_rows r;
     const fa_mask mask = fa2_mask_of(a.p);
     for (int w = 0; w < 2; ++w) {
       int64_t lo, hi;
-      fa_mask_key_range(&mask, row0 + 8 * w, seqlen_k, &lo, &hi);
+      fa_mask_key_range(&mask, ti.m0 + rl + 8 * w, seqlen_k, &lo, &hi);
       r.lo[w] = (int)lo;
       r.hi[w] = (int)hi;
       r.max[w] = -INFINITY;
@@ -313,24 +415,39 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
                  ? FA_TILE_FULL
                  : FA_TILE_PARTIAL;
     };
-    const int tiles = ti.n_end - ti.n_begin;
 
-    float o[HD / 2], s[BN / 2], alpha[2];
-    uint32_t pa[BN / 16][4];
+    if (PINGPONG && !turned && c == WGS - 1) bar_arrive(1, 256);
+    turned = true;
+    const int qb = qn % QB;
+    mbar_wait(&q_full[qb], (qn / QB) & 1);
+    const unsigned char *q = sQ + qb * CB * BOXQ + c * 64 * 128;
+    /* Key tile n_begin: S and its softmax alone, or (XTILE) issued with the previous tile's last
+       P V, whose output is written once that P V is done. */
+    int st = kv % FA3_FWD_STAGES;
+    turn_wait();
+    mbar_wait(&k_full[st], (kv / FA3_FWD_STAGES) & 1);
+    /* Two straight paths (one branch on pending), so that ptxas sees every wgmma waited for at
+       their join: merged branches on pending made it serialize the MMAs (C7514). */
+    if (XTILE && pending) {
+      mbar_wait(&v_full[pst], ((kv - 1) / FA3_FWD_STAGES) & 1);
+      wgmma_fence();
+      fa3_issue_s<HD, BN, BOXQ, BOXK, F16>(s, q, sK + st * CB * BOXK);
+      wgmma_commit();
+      fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + pst * CB * BOXK);
+      wgmma_commit();
+      turn_pass();
+      wgmma_wait<1>();
+      wgmma_fence_regs(s);
+      mbar_arrive(&k_empty[st]);
+      fa3_softmax<BN>(s, r, class_of(ti.n_begin), ti.n_begin * BN, t, sl2, alpha);
+      wgmma_wait<0>();
+      wgmma_fence_regs(o);
+      wgmma_fence_frags(pa);
+      mbar_arrive(&v_empty[pst]);
+      finish(k_prev, o, prev_sum, prev_max, qb_prev);
 #pragma unroll
-    for (int i = 0; i < HD / 2; ++i) o[i] = 0.0f;
-
-    if (tiles > 0) {
-      if (PINGPONG && !turned && c == WGS - 1) bar_arrive(1, 256);
-      turned = true;
-      mbar_wait(&q_full[qn % QB], (qn / QB) & 1);
-    }
-    const unsigned char *q = sQ + (qn % QB) * CB * BOXQ + c * 64 * 128;
-    if (tiles > 0) {
-      /* Key tile n_begin: S and its softmax alone. */
-      int st = kv % FA3_FWD_STAGES;
-      turn_wait();
-      mbar_wait(&k_full[st], (kv / FA3_FWD_STAGES) & 1);
+      for (int i = 0; i < HD / 2; ++i) o[i] = 0.0f;
+    } else {
       wgmma_fence();
       fa3_issue_s<HD, BN, BOXQ, BOXK, F16>(s, q, sK + st * CB * BOXK);
       wgmma_commit();
@@ -339,76 +456,55 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       wgmma_fence_regs(s);
       mbar_arrive(&k_empty[st]);
       fa3_softmax<BN>(s, r, class_of(ti.n_begin), ti.n_begin * BN, t, sl2, alpha);
-      fa3_pack_p<Tr, BN>(s, pa);
-      ++kv;
-      /* Then per key tile: S of this tile and P V of the previous one issued together. */
-      for (int n = ti.n_begin + 1; n < ti.n_end; ++n, ++kv) {
-        const int pst = (kv - 1) % FA3_FWD_STAGES;
-        st = kv % FA3_FWD_STAGES;
-        turn_wait();
-        mbar_wait(&k_full[st], (kv / FA3_FWD_STAGES) & 1);
-        mbar_wait(&v_full[pst], ((kv - 1) / FA3_FWD_STAGES) & 1);
-        wgmma_fence();
-        fa3_issue_s<HD, BN, BOXQ, BOXK, F16>(s, q, sK + st * CB * BOXK);
-        wgmma_commit();
-        fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + pst * CB * BOXK);
-        wgmma_commit();
-        turn_pass();
-        wgmma_wait<1>();
-        wgmma_fence_regs(s);
-        mbar_arrive(&k_empty[st]);
-        fa3_softmax<BN>(s, r, class_of(n), n * BN, t, sl2, alpha);
-        wgmma_wait<0>();
-        wgmma_fence_regs(o);
-        wgmma_fence_frags(pa);
-        mbar_arrive(&v_empty[pst]);
-        fa3_rescale<HD>(o, alpha);
-        fa3_pack_p<Tr, BN>(s, pa);
-      }
-      /* Every S of the tile has been read: Q may be replaced. Then P V of the last key tile. */
-      mbar_arrive(&q_empty[qn % QB]);
-      const int lst = (kv - 1) % FA3_FWD_STAGES;
+    }
+    fa3_pack_p<Tr, BN>(s, pa);
+    ++kv;
+    /* Then per key tile: S of this tile and P V of the previous one issued together. */
+    for (int n = ti.n_begin + 1; n < ti.n_end; ++n, ++kv) {
+      const int ps = (kv - 1) % FA3_FWD_STAGES;
+      st = kv % FA3_FWD_STAGES;
       turn_wait();
-      mbar_wait(&v_full[lst], ((kv - 1) / FA3_FWD_STAGES) & 1);
+      mbar_wait(&k_full[st], (kv / FA3_FWD_STAGES) & 1);
+      mbar_wait(&v_full[ps], ((kv - 1) / FA3_FWD_STAGES) & 1);
       wgmma_fence();
-      fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + lst * CB * BOXK);
+      fa3_issue_s<HD, BN, BOXQ, BOXK, F16>(s, q, sK + st * CB * BOXK);
+      wgmma_commit();
+      fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + ps * CB * BOXK);
       wgmma_commit();
       turn_pass();
+      wgmma_wait<1>();
+      wgmma_fence_regs(s);
+      mbar_arrive(&k_empty[st]);
+      fa3_softmax<BN>(s, r, class_of(n), n * BN, t, sl2, alpha);
       wgmma_wait<0>();
       wgmma_fence_regs(o);
       wgmma_fence_frags(pa);
-      mbar_arrive(&v_empty[lst]);
+      mbar_arrive(&v_empty[ps]);
+      fa3_rescale<HD>(o, alpha);
+      fa3_pack_p<Tr, BN>(s, pa);
     }
-
-    if (tiles > 0) ++qn;
-
-    /* Epilogue: O / l straight from the accumulators (4-byte stores of the real head dim's
-       columns), the LSE in natural log. The tile's coordinates are computed again from an opaque
-       copy of k rather than kept in registers through the main loop (at head dim 256 that
-       spilled). */
-    int k_again = k;
-    asm volatile("" : "+r"(k_again));
-    fa3_tile_of<BM, BN, SNAKE>(k_again, total, hb_count, A.chunk, a.p, ti);
-    const int row0_again = ti.m0 + 64 * c + 16 * warp + lane / 4;
-    E *out = static_cast<E *>(a.out) + ti.b * a.o_str.batch + ti.h * a.o_str.head;
-    const int hd = a.p.head_dim;
+    /* Every S of the tile has been read: Q may be replaced (OSTORE: once O is in its place). */
+    if (!OSTORE) mbar_arrive(&q_empty[qb]);
+    pst = (kv - 1) % FA3_FWD_STAGES;
+    if (XTILE) {
+      pending = true;
+      k_prev = k;
+      qb_prev = qb;
+      for (int w = 0; w < 2; ++w) {
+        prev_sum[w] = r.sum[w];
+        prev_max[w] = r.max[w];
+      }
+    } else {
+      last_pv(pst, kv - 1);
+      finish(k, o, r.sum, r.max, qb);
 #pragma unroll
-    for (int w = 0; w < 2; ++w) {
-      float l = r.sum[w];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const float inv = fa_softmax_out_scale(l);
-      const int i = row0_again + 8 * w;
-      if (i >= seqlen_q) continue;
-#pragma unroll
-      for (int j = 0; j < HD / 8; ++j)
-        if (8 * j < hd)
-          *reinterpret_cast<uint32_t *>(out + (int64_t)i * a.o_str.row + 8 * j + 2 * t) =
-              Tr::pack(o[4 * j + 2 * w] * inv, o[4 * j + 2 * w + 1] * inv);
-      if (a.lse && t == 0)
-        a.lse[ti.b * a.lse_str.batch + ti.h * a.lse_str.head + (int64_t)i * a.lse_str.row] =
-            l > 0.0f ? r.max[w] * sl2 * FA2_LN2 + logf(l) : -INFINITY;
+      for (int i = 0; i < HD / 2; ++i) o[i] = 0.0f;
     }
+    ++qn;
+  }
+  if (XTILE && pending) {
+    last_pv(pst, kv - 1);
+    finish(k_prev, o, prev_sum, prev_max, qb_prev);
   }
   if (PINGPONG && c == 0 && turned) turn_wait();
 }

@@ -1,6 +1,7 @@
 /*
  * fa3_host.c: the FlashAttention-3 forward's host side: the compiled configurations per head
- * dim, the TMA tensor maps of Q, K and V (4-D: head dim, row, head, batch), the launch.
+ * dim, the TMA tensor maps of Q, K, V and (OSTORE) O (4-D: head dim, row, head, batch), the
+ * launch.
  */
 #include <stdio.h>
 #include <string.h>
@@ -108,7 +109,10 @@ int fa3_fwd_launch(fa3_fwd_args *x, const fa3_fwd_config *cfg, char *err, size_t
       map_of(x->tk, p->bf16, a->k, &a->k_str, p->batch, p->seqlen_k, p->heads_kv, p->head_dim,
              (uint32_t)cfg->tile_n, err, err_len) ||
       map_of(x->tv, p->bf16, a->v, &a->v_str, p->batch, p->seqlen_k, p->heads_kv, p->head_dim,
-             (uint32_t)cfg->tile_n, err, err_len))
+             (uint32_t)cfg->tile_n, err, err_len) ||
+      ((cfg->flags & FA3_OSTORE) &&
+       map_of(x->to, p->bf16, a->out, &a->o_str, p->batch, p->seqlen_q, p->heads_q, p->head_dim,
+              (uint32_t)cfg->tile_m, err, err_len)))
     return -1;
   /* SNAKE's chunk: the (head, batch) pairs whose K and V take about 24 MB (half the H100/H200
      L2), at least one. */
