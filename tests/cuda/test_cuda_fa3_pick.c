@@ -54,19 +54,22 @@ int main(void) {
            (long long)dims[i][0], fa3_fwd_padded_head_dim(dims[i][0]));
 
   /* The measured defaults on an H200 (227 KiB of shared memory). */
-  expect_pick(64, 0, 1024, "hd64_3x128_opp");
-  expect_pick(64, 0, 16384, "hd64_3x128_opp");
-  expect_pick(64, 1, 1024, "hd64_3x128_ops");
-  expect_pick(64, 1, 4096, "hd64_3x128_ops");
-  expect_pick(64, 1, 4097, "hd64_3x128_op");
-  expect_pick(128, 0, 512, "hd128_2x176_opp");
-  expect_pick(96, 0, 512, "hd128_2x176_opp");
-  expect_pick(128, 1, 4095, "hd128_2x128_op");
-  expect_pick(128, 1, 4096, "hd128_2x176_op");
-  expect_pick(96, 1, 100, "hd128_2x128_op");
-  expect_pick(256, 0, 8192, "hd256_2x80_opp");
-  expect_pick(192, 0, 8192, "hd256_2x80_opp");
-  expect_pick(256, 1, 8192, "hd256_2x80_op");
+  expect_pick(64, 0, 1024, "hd64_3x128_oppqo");
+  expect_pick(64, 0, 16384, "hd64_3x128_oppqo");
+  expect_pick(64, 1, 1024, "hd64_3x128_opsqo");
+  expect_pick(64, 1, 4096, "hd64_3x128_opsqo");
+  expect_pick(64, 1, 4097, "hd64_3x128_oppqo");
+  expect_pick(128, 0, 512, "hd128_2x128_oppqo");
+  expect_pick(96, 0, 4096, "hd128_2x128_oppqo");
+  expect_pick(128, 0, 4097, "hd128_2x176_opp");
+  expect_pick(128, 1, 2048, "hd128_2x128_opsqo");
+  expect_pick(96, 1, 100, "hd128_2x128_opsqo");
+  expect_pick(128, 1, 2049, "hd128_2x128_oppqo");
+  expect_pick(128, 1, 4096, "hd128_2x128_oppqo");
+  expect_pick(128, 1, 4097, "hd128_2x176_op");
+  expect_pick(256, 0, 8192, "hd256_2x80_oppo");
+  expect_pick(192, 0, 100, "hd256_2x80_oppo");
+  expect_pick(256, 1, 8192, "hd256_2x80_opo");
   expect_pick(72, 0, 1024, "(none)");
 
   /* Less shared memory: the first configuration of the head dim that fits, or none. */

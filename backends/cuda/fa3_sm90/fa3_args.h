@@ -32,13 +32,9 @@ extern "C" {
 /* QDOUBLE: two Q buffers, so that the next tile's Q loads while this tile still reads its own
    (with one, it can load only after this tile's last Q Kᵀ). */
 #define FA3_QDOUBLE 16
-/* XTILE (with PERSISTENT and QDOUBLE): the pipeline runs on across tiles: a consumer issues the
-   next tile's first Q Kᵀ with this tile's last P V and writes this tile's output while the next
-   one's first softmax is done, instead of draining the pipeline at every tile's end. */
-#define FA3_XTILE 32
-/* OSTORE (with QDOUBLE): the epilogue writes O into its tile's Q buffer (Q is no longer read) and
-   the producer stores it by TMA before loading a later tile's Q there. */
-#define FA3_OSTORE 64
+/* OSTORE: the epilogue writes O into its tile's Q buffer (Q is no longer read) and the producer
+   stores it by TMA before loading a later tile's Q there (with one Q buffer, the next tile's). */
+#define FA3_OSTORE 32
 
 /* The compiled configurations: X(name, padded head dim, consumer warpgroups, key tile, flags).
    A block holds 64 query rows per consumer warpgroup; fa3_fwd_pick names the defaults, the
@@ -48,28 +44,29 @@ extern "C" {
 #define FA3_OP (FA3_OVERLAP | FA3_PINGPONG)
 #define FA3_OPP (FA3_OVERLAP | FA3_PINGPONG | FA3_PERSISTENT)
 #define FA3_OPS (FA3_OPP | FA3_SNAKE)
-#define FA3_OPX (FA3_OPP | FA3_QDOUBLE | FA3_XTILE)
-#define FA3_FWD_CONFIGS(X)                                              \
-  X(hd64_3x128_op, 64, 3, 128, FA3_OP)                                  \
-  X(hd64_3x128_opp, 64, 3, 128, FA3_OPP)                                \
-  X(hd64_3x128_ops, 64, 3, 128, FA3_OPS)                                \
-  X(hd64_3x128_oppq, 64, 3, 128, FA3_OPP | FA3_QDOUBLE)                 \
-  X(hd64_3x128_opsq, 64, 3, 128, FA3_OPS | FA3_QDOUBLE)                 \
-  X(hd64_2x128_opp, 64, 2, 128, FA3_OPP)                                \
-  X(hd64_3x128_opx, 64, 3, 128, FA3_OPX)                                \
-  X(hd64_3x128_opxo, 64, 3, 128, FA3_OPX | FA3_OSTORE)                  \
-  X(hd64_3x128_oppqo, 64, 3, 128, FA3_OPP | FA3_QDOUBLE | FA3_OSTORE)   \
-  X(hd128_2x176_op, 128, 2, 176, FA3_OP)                                \
-  X(hd128_2x176_opp, 128, 2, 176, FA3_OPP)                              \
-  X(hd128_2x128_opp, 128, 2, 128, FA3_OPP)                              \
-  X(hd128_2x128_oppq, 128, 2, 128, FA3_OPP | FA3_QDOUBLE)               \
-  X(hd128_2x128_opq, 128, 2, 128, FA3_OP | FA3_QDOUBLE)                 \
-  X(hd128_2x128_op, 128, 2, 128, FA3_OP)                                \
-  X(hd128_2x128_opx, 128, 2, 128, FA3_OPX)                              \
-  X(hd128_2x128_opxo, 128, 2, 128, FA3_OPX | FA3_OSTORE)                \
-  X(hd128_2x128_oppqo, 128, 2, 128, FA3_OPP | FA3_QDOUBLE | FA3_OSTORE) \
-  X(hd256_2x80_op, 256, 2, 80, FA3_OP)                                  \
-  X(hd256_2x80_opp, 256, 2, 80, FA3_OPP)
+#define FA3_OPPQO (FA3_OPP | FA3_QDOUBLE | FA3_OSTORE)
+#define FA3_FWD_CONFIGS(X)                                 \
+  X(hd64_3x128_op, 64, 3, 128, FA3_OP)                     \
+  X(hd64_3x128_opp, 64, 3, 128, FA3_OPP)                   \
+  X(hd64_3x128_ops, 64, 3, 128, FA3_OPS)                   \
+  X(hd64_3x128_oppq, 64, 3, 128, FA3_OPP | FA3_QDOUBLE)    \
+  X(hd64_3x128_opsq, 64, 3, 128, FA3_OPS | FA3_QDOUBLE)    \
+  X(hd64_3x128_oppqo, 64, 3, 128, FA3_OPPQO)               \
+  X(hd64_3x128_opsqo, 64, 3, 128, FA3_OPPQO | FA3_SNAKE)   \
+  X(hd64_2x128_oppqo, 64, 2, 128, FA3_OPPQO)               \
+  X(hd64_2x128_opsqo, 64, 2, 128, FA3_OPPQO | FA3_SNAKE)   \
+  X(hd128_2x176_op, 128, 2, 176, FA3_OP)                   \
+  X(hd128_2x176_opp, 128, 2, 176, FA3_OPP)                 \
+  X(hd128_2x128_opp, 128, 2, 128, FA3_OPP)                 \
+  X(hd128_2x128_oppq, 128, 2, 128, FA3_OPP | FA3_QDOUBLE)  \
+  X(hd128_2x128_opq, 128, 2, 128, FA3_OP | FA3_QDOUBLE)    \
+  X(hd128_2x128_op, 128, 2, 128, FA3_OP)                   \
+  X(hd128_2x128_oppqo, 128, 2, 128, FA3_OPPQO)             \
+  X(hd128_2x128_opsqo, 128, 2, 128, FA3_OPPQO | FA3_SNAKE) \
+  X(hd256_2x80_op, 256, 2, 80, FA3_OP)                     \
+  X(hd256_2x80_opp, 256, 2, 80, FA3_OPP)                   \
+  X(hd256_2x80_oppo, 256, 2, 80, FA3_OPP | FA3_OSTORE)     \
+  X(hd256_2x80_opo, 256, 2, 80, FA3_OP | FA3_OSTORE)
 
 /* Two K/V stages, Q once, each in 64-column boxes; 1 KiB for the alignment the 128-byte swizzle
    needs. */

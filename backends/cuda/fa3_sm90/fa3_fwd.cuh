@@ -198,11 +198,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   /* The one-tile-at-a-time loop (no overlap) was measured (bench/NOTES.md) and removed. */
   static_assert(FLAGS & FA3_OVERLAP, "every configuration overlaps S and P V");
   constexpr bool PINGPONG = (FLAGS & FA3_PINGPONG) != 0, SNAKE = (FLAGS & FA3_SNAKE) != 0;
-  constexpr bool XTILE = (FLAGS & FA3_XTILE) != 0, OSTORE = (FLAGS & FA3_OSTORE) != 0;
-  static_assert(!XTILE || ((FLAGS & FA3_PERSISTENT) && (FLAGS & FA3_QDOUBLE)),
-                "XTILE needs the next tile's Q in its own buffer and a tile loop");
-  static_assert(!OSTORE || (FLAGS & FA3_QDOUBLE),
-                "OSTORE keeps a tile's Q buffer until O is stored: the next Q needs the other");
+  constexpr bool OSTORE = (FLAGS & FA3_OSTORE) != 0;
   constexpr int BOXQ = BM * 128, BOXK = BN * 128;   /* bytes of one 64-column box */
   constexpr int NC = 128 * WGS;                     /* consumer threads */
   constexpr int QB = (FLAGS & FA3_QDOUBLE) ? 2 : 1; /* Q buffers */
@@ -372,26 +368,6 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   uint32_t pa[BN / 16][4];
 #pragma unroll
   for (int i = 0; i < HD / 2; ++i) o[i] = 0.0f;
-  /* XTILE: pa holds P of the previous tile's last key tile (stage pst), whose P V is issued with
-     this tile's first Q Kᵀ; the previous tile's output follows (tile k_prev, rows' sum and max,
-     Q buffer qb_prev). */
-  bool pending = false;
-  int pst = 0, k_prev = 0, qb_prev = 0;
-  float prev_sum[2] = {0.0f, 0.0f}, prev_max[2] = {0.0f, 0.0f};
-  /* The last P V of a tile (stage ls), issued alone. */
-  auto last_pv = [&](int ls, int kv_of) {
-    turn_wait();
-    mbar_wait(&v_full[ls], (kv_of / FA3_FWD_STAGES) & 1);
-    wgmma_fence();
-    fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + ls * CB * BOXK);
-    wgmma_commit();
-    turn_pass();
-    wgmma_wait<0>();
-    wgmma_fence_regs(o);
-    wgmma_fence_frags(pa);
-    mbar_arrive(&v_empty[ls]);
-  };
-
   for (int j = 0, k = fa3_tile_index<SNAKE>(0); k < total; k = fa3_tile_index<SNAKE>(++j)) {
     fa3_tile_of<BM, BN, SNAKE>(k, total, hb_count, A.chunk, a.p, ti);
     if (ti.n_end == ti.n_begin) {
@@ -421,42 +397,18 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     const int qb = qn % QB;
     mbar_wait(&q_full[qb], (qn / QB) & 1);
     const unsigned char *q = sQ + qb * CB * BOXQ + c * 64 * 128;
-    /* Key tile n_begin: S and its softmax alone, or (XTILE) issued with the previous tile's last
-       P V, whose output is written once that P V is done. */
+    /* Key tile n_begin: S and its softmax alone. */
     int st = kv % FA3_FWD_STAGES;
     turn_wait();
     mbar_wait(&k_full[st], (kv / FA3_FWD_STAGES) & 1);
-    /* Two straight paths (one branch on pending), so that ptxas sees every wgmma waited for at
-       their join: merged branches on pending made it serialize the MMAs (C7514). */
-    if (XTILE && pending) {
-      mbar_wait(&v_full[pst], ((kv - 1) / FA3_FWD_STAGES) & 1);
-      wgmma_fence();
-      fa3_issue_s<HD, BN, BOXQ, BOXK, F16>(s, q, sK + st * CB * BOXK);
-      wgmma_commit();
-      fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + pst * CB * BOXK);
-      wgmma_commit();
-      turn_pass();
-      wgmma_wait<1>();
-      wgmma_fence_regs(s);
-      mbar_arrive(&k_empty[st]);
-      fa3_softmax<BN>(s, r, class_of(ti.n_begin), ti.n_begin * BN, t, sl2, alpha);
-      wgmma_wait<0>();
-      wgmma_fence_regs(o);
-      wgmma_fence_frags(pa);
-      mbar_arrive(&v_empty[pst]);
-      finish(k_prev, o, prev_sum, prev_max, qb_prev);
-#pragma unroll
-      for (int i = 0; i < HD / 2; ++i) o[i] = 0.0f;
-    } else {
-      wgmma_fence();
-      fa3_issue_s<HD, BN, BOXQ, BOXK, F16>(s, q, sK + st * CB * BOXK);
-      wgmma_commit();
-      turn_pass();
-      wgmma_wait<0>();
-      wgmma_fence_regs(s);
-      mbar_arrive(&k_empty[st]);
-      fa3_softmax<BN>(s, r, class_of(ti.n_begin), ti.n_begin * BN, t, sl2, alpha);
-    }
+    wgmma_fence();
+    fa3_issue_s<HD, BN, BOXQ, BOXK, F16>(s, q, sK + st * CB * BOXK);
+    wgmma_commit();
+    turn_pass();
+    wgmma_wait<0>();
+    wgmma_fence_regs(s);
+    mbar_arrive(&k_empty[st]);
+    fa3_softmax<BN>(s, r, class_of(ti.n_begin), ti.n_begin * BN, t, sl2, alpha);
     fa3_pack_p<Tr, BN>(s, pa);
     ++kv;
     /* Then per key tile: S of this tile and P V of the previous one issued together. */
@@ -485,26 +437,22 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     }
     /* Every S of the tile has been read: Q may be replaced (OSTORE: once O is in its place). */
     if (!OSTORE) mbar_arrive(&q_empty[qb]);
-    pst = (kv - 1) % FA3_FWD_STAGES;
-    if (XTILE) {
-      pending = true;
-      k_prev = k;
-      qb_prev = qb;
-      for (int w = 0; w < 2; ++w) {
-        prev_sum[w] = r.sum[w];
-        prev_max[w] = r.max[w];
-      }
-    } else {
-      last_pv(pst, kv - 1);
-      finish(k, o, r.sum, r.max, qb);
+    /* Then P V of the last key tile, alone; the output. */
+    const int ls = (kv - 1) % FA3_FWD_STAGES;
+    turn_wait();
+    mbar_wait(&v_full[ls], ((kv - 1) / FA3_FWD_STAGES) & 1);
+    wgmma_fence();
+    fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + ls * CB * BOXK);
+    wgmma_commit();
+    turn_pass();
+    wgmma_wait<0>();
+    wgmma_fence_regs(o);
+    wgmma_fence_frags(pa);
+    mbar_arrive(&v_empty[ls]);
+    finish(k, o, r.sum, r.max, qb);
 #pragma unroll
-      for (int i = 0; i < HD / 2; ++i) o[i] = 0.0f;
-    }
+    for (int i = 0; i < HD / 2; ++i) o[i] = 0.0f;
     ++qn;
-  }
-  if (XTILE && pending) {
-    last_pv(pst, kv - 1);
-    finish(k_prev, o, prev_sum, prev_max, qb_prev);
   }
   if (PINGPONG && c == 0 && turned) turn_wait();
 }

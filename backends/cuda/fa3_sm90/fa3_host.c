@@ -58,17 +58,22 @@ const fa3_fwd_config *fa3_fwd_config_for(int64_t head_dim, const char *name) {
   return NULL;
 }
 
-/* The defaults, from the same-run A/B on the H200 (bench/NOTES.md, 2026-12-01 session 9): without
-   a mask every tile costs the same and the persistent grid wins at short sequences; under a mask
-   the hardware's dynamic block scheduling balances better than a static one. */
+/* The defaults, from the same-run A/Bs on the H200 (bench/NOTES.md, 2026-12-01 sessions 9 and
+   10): the epilogue through shared memory and a TMA store (OSTORE) everywhere; without a mask the
+   persistent grid (at head dim 128, 128 x 176 tiles only from 8k keys: their Q buffer leaves no
+   room for a second one); under a mask the snake order at short sequences, one block per tile at
+   long ones (the hardware's dynamic block scheduling balances better than a static order). */
 static const char *default_name(int padded, int masked, int64_t seqlen_k) {
   switch (padded) {
     case 64:
-      return !masked ? "hd64_3x128_opp" : seqlen_k <= 4096 ? "hd64_3x128_ops" : "hd64_3x128_op";
+      return masked && seqlen_k <= 4096 ? "hd64_3x128_opsqo" : "hd64_3x128_oppqo";
     case 128:
-      return !masked ? "hd128_2x176_opp" : seqlen_k >= 4096 ? "hd128_2x176_op" : "hd128_2x128_op";
+      if (!masked) return seqlen_k <= 4096 ? "hd128_2x128_oppqo" : "hd128_2x176_opp";
+      return seqlen_k <= 2048   ? "hd128_2x128_opsqo"
+             : seqlen_k <= 4096 ? "hd128_2x128_oppqo"
+                                : "hd128_2x176_op";
     default:
-      return masked ? "hd256_2x80_op" : "hd256_2x80_opp";
+      return masked ? "hd256_2x80_opo" : "hd256_2x80_oppo";
   }
 }
 
