@@ -294,7 +294,7 @@ static int serves(const backend_ctx *bk, const char *f) {
    only the "<backend>." prefix is checked. */
 typedef struct conf_case conf_case;
 static int expected_kernel(const backend_ctx *bk, const conf_case *c, int bwd, int splits,
-                           char *buf, size_t n);
+                           int32_t tile_m, char *buf, size_t n);
 
 /* ----------------------------------------------------------------------------------------------
  * Cases
@@ -683,7 +683,7 @@ static int64_t fa3_least_smem(int64_t d) {
    "cuda.fa2.sm80" (backends/cuda/fa2_sm80, also on sm_89 and sm_90), or --kernel-prefix's for
    every name. Other ops (kvcache) are not named yet: 0. */
 static int cuda_expected(const char *prefix, int fa3, const char *op, fa_dtype dt, int64_t d,
-                         int causal, int window, int softcap, char *buf, size_t n) {
+                         int causal, int window, int softcap, int pack, char *buf, size_t n) {
   if (strcmp(op, "fwd") != 0 && strcmp(op, "bwd") != 0) return 0;
   if (!prefix) {
     /* FA_CUDA_SMEM_LIMIT below every fa3 configuration's shared memory gives fa2. */
@@ -692,9 +692,21 @@ static int cuda_expected(const char *prefix, int fa3, const char *op, fa_dtype d
     const int fits = need > 0 && (!lim || !*lim || atoll(lim) >= need);
     prefix = fa3 && fits && !softcap && !strcmp(op, "fwd") ? "cuda.fa3.sm90" : "cuda.fa2.sm80";
   }
-  snprintf(buf, n, "%s.%s.%s.hd%lld%s%s%s", prefix, op, tu_dtype_name(dt), (long long)d,
-           causal ? ".causal" : "", window ? ".window" : "", softcap ? ".softcap" : "");
+  char gqa[16] = "";
+  if (pack > 1 && !strcmp(prefix, "cuda.fa3.sm90")) snprintf(gqa, sizeof gqa, ".gqa%d", pack);
+  snprintf(buf, n, "%s.%s.%s.hd%lld%s%s%s%s", prefix, op, tu_dtype_name(dt), (long long)d,
+           causal ? ".causal" : "", window ? ".window" : "", softcap ? ".softcap" : "", gqa);
   return 1;
+}
+
+/* fa3's GQA packing (fa3_host.c's fa3_fwd_pack, from the tile the run reports): the query heads
+   a tile holds, a power of two dividing the group, each keeping at least seqlen_q rows and 8. */
+static int fa3_expected_pack(int32_t tile_m, int64_t hq, int64_t hkv, int64_t sq) {
+  const int64_t group = hkv > 0 ? hq / hkv : 1;
+  int pack = 1;
+  while (group % (2 * pack) == 0 && (tile_m / (2 * pack)) % 8 == 0 && tile_m / (2 * pack) >= sq)
+    pack *= 2;
+  return pack;
 }
 
 /* The OpenCL backend's kernels (backends/opencl, OpenCL C built at run time):
@@ -709,10 +721,11 @@ static int opencl_expected(const char *op, fa_dtype dt, int64_t d, int causal, i
 }
 
 static int expected_kernel(const backend_ctx *bk, const conf_case *c, int bwd, int splits,
-                           char *buf, size_t n) {
+                           int32_t tile_m, char *buf, size_t n) {
   if (!strcmp(bk->name, "cuda"))
     return cuda_expected(bk->cuda_prefix, bk->cuda_fa3 && c->sk > 0, bwd ? "bwd" : "fwd", c->dtype,
-                         c->d, c->cm != CM_NONE, 0, 0, buf, n);
+                         c->d, c->cm != CM_NONE, 0, 0,
+                         fa3_expected_pack(tile_m, c->hq, c->hkv, c->sq), buf, n);
   if (!strcmp(bk->name, "opencl"))
     return opencl_expected(bwd ? "bwd" : "fwd", c->dtype, c->d, c->cm != CM_NONE, 0, 0, buf, n);
   if (strcmp(bk->name, "cpu") != 0) return 0;
@@ -811,7 +824,7 @@ static void check_info(report *rep, const backend_ctx *bk, const conf_case *c, i
   if (info->backend != bk->id || strcmp(info->backend_name, bk->name) != 0)
     fail(rep, "%s: run info says backend %d \"%s\", expected %d \"%s\"", call, info->backend,
          info->backend_name, bk->id, bk->name);
-  if (expected_kernel(bk, c, bwd, info->num_splits, want, sizeof want)) {
+  if (expected_kernel(bk, c, bwd, info->num_splits, info->tile_m, want, sizeof want)) {
     if (!kernel_matches(info->kernel, want))
       fail(rep, "%s: kernel \"%s\", expected \"%s\"", call, info->kernel, want);
   } else {
@@ -1463,10 +1476,11 @@ static void mark_fquick(fcase_list *L) {
 
 /* Expected kernel of a feature case on the CPU, CUDA and OpenCL backends (0: naming unknown). */
 static int fexpected_kernel(const backend_ctx *bk, const fcase *c, const char *op, int splits,
-                            char *buf, size_t n) {
+                            int32_t tile_m, char *buf, size_t n) {
   if (!strcmp(bk->name, "cuda"))
     return cuda_expected(bk->cuda_prefix, bk->cuda_fa3 && c->sk > 0, op, c->dtype, c->d,
-                         c->cm != CM_NONE, c->win, c->softcap > 0.0f, buf, n);
+                         c->cm != CM_NONE, c->win, c->softcap > 0.0f,
+                         fa3_expected_pack(tile_m, c->hq, c->hkv, c->sq), buf, n);
   if (!strcmp(bk->name, "opencl"))
     return opencl_expected(op, c->dtype, c->d, c->cm != CM_NONE, c->win, c->softcap > 0.0f, buf, n);
   if (strcmp(bk->name, "cpu") != 0) return 0;
@@ -1496,7 +1510,7 @@ static void fcheck_info(report *rep, const backend_ctx *bk, const fcase *c, cons
   if (info->backend != bk->id || strcmp(info->backend_name, bk->name) != 0)
     fail(rep, "%s: run info says backend %d \"%s\", expected %d \"%s\"", call, info->backend,
          info->backend_name, bk->id, bk->name);
-  if (fexpected_kernel(bk, c, op, info->num_splits, want, sizeof want)) {
+  if (fexpected_kernel(bk, c, op, info->num_splits, info->tile_m, want, sizeof want)) {
     if (!kernel_matches(info->kernel, want))
       fail(rep, "%s: kernel \"%s\", expected \"%s\"", call, info->kernel, want);
   } else {

@@ -102,6 +102,15 @@ static const char *fa3_config_name(const void *cfg) {
   return "";
 #endif
 }
+/* The query heads per tile of fa3's GQA packing for the request (fa3_fwd_pack). */
+static int fa3_config_pack(const void *cfg, const fa_request *req) {
+#if FA_CUDA_HAS_FA3
+  return fa3_fwd_pack((const fa3_fwd_config *)cfg, req->heads_q, req->heads_kv, req->seqlen_q);
+#else
+  (void)cfg, (void)req;
+  return 1;
+#endif
+}
 static int32_t fa3_config_tile(const void *cfg, int keys) {
 #if FA_CUDA_HAS_FA3
   const fa3_fwd_config *c = cfg;
@@ -322,11 +331,15 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
     fa_core_refuse(out, "kernel_family fa3: %s", fa3_why);
     return;
   }
-  /* A configuration picked by FA_CUDA_FA3_CONFIG is named after '@' (the run launches it). */
-  snprintf(out->kernel, sizeof out->kernel, "cuda.%s.%s.hd%lld%s%s%s%s%s",
+  /* fa3's GQA packing is named (".gqa<heads per tile>"), and a configuration picked by
+     FA_CUDA_FA3_CONFIG after '@' (the run launches it). */
+  char pack[16] = "";
+  const int heads_per_tile = fa3 ? fa3_config_pack(fa3_cfg, req) : 1;
+  if (heads_per_tile > 1) snprintf(pack, sizeof pack, ".gqa%d", heads_per_tile);
+  snprintf(out->kernel, sizeof out->kernel, "cuda.%s.%s.hd%lld%s%s%s%s%s%s",
            fa3 ? "fa3.sm90.fwd" : (req->op == FA_OP_FORWARD ? "fa2.sm80.fwd" : "fa2.sm80.bwd"), dt,
            (long long)req->head_dim, p->causal ? ".causal" : "", p->window_enabled ? ".window" : "",
-           p->softcap > 0.0f ? ".softcap" : "", fa3_env ? "@" : "",
+           p->softcap > 0.0f ? ".softcap" : "", pack, fa3_env ? "@" : "",
            fa3_env ? fa3_config_name(fa3_cfg) : "");
   out->supported = 1;
   out->tile_m = fa3 ? fa3_config_tile(fa3_cfg, 0) : cfg.tile_m;

@@ -72,6 +72,27 @@ int main(void) {
   expect_pick(256, 1, 8192, "hd256_2x80_opo");
   expect_pick(72, 0, 1024, "(none)");
 
+  /* GQA packing: query heads of one K/V head per tile, a power of two dividing the group, while
+     each keeps seqlen_q rows and a multiple of 8. */
+  const fa3_fwd_config *c128 = fa3_fwd_config_for(128, "hd128_2x128_oppqo");
+  const fa3_fwd_config *c192 = fa3_fwd_config_for(64, "hd64_3x128_oppqo");
+  const struct {
+    const fa3_fwd_config **c;
+    int64_t hq, hkv, sq;
+    int want;
+  } packs[] = {
+      {&c128, 32, 32, 1, 1}, {&c128, 32, 4, 1, 8},  {&c128, 32, 4, 16, 8}, {&c128, 32, 4, 17, 4},
+      {&c128, 32, 4, 64, 2}, {&c128, 32, 4, 65, 1}, {&c128, 10, 2, 1, 1},  {&c128, 16, 1, 1, 16},
+      {&c128, 32, 1, 1, 16}, {&c128, 12, 2, 1, 2},  {&c192, 16, 1, 1, 8},  {&c192, 16, 1, 24, 8},
+      {&c192, 16, 1, 25, 4}, {&c192, 6, 2, 96, 1},  {&c192, 8, 2, 96, 2},  {&c128, 8, 2, 2000, 1},
+  };
+  for (size_t i = 0; i < sizeof packs / sizeof packs[0]; ++i) {
+    const int got = fa3_fwd_pack(*packs[i].c, packs[i].hq, packs[i].hkv, packs[i].sq);
+    EXPECT(got == packs[i].want, "pack of %s, heads %lld:%lld, seqlen_q %lld: %d, expected %d",
+           (*packs[i].c)->name, (long long)packs[i].hq, (long long)packs[i].hkv,
+           (long long)packs[i].sq, got, packs[i].want);
+  }
+
   /* Less shared memory: the first configuration of the head dim that fits, or none. */
   const int64_t limits[] = {A100_SMEM, SM86_SMEM, 80000, 0};
   const int64_t hds[] = {64, 96, 128, 192, 256};

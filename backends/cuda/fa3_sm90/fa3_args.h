@@ -82,8 +82,9 @@ typedef struct fa3_fwd_args {
   FA3_ALIGN64 unsigned char tv[128];
   FA3_ALIGN64 unsigned char to[128]; /* of O (OSTORE configurations only) */
   fa2_fwd_args a;
-  int32_t sm_count; /* the device's SMs: the grid of a persistent configuration */
-  int32_t chunk;    /* SNAKE: (head, batch) pairs per chunk */
+  int32_t sm_count;  /* the device's SMs: the grid of a persistent configuration */
+  int32_t chunk;     /* SNAKE: (head, batch) pairs per chunk */
+  int32_t pack_log2; /* GQA packing: a tile holds 2^pack_log2 query heads of one K/V head */
 } fa3_fwd_args;
 
 typedef int (*fa3_fwd_fn)(const fa3_fwd_args *a);
@@ -105,6 +106,10 @@ const fa3_fwd_config *fa3_fwd_config_for(int64_t head_dim, const char *name);
    first of the head dim's configurations that fits; NULL when none does. */
 const fa3_fwd_config *fa3_fwd_pick(int64_t head_dim, int masked, int64_t seqlen_k,
                                    int64_t smem_limit);
+/* GQA packing: the query heads a tile of c holds (a power of two): as many of one K/V head's
+   group as divide it while each keeps at least seqlen_q rows (and 8, the swizzle's atom). 1 for
+   MHA and for query blocks longer than half a tile. */
+int fa3_fwd_pack(const fa3_fwd_config *c, int64_t heads_q, int64_t heads_kv, int64_t seqlen_q);
 /* Every configuration (count of them). */
 const fa3_fwd_config *fa3_fwd_configs(int *count);
 

@@ -1,8 +1,9 @@
 /*
  * fa3_fwd.cuh: the FlashAttention-3 forward kernel (Hopper, sm_90a).
  *
- * One block per tile (64 x WGS query rows of one query head and batch), or with FA3_PERSISTENT
- * at most one per SM looping over tiles (fa3_tile_index). WGS + 1 warpgroups:
+ * One block per tile (64 x WGS query rows of one query head and batch; with GQA packing, rows of
+ * 2^pack_log2 query heads sharing a K/V head), or with FA3_PERSISTENT at most one per SM looping
+ * over tiles (fa3_tile_index). WGS + 1 warpgroups:
  *
  * The producer (warpgroup 0, one thread; registers given back with setmaxnreg) loads a tile's Q,
  * then K and V tiles of BN keys by TMA (4-D tensor maps: head dim, row, head, batch; rows and
@@ -13,7 +14,8 @@
  * WGS consumers (64 query rows each; registers taken with setmaxnreg): S = Q Kᵀ by wgmma from
  * shared memory, online softmax in registers (core/ mask and softmax rules, exp2 with log2-scaled
  * scores), O += P V by wgmma with P from registers, where the S accumulator's layout is the A
- * operand's; at the end O / l and the LSE.
+ * operand's; at the end O / l and the LSE, stored from registers or (FA3_OSTORE) written into the
+ * tile's Q buffer for the producer to store by TMA.
  *
  * FLAGS (fa3_args.h): FA3_OVERLAP issues Q Kᵀ of tile j + 1 with P V of tile j and runs the
  * softmax of j + 1 under P V; FA3_PINGPONG makes the consumers take turns issuing their MMAs
@@ -132,18 +134,30 @@ __device__ __forceinline__ void fa3_pack_p(const float (&s)[BN / 2], uint32_t (&
     for (int i = 0; i < 4; ++i) pa[kk][i] = Tr::pack(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
 }
 
-/* One tile of the grid's work: query block m0.. of head h (K/V head hk), batch b, and the key
-   tiles n_begin..n_end that hold keys for any of its rows. */
+/* One tile of the grid's work: query block m0.. (rows_per_head positions) of query heads h ..
+   h + 2^pack_log2 - 1 (GQA packing: heads of one K/V head, the tile's rows head-major), K/V head
+   hk, batch b, and the key tiles n_begin..n_end that hold keys for any of its rows. */
 struct fa3_tile {
   int m0, h, hk, b, n_begin, n_end;
 };
+/* The grid's tiles: (query heads / pack) x batch head groups, each of ceil(seqlen_q / rows per
+   head) query blocks. */
+template <int BM>
+__device__ __forceinline__ void fa3_grid_of(const fa3_fwd_args &A, int &hb_count, int &total) {
+  const int rows = BM >> A.pack_log2;
+  hb_count = (A.a.p.heads_q >> A.pack_log2) * A.a.p.batch;
+  total = (A.a.p.seqlen_q + rows - 1) / rows * hb_count;
+}
 template <int BM, int BN, bool SNAKE>
-__device__ __forceinline__ void fa3_tile_of(int k, int total, int hb_count, int chunk,
-                                            const fa2_problem &p, fa3_tile &ti) {
+__device__ __forceinline__ void fa3_tile_of(int k, int total, int hb_count, const fa3_fwd_args &A,
+                                            fa3_tile &ti) {
+  const fa2_problem &p = A.a.p;
   const fa_mask mask = fa2_mask_of(p); /* from the parameter space: no registers kept */
-  const int num_m = total / hb_count;
+  const int num_m = total / hb_count, rows = BM >> A.pack_log2;
+  const int groups = p.heads_q >> A.pack_log2;
   int hb, m_idx;
   if (SNAKE) { /* chunks of `chunk` (head, batch) pairs; in a chunk, query blocks largest first */
+    const int chunk = A.chunk;
     const int per = chunk * num_m, ck = k / per, within = k % per;
     const int cc = min(chunk, hb_count - ck * chunk);
     m_idx = within / cc;
@@ -152,11 +166,11 @@ __device__ __forceinline__ void fa3_tile_of(int k, int total, int hb_count, int 
     hb = k / num_m;
     m_idx = k % num_m;
   }
-  ti.m0 = (num_m - 1 - m_idx) * BM;
-  ti.h = hb % p.heads_q;
-  ti.b = hb / p.heads_q;
+  ti.m0 = (num_m - 1 - m_idx) * rows;
+  ti.h = (hb % groups) << A.pack_log2;
+  ti.b = hb / groups;
   ti.hk = ti.h / (p.heads_q / p.heads_kv);
-  const int rows_end = min(ti.m0 + BM, p.seqlen_q);
+  const int rows_end = min(ti.m0 + rows, p.seqlen_q);
   int64_t lo, hi;
   fa_mask_key_range(&mask, ti.m0, p.seqlen_k, &lo, &hi);
   const int lo_first = (int)lo; /* key indices fit int: seqlen_k is one */
@@ -164,6 +178,20 @@ __device__ __forceinline__ void fa3_tile_of(int k, int total, int hb_count, int 
   const int hi_last = (int)hi;
   ti.n_begin = lo_first / BN;
   ti.n_end = hi_last > lo_first ? (hi_last + BN - 1) / BN : ti.n_begin;
+}
+
+/* A tile row's query head (offset from the tile's first) and position (offset from m0): the rows
+   are rows_per_head positions of each packed head in turn. */
+template <int BM>
+__device__ __forceinline__ void fa3_row_of(const fa3_fwd_args &A, int rr, int &head, int &pos) {
+  if (A.pack_log2 == 0) {
+    head = 0;
+    pos = rr;
+  } else {
+    const int rows = BM >> A.pack_log2;
+    head = rr / rows;
+    pos = rr - head * rows;
+  }
 }
 
 /* The block's j-th tile: round j of gridDim.x tiles, in block order (SNAKE: reversed on odd
@@ -180,10 +208,10 @@ __device__ __forceinline__ int fa3_tile_index(int j) {
 template <int BM, int BN, bool SNAKE>
 __device__ __forceinline__ void fa3_store_o(const fa3_fwd_args &A, int kt, const unsigned char *buf,
                                             int boxq) {
-  const int hb_count = A.a.p.heads_q * A.a.p.batch;
-  const int total = (A.a.p.seqlen_q + BM - 1) / BM * hb_count;
+  int hb_count, total;
+  fa3_grid_of<BM>(A, hb_count, total);
   fa3_tile tf;
-  fa3_tile_of<BM, BN, SNAKE>(kt, total, hb_count, A.chunk, A.a.p, tf);
+  fa3_tile_of<BM, BN, SNAKE>(kt, total, hb_count, A, tf);
   for (int cb = 0; cb * 64 < A.a.p.head_dim; ++cb)
     tma_store_4d(A.to, buf + cb * boxq, cb * 64, tf.m0, tf.h, tf.b);
   bulk_commit();
@@ -215,8 +243,8 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
 
   const int tid = threadIdx.x, wg = tid / 128;
   const int seqlen_q = a.p.seqlen_q, seqlen_k = a.p.seqlen_k;
-  const int hb_count = a.p.heads_q * a.p.batch;
-  const int total = (seqlen_q + BM - 1) / BM * hb_count;
+  int hb_count, total;
+  fa3_grid_of<BM>(A, hb_count, total);
 
   if (tid == 0) {
     for (int b = 0; b < 2; ++b) {
@@ -247,7 +275,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       int kv = 0, qn = 0;   /* K/V tiles and Q blocks loaded so far */
       int kq0 = 0, kq1 = 0; /* OSTORE: the tile whose Q (then O) is in buffer 0, 1 */
       for (int j = 0, k = fa3_tile_index<SNAKE>(0); k < total; k = fa3_tile_index<SNAKE>(++j)) {
-        fa3_tile_of<BM, BN, SNAKE>(k, total, hb_count, A.chunk, a.p, ti);
+        fa3_tile_of<BM, BN, SNAKE>(k, total, hb_count, A, ti);
         if (ti.n_end == ti.n_begin) continue;
         const int qb = qn % QB, quse = qn / QB;
         if (quse > 0) {
@@ -315,15 +343,17 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     int k_again = kt;
     asm volatile("" : "+r"(k_again));
     fa3_tile tf;
-    fa3_tile_of<BM, BN, SNAKE>(k_again, total, hb_count, A.chunk, a.p, tf);
-    E *out = static_cast<E *>(a.out) + tf.b * a.o_str.batch + tf.h * a.o_str.head;
+    fa3_tile_of<BM, BN, SNAKE>(k_again, total, hb_count, A, tf);
 #pragma unroll
     for (int w = 0; w < 2; ++w) {
       float l = sum[w];
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       const float inv = fa_softmax_out_scale(l);
-      const int i = tf.m0 + rl + 8 * w;
+      int head, pos;
+      fa3_row_of<BM>(A, rl + 8 * w, head, pos);
+      const int i = tf.m0 + pos;
+      E *out = static_cast<E *>(a.out) + tf.b * a.o_str.batch + (tf.h + head) * a.o_str.head;
       if (OSTORE) {
         /* Row rl + 8 w of each 64-column box; 16-byte chunk j % 8 swizzled by the row's
            position in its 8-row atom, lane / 4 (rows past seqlen_q are not stored by TMA). */
@@ -340,8 +370,8 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
                 Tr::pack(o[4 * j + 2 * w] * inv, o[4 * j + 2 * w + 1] * inv);
       }
       if (a.lse && t == 0 && i < seqlen_q)
-        a.lse[tf.b * a.lse_str.batch + tf.h * a.lse_str.head + (int64_t)i * a.lse_str.row] =
-            l > 0.0f ? mx[w] * sl2 * FA2_LN2 + logf(l) : -INFINITY;
+        a.lse[tf.b * a.lse_str.batch + (tf.h + head) * a.lse_str.head +
+              (int64_t)i * a.lse_str.row] = l > 0.0f ? mx[w] * sl2 * FA2_LN2 + logf(l) : -INFINITY;
     }
     if (OSTORE) {
       fence_proxy_async_smem();
@@ -351,16 +381,18 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   /* A tile whose rows see no key (no Q loaded): zeros and an LSE of -inf, straight to memory. */
   auto finish_empty = [&](int kt) {
     fa3_tile tf;
-    fa3_tile_of<BM, BN, SNAKE>(kt, total, hb_count, A.chunk, a.p, tf);
-    E *out = static_cast<E *>(a.out) + tf.b * a.o_str.batch + tf.h * a.o_str.head;
+    fa3_tile_of<BM, BN, SNAKE>(kt, total, hb_count, A, tf);
     for (int w = 0; w < 2; ++w) {
-      const int i = tf.m0 + rl + 8 * w;
+      int head, pos;
+      fa3_row_of<BM>(A, rl + 8 * w, head, pos);
+      const int i = tf.m0 + pos;
       if (i >= seqlen_q) continue;
+      E *out = static_cast<E *>(a.out) + tf.b * a.o_str.batch + (tf.h + head) * a.o_str.head;
       for (int col = 2 * t; col < hd; col += 8)
         *reinterpret_cast<uint32_t *>(out + (int64_t)i * a.o_str.row + col) = 0u;
       if (a.lse && t == 0)
-        a.lse[tf.b * a.lse_str.batch + tf.h * a.lse_str.head + (int64_t)i * a.lse_str.row] =
-            -INFINITY;
+        a.lse[tf.b * a.lse_str.batch + (tf.h + head) * a.lse_str.head +
+              (int64_t)i * a.lse_str.row] = -INFINITY;
     }
   };
 
@@ -369,7 +401,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
 #pragma unroll
   for (int i = 0; i < HD / 2; ++i) o[i] = 0.0f;
   for (int j = 0, k = fa3_tile_index<SNAKE>(0); k < total; k = fa3_tile_index<SNAKE>(++j)) {
-    fa3_tile_of<BM, BN, SNAKE>(k, total, hb_count, A.chunk, a.p, ti);
+    fa3_tile_of<BM, BN, SNAKE>(k, total, hb_count, A, ti);
     if (ti.n_end == ti.n_begin) {
       finish_empty(k);
       continue;
@@ -378,7 +410,9 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     const fa_mask mask = fa2_mask_of(a.p);
     for (int w = 0; w < 2; ++w) {
       int64_t lo, hi;
-      fa_mask_key_range(&mask, ti.m0 + rl + 8 * w, seqlen_k, &lo, &hi);
+      int head, pos;
+      fa3_row_of<BM>(A, rl + 8 * w, head, pos);
+      fa_mask_key_range(&mask, ti.m0 + pos, seqlen_k, &lo, &hi);
       r.lo[w] = (int)lo;
       r.hi[w] = (int)hi;
       r.max[w] = -INFINITY;

@@ -16,7 +16,9 @@ int fa3_launch(const fa3_fwd_args *a) {
   const fa2_problem &p = a->a.p;
   if (p.seqlen_q == 0 || p.heads_q == 0 || p.batch == 0) return 0;
   /* One block per tile, or (FA3_PERSISTENT) at most one per SM, each looping over its tiles. */
-  const int64_t tiles = (int64_t)((p.seqlen_q + 64 * WGS - 1) / (64 * WGS)) * p.heads_q * p.batch;
+  const int rows = (64 * WGS) >> a->pack_log2; /* per query head (GQA packing) */
+  const int64_t tiles =
+      (int64_t)((p.seqlen_q + rows - 1) / rows) * (p.heads_q >> a->pack_log2) * p.batch;
   const int64_t blocks =
       (FLAGS & FA3_PERSISTENT) && a->sm_count > 0 && a->sm_count < tiles ? a->sm_count : tiles;
   if (tiles > INT32_MAX) return (int)cudaErrorInvalidConfiguration;

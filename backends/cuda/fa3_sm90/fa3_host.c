@@ -89,15 +89,25 @@ const fa3_fwd_config *fa3_fwd_pick(int64_t head_dim, int masked, int64_t seqlen_
   return NULL;
 }
 
+int fa3_fwd_pack(const fa3_fwd_config *c, int64_t heads_q, int64_t heads_kv, int64_t seqlen_q) {
+  const int64_t group = heads_kv > 0 ? heads_q / heads_kv : 1;
+  int pack = 1;
+  while (group % (2 * pack) == 0 && (c->tile_m / (2 * pack)) % 8 == 0 &&
+         c->tile_m / (2 * pack) >= seqlen_q)
+    pack *= 2;
+  return pack;
+}
+
 /* A (batch, seqlen, heads, head dim) tensor with strides in elements, boxes of `rows` rows x 64
-   columns (columns past head_dim, up to the padded head dim, read as zeros). */
+   columns of `box_heads` heads (columns past head_dim, up to the padded head dim, and rows past
+   seqlen read as zeros, are not written). */
 static int map_of(void *map, int bf16, const void *base, const fa2_strides *st, int32_t batch,
-                  int32_t seqlen, int32_t heads, int32_t head_dim, uint32_t rows, char *err,
-                  size_t err_len) {
+                  int32_t seqlen, int32_t heads, int32_t head_dim, uint32_t rows,
+                  uint32_t box_heads, char *err, size_t err_len) {
   const uint64_t dims[4] = {(uint64_t)head_dim, (uint64_t)seqlen, (uint64_t)heads, (uint64_t)batch};
   const uint64_t strides[3] = {(uint64_t)st->row * 2, (uint64_t)st->head * 2,
                                (uint64_t)st->batch * 2};
-  const uint32_t box[4] = {64, rows, 1, 1};
+  const uint32_t box[4] = {64, rows, box_heads, 1};
   return fa_tma_map(map, bf16, base, 4, dims, strides, box, err, err_len);
 }
 
@@ -109,20 +119,24 @@ int fa3_fwd_launch(fa3_fwd_args *x, const fa3_fwd_config *cfg, char *err, size_t
     return -1;
   }
   if (p->seqlen_q == 0 || p->batch == 0 || p->heads_q == 0) return 0;
-  if (map_of(x->tq, p->bf16, a->q, &a->q_str, p->batch, p->seqlen_q, p->heads_q, p->head_dim,
-             (uint32_t)cfg->tile_m, err, err_len) ||
+  const int pack = fa3_fwd_pack(cfg, p->heads_q, p->heads_kv, p->seqlen_q);
+  x->pack_log2 = 0;
+  while ((1 << x->pack_log2) < pack) ++x->pack_log2;
+  const uint32_t rows = (uint32_t)(cfg->tile_m / pack);
+  if (map_of(x->tq, p->bf16, a->q, &a->q_str, p->batch, p->seqlen_q, p->heads_q, p->head_dim, rows,
+             (uint32_t)pack, err, err_len) ||
       map_of(x->tk, p->bf16, a->k, &a->k_str, p->batch, p->seqlen_k, p->heads_kv, p->head_dim,
-             (uint32_t)cfg->tile_n, err, err_len) ||
+             (uint32_t)cfg->tile_n, 1, err, err_len) ||
       map_of(x->tv, p->bf16, a->v, &a->v_str, p->batch, p->seqlen_k, p->heads_kv, p->head_dim,
-             (uint32_t)cfg->tile_n, err, err_len) ||
+             (uint32_t)cfg->tile_n, 1, err, err_len) ||
       ((cfg->flags & FA3_OSTORE) &&
        map_of(x->to, p->bf16, a->out, &a->o_str, p->batch, p->seqlen_q, p->heads_q, p->head_dim,
-              (uint32_t)cfg->tile_m, err, err_len)))
+              rows, (uint32_t)pack, err, err_len)))
     return -1;
   /* SNAKE's chunk: the (head, batch) pairs whose K and V take about 24 MB (half the H100/H200
      L2), at least one. */
   const int64_t kv_bytes = 4 * (int64_t)p->seqlen_k * p->head_dim;
-  const int64_t pairs = (int64_t)p->heads_q * p->batch;
+  const int64_t pairs = (int64_t)(p->heads_q / pack) * p->batch;
   int64_t chunk = kv_bytes > 0 ? ((int64_t)24 << 20) / kv_bytes : pairs;
   x->chunk = (int32_t)(chunk < 1 ? 1 : chunk > pairs ? pairs : chunk);
   return cfg->launch(x);
