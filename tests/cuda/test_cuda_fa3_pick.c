@@ -60,17 +60,26 @@ int main(void) {
   expect_pick(64, 1, 4096, "hd64_3x128_opsqo");
   expect_pick(64, 1, 4097, "hd64_3x128_oppqo");
   expect_pick(128, 0, 512, "hd128_2x128_oppqo");
-  expect_pick(96, 0, 4096, "hd128_2x128_oppqo");
-  expect_pick(128, 0, 4097, "hd128_2x176_opp");
-  expect_pick(128, 1, 2048, "hd128_2x128_opsqo");
+  expect_pick(96, 0, 8192, "hd128_2x128_oppqo");
+  expect_pick(128, 0, 8193, "hd128_2x176_opp");
+  expect_pick(128, 1, 1024, "hd128_2x128_opsqo");
   expect_pick(96, 1, 100, "hd128_2x128_opsqo");
-  expect_pick(128, 1, 2049, "hd128_2x128_oppqo");
+  expect_pick(128, 1, 1025, "hd128_2x128_oppqo");
   expect_pick(128, 1, 4096, "hd128_2x128_oppqo");
-  expect_pick(128, 1, 4097, "hd128_2x176_op");
+  expect_pick(128, 1, 4097, "hd128_2x128_opo");
   expect_pick(256, 0, 8192, "hd256_2x80_oppo");
   expect_pick(192, 0, 100, "hd256_2x80_oppo");
   expect_pick(256, 1, 8192, "hd256_2x80_opo");
   expect_pick(72, 0, 1024, "(none)");
+
+  /* Every plan core/plan makes is compiled (no silent fallback to another configuration). */
+  for (int64_t d = 64; d <= 256; d *= 2)
+    for (int masked = 0; masked < 2; ++masked)
+      for (int64_t sk = 1; sk <= (1 << 20); sk = sk * 2 + (sk & 1)) {
+        const fa3_fwd_config *c = fa3_fwd_planned(d, masked, sk);
+        EXPECT(c != NULL, "hd%lld masked %d seqlen_k %lld: the plan has no compiled configuration",
+               (long long)d, masked, (long long)sk);
+      }
 
   /* GQA packing: query heads of one K/V head per tile, a power of two dividing the group, while
      each keeps seqlen_q rows and a multiple of 8. */

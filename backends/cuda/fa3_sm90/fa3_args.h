@@ -63,10 +63,12 @@ extern "C" {
   X(hd128_2x128_op, 128, 2, 128, FA3_OP)                   \
   X(hd128_2x128_oppqo, 128, 2, 128, FA3_OPPQO)             \
   X(hd128_2x128_opsqo, 128, 2, 128, FA3_OPPQO | FA3_SNAKE) \
+  X(hd128_2x128_opo, 128, 2, 128, FA3_OP | FA3_OSTORE)     \
   X(hd256_2x80_op, 256, 2, 80, FA3_OP)                     \
   X(hd256_2x80_opp, 256, 2, 80, FA3_OPP)                   \
   X(hd256_2x80_oppo, 256, 2, 80, FA3_OPP | FA3_OSTORE)     \
-  X(hd256_2x80_opo, 256, 2, 80, FA3_OP | FA3_OSTORE)
+  X(hd256_2x80_opo, 256, 2, 80, FA3_OP | FA3_OSTORE)       \
+  X(hd256_2x80_opso, 256, 2, 80, FA3_OPS | FA3_OSTORE)
 
 /* Two K/V stages, Q once, each in 64-column boxes; 1 KiB for the alignment the 128-byte swizzle
    needs. */
@@ -101,8 +103,12 @@ int fa3_fwd_padded_head_dim(int64_t head_dim);
 /* The configuration for a head dim: the one named (NULL: the head dim's default). NULL when there
    is none (the head dim is not fa3's, or the name is not one of its configurations). */
 const fa3_fwd_config *fa3_fwd_config_for(int64_t head_dim, const char *name);
-/* The configuration a request runs by default: the measured best for its head dim, mask (causal
-   or window: masked != 0) and key count; if that needs more shared memory than smem_limit, the
+/* The compiled configuration core/plan's Hopper plan (fa_plan_hopper_fwd: the measured best for
+   the head dim, mask and key count) names; NULL when it is not compiled (cuda.fa3_pick checks
+   that every plan is). */
+const fa3_fwd_config *fa3_fwd_planned(int64_t head_dim, int masked, int64_t seqlen_k);
+/* The configuration a request runs by default: the planned one for its head dim, mask (causal or
+   window: masked != 0) and key count; if that needs more shared memory than smem_limit, the
    first of the head dim's configurations that fits; NULL when none does. */
 const fa3_fwd_config *fa3_fwd_pick(int64_t head_dim, int masked, int64_t seqlen_k,
                                    int64_t smem_limit);

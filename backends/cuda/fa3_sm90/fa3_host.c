@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/plan.h"
 #include "fa3_args.h"
 #include "tma_map.h"
 
@@ -58,30 +59,30 @@ const fa3_fwd_config *fa3_fwd_config_for(int64_t head_dim, const char *name) {
   return NULL;
 }
 
-/* The defaults, from the same-run A/Bs on the H200 (bench/NOTES.md, 2026-12-01 sessions 9 and
-   10): the epilogue through shared memory and a TMA store (OSTORE) everywhere; without a mask the
-   persistent grid (at head dim 128, 128 x 176 tiles only from 8k keys: their Q buffer leaves no
-   room for a second one); under a mask the snake order at short sequences, one block per tile at
-   long ones (the hardware's dynamic block scheduling balances better than a static order). */
-static const char *default_name(int padded, int masked, int64_t seqlen_k) {
-  switch (padded) {
-    case 64:
-      return masked && seqlen_k <= 4096 ? "hd64_3x128_opsqo" : "hd64_3x128_oppqo";
-    case 128:
-      if (!masked) return seqlen_k <= 4096 ? "hd128_2x128_oppqo" : "hd128_2x176_opp";
-      return seqlen_k <= 2048   ? "hd128_2x128_opsqo"
-             : seqlen_k <= 4096 ? "hd128_2x128_oppqo"
-                                : "hd128_2x176_op";
-    default:
-      return masked ? "hd256_2x80_opo" : "hd256_2x80_oppo";
-  }
+/* The compiled configuration of core/plan's Hopper plan, NULL when none matches. */
+static const fa3_fwd_config *config_of_plan(int padded, const fa_hopper_fwd_plan *p) {
+  const int flags = FA3_OVERLAP | FA3_PINGPONG | (p->persistent ? FA3_PERSISTENT : 0) |
+                    (p->snake ? FA3_SNAKE : 0) | (p->q_buffers == 2 ? FA3_QDOUBLE : 0) |
+                    (p->smem_epilogue ? FA3_OSTORE : 0);
+  for (int i = 0; i < CONFIG_COUNT; ++i)
+    if (configs[i].head_dim_padded == padded && configs[i].warpgroups == p->consumers &&
+        configs[i].tile_m == p->tile_m && configs[i].tile_n == p->tile_n &&
+        configs[i].flags == flags)
+      return &configs[i];
+  return NULL;
+}
+
+const fa3_fwd_config *fa3_fwd_planned(int64_t head_dim, int masked, int64_t seqlen_k) {
+  const int padded = fa3_fwd_padded_head_dim(head_dim);
+  const fa_hopper_fwd_plan plan = fa_plan_hopper_fwd(padded, masked, seqlen_k);
+  return padded && plan.tile_m ? config_of_plan(padded, &plan) : NULL;
 }
 
 const fa3_fwd_config *fa3_fwd_pick(int64_t head_dim, int masked, int64_t seqlen_k,
                                    int64_t smem_limit) {
   const int padded = fa3_fwd_padded_head_dim(head_dim);
   if (!padded) return NULL;
-  const fa3_fwd_config *c = fa3_fwd_config_for(head_dim, default_name(padded, masked, seqlen_k));
+  const fa3_fwd_config *c = fa3_fwd_planned(head_dim, masked, seqlen_k);
   if (c && (int64_t)c->smem_bytes <= smem_limit) return c;
   for (int i = 0; i < CONFIG_COUNT; ++i)
     if (configs[i].head_dim_padded == padded && (int64_t)configs[i].smem_bytes <= smem_limit)
