@@ -100,8 +100,8 @@ __device__ __forceinline__ void red_add_v4_f32(float *p, float x, float y, float
 }
 #endif
 
-#if !defined(__CUDA_ARCH__) || \
-    __CUDA_ARCH__ >= 900 /* and the host pass, which parses sm_90a kernels */
+/* Also in the host pass, which parses the sm_90a kernels that call these. */
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 /* sm_90 bulk reductions (done by the TMA unit, not the issuing warp's memory pipe): adds `bytes`
    (a multiple of 16, both addresses 16-byte aligned) of fp32 from shared memory into global
    memory, element by element atomically with respect to other reductions. Per-thread groups:
