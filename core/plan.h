@@ -83,11 +83,12 @@ typedef struct fa_hopper_fwd_plan {
   int32_t snake;          /* persistent tiles dealt largest first in a snake order */
   int32_t q_buffers;      /* 2: the next tile's Q loads while this tile still reads its own */
   int32_t smem_epilogue;  /* O written through shared memory and stored by TMA */
+  int32_t dynamic;        /* persistent blocks take tiles from a global counter (a workspace) */
 } fa_hopper_fwd_plan;
 
 static inline fa_hopper_fwd_plan fa_plan_hopper_fwd(int64_t padded_head_dim, int masked,
                                                     int64_t seqlen_k) {
-  fa_hopper_fwd_plan p = {0, 0, 0, 0, 0, 1, 1};
+  fa_hopper_fwd_plan p = {0, 0, 0, 0, 0, 1, 1, 0};
   switch (padded_head_dim) {
     case 64: /* three consumers: the softmax is a large share at 64 columns */
       p.tile_m = 192, p.tile_n = 128, p.consumers = 3, p.persistent = 1, p.q_buffers = 2;

@@ -111,6 +111,15 @@ static int fa3_config_pack(const void *cfg, const fa_request *req) {
   return 1;
 #endif
 }
+/* Device bytes of workspace the configuration's launch needs (fa3_fwd_workspace_bytes). */
+static size_t fa3_config_workspace(const void *cfg) {
+#if FA_CUDA_HAS_FA3
+  return fa3_fwd_workspace_bytes((const fa3_fwd_config *)cfg);
+#else
+  (void)cfg;
+  return 0;
+#endif
+}
 static int32_t fa3_config_tile(const void *cfg, int keys) {
 #if FA_CUDA_HAS_FA3
   const fa3_fwd_config *c = cfg;
@@ -346,8 +355,11 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
   out->tile_n = fa3 ? fa3_config_tile(fa3_cfg, 1) : cfg.tile_n;
   out->num_splits = 1;
   if (req->op == FA_OP_FORWARD) {
-    out->deterministic = 1; /* no atomics: every output is one block's */
-    out->workspace_bytes = 0;
+    /* Every output is one block's, its key tiles in a fixed order (a dynamic schedule's counter
+       decides only which block). */
+    out->deterministic = 1;
+    const size_t ws = fa3 ? fa3_config_workspace(fa3_cfg) : 0;
+    out->workspace_bytes = ws ? ws + CUDA_WORKSPACE_ALIGN : 0; /* room to align a caller's */
     return;
   }
   /* Backward: dQ by fp32 atomics unless determinism is asked for. */

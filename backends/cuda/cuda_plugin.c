@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/mask.h"
@@ -56,7 +57,7 @@ static void fill_strides(const fa_tensor *t, fa2_strides *s) {
 static void *tensor_ptr(const fa_tensor *t) { return fa_tensor_base(t); }
 
 /* The sizes, score transform, mask (core/mask.h's rule) and stream both passes take. */
-static fa_status run_forward(const fa_request *req, const fa_decision *decision) {
+static fa_status run_forward(const fa_request *req, const fa_decision *decision, void *workspace) {
   fa2_fwd_args a;
   memset(&a, 0, sizeof a);
   a.q = tensor_ptr(req->q);
@@ -82,6 +83,10 @@ static fa_status run_forward(const fa_request *req, const fa_decision *decision)
     memset(&x, 0, sizeof x);
     x.a = a;
     x.sm_count = dev->sm_count;
+    /* Testing: FA_CUDA_FA3_GRID=N caps a persistent configuration's grid at N blocks, so that
+       small cases make each block loop over many tiles (tests/gpu/h200_check.sh). */
+    const char *grid = getenv("FA_CUDA_FA3_GRID");
+    if (grid && atoi(grid) > 0 && atoi(grid) < x.sm_count) x.sm_count = atoi(grid);
     char err[200];
     const char *at = strchr(decision->kernel, '@');
     /* The configuration decide took: named after '@', else the default pick (same inputs). */
@@ -92,7 +97,27 @@ static fa_status run_forward(const fa_request *req, const fa_decision *decision)
     if (!cfg || cfg->tile_m != decision->tile_m || cfg->tile_n != decision->tile_n)
       return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no fa3 forward kernel as decided (%s)",
                                decision->kernel);
+    const size_t ws_bytes = fa3_fwd_workspace_bytes(cfg);
+    if ((ws_bytes ? ws_bytes + CUDA_WORKSPACE_ALIGN : 0) != decision->workspace_bytes)
+      return fa_core_set_error(FA_ERR_INTERNAL,
+                               "cuda: fa3 forward workspace %zu bytes, decided %zu", ws_bytes,
+                               decision->workspace_bytes);
+    /* A dynamic schedule's tile counter: in the caller's workspace, else from the stream-ordered
+       pool (as the backward's). */
+    void *ws = workspace;
+    cudaStream_t stream = (cudaStream_t)a.p.stream;
+    if (!ws && ws_bytes > 0) {
+      cudaError_t f = cudaMallocAsync(&ws, decision->workspace_bytes, stream);
+      if (f != cudaSuccess) return cuda_failure(f, "allocating the fa3 forward's tile counter");
+    }
+    x.tile_counter = ws_bytes ? (int32_t *)(((uintptr_t)ws + CUDA_WORKSPACE_ALIGN - 1) &
+                                            ~(uintptr_t)(CUDA_WORKSPACE_ALIGN - 1))
+                              : NULL;
     int e = fa3_fwd_launch(&x, cfg, err, sizeof err);
+    if (ws && ws != workspace) {
+      cudaError_t f = cudaFreeAsync(ws, stream);
+      if (e == 0 && f != cudaSuccess) e = (int)f;
+    }
     if (e < 0) return fa_core_set_error(FA_ERR_INTERNAL, "cuda: the fa3 forward: %s", err);
     return e == 0 ? FA_OK : cuda_failure((cudaError_t)e, "the fa3 forward launch");
   }
@@ -176,7 +201,7 @@ fa_status cuda_run(const fa_request *req, const fa_decision *decision, void *wor
     return cuda_failure(e, "cudaSetDevice");
   fa_status st = prepare_device(id);
   if (st == FA_OK)
-    st = req->op == FA_OP_FORWARD ? run_forward(req, decision)
+    st = req->op == FA_OP_FORWARD ? run_forward(req, decision, workspace)
                                   : run_backward(req, decision, workspace);
   if (previous != id) cudaSetDevice(previous);
   return st;

@@ -155,8 +155,14 @@ int main(void) {
     EXPECT(c->flags & FA3_OVERLAP, "%s: no overlap", c->name);
     EXPECT(!(c->flags & FA3_SNAKE) || (c->flags & FA3_PERSISTENT), "%s: snake without persistent",
            c->name);
+    EXPECT(!(c->flags & FA3_DYNAMIC) || (c->flags & FA3_PERSISTENT),
+           "%s: dynamic schedule without persistent", c->name);
+    /* A dynamic schedule's tile counter is the only forward workspace. */
+    EXPECT(fa3_fwd_workspace_bytes(c) == ((c->flags & FA3_DYNAMIC) ? sizeof(int32_t) : 0),
+           "%s: workspace %zu bytes", c->name, fa3_fwd_workspace_bytes(c));
     EXPECT(c->launch && c->prepare, "%s: no entry points", c->name);
   }
+  EXPECT(fa3_fwd_workspace_bytes(NULL) == 0, "workspace of no configuration");
 
   /* A configuration of another head dim is refused before any launch. */
   fa3_fwd_args x;

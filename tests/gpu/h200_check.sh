@@ -230,7 +230,10 @@ fi
 # Every FlashAttention-3 forward configuration of fa3_args.h (the defaults ran in the steps above),
 # picked with FA_CUDA_FA3_CONFIG: the conformance cases of its head dims (fa3cfg.<name>), then
 # racecheck and synccheck on cuda_smoke at that head dim, 300 keys (three or more key tiles: the
-# K/V ring wraps), non-causal (fa3san.<name>). Logs in $OUT/fa3_configs.log.
+# K/V ring wraps), non-causal (fa3san.<name>). A persistent configuration (_opp*, _ops*, _opd*)
+# runs both again with FA_CUDA_FA3_GRID capping its grid (conformance: 2 blocks; sanitizers: 1),
+# so that every block loops over many tiles (Q buffer reuse, the dynamic schedule's hand-over),
+# which the suite's small cases would not make it do on 132 SMs. Logs in $OUT/fa3_configs.log.
 if [ "$DO_FA3" -eq 1 ]; then
   banner "fa3 configurations"
   : > "$OUT/fa3_configs.log"
@@ -243,19 +246,30 @@ if [ "$DO_FA3" -eq 1 ]; then
     [ "$hd" = 256 ] && dims="192 256"
     ok=1
     tally=
-    for d in $dims; do
-      FA_CUDA_FA3_CONFIG=$cfg timeout 300 "$BIN/conformance" --backend cuda --filter ".d$d." \
-        > "$TMP/fa3cfg.log" 2>&1 || ok=0
-      { echo "=== $cfg d$d"; cat "$TMP/fa3cfg.log"; } >> "$OUT/fa3_configs.log"
-      tally="$tally d$d: $(grep -E '^conformance: [0-9]+ passed' "$TMP/fa3cfg.log" | tail -1 | sed 's/^conformance: //')"
+    grids=full
+    case $cfg in *_op[psd]*) grids="full 2" ;; esac
+    for grid in $grids; do
+      cap=
+      [ "$grid" != full ] && cap=$grid
+      for d in $dims; do
+        FA_CUDA_FA3_CONFIG=$cfg FA_CUDA_FA3_GRID=$cap timeout 300 "$BIN/conformance" \
+          --backend cuda --filter ".d$d." > "$TMP/fa3cfg.log" 2>&1 || ok=0
+        { echo "=== $cfg d$d grid $grid"; cat "$TMP/fa3cfg.log"; } >> "$OUT/fa3_configs.log"
+        tally="$tally d$d${cap:+/grid$cap}: $(grep -E '^conformance: [0-9]+ passed' "$TMP/fa3cfg.log" | tail -1 | sed 's/^conformance: //')"
+      done
     done
     [ "$ok" -eq 1 ] && record "fa3cfg.$cfg" PASS "$tally" || record "fa3cfg.$cfg" FAIL "$tally (see fa3_configs.log)"
     if [ -n "$SANITIZER" ]; then
       san_ok=1
-      for tool in racecheck synccheck; do
-        FA_CUDA_FA3_CONFIG=$cfg timeout 90 "$SANITIZER" --tool "$tool" --error-exitcode 86 \
-          "$BIN/cuda_smoke" --hdim "$hd" --seqlen 300 --causal 0 > "$TMP/fa3san.log" 2>&1 || san_ok=0
-        { echo "=== $cfg $tool"; cat "$TMP/fa3san.log"; } >> "$OUT/fa3_configs.log"
+      for grid in $grids; do
+        cap=
+        [ "$grid" != full ] && cap=1
+        for tool in racecheck synccheck; do
+          FA_CUDA_FA3_CONFIG=$cfg FA_CUDA_FA3_GRID=$cap timeout 90 "$SANITIZER" --tool "$tool" \
+            --error-exitcode 86 "$BIN/cuda_smoke" --hdim "$hd" --seqlen 300 --causal 0 \
+            > "$TMP/fa3san.log" 2>&1 || san_ok=0
+          { echo "=== $cfg $tool grid ${cap:-full}"; cat "$TMP/fa3san.log"; } >> "$OUT/fa3_configs.log"
+        done
       done
       [ "$san_ok" -eq 1 ] && record "fa3san.$cfg" PASS "racecheck, synccheck clean" || record "fa3san.$cfg" FAIL "see fa3_configs.log"
     fi

@@ -35,6 +35,12 @@ extern "C" {
 /* OSTORE: the epilogue writes O into its tile's Q buffer (Q is no longer read) and the producer
    stores it by TMA before loading a later tile's Q there (with one Q buffer, the next tile's). */
 #define FA3_OSTORE 32
+/* DYNAMIC (with PERSISTENT): after its first tile (blockIdx.x), a block's producer takes the next
+   from a global counter (atomicAdd; zeroed before the launch in the call's workspace) and passes
+   it to the consumers through shared memory. Tiles in SNAKE's order (largest first within
+   L2-sized chunks), so that whichever block is free takes the largest tile left: under a causal
+   mask a static deal leaves some blocks with ~15% more work than the mean. */
+#define FA3_DYNAMIC 64
 
 /* The compiled configurations: X(name, padded head dim, consumer warpgroups, key tile, flags).
    A block holds 64 query rows per consumer warpgroup; fa3_fwd_pick names the defaults, the
@@ -45,6 +51,7 @@ extern "C" {
 #define FA3_OPP (FA3_OVERLAP | FA3_PINGPONG | FA3_PERSISTENT)
 #define FA3_OPS (FA3_OPP | FA3_SNAKE)
 #define FA3_OPPQO (FA3_OPP | FA3_QDOUBLE | FA3_OSTORE)
+#define FA3_OPDQO (FA3_OPPQO | FA3_DYNAMIC)
 #define FA3_FWD_CONFIGS(X)                                 \
   X(hd64_3x128_op, 64, 3, 128, FA3_OP)                     \
   X(hd64_3x128_opp, 64, 3, 128, FA3_OPP)                   \
@@ -53,6 +60,7 @@ extern "C" {
   X(hd64_3x128_opsq, 64, 3, 128, FA3_OPS | FA3_QDOUBLE)    \
   X(hd64_3x128_oppqo, 64, 3, 128, FA3_OPPQO)               \
   X(hd64_3x128_opsqo, 64, 3, 128, FA3_OPPQO | FA3_SNAKE)   \
+  X(hd64_3x128_opdqo, 64, 3, 128, FA3_OPDQO)               \
   X(hd64_2x128_oppqo, 64, 2, 128, FA3_OPPQO)               \
   X(hd64_2x128_opsqo, 64, 2, 128, FA3_OPPQO | FA3_SNAKE)   \
   X(hd128_2x176_op, 128, 2, 176, FA3_OP)                   \
@@ -64,11 +72,13 @@ extern "C" {
   X(hd128_2x128_oppqo, 128, 2, 128, FA3_OPPQO)             \
   X(hd128_2x128_opsqo, 128, 2, 128, FA3_OPPQO | FA3_SNAKE) \
   X(hd128_2x128_opo, 128, 2, 128, FA3_OP | FA3_OSTORE)     \
+  X(hd128_2x128_opdqo, 128, 2, 128, FA3_OPDQO)             \
   X(hd256_2x80_op, 256, 2, 80, FA3_OP)                     \
   X(hd256_2x80_opp, 256, 2, 80, FA3_OPP)                   \
   X(hd256_2x80_oppo, 256, 2, 80, FA3_OPP | FA3_OSTORE)     \
   X(hd256_2x80_opo, 256, 2, 80, FA3_OP | FA3_OSTORE)       \
-  X(hd256_2x80_opso, 256, 2, 80, FA3_OPS | FA3_OSTORE)
+  X(hd256_2x80_opso, 256, 2, 80, FA3_OPS | FA3_OSTORE)     \
+  X(hd256_2x80_opdo, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_DYNAMIC)
 
 /* Two K/V stages, Q once, each in 64-column boxes; 1 KiB for the alignment the 128-byte swizzle
    needs. */
@@ -84,9 +94,10 @@ typedef struct fa3_fwd_args {
   FA3_ALIGN64 unsigned char tv[128];
   FA3_ALIGN64 unsigned char to[128]; /* of O (OSTORE configurations only) */
   fa2_fwd_args a;
-  int32_t sm_count;  /* the device's SMs: the grid of a persistent configuration */
-  int32_t chunk;     /* SNAKE: (head, batch) pairs per chunk */
-  int32_t pack_log2; /* GQA packing: a tile holds 2^pack_log2 query heads of one K/V head */
+  int32_t sm_count;      /* the device's SMs: the grid of a persistent configuration */
+  int32_t chunk;         /* SNAKE: (head, batch) pairs per chunk */
+  int32_t pack_log2;     /* GQA packing: a tile holds 2^pack_log2 query heads of one K/V head */
+  int32_t *tile_counter; /* DYNAMIC: tiles taken past the first grid's worth (4 device bytes) */
 } fa3_fwd_args;
 
 typedef int (*fa3_fwd_fn)(const fa3_fwd_args *a);
@@ -116,11 +127,14 @@ const fa3_fwd_config *fa3_fwd_pick(int64_t head_dim, int masked, int64_t seqlen_
    group as divide it while each keeps at least seqlen_q rows (and 8, the swizzle's atom). 1 for
    MHA and for query blocks longer than half a tile. */
 int fa3_fwd_pack(const fa3_fwd_config *c, int64_t heads_q, int64_t heads_kv, int64_t seqlen_q);
+/* Device bytes of workspace a configuration's launch needs (DYNAMIC: its tile counter), else 0. */
+size_t fa3_fwd_workspace_bytes(const fa3_fwd_config *c);
 /* Every configuration (count of them). */
 const fa3_fwd_config *fa3_fwd_configs(int *count);
 
 /* Fills the tensor maps from a->a (16-byte aligned bases, row/head/batch strides multiples of 8
-   elements) and launches the configuration; returns a cudaError_t value, or -1 with a message in
+   elements) and launches the configuration (a DYNAMIC one clears a->tile_counter first, in
+   stream order); returns a cudaError_t value, or -1 with a message in
    err when a tensor cannot be described to TMA. */
 int fa3_fwd_launch(fa3_fwd_args *a, const fa3_fwd_config *cfg, char *err, size_t err_len);
 

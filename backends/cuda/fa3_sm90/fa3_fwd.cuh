@@ -36,10 +36,11 @@
 #include "fa3_args.h"
 
 /* Registers per thread of the producer and of each consumer warpgroup (setmaxnreg): the whole
-   file of 64 K registers less the producer's share. */
-template <int WGS>
+   file of 64 K registers less the producer's share. A dynamic schedule's producer (the tile
+   counter's address and result) spilled at 24; 32 uses the file's last 1024 registers. */
+template <int WGS, bool DYNAMIC>
 struct fa3_regs {
-  static constexpr int producer = 24;
+  static constexpr int producer = DYNAMIC ? 32 : 24;
   static constexpr int consumer = WGS == 2 ? 240 : 160;
   static_assert(producer * 128 + consumer * 128 * WGS <= 65536, "register file");
 };
@@ -148,7 +149,7 @@ __device__ __forceinline__ void fa3_grid_of(const fa3_fwd_args &A, int &hb_count
   hb_count = (A.a.p.heads_q >> A.pack_log2) * A.a.p.batch;
   total = (A.a.p.seqlen_q + rows - 1) / rows * hb_count;
 }
-template <int BM, int BN, bool SNAKE>
+template <int BM, int BN, bool LPT>
 __device__ __forceinline__ void fa3_tile_of(int k, int total, int hb_count, const fa3_fwd_args &A,
                                             fa3_tile &ti) {
   const fa2_problem &p = A.a.p;
@@ -156,7 +157,7 @@ __device__ __forceinline__ void fa3_tile_of(int k, int total, int hb_count, cons
   const int num_m = total / hb_count, rows = BM >> A.pack_log2;
   const int groups = p.heads_q >> A.pack_log2;
   int hb, m_idx;
-  if (SNAKE) { /* chunks of `chunk` (head, batch) pairs; in a chunk, query blocks largest first */
+  if (LPT) { /* chunks of `chunk` (head, batch) pairs; in a chunk, query blocks largest first */
     const int chunk = A.chunk;
     const int per = chunk * num_m, ck = k / per, within = k % per;
     const int cc = min(chunk, hb_count - ck * chunk);
@@ -205,13 +206,13 @@ __device__ __forceinline__ int fa3_tile_index(int j) {
 /* The producer's TMA store of tile kt's output from its Q buffer buf (64-column boxes of BOXQ
    bytes, as the Q load wrote them), waiting until TMA has read the buffer so that the next Q may
    be loaded there. */
-template <int BM, int BN, bool SNAKE>
+template <int BM, int BN, bool LPT>
 __device__ __forceinline__ void fa3_store_o(const fa3_fwd_args &A, int kt, const unsigned char *buf,
                                             int boxq) {
   int hb_count, total;
   fa3_grid_of<BM>(A, hb_count, total);
   fa3_tile tf;
-  fa3_tile_of<BM, BN, SNAKE>(kt, total, hb_count, A, tf);
+  fa3_tile_of<BM, BN, LPT>(kt, total, hb_count, A, tf);
   for (int cb = 0; cb * 64 < A.a.p.head_dim; ++cb)
     tma_store_4d(A.to, buf + cb * boxq, cb * 64, tf.m0, tf.h, tf.b);
   bulk_commit();
@@ -226,7 +227,8 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   /* The one-tile-at-a-time loop (no overlap) was measured (bench/NOTES.md) and removed. */
   static_assert(FLAGS & FA3_OVERLAP, "every configuration overlaps S and P V");
   constexpr bool PINGPONG = (FLAGS & FA3_PINGPONG) != 0, SNAKE = (FLAGS & FA3_SNAKE) != 0;
-  constexpr bool OSTORE = (FLAGS & FA3_OSTORE) != 0;
+  constexpr bool OSTORE = (FLAGS & FA3_OSTORE) != 0, DYNAMIC = (FLAGS & FA3_DYNAMIC) != 0;
+  constexpr bool LPT = SNAKE || DYNAMIC;            /* tiles largest first within L2-sized chunks */
   constexpr int BOXQ = BM * 128, BOXK = BN * 128;   /* bytes of one 64-column box */
   constexpr int NC = 128 * WGS;                     /* consumer threads */
   constexpr int QB = (FLAGS & FA3_QDOUBLE) ? 2 : 1; /* Q buffers */
@@ -240,11 +242,15 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   unsigned char *sV = sK + FA3_FWD_STAGES * CB * BOXK;
   __shared__ uint64_t q_full[2], q_empty[2], k_full[FA3_FWD_STAGES], v_full[FA3_FWD_STAGES];
   __shared__ uint64_t k_empty[FA3_FWD_STAGES], v_empty[FA3_FWD_STAGES];
+  /* The tile of Q buffer b's current use (for the producer's TMA store of its O; DYNAMIC: for the
+     consumers too, published by q_full[b]'s completion; total or more: no tile is left, the
+     consumers stop). With DYNAMIC a tile without keys takes a use, with no Q loaded. */
+  __shared__ int q_tile[2];
 
   const int tid = threadIdx.x, wg = tid / 128;
   const int seqlen_q = a.p.seqlen_q, seqlen_k = a.p.seqlen_k;
+  /* The grid's tiles (after each role's setmaxnreg: values live across it cost registers). */
   int hb_count, total;
-  fa3_grid_of<BM>(A, hb_count, total);
 
   if (tid == 0) {
     for (int b = 0; b < 2; ++b) {
@@ -270,23 +276,42 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
      phases agree. */
   fa3_tile ti;
   if (wg == 0) {
-    setmaxnreg_dec<fa3_regs<WGS>::producer>();
+    setmaxnreg_dec<fa3_regs<WGS, DYNAMIC>::producer>();
+    fa3_grid_of<BM>(A, hb_count, total);
     if (tid == 0) {
-      int kv = 0, qn = 0;   /* K/V tiles and Q blocks loaded so far */
-      int kq0 = 0, kq1 = 0; /* OSTORE: the tile whose Q (then O) is in buffer 0, 1 */
-      for (int j = 0, k = fa3_tile_index<SNAKE>(0); k < total; k = fa3_tile_index<SNAKE>(++j)) {
-        fa3_tile_of<BM, BN, SNAKE>(k, total, hb_count, A, ti);
-        if (ti.n_end == ti.n_begin) continue;
+      int kv = 0, qn = 0; /* K/V tiles loaded so far, Q buffer uses */
+      int with_o = 0;     /* OSTORE: bit b set while buffer b holds a tile's O (q_tile[b]'s) */
+      int j = 0, k = DYNAMIC ? (int)blockIdx.x : fa3_tile_index<SNAKE>(0);
+      for (;;) {
+        const bool done = k >= total;
+        if (done && !DYNAMIC) break;
+        bool empty = true;
+        if (!done) {
+          fa3_tile_of<BM, BN, LPT>(k, total, hb_count, A, ti);
+          empty = ti.n_end == ti.n_begin;
+        }
+        if (empty && !DYNAMIC) { /* the consumers skip it on their own */
+          k = fa3_tile_index<SNAKE>(++j);
+          continue;
+        }
         const int qb = qn % QB, quse = qn / QB;
         if (quse > 0) {
           mbar_wait(&q_empty[qb], (quse - 1) & 1);
-          if (OSTORE) fa3_store_o<BM, BN, SNAKE>(A, qb ? kq1 : kq0, sQ + qb * CB * BOXQ, BOXQ);
+          if (OSTORE && (with_o >> qb & 1))
+            fa3_store_o<BM, BN, LPT>(A, q_tile[qb], sQ + qb * CB * BOXQ, BOXQ);
         }
-        if (OSTORE) (qb ? kq1 : kq0) = k;
+        with_o = (with_o & ~(1 << qb)) | (empty ? 0 : 1 << qb);
+        ++qn;
+        q_tile[qb] = k;
+        if (empty) { /* DYNAMIC: tell the consumers (no Q), then take the next tile */
+          mbar_arrive(&q_full[qb]);
+          if (done) break;
+          k = (int)gridDim.x + atomicAdd(A.tile_counter, 1);
+          continue;
+        }
         mbar_arrive_expect_tx(&q_full[qb], CB * BOXQ);
         for (int cb = 0; cb < CB; ++cb)
           tma_load_4d(sQ + (qb * CB + cb) * BOXQ, A.tq, &q_full[qb], cb * 64, ti.m0, ti.h, ti.b);
-        ++qn;
         for (int n = ti.n_begin; n < ti.n_end; ++n, ++kv) {
           const int st = kv % FA3_FWD_STAGES, use = kv / FA3_FWD_STAGES;
           if (use > 0) mbar_wait(&k_empty[st], (use - 1) & 1);
@@ -300,19 +325,22 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
             tma_load_4d(sV + (st * CB + cb) * BOXK, A.tv, &v_full[st], cb * 64, n * BN, ti.hk,
                         ti.b);
         }
+        k = DYNAMIC ? (int)gridDim.x + atomicAdd(A.tile_counter, 1) : fa3_tile_index<SNAKE>(++j);
       }
-      if (OSTORE) { /* the outputs still in the Q buffers, oldest first */
-        for (int u = max(qn - QB, 0); u < qn; ++u) {
+      if (OSTORE) { /* the outputs still in the Q buffers, oldest first (DYNAMIC: the last use
+                       told the consumers to stop; they do not release it) */
+        for (int u = max(qn - QB, 0); u < qn - (DYNAMIC ? 1 : 0); ++u) {
           const int qb = u % QB;
           mbar_wait(&q_empty[qb], (u / QB) & 1);
-          fa3_store_o<BM, BN, SNAKE>(A, qb ? kq1 : kq0, sQ + qb * CB * BOXQ, BOXQ);
+          if (with_o >> qb & 1) fa3_store_o<BM, BN, LPT>(A, q_tile[qb], sQ + qb * CB * BOXQ, BOXQ);
         }
         bulk_wait<0>();
       }
     }
     return;
   }
-  setmaxnreg_inc<fa3_regs<WGS>::consumer>();
+  setmaxnreg_inc<fa3_regs<WGS, DYNAMIC>::consumer>();
+  fa3_grid_of<BM>(A, hb_count, total);
 
   /* Consumer c: rows m0 + 64 c + [0, 64) of each tile; this thread's two rows (8 apart). */
   const int c = wg - 1, ctid = tid - 128 * wg, warp = ctid / 32, lane = ctid % 32;
@@ -343,7 +371,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     int k_again = kt;
     asm volatile("" : "+r"(k_again));
     fa3_tile tf;
-    fa3_tile_of<BM, BN, SNAKE>(k_again, total, hb_count, A, tf);
+    fa3_tile_of<BM, BN, LPT>(k_again, total, hb_count, A, tf);
 #pragma unroll
     for (int w = 0; w < 2; ++w) {
       float l = sum[w];
@@ -381,7 +409,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   /* A tile whose rows see no key (no Q loaded): zeros and an LSE of -inf, straight to memory. */
   auto finish_empty = [&](int kt) {
     fa3_tile tf;
-    fa3_tile_of<BM, BN, SNAKE>(kt, total, hb_count, A, tf);
+    fa3_tile_of<BM, BN, LPT>(kt, total, hb_count, A, tf);
     for (int w = 0; w < 2; ++w) {
       int head, pos;
       fa3_row_of<BM>(A, rl + 8 * w, head, pos);
@@ -400,10 +428,23 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   uint32_t pa[BN / 16][4];
 #pragma unroll
   for (int i = 0; i < HD / 2; ++i) o[i] = 0.0f;
-  for (int j = 0, k = fa3_tile_index<SNAKE>(0); k < total; k = fa3_tile_index<SNAKE>(++j)) {
-    fa3_tile_of<BM, BN, SNAKE>(k, total, hb_count, A, ti);
+  for (int j = 0;; ++j) {
+    const int qb = qn % QB;
+    int k;
+    if (DYNAMIC) { /* the tile the producer took */
+      mbar_wait(&q_full[qb], (qn / QB) & 1);
+      k = q_tile[qb];
+    } else {
+      k = fa3_tile_index<SNAKE>(j);
+    }
+    if (k >= total) break;
+    fa3_tile_of<BM, BN, LPT>(k, total, hb_count, A, ti);
     if (ti.n_end == ti.n_begin) {
       finish_empty(k);
+      if (DYNAMIC) { /* it took a use of the Q buffer */
+        mbar_arrive(&q_empty[qb]);
+        ++qn;
+      }
       continue;
     }
     fa3_rows r;
@@ -428,7 +469,6 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
 
     if (PINGPONG && !turned && c == WGS - 1) bar_arrive(1, 256);
     turned = true;
-    const int qb = qn % QB;
     mbar_wait(&q_full[qb], (qn / QB) & 1);
     const unsigned char *q = sQ + qb * CB * BOXQ + c * 64 * 128;
     /* Key tile n_begin: S and its softmax alone. */

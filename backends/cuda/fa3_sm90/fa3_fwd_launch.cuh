@@ -23,6 +23,12 @@ int fa3_launch(const fa3_fwd_args *a) {
       (FLAGS & FA3_PERSISTENT) && a->sm_count > 0 && a->sm_count < tiles ? a->sm_count : tiles;
   if (tiles > INT32_MAX) return (int)cudaErrorInvalidConfiguration;
   const dim3 grid((unsigned)blocks);
+  if (FLAGS & FA3_DYNAMIC) { /* the blocks count the tiles they take from zero */
+    if (!a->tile_counter) return (int)cudaErrorInvalidValue;
+    const cudaError_t e = cudaMemsetAsync(a->tile_counter, 0, sizeof *a->tile_counter,
+                                          static_cast<cudaStream_t>(p.stream));
+    if (e != cudaSuccess) return (int)e;
+  }
   fa3_fwd_kernel<Tr, HD, WGS, BN, FLAGS><<<grid, 128 * (WGS + 1), FA3_FWD_SMEM(HD, WGS, BN, FLAGS),
                                            static_cast<cudaStream_t>(p.stream)>>>(*a);
   return (int)cudaGetLastError();

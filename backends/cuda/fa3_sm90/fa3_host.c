@@ -63,7 +63,7 @@ const fa3_fwd_config *fa3_fwd_config_for(int64_t head_dim, const char *name) {
 static const fa3_fwd_config *config_of_plan(int padded, const fa_hopper_fwd_plan *p) {
   const int flags = FA3_OVERLAP | FA3_PINGPONG | (p->persistent ? FA3_PERSISTENT : 0) |
                     (p->snake ? FA3_SNAKE : 0) | (p->q_buffers == 2 ? FA3_QDOUBLE : 0) |
-                    (p->smem_epilogue ? FA3_OSTORE : 0);
+                    (p->smem_epilogue ? FA3_OSTORE : 0) | (p->dynamic ? FA3_DYNAMIC : 0);
   for (int i = 0; i < CONFIG_COUNT; ++i)
     if (configs[i].head_dim_padded == padded && configs[i].warpgroups == p->consumers &&
         configs[i].tile_m == p->tile_m && configs[i].tile_n == p->tile_n &&
@@ -88,6 +88,10 @@ const fa3_fwd_config *fa3_fwd_pick(int64_t head_dim, int masked, int64_t seqlen_
     if (configs[i].head_dim_padded == padded && (int64_t)configs[i].smem_bytes <= smem_limit)
       return &configs[i];
   return NULL;
+}
+
+size_t fa3_fwd_workspace_bytes(const fa3_fwd_config *c) {
+  return c && (c->flags & FA3_DYNAMIC) ? sizeof(int32_t) : 0;
 }
 
 int fa3_fwd_pack(const fa3_fwd_config *c, int64_t heads_q, int64_t heads_kv, int64_t seqlen_q) {
