@@ -35,14 +35,17 @@
 #include "core/softmax.h"
 #include "fa3_args.h"
 
-/* Registers per thread of the producer and of each consumer warpgroup (setmaxnreg): the whole
-   file of 64 K registers less the producer's share. A dynamic schedule's producer (the tile
-   counter's address and result) spilled at 24; 32 uses the file's last 1024 registers. */
+/* Registers per thread of the producer and of each consumer warpgroup (setmaxnreg). Their sum
+   must fit in what the launch gave the block (65536 / threads per thread, in units of 8: 168 x
+   384 with two consumers, 128 x 512 with three), or setmaxnreg's increase waits forever. A
+   dynamic schedule's producer (the tile counter) spilled at 24: with three consumers 32 fits. */
 template <int WGS, bool DYNAMIC>
 struct fa3_regs {
-  static constexpr int producer = DYNAMIC ? 32 : 24;
+  static constexpr int producer = DYNAMIC && WGS == 3 ? 32 : 24;
   static constexpr int consumer = WGS == 2 ? 240 : 160;
-  static_assert(producer * 128 + consumer * 128 * WGS <= 65536, "register file");
+  static constexpr int at_launch = 65536 / (128 * (WGS + 1)) / 8 * 8;
+  static_assert(producer * 128 + consumer * 128 * WGS <= at_launch * 128 * (WGS + 1),
+                "register file");
 };
 
 /* S = Q Kᵀ of one consumer: k-step ks is 16 columns, 32 bytes into 64-column box ks / 4. One
