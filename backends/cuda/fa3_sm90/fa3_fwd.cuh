@@ -41,8 +41,8 @@
    dynamic schedule's producer (the tile counter) spilled at 24: with three consumers 32 fits. */
 template <int WGS, bool DYNAMIC>
 struct fa3_regs {
-  static constexpr int producer = DYNAMIC && WGS == 3 ? 32 : 24;
-  static constexpr int consumer = WGS == 2 ? 240 : 160;
+  static constexpr int producer = !DYNAMIC ? 24 : WGS == 3 ? 32 : 40;
+  static constexpr int consumer = WGS == 3 ? 160 : DYNAMIC ? 232 : 240;
   static constexpr int at_launch = 65536 / (128 * (WGS + 1)) / 8 * 8;
   static_assert(producer * 128 + consumer * 128 * WGS <= at_launch * 128 * (WGS + 1),
                 "register file");
