@@ -72,15 +72,19 @@ static inline fa_tile_plan fa_plan_tiles_bwd(const fa_tile_limits *limits, int64
  * key count, as measured against cuDNN in the same runs on an H200 (bench/NOTES.md, 2026-12-01;
  * FlashAttention-3's published 192 x 128 / 128 x 176 / 128 x 80 were the starting points). The
  * CUDA backend maps it onto one of its compiled kernels (backends/cuda/fa3_sm90). Without a mask
- * every tile costs the same and a persistent grid hides the per-tile start; under a mask a snake
- * order balances the persistent blocks at short sequences and the hardware's block scheduler does
- * better at long ones. A head dim with no plan gets tile_m = 0. Header-only: no ABI symbol.
+ * every tile costs the same and a persistent grid hides the per-tile start; under a mask the
+ * persistent blocks take their tiles from a global counter, largest first (a static deal left
+ * some blocks ~15% more work than the mean), except at head dim 256 (long tiles: 8 per SM at 1k,
+ * the counter cannot even them out) and head dim 128 above 8k keys, where one block per tile and
+ * the hardware's block scheduler do better. A head dim with no plan gets tile_m = 0. Header-only:
+ * no ABI symbol.
  */
 typedef struct fa_hopper_fwd_plan {
   int32_t tile_m, tile_n; /* query rows per block (64 per consumer warpgroup), keys per tile */
   int32_t consumers;      /* consumer warpgroups */
   int32_t persistent;     /* one block per SM looping over tiles (0: one block per tile) */
-  int32_t snake;          /* persistent tiles dealt largest first in a snake order */
+  int32_t snake;          /* persistent tiles dealt largest first in a snake order (no plan
+                             names it now; kept for A/B) */
   int32_t q_buffers;      /* 2: the next tile's Q loads while this tile still reads its own */
   int32_t smem_epilogue;  /* O written through shared memory and stored by TMA */
   int32_t dynamic;        /* persistent blocks take tiles from a global counter (a workspace) */
@@ -92,15 +96,17 @@ static inline fa_hopper_fwd_plan fa_plan_hopper_fwd(int64_t padded_head_dim, int
   switch (padded_head_dim) {
     case 64: /* three consumers: the softmax is a large share at 64 columns */
       p.tile_m = 192, p.tile_n = 128, p.consumers = 3, p.persistent = 1, p.q_buffers = 2;
-      p.snake = masked && seqlen_k <= 4096;
+      p.dynamic = masked;
+      if (masked && seqlen_k <= 1024) /* 192-row blocks waste a third of the causal work */
+        p.tile_m = 128, p.consumers = 2;
       break;
     case 128:
       p.tile_m = 128, p.tile_n = 128, p.consumers = 2, p.q_buffers = 2;
       if (!masked && seqlen_k > 8192) { /* wider key tiles; no room for a second Q then */
         p.tile_n = 176, p.persistent = 1, p.q_buffers = 1, p.smem_epilogue = 0;
-      } else if (!masked || seqlen_k <= 4096) {
+      } else if (!masked || seqlen_k <= 8192) {
         p.persistent = 1;
-        p.snake = masked && seqlen_k <= 1024;
+        p.dynamic = masked;
       } else {
         p.q_buffers = 1;
       }

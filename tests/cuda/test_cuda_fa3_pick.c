@@ -56,17 +56,16 @@ int main(void) {
   /* The measured defaults on an H200 (227 KiB of shared memory). */
   expect_pick(64, 0, 1024, "hd64_3x128_oppqo");
   expect_pick(64, 0, 16384, "hd64_3x128_oppqo");
-  expect_pick(64, 1, 1024, "hd64_3x128_opsqo");
-  expect_pick(64, 1, 4096, "hd64_3x128_opsqo");
-  expect_pick(64, 1, 4097, "hd64_3x128_oppqo");
+  expect_pick(64, 1, 1024, "hd64_2x128_opdqo");
+  expect_pick(64, 1, 1025, "hd64_3x128_opdqo");
+  expect_pick(64, 1, 16384, "hd64_3x128_opdqo");
   expect_pick(128, 0, 512, "hd128_2x128_oppqo");
   expect_pick(96, 0, 8192, "hd128_2x128_oppqo");
   expect_pick(128, 0, 8193, "hd128_2x176_opp");
-  expect_pick(128, 1, 1024, "hd128_2x128_opsqo");
-  expect_pick(96, 1, 100, "hd128_2x128_opsqo");
-  expect_pick(128, 1, 1025, "hd128_2x128_oppqo");
-  expect_pick(128, 1, 4096, "hd128_2x128_oppqo");
-  expect_pick(128, 1, 4097, "hd128_2x128_opo");
+  expect_pick(128, 1, 1024, "hd128_2x128_opdqo");
+  expect_pick(96, 1, 100, "hd128_2x128_opdqo");
+  expect_pick(128, 1, 8192, "hd128_2x128_opdqo");
+  expect_pick(128, 1, 8193, "hd128_2x128_opo");
   expect_pick(256, 0, 8192, "hd256_2x80_oppo");
   expect_pick(192, 0, 100, "hd256_2x80_oppo");
   expect_pick(256, 1, 8192, "hd256_2x80_opo");
