@@ -3,7 +3,8 @@
  *
  * One block per tile (64 x WGS query rows of one query head and batch; with GQA packing, rows of
  * 2^pack_log2 query heads sharing a K/V head), or with FA3_PERSISTENT at most one per SM looping
- * over tiles (fa3_tile_index). WGS + 1 warpgroups:
+ * over tiles (fa3_tile_index; with FA3_DYNAMIC the producer takes each next tile from a global
+ * counter and hands it to the consumers through shared memory). WGS + 1 warpgroups:
  *
  * The producer (warpgroup 0, one thread; registers given back with setmaxnreg) loads a tile's Q,
  * then K and V tiles of BN keys by TMA (4-D tensor maps: head dim, row, head, batch; rows and
@@ -276,7 +277,8 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
      mask they hold the most key tiles) of (head, batch) k / num_m: blocks running together share
      a head's K and V in L2 (ordered by head first, 132 heads' K/V at once missed L2 and cost
      8-15%). Both sides walk the same tiles and skip those without keys, so their barrier
-     phases agree. */
+     phases agree (DYNAMIC: the consumers learn each tile, one without keys included, from
+     q_tile; the producer's last use of a Q buffer says that none is left). */
   fa3_tile ti;
   if (wg == 0) {
     setmaxnreg_dec<fa3_regs<WGS, DYNAMIC>::producer>();
