@@ -317,10 +317,6 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         mbar_arrive_expect_tx(&q_full[qb], CB * BOXQ);
         for (int cb = 0; cb < CB; ++cb)
           tma_load_4d(sQ + (qb * CB + cb) * BOXQ, A.tq, &q_full[qb], cb * 64, ti.m0, ti.h, ti.b);
-        /* The next tile, taken now: the counter's latency runs under this tile's K/V waits
-           rather than between this tile's last load and the next one's first. */
-        const int next =
-            DYNAMIC ? (int)gridDim.x + atomicAdd(A.tile_counter, 1) : fa3_tile_index<SNAKE>(++j);
         for (int n = ti.n_begin; n < ti.n_end; ++n, ++kv) {
           const int st = kv % FA3_FWD_STAGES, use = kv / FA3_FWD_STAGES;
           if (use > 0) mbar_wait(&k_empty[st], (use - 1) & 1);
@@ -334,7 +330,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
             tma_load_4d(sV + (st * CB + cb) * BOXK, A.tv, &v_full[st], cb * 64, n * BN, ti.hk,
                         ti.b);
         }
-        k = next;
+        k = DYNAMIC ? (int)gridDim.x + atomicAdd(A.tile_counter, 1) : fa3_tile_index<SNAKE>(++j);
       }
       if (OSTORE) { /* the outputs still in the Q buffers, oldest first (DYNAMIC: the last use
                        told the consumers to stop; they do not release it) */
