@@ -98,9 +98,10 @@ static fa_status run_forward(const fa_request *req, const fa_decision *decision,
       return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no fa3 forward kernel as decided (%s)",
                                decision->kernel);
     const size_t ws_bytes = fa3_fwd_workspace_bytes(cfg);
-    if ((ws_bytes ? ws_bytes + CUDA_WORKSPACE_ALIGN : 0) != decision->workspace_bytes)
+    const size_t ws_need = ws_bytes ? ws_bytes + CUDA_WORKSPACE_ALIGN : 0;
+    if (ws_need != decision->workspace_bytes)
       return fa_core_set_error(FA_ERR_INTERNAL,
-                               "cuda: fa3 forward workspace %zu bytes, decided %zu", ws_bytes,
+                               "cuda: fa3 forward workspace %zu bytes, decided %zu", ws_need,
                                decision->workspace_bytes);
     /* A dynamic schedule's tile counter: in the caller's workspace, else from the stream-ordered
        pool (as the backward's). */
