@@ -39,7 +39,8 @@
 /* Registers per thread of the producer and of each consumer warpgroup (setmaxnreg). Their sum
    must fit in what the launch gave the block (65536 / threads per thread, in units of 8: 168 x
    384 with two consumers, 128 x 512 with three), or setmaxnreg's increase waits forever. A
-   dynamic schedule's producer (the tile counter) spilled at 24: with three consumers 32 fits. */
+   dynamic schedule's producer (the tile counter) spilled at 24: it gets 32 with three consumers
+   and 40 with two (their consumers 232, which spill nothing). */
 template <int WGS, bool DYNAMIC>
 struct fa3_regs {
   static constexpr int producer = !DYNAMIC ? 24 : WGS == 3 ? 32 : 40;
