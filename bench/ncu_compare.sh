@@ -3,7 +3,11 @@
 # flash backend) on the same shape, one kernel launch each, so a gap in speed can be traced to
 # instructions, stalls, shared-memory wavefronts or L2 atomics rather than guessed.
 #
-#   bench/ncu_compare.sh [--lib PATH] [--pass fwd|bwd] HDIM:SEQLEN[:CAUSAL] ...
+#   bench/ncu_compare.sh [--lib PATH] [--pass fwd|bwd] [--ours RE] [--peer RE] HDIM:SEQLEN[:CAUSAL] ...
+#
+# --ours / --peer: ncu kernel-name regexes (defaults: fa2_{fwd,bwd}_kernel and FA2's
+# flash_{fwd,bwd}_...; e.g. --ours fa3_fwd --peer 'cudnn|sdpa|fprop' for the Hopper forward against
+# cuDNN's kernel).
 #
 # Runs bench/peer_cuda.py for each shape under `ncu --clock-control none --set full` (the clocks are left as
 # they are), once filtered to our kernel and once to FA2's, and prints one table per shape:
@@ -20,6 +24,8 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --lib) LIB=$2; shift ;;
     --pass) PASS=$2; shift ;;
+    --ours) OURS_RE=$2; shift ;;
+    --peer) PEER_RE=$2; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) shapes+=("$1") ;;
   esac
@@ -32,6 +38,8 @@ case "$PASS" in
   fwd) ours_re='regex:fa2_fwd_kernel'; peer_re='regex:flash_fwd_kernel' ;;
   *) echo "ncu_compare: --pass takes fwd or bwd" >&2; exit 2 ;;
 esac
+[ -n "${OURS_RE:-}" ] && ours_re="regex:$OURS_RE"
+[ -n "${PEER_RE:-}" ] && peer_re="regex:$PEER_RE"
 
 for shape in "${shapes[@]}"; do
   IFS=: read -r hd sl causal <<< "$shape"
@@ -56,7 +64,7 @@ def load(path):
         {h: (v, u) for h, u, v in zip(head, units, vals)}
 on, o = load(sys.argv[1])
 pn, p = load(sys.argv[2])
-print(f"== {sys.argv[3]}: ours {str(on)[:60]} | FA2 {str(pn)[:60]}")
+print(f"== {sys.argv[3]}: ours {str(on)[:70]} | peer {str(pn)[:90]}")
 def num(x):
     try:
         return float(x.replace(",", ""))
@@ -64,7 +72,10 @@ def num(x):
         return None
 import re
 want = re.compile(r"^(gpu__time_duration.sum|sm__cycles_elapsed.avg|launch__registers_per_thread|"
-                  r"launch__shared_mem_per_block_dynamic|launch__grid_size|launch__block_size|"
+                  r"launch__shared_mem_per_block_(dynamic|static)|launch__grid_size|launch__block_size|"
+                  r"gpc__cycles_elapsed.avg.per_second|sm__inst_executed_pipe_xu.sum|"
+                  r"lts__t_sector_hit_rate.pct|dram__throughput.avg.pct_of_peak_sustained_elapsed|"
+                  r"sm__throughput.avg.pct_of_peak_sustained_elapsed|"
                   r"sm__warps_active.avg.pct_of_peak_sustained_active|smsp__inst_executed.sum|"
                   r"smsp__issue_active.avg.pct_of_peak_sustained_active|"
                   r"sm__pipe_tensor.*pct_of_peak_sustained_active|sm__inst_executed_pipe_tensor.*sum|"

@@ -59,15 +59,15 @@ int main(void) {
   expect_pick(64, 1, 1024, "hd64_2x128_opdqo");
   expect_pick(64, 1, 1025, "hd64_3x128_opdqo");
   expect_pick(64, 1, 16384, "hd64_3x128_opdqo");
-  expect_pick(128, 0, 512, "hd128_2x128_oppqo");
-  expect_pick(96, 0, 8192, "hd128_2x128_oppqo");
-  expect_pick(128, 0, 8193, "hd128_2x176_opp");
+  expect_pick(128, 0, 512, "hd128_2x128_oppqow");
+  expect_pick(96, 0, 8192, "hd128_2x128_oppqow");
+  expect_pick(128, 0, 8193, "hd128_2x176_oppw");
   expect_pick(128, 1, 1024, "hd128_2x128_opdqo");
   expect_pick(96, 1, 100, "hd128_2x128_opdqo");
   expect_pick(128, 1, 8192, "hd128_2x128_opdqo");
-  expect_pick(128, 1, 8193, "hd128_2x128_opo");
-  expect_pick(256, 0, 8192, "hd256_2x80_oppo");
-  expect_pick(192, 0, 100, "hd256_2x80_oppo");
+  expect_pick(128, 1, 8193, "hd128_2x128_opow");
+  expect_pick(256, 0, 8192, "hd256_2x80_oppow");
+  expect_pick(192, 0, 100, "hd256_2x80_oppow");
   expect_pick(256, 1, 8192, "hd256_2x80_opo");
   expect_pick(72, 0, 1024, "(none)");
 
@@ -152,14 +152,18 @@ int main(void) {
            "%s: smem %zu", c->name, c->smem_bytes);
     EXPECT(c->smem_bytes <= H200_SMEM, "%s: %zu bytes of shared memory", c->name, c->smem_bytes);
     EXPECT(c->flags & FA3_OVERLAP, "%s: no overlap", c->name);
-    EXPECT(!(c->flags & FA3_SNAKE) || (c->flags & FA3_PERSISTENT), "%s: snake without persistent",
-           c->name);
     EXPECT(!(c->flags & FA3_DYNAMIC) || (c->flags & FA3_PERSISTENT),
            "%s: dynamic schedule without persistent", c->name);
     /* A dynamic schedule's tile counter is the only forward workspace. */
     EXPECT(fa3_fwd_workspace_bytes(c) == ((c->flags & FA3_DYNAMIC) ? sizeof(int32_t) : 0),
            "%s: workspace %zu bytes", c->name, fa3_fwd_workspace_bytes(c));
     EXPECT(c->launch && c->prepare, "%s: no entry points", c->name);
+    /* A pinned configuration keeps its unpinned twin (the A/B that justifies it). */
+    int twin = !(c->flags & FA3_PINNED);
+    for (int j = 0; j < count && !twin; ++j)
+      twin = all[j].head_dim_padded == c->head_dim_padded && all[j].tile_m == c->tile_m &&
+             all[j].tile_n == c->tile_n && all[j].flags == (c->flags & ~FA3_PINNED);
+    EXPECT(twin, "%s: no unpinned twin", c->name);
   }
   EXPECT(fa3_fwd_workspace_bytes(NULL) == 0, "workspace of no configuration");
 

@@ -42,7 +42,7 @@
 #   sass         cuobjdump --dump-sass lib/libfa_cuda.so: HMMA instructions must be there; LDL/STL
 #                (local-memory spills) counted, per kernel, in $OUT/sass_counts.txt; every fa3
 #                kernel must have HGMMA (and the library UTMALDG) and no LDL/STL between its first
-#                and last HGMMA ($OUT/fa3_sass.txt)
+#                and last HGMMA, and a PINNED one the softmax under its P V ($OUT/fa3_sass.txt)
 # Files in $OUT (default /tmp/out; six, so a tool that fetches at most eight keeps them all):
 # machine.txt (nvidia-smi -L, fa-info), conformance_cuda.log, conformance_cuda_skips.txt (skips
 # counted by reason), sanitizer.log (the three runs), sass_counts.txt, summary.txt. The SASS dump
@@ -321,21 +321,32 @@ if [ "$DO_SASS" -eq 1 ]; then
     awk 'NR > 1 && ($3 > 0 || $4 > 0)' "$OUT/sass_counts.txt" | sort -k3,3nr | head -20
     # The fa3 kernels (issue 5): warpgroup MMA and TMA loads there, and no local memory in the
     # main loop (no LDL/STL between a kernel's first and last HGMMA; a spill in the per-tile
-    # set-up is listed in fa3_sass.txt but allowed).
-    awk '/Function : /{if (fn ~ /fa3_fwd_kernel/) report(); fn=$NF; n=0; first=0; last=0; delete ls}
-         function report() { loop=0; for (i in ls) if (i > first && i < last) loop++;
-           printf "%-6s %6d %6d %6d  %s\n", (first > 0 ? "ok" : "NOHG"), hg, length(ls), loop, fn;
+    # set-up is listed in fa3_sass.txt but allowed). Column 5: the MUFU.EX2 between the main
+    # loop's wait for S (DEPBAR.LE gsb0, 0x1) and the next wait, i.e. the softmax under the
+    # previous P V; a PINNED kernel (flags & 128, the template's last argument) must have some
+    # (NOPIN otherwise: ptxas hoisted the wait after all).
+    awk 'function flags_of(f, s) { s = f; sub(/EEv12fa3_fwd_args.*/, "", s); sub(/.*Li/, "", s);
+           return s + 0 }
+         /Function : /{if (fn ~ /fa3_fwd_kernel/) report(); fn=$NF; n=0; first=0; last=0; w1=0;
+           mu=0; under=0; delete ls}
+         function report(  st) { loop=0; for (i in ls) if (i > first && i < last) loop++;
+           st = first > 0 ? "ok" : "NOHG";
+           if (st == "ok" && int(flags_of(fn) / 128) % 2 == 1 && under == 0) st = "NOPIN";
+           printf "%-6s %6d %6d %6d %6d  %s\n", st, hg, length(ls), loop, under, fn;
            hg=0 }
          fn ~ /fa3_fwd_kernel/ { n++; if ($0 ~ /HGMMA/) { hg++; if (!first) first=n; last=n }
-           if ($0 ~ /[[:space:]](LDL|STL)[. ]/) ls[n]=1 }
+           if ($0 ~ /[[:space:]](LDL|STL)[. ]/) ls[n]=1
+           if (w1 == 0 && $0 ~ /WARPGROUP\.DEPBAR\.LE gsb0, 0x1/) w1 = 1
+           else if (w1 == 1 && $0 ~ /WARPGROUP\.DEPBAR/) { w1 = 2; under = mu }
+           else if (w1 == 1 && $0 ~ /MUFU\.EX2/) mu++ }
          END{if (fn ~ /fa3_fwd_kernel/) report()}' "$TMP/sass.txt" > "$OUT/fa3_sass.txt"
     fa3_n=$(wc -l < "$OUT/fa3_sass.txt")
     fa3_bad=$(awk '$1 != "ok" || $4 > 0' "$OUT/fa3_sass.txt" | wc -l)
     grep -q UTMALDG "$TMP/sass.txt" || fa3_bad=$((fa3_bad + 1))
     if [ "$fa3_bad" -gt 0 ]; then
-      record sass FAIL "$fa3_bad of $fa3_n fa3 kernels lack HGMMA (or no UTMALDG) or spill in the main loop (fa3_sass.txt)"
+      record sass FAIL "$fa3_bad of $fa3_n fa3 kernels lack HGMMA (or no UTMALDG), spill in the main loop or lost their pinned softmax (fa3_sass.txt)"
     elif [ "$hmma" -gt 0 ]; then
-      record sass PASS "HMMA $hmma, LDL $ldl, STL $stl; $fa3_n fa3 kernels: HGMMA, UTMALDG, no LDL/STL in the main loop"
+      record sass PASS "HMMA $hmma, LDL $ldl, STL $stl; $fa3_n fa3 kernels: HGMMA, UTMALDG, no LDL/STL in the main loop, pinned softmax under P V"
     else
       record sass FAIL "no HMMA instruction (LDL $ldl, STL $stl)"
     fi

@@ -41,6 +41,20 @@ __device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
       "mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"((uint32_t)__cvta_generic_to_shared(bar))
       : "memory");
 }
+/* One arrive, issued only once x has been computed: both arms of the predicate arrive, so the
+   count is exact, but the instruction depends on x. ptxas keeps synchronisation instructions
+   (arrives, wgmma waits) in program order yet moves arithmetic freely across them, and it placed
+   a wgmma wait early enough to stall the arithmetic meant to run under the wgmma; an arrive that
+   needs x pins the wait after x. */
+__device__ __forceinline__ void mbar_arrive_after(uint64_t *bar, float x) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.eq.f32 p, %1, %1;\n"
+      " @p mbarrier.arrive.shared::cta.b64 _, [%0];\n"
+      " @!p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(
+          (uint32_t)__cvta_generic_to_shared(bar)),
+      "f"(x)
+      : "memory");
+}
 /* Waits until the phase with parity `parity` of the barrier has completed. */
 __device__ __forceinline__ void mbar_wait(uint64_t *bar, int parity) {
   const uint32_t addr = (uint32_t)__cvta_generic_to_shared(bar);

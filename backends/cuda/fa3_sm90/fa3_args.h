@@ -25,10 +25,8 @@ extern "C" {
 /* PERSISTENT: at most one block per SM, each looping over tiles, so that the producer loads the
    next tile while the consumers finish this one (host side: the grid). */
 #define FA3_PERSISTENT 4
-/* SNAKE (with PERSISTENT): tiles in chunks of (head, batch) pairs whose K and V fit in a share of
-   L2, largest query blocks first within a chunk, dealt to the blocks in a snake order (0..G-1,
-   G-1..0, ...) so that under a causal mask every block gets a similar amount of work. */
-#define FA3_SNAKE 8
+/* (8 was SNAKE, a static deal of the tiles largest first in a snake order, measured and
+   superseded by DYNAMIC: bench/NOTES.md, sessions 9-11.) */
 /* QDOUBLE: two Q buffers, so that the next tile's Q loads while this tile still reads its own
    (with one, it can load only after this tile's last Q Kᵀ). */
 #define FA3_QDOUBLE 16
@@ -37,49 +35,47 @@ extern "C" {
 #define FA3_OSTORE 32
 /* DYNAMIC (with PERSISTENT): after its first tile (blockIdx.x), a block's producer takes the next
    from a global counter (atomicAdd; zeroed before the launch in the call's workspace) and passes
-   it to the consumers through shared memory. Tiles in SNAKE's order (largest first within
-   L2-sized chunks), so that whichever block is free takes the largest tile left: under a causal
-   mask a static deal leaves some blocks with ~15% more work than the mean. */
+   it to the consumers through shared memory. Tiles largest first within chunks of (head, batch)
+   pairs whose K and V fit in a share of L2, so that whichever block is free takes the largest
+   tile left: under a causal mask a static deal leaves some blocks with ~15% more work than the
+   mean. */
 #define FA3_DYNAMIC 64
+/* PINNED: the wait for the previous tile's P V is pinned after this tile's softmax (an arrive
+   that needs the softmax's row sums, mbar_arrive_after). Without it ptxas schedules that wait
+   right after the wait for S, so the softmax never runs under its own warpgroup's P V (OVERLAP
+   in name only). Pinned gains 3-6% at head dim 128 and 256 without a mask and loses 1-7% at
+   head dim 64 and under a mask at <= 8k keys (bench/NOTES.md, session 12): core/plan picks. */
+#define FA3_PINNED 128
 
 /* The compiled configurations: X(name, padded head dim, consumer warpgroups, key tile, flags).
-   A block holds 64 query rows per consumer warpgroup; fa3_fwd_pick names the defaults, the
-   others are kept for A/B runs (FA_CUDA_FA3_CONFIG=name). Head dims 96 and 192 run
-   the 128 and 256 kernels: TMA reads the missing columns as zeros, the epilogue stores the
-   real ones. */
+   A block holds 64 query rows per consumer warpgroup. The name's letters after the tile: o
+   OVERLAP, p PINGPONG, then p PERSISTENT or d DYNAMIC, q QDOUBLE, o OSTORE, w PINNED. core/plan
+   (fa3_fwd_pick) names the defaults; the first of each head dim is the fallback where shared
+   memory is small (fa3_fwd_pick takes the first that fits); the rest are the defaults' twins
+   without their last feature, kept for A/B runs (FA_CUDA_FA3_CONFIG=name). Head dims 96 and
+   192 run the 128 and 256 kernels: TMA reads the missing columns as zeros, the epilogue stores
+   the real ones. */
 #define FA3_OP (FA3_OVERLAP | FA3_PINGPONG)
 #define FA3_OPP (FA3_OVERLAP | FA3_PINGPONG | FA3_PERSISTENT)
-#define FA3_OPS (FA3_OPP | FA3_SNAKE)
 #define FA3_OPPQO (FA3_OPP | FA3_QDOUBLE | FA3_OSTORE)
 #define FA3_OPDQO (FA3_OPPQO | FA3_DYNAMIC)
-#define FA3_FWD_CONFIGS(X)                                 \
-  X(hd64_3x128_op, 64, 3, 128, FA3_OP)                     \
-  X(hd64_3x128_opp, 64, 3, 128, FA3_OPP)                   \
-  X(hd64_3x128_ops, 64, 3, 128, FA3_OPS)                   \
-  X(hd64_3x128_oppq, 64, 3, 128, FA3_OPP | FA3_QDOUBLE)    \
-  X(hd64_3x128_opsq, 64, 3, 128, FA3_OPS | FA3_QDOUBLE)    \
-  X(hd64_3x128_oppqo, 64, 3, 128, FA3_OPPQO)               \
-  X(hd64_3x128_opsqo, 64, 3, 128, FA3_OPPQO | FA3_SNAKE)   \
-  X(hd64_3x128_opdqo, 64, 3, 128, FA3_OPDQO)               \
-  X(hd64_2x128_oppqo, 64, 2, 128, FA3_OPPQO)               \
-  X(hd64_2x128_opsqo, 64, 2, 128, FA3_OPPQO | FA3_SNAKE)   \
-  X(hd64_2x128_opdqo, 64, 2, 128, FA3_OPDQO)               \
-  X(hd128_2x176_op, 128, 2, 176, FA3_OP)                   \
-  X(hd128_2x176_opp, 128, 2, 176, FA3_OPP)                 \
-  X(hd128_2x128_opp, 128, 2, 128, FA3_OPP)                 \
-  X(hd128_2x128_oppq, 128, 2, 128, FA3_OPP | FA3_QDOUBLE)  \
-  X(hd128_2x128_opq, 128, 2, 128, FA3_OP | FA3_QDOUBLE)    \
-  X(hd128_2x128_op, 128, 2, 128, FA3_OP)                   \
-  X(hd128_2x128_oppqo, 128, 2, 128, FA3_OPPQO)             \
-  X(hd128_2x128_opsqo, 128, 2, 128, FA3_OPPQO | FA3_SNAKE) \
-  X(hd128_2x128_opo, 128, 2, 128, FA3_OP | FA3_OSTORE)     \
-  X(hd128_2x128_opdqo, 128, 2, 128, FA3_OPDQO)             \
-  X(hd256_2x80_op, 256, 2, 80, FA3_OP)                     \
-  X(hd256_2x80_opp, 256, 2, 80, FA3_OPP)                   \
-  X(hd256_2x80_oppo, 256, 2, 80, FA3_OPP | FA3_OSTORE)     \
-  X(hd256_2x80_opo, 256, 2, 80, FA3_OP | FA3_OSTORE)       \
-  X(hd256_2x80_opso, 256, 2, 80, FA3_OPS | FA3_OSTORE)     \
-  X(hd256_2x80_opdo, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_DYNAMIC)
+#define FA3_FWD_CONFIGS(X)                                           \
+  X(hd64_3x128_op, 64, 3, 128, FA3_OP)                               \
+  X(hd64_3x128_oppqo, 64, 3, 128, FA3_OPPQO)                         \
+  X(hd64_3x128_opdqo, 64, 3, 128, FA3_OPDQO)                         \
+  X(hd64_2x128_opdqo, 64, 2, 128, FA3_OPDQO)                         \
+  X(hd128_2x176_op, 128, 2, 176, FA3_OP)                             \
+  X(hd128_2x176_opp, 128, 2, 176, FA3_OPP)                           \
+  X(hd128_2x176_oppw, 128, 2, 176, FA3_OPP | FA3_PINNED)             \
+  X(hd128_2x128_oppqo, 128, 2, 128, FA3_OPPQO)                       \
+  X(hd128_2x128_oppqow, 128, 2, 128, FA3_OPPQO | FA3_PINNED)         \
+  X(hd128_2x128_opo, 128, 2, 128, FA3_OP | FA3_OSTORE)               \
+  X(hd128_2x128_opow, 128, 2, 128, FA3_OP | FA3_OSTORE | FA3_PINNED) \
+  X(hd128_2x128_opdqo, 128, 2, 128, FA3_OPDQO)                       \
+  X(hd256_2x80_op, 256, 2, 80, FA3_OP)                               \
+  X(hd256_2x80_oppo, 256, 2, 80, FA3_OPP | FA3_OSTORE)               \
+  X(hd256_2x80_oppow, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_PINNED) \
+  X(hd256_2x80_opo, 256, 2, 80, FA3_OP | FA3_OSTORE)
 
 /* Two K/V stages, Q once, each in 64-column boxes; 1 KiB for the alignment the 128-byte swizzle
    needs. */
@@ -96,7 +92,7 @@ typedef struct fa3_fwd_args {
   FA3_ALIGN64 unsigned char to[128]; /* of O (OSTORE configurations only) */
   fa2_fwd_args a;
   int32_t sm_count;      /* the device's SMs: the grid of a persistent configuration */
-  int32_t chunk;         /* SNAKE: (head, batch) pairs per chunk */
+  int32_t chunk;         /* DYNAMIC: (head, batch) pairs per chunk of the order */
   int32_t pack_log2;     /* GQA packing: a tile holds 2^pack_log2 query heads of one K/V head */
   int32_t *tile_counter; /* DYNAMIC: tiles taken past the first grid's worth (4 device bytes) */
 } fa3_fwd_args;

@@ -200,12 +200,9 @@ __device__ __forceinline__ void fa3_row_of(const fa3_fwd_args &A, int rr, int &h
   }
 }
 
-/* The block's j-th tile: round j of gridDim.x tiles, in block order (SNAKE: reversed on odd
-   rounds, so that with tiles ordered largest first every block's sum evens out). */
-template <bool SNAKE>
+/* The block's j-th tile under the static deal: round j of gridDim.x tiles, in block order. */
 __device__ __forceinline__ int fa3_tile_index(int j) {
-  const int pos = SNAKE && (j & 1) ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
-  return j * (int)gridDim.x + pos;
+  return j * (int)gridDim.x + (int)blockIdx.x;
 }
 
 /* The producer's TMA store of tile kt's output from its Q buffer buf (64-column boxes of BOXQ
@@ -231,9 +228,9 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   constexpr bool F16 = Tr::is_f16;
   /* The one-tile-at-a-time loop (no overlap) was measured (bench/NOTES.md) and removed. */
   static_assert(FLAGS & FA3_OVERLAP, "every configuration overlaps S and P V");
-  constexpr bool PINGPONG = (FLAGS & FA3_PINGPONG) != 0, SNAKE = (FLAGS & FA3_SNAKE) != 0;
+  constexpr bool PINGPONG = (FLAGS & FA3_PINGPONG) != 0, PINNED = (FLAGS & FA3_PINNED) != 0;
   constexpr bool OSTORE = (FLAGS & FA3_OSTORE) != 0, DYNAMIC = (FLAGS & FA3_DYNAMIC) != 0;
-  constexpr bool LPT = SNAKE || DYNAMIC;            /* tiles largest first within L2-sized chunks */
+  constexpr bool LPT = DYNAMIC;                     /* tiles largest first within L2-sized chunks */
   constexpr int BOXQ = BM * 128, BOXK = BN * 128;   /* bytes of one 64-column box */
   constexpr int NC = 128 * WGS;                     /* consumer threads */
   constexpr int QB = (FLAGS & FA3_QDOUBLE) ? 2 : 1; /* Q buffers */
@@ -247,6 +244,9 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   unsigned char *sV = sK + FA3_FWD_STAGES * CB * BOXK;
   __shared__ uint64_t q_full[2], q_empty[2], k_full[FA3_FWD_STAGES], v_full[FA3_FWD_STAGES];
   __shared__ uint64_t k_empty[FA3_FWD_STAGES], v_empty[FA3_FWD_STAGES];
+  /* PINNED: never waited on; each consumer thread arrives on it once its softmax is done, which
+     keeps ptxas from moving the wait for the previous P V above the softmax (mbar_arrive_after). */
+  __shared__ uint64_t softmax_done;
   /* The tile of Q buffer b's current use (for the producer's TMA store of its O; DYNAMIC: for the
      consumers too, published by q_full[b]'s completion; total or more: no tile is left, the
      consumers stop). With DYNAMIC a tile without keys takes a use, with no Q loaded. */
@@ -268,6 +268,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       mbar_init(&k_empty[s], NC); /* every consumer thread releases */
       mbar_init(&v_empty[s], NC);
     }
+    mbar_init(&softmax_done, NC);
     mbar_init_fence();
   }
   __syncthreads();
@@ -287,7 +288,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     if (tid == 0) {
       int kv = 0, qn = 0; /* K/V tiles loaded so far, Q buffer uses */
       int with_o = 0;     /* OSTORE: bit b set while buffer b holds a tile's O (q_tile[b]'s) */
-      int j = 0, k = DYNAMIC ? (int)blockIdx.x : fa3_tile_index<SNAKE>(0);
+      int j = 0, k = DYNAMIC ? (int)blockIdx.x : fa3_tile_index(0);
       for (;;) {
         const bool done = k >= total;
         if (done && !DYNAMIC) break;
@@ -297,7 +298,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
           empty = ti.n_end == ti.n_begin;
         }
         if (empty && !DYNAMIC) { /* the consumers skip it on their own */
-          k = fa3_tile_index<SNAKE>(++j);
+          k = fa3_tile_index(++j);
           continue;
         }
         const int qb = qn % QB, quse = qn / QB;
@@ -331,7 +332,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
             tma_load_4d(sV + (st * CB + cb) * BOXK, A.tv, &v_full[st], cb * 64, n * BN, ti.hk,
                         ti.b);
         }
-        k = DYNAMIC ? (int)gridDim.x + atomicAdd(A.tile_counter, 1) : fa3_tile_index<SNAKE>(++j);
+        k = DYNAMIC ? (int)gridDim.x + atomicAdd(A.tile_counter, 1) : fa3_tile_index(++j);
       }
       if (OSTORE) { /* the outputs still in the Q buffers, oldest first (DYNAMIC: the last use
                        told the consumers to stop; they do not release it) */
@@ -441,7 +442,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       mbar_wait(&q_full[qb], (qn / QB) & 1);
       k = q_tile[qb];
     } else {
-      k = fa3_tile_index<SNAKE>(j);
+      k = fa3_tile_index(j);
     }
     if (k >= total) break;
     fa3_tile_of<BM, BN, LPT>(k, total, hb_count, A, ti);
@@ -508,6 +509,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       wgmma_fence_regs(s);
       mbar_arrive(&k_empty[st]);
       fa3_softmax<BN>(s, r, class_of(n), n * BN, t, sl2, alpha);
+      if (PINNED) mbar_arrive_after(&softmax_done, r.sum[0] + r.sum[1]);
       wgmma_wait<0>();
       wgmma_fence_regs(o);
       wgmma_fence_frags(pa);

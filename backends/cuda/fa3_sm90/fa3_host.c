@@ -62,8 +62,8 @@ const fa3_fwd_config *fa3_fwd_config_for(int64_t head_dim, const char *name) {
 /* The compiled configuration of core/plan's Hopper plan, NULL when none matches. */
 static const fa3_fwd_config *config_of_plan(int padded, const fa_hopper_fwd_plan *p) {
   const int flags = FA3_OVERLAP | FA3_PINGPONG | (p->persistent ? FA3_PERSISTENT : 0) |
-                    (p->snake ? FA3_SNAKE : 0) | (p->q_buffers == 2 ? FA3_QDOUBLE : 0) |
-                    (p->smem_epilogue ? FA3_OSTORE : 0) | (p->dynamic ? FA3_DYNAMIC : 0);
+                    (p->q_buffers == 2 ? FA3_QDOUBLE : 0) | (p->smem_epilogue ? FA3_OSTORE : 0) |
+                    (p->dynamic ? FA3_DYNAMIC : 0) | (p->pinned ? FA3_PINNED : 0);
   for (int i = 0; i < CONFIG_COUNT; ++i)
     if (configs[i].head_dim_padded == padded && configs[i].warpgroups == p->consumers &&
         configs[i].tile_m == p->tile_m && configs[i].tile_n == p->tile_n &&
@@ -138,7 +138,7 @@ int fa3_fwd_launch(fa3_fwd_args *x, const fa3_fwd_config *cfg, char *err, size_t
        map_of(x->to, p->bf16, a->out, &a->o_str, p->batch, p->seqlen_q, p->heads_q, p->head_dim,
               rows, (uint32_t)pack, err, err_len)))
     return -1;
-  /* SNAKE's chunk: the (head, batch) pairs whose K and V take about 24 MB (half the H100/H200
+  /* DYNAMIC's chunk: the (head, batch) pairs whose K and V take about 24 MB (half the H100/H200
      L2), at least one. */
   const int64_t kv_bytes = 4 * (int64_t)p->seqlen_k * p->head_dim;
   const int64_t pairs = (int64_t)(p->heads_q / pack) * p->batch;
