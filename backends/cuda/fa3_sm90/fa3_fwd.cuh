@@ -230,7 +230,10 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   static_assert(FLAGS & FA3_OVERLAP, "every configuration overlaps S and P V");
   constexpr bool PINGPONG = (FLAGS & FA3_PINGPONG) != 0, PINNED = (FLAGS & FA3_PINNED) != 0;
   constexpr bool OSTORE = (FLAGS & FA3_OSTORE) != 0, DYNAMIC = (FLAGS & FA3_DYNAMIC) != 0;
-  constexpr bool LPT = DYNAMIC;                     /* tiles largest first within L2-sized chunks */
+  constexpr bool LPT = DYNAMIC; /* tiles largest first within L2-sized chunks */
+  /* The consumers read q_info in finish; only OSTORE keeps the Q buffer (and its q_info) theirs
+     until then. */
+  static_assert(!DYNAMIC || OSTORE, "the dynamic schedule needs the epilogue through the Q buffer");
   constexpr int BOXQ = BM * 128, BOXK = BN * 128;   /* bytes of one 64-column box */
   constexpr int NC = 128 * WGS;                     /* consumer threads */
   constexpr int QB = (FLAGS & FA3_QDOUBLE) ? 2 : 1; /* Q buffers */
@@ -251,6 +254,9 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
      consumers too, published by q_full[b]'s completion; total or more: no tile is left, the
      consumers stop). With DYNAMIC a tile without keys takes a use, with no Q loaded. */
   __shared__ int q_tile[2];
+  /* DYNAMIC: the coordinates of q_tile[b] (valid when it is below the tile count), published with
+     it, so that the consumers do not compute them again (integer divisions, twice per tile). */
+  __shared__ fa3_tile q_info[2];
 
   const int tid = threadIdx.x, wg = tid / 128;
   const int seqlen_q = a.p.seqlen_q, seqlen_k = a.p.seqlen_k;
@@ -310,6 +316,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         with_o = (with_o & ~(1 << qb)) | (empty ? 0 : 1 << qb);
         ++qn;
         q_tile[qb] = k;
+        if (DYNAMIC && !done) q_info[qb] = ti;
         if (empty) { /* DYNAMIC: tell the consumers (no Q), then take the next tile */
           mbar_arrive(&q_full[qb]);
           if (done) break;
@@ -375,10 +382,14 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
      registers through the main loop (at head dim 256 that spilled). */
   auto finish = [&](int kt, const float(&o)[HD / 2], const float(&sum)[2], const float(&mx)[2],
                     int qbuf) {
-    int k_again = kt;
-    asm volatile("" : "+r"(k_again));
     fa3_tile tf;
-    fa3_tile_of<BM, BN, LPT>(k_again, total, hb_count, A, tf);
+    if (DYNAMIC) { /* still published: the consumers release the buffer after this */
+      tf = q_info[qbuf];
+    } else {
+      int k_again = kt;
+      asm volatile("" : "+r"(k_again));
+      fa3_tile_of<BM, BN, LPT>(k_again, total, hb_count, A, tf);
+    }
 #pragma unroll
     for (int w = 0; w < 2; ++w) {
       float l = sum[w];
@@ -414,9 +425,12 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     }
   };
   /* A tile whose rows see no key (no Q loaded): zeros and an LSE of -inf, straight to memory. */
-  auto finish_empty = [&](int kt) {
+  auto finish_empty = [&](int kt, int qbuf) {
     fa3_tile tf;
-    fa3_tile_of<BM, BN, LPT>(kt, total, hb_count, A, tf);
+    if (DYNAMIC)
+      tf = q_info[qbuf];
+    else
+      fa3_tile_of<BM, BN, LPT>(kt, total, hb_count, A, tf);
     for (int w = 0; w < 2; ++w) {
       int head, pos;
       fa3_row_of<BM>(A, rl + 8 * w, head, pos);
@@ -445,9 +459,12 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       k = fa3_tile_index(j);
     }
     if (k >= total) break;
-    fa3_tile_of<BM, BN, LPT>(k, total, hb_count, A, ti);
+    if (DYNAMIC)
+      ti = q_info[qb];
+    else
+      fa3_tile_of<BM, BN, LPT>(k, total, hb_count, A, ti);
     if (ti.n_end == ti.n_begin) {
-      finish_empty(k);
+      finish_empty(k, qb);
       if (DYNAMIC) { /* it took a use of the Q buffer */
         mbar_arrive(&q_empty[qb]);
         ++qn;
