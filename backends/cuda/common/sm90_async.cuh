@@ -41,19 +41,14 @@ __device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
       "mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"((uint32_t)__cvta_generic_to_shared(bar))
       : "memory");
 }
-/* One arrive, issued only once x has been computed: both arms of the predicate arrive, so the
-   count is exact, but the instruction depends on x. ptxas keeps synchronisation instructions
-   (arrives, wgmma waits) in program order yet moves arithmetic freely across them, and it placed
-   a wgmma wait early enough to stall the arithmetic meant to run under the wgmma; an arrive that
-   needs x pins the wait after x. */
-__device__ __forceinline__ void mbar_arrive_after(uint64_t *bar, float x) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.eq.f32 p, %1, %1;\n"
-      " @p mbarrier.arrive.shared::cta.b64 _, [%0];\n"
-      " @!p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(
-          (uint32_t)__cvta_generic_to_shared(bar)),
-      "f"(x)
-      : "memory");
+/* Stores x to this thread's slot in shared memory (never read), so that a later wgmma wait
+   stays after x's computation: ptxas keeps shared stores and wgmma waits in program order but
+   moves arithmetic freely across waits, and it had placed a wgmma wait early enough to stall
+   the arithmetic meant to run under the wgmma. (An mbarrier arrive that needs x pins the wait
+   too, but an mbarrier nobody waits on fails compute-sanitizer's synccheck.) */
+__device__ __forceinline__ void pin_after(float *slot, float x) {
+  asm volatile("st.shared.f32 [%0], %1;\n" ::"r"((uint32_t)__cvta_generic_to_shared(slot)), "f"(x)
+               : "memory");
 }
 /* Waits until the phase with parity `parity` of the barrier has completed. */
 __device__ __forceinline__ void mbar_wait(uint64_t *bar, int parity) {

@@ -40,8 +40,8 @@ extern "C" {
    tile left: under a causal mask a static deal leaves some blocks with ~15% more work than the
    mean. */
 #define FA3_DYNAMIC 64
-/* PINNED: the wait for the previous tile's P V is pinned after this tile's softmax (an arrive
-   that needs the softmax's row sums, mbar_arrive_after). Without it ptxas schedules that wait
+/* PINNED: the wait for the previous tile's P V is pinned after this tile's softmax (a shared
+   store of the softmax's row sums, pin_after). Without it ptxas schedules that wait
    right after the wait for S, so the softmax never runs under its own warpgroup's P V (OVERLAP
    in name only). Pinned gains 3-6% at head dim 128 and 256 without a mask and loses 1-7% at
    head dim 64 and under a mask at <= 8k keys (bench/NOTES.md, session 12): core/plan picks. */

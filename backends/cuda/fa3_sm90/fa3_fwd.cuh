@@ -38,12 +38,15 @@
 
 /* Registers per thread of the producer and of each consumer warpgroup (setmaxnreg). Their sum
    must fit in what the launch gave the block (65536 / threads per thread, in units of 8: 168 x
-   384 with two consumers, 128 x 512 with three), or setmaxnreg's increase waits forever. A
-   dynamic schedule's producer (the tile counter) spilled at 24: it gets 32 with three consumers
-   and 40 with two (their consumers 232, which spill nothing). */
+   384 with two consumers, 128 x 512 with three), or setmaxnreg's increase waits forever. The
+   producer spilled at 24 with the tile counter or the tile hand-off: it gets 32 with three
+   consumers (it fits beside 160) and 40 with two under the dynamic schedule (consumers 232,
+   which spill nothing); the static two-consumer split stays 24 / 240 (head dim 256 needs the
+   240; only the small-memory fallback without the shared-memory epilogue spills, 28 bytes in
+   its producer, outside the main loop). */
 template <int WGS, bool DYNAMIC>
 struct fa3_regs {
-  static constexpr int producer = !DYNAMIC ? 24 : WGS == 3 ? 32 : 40;
+  static constexpr int producer = WGS == 3 ? 32 : DYNAMIC ? 40 : 24;
   static constexpr int consumer = WGS == 3 ? 160 : DYNAMIC ? 232 : 240;
   static constexpr int at_launch = 65536 / (128 * (WGS + 1)) / 8 * 8;
   static_assert(producer * 128 + consumer * 128 * WGS <= at_launch * 128 * (WGS + 1),
@@ -230,10 +233,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   static_assert(FLAGS & FA3_OVERLAP, "every configuration overlaps S and P V");
   constexpr bool PINGPONG = (FLAGS & FA3_PINGPONG) != 0, PINNED = (FLAGS & FA3_PINNED) != 0;
   constexpr bool OSTORE = (FLAGS & FA3_OSTORE) != 0, DYNAMIC = (FLAGS & FA3_DYNAMIC) != 0;
-  constexpr bool LPT = DYNAMIC; /* tiles largest first within L2-sized chunks */
-  /* The consumers read q_info in finish; only OSTORE keeps the Q buffer (and its q_info) theirs
-     until then. */
-  static_assert(!DYNAMIC || OSTORE, "the dynamic schedule needs the epilogue through the Q buffer");
+  constexpr bool LPT = DYNAMIC;                     /* tiles largest first within L2-sized chunks */
   constexpr int BOXQ = BM * 128, BOXK = BN * 128;   /* bytes of one 64-column box */
   constexpr int NC = 128 * WGS;                     /* consumer threads */
   constexpr int QB = (FLAGS & FA3_QDOUBLE) ? 2 : 1; /* Q buffers */
@@ -247,15 +247,17 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   unsigned char *sV = sK + FA3_FWD_STAGES * CB * BOXK;
   __shared__ uint64_t q_full[2], q_empty[2], k_full[FA3_FWD_STAGES], v_full[FA3_FWD_STAGES];
   __shared__ uint64_t k_empty[FA3_FWD_STAGES], v_empty[FA3_FWD_STAGES];
-  /* PINNED: never waited on; each consumer thread arrives on it once its softmax is done, which
-     keeps ptxas from moving the wait for the previous P V above the softmax (mbar_arrive_after). */
-  __shared__ uint64_t softmax_done;
-  /* The tile of Q buffer b's current use (for the producer's TMA store of its O; DYNAMIC: for the
-     consumers too, published by q_full[b]'s completion; total or more: no tile is left, the
-     consumers stop). With DYNAMIC a tile without keys takes a use, with no Q loaded. */
+  /* PINNED: one slot per consumer thread, never read; each stores its row sums there once its
+     softmax is done, which keeps ptxas from moving the wait for the previous P V above the
+     softmax (pin_after). */
+  __shared__ float pin_slot[PINNED ? 128 * WGS : 1];
+  /* The tile of Q buffer b's current use, for the consumers (published by q_full[b]'s
+     completion; total or more: no tile is left, they stop) and for the producer's TMA store of
+     its O. A tile without keys takes a use too, with no Q loaded. */
   __shared__ int q_tile[2];
-  /* DYNAMIC: the coordinates of q_tile[b] (valid when it is below the tile count), published with
-     it, so that the consumers do not compute them again (integer divisions, twice per tile). */
+  /* The coordinates of q_tile[b] (valid when it is below the tile count), published with it, so
+     that the consumers do not compute them (integer divisions) at the start and end of every
+     tile. */
   __shared__ fa3_tile q_info[2];
 
   const int tid = threadIdx.x, wg = tid / 128;
@@ -274,7 +276,6 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       mbar_init(&k_empty[s], NC); /* every consumer thread releases */
       mbar_init(&v_empty[s], NC);
     }
-    mbar_init(&softmax_done, NC);
     mbar_init_fence();
   }
   __syncthreads();
@@ -284,9 +285,8 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
      P V and epilogue). Tile k is query block num_m - 1 - k % num_m (largest first: under a causal
      mask they hold the most key tiles) of (head, batch) k / num_m: blocks running together share
      a head's K and V in L2 (ordered by head first, 132 heads' K/V at once missed L2 and cost
-     8-15%). Both sides walk the same tiles and skip those without keys, so their barrier
-     phases agree (DYNAMIC: the consumers learn each tile, one without keys included, from
-     q_tile; the producer's last use of a Q buffer says that none is left). */
+     8-15%). The consumers learn each tile, one without keys included, from the producer
+     (q_tile, q_info); the producer's last use of a Q buffer says that none is left. */
   fa3_tile ti;
   if (wg == 0) {
     setmaxnreg_dec<fa3_regs<WGS, DYNAMIC>::producer>();
@@ -294,18 +294,13 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     if (tid == 0) {
       int kv = 0, qn = 0; /* K/V tiles loaded so far, Q buffer uses */
       int with_o = 0;     /* OSTORE: bit b set while buffer b holds a tile's O (q_tile[b]'s) */
-      int j = 0, k = DYNAMIC ? (int)blockIdx.x : fa3_tile_index(0);
+      int j = 0, k = (int)blockIdx.x;
       for (;;) {
         const bool done = k >= total;
-        if (done && !DYNAMIC) break;
         bool empty = true;
         if (!done) {
           fa3_tile_of<BM, BN, LPT>(k, total, hb_count, A, ti);
           empty = ti.n_end == ti.n_begin;
-        }
-        if (empty && !DYNAMIC) { /* the consumers skip it on their own */
-          k = fa3_tile_index(++j);
-          continue;
         }
         const int qb = qn % QB, quse = qn / QB;
         if (quse > 0) {
@@ -316,11 +311,11 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         with_o = (with_o & ~(1 << qb)) | (empty ? 0 : 1 << qb);
         ++qn;
         q_tile[qb] = k;
-        if (DYNAMIC && !done) q_info[qb] = ti;
-        if (empty) { /* DYNAMIC: tell the consumers (no Q), then take the next tile */
+        if (!done) q_info[qb] = ti;
+        if (empty) { /* tell the consumers (no Q), then take the next tile */
           mbar_arrive(&q_full[qb]);
           if (done) break;
-          k = (int)gridDim.x + atomicAdd(A.tile_counter, 1);
+          k = DYNAMIC ? (int)gridDim.x + atomicAdd(A.tile_counter, 1) : fa3_tile_index(++j);
           continue;
         }
         mbar_arrive_expect_tx(&q_full[qb], CB * BOXQ);
@@ -341,9 +336,9 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         }
         k = DYNAMIC ? (int)gridDim.x + atomicAdd(A.tile_counter, 1) : fa3_tile_index(++j);
       }
-      if (OSTORE) { /* the outputs still in the Q buffers, oldest first (DYNAMIC: the last use
-                       told the consumers to stop; they do not release it) */
-        for (int u = max(qn - QB, 0); u < qn - (DYNAMIC ? 1 : 0); ++u) {
+      if (OSTORE) { /* the outputs still in the Q buffers, oldest first (the last use told the
+                       consumers to stop; they do not release it) */
+        for (int u = max(qn - QB, 0); u < qn - 1; ++u) {
           const int qb = u % QB;
           mbar_wait(&q_empty[qb], (u / QB) & 1);
           if (with_o >> qb & 1) fa3_store_o<BM, BN, LPT>(A, q_tile[qb], sQ + qb * CB * BOXQ, BOXQ);
@@ -383,7 +378,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   auto finish = [&](int kt, const float(&o)[HD / 2], const float(&sum)[2], const float(&mx)[2],
                     int qbuf) {
     fa3_tile tf;
-    if (DYNAMIC) { /* still published: the consumers release the buffer after this */
+    if (OSTORE) { /* still published: the consumers release the buffer after this */
       tf = q_info[qbuf];
     } else {
       int k_again = kt;
@@ -425,12 +420,8 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     }
   };
   /* A tile whose rows see no key (no Q loaded): zeros and an LSE of -inf, straight to memory. */
-  auto finish_empty = [&](int kt, int qbuf) {
-    fa3_tile tf;
-    if (DYNAMIC)
-      tf = q_info[qbuf];
-    else
-      fa3_tile_of<BM, BN, LPT>(kt, total, hb_count, A, tf);
+  auto finish_empty = [&](int qbuf) {
+    const fa3_tile tf = q_info[qbuf]; /* released after this */
     for (int w = 0; w < 2; ++w) {
       int head, pos;
       fa3_row_of<BM>(A, rl + 8 * w, head, pos);
@@ -449,26 +440,16 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   uint32_t pa[BN / 16][4];
 #pragma unroll
   for (int i = 0; i < HD / 2; ++i) o[i] = 0.0f;
-  for (int j = 0;; ++j) {
+  for (;;) {
     const int qb = qn % QB;
-    int k;
-    if (DYNAMIC) { /* the tile the producer took */
-      mbar_wait(&q_full[qb], (qn / QB) & 1);
-      k = q_tile[qb];
-    } else {
-      k = fa3_tile_index(j);
-    }
+    mbar_wait(&q_full[qb], (qn / QB) & 1); /* the producer's next tile (its Q loaded) */
+    const int k = q_tile[qb];
     if (k >= total) break;
-    if (DYNAMIC)
-      ti = q_info[qb];
-    else
-      fa3_tile_of<BM, BN, LPT>(k, total, hb_count, A, ti);
-    if (ti.n_end == ti.n_begin) {
-      finish_empty(k, qb);
-      if (DYNAMIC) { /* it took a use of the Q buffer */
-        mbar_arrive(&q_empty[qb]);
-        ++qn;
-      }
+    ti = q_info[qb];
+    if (ti.n_end == ti.n_begin) { /* it took a use of the Q buffer, with no Q */
+      finish_empty(qb);
+      mbar_arrive(&q_empty[qb]);
+      ++qn;
       continue;
     }
     fa3_rows r;
@@ -493,7 +474,6 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
 
     if (PINGPONG && !turned && c == WGS - 1) bar_arrive(1, 256);
     turned = true;
-    mbar_wait(&q_full[qb], (qn / QB) & 1);
     const unsigned char *q = sQ + qb * CB * BOXQ + c * 64 * 128;
     /* Key tile n_begin: S and its softmax alone. */
     int st = kv % FA3_FWD_STAGES;
@@ -526,7 +506,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       wgmma_fence_regs(s);
       mbar_arrive(&k_empty[st]);
       fa3_softmax<BN>(s, r, class_of(n), n * BN, t, sl2, alpha);
-      if (PINNED) mbar_arrive_after(&softmax_done, r.sum[0] + r.sum[1]);
+      if (PINNED) pin_after(&pin_slot[ctid + 128 * c], r.sum[0] + r.sum[1]);
       wgmma_wait<0>();
       wgmma_fence_regs(o);
       wgmma_fence_frags(pa);
