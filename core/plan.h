@@ -102,18 +102,18 @@ static inline fa_hopper_fwd_plan fa_plan_hopper_fwd(int64_t padded_head_dim, int
     case 128:
       p.tile_m = 128, p.tile_n = 128, p.consumers = 2, p.q_buffers = 2;
       /* The softmax pinned under P V: +3-5% at 4k-16k keys without a mask, +2% under one above
-         8k keys, -2-3% under one at 1k-2k (bench/NOTES.md, session 12). */
+         8k keys, -2-3% under one at 1k-2k. Pinned, 128 x 128 with two Q buffers beat 128 x 176
+         (one Q buffer, no room for the epilogue through it) at every length, 16k +3%, and 128 x
+         128 with a third K/V stage and one Q buffer (-5..-12%; bench/NOTES.md, session 12). */
       p.pinned = !masked || seqlen_k > 8192;
-      if (!masked && seqlen_k > 8192) { /* wider key tiles; no room for a second Q then */
-        p.tile_n = 176, p.persistent = 1, p.q_buffers = 1, p.smem_epilogue = 0;
-      } else if (!masked || seqlen_k <= 8192) {
+      if (!masked || seqlen_k <= 8192) {
         p.persistent = 1;
         p.dynamic = masked;
       } else {
         p.q_buffers = 1;
       }
       break;
-    case 256: /* pinned: +4-6% at 4k-16k keys without a mask, even under one */
+    case 256: /* pinned without a mask: +4-6% at 4k-16k keys (under one within +-1.5%: not) */
       p.tile_m = 128, p.tile_n = 80, p.consumers = 2, p.persistent = !masked;
       p.pinned = !masked;
       break;

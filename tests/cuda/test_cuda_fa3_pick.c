@@ -61,7 +61,7 @@ int main(void) {
   expect_pick(64, 1, 16384, "hd64_3x128_opdqo");
   expect_pick(128, 0, 512, "hd128_2x128_oppqow");
   expect_pick(96, 0, 8192, "hd128_2x128_oppqow");
-  expect_pick(128, 0, 8193, "hd128_2x176_oppw");
+  expect_pick(128, 0, 8193, "hd128_2x128_oppqow");
   expect_pick(128, 1, 1024, "hd128_2x128_opdqo");
   expect_pick(96, 1, 100, "hd128_2x128_opdqo");
   expect_pick(128, 1, 8192, "hd128_2x128_opdqo");
@@ -126,10 +126,10 @@ int main(void) {
   EXPECT(fa3_fwd_pick(256, 0, 1024, A100_SMEM) == NULL, "an A100's limit leaves hd256 to fa2");
 
   /* Lookups by name: only within the head dim. */
-  EXPECT(fa3_fwd_config_for(128, "hd128_2x176_op") != NULL, "hd128_2x176_op by name");
-  EXPECT(fa3_fwd_config_for(96, "hd128_2x176_op") != NULL, "hd96 takes the hd128 configurations");
-  EXPECT(fa3_fwd_config_for(64, "hd128_2x176_op") == NULL, "another head dim's name");
-  EXPECT(fa3_fwd_config_for(128, "hd128_2x176_o") == NULL, "a prefix of a name");
+  EXPECT(fa3_fwd_config_for(128, "hd128_2x128_opo") != NULL, "hd128_2x128_opo by name");
+  EXPECT(fa3_fwd_config_for(96, "hd128_2x128_opo") != NULL, "hd96 takes the hd128 configurations");
+  EXPECT(fa3_fwd_config_for(64, "hd128_2x128_opo") == NULL, "another head dim's name");
+  EXPECT(fa3_fwd_config_for(128, "hd128_2x128_op") == NULL, "a prefix of a name");
   EXPECT(fa3_fwd_config_for(128, "nosuch") == NULL, "an unknown name");
   EXPECT(fa3_fwd_config_for(72, NULL) == NULL, "no configuration at hd72");
 

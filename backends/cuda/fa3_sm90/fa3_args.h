@@ -64,9 +64,6 @@ extern "C" {
   X(hd64_3x128_oppqo, 64, 3, 128, FA3_OPPQO)                         \
   X(hd64_3x128_opdqo, 64, 3, 128, FA3_OPDQO)                         \
   X(hd64_2x128_opdqo, 64, 2, 128, FA3_OPDQO)                         \
-  X(hd128_2x176_op, 128, 2, 176, FA3_OP)                             \
-  X(hd128_2x176_opp, 128, 2, 176, FA3_OPP)                           \
-  X(hd128_2x176_oppw, 128, 2, 176, FA3_OPP | FA3_PINNED)             \
   X(hd128_2x128_oppqo, 128, 2, 128, FA3_OPPQO)                       \
   X(hd128_2x128_oppqow, 128, 2, 128, FA3_OPPQO | FA3_PINNED)         \
   X(hd128_2x128_opo, 128, 2, 128, FA3_OP | FA3_OSTORE)               \
