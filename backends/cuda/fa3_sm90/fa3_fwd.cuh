@@ -4,7 +4,8 @@
  * One block per tile (64 x WGS query rows of one query head and batch; with GQA packing, rows of
  * 2^pack_log2 query heads sharing a K/V head), or with FA3_PERSISTENT at most one per SM looping
  * over tiles (fa3_tile_index; with FA3_DYNAMIC the producer takes each next tile from a global
- * counter and hands it to the consumers through shared memory). WGS + 1 warpgroups:
+ * counter). The producer hands each tile, its coordinates and the final "none left" to the
+ * consumers through shared memory with the tile's Q. WGS + 1 warpgroups:
  *
  * The producer (warpgroup 0, one thread; registers given back with setmaxnreg) loads a tile's Q,
  * then K and V tiles of BN keys by TMA (4-D tensor maps: head dim, row, head, batch; rows and
@@ -19,8 +20,9 @@
  * tile's Q buffer for the producer to store by TMA.
  *
  * FLAGS (fa3_args.h): FA3_OVERLAP issues Q Kᵀ of tile j + 1 with P V of tile j and runs the
- * softmax of j + 1 under P V; FA3_PINGPONG makes the consumers take turns issuing their MMAs
- * (named barrier 1 + c waits for consumer c's turn), so one's softmax runs under the others' MMAs.
+ * softmax of j + 1 under P V (in the machine code only with FA3_PINNED: otherwise ptxas waits for
+ * P V first); FA3_PINGPONG makes the consumers take turns issuing their MMAs (named barrier 1 + c
+ * waits for consumer c's turn), so one's softmax runs under the others' MMAs.
  * HD is the padded head dim (64, 128, 256); the real one (a.p.head_dim, 96 or 192 as well) bounds
  * the stores: the columns past it are zeros read by TMA in Q, K and V.
  */
@@ -373,8 +375,9 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   /* The output of tile kt: O / l and the LSE in natural log (sum, mx: the rows' running sum and
      max). Straight from the accumulators to global memory (4-byte stores of the real head dim's
      columns), or (OSTORE) into Q buffer qbuf in Q's swizzled layout for the producer's TMA store.
-     The tile's coordinates are computed again from an opaque copy of kt rather than kept in
-     registers through the main loop (at head dim 256 that spilled). */
+     The tile's coordinates are read again from q_info (OSTORE: the buffer is still this tile's)
+     or computed again from an opaque copy of kt, rather than kept in registers through the main
+     loop (at head dim 256 that spilled). */
   auto finish = [&](int kt, const float(&o)[HD / 2], const float(&sum)[2], const float(&mx)[2],
                     int qbuf) {
     fa3_tile tf;
