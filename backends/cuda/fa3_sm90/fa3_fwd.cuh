@@ -297,6 +297,10 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       int kv = 0, qn = 0; /* K/V tiles loaded so far, Q buffer uses */
       int with_o = 0;     /* OSTORE: bit b set while buffer b holds a tile's O (q_tile[b]'s) */
       int j = 0, k = (int)blockIdx.x;
+      /* The block's next tile: from the counter (DYNAMIC) or the static deal's next round. */
+      auto next_tile = [&]() {
+        return DYNAMIC ? (int)gridDim.x + atomicAdd(A.tile_counter, 1) : fa3_tile_index(++j);
+      };
       for (;;) {
         const bool done = k >= total;
         bool empty = true;
@@ -317,7 +321,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         if (empty) { /* tell the consumers (no Q), then take the next tile */
           mbar_arrive(&q_full[qb]);
           if (done) break;
-          k = DYNAMIC ? (int)gridDim.x + atomicAdd(A.tile_counter, 1) : fa3_tile_index(++j);
+          k = next_tile();
           continue;
         }
         mbar_arrive_expect_tx(&q_full[qb], CB * BOXQ);
@@ -336,7 +340,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
             tma_load_4d(sV + (st * CB + cb) * BOXK, A.tv, &v_full[st], cb * 64, n * BN, ti.hk,
                         ti.b);
         }
-        k = DYNAMIC ? (int)gridDim.x + atomicAdd(A.tile_counter, 1) : fa3_tile_index(++j);
+        k = next_tile();
       }
       if (OSTORE) { /* the outputs still in the Q buffers, oldest first (the last use told the
                        consumers to stop; they do not release it) */
@@ -509,7 +513,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       wgmma_fence_regs(s);
       mbar_arrive(&k_empty[st]);
       fa3_softmax<BN>(s, r, class_of(n), n * BN, t, sl2, alpha);
-      if (PINNED) pin_after(&pin_slot[ctid + 128 * c], r.sum[0] + r.sum[1]);
+      if (PINNED) pin_after(&pin_slot[tid - 128], r.sum[0] + r.sum[1]);
       wgmma_wait<0>();
       wgmma_fence_regs(o);
       wgmma_fence_frags(pa);
