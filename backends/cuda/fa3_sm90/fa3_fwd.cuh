@@ -494,17 +494,22 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
                  ? FA_TILE_FULL
                  : FA_TILE_PARTIAL;
     };
-    /* HALFDIAG: whether this consumer's rows see no key in the upper half of key tile n (under a
-       causal mask the first consumer's half of the diagonal tile): then its S, softmax and P V
-       cover the lower half only. The warpgroup's bound is its last row's (a row's key bounds do
-       not decrease with the row; with GQA packing the rows are several heads': not used). */
+    /* HALFDIAG: where this consumer's rows see no key in the upper half of a key tile (under a
+       causal mask the first consumer's half of the diagonal tile), its S, softmax and P V cover
+       the lower half only. hi_wg bounds the keys its rows see: its last row's bound (a row's key
+       bounds do not decrease with the row; with GQA packing the rows are several heads': not
+       used). */
     int hi_wg = seqlen_k;
     if (HALF && A.pack_log2 == 0) {
       int64_t lo, hi;
       fa_mask_key_range(&mask, ti.m0 + 64 * c + 63, seqlen_k, &lo, &hi);
-      hi_wg = (int)hi;
+      /* the same in every lane; the broadcast tells ptxas so (a bound it takes for per-lane
+         kept the tile loop's stage and descriptor arithmetic off the uniform datapath: -5%) */
+      hi_wg = __shfl_sync(0xffffffffu, (int)hi, 0);
     }
-    auto half_of = [&](int n) { return HALF && n * BN + BN / 2 >= hi_wg; };
+    /* Whether the tile's last key tile is one of those (only the last is taken: under a causal
+       mask it is the only one; elsewhere a whole tile is as exact). */
+    const bool half_last = HALF && (ti.n_end - 1) * BN + BN / 2 >= hi_wg;
     const unsigned char *q = sQ + qb * CB * BOXQ + c * 64 * 128;
     /* The work of one key tile n in stage st, only its lower half when HN: S (with P V of the
        previous tile in stage ps when PV, only its lower half when HP), the softmax and P. Each
@@ -555,7 +560,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     turned = true;
     /* Key tile n_begin: S and its softmax alone. */
     int st = kv % FA3_FWD_STAGES;
-    bool half = half_of(ti.n_begin); /* of the tile whose P is in pa */
+    bool half = half_last && ti.n_begin == ti.n_end - 1; /* of the tile whose P is in pa */
     turn_wait();
     mbar_wait(&k_full[st], (kv / FA3_FWD_STAGES) & 1);
     if (half)
@@ -563,22 +568,25 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     else
       key_tile(no, no, no, ti.n_begin, st, 0);
     ++kv;
-    /* Then per key tile: S of this tile and P V of the previous one issued together. The half
-       tiles are the last ones (half_of does not decrease with n). */
-    for (int n = ti.n_begin + 1; n < ti.n_end; ++n, ++kv) {
+    /* Then per key tile: S of this tile and P V of the previous one issued together (with
+       HALFDIAG the last one after the loop, the only one that can be half). */
+    auto next_tile = [&](auto hn_tag, int n) {
       const int ps = (kv - 1) % FA3_FWD_STAGES;
       st = kv % FA3_FWD_STAGES;
       turn_wait();
       mbar_wait(&k_full[st], (kv / FA3_FWD_STAGES) & 1);
       mbar_wait(&v_full[ps], ((kv - 1) / FA3_FWD_STAGES) & 1);
-      const bool half_n = half_of(n);
-      if (!half_n)
-        key_tile(no, yes, no, n, st, ps);
-      else if (!half)
-        key_tile(yes, yes, no, n, st, ps);
+      key_tile(hn_tag, yes, no, n, st, ps);
+    };
+    constexpr int LAST_APART = HALF ? 1 : 0;
+    for (int n = ti.n_begin + 1; n < ti.n_end - LAST_APART; ++n, ++kv) next_tile(no, n);
+    if (HALF && ti.n_end - 1 > ti.n_begin) {
+      if (half_last)
+        next_tile(yes, ti.n_end - 1);
       else
-        key_tile(yes, yes, yes, n, st, ps);
-      half = half_n;
+        next_tile(no, ti.n_end - 1);
+      half = half_last;
+      ++kv;
     }
     /* Every S of the tile has been read: Q may be replaced (OSTORE: once O is in its place). */
     if (!OSTORE) mbar_arrive(&q_empty[qb]);
