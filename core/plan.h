@@ -87,13 +87,11 @@ typedef struct fa_hopper_fwd_plan {
   int32_t smem_epilogue;  /* O written through shared memory and stored by TMA */
   int32_t dynamic;        /* persistent blocks take tiles from a global counter (a workspace) */
   int32_t pinned;         /* the softmax kept under its own warpgroup's previous P V */
-  int32_t half_diagonal;  /* a consumer computes only the lower half of a key tile whose upper
-                             half its rows do not see (a causal mask's diagonal) */
 } fa_hopper_fwd_plan;
 
 static inline fa_hopper_fwd_plan fa_plan_hopper_fwd(int64_t padded_head_dim, int masked,
                                                     int64_t seqlen_k) {
-  fa_hopper_fwd_plan p = {0, 0, 0, 0, 1, 1, 0, 0, 0};
+  fa_hopper_fwd_plan p = {0, 0, 0, 0, 1, 1, 0, 0};
   switch (padded_head_dim) {
     case 64: /* three consumers: the softmax is a large share at 64 columns */
       p.tile_m = 192, p.tile_n = 128, p.consumers = 3, p.persistent = 1, p.q_buffers = 2;
@@ -123,8 +121,6 @@ static inline fa_hopper_fwd_plan fa_plan_hopper_fwd(int64_t padded_head_dim, int
       p.q_buffers = 0, p.smem_epilogue = 0;
       break;
   }
-  /* Two consumers only: three (160 registers each) spilled with the half tile's arrays. */
-  p.half_diagonal = masked && p.tile_n == 128 && p.consumers == 2;
   return p;
 }
 

@@ -56,16 +56,16 @@ int main(void) {
   /* The measured defaults on an H200 (227 KiB of shared memory). */
   expect_pick(64, 0, 1024, "hd64_3x128_oppqo");
   expect_pick(64, 0, 16384, "hd64_3x128_oppqo");
-  expect_pick(64, 1, 1024, "hd64_2x128_opdqoh");
+  expect_pick(64, 1, 1024, "hd64_2x128_opdqo");
   expect_pick(64, 1, 1025, "hd64_3x128_opdqo");
   expect_pick(64, 1, 16384, "hd64_3x128_opdqo");
   expect_pick(128, 0, 512, "hd128_2x128_oppqow");
   expect_pick(96, 0, 8192, "hd128_2x128_oppqow");
   expect_pick(128, 0, 8193, "hd128_2x128_oppqow");
-  expect_pick(128, 1, 1024, "hd128_2x128_opdqoh");
-  expect_pick(96, 1, 100, "hd128_2x128_opdqoh");
-  expect_pick(128, 1, 8192, "hd128_2x128_opdqoh");
-  expect_pick(128, 1, 8193, "hd128_2x128_opowh");
+  expect_pick(128, 1, 1024, "hd128_2x128_opdqo");
+  expect_pick(96, 1, 100, "hd128_2x128_opdqo");
+  expect_pick(128, 1, 8192, "hd128_2x128_opdqo");
+  expect_pick(128, 1, 8193, "hd128_2x128_opow");
   expect_pick(256, 0, 8192, "hd256_2x80_oppow");
   expect_pick(192, 0, 100, "hd256_2x80_oppow");
   expect_pick(256, 1, 8192, "hd256_2x80_opo");
@@ -158,16 +158,12 @@ int main(void) {
     EXPECT(fa3_fwd_workspace_bytes(c) == ((c->flags & FA3_DYNAMIC) ? sizeof(int32_t) : 0),
            "%s: workspace %zu bytes", c->name, fa3_fwd_workspace_bytes(c));
     EXPECT(c->launch && c->prepare, "%s: no entry points", c->name);
-    /* A half-diagonal configuration keeps its twin without HALFDIAG, a pinned one without
-       HALFDIAG its unpinned twin: the A/B that justifies the feature added last. */
-    const int last = (c->flags & FA3_HALFDIAG) ? FA3_HALFDIAG : (c->flags & FA3_PINNED);
-    int twin = !last;
+    /* A pinned configuration keeps its unpinned twin (the A/B that justifies it). */
+    int twin = !(c->flags & FA3_PINNED);
     for (int j = 0; j < count && !twin; ++j)
       twin = all[j].head_dim_padded == c->head_dim_padded && all[j].tile_m == c->tile_m &&
-             all[j].tile_n == c->tile_n && all[j].flags == (c->flags & ~last);
-    EXPECT(twin, "%s: no twin without flag %d", c->name, last);
-    EXPECT(!(c->flags & FA3_HALFDIAG) || c->tile_n % 32 == 0,
-           "%s: a half key tile of %d keys is no multiple of 16", c->name, c->tile_n / 2);
+             all[j].tile_n == c->tile_n && all[j].flags == (c->flags & ~FA3_PINNED);
+    EXPECT(twin, "%s: no unpinned twin", c->name);
   }
   EXPECT(fa3_fwd_workspace_bytes(NULL) == 0, "workspace of no configuration");
 

@@ -25,12 +25,8 @@ extern "C" {
 /* PERSISTENT: at most one block per SM, each looping over tiles, so that the producer loads the
    next tile while the consumers finish this one (host side: the grid). */
 #define FA3_PERSISTENT 4
-/* (8 was SNAKE until session 12: a static deal of the tiles largest first in a snake order,
-   measured and superseded by DYNAMIC: bench/NOTES.md, sessions 9-11.) */
-/* HALFDIAG: a consumer computes S, the softmax and P V of only the lower half of a key tile
-   whose upper half none of its rows sees (under a causal mask, the first consumer on the
-   diagonal tile: half of its work there); key tiles of a multiple of 32 keys. */
-#define FA3_HALFDIAG 8
+/* (8 was SNAKE, a static deal of the tiles largest first in a snake order, measured and
+   superseded by DYNAMIC: bench/NOTES.md, sessions 9-11.) */
 /* QDOUBLE: two Q buffers, so that the next tile's Q loads while this tile still reads its own
    (with one, it can load only after this tile's last Q Kᵀ). */
 #define FA3_QDOUBLE 16
@@ -53,8 +49,7 @@ extern "C" {
 
 /* The compiled configurations: X(name, padded head dim, consumer warpgroups, key tile, flags).
    A block holds 64 query rows per consumer warpgroup. The name's letters after the tile: o
-   OVERLAP, p PINGPONG, then p PERSISTENT or d DYNAMIC, q QDOUBLE, o OSTORE, w PINNED, h
-   HALFDIAG. core/plan
+   OVERLAP, p PINGPONG, then p PERSISTENT or d DYNAMIC, q QDOUBLE, o OSTORE, w PINNED. core/plan
    (fa3_fwd_pick) names the defaults; the first of each head dim is the fallback where shared
    memory is small (fa3_fwd_pick takes the first that fits); the rest are the defaults' twins
    without their last feature, kept for A/B runs (FA_CUDA_FA3_CONFIG=name). Head dims 96 and
@@ -64,22 +59,19 @@ extern "C" {
 #define FA3_OPP (FA3_OVERLAP | FA3_PINGPONG | FA3_PERSISTENT)
 #define FA3_OPPQO (FA3_OPP | FA3_QDOUBLE | FA3_OSTORE)
 #define FA3_OPDQO (FA3_OPPQO | FA3_DYNAMIC)
-#define FA3_FWD_CONFIGS(X)                                                           \
-  X(hd64_3x128_op, 64, 3, 128, FA3_OP)                                               \
-  X(hd64_3x128_oppqo, 64, 3, 128, FA3_OPPQO)                                         \
-  X(hd64_3x128_opdqo, 64, 3, 128, FA3_OPDQO)                                         \
-  X(hd64_2x128_opdqo, 64, 2, 128, FA3_OPDQO)                                         \
-  X(hd64_2x128_opdqoh, 64, 2, 128, FA3_OPDQO | FA3_HALFDIAG)                         \
-  X(hd128_2x128_oppqo, 128, 2, 128, FA3_OPPQO)                                       \
-  X(hd128_2x128_oppqow, 128, 2, 128, FA3_OPPQO | FA3_PINNED)                         \
-  X(hd128_2x128_opo, 128, 2, 128, FA3_OP | FA3_OSTORE)                               \
-  X(hd128_2x128_opow, 128, 2, 128, FA3_OP | FA3_OSTORE | FA3_PINNED)                 \
-  X(hd128_2x128_opowh, 128, 2, 128, FA3_OP | FA3_OSTORE | FA3_PINNED | FA3_HALFDIAG) \
-  X(hd128_2x128_opdqo, 128, 2, 128, FA3_OPDQO)                                       \
-  X(hd128_2x128_opdqoh, 128, 2, 128, FA3_OPDQO | FA3_HALFDIAG)                       \
-  X(hd256_2x80_op, 256, 2, 80, FA3_OP)                                               \
-  X(hd256_2x80_oppo, 256, 2, 80, FA3_OPP | FA3_OSTORE)                               \
-  X(hd256_2x80_oppow, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_PINNED)                 \
+#define FA3_FWD_CONFIGS(X)                                           \
+  X(hd64_3x128_op, 64, 3, 128, FA3_OP)                               \
+  X(hd64_3x128_oppqo, 64, 3, 128, FA3_OPPQO)                         \
+  X(hd64_3x128_opdqo, 64, 3, 128, FA3_OPDQO)                         \
+  X(hd64_2x128_opdqo, 64, 2, 128, FA3_OPDQO)                         \
+  X(hd128_2x128_oppqo, 128, 2, 128, FA3_OPPQO)                       \
+  X(hd128_2x128_oppqow, 128, 2, 128, FA3_OPPQO | FA3_PINNED)         \
+  X(hd128_2x128_opo, 128, 2, 128, FA3_OP | FA3_OSTORE)               \
+  X(hd128_2x128_opow, 128, 2, 128, FA3_OP | FA3_OSTORE | FA3_PINNED) \
+  X(hd128_2x128_opdqo, 128, 2, 128, FA3_OPDQO)                       \
+  X(hd256_2x80_op, 256, 2, 80, FA3_OP)                               \
+  X(hd256_2x80_oppo, 256, 2, 80, FA3_OPP | FA3_OSTORE)               \
+  X(hd256_2x80_oppow, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_PINNED) \
   X(hd256_2x80_opo, 256, 2, 80, FA3_OP | FA3_OSTORE)
 
 /* Two K/V stages, Q once, each in 64-column boxes; 1 KiB for the alignment the 128-byte swizzle

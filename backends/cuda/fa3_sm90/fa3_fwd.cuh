@@ -22,9 +22,7 @@
  * FLAGS (fa3_args.h): FA3_OVERLAP issues Q Kᵀ of tile j + 1 with P V of tile j and runs the
  * softmax of j + 1 under P V (in the machine code only with FA3_PINNED: otherwise ptxas waits for
  * P V first); FA3_PINGPONG makes the consumers take turns issuing their MMAs (named barrier 1 + c
- * waits for consumer c's turn), so one's softmax runs under the others' MMAs. FA3_HALFDIAG: a
- * consumer whose rows see no key in a key tile's upper half (a causal mask's diagonal tile, for
- * the first consumer) computes the lower half only.
+ * waits for consumer c's turn), so one's softmax runs under the others' MMAs.
  * HD is the padded head dim (64, 128, 256); the real one (a.p.head_dim, 96 or 192 as well) bounds
  * the stores: the columns past it are zeros read by TMA in Q, K and V.
  */
@@ -117,18 +115,16 @@ __device__ __forceinline__ void fa3_softmax(float (&s)[BN / 2], fa3_rows &r, fa_
     const float ms = fa_softmax_safe_max(mx) * sl2;
     alpha[w] = r.max[w] == -INFINITY ? 0.0f : fast_exp2(r.max[w] * sl2 - ms);
     r.max[w] = mx;
-    /* Two partial sums (even and odd columns): half as long a chain of dependent adds, which the
-       pinned wait for P V waits behind. */
-    float sum[2] = {0.0f, 0.0f};
+    float sum = 0.0f;
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const float pe = fast_exp2(s[4 * j + 2 * w + e] * sl2 - ms);
         s[4 * j + 2 * w + e] = pe;
-        sum[e] += pe;
+        sum += pe;
       }
-    r.sum[w] = r.sum[w] * alpha[w] + (sum[0] + sum[1]);
+    r.sum[w] = r.sum[w] * alpha[w] + sum;
   }
 }
 
@@ -230,12 +226,6 @@ __device__ __forceinline__ void fa3_store_o(const fa3_fwd_args &A, int kt, const
   bulk_wait_read<0>();
 }
 
-/* A compile-time yes or no for the kernel's generic lambdas (which variant of a step to emit). */
-template <bool B>
-struct fa3_flag {
-  static constexpr bool value = B;
-};
-
 template <typename Tr, int HD, int WGS, int BN, int FLAGS>
 __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     fa3_fwd_kernel(const __grid_constant__ fa3_fwd_args A) {
@@ -245,9 +235,6 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   static_assert(FLAGS & FA3_OVERLAP, "every configuration overlaps S and P V");
   constexpr bool PINGPONG = (FLAGS & FA3_PINGPONG) != 0, PINNED = (FLAGS & FA3_PINNED) != 0;
   constexpr bool OSTORE = (FLAGS & FA3_OSTORE) != 0, DYNAMIC = (FLAGS & FA3_DYNAMIC) != 0;
-  constexpr bool HALF = (FLAGS & FA3_HALFDIAG) != 0;
-  static_assert(!HALF || BN % 32 == 0, "a half key tile is a multiple of 16 keys");
-  constexpr int BNH = HALF ? BN / 2 : BN;           /* keys of a half tile (HALFDIAG) */
   constexpr bool LPT = DYNAMIC;                     /* tiles largest first within L2-sized chunks */
   constexpr int BOXQ = BM * 128, BOXK = BN * 128;   /* bytes of one 64-column box */
   constexpr int NC = 128 * WGS;                     /* consumer threads */
@@ -458,9 +445,6 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
 
   float o[HD / 2], s[BN / 2], alpha[2];
   uint32_t pa[BN / 16][4];
-  /* HALFDIAG: S, P and its A fragments of a key tile's lower half (its first BN / 2 keys). */
-  float s_lo[BNH / 2];
-  uint32_t pa_lo[BNH / 16][4];
 #pragma unroll
   for (int i = 0; i < HD / 2; ++i) o[i] = 0.0f;
   for (;;) {
@@ -494,99 +478,48 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
                  ? FA_TILE_FULL
                  : FA_TILE_PARTIAL;
     };
-    /* HALFDIAG: where this consumer's rows see no key in the upper half of a key tile (under a
-       causal mask the first consumer's half of the diagonal tile), its S, softmax and P V cover
-       the lower half only. hi_wg bounds the keys its rows see: its last row's bound (a row's key
-       bounds do not decrease with the row; with GQA packing the rows are several heads': not
-       used). */
-    int hi_wg = seqlen_k;
-    if (HALF && A.pack_log2 == 0) {
-      int64_t lo, hi;
-      fa_mask_key_range(&mask, ti.m0 + 64 * c + 63, seqlen_k, &lo, &hi);
-      /* the same in every lane; the broadcast tells ptxas so (a bound it takes for per-lane
-         kept the tile loop's stage and descriptor arithmetic off the uniform datapath: -5%) */
-      hi_wg = __shfl_sync(0xffffffffu, (int)hi, 0);
-    }
-    /* Whether the tile's last key tile is one of those (only the last is taken: under a causal
-       mask it is the only one; elsewhere a whole tile is as exact). */
-    const bool half_last = HALF && (ti.n_end - 1) * BN + BN / 2 >= hi_wg;
-    const unsigned char *q = sQ + qb * CB * BOXQ + c * 64 * 128;
-    /* The work of one key tile n in stage st, only its lower half when HN: S (with P V of the
-       previous tile in stage ps when PV, only its lower half when HP), the softmax and P. Each
-       variant waits for its MMAs before the paths join again: where accumulators of different
-       shapes would still be in flight at a join of (to ptxas) divergent paths, ptxas serializes
-       every wgmma of the kernel (C7520). Without HALFDIAG both halves are the whole tile. */
-    auto key_tile = [&](auto hn_tag, auto pv_tag, auto hp_tag, int n, int st, int ps) {
-      constexpr bool HN = decltype(hn_tag)::value, PV = decltype(pv_tag)::value;
-      constexpr bool HP = decltype(hp_tag)::value;
-      wgmma_fence();
-      if constexpr (HN)
-        fa3_issue_s<HD, BNH, BOXQ, BOXK, F16>(s_lo, q, sK + st * CB * BOXK);
-      else
-        fa3_issue_s<HD, BN, BOXQ, BOXK, F16>(s, q, sK + st * CB * BOXK);
-      wgmma_commit();
-      if constexpr (PV) {
-        if constexpr (HP)
-          fa3_issue_pv<HD, BNH, BOXK, F16>(o, pa_lo, sV + ps * CB * BOXK);
-        else
-          fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + ps * CB * BOXK);
-        wgmma_commit();
-      }
-      turn_pass();
-      wgmma_wait<PV ? 1 : 0>();
-      wgmma_fence_regs(s);
-      mbar_arrive(&k_empty[st]);
-      if constexpr (HN)
-        fa3_softmax<BNH>(s_lo, r, FA_TILE_PARTIAL, n * BN, t, sl2, alpha);
-      else
-        fa3_softmax<BN>(s, r, class_of(n), n * BN, t, sl2, alpha);
-      if constexpr (PV) {
-        if (PINNED) pin_after(&pin_slot[tid - 128], r.sum[0] + r.sum[1]);
-        wgmma_wait<0>();
-        wgmma_fence_regs(o);
-        wgmma_fence_frags(pa);
-        mbar_arrive(&v_empty[ps]);
-        fa3_rescale<HD>(o, alpha);
-      }
-      if constexpr (HN)
-        fa3_pack_p<Tr, BNH>(s_lo, pa_lo);
-      else
-        fa3_pack_p<Tr, BN>(s, pa);
-    };
-    const fa3_flag<true> yes;
-    const fa3_flag<false> no;
 
     if (PINGPONG && !turned && c == WGS - 1) bar_arrive(1, 256);
     turned = true;
+    const unsigned char *q = sQ + qb * CB * BOXQ + c * 64 * 128;
     /* Key tile n_begin: S and its softmax alone. */
     int st = kv % FA3_FWD_STAGES;
-    bool half = half_last && ti.n_begin == ti.n_end - 1; /* of the tile whose P is in pa */
     turn_wait();
     mbar_wait(&k_full[st], (kv / FA3_FWD_STAGES) & 1);
-    if (half)
-      key_tile(yes, no, no, ti.n_begin, st, 0);
-    else
-      key_tile(no, no, no, ti.n_begin, st, 0);
+    wgmma_fence();
+    fa3_issue_s<HD, BN, BOXQ, BOXK, F16>(s, q, sK + st * CB * BOXK);
+    wgmma_commit();
+    turn_pass();
+    wgmma_wait<0>();
+    wgmma_fence_regs(s);
+    mbar_arrive(&k_empty[st]);
+    fa3_softmax<BN>(s, r, class_of(ti.n_begin), ti.n_begin * BN, t, sl2, alpha);
+    fa3_pack_p<Tr, BN>(s, pa);
     ++kv;
-    /* Then per key tile: S of this tile and P V of the previous one issued together (with
-       HALFDIAG the last one after the loop, the only one that can be half). */
-    auto next_tile = [&](auto hn_tag, int n) {
+    /* Then per key tile: S of this tile and P V of the previous one issued together. */
+    for (int n = ti.n_begin + 1; n < ti.n_end; ++n, ++kv) {
       const int ps = (kv - 1) % FA3_FWD_STAGES;
       st = kv % FA3_FWD_STAGES;
       turn_wait();
       mbar_wait(&k_full[st], (kv / FA3_FWD_STAGES) & 1);
       mbar_wait(&v_full[ps], ((kv - 1) / FA3_FWD_STAGES) & 1);
-      key_tile(hn_tag, yes, no, n, st, ps);
-    };
-    constexpr int LAST_APART = HALF ? 1 : 0;
-    for (int n = ti.n_begin + 1; n < ti.n_end - LAST_APART; ++n, ++kv) next_tile(no, n);
-    if (HALF && ti.n_end - 1 > ti.n_begin) {
-      if (half_last)
-        next_tile(yes, ti.n_end - 1);
-      else
-        next_tile(no, ti.n_end - 1);
-      half = half_last;
-      ++kv;
+      wgmma_fence();
+      fa3_issue_s<HD, BN, BOXQ, BOXK, F16>(s, q, sK + st * CB * BOXK);
+      wgmma_commit();
+      fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + ps * CB * BOXK);
+      wgmma_commit();
+      turn_pass();
+      wgmma_wait<1>();
+      wgmma_fence_regs(s);
+      mbar_arrive(&k_empty[st]);
+      fa3_softmax<BN>(s, r, class_of(n), n * BN, t, sl2, alpha);
+      if (PINNED) pin_after(&pin_slot[tid - 128], r.sum[0] + r.sum[1]);
+      wgmma_wait<0>();
+      wgmma_fence_regs(o);
+      wgmma_fence_frags(pa);
+      mbar_arrive(&v_empty[ps]);
+      fa3_rescale<HD>(o, alpha);
+      fa3_pack_p<Tr, BN>(s, pa);
     }
     /* Every S of the tile has been read: Q may be replaced (OSTORE: once O is in its place). */
     if (!OSTORE) mbar_arrive(&q_empty[qb]);
@@ -594,20 +527,11 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     const int ls = (kv - 1) % FA3_FWD_STAGES;
     turn_wait();
     mbar_wait(&v_full[ls], ((kv - 1) / FA3_FWD_STAGES) & 1);
-    auto last_pv = [&](auto hp_tag) {
-      wgmma_fence();
-      if constexpr (decltype(hp_tag)::value)
-        fa3_issue_pv<HD, BNH, BOXK, F16>(o, pa_lo, sV + ls * CB * BOXK);
-      else
-        fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + ls * CB * BOXK);
-      wgmma_commit();
-      turn_pass();
-      wgmma_wait<0>();
-    };
-    if (half)
-      last_pv(yes);
-    else
-      last_pv(no);
+    wgmma_fence();
+    fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + ls * CB * BOXK);
+    wgmma_commit();
+    turn_pass();
+    wgmma_wait<0>();
     wgmma_fence_regs(o);
     wgmma_fence_frags(pa);
     mbar_arrive(&v_empty[ls]);
