@@ -30,8 +30,9 @@ extern "C" {
 /* QDOUBLE: two Q buffers, so that the next tile's Q loads while this tile still reads its own
    (with one, it can load only after this tile's last Q Kᵀ). */
 #define FA3_QDOUBLE 16
-/* OSTORE: the epilogue writes O into its tile's Q buffer (Q is no longer read) and the producer
-   stores it by TMA before loading a later tile's Q there (with one Q buffer, the next tile's). */
+/* OSTORE: the epilogue writes O into its tile's Q buffer (Q is no longer read) and a thread of
+   the producer warpgroup (not the one that loads) stores it by TMA, then hands the buffer back
+   for a later tile's Q (with one Q buffer, the next tile's). */
 #define FA3_OSTORE 32
 /* DYNAMIC (with PERSISTENT): after its first tile (blockIdx.x), a block's producer takes the next
    from a global counter (atomicAdd; zeroed before the launch in the call's workspace) and passes

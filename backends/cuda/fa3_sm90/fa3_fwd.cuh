@@ -17,7 +17,7 @@
  * shared memory, online softmax in registers (core/ mask and softmax rules, exp2 with log2-scaled
  * scores), O += P V by wgmma with P from registers, where the S accumulator's layout is the A
  * operand's; at the end O / l and the LSE, stored from registers or (FA3_OSTORE) written into the
- * tile's Q buffer for the producer to store by TMA.
+ * tile's Q buffer for a second producer thread to store by TMA.
  *
  * FLAGS (fa3_args.h): FA3_OVERLAP issues Q Kᵀ of tile j + 1 with P V of tile j and runs the
  * softmax of j + 1 under P V (in the machine code only with FA3_PINNED: otherwise ptxas waits for
@@ -41,15 +41,13 @@
 /* Registers per thread of the producer and of each consumer warpgroup (setmaxnreg). Their sum
    must fit in what the launch gave the block (65536 / threads per thread, in units of 8: 168 x
    384 with two consumers, 128 x 512 with three), or setmaxnreg's increase waits forever. The
-   producer spilled at 24 with the tile counter or the tile hand-off: it gets 32 with three
-   consumers (it fits beside 160) and 40 with two under the dynamic schedule (consumers 232,
-   which spill nothing); the static two-consumer split stays 24 / 240 (head dim 256 needs the
-   240; only the small-memory fallback without the shared-memory epilogue spills, 28 bytes in
-   its producer, outside the main loop). */
-template <int WGS, bool DYNAMIC>
+   producer (the loads, and with OSTORE the output stores in a second thread) spilled at 24: 32
+   with three consumers (160 each), 40 with two (232 each; no configuration spills, head dim 256
+   included, which had needed 240 before the tile hand-off). */
+template <int WGS>
 struct fa3_regs {
-  static constexpr int producer = WGS == 3 ? 32 : DYNAMIC ? 40 : 24;
-  static constexpr int consumer = WGS == 3 ? 160 : DYNAMIC ? 232 : 240;
+  static constexpr int producer = WGS == 3 ? 32 : 40;
+  static constexpr int consumer = WGS == 3 ? 160 : 232;
   static constexpr int at_launch = 65536 / (128 * (WGS + 1)) / 8 * 8;
   static_assert(producer * 128 + consumer * 128 * WGS <= at_launch * 128 * (WGS + 1),
                 "register file");
@@ -210,16 +208,11 @@ __device__ __forceinline__ int fa3_tile_index(int j) {
   return j * (int)gridDim.x + (int)blockIdx.x;
 }
 
-/* The producer's TMA store of tile kt's output from its Q buffer buf (64-column boxes of BOXQ
-   bytes, as the Q load wrote them), waiting until TMA has read the buffer so that the next Q may
-   be loaded there. */
-template <int BM, int BN, bool LPT>
-__device__ __forceinline__ void fa3_store_o(const fa3_fwd_args &A, int kt, const unsigned char *buf,
-                                            int boxq) {
-  int hb_count, total;
-  fa3_grid_of<BM>(A, hb_count, total);
-  fa3_tile tf;
-  fa3_tile_of<BM, BN, LPT>(kt, total, hb_count, A, tf);
+/* The TMA store of a tile's output (its coordinates tf) from its Q buffer buf (64-column boxes
+   of BOXQ bytes, as the Q load wrote them), waiting until TMA has read the buffer so that a later
+   Q may be loaded there. */
+__device__ __forceinline__ void fa3_store_o(const fa3_fwd_args &A, const fa3_tile &tf,
+                                            const unsigned char *buf, int boxq) {
   for (int cb = 0; cb * 64 < A.a.p.head_dim; ++cb)
     tma_store_4d(A.to, buf + cb * boxq, cb * 64, tf.m0, tf.h, tf.b);
   bulk_commit();
@@ -249,6 +242,8 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   unsigned char *sV = sK + FA3_FWD_STAGES * CB * BOXK;
   __shared__ uint64_t q_full[2], q_empty[2], k_full[FA3_FWD_STAGES], v_full[FA3_FWD_STAGES];
   __shared__ uint64_t k_empty[FA3_FWD_STAGES], v_empty[FA3_FWD_STAGES];
+  /* OSTORE: Q buffer b's output stored (its smem read by TMA): the buffer may take a new Q. */
+  __shared__ uint64_t o_free[2];
   /* PINNED: one slot per consumer thread, never read; each stores its row sums there once its
      softmax is done, which keeps ptxas from moving the wait for the previous P V above the
      softmax (pin_after). */
@@ -271,6 +266,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     for (int b = 0; b < 2; ++b) {
       mbar_init(&q_full[b], 1);
       mbar_init(&q_empty[b], NC);
+      mbar_init(&o_free[b], 1);
     }
     for (int s = 0; s < FA3_FWD_STAGES; ++s) {
       mbar_init(&k_full[s], 1);
@@ -291,11 +287,10 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
      (q_tile, q_info); the producer's last use of a Q buffer says that none is left. */
   fa3_tile ti;
   if (wg == 0) {
-    setmaxnreg_dec<fa3_regs<WGS, DYNAMIC>::producer>();
+    setmaxnreg_dec<fa3_regs<WGS>::producer>();
     fa3_grid_of<BM>(A, hb_count, total);
     if (tid == 0) {
       int kv = 0, qn = 0; /* K/V tiles loaded so far, Q buffer uses */
-      int with_o = 0;     /* OSTORE: bit b set while buffer b holds a tile's O (q_tile[b]'s) */
       int j = 0, k = (int)blockIdx.x;
       /* The block's next tile: from the counter (DYNAMIC) or the static deal's next round. */
       auto next_tile = [&]() {
@@ -309,12 +304,8 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
           empty = ti.n_end == ti.n_begin;
         }
         const int qb = qn % QB, quse = qn / QB;
-        if (quse > 0) {
-          mbar_wait(&q_empty[qb], (quse - 1) & 1);
-          if (OSTORE && (with_o >> qb & 1))
-            fa3_store_o<BM, BN, LPT>(A, q_tile[qb], sQ + qb * CB * BOXQ, BOXQ);
-        }
-        with_o = (with_o & ~(1 << qb)) | (empty ? 0 : 1 << qb);
+        if (quse > 0) /* the buffer's last tile done with it (OSTORE: its output stored) */
+          mbar_wait(OSTORE ? &o_free[qb] : &q_empty[qb], (quse - 1) & 1);
         ++qn;
         q_tile[qb] = k;
         if (!done) q_info[qb] = ti;
@@ -342,19 +333,26 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         }
         k = next_tile();
       }
-      if (OSTORE) { /* the outputs still in the Q buffers, oldest first (the last use told the
-                       consumers to stop; they do not release it) */
-        for (int u = max(qn - QB, 0); u < qn - 1; ++u) {
-          const int qb = u % QB;
-          mbar_wait(&q_empty[qb], (u / QB) & 1);
-          if (with_o >> qb & 1) fa3_store_o<BM, BN, LPT>(A, q_tile[qb], sQ + qb * CB * BOXQ, BOXQ);
-        }
-        bulk_wait<0>();
+    } else if (OSTORE && tid == 32) {
+      /* The output store, in a thread (warp) of its own so that waiting for TMA to read a Q
+         buffer never holds up the loads: each Q buffer use in turn, once the consumers release
+         it, its tile's O stored (none for a tile without keys), then the buffer handed back to
+         the loads (o_free). The use that says no tile is left ends it. (When the loading thread
+         stored them, its wait for the store's read delayed the next tile's Q at 1k keys.) */
+      for (int u = 0;; ++u) {
+        const int b = u % QB;
+        mbar_wait(&q_full[b], (u / QB) & 1);
+        if (q_tile[b] >= total) break;
+        const fa3_tile tf = q_info[b];
+        mbar_wait(&q_empty[b], (u / QB) & 1);
+        if (tf.n_end != tf.n_begin) fa3_store_o(A, tf, sQ + b * CB * BOXQ, BOXQ);
+        mbar_arrive(&o_free[b]);
       }
+      bulk_wait<0>();
     }
     return;
   }
-  setmaxnreg_inc<fa3_regs<WGS, DYNAMIC>::consumer>();
+  setmaxnreg_inc<fa3_regs<WGS>::consumer>();
   fa3_grid_of<BM>(A, hb_count, total);
 
   /* Consumer c: rows m0 + 64 c + [0, 64) of each tile; this thread's two rows (8 apart). */
