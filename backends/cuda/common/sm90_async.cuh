@@ -61,6 +61,19 @@ __device__ __forceinline__ void mbar_wait(uint64_t *bar, int parity) {
       : "memory");
 }
 
+/* mbar_wait for a thread that waits long and has nothing else to do: each try asks to be
+   suspended up to `ns` nanoseconds (PTX suspendTimeHint) rather than the system's default, so
+   that its spinning takes fewer issue slots from the warps beside it on its SM sub-partition. */
+__device__ __forceinline__ void mbar_wait_sleepy(uint64_t *bar, int parity, uint32_t ns) {
+  const uint32_t addr = (uint32_t)__cvta_generic_to_shared(bar);
+  asm volatile(
+      "{\n.reg .pred done;\nwait_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1, %2;\n"
+      "@!done bra wait_%=;\n}\n" ::"r"(addr),
+      "r"(parity), "r"(ns)
+      : "memory");
+}
+
 /* --- TMA ---------------------------------------------------------------------------------- */
 
 /* A 2-D box of the tensor map (coordinates innermost first: column, row) into shared memory,

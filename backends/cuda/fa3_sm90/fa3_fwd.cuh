@@ -341,10 +341,10 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
          stored them, its wait for the store's read delayed the next tile's Q at 1k keys.) */
       for (int u = 0;; ++u) {
         const int b = u % QB;
-        mbar_wait(&q_full[b], (u / QB) & 1);
+        mbar_wait_sleepy(&q_full[b], (u / QB) & 1, 1000000);
         if (q_tile[b] >= total) break;
         const fa3_tile tf = q_info[b];
-        mbar_wait(&q_empty[b], (u / QB) & 1);
+        mbar_wait_sleepy(&q_empty[b], (u / QB) & 1, 1000000);
         if (tf.n_end != tf.n_begin) fa3_store_o(A, tf, sQ + b * CB * BOXQ, BOXQ);
         mbar_arrive(&o_free[b]);
       }
