@@ -40,14 +40,15 @@
 
 /* Registers per thread of the producer and of each consumer warpgroup (setmaxnreg). Their sum
    must fit in what the launch gave the block (65536 / threads per thread, in units of 8: 168 x
-   384 with two consumers, 128 x 512 with three), or setmaxnreg's increase waits forever. The
-   producer (the loads, and with OSTORE the output stores in a second thread) spilled at 24: 32
-   with three consumers (160 each), 40 with two (232 each; no configuration spills, head dim 256
-   included, which had needed 240 before the tile hand-off). */
-template <int WGS>
+   384 with two consumers, 128 x 512 with three), or setmaxnreg's increase waits forever. Three
+   consumers: 32 / 160. Two: 40 / 232 under the dynamic schedule (its producer spilled at 24);
+   the static ones keep 24 / 240: at 40 / 232, same main-loop SASS, hd128 without a mask lost 3-4%
+   at 4k-16k keys (bench/NOTES.md, session 13), and the 12-28 bytes their producer spills (the
+   loads, outside the consumers' loop) measured no cost. */
+template <int WGS, bool DYNAMIC>
 struct fa3_regs {
-  static constexpr int producer = WGS == 3 ? 32 : 40;
-  static constexpr int consumer = WGS == 3 ? 160 : 232;
+  static constexpr int producer = WGS == 3 ? 32 : DYNAMIC ? 40 : 24;
+  static constexpr int consumer = WGS == 3 ? 160 : DYNAMIC ? 232 : 240;
   static constexpr int at_launch = 65536 / (128 * (WGS + 1)) / 8 * 8;
   static_assert(producer * 128 + consumer * 128 * WGS <= at_launch * 128 * (WGS + 1),
                 "register file");
@@ -287,7 +288,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
      (q_tile, q_info); the producer's last use of a Q buffer says that none is left. */
   fa3_tile ti;
   if (wg == 0) {
-    setmaxnreg_dec<fa3_regs<WGS>::producer>();
+    setmaxnreg_dec<fa3_regs<WGS, DYNAMIC>::producer>();
     fa3_grid_of<BM>(A, hb_count, total);
     if (tid == 0) {
       int kv = 0, qn = 0; /* K/V tiles loaded so far, Q buffer uses */
@@ -352,7 +353,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     }
     return;
   }
-  setmaxnreg_inc<fa3_regs<WGS>::consumer>();
+  setmaxnreg_inc<fa3_regs<WGS, DYNAMIC>::consumer>();
   fa3_grid_of<BM>(A, hb_count, total);
 
   /* Consumer c: rows m0 + 64 c + [0, 64) of each tile; this thread's two rows (8 apart). */
