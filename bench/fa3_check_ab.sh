@@ -30,9 +30,11 @@ if [ $rc -eq 0 ] && [ -n "${LIBS:-}" ]; then
 fi
 # AB_PLAN: a file of further A/Bs, one per line "tag;LIBS;AB_ARGS" (# starts a comment), each
 # with its own builds / forced configurations and shapes.
+plan_tags=
 if [ $rc -eq 0 ] && [ -n "${AB_PLAN:-}" ]; then
   while IFS=';' read -r tag libs args; do
     case $tag in '' | '#'*) continue ;; esac
+    plan_tags="$plan_tags $tag"
     if [ "$SECONDS" -gt "${BUDGET_S:-420}" ]; then
       echo "fa3_check_ab: $tag skipped at ${SECONDS}s (BUDGET_S)" | tee -a "$work/skipped.txt"
       continue
@@ -50,12 +52,9 @@ tar -czf "$OUT/run.tgz" -C "$work" .
 [ -f "$work/check.log" ] && tail -n 30 "$work/check.log"
 [ -f "$work/ncu.txt" ] && grep -E "^==|tensor_cycles_active.avg|gpu__time|sm__cycles_elapsed.avg|issue_active|stall_(wait|barrier)" "$work/ncu.txt"
 [ -f "$work/${AB_TAG:-ab}.txt" ] && cat "$work/${AB_TAG:-ab}.txt"
-if [ -n "${AB_PLAN:-}" ]; then
-  while IFS=';' read -r tag _; do
-    case $tag in '' | '#'*) continue ;; esac
-    [ -f "$work/$tag.txt" ] && { echo "== $tag"; cat "$work/$tag.txt"; }
-  done < "$AB_PLAN"
-fi
+for tag in $plan_tags; do
+  [ -f "$work/$tag.txt" ] && { echo "== $tag"; cat "$work/$tag.txt"; }
+done
 rm -rf "$work"
 echo "fa3_check_ab: rc=$rc"
 exit $rc
