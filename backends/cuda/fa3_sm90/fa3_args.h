@@ -73,7 +73,10 @@ extern "C" {
   X(hd256_2x80_op, 256, 2, 80, FA3_OP)                               \
   X(hd256_2x80_oppo, 256, 2, 80, FA3_OPP | FA3_OSTORE)               \
   X(hd256_2x80_oppow, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_PINNED) \
-  X(hd256_2x80_opo, 256, 2, 80, FA3_OP | FA3_OSTORE)
+  X(hd256_2x80_opo, 256, 2, 80, FA3_OP | FA3_OSTORE)                 \
+  X(hd256_2x80_opdo, 256, 2, 80, FA3_OPP | FA3_DYNAMIC | FA3_OSTORE) \
+  X(hd256_2x64_opo, 256, 2, 64, FA3_OP | FA3_OSTORE)                 \
+  X(hd256_2x64_opdo, 256, 2, 64, FA3_OPP | FA3_DYNAMIC | FA3_OSTORE)
 
 /* Two K/V stages, Q once, each in 64-column boxes; 1 KiB for the alignment the 128-byte swizzle
    needs. */

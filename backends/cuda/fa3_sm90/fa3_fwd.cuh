@@ -266,14 +266,14 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   if (tid == 0) {
     for (int b = 0; b < 2; ++b) {
       mbar_init(&q_full[b], 1);
-      mbar_init(&q_empty[b], NC);
+      mbar_init(&q_empty[b], NC / 32); /* consumers release by warp (mbar_arrive_warp) */
       mbar_init(&o_free[b], 1);
     }
     for (int s = 0; s < FA3_FWD_STAGES; ++s) {
       mbar_init(&k_full[s], 1);
       mbar_init(&v_full[s], 1);
-      mbar_init(&k_empty[s], NC); /* every consumer thread releases */
-      mbar_init(&v_empty[s], NC);
+      mbar_init(&k_empty[s], NC / 32);
+      mbar_init(&v_empty[s], NC / 32);
     }
     mbar_init_fence();
   }
@@ -422,7 +422,8 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     }
     if (OSTORE) {
       fence_proxy_async_smem();
-      mbar_arrive(&q_empty[qbuf]);
+      __syncwarp(); /* every lane's part of O written (and fenced) before the warp's arrival */
+      mbar_arrive_warp(&q_empty[qbuf]);
     }
   };
   /* A tile whose rows see no key (no Q loaded): zeros and an LSE of -inf, straight to memory. */
@@ -454,7 +455,8 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     ti = q_info[qb];
     if (ti.n_end == ti.n_begin) { /* it took a use of the Q buffer, with no Q */
       finish_empty(qb);
-      mbar_arrive(&q_empty[qb]);
+      __syncwarp();
+      mbar_arrive_warp(&q_empty[qb]);
       ++qn;
       continue;
     }
@@ -491,7 +493,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     turn_pass();
     wgmma_wait<0>();
     wgmma_fence_regs(s);
-    mbar_arrive(&k_empty[st]);
+    mbar_arrive_warp(&k_empty[st]);
     fa3_softmax<BN>(s, r, class_of(ti.n_begin), ti.n_begin * BN, t, sl2, alpha);
     fa3_pack_p<Tr, BN>(s, pa);
     ++kv;
@@ -510,18 +512,18 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       turn_pass();
       wgmma_wait<1>();
       wgmma_fence_regs(s);
-      mbar_arrive(&k_empty[st]);
+      mbar_arrive_warp(&k_empty[st]);
       fa3_softmax<BN>(s, r, class_of(n), n * BN, t, sl2, alpha);
       if (PINNED) pin_after(&pin_slot[tid - 128], r.sum[0] + r.sum[1]);
       wgmma_wait<0>();
       wgmma_fence_regs(o);
       wgmma_fence_frags(pa);
-      mbar_arrive(&v_empty[ps]);
+      mbar_arrive_warp(&v_empty[ps]);
       fa3_rescale<HD>(o, alpha);
       fa3_pack_p<Tr, BN>(s, pa);
     }
     /* Every S of the tile has been read: Q may be replaced (OSTORE: once O is in its place). */
-    if (!OSTORE) mbar_arrive(&q_empty[qb]);
+    if (!OSTORE) mbar_arrive_warp(&q_empty[qb]);
     /* Then P V of the last key tile, alone; the output. */
     const int ls = (kv - 1) % FA3_FWD_STAGES;
     turn_wait();
@@ -533,7 +535,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     wgmma_wait<0>();
     wgmma_fence_regs(o);
     wgmma_fence_frags(pa);
-    mbar_arrive(&v_empty[ls]);
+    mbar_arrive_warp(&v_empty[ls]);
     finish(k, o, r.sum, r.max, qb);
 #pragma unroll
     for (int i = 0; i < HD / 2; ++i) o[i] = 0.0f;
