@@ -266,12 +266,15 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   if (tid == 0) {
     for (int b = 0; b < 2; ++b) {
       mbar_init(&q_full[b], 1);
-      mbar_init(&q_empty[b], NC / 32); /* consumers release by warp (mbar_arrive_warp) */
+      mbar_init(&q_empty[b], NC);
       mbar_init(&o_free[b], 1);
     }
     for (int s = 0; s < FA3_FWD_STAGES; ++s) {
       mbar_init(&k_full[s], 1);
       mbar_init(&v_full[s], 1);
+      /* Consumers release K and V by warp (mbar_arrive_warp: one shared atomic per warp, not
+         32), Q by thread: each thread's reads of the tile's q_info must reach the producer's
+         rewrite through its own arrival (racecheck does not follow __syncwarp + lane 0). */
       mbar_init(&k_empty[s], NC / 32);
       mbar_init(&v_empty[s], NC / 32);
     }
@@ -422,8 +425,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     }
     if (OSTORE) {
       fence_proxy_async_smem();
-      __syncwarp(); /* every lane's part of O written (and fenced) before the warp's arrival */
-      mbar_arrive_warp(&q_empty[qbuf]);
+      mbar_arrive(&q_empty[qbuf]);
     }
   };
   /* A tile whose rows see no key (no Q loaded): zeros and an LSE of -inf, straight to memory. */
@@ -455,8 +457,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     ti = q_info[qb];
     if (ti.n_end == ti.n_begin) { /* it took a use of the Q buffer, with no Q */
       finish_empty(qb);
-      __syncwarp();
-      mbar_arrive_warp(&q_empty[qb]);
+      mbar_arrive(&q_empty[qb]);
       ++qn;
       continue;
     }
@@ -523,7 +524,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       fa3_pack_p<Tr, BN>(s, pa);
     }
     /* Every S of the tile has been read: Q may be replaced (OSTORE: once O is in its place). */
-    if (!OSTORE) mbar_arrive_warp(&q_empty[qb]);
+    if (!OSTORE) mbar_arrive(&q_empty[qb]);
     /* Then P V of the last key tile, alone; the output. */
     const int ls = (kv - 1) % FA3_FWD_STAGES;
     turn_wait();
