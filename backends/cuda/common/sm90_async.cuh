@@ -41,12 +41,12 @@ __device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
       "mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"((uint32_t)__cvta_generic_to_shared(bar))
       : "memory");
 }
-/* One arrival for the calling warp, by its lane 0: a barrier counted in warps takes one
-   shared-memory atomic per warp instead of 32. The warp must be converged and what the arrival
-   publishes already ordered for all its lanes (after a wgmma wait, which every lane executes; or
-   after __syncwarp for the lanes' shared-memory writes). */
-__device__ __forceinline__ void mbar_arrive_warp(uint64_t *bar) {
-  if ((threadIdx.x & 31) == 0) mbar_arrive(bar);
+/* `count` arrivals at once (for a thread that arrives on behalf of others). */
+__device__ __forceinline__ void mbar_arrive_n(uint64_t *bar, uint32_t count) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(
+                   (uint32_t)__cvta_generic_to_shared(bar)),
+               "r"(count)
+               : "memory");
 }
 /* Stores x to this thread's slot in shared memory (never read), so that a later wgmma wait
    stays after x's computation: ptxas keeps shared stores and wgmma waits in program order but

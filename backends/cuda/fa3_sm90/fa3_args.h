@@ -47,12 +47,20 @@ extern "C" {
    in name only). Pinned gains 3-6% at head dim 128 and 256 without a mask and loses 1-7% at
    head dim 64 and under a mask at <= 8k keys (bench/NOTES.md, session 12): core/plan picks. */
 #define FA3_PINNED 128
+/* OSTAGE (with OSTORE, two consumers): the epilogue writes O into the tile's last K/V stage
+   instead of its Q buffer (consumer 0's rows into the K stage once consumer 1 has read it,
+   consumer 1's into the V stage once consumer 0's last P V has), and the store thread releases
+   that stage after the TMA store. The Q buffer is released after the tile's last Q Kᵀ, so that
+   with one Q buffer (head dim 256) the next tile's Q loads during the last P V and the epilogue
+   rather than after the store. The tile's coordinates then pass through a ring of two slots
+   (one per tile in flight) of their own. */
+#define FA3_OSTAGE 256
 
 /* The compiled configurations: X(name, padded head dim, consumer warpgroups, key tile, flags).
    A block holds 64 query rows per consumer warpgroup. The name's letters after the tile: o
-   OVERLAP, p PINGPONG, then p PERSISTENT or d DYNAMIC, q QDOUBLE, o OSTORE, w PINNED. core/plan
-   (fa3_fwd_pick) names the defaults; the first of each head dim is the fallback where shared
-   memory is small (fa3_fwd_pick takes the first that fits); the rest are the defaults' twins
+   OVERLAP, p PINGPONG, then p PERSISTENT or d DYNAMIC, q QDOUBLE, o OSTORE, s OSTAGE, w PINNED.
+   core/plan (fa3_fwd_pick) names the defaults; the first of each head dim is the fallback where
+   shared memory is small (fa3_fwd_pick takes the first that fits); the rest are the defaults' twins
    without their last feature, kept for A/B runs (FA_CUDA_FA3_CONFIG=name). Head dims 96 and
    192 run the 128 and 256 kernels: TMA reads the missing columns as zeros, the epilogue stores
    the real ones. */
@@ -60,23 +68,22 @@ extern "C" {
 #define FA3_OPP (FA3_OVERLAP | FA3_PINGPONG | FA3_PERSISTENT)
 #define FA3_OPPQO (FA3_OPP | FA3_QDOUBLE | FA3_OSTORE)
 #define FA3_OPDQO (FA3_OPPQO | FA3_DYNAMIC)
-#define FA3_FWD_CONFIGS(X)                                           \
-  X(hd64_3x128_op, 64, 3, 128, FA3_OP)                               \
-  X(hd64_3x128_oppqo, 64, 3, 128, FA3_OPPQO)                         \
-  X(hd64_3x128_opdqo, 64, 3, 128, FA3_OPDQO)                         \
-  X(hd64_2x128_opdqo, 64, 2, 128, FA3_OPDQO)                         \
-  X(hd128_2x128_oppqo, 128, 2, 128, FA3_OPPQO)                       \
-  X(hd128_2x128_oppqow, 128, 2, 128, FA3_OPPQO | FA3_PINNED)         \
-  X(hd128_2x128_opo, 128, 2, 128, FA3_OP | FA3_OSTORE)               \
-  X(hd128_2x128_opow, 128, 2, 128, FA3_OP | FA3_OSTORE | FA3_PINNED) \
-  X(hd128_2x128_opdqo, 128, 2, 128, FA3_OPDQO)                       \
-  X(hd256_2x80_op, 256, 2, 80, FA3_OP)                               \
-  X(hd256_2x80_oppo, 256, 2, 80, FA3_OPP | FA3_OSTORE)               \
-  X(hd256_2x80_oppow, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_PINNED) \
-  X(hd256_2x80_opo, 256, 2, 80, FA3_OP | FA3_OSTORE)                 \
-  X(hd256_2x80_opdo, 256, 2, 80, FA3_OPP | FA3_DYNAMIC | FA3_OSTORE) \
-  X(hd256_2x64_opo, 256, 2, 64, FA3_OP | FA3_OSTORE)                 \
-  X(hd256_2x64_opdo, 256, 2, 64, FA3_OPP | FA3_DYNAMIC | FA3_OSTORE)
+#define FA3_FWD_CONFIGS(X)                                                         \
+  X(hd64_3x128_op, 64, 3, 128, FA3_OP)                                             \
+  X(hd64_3x128_oppqo, 64, 3, 128, FA3_OPPQO)                                       \
+  X(hd64_3x128_opdqo, 64, 3, 128, FA3_OPDQO)                                       \
+  X(hd64_2x128_opdqo, 64, 2, 128, FA3_OPDQO)                                       \
+  X(hd128_2x128_oppqo, 128, 2, 128, FA3_OPPQO)                                     \
+  X(hd128_2x128_oppqow, 128, 2, 128, FA3_OPPQO | FA3_PINNED)                       \
+  X(hd128_2x128_opo, 128, 2, 128, FA3_OP | FA3_OSTORE)                             \
+  X(hd128_2x128_opow, 128, 2, 128, FA3_OP | FA3_OSTORE | FA3_PINNED)               \
+  X(hd128_2x128_opdqo, 128, 2, 128, FA3_OPDQO)                                     \
+  X(hd256_2x80_op, 256, 2, 80, FA3_OP)                                             \
+  X(hd256_2x80_oppo, 256, 2, 80, FA3_OPP | FA3_OSTORE)                             \
+  X(hd256_2x80_oppow, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_PINNED)               \
+  X(hd256_2x80_opo, 256, 2, 80, FA3_OP | FA3_OSTORE)                               \
+  X(hd256_2x80_opdos, 256, 2, 80, FA3_OPP | FA3_DYNAMIC | FA3_OSTORE | FA3_OSTAGE) \
+  X(hd256_2x80_opposw, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_OSTAGE | FA3_PINNED)
 
 /* Two K/V stages, Q once, each in 64-column boxes; 1 KiB for the alignment the 128-byte swizzle
    needs. */

@@ -220,6 +220,23 @@ __device__ __forceinline__ void fa3_store_o(const fa3_fwd_args &A, const fa3_til
   bulk_wait_read<0>();
 }
 
+/* OSTAGE: the TMA store of a tile's output from the two consumers' regions (64 rows each, in
+   64-column boxes of 64 x 128 bytes; the O tensor map's box is 64 rows of a query head, or of
+   several packed ones). Consumer 1's rows start 64 rows into the tile: at that position of the
+   first head, or (rows per head <= 64) at a later head. */
+__device__ __forceinline__ void fa3_store_o_staged(const fa3_fwd_args &A, const fa3_tile &tf,
+                                                   const unsigned char *c0, const unsigned char *c1,
+                                                   int rows) {
+  for (int c = 0; c < 2; ++c) {
+    const unsigned char *region = c ? c1 : c0;
+    const int head = (64 * c) / rows, pos = (64 * c) % rows;
+    for (int cb = 0; cb * 64 < A.a.p.head_dim; ++cb)
+      tma_store_4d(A.to, region + cb * 64 * 128, cb * 64, tf.m0 + pos, tf.h + head, tf.b);
+  }
+  bulk_commit();
+  bulk_wait_read<0>();
+}
+
 template <typename Tr, int HD, int WGS, int BN, int FLAGS>
 __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     fa3_fwd_kernel(const __grid_constant__ fa3_fwd_args A) {
@@ -229,6 +246,9 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   static_assert(FLAGS & FA3_OVERLAP, "every configuration overlaps S and P V");
   constexpr bool PINGPONG = (FLAGS & FA3_PINGPONG) != 0, PINNED = (FLAGS & FA3_PINNED) != 0;
   constexpr bool OSTORE = (FLAGS & FA3_OSTORE) != 0, DYNAMIC = (FLAGS & FA3_DYNAMIC) != 0;
+  constexpr bool OSTAGE = (FLAGS & FA3_OSTAGE) != 0;
+  static_assert(!OSTAGE || (OSTORE && WGS == 2 && BN >= 64),
+                "OSTAGE: two consumers' 64 x HD outputs in a K and a V stage, stored by TMA");
   constexpr bool LPT = DYNAMIC;                     /* tiles largest first within L2-sized chunks */
   constexpr int BOXQ = BM * 128, BOXK = BN * 128;   /* bytes of one 64-column box */
   constexpr int NC = 128 * WGS;                     /* consumer threads */
@@ -243,15 +263,16 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   unsigned char *sV = sK + FA3_FWD_STAGES * CB * BOXK;
   __shared__ uint64_t q_full[2], q_empty[2], k_full[FA3_FWD_STAGES], v_full[FA3_FWD_STAGES];
   __shared__ uint64_t k_empty[FA3_FWD_STAGES], v_empty[FA3_FWD_STAGES];
-  /* OSTORE: Q buffer b's output stored (its smem read by TMA): the buffer may take a new Q. */
-  __shared__ uint64_t o_free[2];
+  /* OSTORE: Q buffer b's output stored (its smem read by TMA): the buffer may take a new Q.
+     OSTAGE: slot s's tile stored (o_free[s]) after its output was written (o_ready[s]). */
+  __shared__ uint64_t o_free[2], o_ready[2];
   /* PINNED: one slot per consumer thread, never read; each stores its row sums there once its
      softmax is done, which keeps ptxas from moving the wait for the previous P V above the
      softmax (pin_after). */
   __shared__ float pin_slot[PINNED ? 128 * WGS : 1];
-  /* The tile of Q buffer b's current use, for the consumers (published by q_full[b]'s
-     completion; total or more: no tile is left, they stop) and for the producer's TMA store of
-     its O. A tile without keys takes a use too, with no Q loaded. */
+  /* The tile of Q buffer use u, in slot u % 2, for the consumers (published by the completion of
+     its Q buffer's q_full; total or more: no tile is left, they stop) and for the store thread.
+     A tile without keys takes a use too, with no Q loaded. */
   __shared__ int q_tile[2];
   /* The coordinates of q_tile[b] (valid when it is below the tile count), published with it, so
      that the consumers do not compute them (integer divisions) at the start and end of every
@@ -268,15 +289,13 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       mbar_init(&q_full[b], 1);
       mbar_init(&q_empty[b], NC);
       mbar_init(&o_free[b], 1);
+      mbar_init(&o_ready[b], NC);
     }
     for (int s = 0; s < FA3_FWD_STAGES; ++s) {
       mbar_init(&k_full[s], 1);
       mbar_init(&v_full[s], 1);
-      /* Consumers release K and V by warp (mbar_arrive_warp: one shared atomic per warp, not
-         32), Q by thread: each thread's reads of the tile's q_info must reach the producer's
-         rewrite through its own arrival (racecheck does not follow __syncwarp + lane 0). */
-      mbar_init(&k_empty[s], NC / 32);
-      mbar_init(&v_empty[s], NC / 32);
+      mbar_init(&k_empty[s], NC); /* every consumer thread releases */
+      mbar_init(&v_empty[s], NC);
     }
     mbar_init_fence();
   }
@@ -307,12 +326,17 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
           fa3_tile_of<BM, BN, LPT>(k, total, hb_count, A, ti);
           empty = ti.n_end == ti.n_begin;
         }
-        const int qb = qn % QB, quse = qn / QB;
-        if (quse > 0) /* the buffer's last tile done with it (OSTORE: its output stored) */
+        const int qb = qn % QB, quse = qn / QB, slot = qn & 1;
+        if (OSTAGE) {
+          /* the slot's last tile stored; the Q buffer's last tile past its last Q Kᵀ */
+          if (qn >= 2) mbar_wait(&o_free[slot], ((qn >> 1) - 1) & 1);
+          if (quse > 0) mbar_wait(&q_empty[qb], (quse - 1) & 1);
+        } else if (quse > 0) { /* the buffer's last tile done with it (OSTORE: its O stored) */
           mbar_wait(OSTORE ? &o_free[qb] : &q_empty[qb], (quse - 1) & 1);
+        }
         ++qn;
-        q_tile[qb] = k;
-        if (!done) q_info[qb] = ti;
+        q_tile[slot] = k;
+        if (!done) q_info[slot] = ti;
         if (empty) { /* tell the consumers (no Q), then take the next tile */
           mbar_arrive(&q_full[qb]);
           if (done) break;
@@ -337,6 +361,26 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         }
         k = next_tile();
       }
+    } else if (OSTAGE && tid == 32) {
+      /* The output store (OSTAGE): each tile in turn once the consumers have written its O into
+         its last K/V stage (o_ready), then that stage handed back to the loads on behalf of the
+         consumers (they did not release it) and the slot to the producer (o_free). */
+      const int rows = BM >> A.pack_log2;
+      for (int u = 0, kvs = 0;; ++u) {
+        const int sl = u & 1;
+        mbar_wait_sleepy(&o_ready[sl], (u >> 1) & 1, 1000000);
+        if (q_tile[sl] >= total) break;
+        const fa3_tile tf = q_info[sl];
+        if (tf.n_end != tf.n_begin) {
+          kvs += tf.n_end - tf.n_begin;
+          const int ls = (kvs - 1) % FA3_FWD_STAGES;
+          fa3_store_o_staged(A, tf, sK + ls * CB * BOXK, sV + ls * CB * BOXK, rows);
+          mbar_arrive_n(&k_empty[ls], NC);
+          mbar_arrive_n(&v_empty[ls], NC);
+        }
+        mbar_arrive(&o_free[sl]);
+      }
+      bulk_wait<0>();
     } else if (OSTORE && tid == 32) {
       /* The output store, in a thread (warp) of its own so that waiting for TMA to read a Q
          buffer never holds up the loads: each Q buffer use in turn, once the consumers release
@@ -346,8 +390,8 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       for (int u = 0;; ++u) {
         const int b = u % QB;
         mbar_wait_sleepy(&q_full[b], (u / QB) & 1, 1000000);
-        if (q_tile[b] >= total) break;
-        const fa3_tile tf = q_info[b];
+        if (q_tile[u & 1] >= total) break;
+        const fa3_tile tf = q_info[u & 1];
         mbar_wait_sleepy(&q_empty[b], (u / QB) & 1, 1000000);
         if (tf.n_end != tf.n_begin) fa3_store_o(A, tf, sQ + b * CB * BOXQ, BOXQ);
         mbar_arrive(&o_free[b]);
@@ -380,20 +424,24 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
 
   /* The output of tile kt: O / l and the LSE in natural log (sum, mx: the rows' running sum and
      max). Straight from the accumulators to global memory (4-byte stores of the real head dim's
-     columns), or (OSTORE) into Q buffer qbuf in Q's swizzled layout for the producer's TMA store.
-     The tile's coordinates are read again from q_info (OSTORE: the buffer is still this tile's)
-     or computed again from an opaque copy of kt, rather than kept in registers through the main
+     columns), or (OSTORE) into Q buffer qbuf in Q's swizzled layout for the store thread's TMA
+     store, or (OSTAGE) into this consumer's region of K/V stage ls (64-row boxes). The tile's
+     coordinates are read again from q_info (OSTORE: slot `slot` is still this tile's) or
+     computed again from an opaque copy of kt, rather than kept in registers through the main
      loop (at head dim 256 that spilled). */
   auto finish = [&](int kt, const float(&o)[HD / 2], const float(&sum)[2], const float(&mx)[2],
-                    int qbuf) {
+                    int qbuf, int slot, int ls) {
     fa3_tile tf;
-    if (OSTORE) { /* still published: the consumers release the buffer after this */
-      tf = q_info[qbuf];
+    if (OSTORE) { /* still published: the slot is handed back after the store */
+      tf = q_info[slot];
     } else {
       int k_again = kt;
       asm volatile("" : "+r"(k_again));
       fa3_tile_of<BM, BN, LPT>(k_again, total, hb_count, A, tf);
     }
+    /* OSTAGE: consumer 0 writes into the K stage once consumer 1's last Q Kᵀ has read it
+       (named barrier 3), consumer 1 into the V stage once consumer 0's last P V has (4). */
+    if (OSTAGE) bar_sync(3 + c, 256);
 #pragma unroll
     for (int w = 0; w < 2; ++w) {
       float l = sum[w];
@@ -405,12 +453,16 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       const int i = tf.m0 + pos;
       E *out = static_cast<E *>(a.out) + tf.b * a.o_str.batch + (tf.h + head) * a.o_str.head;
       if (OSTORE) {
-        /* Row rl + 8 w of each 64-column box; 16-byte chunk j % 8 swizzled by the row's
-           position in its 8-row atom, lane / 4 (rows past seqlen_q are not stored by TMA). */
-        unsigned char *row = sQ + qbuf * CB * BOXQ + (rl + 8 * w) * 128 + 4 * t;
+        /* Row rl + 8 w of each 64-column box (OSTAGE: row rl - 64 c of this consumer's boxes of
+           64 rows); 16-byte chunk j % 8 swizzled by the row's position in its 8-row atom, lane /
+           4 (rows past seqlen_q are not stored by TMA). */
+        unsigned char *row =
+            OSTAGE ? (c == 0 ? sK : sV) + ls * CB * BOXK + (rl - 64 * c + 8 * w) * 128 + 4 * t
+                   : sQ + qbuf * CB * BOXQ + (rl + 8 * w) * 128 + 4 * t;
+        constexpr int box = OSTAGE ? 64 * 128 : BOXQ;
 #pragma unroll
         for (int j = 0; j < HD / 8; ++j)
-          *reinterpret_cast<uint32_t *>(row + (j / 8) * BOXQ + (((j % 8) ^ (lane / 4)) * 16)) =
+          *reinterpret_cast<uint32_t *>(row + (j / 8) * box + (((j % 8) ^ (lane / 4)) * 16)) =
               Tr::pack(o[4 * j + 2 * w] * inv, o[4 * j + 2 * w + 1] * inv);
       } else if (i < seqlen_q) {
 #pragma unroll
@@ -425,12 +477,12 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     }
     if (OSTORE) {
       fence_proxy_async_smem();
-      mbar_arrive(&q_empty[qbuf]);
+      mbar_arrive(OSTAGE ? &o_ready[slot] : &q_empty[qbuf]);
     }
   };
   /* A tile whose rows see no key (no Q loaded): zeros and an LSE of -inf, straight to memory. */
-  auto finish_empty = [&](int qbuf) {
-    const fa3_tile tf = q_info[qbuf]; /* released after this */
+  auto finish_empty = [&](int slot) {
+    const fa3_tile tf = q_info[slot]; /* released after this */
     for (int w = 0; w < 2; ++w) {
       int head, pos;
       fa3_row_of<BM>(A, rl + 8 * w, head, pos);
@@ -450,14 +502,18 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
 #pragma unroll
   for (int i = 0; i < HD / 2; ++i) o[i] = 0.0f;
   for (;;) {
-    const int qb = qn % QB;
+    const int qb = qn % QB, slot = qn & 1;
     mbar_wait(&q_full[qb], (qn / QB) & 1); /* the producer's next tile (its Q loaded) */
-    const int k = q_tile[qb];
-    if (k >= total) break;
-    ti = q_info[qb];
+    const int k = q_tile[slot];
+    if (k >= total) {
+      if (OSTAGE) mbar_arrive(&o_ready[slot]); /* the store thread stops too */
+      break;
+    }
+    ti = q_info[slot];
     if (ti.n_end == ti.n_begin) { /* it took a use of the Q buffer, with no Q */
-      finish_empty(qb);
+      finish_empty(slot);
       mbar_arrive(&q_empty[qb]);
+      if (OSTAGE) mbar_arrive(&o_ready[slot]);
       ++qn;
       continue;
     }
@@ -494,7 +550,8 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     turn_pass();
     wgmma_wait<0>();
     wgmma_fence_regs(s);
-    mbar_arrive_warp(&k_empty[st]);
+    /* OSTAGE: the tile's last K stage is released by the store thread (O is written there) */
+    if (!OSTAGE || ti.n_begin + 1 < ti.n_end) mbar_arrive(&k_empty[st]);
     fa3_softmax<BN>(s, r, class_of(ti.n_begin), ti.n_begin * BN, t, sl2, alpha);
     fa3_pack_p<Tr, BN>(s, pa);
     ++kv;
@@ -513,18 +570,20 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       turn_pass();
       wgmma_wait<1>();
       wgmma_fence_regs(s);
-      mbar_arrive_warp(&k_empty[st]);
+      if (!OSTAGE || n + 1 < ti.n_end) mbar_arrive(&k_empty[st]);
       fa3_softmax<BN>(s, r, class_of(n), n * BN, t, sl2, alpha);
       if (PINNED) pin_after(&pin_slot[tid - 128], r.sum[0] + r.sum[1]);
       wgmma_wait<0>();
       wgmma_fence_regs(o);
       wgmma_fence_frags(pa);
-      mbar_arrive_warp(&v_empty[ps]);
+      mbar_arrive(&v_empty[ps]);
       fa3_rescale<HD>(o, alpha);
       fa3_pack_p<Tr, BN>(s, pa);
     }
-    /* Every S of the tile has been read: Q may be replaced (OSTORE: once O is in its place). */
-    if (!OSTORE) mbar_arrive(&q_empty[qb]);
+    /* Every S of the tile has been read: Q may be replaced (OSTORE: once O is in its place;
+       OSTAGE: now, and consumer 1 tells consumer 0 that the K stage is free for its O). */
+    if (!OSTORE || OSTAGE) mbar_arrive(&q_empty[qb]);
+    if (OSTAGE && c == 1) bar_arrive(3, 256);
     /* Then P V of the last key tile, alone; the output. */
     const int ls = (kv - 1) % FA3_FWD_STAGES;
     turn_wait();
@@ -536,8 +595,9 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     wgmma_wait<0>();
     wgmma_fence_regs(o);
     wgmma_fence_frags(pa);
-    mbar_arrive_warp(&v_empty[ls]);
-    finish(k, o, r.sum, r.max, qb);
+    if (!OSTAGE) mbar_arrive(&v_empty[ls]);
+    if (OSTAGE && c == 0) bar_arrive(4, 256); /* the V stage is free for consumer 1's O */
+    finish(k, o, r.sum, r.max, qb, slot, ls);
 #pragma unroll
     for (int i = 0; i < HD / 2; ++i) o[i] = 0.0f;
     ++qn;

@@ -128,15 +128,18 @@ int fa3_fwd_launch(fa3_fwd_args *x, const fa3_fwd_config *cfg, char *err, size_t
   x->pack_log2 = 0;
   while ((1 << x->pack_log2) < pack) ++x->pack_log2;
   const uint32_t rows = (uint32_t)(cfg->tile_m / pack);
+  /* O's box: the tile (as Q's), or (OSTAGE) one consumer's 64 rows, of one query head or of
+     64 / rows packed ones. */
+  const uint32_t o_rows = (cfg->flags & FA3_OSTAGE) && rows > 64 ? 64 : rows;
+  const uint32_t o_heads = (cfg->flags & FA3_OSTAGE) ? (rows > 64 ? 1 : 64 / rows) : (uint32_t)pack;
   if (map_of(x->tq, p->bf16, a->q, &a->q_str, p->batch, p->seqlen_q, p->heads_q, p->head_dim, rows,
              (uint32_t)pack, err, err_len) ||
       map_of(x->tk, p->bf16, a->k, &a->k_str, p->batch, p->seqlen_k, p->heads_kv, p->head_dim,
              (uint32_t)cfg->tile_n, 1, err, err_len) ||
       map_of(x->tv, p->bf16, a->v, &a->v_str, p->batch, p->seqlen_k, p->heads_kv, p->head_dim,
              (uint32_t)cfg->tile_n, 1, err, err_len) ||
-      ((cfg->flags & FA3_OSTORE) &&
-       map_of(x->to, p->bf16, a->out, &a->o_str, p->batch, p->seqlen_q, p->heads_q, p->head_dim,
-              rows, (uint32_t)pack, err, err_len)))
+      ((cfg->flags & FA3_OSTORE) && map_of(x->to, p->bf16, a->out, &a->o_str, p->batch, p->seqlen_q,
+                                           p->heads_q, p->head_dim, o_rows, o_heads, err, err_len)))
     return -1;
   /* DYNAMIC's chunk: the (head, batch) pairs whose K and V take about 24 MB (half the H100/H200
      L2), at least one. */
