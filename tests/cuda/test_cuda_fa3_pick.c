@@ -158,6 +158,10 @@ int main(void) {
     EXPECT(fa3_fwd_workspace_bytes(c) == ((c->flags & FA3_DYNAMIC) ? sizeof(int32_t) : 0),
            "%s: workspace %zu bytes", c->name, fa3_fwd_workspace_bytes(c));
     EXPECT(c->launch && c->prepare, "%s: no entry points", c->name);
+    /* OSTAGE: two consumers' outputs in a K and a V stage, stored by the store thread. */
+    EXPECT(!(c->flags & FA3_OSTAGE) ||
+               ((c->flags & FA3_OSTORE) && c->warpgroups == 2 && c->tile_n >= 64),
+           "%s: OSTAGE without OSTORE, two consumers and 64 keys a tile", c->name);
     /* A pinned configuration keeps its unpinned twin (the A/B that justifies it). */
     int twin = !(c->flags & FA3_PINNED);
     for (int j = 0; j < count && !twin; ++j)

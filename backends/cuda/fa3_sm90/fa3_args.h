@@ -83,6 +83,7 @@ extern "C" {
   X(hd256_2x80_oppow, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_PINNED)               \
   X(hd256_2x80_opo, 256, 2, 80, FA3_OP | FA3_OSTORE)                               \
   X(hd256_2x80_opdos, 256, 2, 80, FA3_OPP | FA3_DYNAMIC | FA3_OSTORE | FA3_OSTAGE) \
+  X(hd256_2x80_oppos, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_OSTAGE)               \
   X(hd256_2x80_opposw, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_OSTAGE | FA3_PINNED)
 
 /* Two K/V stages, Q once, each in 64-column boxes; 1 KiB for the alignment the 128-byte swizzle
