@@ -74,9 +74,8 @@ static inline fa_tile_plan fa_plan_tiles_bwd(const fa_tile_limits *limits, int64
  * CUDA backend maps it onto one of its compiled kernels (backends/cuda/fa3_sm90). Without a mask
  * every tile costs the same and a persistent grid hides the per-tile start; under a mask the
  * persistent blocks take their tiles from a global counter, largest first (a static deal left
- * some blocks ~15% more work than the mean), except at head dim 256 (long tiles: 8 per SM at 1k,
- * the counter cannot even them out) and head dim 128 above 8k keys, where one block per tile and
- * the hardware's block scheduler do better. A head dim with no plan gets tile_m = 0. Header-only:
+ * some blocks ~15% more work than the mean), except at head dim 128 above 8k keys, where one
+ * block per tile and the hardware's block scheduler do better. A head dim with no plan gets tile_m = 0. Header-only:
  * no ABI symbol.
  */
 typedef struct fa_hopper_fwd_plan {
@@ -87,11 +86,12 @@ typedef struct fa_hopper_fwd_plan {
   int32_t smem_epilogue;  /* O written through shared memory and stored by TMA */
   int32_t dynamic;        /* persistent blocks take tiles from a global counter (a workspace) */
   int32_t pinned;         /* the softmax kept under its own warpgroup's previous P V */
+  int32_t o_in_stage;     /* O written into the tile's last K/V stage (Q freed after its last S) */
 } fa_hopper_fwd_plan;
 
 static inline fa_hopper_fwd_plan fa_plan_hopper_fwd(int64_t padded_head_dim, int masked,
                                                     int64_t seqlen_k) {
-  fa_hopper_fwd_plan p = {0, 0, 0, 0, 1, 1, 0, 0};
+  fa_hopper_fwd_plan p = {0, 0, 0, 0, 1, 1, 0, 0, 0};
   switch (padded_head_dim) {
     case 64: /* three consumers: the softmax is a large share at 64 columns */
       p.tile_m = 192, p.tile_n = 128, p.consumers = 3, p.persistent = 1, p.q_buffers = 2;
@@ -113,8 +113,13 @@ static inline fa_hopper_fwd_plan fa_plan_hopper_fwd(int64_t padded_head_dim, int
         p.q_buffers = 1;
       }
       break;
-    case 256: /* pinned without a mask: +4-6% at 4k-16k keys (under one within +-1.5%: not) */
-      p.tile_m = 128, p.tile_n = 80, p.consumers = 2, p.persistent = !masked;
+    case 256:
+      /* One Q buffer (no room for two): O through the last K/V stage, so that the next tile's Q
+         loads during this one's last P V (+5% at 1k without a mask, +7% under one: then a
+         dynamic schedule beats one block per tile, which it did not while the next Q waited for
+         the store). Pinned without a mask: +4-6% at 4k-16k keys (under one within +-1.5%). */
+      p.tile_m = 128, p.tile_n = 80, p.consumers = 2, p.persistent = 1, p.o_in_stage = 1;
+      p.dynamic = masked;
       p.pinned = !masked;
       break;
     default:

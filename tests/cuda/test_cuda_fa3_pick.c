@@ -66,9 +66,10 @@ int main(void) {
   expect_pick(96, 1, 100, "hd128_2x128_opdqo");
   expect_pick(128, 1, 8192, "hd128_2x128_opdqo");
   expect_pick(128, 1, 8193, "hd128_2x128_opow");
-  expect_pick(256, 0, 8192, "hd256_2x80_oppow");
-  expect_pick(192, 0, 100, "hd256_2x80_oppow");
-  expect_pick(256, 1, 8192, "hd256_2x80_opo");
+  expect_pick(256, 0, 8192, "hd256_2x80_opposw");
+  expect_pick(192, 0, 100, "hd256_2x80_opposw");
+  expect_pick(256, 1, 8192, "hd256_2x80_opdos");
+  expect_pick(192, 1, 16384, "hd256_2x80_opdos");
   expect_pick(72, 0, 1024, "(none)");
 
   /* Every plan core/plan makes is compiled (no silent fallback to another configuration). */

@@ -79,8 +79,6 @@ extern "C" {
   X(hd128_2x128_opow, 128, 2, 128, FA3_OP | FA3_OSTORE | FA3_PINNED)               \
   X(hd128_2x128_opdqo, 128, 2, 128, FA3_OPDQO)                                     \
   X(hd256_2x80_op, 256, 2, 80, FA3_OP)                                             \
-  X(hd256_2x80_oppo, 256, 2, 80, FA3_OPP | FA3_OSTORE)                             \
-  X(hd256_2x80_oppow, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_PINNED)               \
   X(hd256_2x80_opo, 256, 2, 80, FA3_OP | FA3_OSTORE)                               \
   X(hd256_2x80_opdos, 256, 2, 80, FA3_OPP | FA3_DYNAMIC | FA3_OSTORE | FA3_OSTAGE) \
   X(hd256_2x80_oppos, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_OSTAGE)               \
