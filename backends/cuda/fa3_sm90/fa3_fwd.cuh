@@ -84,13 +84,15 @@ __device__ __forceinline__ void fa3_issue_pv(float (&o)[HD / 2], const uint32_t 
 /* 2^x on the FMA pipe instead of the MUFU unit (FlashAttention-4's partial exp2 emulation): x =
    n + f with n = round(x) by the 1.5 * 2^23 trick, 2^f on [-1/2, 1/2] by a cubic fitted for
    relative error (7.5e-5, below the 3.9e-3 of P's bf16 rounding), n added to the exponent bits.
-   x is clamped at -126 (masked scores are -inf): 2^-126 there, not 0 (1.2e-38 of a V row). */
+   Below -126 (masked scores are -inf) it returns 0 as ex2 does: a row that sees no key must sum
+   to exactly 0 (with the clamp alone such rows came out as an average of V). */
 __device__ __forceinline__ float fa3_exp2_fma(float x) {
   const float xc = fmaxf(x, -126.0f);
   const float t = xc + 12582912.0f;
   const float f = xc - (t - 12582912.0f);
   const float p = fmaf(fmaf(fmaf(0.055170438f, f, 0.242609408f), f, 0.693261016f), f, 0.999928186f);
-  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+  const float r = __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+  return x < -126.0f ? 0.0f : r;
 }
 
 /* A consumer's running softmax state for its thread's two rows (8 apart). */
@@ -134,7 +136,9 @@ __device__ __forceinline__ void fa3_softmax(float (&s)[BN / 2], fa3_rows &r, fa_
         const float x = s[4 * j + 2 * w + e] * sl2 - ms;
         /* EMU: one element in EMU of each row piece on the FMA pipe (the MUFU unit bounds the
            softmax at head dim 64, where it takes as long as the tile's MMAs) */
-        const float pe = EMU && (2 * j + e) % EMU == EMU - 1 ? fa3_exp2_fma(x) : fast_exp2(x);
+        constexpr int period = EMU > 0 ? EMU : 1;
+        const float pe =
+            EMU > 0 && (2 * j + e) % period == period - 1 ? fa3_exp2_fma(x) : fast_exp2(x);
         s[4 * j + 2 * w + e] = pe;
         sum += pe;
       }
