@@ -55,11 +55,6 @@ extern "C" {
    rather than after the store. The tile's coordinates then pass through a ring of two slots
    (one per tile in flight) of their own. */
 #define FA3_OSTAGE 256
-/* EMU8 / EMU4: one exp2 of the softmax in 8 / in 4 computed by a polynomial on the FMA pipe
-   (FlashAttention-4's partial emulation), for the head dim where the MUFU unit bounds the
-   softmax (64). */
-#define FA3_EMU8 512
-#define FA3_EMU4 1024
 
 /* The compiled configurations: X(name, padded head dim, consumer warpgroups, key tile, flags).
    A block holds 64 query rows per consumer warpgroup. The name's letters after the tile: o
@@ -78,9 +73,6 @@ extern "C" {
   X(hd64_3x128_oppqo, 64, 3, 128, FA3_OPPQO)                                       \
   X(hd64_3x128_opdqo, 64, 3, 128, FA3_OPDQO)                                       \
   X(hd64_2x128_opdqo, 64, 2, 128, FA3_OPDQO)                                       \
-  X(hd64_2x128_opdqoe8, 64, 2, 128, FA3_OPDQO | FA3_EMU8)                          \
-  X(hd64_2x128_opdqoe4, 64, 2, 128, FA3_OPDQO | FA3_EMU4)                          \
-  X(hd64_3x128_oppqoe4, 64, 3, 128, FA3_OPPQO | FA3_EMU4)                          \
   X(hd128_2x128_oppqo, 128, 2, 128, FA3_OPPQO)                                     \
   X(hd128_2x128_oppqow, 128, 2, 128, FA3_OPPQO | FA3_PINNED)                       \
   X(hd128_2x128_opo, 128, 2, 128, FA3_OP | FA3_OSTORE)                             \

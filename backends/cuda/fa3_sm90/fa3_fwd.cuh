@@ -81,20 +81,6 @@ __device__ __forceinline__ void fa3_issue_pv(float (&o)[HD / 2], const uint32_t 
     wgmma_n<HD>::template rs<1, F16>(o, pa[kk], dv + (kk * 2048 >> 4), 1);
 }
 
-/* 2^x on the FMA pipe instead of the MUFU unit (FlashAttention-4's partial exp2 emulation): x =
-   n + f with n = round(x) by the 1.5 * 2^23 trick, 2^f on [-1/2, 1/2] by a cubic fitted for
-   relative error (7.5e-5, below the 3.9e-3 of P's bf16 rounding), n added to the exponent bits.
-   Below -126 (masked scores are -inf) it returns 0 as ex2 does: a row that sees no key must sum
-   to exactly 0 (with the clamp alone such rows came out as an average of V). */
-__device__ __forceinline__ float fa3_exp2_fma(float x) {
-  const float xc = fmaxf(x, -126.0f);
-  const float t = xc + 12582912.0f;
-  const float f = xc - (t - 12582912.0f);
-  const float p = fmaf(fmaf(fmaf(0.055170438f, f, 0.242609408f), f, 0.693261016f), f, 0.999928186f);
-  const float r = __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-  return x < -126.0f ? 0.0f : r;
-}
-
 /* A consumer's running softmax state for its thread's two rows (8 apart). */
 struct fa3_rows {
   int lo[2], hi[2]; /* each row's key range under the mask */
@@ -105,7 +91,7 @@ struct fa3_rows {
    gets each row's rescale factor for O (the caller applies it once P V of the previous tile no
    longer reads O). (FlashAttention-4's conditional rescaling and partial exp2 emulation were
    tried here and measured no gain: bench/NOTES.md, commit ce7b292.) */
-template <int BN, int EMU>
+template <int BN>
 __device__ __forceinline__ void fa3_softmax(float (&s)[BN / 2], fa3_rows &r, fa_tile_class cls,
                                             int c0, int t, float sl2, float (&alpha)[2]) {
   if (cls != FA_TILE_FULL) {
@@ -133,12 +119,7 @@ __device__ __forceinline__ void fa3_softmax(float (&s)[BN / 2], fa3_rows &r, fa_
     for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const float x = s[4 * j + 2 * w + e] * sl2 - ms;
-        /* EMU: one element in EMU of each row piece on the FMA pipe (the MUFU unit bounds the
-           softmax at head dim 64, where it takes as long as the tile's MMAs) */
-        constexpr int period = EMU > 0 ? EMU : 1;
-        const float pe =
-            EMU > 0 && (2 * j + e) % period == period - 1 ? fa3_exp2_fma(x) : fast_exp2(x);
+        const float pe = fast_exp2(s[4 * j + 2 * w + e] * sl2 - ms);
         s[4 * j + 2 * w + e] = pe;
         sum += pe;
       }
@@ -266,7 +247,6 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   constexpr bool PINGPONG = (FLAGS & FA3_PINGPONG) != 0, PINNED = (FLAGS & FA3_PINNED) != 0;
   constexpr bool OSTORE = (FLAGS & FA3_OSTORE) != 0, DYNAMIC = (FLAGS & FA3_DYNAMIC) != 0;
   constexpr bool OSTAGE = (FLAGS & FA3_OSTAGE) != 0;
-  constexpr int EMU = (FLAGS & FA3_EMU4) ? 4 : (FLAGS & FA3_EMU8) ? 8 : 0;
   static_assert(!OSTAGE || (OSTORE && WGS == 2 && BN >= 64),
                 "OSTAGE: two consumers' 64 x HD outputs in a K and a V stage, stored by TMA");
   constexpr bool LPT = DYNAMIC;                     /* tiles largest first within L2-sized chunks */
@@ -572,7 +552,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     wgmma_fence_regs(s);
     /* OSTAGE: the tile's last K stage is released by the store thread (O is written there) */
     if (!OSTAGE || ti.n_begin + 1 < ti.n_end) mbar_arrive(&k_empty[st]);
-    fa3_softmax<BN, EMU>(s, r, class_of(ti.n_begin), ti.n_begin * BN, t, sl2, alpha);
+    fa3_softmax<BN>(s, r, class_of(ti.n_begin), ti.n_begin * BN, t, sl2, alpha);
     fa3_pack_p<Tr, BN>(s, pa);
     ++kv;
     /* Then per key tile: S of this tile and P V of the previous one issued together. */
@@ -591,7 +571,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       wgmma_wait<1>();
       wgmma_fence_regs(s);
       if (!OSTAGE || n + 1 < ti.n_end) mbar_arrive(&k_empty[st]);
-      fa3_softmax<BN, EMU>(s, r, class_of(n), n * BN, t, sl2, alpha);
+      fa3_softmax<BN>(s, r, class_of(n), n * BN, t, sl2, alpha);
       if (PINNED) pin_after(&pin_slot[tid - 128], r.sum[0] + r.sum[1]);
       wgmma_wait<0>();
       wgmma_fence_regs(o);
