@@ -75,8 +75,8 @@ static inline fa_tile_plan fa_plan_tiles_bwd(const fa_tile_limits *limits, int64
  * every tile costs the same and a persistent grid hides the per-tile start; under a mask the
  * persistent blocks take their tiles from a global counter, largest first (a static deal left
  * some blocks ~15% more work than the mean), except at head dim 128 above 8k keys, where one
- * block per tile and the hardware's block scheduler do better. A head dim with no plan gets tile_m
- * = 0. Header-only: no ABI symbol.
+ * block per tile and the hardware's block scheduler do better. A head dim without a plan gets a
+ * tile_m of 0. Header-only: no ABI symbol.
  */
 typedef struct fa_hopper_fwd_plan {
   int32_t tile_m, tile_n; /* query rows per block (64 per consumer warpgroup), keys per tile */

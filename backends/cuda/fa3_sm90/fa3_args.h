@@ -61,9 +61,9 @@ extern "C" {
    OVERLAP, p PINGPONG, then p PERSISTENT or d DYNAMIC, q QDOUBLE, o OSTORE, s OSTAGE, w PINNED.
    core/plan (fa3_fwd_pick) names the defaults; the first of each head dim is the fallback where
    shared memory is small (fa3_fwd_pick takes the first that fits); the rest are the defaults' twins
-   without their last feature, kept for A/B runs (FA_CUDA_FA3_CONFIG=name). Head dims 96 and
-   192 run the 128 and 256 kernels: TMA reads the missing columns as zeros, the epilogue stores
-   the real ones. */
+   without their last feature or an earlier default, kept for A/B runs (FA_CUDA_FA3_CONFIG=name).
+   Head dims 96 and 192 run the 128 and 256 kernels: TMA reads the missing columns as zeros, the
+   epilogue stores the real ones. */
 #define FA3_OP (FA3_OVERLAP | FA3_PINGPONG)
 #define FA3_OPP (FA3_OVERLAP | FA3_PINGPONG | FA3_PERSISTENT)
 #define FA3_OPPQO (FA3_OPP | FA3_QDOUBLE | FA3_OSTORE)
