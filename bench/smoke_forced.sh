@@ -6,6 +6,8 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build/lead}
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 rc=0
 for cfg in "$@"; do
   hd=${cfg%%_*}
@@ -13,11 +15,11 @@ for cfg in "$@"; do
   for grid in "" 1; do
     for causal in 0 1; do
       if FA_CUDA_FA3_CONFIG=$cfg FA_CUDA_FA3_GRID=$grid timeout 30 "$BUILD/bin/cuda_smoke" \
-        --hdim "$hd" --seqlen 700 --causal $causal > /tmp/smoke_forced.log 2>&1; then
+        --hdim "$hd" --seqlen 700 --causal $causal > "$log" 2>&1; then
         echo "smoke_forced: $cfg grid ${grid:-full} causal $causal ok"
       else
         echo "smoke_forced: $cfg grid ${grid:-full} causal $causal FAILED"
-        tail -5 /tmp/smoke_forced.log
+        tail -5 "$log"
         rc=1
       fi
     done
