@@ -55,10 +55,15 @@ extern "C" {
    rather than after the store. The tile's coordinates then pass through a ring of two slots
    (one per tile in flight) of their own. */
 #define FA3_OSTAGE 256
+/* STAGES3: three K/V stages instead of two, so that the producer runs two key tiles ahead (head
+   dim 64, where they fit beside two Q buffers: +1.5-3% at 1k-2k keys; at head dim 128, with one
+   Q buffer and OSTAGE to make room, -4-5%: bench/NOTES.md, session 15). */
+#define FA3_STAGES3 512
 
 /* The compiled configurations: X(name, padded head dim, consumer warpgroups, key tile, flags).
    A block holds 64 query rows per consumer warpgroup. The name's letters after the tile: o
-   OVERLAP, p PINGPONG, then p PERSISTENT or d DYNAMIC, q QDOUBLE, o OSTORE, s OSTAGE, w PINNED.
+   OVERLAP, p PINGPONG, then p PERSISTENT or d DYNAMIC, q QDOUBLE, o OSTORE, s OSTAGE, w PINNED,
+   3 STAGES3.
    core/plan (fa3_fwd_pick) names the defaults; the first of each head dim is the fallback where
    shared memory is small (fa3_fwd_pick takes the first that fits); the rest are the defaults' twins
    without their last feature or an earlier default, kept for A/B runs (FA_CUDA_FA3_CONFIG=name).
@@ -70,8 +75,11 @@ extern "C" {
 #define FA3_OPDQO (FA3_OPPQO | FA3_DYNAMIC)
 #define FA3_FWD_CONFIGS(X)                                                         \
   X(hd64_3x128_op, 64, 3, 128, FA3_OP)                                             \
+  X(hd64_3x128_oppqo3, 64, 3, 128, FA3_OPPQO | FA3_STAGES3)                        \
   X(hd64_3x128_oppqo, 64, 3, 128, FA3_OPPQO)                                       \
+  X(hd64_3x128_opdqo3, 64, 3, 128, FA3_OPDQO | FA3_STAGES3)                        \
   X(hd64_3x128_opdqo, 64, 3, 128, FA3_OPDQO)                                       \
+  X(hd64_2x128_opdqo3, 64, 2, 128, FA3_OPDQO | FA3_STAGES3)                        \
   X(hd64_2x128_opdqo, 64, 2, 128, FA3_OPDQO)                                       \
   X(hd128_2x128_oppqo, 128, 2, 128, FA3_OPPQO)                                     \
   X(hd128_2x128_oppqow, 128, 2, 128, FA3_OPPQO | FA3_PINNED)                       \
@@ -84,12 +92,13 @@ extern "C" {
   X(hd256_2x80_oppos, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_OSTAGE)               \
   X(hd256_2x80_opposw, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_OSTAGE | FA3_PINNED)
 
-/* Two K/V stages, Q once, each in 64-column boxes; 1 KiB for the alignment the 128-byte swizzle
-   needs. */
-#define FA3_FWD_STAGES 2
-#define FA3_FWD_SMEM(hd, wgs, bn, flags)                                                      \
-  (((size_t)64 * (wgs) * ((flags)&FA3_QDOUBLE ? 2 : 1) + 2 * FA3_FWD_STAGES * (size_t)(bn)) * \
-       (size_t)(hd)*2 +                                                                       \
+/* Two (STAGES3: three) K/V stages, one or two Q buffers, each in 64-column boxes; 1 KiB for the
+   alignment the 128-byte swizzle needs. */
+#define FA3_FWD_STAGES_OF(flags) ((flags)&FA3_STAGES3 ? 3 : 2)
+#define FA3_FWD_SMEM(hd, wgs, bn, flags)                   \
+  (((size_t)64 * (wgs) * ((flags)&FA3_QDOUBLE ? 2 : 1) +   \
+    2 * (size_t)FA3_FWD_STAGES_OF(flags) * (size_t)(bn)) * \
+       (size_t)(hd)*2 +                                    \
    1024)
 
 typedef struct fa3_fwd_args {

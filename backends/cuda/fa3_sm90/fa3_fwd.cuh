@@ -247,6 +247,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   constexpr bool PINGPONG = (FLAGS & FA3_PINGPONG) != 0, PINNED = (FLAGS & FA3_PINNED) != 0;
   constexpr bool OSTORE = (FLAGS & FA3_OSTORE) != 0, DYNAMIC = (FLAGS & FA3_DYNAMIC) != 0;
   constexpr bool OSTAGE = (FLAGS & FA3_OSTAGE) != 0;
+  constexpr int STAGES = FA3_FWD_STAGES_OF(FLAGS); /* K/V ring */
   static_assert(!OSTAGE || (OSTORE && WGS == 2 && BN >= 64),
                 "OSTAGE: two consumers' 64 x HD outputs in a K and a V stage, stored by TMA");
   constexpr bool LPT = DYNAMIC;                     /* tiles largest first within L2-sized chunks */
@@ -260,9 +261,9 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   unsigned char *sQ = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
   unsigned char *sK =
       sQ + QB * CB * BOXQ; /* Q buffer b at b * CB * BOXQ; K stage s at s * CB * BOXK */
-  unsigned char *sV = sK + FA3_FWD_STAGES * CB * BOXK;
-  __shared__ uint64_t q_full[2], q_empty[2], k_full[FA3_FWD_STAGES], v_full[FA3_FWD_STAGES];
-  __shared__ uint64_t k_empty[FA3_FWD_STAGES], v_empty[FA3_FWD_STAGES];
+  unsigned char *sV = sK + STAGES * CB * BOXK;
+  __shared__ uint64_t q_full[2], q_empty[2], k_full[STAGES], v_full[STAGES];
+  __shared__ uint64_t k_empty[STAGES], v_empty[STAGES];
   /* OSTORE: Q buffer b's output stored (its smem read by TMA): the buffer may take a new Q.
      OSTAGE: slot s's tile stored (o_free[s]) after its output was written (o_ready[s]). */
   __shared__ uint64_t o_free[2], o_ready[2];
@@ -291,7 +292,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       mbar_init(&o_free[b], 1);
       mbar_init(&o_ready[b], NC);
     }
-    for (int s = 0; s < FA3_FWD_STAGES; ++s) {
+    for (int s = 0; s < STAGES; ++s) {
       mbar_init(&k_full[s], 1);
       mbar_init(&v_full[s], 1);
       mbar_init(&k_empty[s], NC); /* every consumer thread releases */
@@ -347,7 +348,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         for (int cb = 0; cb < CB; ++cb)
           tma_load_4d(sQ + (qb * CB + cb) * BOXQ, A.tq, &q_full[qb], cb * 64, ti.m0, ti.h, ti.b);
         for (int n = ti.n_begin; n < ti.n_end; ++n, ++kv) {
-          const int st = kv % FA3_FWD_STAGES, use = kv / FA3_FWD_STAGES;
+          const int st = kv % STAGES, use = kv / STAGES;
           if (use > 0) mbar_wait(&k_empty[st], (use - 1) & 1);
           mbar_arrive_expect_tx(&k_full[st], CB * BOXK);
           for (int cb = 0; cb < CB; ++cb)
@@ -373,7 +374,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         const fa3_tile tf = q_info[sl];
         if (tf.n_end != tf.n_begin) {
           kvs += tf.n_end - tf.n_begin;
-          const int ls = (kvs - 1) % FA3_FWD_STAGES;
+          const int ls = (kvs - 1) % STAGES;
           fa3_store_o_staged(A, tf, sK + ls * CB * BOXK, sV + ls * CB * BOXK, rows);
           mbar_arrive_n(&k_empty[ls], NC);
           mbar_arrive_n(&v_empty[ls], NC);
@@ -541,9 +542,9 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     turned = true;
     const unsigned char *q = sQ + qb * CB * BOXQ + c * 64 * 128;
     /* Key tile n_begin: S and its softmax alone. */
-    int st = kv % FA3_FWD_STAGES;
+    int st = kv % STAGES;
     turn_wait();
-    mbar_wait(&k_full[st], (kv / FA3_FWD_STAGES) & 1);
+    mbar_wait(&k_full[st], (kv / STAGES) & 1);
     wgmma_fence();
     fa3_issue_s<HD, BN, BOXQ, BOXK, F16>(s, q, sK + st * CB * BOXK);
     wgmma_commit();
@@ -557,11 +558,11 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     ++kv;
     /* Then per key tile: S of this tile and P V of the previous one issued together. */
     for (int n = ti.n_begin + 1; n < ti.n_end; ++n, ++kv) {
-      const int ps = (kv - 1) % FA3_FWD_STAGES;
-      st = kv % FA3_FWD_STAGES;
+      const int ps = (kv - 1) % STAGES;
+      st = kv % STAGES;
       turn_wait();
-      mbar_wait(&k_full[st], (kv / FA3_FWD_STAGES) & 1);
-      mbar_wait(&v_full[ps], ((kv - 1) / FA3_FWD_STAGES) & 1);
+      mbar_wait(&k_full[st], (kv / STAGES) & 1);
+      mbar_wait(&v_full[ps], ((kv - 1) / STAGES) & 1);
       wgmma_fence();
       fa3_issue_s<HD, BN, BOXQ, BOXK, F16>(s, q, sK + st * CB * BOXK);
       wgmma_commit();
@@ -585,9 +586,9 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     if (!OSTORE || OSTAGE) mbar_arrive(&q_empty[qb]);
     if (OSTAGE && c == 1) bar_arrive(3, 256);
     /* Then P V of the last key tile, alone; the output. */
-    const int ls = (kv - 1) % FA3_FWD_STAGES;
+    const int ls = (kv - 1) % STAGES;
     turn_wait();
-    mbar_wait(&v_full[ls], ((kv - 1) / FA3_FWD_STAGES) & 1);
+    mbar_wait(&v_full[ls], ((kv - 1) / STAGES) & 1);
     wgmma_fence();
     fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + ls * CB * BOXK);
     wgmma_commit();
