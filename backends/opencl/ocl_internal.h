@@ -25,6 +25,13 @@ typedef struct ocl_device_info {
   cl_ulong local_mem;
   size_t max_work_group;
   int fp16; /* cl_khr_fp16: noted only; f16 storage works without it (vload_half) */
+  /* PoCL: the plugin's runs on it go one at a time, each finished before the next starts. PoCL
+     (3.x, 5.x) keeps one loaded binary per (kernel, work-group size, widest grid) and releases a
+     finished command's reference on the first entry of the kernel and work-group size it finds,
+     which under concurrent commands of one kernel at different grid sizes can be another entry
+     than the command took: an assertion aborts the process (1 run in 12 of test_concurrency
+     with a cold PoCL cache, before this). */
+  int serialize_runs;
 } ocl_device_info;
 
 typedef struct ocl_state {

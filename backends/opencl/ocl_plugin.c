@@ -2,8 +2,10 @@
  * ocl_plugin.c: the OpenCL backend's entry point and run(). The context is the buffers' own
  * (clGetMemObjectInfo); the device is fa_tensor.device.id of the probe's list, which must belong
  * to that context; the queue is params.stream (a cl_command_queue, left running as a CUDA stream
- * would be) or one the plugin makes per call and finishes before returning.
+ * would be) or one the plugin makes per call and finishes before returning. On PoCL every run is
+ * finished before it returns, one at a time (ocl_device_info.serialize_runs says why).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,6 +13,9 @@
 #include "ocl_internal.h"
 
 enum { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2 };
+
+/* Held through a run on a device with serialize_runs. */
+static pthread_mutex_t serial_runs = PTHREAD_MUTEX_INITIALIZER;
 
 static fa_status cl_fail(cl_int e, const char *what) {
   fa_status st = (e == CL_OUT_OF_HOST_MEMORY || e == CL_MEM_OBJECT_ALLOCATION_FAILURE ||
@@ -262,12 +267,16 @@ fa_status ocl_run(const fa_request *req, const fa_decision *decision, void *work
     if (e != CL_SUCCESS) return cl_fail(e, "clCreateCommandQueue");
     rc.own_queue = 1;
   }
+  /* On PoCL one run at a time, finished (the caller's queue too) before the next starts
+     (ocl_device_info.serialize_runs says why). */
+  if (dev->serialize_runs) pthread_mutex_lock(&serial_runs);
   st = req->op == FA_OP_FORWARD ? run_forward(req, &rc) : run_backward(req, &rc);
-  if (rc.own_queue) {
+  if (rc.own_queue || dev->serialize_runs) {
     e = clFinish(rc.queue);
     if (st == FA_OK && e != CL_SUCCESS) st = cl_fail(e, "clFinish");
-    clReleaseCommandQueue(rc.queue);
   }
+  if (dev->serialize_runs) pthread_mutex_unlock(&serial_runs);
+  if (rc.own_queue) clReleaseCommandQueue(rc.queue);
   return st;
 }
 

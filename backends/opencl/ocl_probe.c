@@ -95,6 +95,7 @@ static void describe(cl_platform_id p, cl_device_id d, ocl_device_info *o) {
   char ext[4096] = "";
   clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, sizeof ext - 1, ext, NULL);
   o->fp16 = strstr(ext, "cl_khr_fp16") != NULL;
+  o->serialize_runs = strstr(o->platform_name, "Portable Computing Language") != NULL;
 }
 
 static void probe_once(void) {
@@ -229,7 +230,7 @@ void ocl_probe(fa_plugin_probe *out) {
     const ocl_device_info *d = &s->devices[i];
     int n = snprintf(
         out->devices + used, sizeof out->devices - used,
-        "%socl%d%s: %s (%s; platform %s; %s, %u CUs, %llu KiB local%s; %s kernels%s)",
+        "%socl%d%s: %s (%s; platform %s; %s, %u CUs, %llu KiB local%s; %s kernels%s%s)",
         i ? "; " : "", i, i == s->default_device ? " (default)" : "", d->name, d->vendor,
         d->platform_name,
         (d->type & CL_DEVICE_TYPE_GPU) ? "GPU" : ((d->type & CL_DEVICE_TYPE_CPU) ? "CPU" : "other"),
@@ -237,7 +238,8 @@ void ocl_probe(fa_plugin_probe *out) {
         d->fp16 ? ", cl_khr_fp16" : ", no cl_khr_fp16", ocl_plan(d, 64).cpu ? "cpu" : "gpu",
         ocl_plan(d, 64).cpu ? ""
         : s->fwd_v1         ? ", forward v1"
-                            : ", forward v2 to head_dim 128");
+                            : ", forward v2 to head_dim 128",
+        d->serialize_runs ? "; one run at a time (PoCL)" : "");
     if (n < 0) break;
     used += (size_t)n;
   }
