@@ -56,8 +56,8 @@ extern "C" {
    (one per tile in flight) of their own. */
 #define FA3_OSTAGE 256
 /* STAGES3: three K/V stages instead of two, so that the producer runs two key tiles ahead (head
-   dim 64, where they fit beside two Q buffers: +1.5-3% at 1k-2k keys; at head dim 128, with one
-   Q buffer and OSTAGE to make room, -4-5%: bench/NOTES.md, session 15). */
+   dim 64, where they fit beside two Q buffers: +0-3% at 1k-16k keys; at head dim 128, with one
+   Q buffer and OSTAGE to make room, -1..-5%: bench/NOTES.md, session 15). */
 #define FA3_STAGES3 512
 
 /* The compiled configurations: X(name, padded head dim, consumer warpgroups, key tile, flags).
