@@ -19,6 +19,7 @@
 
 #include "core/dtype.h"
 #include "core/mask.h"
+#include "core/schedule.h"
 #include "core/philox.h"
 #include "core/plan.h"
 #include "core/score.h"
@@ -578,6 +579,82 @@ static void test_mask_tile_class(void) {
   case_end();
 }
 
+/* The makespan of a greedy dynamic schedule (each of `blocks` takes the next tile of the order
+   when free) over the mean, for a causal forward of tile_m x tile_n tiles: a tile's cost is its
+   key tiles plus a fixed 0.5 (its start and end). */
+static double lpt_makespan_ratio(int seqlen, int pairs, int tile_m, int tile_n, int chunk,
+                                 int blocks, int remainder_last) {
+  const int num_m = (seqlen + tile_m - 1) / tile_m;
+  double busy[256] = {0}, total = 0.0;
+  for (int k = 0; k < num_m * pairs; ++k) {
+    int m_idx, pair;
+    if (remainder_last) { /* the order before core/schedule.h: chunks in pair order */
+      const int per = chunk * num_m, ck = k / per, within = k % per;
+      const int cc = pairs - ck * chunk < chunk ? pairs - ck * chunk : chunk;
+      m_idx = within / cc;
+      pair = ck * chunk + within % cc;
+    } else {
+      fa_sched_lpt_tile(k, num_m, pairs, chunk, &m_idx, &pair);
+    }
+    const int rows_end = (num_m - m_idx) * tile_m < seqlen ? (num_m - m_idx) * tile_m : seqlen;
+    const double cost = (rows_end + tile_n - 1) / tile_n + 0.5;
+    int free_block = 0;
+    for (int b = 1; b < blocks; ++b)
+      if (busy[b] < busy[free_block]) free_block = b;
+    busy[free_block] += cost;
+    total += cost;
+  }
+  double makespan = 0.0;
+  for (int b = 0; b < blocks; ++b) makespan = busy[b] > makespan ? busy[b] : makespan;
+  return makespan / (total / blocks);
+}
+
+static void test_sched_lpt(void) {
+  case_begin("fa_sched_lpt_tile visits every tile once, largest first in chunks, remainder first");
+  for (int t = 0; t < 2000; ++t) {
+    const int num_m = (int)rng_range(1, 20), pairs = (int)rng_range(1, 40);
+    const int chunk = (int)rng_range(1, pairs + 3);
+    static unsigned char seen[20 * 40];
+    memset(seen, 0, sizeof seen);
+    const int rem = pairs % (chunk < pairs ? chunk : pairs);
+    int prev_m = -1, prev_chunk = -1;
+    for (int k = 0; k < num_m * pairs; ++k) {
+      int m_idx = -1, pair = -1;
+      fa_sched_lpt_tile(k, num_m, pairs, chunk, &m_idx, &pair);
+      if (m_idx < 0 || m_idx >= num_m || pair < 0 || pair >= pairs || seen[m_idx * pairs + pair]++)
+        fail("tile %d of %d x %d pairs (chunk %d): block %d pair %d out of range or seen twice", k,
+             num_m, pairs, chunk, m_idx, pair);
+      /* the chunk a pair belongs to: the remainder's pairs [0, rem) first, then chunk-sized */
+      const int ck = pair < rem ? -1 : (pair - rem) / chunk;
+      if (ck < prev_chunk || (ck == prev_chunk && m_idx < prev_m))
+        fail("tile %d of %d x %d pairs (chunk %d): block %d of chunk %d after block %d of %d", k,
+             num_m, pairs, chunk, m_idx, ck, prev_m, prev_chunk);
+      if (ck != prev_chunk) prev_m = -1;
+      prev_chunk = ck;
+      prev_m = m_idx;
+    }
+  }
+  case_end();
+  case_begin("the dynamic schedule's makespan within 5% of the mean (H200, causal, 1k-8k keys)");
+  /* The sweep's shapes (16k tokens; 2048 hidden: heads = 2048 / head dim) at the planned tiles
+     with a dynamic schedule under a mask: head dim 128 (128 x 128) and 256 (128 x 80). */
+  const int dims[2][3] = {{128, 128, 128}, {256, 128, 80}};
+  for (int d = 0; d < 2; ++d)
+    for (int seqlen = 1024; seqlen <= 8192; seqlen *= 2) {
+      const int hd = dims[d][0], pairs = 16384 / seqlen * (2048 / hd);
+      const int chunk = fa_sched_chunk(pairs, 4 * (int64_t)seqlen * hd);
+      const double now = lpt_makespan_ratio(seqlen, pairs, dims[d][1], dims[d][2], chunk, 132, 0);
+      const double before =
+          lpt_makespan_ratio(seqlen, pairs, dims[d][1], dims[d][2], chunk, 132, 1);
+      if (now > 1.05)
+        fail(
+            "head dim %d, %d keys, %d pairs in chunks of %d: makespan %.3f x the mean (remainder "
+            "last: %.3f)",
+            hd, seqlen, pairs, chunk, now, before);
+    }
+  case_end();
+}
+
 static void test_mask_row_range(void) {
   case_begin("fa_mask_row_range is exactly the rows that keep a key of the key tile");
   long n_empty = 0, n_some = 0;
@@ -906,6 +983,7 @@ int main(int argc, char **argv) {
   test_softmax_empty_rows();
   test_mask_key_range();
   test_mask_tile_class();
+  test_sched_lpt();
   test_mask_row_range();
   test_softcap_grad_forms();
   test_dtype_rounding();

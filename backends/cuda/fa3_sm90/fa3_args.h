@@ -37,9 +37,10 @@ extern "C" {
 /* DYNAMIC (with PERSISTENT): after its first tile (blockIdx.x), a block's producer takes the next
    from a global counter (atomicAdd; zeroed before the launch in the call's workspace) and passes
    it to the consumers through shared memory. Tiles largest first within chunks of (head, batch)
-   pairs whose K and V fit in a share of L2, so that whichever block is free takes the largest
-   tile left: under a causal mask a static deal leaves some blocks with ~15% more work than the
-   mean. */
+   pairs whose K and V fit in a share of L2, the chunk of the remaining pairs first
+   (core/schedule.h), so that whichever block is free takes the largest tile left: under a
+   causal mask a static deal leaves some blocks with ~15% more work than the mean, and the
+   remainder chunk last cost 2-9% at head dim 128 and 256 (bench/NOTES.md, session 16). */
 #define FA3_DYNAMIC 64
 /* PINNED: the wait for the previous tile's P V is pinned after this tile's softmax (a shared
    store of the softmax's row sums, pin_after). Without it ptxas schedules that wait

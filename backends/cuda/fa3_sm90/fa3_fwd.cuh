@@ -35,6 +35,7 @@
 #include "../common/sm90_async.cuh"
 #include "../fa2_sm80/fa2_common.cuh"
 #include "core/mask.h"
+#include "core/schedule.h"
 #include "core/softmax.h"
 #include "fa3_args.h"
 
@@ -166,12 +167,8 @@ __device__ __forceinline__ void fa3_tile_of(int k, int total, int hb_count, cons
   const int num_m = total / hb_count, rows = BM >> A.pack_log2;
   const int groups = p.heads_q >> A.pack_log2;
   int hb, m_idx;
-  if (LPT) { /* chunks of `chunk` (head, batch) pairs; in a chunk, query blocks largest first */
-    const int chunk = A.chunk;
-    const int per = chunk * num_m, ck = k / per, within = k % per;
-    const int cc = min(chunk, hb_count - ck * chunk);
-    m_idx = within / cc;
-    hb = ck * chunk + within % cc;
+  if (LPT) { /* chunks of (head, batch) pairs, the remainder first; largest first in each */
+    fa_sched_lpt_tile(k, num_m, hb_count, A.chunk, &m_idx, &hb);
   } else {
     hb = k / num_m;
     m_idx = k % num_m;
@@ -250,7 +247,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   constexpr int STAGES = FA3_FWD_STAGES_OF(FLAGS); /* K/V ring */
   static_assert(!OSTAGE || (OSTORE && WGS == 2 && BN >= 64),
                 "OSTAGE: two consumers' 64 x HD outputs in a K and a V stage, stored by TMA");
-  constexpr bool LPT = DYNAMIC;                     /* tiles largest first within L2-sized chunks */
+  constexpr bool LPT = DYNAMIC; /* largest first within L2-sized chunks (core/schedule.h) */
   constexpr int BOXQ = BM * 128, BOXK = BN * 128;   /* bytes of one 64-column box */
   constexpr int NC = 128 * WGS;                     /* consumer threads */
   constexpr int QB = (FLAGS & FA3_QDOUBLE) ? 2 : 1; /* Q buffers */

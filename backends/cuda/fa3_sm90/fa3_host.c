@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/plan.h"
+#include "core/schedule.h"
 #include "fa3_args.h"
 #include "tma_map.h"
 
@@ -142,11 +143,8 @@ int fa3_fwd_launch(fa3_fwd_args *x, const fa3_fwd_config *cfg, char *err, size_t
       ((cfg->flags & FA3_OSTORE) && map_of(x->to, p->bf16, a->out, &a->o_str, p->batch, p->seqlen_q,
                                            p->heads_q, p->head_dim, o_rows, o_heads, err, err_len)))
     return -1;
-  /* DYNAMIC's chunk: the (head, batch) pairs whose K and V take about 24 MB (half the H100/H200
-     L2), at least one. */
-  const int64_t kv_bytes = 4 * (int64_t)p->seqlen_k * p->head_dim;
-  const int64_t pairs = (int64_t)(p->heads_q / pack) * p->batch;
-  int64_t chunk = kv_bytes > 0 ? ((int64_t)24 << 20) / kv_bytes : pairs;
-  x->chunk = (int32_t)(chunk < 1 ? 1 : chunk > pairs ? pairs : chunk);
+  /* DYNAMIC's chunk of (head, batch) pairs (core/schedule.h) */
+  x->chunk = fa_sched_chunk((int64_t)(p->heads_q / pack) * p->batch,
+                            4 * (int64_t)p->seqlen_k * p->head_dim);
   return cfg->launch(x);
 }
