@@ -21,7 +21,7 @@
 #include "fa_hd.h"
 
 /* The chunk: the pairs whose K and V (kv_bytes_per_pair each) take about 24 MB, half the
-   H100/H200 L2; at least 1, at most pairs. */
+   H100/H200 L2; at least 1, at most pairs (pairs >= 1: a batch and a head at least). */
 FA_HD int fa_sched_chunk(int64_t pairs, int64_t kv_bytes_per_pair) {
   const int64_t chunk = kv_bytes_per_pair > 0 ? ((int64_t)24 << 20) / kv_bytes_per_pair : pairs;
   return (int)(chunk < 1 ? 1 : chunk > pairs ? pairs : chunk);
