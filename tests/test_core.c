@@ -583,19 +583,12 @@ static void test_mask_tile_class(void) {
    when free) over the mean, for a causal forward of tile_m x tile_n tiles: a tile's cost is its
    key tiles plus a fixed 0.5 (its start and end). */
 static double lpt_makespan_ratio(int seqlen, int pairs, int tile_m, int tile_n, int chunk,
-                                 int blocks, int remainder_last) {
+                                 int blocks) {
   const int num_m = (seqlen + tile_m - 1) / tile_m;
   double busy[256] = {0}, total = 0.0;
   for (int k = 0; k < num_m * pairs; ++k) {
     int m_idx, pair;
-    if (remainder_last) { /* the order before core/schedule.h: chunks in pair order */
-      const int per = chunk * num_m, ck = k / per, within = k % per;
-      const int cc = pairs - ck * chunk < chunk ? pairs - ck * chunk : chunk;
-      m_idx = within / cc;
-      pair = ck * chunk + within % cc;
-    } else {
-      fa_sched_lpt_tile(k, num_m, pairs, chunk, &m_idx, &pair);
-    }
+    fa_sched_lpt_tile(k, num_m, pairs, chunk, &m_idx, &pair);
     const int rows_end = (num_m - m_idx) * tile_m < seqlen ? (num_m - m_idx) * tile_m : seqlen;
     const double cost = (rows_end + tile_n - 1) / tile_n + 0.5;
     int free_block = 0;
@@ -616,7 +609,7 @@ static void test_sched_lpt(void) {
     const int chunk = (int)rng_range(1, pairs + 3);
     static unsigned char seen[20 * 40];
     memset(seen, 0, sizeof seen);
-    const int rem = pairs % (chunk < pairs ? chunk : pairs);
+    const int rem = pairs % chunk; /* chunk > pairs: all of them */
     int prev_m = -1, prev_chunk = -1;
     for (int k = 0; k < num_m * pairs; ++k) {
       int m_idx = -1, pair = -1;
@@ -629,7 +622,6 @@ static void test_sched_lpt(void) {
       if (ck < prev_chunk || (ck == prev_chunk && m_idx < prev_m))
         fail("tile %d of %d x %d pairs (chunk %d): block %d of chunk %d after block %d of %d", k,
              num_m, pairs, chunk, m_idx, ck, prev_m, prev_chunk);
-      if (ck != prev_chunk) prev_m = -1;
       prev_chunk = ck;
       prev_m = m_idx;
     }
@@ -643,14 +635,10 @@ static void test_sched_lpt(void) {
     for (int seqlen = 1024; seqlen <= 8192; seqlen *= 2) {
       const int hd = dims[d][0], pairs = 16384 / seqlen * (2048 / hd);
       const int chunk = fa_sched_chunk(pairs, 4 * (int64_t)seqlen * hd);
-      const double now = lpt_makespan_ratio(seqlen, pairs, dims[d][1], dims[d][2], chunk, 132, 0);
-      const double before =
-          lpt_makespan_ratio(seqlen, pairs, dims[d][1], dims[d][2], chunk, 132, 1);
-      if (now > 1.05)
-        fail(
-            "head dim %d, %d keys, %d pairs in chunks of %d: makespan %.3f x the mean (remainder "
-            "last: %.3f)",
-            hd, seqlen, pairs, chunk, now, before);
+      const double ratio = lpt_makespan_ratio(seqlen, pairs, dims[d][1], dims[d][2], chunk, 132);
+      if (ratio > 1.05)
+        fail("head dim %d, %d keys, %d pairs in chunks of %d: makespan %.3f x the mean", hd, seqlen,
+             pairs, chunk, ratio);
     }
   case_end();
 }
