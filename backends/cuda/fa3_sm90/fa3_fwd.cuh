@@ -537,6 +537,39 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
 
     if (PINGPONG && !turned && c == WGS - 1) bar_arrive(1, 256);
     turned = true;
+    /* A consumer whose 64 rows all lie past seqlen_q (the rest of the last query block: at head
+       dim 64, 1k rows are 5 1/3 blocks of 192) computes nothing: it takes its turns and
+       releases each stage in step with the others (every release after the stage's load, so
+       that no arrival counts toward an earlier phase) and writes no output (TMA clips those
+       rows). Decided at the tile's start, with no wgmma in flight, and broadcast so that ptxas
+       sees it warp-uniform. Not with OSTAGE (its named barriers between the consumers). Three
+       consumers only: hd64 under a mask at 2k-4k keys +3% (the last block of 2k is 128 rows of
+       192), without one at 1k -1%; with two, where it rarely applies, its mere presence cost
+       2.5% at hd64 causal 1k (bench/NOTES.md, session 17). */
+    int idle = WGS == 3 && !OSTAGE && A.pack_log2 == 0 && ti.m0 + 64 * c >= seqlen_q;
+    if (WGS == 3) idle = __shfl_sync(0xffffffffu, idle, 0); /* else 0: compiled out */
+    if (idle) {
+      for (int n = ti.n_begin; n < ti.n_end; ++n, ++kv) {
+        const int st = kv % STAGES;
+        turn_wait();
+        mbar_wait(&k_full[st], (kv / STAGES) & 1);
+        turn_pass();
+        mbar_arrive(&k_empty[st]);
+        if (n > ti.n_begin) {
+          const int ps = (kv - 1) % STAGES;
+          mbar_wait(&v_full[ps], ((kv - 1) / STAGES) & 1);
+          mbar_arrive(&v_empty[ps]);
+        }
+      }
+      const int ls = (kv - 1) % STAGES;
+      turn_wait();
+      mbar_wait(&v_full[ls], ((kv - 1) / STAGES) & 1);
+      turn_pass();
+      mbar_arrive(&v_empty[ls]);
+      mbar_arrive(&q_empty[qb]); /* once, as the others (after the loop, or with OSTORE's O) */
+      ++qn;
+      continue;
+    }
     const unsigned char *q = sQ + qb * CB * BOXQ + c * 64 * 128;
     /* Key tile n_begin: S and its softmax alone. */
     int st = kv % STAGES;
