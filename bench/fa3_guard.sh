@@ -13,9 +13,11 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/out}
 BIN=${BUILD:-build/lead}/bin
-SANITIZER=$(command -v compute-sanitizer ||
-  ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda-*/bin/compute-sanitizer \
-    /usr/local/cuda/compute-sanitizer/compute-sanitizer 2> /dev/null | head -1)
+SANITIZER=$(command -v compute-sanitizer)
+for t in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda-*/bin/compute-sanitizer \
+  /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
+  [ -z "$SANITIZER" ] && [ -x "$t" ] && SANITIZER=$t
+done
 log=$OUT/guard.txt
 mkdir -p "$OUT"
 fail() {
