@@ -542,12 +542,13 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
        releases each stage in step with the others (every release after the stage's load, so
        that no arrival counts toward an earlier phase) and writes no output (TMA clips those
        rows). Decided at the tile's start, with no wgmma in flight, and broadcast so that ptxas
-       sees it warp-uniform. Not with OSTAGE (its named barriers between the consumers). Three
-       consumers only: hd64 under a mask at 2k-4k keys +3% (the last block of 2k is 128 rows of
-       192), without one at 1k -1%; with two, where it rarely applies, its mere presence cost
-       2.5% at hd64 causal 1k (bench/NOTES.md, session 17). */
-    int idle = WGS == 3 && !OSTAGE && A.pack_log2 == 0 && ti.m0 + 64 * c >= seqlen_q;
-    if (WGS == 3) idle = __shfl_sync(0xffffffffu, idle, 0); /* else 0: compiled out */
+       sees it warp-uniform. Three consumers only (so never with OSTAGE): hd64 under a mask at
+       2k-4k keys +3% (the last block of 2k is 128 rows of 192), without one at 1k -1%; with
+       two, where it rarely applies, its mere presence cost 2.5% at hd64 causal 1k
+       (bench/NOTES.md, session 17). */
+    int idle = 0;
+    if (WGS == 3)
+      idle = __shfl_sync(0xffffffffu, A.pack_log2 == 0 && ti.m0 + 64 * c >= seqlen_q, 0);
     if (idle) {
       for (int n = ti.n_begin; n < ti.n_end; ++n, ++kv) {
         const int st = kv % STAGES;
