@@ -36,7 +36,8 @@ def run(tiles, WGS, LAG, STAGES, QB=2, seed=0):
             arr[name] = 0; comp[name] += 1
     def done(name, use):  # phase `use` completed
         return comp[name] >= use + 1
-    bar_arr = [0] * (WGS + 2)
+    bar_arr = [0] * (WGS + 2)           # named barriers: arrivals, and syncs entered
+    bar_sync_entered = [0] * (WGS + 2)
     q_tile = [None, None]
     total = len(tiles)
     errors = []
@@ -44,7 +45,6 @@ def run(tiles, WGS, LAG, STAGES, QB=2, seed=0):
         bar_arr[b] += 1
         if bar_arr[b] > bar_sync_entered[b] + 1:
             errors.append(f"double arrive on bar {b}")
-    bar_sync_entered = [0] * (WGS + 2)
     def producer():
         kv = 0; qn = 0
         for k in list(range(total)) + [None]:
