@@ -56,7 +56,7 @@ int main(void) {
   /* The measured defaults on an H200 (227 KiB of shared memory). */
   expect_pick(64, 0, 1024, "hd64_3x128_oppqo3");
   expect_pick(64, 0, 16384, "hd64_3x128_oppqo3");
-  expect_pick(64, 1, 1024, "hd64_2x128_opdqo3");
+  expect_pick(64, 1, 1024, "hd64_2x128_ogdqo3");
   expect_pick(64, 1, 1025, "hd64_3x128_opdqo3");
   expect_pick(64, 1, 16384, "hd64_3x128_opdqo3");
   expect_pick(128, 0, 512, "hd128_2x128_oppqow");
@@ -163,6 +163,9 @@ int main(void) {
     EXPECT(!(c->flags & FA3_OSTAGE) ||
                ((c->flags & FA3_OSTORE) && c->warpgroups == 2 && c->tile_n >= 64),
            "%s: OSTAGE without OSTORE, two consumers and 64 keys a tile", c->name);
+    /* STAGGER replaces the turns of two consumers (the kernel's static_assert says so too). */
+    EXPECT(!(c->flags & FA3_STAGGER) || (c->warpgroups == 2 && !(c->flags & FA3_PINGPONG)),
+           "%s: STAGGER with turns or without two consumers", c->name);
     /* A pinned configuration keeps its unpinned twin (the A/B that justifies it). */
     int twin = !(c->flags & FA3_PINNED);
     for (int j = 0; j < count && !twin; ++j)

@@ -60,11 +60,17 @@ extern "C" {
    dim 64, where they fit beside two Q buffers: +0-3% at 1k-16k keys; at head dim 128, with one
    Q buffer and OSTAGE to make room, -1..-5%: bench/NOTES.md, session 15). */
 #define FA3_STAGES3 512
+/* STAGGER (two consumers, instead of PINGPONG): no turns; at each tile, consumer 1 issues its
+   first Q Kᵀ only after consumer 0 has done the softmax of the tile's first key tile, so that
+   their tile boundaries (last P V, epilogue, first S and its softmax) fall apart and each runs
+   beside the other's full key tiles. hd64 under a mask at 1k keys +2% against ping-pong, +1-3%
+   against no turns and no stagger (bench/NOTES.md, session 18). */
+#define FA3_STAGGER 1024
 
 /* The compiled configurations: X(name, padded head dim, consumer warpgroups, key tile, flags).
    A block holds 64 query rows per consumer warpgroup. The name's letters after the tile: o
-   OVERLAP, p PINGPONG, then p PERSISTENT or d DYNAMIC, q QDOUBLE, o OSTORE, s OSTAGE, w PINNED,
-   3 STAGES3.
+   OVERLAP, p PINGPONG or g STAGGER (neither: no turns), then p PERSISTENT or d DYNAMIC, q
+   QDOUBLE, o OSTORE, s OSTAGE, w PINNED, 3 STAGES3.
    core/plan (fa3_fwd_pick) names the defaults; the first of each head dim is the fallback where
    shared memory is small (fa3_fwd_pick takes the first that fits); the rest are the defaults' twins
    without their last feature or an earlier default, kept for A/B runs (FA_CUDA_FA3_CONFIG=name).
@@ -74,6 +80,7 @@ extern "C" {
 #define FA3_OPP (FA3_OVERLAP | FA3_PINGPONG | FA3_PERSISTENT)
 #define FA3_OPPQO (FA3_OPP | FA3_QDOUBLE | FA3_OSTORE)
 #define FA3_OPDQO (FA3_OPPQO | FA3_DYNAMIC)
+#define FA3_ODQO (FA3_OVERLAP | FA3_PERSISTENT | FA3_DYNAMIC | FA3_QDOUBLE | FA3_OSTORE)
 #define FA3_FWD_CONFIGS(X)                                                         \
   X(hd64_3x128_op, 64, 3, 128, FA3_OP)                                             \
   X(hd64_3x128_oppqo3, 64, 3, 128, FA3_OPPQO | FA3_STAGES3)                        \
@@ -82,6 +89,8 @@ extern "C" {
   X(hd64_3x128_opdqo, 64, 3, 128, FA3_OPDQO)                                       \
   X(hd64_2x128_opdqo3, 64, 2, 128, FA3_OPDQO | FA3_STAGES3)                        \
   X(hd64_2x128_opdqo, 64, 2, 128, FA3_OPDQO)                                       \
+  X(hd64_2x128_ogdqo3, 64, 2, 128, FA3_ODQO | FA3_STAGES3 | FA3_STAGGER)           \
+  X(hd64_2x128_odqo3, 64, 2, 128, FA3_ODQO | FA3_STAGES3)                          \
   X(hd128_2x128_oppqo, 128, 2, 128, FA3_OPPQO)                                     \
   X(hd128_2x128_oppqow, 128, 2, 128, FA3_OPPQO | FA3_PINNED)                       \
   X(hd128_2x128_opo, 128, 2, 128, FA3_OP | FA3_OSTORE)                             \

@@ -245,6 +245,10 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   constexpr bool OSTORE = (FLAGS & FA3_OSTORE) != 0, DYNAMIC = (FLAGS & FA3_DYNAMIC) != 0;
   constexpr bool OSTAGE = (FLAGS & FA3_OSTAGE) != 0;
   constexpr int STAGES = FA3_FWD_STAGES_OF(FLAGS); /* K/V ring */
+  /* STAGGER: the key tiles whose softmax consumer 0 does before consumer 1 starts a tile (2
+     measured the same as 1: bench/NOTES.md, session 18). */
+  constexpr int STAGGER = (FLAGS & FA3_STAGGER) ? 1 : 0;
+  static_assert(!STAGGER || (WGS == 2 && !PINGPONG), "STAGGER: two consumers, no turns");
   static_assert(!OSTAGE || (OSTORE && WGS == 2 && BN >= 64),
                 "OSTAGE: two consumers' 64 x HD outputs in a K and a V stage, stored by TMA");
   constexpr bool LPT = DYNAMIC; /* largest first within L2-sized chunks (core/schedule.h) */
@@ -572,6 +576,15 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       continue;
     }
     const unsigned char *q = sQ + qb * CB * BOXQ + c * 64 * 128;
+    /* STAGGER: consumer 1 starts once consumer 0 has done the softmax of key tile n_begin +
+       STAGGER - 1 (or the tile's last); named barrier 5 or 6 by the parity of the Q buffer use,
+       so that consumer 0 never arrives twice on one before consumer 1 has waited (it cannot be
+       two uses ahead: the Q buffer of use u + 2 waits for consumer 1's release of use u). */
+    const int stagger_at = min(ti.n_begin + STAGGER, ti.n_end) - 1;
+    auto stagger_arrive = [&](int n) {
+      if (STAGGER && c == 0 && n == stagger_at) bar_arrive(5 + (qn & 1), 256);
+    };
+    if (STAGGER && c == 1) bar_sync(5 + (qn & 1), 256);
     /* Key tile n_begin: S and its softmax alone. */
     int st = kv % STAGES;
     turn_wait();
@@ -585,6 +598,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     /* OSTAGE: the tile's last K stage is released by the store thread (O is written there) */
     if (!OSTAGE || ti.n_begin + 1 < ti.n_end) mbar_arrive(&k_empty[st]);
     fa3_softmax<BN>(s, r, class_of(ti.n_begin), ti.n_begin * BN, t, sl2, alpha);
+    stagger_arrive(ti.n_begin);
     fa3_pack_p<Tr, BN>(s, pa);
     ++kv;
     /* Then per key tile: S of this tile and P V of the previous one issued together. */
@@ -604,6 +618,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       wgmma_fence_regs(s);
       if (!OSTAGE || n + 1 < ti.n_end) mbar_arrive(&k_empty[st]);
       fa3_softmax<BN>(s, r, class_of(n), n * BN, t, sl2, alpha);
+      stagger_arrive(n);
       if (PINNED) pin_after(&pin_slot[tid - 128], r.sum[0] + r.sum[1]);
       wgmma_wait<0>();
       wgmma_fence_regs(o);
