@@ -2,14 +2,16 @@
 """fa3_protocol_model.py: a model of the fa3 forward kernel's synchronisation (two Q buffers with
 OSTORE's store thread, the K/V ring, ping-pong turns on named barriers, LAG's turns without
 work), run on random tile sequences (key tiles per tile, 0 = a tile whose rows see no key) with a
-random interleaving of the roles, to find deadlocks, a named barrier arrived at twice before it
+random interleaving of the roles (ping-pong turns, or STAGGER: no turns, consumer 1 starting each
+tile after consumer 0's first softmax, on named barriers 5 / 6 by the Q buffer use's parity), to
+find deadlocks, a named barrier arrived at twice before it
 was waited for, and unbalanced barriers before a change to backends/cuda/fa3_sm90/fa3_fwd.cuh
 reaches the GPU. It mirrors the kernel's waits and arrivals by hand: keep the two in step.
 LAG > 0 is the kernel of branch next/lag (measured and rejected in session 17, bench/NOTES.md);
 main's kernel is the LAG = 0 case (a consumer idle past seqlen_q waits and arrives as a working
 one does, so the model covers it).
 
-    python3 bench/fa3_protocol_model.py           # every (consumers, lag) pair the kernel builds
+    python3 bench/fa3_protocol_model.py           # every (consumers, lag) pair, and STAGGER
     python3 bench/fa3_protocol_model.py --no-empty-turns   # session 17's first LAG: deadlocks
 
 Mbarrier phases are counted (a wait for use u completes once u + 1 phases have), not tracked by
@@ -19,7 +21,8 @@ import random, sys
 
 EMPTY_TURNS = "--no-empty-turns" not in sys.argv
 
-def run(tiles, WGS, LAG, STAGES, QB=2, seed=0):
+def run(tiles, WGS, LAG, STAGES, QB=2, seed=0, STAGGER=False):
+    PINGPONG = not STAGGER
     rnd = random.Random(seed)
     comp = {}   # mbarrier completions
     arr = {}    # pending arrivals in the current phase
@@ -36,8 +39,8 @@ def run(tiles, WGS, LAG, STAGES, QB=2, seed=0):
             arr[name] = 0; comp[name] += 1
     def done(name, use):  # phase `use` completed
         return comp[name] >= use + 1
-    bar_arr = [0] * (WGS + 2)           # named barriers: arrivals, and syncs entered
-    bar_sync_entered = [0] * (WGS + 2)
+    bar_arr = [0] * 8                   # named barriers: arrivals, and syncs entered
+    bar_sync_entered = [0] * 8
     q_tile = [None, None]
     total = len(tiles)
     errors = []
@@ -73,17 +76,18 @@ def run(tiles, WGS, LAG, STAGES, QB=2, seed=0):
     def consumer(c):
         turned = False
         kv = 0; qn = 0
-        def turn_wait():
-            b = 1 + c
+        def bar_sync(b):
             bar_sync_entered[b] += 1
             mine = bar_sync_entered[b]
             yield lambda: bar_arr[b] >= mine
+        def turn_wait():
+            if PINGPONG: yield from bar_sync(1 + c)
         def turn_pass():
-            bar_arrive(1 + (c + 1) % WGS)
+            if PINGPONG: bar_arrive(1 + (c + 1) % WGS)
         def turns_begin():
             nonlocal turned
             if not turned:
-                if c == WGS - 1: bar_arrive(1)
+                if c == WGS - 1 and PINGPONG: bar_arrive(1)
                 for i in range(c * LAG):
                     yield from turn_wait(); turn_pass()
             turned = True
@@ -101,11 +105,13 @@ def run(tiles, WGS, LAG, STAGES, QB=2, seed=0):
                         yield from turn_wait(); turn_pass()
                 qn += 1; continue
             yield from turns_begin()
+            if STAGGER and c == 1: yield from bar_sync(5 + (qn & 1))
             st = kv % STAGES
             yield from turn_wait()
             yield lambda: done(('k_full', st), kv // STAGES)
             turn_pass()
             arrive(('k_empty', st))
+            if STAGGER and c == 0: bar_arrive(5 + (qn & 1))  # after its first softmax
             kv += 1
             for j in range(1, n):
                 ps = (kv - 1) % STAGES; st = kv % STAGES
@@ -126,7 +132,7 @@ def run(tiles, WGS, LAG, STAGES, QB=2, seed=0):
         if turned:
             for i in range((WGS - 1 - c) * LAG):
                 yield from turn_wait(); turn_pass()
-            if c == 0: yield from turn_wait()
+            if c == 0 and PINGPONG: yield from turn_wait()
     procs = [producer(), store()] + [consumer(c) for c in range(WGS)]
     waits = [None] * len(procs)
     alive = list(range(len(procs)))
@@ -141,21 +147,22 @@ def run(tiles, WGS, LAG, STAGES, QB=2, seed=0):
             alive.remove(i)
         if errors: return errors[0]
     # every barrier balanced
-    for b in range(1, WGS + 1):
+    for b in range(1, 8):
         if bar_arr[b] != bar_sync_entered[b]: return f"bar {b} unbalanced {bar_arr[b]} vs {bar_sync_entered[b]}"
     return "ok"
 
 bad = 0
-for WGS, LAG in ((2, 0), (2, 1), (2, 2), (3, 1), (3, 0)):
+for WGS, LAG, STAGGER in ((2, 0, False), (2, 1, False), (2, 2, False), (3, 1, False),
+                          (3, 0, False), (2, 0, True)):
     STAGES = 3 + (WGS - 1) * LAG
     for trial in range(3000):
         r = random.Random(trial)
         ntiles = r.randint(0, 12)
         tiles = [r.choice([0, 0, 1, 1, 2, 3, 5, 8]) for _ in range(ntiles)]
-        res = run(tiles, WGS, LAG, STAGES, seed=trial)
+        res = run(tiles, WGS, LAG, STAGES, seed=trial, STAGGER=STAGGER)
         if res != "ok":
             bad += 1
             if bad < 10: print(WGS, LAG, tiles, res)
-    print("WGS", WGS, "LAG", LAG, "done")
+    print("WGS", WGS, "LAG", LAG, "STAGGER" if STAGGER else "", "done")
 print("failures", bad)
 sys.exit(1 if bad else 0)
