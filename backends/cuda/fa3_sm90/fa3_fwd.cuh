@@ -72,14 +72,16 @@ __device__ __forceinline__ void fa3_issue_s(float (&s)[BN / 2], const unsigned c
   }
 }
 
-/* O += P V: V MN-major, k-step kk is 16 keys (2048 bytes) on; 64-column boxes BOXK apart. */
+/* O += P V (O = P V for a tile's first key tile, add 0: its first k-step does not read O, so O
+   needs no clearing between tiles): V MN-major, k-step kk is 16 keys (2048 bytes) on; 64-column
+   boxes BOXK apart. */
 template <int HD, int BN, int BOXK, bool F16>
 __device__ __forceinline__ void fa3_issue_pv(float (&o)[HD / 2], const uint32_t (&pa)[BN / 16][4],
-                                             const unsigned char *v) {
+                                             const unsigned char *v, int add) {
   const uint64_t dv = wgmma_desc_sw128_at(smem_addr_opaque(v), BOXK, 1024);
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk)
-    wgmma_n<HD>::template rs<1, F16>(o, pa[kk], dv + (kk * 2048 >> 4), 1);
+    wgmma_n<HD>::template rs<1, F16>(o, pa[kk], dv + (kk * 2048 >> 4), kk > 0 || add);
 }
 
 /* A consumer's running softmax state for its thread's two rows (8 apart). */
@@ -87,6 +89,33 @@ struct fa3_rows {
   int lo[2], hi[2]; /* each row's key range under the mask */
   float max[2], sum[2];
 };
+
+/* The mask of a partial tile (keys c0..c0 + BN): a score whose key lies outside its row's range
+   [lo, hi) becomes -inf. Element 4 j + i is key c0 + 8 j + 2 t + i % 2 of row i / 2, so for each
+   i the kept j form one run [jlo, jhi): a bit mask per i, made once per tile, then one bit test
+   and one select per score. Comparing each key with both bounds took two compares a score (128
+   a thread per partial tile, 5% of the instructions at head dim 64 under a causal mask at 1k:
+   bench/NOTES.md, session 19). */
+template <int BN>
+__device__ __forceinline__ void fa3_mask_partial(float (&s)[BN / 2], const fa3_rows &r, int c0,
+                                                 int t) {
+  static_assert(BN / 8 < 32, "one bit per key group of a row in a 32-bit mask");
+  uint32_t keep[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int first = c0 + 2 * t + (i & 1), w = i >> 1;
+    /* j kept iff lo <= first + 8 j < hi: jlo = ceil((lo - first) / 8), jhi = ceil((hi - first)
+       / 8), both clamped to [0, BN / 8] */
+    const int jlo = (min(max(r.lo[w] - first, 0), BN) + 7) >> 3;
+    const int jhi = (min(max(r.hi[w] - first, 0), BN) + 7) >> 3;
+    keep[i] = ((1u << jhi) - 1u) & ~((1u << jlo) - 1u);
+  }
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (!((keep[i] >> j) & 1u)) s[4 * j + i] = -INFINITY;
+}
 
 /* Mask and online softmax of one tile of scores (keys c0..c0 + BN), in place: s becomes P; alpha
    gets each row's rescale factor for O (the caller applies it once P V of the previous tile no
@@ -96,13 +125,7 @@ template <int BN>
 __device__ __forceinline__ void fa3_softmax(float (&s)[BN / 2], fa3_rows &r, fa_tile_class cls,
                                             int c0, int t, float sl2, float (&alpha)[2]) {
   if (cls != FA_TILE_FULL) {
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int key = c0 + 8 * j + 2 * t + (i & 1), w = i >> 1;
-        if (key < r.lo[w] || key >= r.hi[w]) s[4 * j + i] = -INFINITY;
-      }
+    fa3_mask_partial<BN>(s, r, c0, t);
   }
   /* Per row: a row's pieces sit in the 4 threads of a quad. */
 #pragma unroll
@@ -473,9 +496,11 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
             *reinterpret_cast<uint32_t *>(out + (int64_t)i * a.o_str.row + 8 * j + 2 * t) =
                 Tr::pack(o[4 * j + 2 * w] * inv, o[4 * j + 2 * w + 1] * inv);
       }
+      /* __log2f: one MUFU.LG2 (abs. error ~2^-22), where logf took ~25 instructions a row */
       if (a.lse && t == 0 && i < seqlen_q)
         a.lse[tf.b * a.lse_str.batch + (tf.h + head) * a.lse_str.head +
-              (int64_t)i * a.lse_str.row] = l > 0.0f ? mx[w] * sl2 * FA2_LN2 + logf(l) : -INFINITY;
+              (int64_t)i * a.lse_str.row] =
+            l > 0.0f ? (mx[w] * sl2 + __log2f(l)) * FA2_LN2 : -INFINITY;
     }
     if (OSTORE) {
       fence_proxy_async_smem();
@@ -502,7 +527,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   float o[HD / 2], s[BN / 2], alpha[2];
   uint32_t pa[BN / 16][4];
 #pragma unroll
-  for (int i = 0; i < HD / 2; ++i) o[i] = 0.0f;
+  for (int i = 0; i < HD / 2; ++i) o[i] = 0.0f; /* never read (add 0): defined for the asm */
   for (;;) {
     const int qb = qn % QB, slot = qn & 1;
     mbar_wait(&q_full[qb], (qn / QB) & 1); /* the producer's next tile (its Q loaded) */
@@ -611,7 +636,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       wgmma_fence();
       fa3_issue_s<HD, BN, BOXQ, BOXK, F16>(s, q, sK + st * CB * BOXK);
       wgmma_commit();
-      fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + ps * CB * BOXK);
+      fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + ps * CB * BOXK, n > ti.n_begin + 1);
       wgmma_commit();
       turn_pass();
       wgmma_wait<1>();
@@ -636,7 +661,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     turn_wait();
     mbar_wait(&v_full[ls], ((kv - 1) / STAGES) & 1);
     wgmma_fence();
-    fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + ls * CB * BOXK);
+    fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + ls * CB * BOXK, ti.n_end - ti.n_begin > 1);
     wgmma_commit();
     turn_pass();
     wgmma_wait<0>();
@@ -645,8 +670,6 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     if (!OSTAGE) mbar_arrive(&v_empty[ls]);
     if (OSTAGE && c == 0) bar_arrive(4, 256); /* the V stage is free for consumer 1's O */
     finish(k, o, r.sum, r.max, qb, slot, ls);
-#pragma unroll
-    for (int i = 0; i < HD / 2; ++i) o[i] = 0.0f;
     ++qn;
   }
   if (PINGPONG && c == 0 && turned) turn_wait();
