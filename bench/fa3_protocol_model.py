@@ -5,7 +5,8 @@ work), run on random tile sequences (key tiles per tile, 0 = a tile whose rows s
 random interleaving of the roles (ping-pong turns, or STAGGER: no turns, consumer c starting
 each tile after consumer c - 1's first softmax, on named barrier 5 + 2 (c - 1) + the Q buffer
 use's parity), to find deadlocks, a named barrier arrived at twice before it was waited for,
-and unbalanced barriers before a change to backends/cuda/fa3_sm90/fa3_fwd.cuh reaches the GPU. It mirrors the kernel's waits and arrivals by hand: keep the two in step.
+and unbalanced barriers before a change to backends/cuda/fa3_sm90/fa3_fwd.cuh reaches the GPU.
+It mirrors the kernel's waits and arrivals by hand: keep the two in step.
 LAG > 0 is the kernel of branch next/lag (measured and rejected in session 17, bench/NOTES.md);
 main's kernel is the LAG = 0 case (a consumer idle past seqlen_q waits and arrives as a working
 one does, so the model covers it).
