@@ -54,11 +54,11 @@ int main(void) {
            (long long)dims[i][0], fa3_fwd_padded_head_dim(dims[i][0]));
 
   /* The measured defaults on an H200 (227 KiB of shared memory). */
-  expect_pick(64, 0, 1024, "hd64_3x128_oppqo3");
-  expect_pick(64, 0, 16384, "hd64_3x128_oppqo3");
-  expect_pick(64, 1, 1024, "hd64_2x128_ogdqo3");
-  expect_pick(64, 1, 1025, "hd64_3x128_opdqo3");
-  expect_pick(64, 1, 16384, "hd64_3x128_opdqo3");
+  expect_pick(64, 0, 1024, "hd64_3x128_oppqo3r");
+  expect_pick(64, 0, 16384, "hd64_3x128_oppqo3r");
+  expect_pick(64, 1, 1024, "hd64_2x128_ogdqo3r");
+  expect_pick(64, 1, 1025, "hd64_3x128_opdqo3r");
+  expect_pick(64, 1, 16384, "hd64_3x128_opdqo3r");
   expect_pick(128, 0, 512, "hd128_2x128_oppqow");
   expect_pick(96, 0, 8192, "hd128_2x128_oppqow");
   expect_pick(128, 0, 8193, "hd128_2x128_oppqow");
@@ -84,7 +84,7 @@ int main(void) {
   /* GQA packing: query heads of one K/V head per tile, a power of two dividing the group, while
      each keeps seqlen_q rows and a multiple of 8. */
   const fa3_fwd_config *c128 = fa3_fwd_config_for(128, "hd128_2x128_oppqo");
-  const fa3_fwd_config *c192 = fa3_fwd_config_for(64, "hd64_3x128_oppqo");
+  const fa3_fwd_config *c192 = fa3_fwd_config_for(64, "hd64_3x128_oppqo3");
   const struct {
     const fa3_fwd_config **c;
     int64_t hq, hkv, sq;

@@ -7,7 +7,7 @@
  * Accumulator layout (per warpgroup): warp w holds rows 16w..16w+15; d[4j + i] is row
  * 16w + lane/4 + 8 (i / 2), column 8j + 2 (lane % 4) + i % 2. scale_d 0: D = A B. TRANS_B 0: B
  * K-major (rows of N, K along the row: K for Q Kᵀ); 1: MN-major (rows of K: V for P V). F16: f16
- * operands, else bf16. N: 64, 80, 96, 128, 144, 160, 176, 192, 256.
+ * operands, else bf16. N: 64, 72, 80, 96, 128, 144, 160, 176, 192, 256.
  */
 #ifndef FA_CUDA_SM90_WGMMA_CUH
 #define FA_CUDA_SM90_WGMMA_CUH
@@ -64,6 +64,56 @@ struct wgmma_n<64> {
 };
 #undef FA_WGMMA_SS_N64
 #undef FA_WGMMA_RS_N64
+
+#define FA_WGMMA_SS_N72(T)                                                                         \
+  asm volatile(                                                                                    \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"                                                 \
+      "wgmma.mma_async.sync.aligned.m64n72k16.f32." T "." T                                        \
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "    \
+      "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35}, "     \
+      "%36, %37, p, 1, 1, 0, %39;\n}\n"                                                            \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),        \
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),    \
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), \
+        "+f"(d[35])                                                                                \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_B))
+#define FA_WGMMA_RS_N72(T)                                                                         \
+  asm volatile(                                                                                    \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %41, 0;\n"                                                 \
+      "wgmma.mma_async.sync.aligned.m64n72k16.f32." T "." T                                        \
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "    \
+      "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35}, "     \
+      "{%36, %37, %38, %39}, %40, p, 1, 1, %42;\n}\n"                                              \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),        \
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),    \
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), \
+        "+f"(d[35])                                                                                \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TRANS_B))
+template <>
+struct wgmma_n<72> {
+  template <int TRANS_B, bool F16>
+  static __device__ __forceinline__ void ss(float (&d)[36], uint64_t desc_a, uint64_t desc_b,
+                                            int scale_d) {
+    if constexpr (F16)
+      FA_WGMMA_SS_N72("f16");
+    else
+      FA_WGMMA_SS_N72("bf16");
+  }
+  template <int TRANS_B, bool F16>
+  static __device__ __forceinline__ void rs(float (&d)[36], const uint32_t (&a)[4], uint64_t desc_b,
+                                            int scale_d) {
+    if constexpr (F16)
+      FA_WGMMA_RS_N72("f16");
+    else
+      FA_WGMMA_RS_N72("bf16");
+  }
+};
+#undef FA_WGMMA_SS_N72
+#undef FA_WGMMA_RS_N72
 
 #define FA_WGMMA_SS_N80(T)                                                                         \
   asm volatile(                                                                                    \

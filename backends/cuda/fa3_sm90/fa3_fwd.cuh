@@ -74,14 +74,15 @@ __device__ __forceinline__ void fa3_issue_s(float (&s)[BN / 2], const unsigned c
 
 /* O += P V (O = P V for a tile's first key tile, add 0: its first k-step does not read O, so O
    needs no clearing between tiles): V MN-major, k-step kk is 16 keys (2048 bytes) on; 64-column
-   boxes BOXK apart. */
-template <int HD, int BN, int BOXK, bool F16>
-__device__ __forceinline__ void fa3_issue_pv(float (&o)[HD / 2], const uint32_t (&pa)[BN / 16][4],
-                                             const unsigned char *v, int add) {
-  const uint64_t dv = wgmma_desc_sw128_at(smem_addr_opaque(v), BOXK, 1024);
+   boxes lbo bytes apart (V's own, BOXK; with ROWSUM, NP = HD + 8 and the second box is the box of
+   ones, whatever its distance from this stage). */
+template <int NP, int BN, bool F16>
+__device__ __forceinline__ void fa3_issue_pv(float (&o)[NP / 2], const uint32_t (&pa)[BN / 16][4],
+                                             const unsigned char *v, uint32_t lbo, int add) {
+  const uint64_t dv = wgmma_desc_sw128_at(smem_addr_opaque(v), lbo, 1024);
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk)
-    wgmma_n<HD>::template rs<1, F16>(o, pa[kk], dv + (kk * 2048 >> 4), kk > 0 || add);
+    wgmma_n<NP>::template rs<1, F16>(o, pa[kk], dv + (kk * 2048 >> 4), kk > 0 || add);
 }
 
 /* A consumer's running softmax state for its thread's two rows (8 apart). */
@@ -120,8 +121,9 @@ __device__ __forceinline__ void fa3_mask_partial(float (&s)[BN / 2], const fa3_r
 /* Mask and online softmax of one tile of scores (keys c0..c0 + BN), in place: s becomes P; alpha
    gets each row's rescale factor for O (the caller applies it once P V of the previous tile no
    longer reads O). (FlashAttention-4's conditional rescaling and partial exp2 emulation were
-   tried here and measured no gain: bench/NOTES.md, commit ce7b292.) */
-template <int BN>
+   tried here and measured no gain: bench/NOTES.md, commit ce7b292.) SUM: the row sums kept here
+   (without it P V's ones columns form them). */
+template <int BN, bool SUM>
 __device__ __forceinline__ void fa3_softmax(float (&s)[BN / 2], fa3_rows &r, fa_tile_class cls,
                                             int c0, int t, float sl2, float (&alpha)[2]) {
   if (cls != FA_TILE_FULL) {
@@ -145,16 +147,16 @@ __device__ __forceinline__ void fa3_softmax(float (&s)[BN / 2], fa3_rows &r, fa_
       for (int e = 0; e < 2; ++e) {
         const float pe = fast_exp2(s[4 * j + 2 * w + e] * sl2 - ms);
         s[4 * j + 2 * w + e] = pe;
-        sum += pe;
+        if (SUM) sum += pe;
       }
-    r.sum[w] = r.sum[w] * alpha[w] + sum;
+    if (SUM) r.sum[w] = r.sum[w] * alpha[w] + sum;
   }
 }
 
-template <int HD>
-__device__ __forceinline__ void fa3_rescale(float (&o)[HD / 2], const float (&alpha)[2]) {
+template <int NP>
+__device__ __forceinline__ void fa3_rescale(float (&o)[NP / 2], const float (&alpha)[2]) {
 #pragma unroll
-  for (int j = 0; j < HD / 8; ++j)
+  for (int j = 0; j < NP / 8; ++j)
 #pragma unroll
     for (int i = 0; i < 4; ++i) o[4 * j + i] *= alpha[i >> 1];
 }
@@ -268,9 +270,9 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   constexpr bool OSTORE = (FLAGS & FA3_OSTORE) != 0, DYNAMIC = (FLAGS & FA3_DYNAMIC) != 0;
   constexpr bool OSTAGE = (FLAGS & FA3_OSTAGE) != 0;
   constexpr int STAGES = FA3_FWD_STAGES_OF(FLAGS); /* K/V ring */
-  /* STAGGER: the key tiles whose softmax consumer 0 does before consumer 1 starts a tile (2
-     measured the same as 1: bench/NOTES.md, session 18). */
-  constexpr int STAGGER = (FLAGS & FA3_STAGGER) ? 1 : 0;
+  /* STAGGER: consumer 1 starts a tile after consumer 0's first softmax of it (after its second
+     measured the same: bench/NOTES.md, session 18). */
+  constexpr bool STAGGER = (FLAGS & FA3_STAGGER) != 0;
   static_assert(!STAGGER || (WGS == 2 && !PINGPONG), "STAGGER: two consumers, no turns");
   static_assert(!OSTAGE || (OSTORE && WGS == 2 && BN >= 64),
                 "OSTAGE: two consumers' 64 x HD outputs in a K and a V stage, stored by TMA");
@@ -278,6 +280,12 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   constexpr int BOXQ = BM * 128, BOXK = BN * 128;   /* bytes of one 64-column box */
   constexpr int NC = 128 * WGS;                     /* consumer threads */
   constexpr int QB = (FLAGS & FA3_QDOUBLE) ? 2 : 1; /* Q buffers */
+  /* ROWSUM: P V's accumulator has 8 columns past V's, whose B operand is a box of ones */
+  constexpr bool ROWSUM = (FLAGS & FA3_ROWSUM) != 0;
+  constexpr int NP = HD + (ROWSUM ? 8 : 0);
+  static_assert(!ROWSUM || (CB == 1 && !PINNED),
+                "ROWSUM: V in one 64-column box (the descriptor's second box is the ones); "
+                "PINNED pins on the softmax's row sums");
   const fa2_fwd_args &a = A.a;
 
   extern __shared__ unsigned char smem_raw[];
@@ -286,6 +294,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   unsigned char *sK =
       sQ + QB * CB * BOXQ; /* Q buffer b at b * CB * BOXQ; K stage s at s * CB * BOXK */
   unsigned char *sV = sK + STAGES * CB * BOXK;
+  unsigned char *sOnes = sV + STAGES * CB * BOXK; /* ROWSUM: BN rows of 128 bytes */
   __shared__ uint64_t q_full[2], q_empty[2], k_full[STAGES], v_full[STAGES];
   __shared__ uint64_t k_empty[STAGES], v_empty[STAGES];
   /* OSTORE: Q buffer b's output stored (its smem read by TMA): the buffer may take a new Q.
@@ -323,6 +332,12 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       mbar_init(&v_empty[s], NC);
     }
     mbar_init_fence();
+  }
+  if (ROWSUM) { /* written by the generic proxy, read by wgmma's (async) proxy */
+    const uint32_t ones = F16 ? 0x3C003C00u : 0x3F803F80u;
+    for (int i = threadIdx.x; i < BN * 128 / 16; i += blockDim.x)
+      reinterpret_cast<uint4 *>(sOnes)[i] = make_uint4(ones, ones, ones, ones);
+    fence_proxy_async_smem();
   }
   __syncthreads();
 
@@ -454,7 +469,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
      coordinates are read again from q_info (OSTORE: slot `slot` is still this tile's) or
      computed again from an opaque copy of kt, rather than kept in registers through the main
      loop (at head dim 256 that spilled). */
-  auto finish = [&](int kt, const float(&o)[HD / 2], const float(&sum)[2], const float(&mx)[2],
+  auto finish = [&](int kt, const float(&o)[NP / 2], const float(&sum)[2], const float(&mx)[2],
                     int qbuf, int slot, int ls) {
     fa3_tile tf;
     if (OSTORE) { /* still published: the slot is handed back after the store */
@@ -469,9 +484,14 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     if (OSTAGE) bar_sync(3 + c, 256);
 #pragma unroll
     for (int w = 0; w < 2; ++w) {
-      float l = sum[w];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      float l; /* ROWSUM: the ones columns hold the whole row's sum */
+      if (ROWSUM) {
+        l = o[HD / 2 + 2 * w];
+      } else {
+        l = sum[w];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+      }
       const float inv = fa_softmax_out_scale(l);
       int head, pos;
       fa3_row_of<BM>(A, rl + 8 * w, head, pos);
@@ -524,10 +544,14 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     }
   };
 
-  float o[HD / 2], s[BN / 2], alpha[2];
+  float o[NP / 2], s[BN / 2], alpha[2];
   uint32_t pa[BN / 16][4];
+  /* P V's leading-byte offset: V's next box, or (ROWSUM) the box of ones after the stages */
+  auto pv_lbo = [&](int stage) -> uint32_t {
+    return ROWSUM ? (uint32_t)((STAGES - stage) * BOXK) : (uint32_t)BOXK;
+  };
 #pragma unroll
-  for (int i = 0; i < HD / 2; ++i) o[i] = 0.0f; /* never read (add 0): defined for the asm */
+  for (int i = 0; i < NP / 2; ++i) o[i] = 0.0f; /* never read (add 0): defined for the asm */
   for (;;) {
     const int qb = qn % QB, slot = qn & 1;
     mbar_wait(&q_full[qb], (qn / QB) & 1); /* the producer's next tile (its Q loaded) */
@@ -601,14 +625,10 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       continue;
     }
     const unsigned char *q = sQ + qb * CB * BOXQ + c * 64 * 128;
-    /* STAGGER: consumer 1 starts once consumer 0 has done the softmax of key tile n_begin +
-       STAGGER - 1 (or the tile's last); named barrier 5 or 6 by the parity of the Q buffer use,
-       so that consumer 0 never arrives twice on one before consumer 1 has waited (it cannot be
-       two uses ahead: the Q buffer of use u + 2 waits for consumer 1's release of use u). */
-    const int stagger_at = min(ti.n_begin + STAGGER, ti.n_end) - 1;
-    auto stagger_arrive = [&](int n) {
-      if (STAGGER && c == 0 && n == stagger_at) bar_arrive(5 + (qn & 1), 256);
-    };
+    /* STAGGER: consumer 1 starts once consumer 0 has done the softmax of the tile's first key
+       tile; named barrier 5 or 6 by the parity of the Q buffer use, so that consumer 0 never
+       arrives twice on one before consumer 1 has waited (it cannot be two uses ahead: the Q
+       buffer of use u + 2 waits for consumer 1's release of use u). */
     if (STAGGER && c == 1) bar_sync(5 + (qn & 1), 256);
     /* Key tile n_begin: S and its softmax alone. */
     int st = kv % STAGES;
@@ -622,8 +642,8 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     wgmma_fence_regs(s);
     /* OSTAGE: the tile's last K stage is released by the store thread (O is written there) */
     if (!OSTAGE || ti.n_begin + 1 < ti.n_end) mbar_arrive(&k_empty[st]);
-    fa3_softmax<BN>(s, r, class_of(ti.n_begin), ti.n_begin * BN, t, sl2, alpha);
-    stagger_arrive(ti.n_begin);
+    fa3_softmax<BN, !ROWSUM>(s, r, class_of(ti.n_begin), ti.n_begin * BN, t, sl2, alpha);
+    if (STAGGER && c == 0) bar_arrive(5 + (qn & 1), 256);
     fa3_pack_p<Tr, BN>(s, pa);
     ++kv;
     /* Then per key tile: S of this tile and P V of the previous one issued together. */
@@ -636,20 +656,19 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       wgmma_fence();
       fa3_issue_s<HD, BN, BOXQ, BOXK, F16>(s, q, sK + st * CB * BOXK);
       wgmma_commit();
-      fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + ps * CB * BOXK, n > ti.n_begin + 1);
+      fa3_issue_pv<NP, BN, F16>(o, pa, sV + ps * CB * BOXK, pv_lbo(ps), n > ti.n_begin + 1);
       wgmma_commit();
       turn_pass();
       wgmma_wait<1>();
       wgmma_fence_regs(s);
       if (!OSTAGE || n + 1 < ti.n_end) mbar_arrive(&k_empty[st]);
-      fa3_softmax<BN>(s, r, class_of(n), n * BN, t, sl2, alpha);
-      stagger_arrive(n);
+      fa3_softmax<BN, !ROWSUM>(s, r, class_of(n), n * BN, t, sl2, alpha);
       if (PINNED) pin_after(&pin_slot[tid - 128], r.sum[0] + r.sum[1]);
       wgmma_wait<0>();
       wgmma_fence_regs(o);
       wgmma_fence_frags(pa);
       mbar_arrive(&v_empty[ps]);
-      fa3_rescale<HD>(o, alpha);
+      fa3_rescale<NP>(o, alpha);
       fa3_pack_p<Tr, BN>(s, pa);
     }
     /* Every S of the tile has been read: Q may be replaced (OSTORE: once O is in its place;
@@ -661,7 +680,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     turn_wait();
     mbar_wait(&v_full[ls], ((kv - 1) / STAGES) & 1);
     wgmma_fence();
-    fa3_issue_pv<HD, BN, BOXK, F16>(o, pa, sV + ls * CB * BOXK, ti.n_end - ti.n_begin > 1);
+    fa3_issue_pv<NP, BN, F16>(o, pa, sV + ls * CB * BOXK, pv_lbo(ls), ti.n_end - ti.n_begin > 1);
     wgmma_commit();
     turn_pass();
     wgmma_wait<0>();
