@@ -92,11 +92,13 @@ typedef struct fa_hopper_fwd_plan {
                              at each tile (0: they take turns issuing their MMAs, ping-pong) */
   int32_t mma_row_sum;    /* the rows' sums of P formed by P V on the tensor core (8 more
                              columns, of ones) instead of by the softmax's additions */
+  int32_t split_max;      /* the softmax's second row's max computed under the first row's
+                             exps (the XU pipe busy while the FMNMX chain runs) */
 } fa_hopper_fwd_plan;
 
 static inline fa_hopper_fwd_plan fa_plan_hopper_fwd(int64_t padded_head_dim, int masked,
                                                     int64_t seqlen_k) {
-  fa_hopper_fwd_plan p = {0, 0, 0, 0, 1, 1, 0, 0, 0, 2, 0, 0};
+  fa_hopper_fwd_plan p = {0, 0, 0, 0, 1, 1, 0, 0, 0, 2, 0, 0, 0};
   switch (padded_head_dim) {
     case 64: /* three consumers: the softmax is a large share at 64 columns */
       p.tile_m = 192, p.tile_n = 128, p.consumers = 3, p.persistent = 1, p.q_buffers = 2;
@@ -104,11 +106,15 @@ static inline fa_hopper_fwd_plan fa_plan_hopper_fwd(int64_t padded_head_dim, int
       p.kv_stages = 3; /* the room is there (147 KB of 227): +0-3% at 1k-16k keys */
       /* +1-1.6% at 512-1k keys (both masks), +-0.5% at 2k-8k (bench/NOTES.md, session 20) */
       p.mma_row_sum = 1;
+      /* +3-4% without a mask at 1k and 8k keys, +1.4% under one at 1k (bench/NOTES.md, session
+         20); under a mask above 1k keys (three consumers, ping-pong, dynamic) not measured yet */
+      p.split_max = !masked;
       if (masked && seqlen_k <= 1024) { /* 192-row blocks waste a third of the causal work */
         p.tile_m = 128, p.consumers = 2;
         /* The two consumers' tile boundaries apart, no turns: +2% at 1k keys against ping-pong
            (three calls), +0.3% at 512 (bench/NOTES.md, session 18). */
         p.staggered = 1;
+        p.split_max = 1;
       }
       break;
     case 128:

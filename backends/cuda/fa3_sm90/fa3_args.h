@@ -72,11 +72,13 @@ extern "C" {
    per key tile and the rescale of O covers the sum. The sum is then that of the rounded P that P V
    multiplies (its relative error that of the dtype, as O's is). */
 #define FA3_ROWSUM 2048
+/* SPLITMAX: the softmax's second row's max computed under the first row's exps (fa3_softmax). */
+#define FA3_SPLITMAX 16384
 
 /* The compiled configurations: X(name, padded head dim, consumer warpgroups, key tile, flags).
    A block holds 64 query rows per consumer warpgroup. The name's letters after the tile: o
    OVERLAP, p PINGPONG or g STAGGER (neither: no turns), then p PERSISTENT or d DYNAMIC, q
-   QDOUBLE, o OSTORE, s OSTAGE, w PINNED, 3 STAGES3, r ROWSUM.
+   QDOUBLE, o OSTORE, s OSTAGE, w PINNED, 3 STAGES3, r ROWSUM, x SPLITMAX.
    core/plan (fa3_fwd_pick) names the defaults; the first of each head dim is the fallback where
    shared memory is small (fa3_fwd_pick takes the first that fits); the rest are the defaults' twins
    without their last feature or an earlier default, kept for A/B runs (FA_CUDA_FA3_CONFIG=name).
@@ -87,25 +89,28 @@ extern "C" {
 #define FA3_OPPQO (FA3_OPP | FA3_QDOUBLE | FA3_OSTORE)
 #define FA3_OPDQO (FA3_OPPQO | FA3_DYNAMIC)
 #define FA3_ODQO (FA3_OVERLAP | FA3_PERSISTENT | FA3_DYNAMIC | FA3_QDOUBLE | FA3_OSTORE)
-#define FA3_FWD_CONFIGS(X)                                                             \
-  X(hd64_3x128_op, 64, 3, 128, FA3_OP)                                                 \
-  X(hd64_3x128_oppqo3, 64, 3, 128, FA3_OPPQO | FA3_STAGES3)                            \
-  X(hd64_3x128_opdqo3, 64, 3, 128, FA3_OPDQO | FA3_STAGES3)                            \
-  X(hd64_2x128_opdqo3, 64, 2, 128, FA3_OPDQO | FA3_STAGES3)                            \
-  X(hd64_2x128_ogdqo3, 64, 2, 128, FA3_ODQO | FA3_STAGES3 | FA3_STAGGER)               \
-  X(hd64_2x128_ogdqo3r, 64, 2, 128, FA3_ODQO | FA3_STAGES3 | FA3_STAGGER | FA3_ROWSUM) \
-  X(hd64_3x128_oppqo3r, 64, 3, 128, FA3_OPPQO | FA3_STAGES3 | FA3_ROWSUM)              \
-  X(hd64_3x128_opdqo3r, 64, 3, 128, FA3_OPDQO | FA3_STAGES3 | FA3_ROWSUM)              \
-  X(hd64_2x128_odqo3, 64, 2, 128, FA3_ODQO | FA3_STAGES3)                              \
-  X(hd128_2x128_oppqo, 128, 2, 128, FA3_OPPQO)                                         \
-  X(hd128_2x128_oppqow, 128, 2, 128, FA3_OPPQO | FA3_PINNED)                           \
-  X(hd128_2x128_opo, 128, 2, 128, FA3_OP | FA3_OSTORE)                                 \
-  X(hd128_2x128_opow, 128, 2, 128, FA3_OP | FA3_OSTORE | FA3_PINNED)                   \
-  X(hd128_2x128_opdqo, 128, 2, 128, FA3_OPDQO)                                         \
-  X(hd256_2x80_op, 256, 2, 80, FA3_OP)                                                 \
-  X(hd256_2x80_opo, 256, 2, 80, FA3_OP | FA3_OSTORE)                                   \
-  X(hd256_2x80_opdos, 256, 2, 80, FA3_OPP | FA3_DYNAMIC | FA3_OSTORE | FA3_OSTAGE)     \
-  X(hd256_2x80_oppos, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_OSTAGE)                   \
+#define FA3_FWD_CONFIGS(X)                                                                \
+  X(hd64_3x128_op, 64, 3, 128, FA3_OP)                                                    \
+  X(hd64_3x128_oppqo3, 64, 3, 128, FA3_OPPQO | FA3_STAGES3)                               \
+  X(hd64_3x128_opdqo3, 64, 3, 128, FA3_OPDQO | FA3_STAGES3)                               \
+  X(hd64_2x128_opdqo3, 64, 2, 128, FA3_OPDQO | FA3_STAGES3)                               \
+  X(hd64_2x128_ogdqo3, 64, 2, 128, FA3_ODQO | FA3_STAGES3 | FA3_STAGGER)                  \
+  X(hd64_2x128_ogdqo3r, 64, 2, 128, FA3_ODQO | FA3_STAGES3 | FA3_STAGGER | FA3_ROWSUM)    \
+  X(hd64_3x128_oppqo3r, 64, 3, 128, FA3_OPPQO | FA3_STAGES3 | FA3_ROWSUM)                 \
+  X(hd64_2x128_ogdqo3rx, 64, 2, 128,                                                      \
+    FA3_ODQO | FA3_STAGES3 | FA3_STAGGER | FA3_ROWSUM | FA3_SPLITMAX)                     \
+  X(hd64_3x128_oppqo3rx, 64, 3, 128, FA3_OPPQO | FA3_STAGES3 | FA3_ROWSUM | FA3_SPLITMAX) \
+  X(hd64_3x128_opdqo3r, 64, 3, 128, FA3_OPDQO | FA3_STAGES3 | FA3_ROWSUM)                 \
+  X(hd64_2x128_odqo3, 64, 2, 128, FA3_ODQO | FA3_STAGES3)                                 \
+  X(hd128_2x128_oppqo, 128, 2, 128, FA3_OPPQO)                                            \
+  X(hd128_2x128_oppqow, 128, 2, 128, FA3_OPPQO | FA3_PINNED)                              \
+  X(hd128_2x128_opo, 128, 2, 128, FA3_OP | FA3_OSTORE)                                    \
+  X(hd128_2x128_opow, 128, 2, 128, FA3_OP | FA3_OSTORE | FA3_PINNED)                      \
+  X(hd128_2x128_opdqo, 128, 2, 128, FA3_OPDQO)                                            \
+  X(hd256_2x80_op, 256, 2, 80, FA3_OP)                                                    \
+  X(hd256_2x80_opo, 256, 2, 80, FA3_OP | FA3_OSTORE)                                      \
+  X(hd256_2x80_opdos, 256, 2, 80, FA3_OPP | FA3_DYNAMIC | FA3_OSTORE | FA3_OSTAGE)        \
+  X(hd256_2x80_oppos, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_OSTAGE)                      \
   X(hd256_2x80_opposw, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_OSTAGE | FA3_PINNED)
 
 /* Two (STAGES3: three) K/V stages, one or two Q buffers, each in 64-column boxes; ROWSUM's box of

@@ -122,17 +122,22 @@ __device__ __forceinline__ void fa3_mask_partial(float (&s)[BN / 2], const fa3_r
    gets each row's rescale factor for O (the caller applies it once P V of the previous tile no
    longer reads O). (FlashAttention-4's conditional rescaling and partial exp2 emulation were
    tried here and measured no gain: bench/NOTES.md, commit ce7b292.) SUM: the row sums kept here
-   (without it P V's ones columns form them). */
-template <int BN, bool SUM>
+   (without it P V's ones columns form them). SPLITMAX: the second row's max made to depend on an
+   early exp of the first (an FFMA adding 0 times it), so that ptxas cannot hoist it above the first
+   row's exps: its FMNMX chain then runs in the issue gaps of the first row's MUFU block instead of
+   before it, where the XU pipe idles. */
+template <int BN, bool SUM, bool SPLITMAX>
 __device__ __forceinline__ void fa3_softmax(float (&s)[BN / 2], fa3_rows &r, fa_tile_class cls,
                                             int c0, int t, float sl2, float (&alpha)[2]) {
   if (cls != FA_TILE_FULL) {
     fa3_mask_partial<BN>(s, r, c0, t);
   }
   /* Per row: a row's pieces sit in the 4 threads of a quad. */
+  float early = 0.0f; /* SPLITMAX: an exp of row 0 */
 #pragma unroll
   for (int w = 0; w < 2; ++w) {
     float mx = r.max[w];
+    if (SPLITMAX && w == 1) mx = fmaf(early, 0.0f, mx); /* early is finite: mx unchanged */
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * w], s[4 * j + 2 * w + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
@@ -148,6 +153,7 @@ __device__ __forceinline__ void fa3_softmax(float (&s)[BN / 2], fa3_rows &r, fa_
         const float pe = fast_exp2(s[4 * j + 2 * w + e] * sl2 - ms);
         s[4 * j + 2 * w + e] = pe;
         if (SUM) sum += pe;
+        if (SPLITMAX && w == 0 && j == 1 && e == 0) early = pe;
       }
     if (SUM) r.sum[w] = r.sum[w] * alpha[w] + sum;
   }
@@ -283,6 +289,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   /* ROWSUM: P V's accumulator has 8 columns past V's, whose B operand is a box of ones */
   constexpr bool ROWSUM = (FLAGS & FA3_ROWSUM) != 0;
   constexpr int NP = HD + (ROWSUM ? 8 : 0);
+  constexpr bool SPLITMAX = (FLAGS & FA3_SPLITMAX) != 0;
   static_assert(!ROWSUM || (CB == 1 && !PINNED),
                 "ROWSUM: V in one 64-column box (the descriptor's second box is the ones); "
                 "PINNED pins on the softmax's row sums");
@@ -642,7 +649,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     wgmma_fence_regs(s);
     /* OSTAGE: the tile's last K stage is released by the store thread (O is written there) */
     if (!OSTAGE || ti.n_begin + 1 < ti.n_end) mbar_arrive(&k_empty[st]);
-    fa3_softmax<BN, !ROWSUM>(s, r, class_of(ti.n_begin), ti.n_begin * BN, t, sl2, alpha);
+    fa3_softmax<BN, !ROWSUM, SPLITMAX>(s, r, class_of(ti.n_begin), ti.n_begin * BN, t, sl2, alpha);
     if (STAGGER && c == 0) bar_arrive(5 + (qn & 1), 256);
     fa3_pack_p<Tr, BN>(s, pa);
     ++kv;
@@ -662,7 +669,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       wgmma_wait<1>();
       wgmma_fence_regs(s);
       if (!OSTAGE || n + 1 < ti.n_end) mbar_arrive(&k_empty[st]);
-      fa3_softmax<BN, !ROWSUM>(s, r, class_of(n), n * BN, t, sl2, alpha);
+      fa3_softmax<BN, !ROWSUM, SPLITMAX>(s, r, class_of(n), n * BN, t, sl2, alpha);
       if (PINNED) pin_after(&pin_slot[tid - 128], r.sum[0] + r.sum[1]);
       wgmma_wait<0>();
       wgmma_fence_regs(o);
