@@ -107,14 +107,13 @@ static inline fa_hopper_fwd_plan fa_plan_hopper_fwd(int64_t padded_head_dim, int
       /* +1-1.6% at 512-1k keys (both masks), +-0.5% at 2k-8k (bench/NOTES.md, session 20) */
       p.mma_row_sum = 1;
       /* +3-4% without a mask at 1k and 8k keys, +1.4% under one at 1k (bench/NOTES.md, session
-         20); under a mask above 1k keys (three consumers, ping-pong, dynamic) not measured yet */
-      p.split_max = !masked;
+         20), +1.4-2.5% under one at 2k-8k (session 21) */
+      p.split_max = 1;
       if (masked && seqlen_k <= 1024) { /* 192-row blocks waste a third of the causal work */
         p.tile_m = 128, p.consumers = 2;
         /* The two consumers' tile boundaries apart, no turns: +2% at 1k keys against ping-pong
            (three calls), +0.3% at 512 (bench/NOTES.md, session 18). */
         p.staggered = 1;
-        p.split_max = 1;
       }
       break;
     case 128:
@@ -124,6 +123,9 @@ static inline fa_hopper_fwd_plan fa_plan_hopper_fwd(int64_t padded_head_dim, int
          (one Q buffer, no room for the epilogue through it) at every length, 16k +3%, and 128 x
          128 with a third K/V stage and one Q buffer (-5..-12%; bench/NOTES.md, session 12). */
       p.pinned = !masked || seqlen_k > 8192;
+      /* Without a mask +1.3% at 1k keys, +0.6% at 8k; under one (dynamic) -0.2..-0.8% at 1k-4k,
+         and no clear sign above 8k (bench/NOTES.md, session 21). */
+      p.split_max = !masked;
       if (!masked || seqlen_k <= 8192) {
         p.persistent = 1;
         p.dynamic = masked;
@@ -139,6 +141,7 @@ static inline fa_hopper_fwd_plan fa_plan_hopper_fwd(int64_t padded_head_dim, int
       p.tile_m = 128, p.tile_n = 80, p.consumers = 2, p.persistent = 1, p.o_in_stage = 1;
       p.dynamic = masked;
       p.pinned = !masked;
+      p.split_max = 1; /* +1.5-1.9% without a mask at 1k-8k, +0.8-2% under one (session 21) */
       break;
     default:
       p.q_buffers = 0, p.smem_epilogue = 0, p.kv_stages = 0;

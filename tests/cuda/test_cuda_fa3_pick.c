@@ -57,19 +57,19 @@ int main(void) {
   expect_pick(64, 0, 1024, "hd64_3x128_oppqo3rx");
   expect_pick(64, 0, 16384, "hd64_3x128_oppqo3rx");
   expect_pick(64, 1, 1024, "hd64_2x128_ogdqo3rx");
-  expect_pick(64, 1, 1025, "hd64_3x128_opdqo3r");
-  expect_pick(64, 1, 16384, "hd64_3x128_opdqo3r");
-  expect_pick(128, 0, 512, "hd128_2x128_oppqow");
-  expect_pick(96, 0, 8192, "hd128_2x128_oppqow");
-  expect_pick(128, 0, 8193, "hd128_2x128_oppqow");
+  expect_pick(64, 1, 1025, "hd64_3x128_opdqo3rx");
+  expect_pick(64, 1, 16384, "hd64_3x128_opdqo3rx");
+  expect_pick(128, 0, 512, "hd128_2x128_oppqowx");
+  expect_pick(96, 0, 8192, "hd128_2x128_oppqowx");
+  expect_pick(128, 0, 8193, "hd128_2x128_oppqowx");
   expect_pick(128, 1, 1024, "hd128_2x128_opdqo");
   expect_pick(96, 1, 100, "hd128_2x128_opdqo");
   expect_pick(128, 1, 8192, "hd128_2x128_opdqo");
   expect_pick(128, 1, 8193, "hd128_2x128_opow");
-  expect_pick(256, 0, 8192, "hd256_2x80_opposw");
-  expect_pick(192, 0, 100, "hd256_2x80_opposw");
-  expect_pick(256, 1, 8192, "hd256_2x80_opdos");
-  expect_pick(192, 1, 16384, "hd256_2x80_opdos");
+  expect_pick(256, 0, 8192, "hd256_2x80_opposwx");
+  expect_pick(192, 0, 100, "hd256_2x80_opposwx");
+  expect_pick(256, 1, 8192, "hd256_2x80_opdosx");
+  expect_pick(192, 1, 16384, "hd256_2x80_opdosx");
   expect_pick(72, 0, 1024, "(none)");
 
   /* Every plan core/plan makes is compiled (no silent fallback to another configuration). */
@@ -166,11 +166,13 @@ int main(void) {
     /* STAGGER replaces the turns of two consumers (the kernel's static_assert says so too). */
     EXPECT(!(c->flags & FA3_STAGGER) || (c->warpgroups == 2 && !(c->flags & FA3_PINGPONG)),
            "%s: STAGGER with turns or without two consumers", c->name);
-    /* A pinned configuration keeps its unpinned twin (the A/B that justifies it). */
+    /* A pinned configuration keeps its unpinned twin (the A/B that justifies it), with or
+       without SPLITMAX (that twin's A/B was against the pinned one). */
     int twin = !(c->flags & FA3_PINNED);
     for (int j = 0; j < count && !twin; ++j)
       twin = all[j].head_dim_padded == c->head_dim_padded && all[j].tile_m == c->tile_m &&
-             all[j].tile_n == c->tile_n && all[j].flags == (c->flags & ~FA3_PINNED);
+             all[j].tile_n == c->tile_n &&
+             (all[j].flags & ~FA3_SPLITMAX) == (c->flags & ~(FA3_PINNED | FA3_SPLITMAX));
     EXPECT(twin, "%s: no unpinned twin", c->name);
   }
   EXPECT(fa3_fwd_workspace_bytes(NULL) == 0, "workspace of no configuration");

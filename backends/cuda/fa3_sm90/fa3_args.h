@@ -89,29 +89,33 @@ extern "C" {
 #define FA3_OPPQO (FA3_OPP | FA3_QDOUBLE | FA3_OSTORE)
 #define FA3_OPDQO (FA3_OPPQO | FA3_DYNAMIC)
 #define FA3_ODQO (FA3_OVERLAP | FA3_PERSISTENT | FA3_DYNAMIC | FA3_QDOUBLE | FA3_OSTORE)
-#define FA3_FWD_CONFIGS(X)                                                                \
-  X(hd64_3x128_op, 64, 3, 128, FA3_OP)                                                    \
-  X(hd64_3x128_oppqo3, 64, 3, 128, FA3_OPPQO | FA3_STAGES3)                               \
-  X(hd64_3x128_opdqo3, 64, 3, 128, FA3_OPDQO | FA3_STAGES3)                               \
-  X(hd64_2x128_opdqo3, 64, 2, 128, FA3_OPDQO | FA3_STAGES3)                               \
-  X(hd64_2x128_ogdqo3, 64, 2, 128, FA3_ODQO | FA3_STAGES3 | FA3_STAGGER)                  \
-  X(hd64_2x128_ogdqo3r, 64, 2, 128, FA3_ODQO | FA3_STAGES3 | FA3_STAGGER | FA3_ROWSUM)    \
-  X(hd64_3x128_oppqo3r, 64, 3, 128, FA3_OPPQO | FA3_STAGES3 | FA3_ROWSUM)                 \
-  X(hd64_2x128_ogdqo3rx, 64, 2, 128,                                                      \
-    FA3_ODQO | FA3_STAGES3 | FA3_STAGGER | FA3_ROWSUM | FA3_SPLITMAX)                     \
-  X(hd64_3x128_oppqo3rx, 64, 3, 128, FA3_OPPQO | FA3_STAGES3 | FA3_ROWSUM | FA3_SPLITMAX) \
-  X(hd64_3x128_opdqo3r, 64, 3, 128, FA3_OPDQO | FA3_STAGES3 | FA3_ROWSUM)                 \
-  X(hd64_2x128_odqo3, 64, 2, 128, FA3_ODQO | FA3_STAGES3)                                 \
-  X(hd128_2x128_oppqo, 128, 2, 128, FA3_OPPQO)                                            \
-  X(hd128_2x128_oppqow, 128, 2, 128, FA3_OPPQO | FA3_PINNED)                              \
-  X(hd128_2x128_opo, 128, 2, 128, FA3_OP | FA3_OSTORE)                                    \
-  X(hd128_2x128_opow, 128, 2, 128, FA3_OP | FA3_OSTORE | FA3_PINNED)                      \
-  X(hd128_2x128_opdqo, 128, 2, 128, FA3_OPDQO)                                            \
-  X(hd256_2x80_op, 256, 2, 80, FA3_OP)                                                    \
-  X(hd256_2x80_opo, 256, 2, 80, FA3_OP | FA3_OSTORE)                                      \
-  X(hd256_2x80_opdos, 256, 2, 80, FA3_OPP | FA3_DYNAMIC | FA3_OSTORE | FA3_OSTAGE)        \
-  X(hd256_2x80_oppos, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_OSTAGE)                      \
-  X(hd256_2x80_opposw, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_OSTAGE | FA3_PINNED)
+#define FA3_FWD_CONFIGS(X)                                                                         \
+  X(hd64_3x128_op, 64, 3, 128, FA3_OP)                                                             \
+  X(hd64_3x128_oppqo3, 64, 3, 128, FA3_OPPQO | FA3_STAGES3)                                        \
+  X(hd64_3x128_opdqo3, 64, 3, 128, FA3_OPDQO | FA3_STAGES3)                                        \
+  X(hd64_2x128_opdqo3, 64, 2, 128, FA3_OPDQO | FA3_STAGES3)                                        \
+  X(hd64_2x128_ogdqo3, 64, 2, 128, FA3_ODQO | FA3_STAGES3 | FA3_STAGGER)                           \
+  X(hd64_2x128_ogdqo3r, 64, 2, 128, FA3_ODQO | FA3_STAGES3 | FA3_STAGGER | FA3_ROWSUM)             \
+  X(hd64_3x128_oppqo3r, 64, 3, 128, FA3_OPPQO | FA3_STAGES3 | FA3_ROWSUM)                          \
+  X(hd64_2x128_ogdqo3rx, 64, 2, 128,                                                               \
+    FA3_ODQO | FA3_STAGES3 | FA3_STAGGER | FA3_ROWSUM | FA3_SPLITMAX)                              \
+  X(hd64_3x128_oppqo3rx, 64, 3, 128, FA3_OPPQO | FA3_STAGES3 | FA3_ROWSUM | FA3_SPLITMAX)          \
+  X(hd64_3x128_opdqo3r, 64, 3, 128, FA3_OPDQO | FA3_STAGES3 | FA3_ROWSUM)                          \
+  X(hd64_3x128_opdqo3rx, 64, 3, 128, FA3_OPDQO | FA3_STAGES3 | FA3_ROWSUM | FA3_SPLITMAX)          \
+  X(hd64_2x128_odqo3, 64, 2, 128, FA3_ODQO | FA3_STAGES3)                                          \
+  X(hd128_2x128_oppqo, 128, 2, 128, FA3_OPPQO)                                                     \
+  X(hd128_2x128_oppqow, 128, 2, 128, FA3_OPPQO | FA3_PINNED)                                       \
+  X(hd128_2x128_opo, 128, 2, 128, FA3_OP | FA3_OSTORE)                                             \
+  X(hd128_2x128_opow, 128, 2, 128, FA3_OP | FA3_OSTORE | FA3_PINNED)                               \
+  X(hd128_2x128_opdqo, 128, 2, 128, FA3_OPDQO)                                                     \
+  X(hd128_2x128_oppqowx, 128, 2, 128, FA3_OPPQO | FA3_PINNED | FA3_SPLITMAX)                       \
+  X(hd256_2x80_op, 256, 2, 80, FA3_OP)                                                             \
+  X(hd256_2x80_opo, 256, 2, 80, FA3_OP | FA3_OSTORE)                                               \
+  X(hd256_2x80_opdos, 256, 2, 80, FA3_OPP | FA3_DYNAMIC | FA3_OSTORE | FA3_OSTAGE)                 \
+  X(hd256_2x80_oppos, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_OSTAGE)                               \
+  X(hd256_2x80_opposw, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_OSTAGE | FA3_PINNED)                 \
+  X(hd256_2x80_opdosx, 256, 2, 80, FA3_OPP | FA3_DYNAMIC | FA3_OSTORE | FA3_OSTAGE | FA3_SPLITMAX) \
+  X(hd256_2x80_opposwx, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_OSTAGE | FA3_PINNED | FA3_SPLITMAX)
 
 /* Two (STAGES3: three) K/V stages, one or two Q buffers, each in 64-column boxes; ROWSUM's box of
    ones (BN rows of 128 bytes); 1 KiB for the alignment the 128-byte swizzle needs. */
