@@ -94,11 +94,13 @@ typedef struct fa_hopper_fwd_plan {
                              columns, of ones) instead of by the softmax's additions */
   int32_t split_max;      /* the softmax's second row's max computed under the first row's
                              exps (the XU pipe busy while the FMNMX chain runs) */
+  int32_t own_key_end;    /* each consumer's key tiles end at the last its own rows see (it
+                             passes the block's later ones without work) */
 } fa_hopper_fwd_plan;
 
 static inline fa_hopper_fwd_plan fa_plan_hopper_fwd(int64_t padded_head_dim, int masked,
                                                     int64_t seqlen_k) {
-  fa_hopper_fwd_plan p = {0, 0, 0, 0, 1, 1, 0, 0, 0, 2, 0, 0, 0};
+  fa_hopper_fwd_plan p = {0, 0, 0, 0, 1, 1, 0, 0, 0, 2, 0, 0, 0, 0};
   switch (padded_head_dim) {
     case 64: /* three consumers: the softmax is a large share at 64 columns */
       p.tile_m = 192, p.tile_n = 128, p.consumers = 3, p.persistent = 1, p.q_buffers = 2;
@@ -109,12 +111,12 @@ static inline fa_hopper_fwd_plan fa_plan_hopper_fwd(int64_t padded_head_dim, int
       /* +3-4% without a mask at 1k and 8k keys, +1.4% under one at 1k (bench/NOTES.md, session
          20), +1.4-2.5% under one at 2k-8k (session 21) */
       p.split_max = 1;
-      if (masked && seqlen_k <= 1024) { /* 192-row blocks waste a third of the causal work */
-        p.tile_m = 128, p.consumers = 2;
-        /* The two consumers' tile boundaries apart, no turns: +2% at 1k keys against ping-pong
-           (three calls), +0.3% at 512 (bench/NOTES.md, session 18). */
-        p.staggered = 1;
-      }
+      /* Under a mask a 192-row block's first consumers skip the key tiles only its last one's
+         rows reach: 72 of 80 64 x 128 slab-tiles per head at causal 1k (the 128-row blocks'
+         count, with three consumers). Against the two staggered consumers of 128-row blocks
+         (session 18's pick up to 1k keys) +1.6% at 512 and +2.8% at 1k; against three without
+         it +4.6% at 1k, +2-3% at 2k-4k, +0.6-1.1% at 8k-16k (bench/NOTES.md, session 22). */
+      p.own_key_end = masked;
       break;
     case 128:
       p.tile_m = 128, p.tile_n = 128, p.consumers = 2, p.q_buffers = 2;

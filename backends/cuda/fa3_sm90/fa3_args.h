@@ -64,7 +64,8 @@ extern "C" {
    first Q Kᵀ only after consumer 0 has done the softmax of the tile's first key tile, so that
    their tile boundaries (last P V, epilogue, first S and its softmax) fall apart and each runs
    beside the other's full key tiles. hd64 under a mask at 1k keys +2% against ping-pong, +1-3%
-   against no turns and no stagger (bench/NOTES.md, session 18). */
+   against no turns and no stagger (bench/NOTES.md, session 18). Planned there until TAILSKIP's
+   three consumers beat it (session 22); kept for A/B. */
 #define FA3_STAGGER 1024
 /* ROWSUM (head dim 64): the tensor core forms each row's sum of P: P V runs at N = 72, the 8
    columns past V reading a box of ones (BN rows of 128 bytes after the K/V stages, reached
@@ -74,11 +75,16 @@ extern "C" {
 #define FA3_ROWSUM 2048
 /* SPLITMAX: the softmax's second row's max computed under the first row's exps (fa3_softmax). */
 #define FA3_SPLITMAX 16384
+/* TAILSKIP (three consumers): a consumer computes only up to the last key tile its own 64 rows
+   see; the producer releases the block's later key tiles' stages on its behalf and the consumer
+   takes their ping-pong turns without work, so that a 192-row block under a causal mask does not
+   compute the key tiles its first consumers' rows do not reach. */
+#define FA3_TAILSKIP 32768
 
 /* The compiled configurations: X(name, padded head dim, consumer warpgroups, key tile, flags).
    A block holds 64 query rows per consumer warpgroup. The name's letters after the tile: o
    OVERLAP, p PINGPONG or g STAGGER (neither: no turns), then p PERSISTENT or d DYNAMIC, q
-   QDOUBLE, o OSTORE, s OSTAGE, w PINNED, 3 STAGES3, r ROWSUM, x SPLITMAX.
+   QDOUBLE, o OSTORE, s OSTAGE, w PINNED, 3 STAGES3, r ROWSUM, x SPLITMAX, t TAILSKIP.
    core/plan (fa3_fwd_pick) names the defaults; the first of each head dim is the fallback where
    shared memory is small (fa3_fwd_pick takes the first that fits); the rest are the defaults' twins
    without their last feature or an earlier default, kept for A/B runs (FA_CUDA_FA3_CONFIG=name).
@@ -93,16 +99,14 @@ extern "C" {
   X(hd64_3x128_op, 64, 3, 128, FA3_OP)                                                             \
   X(hd64_3x128_oppqo3, 64, 3, 128, FA3_OPPQO | FA3_STAGES3)                                        \
   X(hd64_3x128_opdqo3, 64, 3, 128, FA3_OPDQO | FA3_STAGES3)                                        \
-  X(hd64_2x128_opdqo3, 64, 2, 128, FA3_OPDQO | FA3_STAGES3)                                        \
-  X(hd64_2x128_ogdqo3, 64, 2, 128, FA3_ODQO | FA3_STAGES3 | FA3_STAGGER)                           \
-  X(hd64_2x128_ogdqo3r, 64, 2, 128, FA3_ODQO | FA3_STAGES3 | FA3_STAGGER | FA3_ROWSUM)             \
   X(hd64_3x128_oppqo3r, 64, 3, 128, FA3_OPPQO | FA3_STAGES3 | FA3_ROWSUM)                          \
   X(hd64_2x128_ogdqo3rx, 64, 2, 128,                                                               \
     FA3_ODQO | FA3_STAGES3 | FA3_STAGGER | FA3_ROWSUM | FA3_SPLITMAX)                              \
   X(hd64_3x128_oppqo3rx, 64, 3, 128, FA3_OPPQO | FA3_STAGES3 | FA3_ROWSUM | FA3_SPLITMAX)          \
   X(hd64_3x128_opdqo3r, 64, 3, 128, FA3_OPDQO | FA3_STAGES3 | FA3_ROWSUM)                          \
   X(hd64_3x128_opdqo3rx, 64, 3, 128, FA3_OPDQO | FA3_STAGES3 | FA3_ROWSUM | FA3_SPLITMAX)          \
-  X(hd64_2x128_odqo3, 64, 2, 128, FA3_ODQO | FA3_STAGES3)                                          \
+  X(hd64_3x128_opdqo3rxt, 64, 3, 128,                                                              \
+    FA3_OPDQO | FA3_STAGES3 | FA3_ROWSUM | FA3_SPLITMAX | FA3_TAILSKIP)                            \
   X(hd128_2x128_oppqo, 128, 2, 128, FA3_OPPQO)                                                     \
   X(hd128_2x128_oppqow, 128, 2, 128, FA3_OPPQO | FA3_PINNED)                                       \
   X(hd128_2x128_opo, 128, 2, 128, FA3_OP | FA3_OSTORE)                                             \

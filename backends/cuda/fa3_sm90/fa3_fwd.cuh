@@ -218,6 +218,21 @@ __device__ __forceinline__ void fa3_tile_of(int k, int total, int hb_count, cons
   ti.n_end = hi_last > lo_first ? (hi_last + BN - 1) / BN : ti.n_begin;
 }
 
+/* TAILSKIP: the end of consumer c's key tiles in tile ti: past the last key its 64 rows see
+   (each row's end grows with the row), at least one tile (rows that see no key take the masked
+   path and write zeros). The whole tile where its rows are packed heads or all past seqlen_q
+   (the idle consumer releases its stages itself), or where the tile has no key tile. */
+template <int BN>
+__device__ __forceinline__ int fa3_own_end(const fa3_fwd_args &A, const fa3_tile &ti, int c) {
+  const fa2_problem &p = A.a.p;
+  const int first = ti.m0 + 64 * c;
+  if (A.pack_log2 != 0 || first >= p.seqlen_q || ti.n_end == ti.n_begin) return ti.n_end;
+  const fa_mask mask = fa2_mask_of(p);
+  int64_t lo, hi;
+  fa_mask_key_range(&mask, min(first + 63, p.seqlen_q - 1), p.seqlen_k, &lo, &hi);
+  return max(min((int)((hi + BN - 1) / BN), ti.n_end), ti.n_begin + 1);
+}
+
 /* A tile row's query head (offset from the tile's first) and position (offset from m0): the rows
    are rows_per_head positions of each packed head in turn. */
 template <int BM>
@@ -290,6 +305,9 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   constexpr bool ROWSUM = (FLAGS & FA3_ROWSUM) != 0;
   constexpr int NP = HD + (ROWSUM ? 8 : 0);
   constexpr bool SPLITMAX = (FLAGS & FA3_SPLITMAX) != 0;
+  constexpr bool TAILSKIP = (FLAGS & FA3_TAILSKIP) != 0;
+  static_assert(!TAILSKIP || (WGS == 3 && OSTORE && !OSTAGE),
+                "TAILSKIP: three consumers; q_info still the tile's after its loop (OSTORE)");
   static_assert(!ROWSUM || (CB == 1 && !PINNED),
                 "ROWSUM: V in one 64-column box (the descriptor's second box is the ones); "
                 "PINNED pins on the softmax's row sums");
@@ -319,6 +337,8 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
      that the consumers do not compute them (integer divisions) at the start and end of every
      tile. */
   __shared__ fa3_tile q_info[2];
+  /* TAILSKIP: each consumer's copy of q_info, its n_end its own (fa3_own_end) */
+  __shared__ fa3_tile q_own[TAILSKIP ? 2 * WGS : 1];
 
   const int tid = threadIdx.x, wg = tid / 128;
   const int seqlen_q = a.p.seqlen_q, seqlen_k = a.p.seqlen_k;
@@ -384,6 +404,11 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         ++qn;
         q_tile[slot] = k;
         if (!done) q_info[slot] = ti;
+        if (TAILSKIP && !done)
+          for (int cc = 0; cc < WGS; ++cc) {
+            q_own[slot * WGS + cc] = ti;
+            q_own[slot * WGS + cc].n_end = fa3_own_end<BN>(A, ti, cc);
+          }
         if (empty) { /* tell the consumers (no Q), then take the next tile */
           mbar_arrive(&q_full[qb]);
           if (done) break;
@@ -395,16 +420,23 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
           tma_load_4d(sQ + (qb * CB + cb) * BOXQ, A.tq, &q_full[qb], cb * 64, ti.m0, ti.h, ti.b);
         for (int n = ti.n_begin; n < ti.n_end; ++n, ++kv) {
           const int st = kv % STAGES, use = kv / STAGES;
+          /* TAILSKIP: the consumers whose key tiles end before n release this use of the
+             stage here (its previous use is complete, so the arrivals count toward this one) */
+          int skip = 0;
+          if (TAILSKIP)
+            for (int cc = 0; cc < WGS; ++cc) skip += n >= q_own[slot * WGS + cc].n_end;
           if (use > 0) mbar_wait(&k_empty[st], (use - 1) & 1);
           mbar_arrive_expect_tx(&k_full[st], CB * BOXK);
           for (int cb = 0; cb < CB; ++cb)
             tma_load_4d(sK + (st * CB + cb) * BOXK, A.tk, &k_full[st], cb * 64, n * BN, ti.hk,
                         ti.b);
+          if (skip) mbar_arrive_n(&k_empty[st], 128 * skip);
           if (use > 0) mbar_wait(&v_empty[st], (use - 1) & 1);
           mbar_arrive_expect_tx(&v_full[st], CB * BOXK);
           for (int cb = 0; cb < CB; ++cb)
             tma_load_4d(sV + (st * CB + cb) * BOXK, A.tv, &v_full[st], cb * 64, n * BN, ti.hk,
                         ti.b);
+          if (skip) mbar_arrive_n(&v_empty[st], 128 * skip);
         }
         k = next_tile();
       }
@@ -567,7 +599,11 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       if (OSTAGE) mbar_arrive(&o_ready[slot]); /* the store thread stops too */
       break;
     }
-    ti = q_info[slot];
+    /* TAILSKIP: this consumer's key tiles end at its own n_end; the producer releases the
+       block's later ones for it, and it takes their turns after its last P V. The index goes
+       through a shuffle so that ptxas sees it warp-uniform and keeps ti in uniform registers
+       (indexed by c itself, the key loop spilled 48 bytes). */
+    ti = TAILSKIP ? q_own[slot * WGS + __shfl_sync(0xffffffffu, c, 0)] : q_info[slot];
     if (ti.n_end == ti.n_begin) { /* it took a use of the Q buffer, with no Q */
       finish_empty(slot);
       mbar_arrive(&q_empty[qb]);
@@ -694,6 +730,12 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     wgmma_fence_regs(o);
     wgmma_fence_frags(pa);
     if (!OSTAGE) mbar_arrive(&v_empty[ls]);
+    if (TAILSKIP) /* the block's key tiles past this consumer's (q_info read again: no register
+                     holds the block's end through the loop) */
+      for (const int end = q_info[slot].n_end; ti.n_end < end; ++ti.n_end, ++kv) {
+        turn_wait();
+        turn_pass();
+      }
     if (OSTAGE && c == 0) bar_arrive(4, 256); /* the V stage is free for consumer 1's O */
     finish(k, o, r.sum, r.max, qb, slot, ls);
     ++qn;
