@@ -75,10 +75,11 @@ extern "C" {
 #define FA3_ROWSUM 2048
 /* SPLITMAX: the softmax's second row's max computed under the first row's exps (fa3_softmax). */
 #define FA3_SPLITMAX 16384
-/* TAILSKIP (three consumers): a consumer computes only up to the last key tile its own 64 rows
-   see; the producer releases the block's later key tiles' stages on its behalf and the consumer
-   takes their ping-pong turns without work, so that a 192-row block under a causal mask does not
-   compute the key tiles its first consumers' rows do not reach. */
+/* TAILSKIP: a consumer computes only up to the last key tile its own 64 rows see; the producer
+   releases the block's later key tiles' stages on its behalf and the consumer takes their
+   ping-pong turns without work, so that a block under a causal mask does not compute the key
+   tiles its first consumers' rows do not reach (192-row blocks of 128-key tiles; 128-row blocks
+   of 80-key tiles). */
 #define FA3_TAILSKIP 32768
 
 /* The compiled configurations: X(name, padded head dim, consumer warpgroups, key tile, flags).
@@ -119,7 +120,9 @@ extern "C" {
   X(hd256_2x80_oppos, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_OSTAGE)                               \
   X(hd256_2x80_opposw, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_OSTAGE | FA3_PINNED)                 \
   X(hd256_2x80_opdosx, 256, 2, 80, FA3_OPP | FA3_DYNAMIC | FA3_OSTORE | FA3_OSTAGE | FA3_SPLITMAX) \
-  X(hd256_2x80_opposwx, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_OSTAGE | FA3_PINNED | FA3_SPLITMAX)
+  X(hd256_2x80_opposwx, 256, 2, 80, FA3_OPP | FA3_OSTORE | FA3_OSTAGE | FA3_PINNED | FA3_SPLITMAX) \
+  X(hd256_2x80_opdosxt, 256, 2, 80,                                                                \
+    FA3_OPP | FA3_DYNAMIC | FA3_OSTORE | FA3_OSTAGE | FA3_SPLITMAX | FA3_TAILSKIP)
 
 /* Two (STAGES3: three) K/V stages, one or two Q buffers, each in 64-column boxes; ROWSUM's box of
    ones (BN rows of 128 bytes); 1 KiB for the alignment the 128-byte swizzle needs. */

@@ -306,8 +306,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   constexpr int NP = HD + (ROWSUM ? 8 : 0);
   constexpr bool SPLITMAX = (FLAGS & FA3_SPLITMAX) != 0;
   constexpr bool TAILSKIP = (FLAGS & FA3_TAILSKIP) != 0;
-  static_assert(!TAILSKIP || (WGS == 3 && OSTORE && !OSTAGE),
-                "TAILSKIP: three consumers; q_info still the tile's after its loop (OSTORE)");
+  static_assert(!TAILSKIP || OSTORE, "TAILSKIP: q_info still the tile's after its loop (OSTORE)");
   static_assert(!ROWSUM || (CB == 1 && !PINNED),
                 "ROWSUM: V in one 64-column box (the descriptor's second box is the ones); "
                 "PINNED pins on the softmax's row sums");
@@ -423,7 +422,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
           /* TAILSKIP: the consumers whose key tiles end before n release this use of the
              stage here (its previous use is complete, so the arrivals count toward this one) */
           int skip = 0;
-          if (TAILSKIP)
+          if (TAILSKIP && !(OSTAGE && n + 1 == ti.n_end)) /* OSTAGE: the store thread's */
             for (int cc = 0; cc < WGS; ++cc) skip += n >= q_own[slot * WGS + cc].n_end;
           if (use > 0) mbar_wait(&k_empty[st], (use - 1) & 1);
           mbar_arrive_expect_tx(&k_full[st], CB * BOXK);
@@ -730,14 +729,23 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     wgmma_fence_regs(o);
     wgmma_fence_frags(pa);
     if (!OSTAGE) mbar_arrive(&v_empty[ls]);
-    if (TAILSKIP) /* the block's key tiles past this consumer's (q_info read again: no register
-                     holds the block's end through the loop) */
-      for (const int end = q_info[slot].n_end; ti.n_end < end; ++ti.n_end, ++kv) {
+    int os = ls;    /* OSTAGE: the stage of the block's last key tile, where O goes */
+    if (TAILSKIP) { /* the block's key tiles past this consumer's (q_info read again: no
+                       register holds the block's end through the loop) */
+      const int end = q_info[slot].n_end;
+      /* OSTAGE: this consumer's last stage is not the one the store thread releases */
+      if (OSTAGE && ti.n_end < end) {
+        mbar_arrive(&k_empty[ls]);
+        mbar_arrive(&v_empty[ls]);
+      }
+      for (; ti.n_end < end; ++ti.n_end, ++kv) {
         turn_wait();
         turn_pass();
       }
+      os = (kv - 1) % STAGES;
+    }
     if (OSTAGE && c == 0) bar_arrive(4, 256); /* the V stage is free for consumer 1's O */
-    finish(k, o, r.sum, r.max, qb, slot, ls);
+    finish(k, o, r.sum, r.max, qb, slot, os);
     ++qn;
   }
   if (PINGPONG && c == 0 && turned) turn_wait();
