@@ -144,6 +144,10 @@ static inline fa_hopper_fwd_plan fa_plan_hopper_fwd(int64_t padded_head_dim, int
       p.dynamic = masked;
       p.pinned = !masked;
       p.split_max = 1; /* +1.5-1.9% without a mask at 1k-8k, +0.8-2% under one (session 21) */
+      /* Consumer 0's rows end before the block's last 80-key tile in 7 of 8 blocks under a
+         causal mask: +4.2% at 1k keys, +2% at 2k, +0.6% at 4k; -0.9% at 8k and -1.6% at 16k
+         (bench/NOTES.md, session 22). */
+      p.own_key_end = masked && seqlen_k <= 4096;
       break;
     default:
       p.q_buffers = 0, p.smem_epilogue = 0, p.kv_stages = 0;

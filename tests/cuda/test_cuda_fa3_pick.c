@@ -68,6 +68,9 @@ int main(void) {
   expect_pick(128, 1, 8193, "hd128_2x128_opow");
   expect_pick(256, 0, 8192, "hd256_2x80_opposwx");
   expect_pick(192, 0, 100, "hd256_2x80_opposwx");
+  expect_pick(256, 1, 4096, "hd256_2x80_opdosxt");
+  expect_pick(192, 1, 1000, "hd256_2x80_opdosxt");
+  expect_pick(256, 1, 4097, "hd256_2x80_opdosx");
   expect_pick(256, 1, 8192, "hd256_2x80_opdosx");
   expect_pick(192, 1, 16384, "hd256_2x80_opdosx");
   expect_pick(72, 0, 1024, "(none)");
