@@ -88,8 +88,6 @@ typedef struct fa_hopper_fwd_plan {
   int32_t pinned;         /* the softmax kept under its own warpgroup's previous P V */
   int32_t o_in_stage;     /* O written into the tile's last K/V stage (Q freed after its last S) */
   int32_t kv_stages;      /* K/V tiles in flight in shared memory (the producer's lead) */
-  int32_t staggered;      /* two consumers without turns, the second a softmax behind the first
-                             at each tile (0: they take turns issuing their MMAs, ping-pong) */
   int32_t mma_row_sum;    /* the rows' sums of P formed by P V on the tensor core (8 more
                              columns, of ones) instead of by the softmax's additions */
   int32_t split_max;      /* the softmax's second row's max computed under the first row's
@@ -100,7 +98,7 @@ typedef struct fa_hopper_fwd_plan {
 
 static inline fa_hopper_fwd_plan fa_plan_hopper_fwd(int64_t padded_head_dim, int masked,
                                                     int64_t seqlen_k) {
-  fa_hopper_fwd_plan p = {0, 0, 0, 0, 1, 1, 0, 0, 0, 2, 0, 0, 0, 0};
+  fa_hopper_fwd_plan p = {0, 0, 0, 0, 1, 1, 0, 0, 0, 2, 0, 0, 0};
   switch (padded_head_dim) {
     case 64: /* three consumers: the softmax is a large share at 64 columns */
       p.tile_m = 192, p.tile_n = 128, p.consumers = 3, p.persistent = 1, p.q_buffers = 2;
@@ -111,7 +109,9 @@ static inline fa_hopper_fwd_plan fa_plan_hopper_fwd(int64_t padded_head_dim, int
       /* +3-4% without a mask at 1k and 8k keys, +1.4% under one at 1k (bench/NOTES.md, session
          20), +1.4-2.5% under one at 2k-8k (session 21) */
       p.split_max = 1;
-      /* Under a mask a 192-row block's first consumers skip the key tiles only its last one's
+      /* (The consumers always take turns now: the two staggered consumers without turns of
+         session 18, FA3_STAGGER, are a twin for A/B only.)
+         Under a mask a 192-row block's first consumers skip the key tiles only its last one's
          rows reach: 72 of 80 64 x 128 slab-tiles per head at causal 1k (the 128-row blocks'
          count, with three consumers). Against the two staggered consumers of 128-row blocks
          (session 18's pick up to 1k keys) +1.6% at 512 and +2.8% at 1k; against three without

@@ -62,12 +62,12 @@ const fa3_fwd_config *fa3_fwd_config_for(int64_t head_dim, const char *name) {
 
 /* The compiled configuration of core/plan's Hopper plan, NULL when none matches. */
 static const fa3_fwd_config *config_of_plan(int padded, const fa_hopper_fwd_plan *p) {
-  const int flags = FA3_OVERLAP | (p->staggered ? FA3_STAGGER : FA3_PINGPONG) |
-                    (p->persistent ? FA3_PERSISTENT : 0) | (p->q_buffers == 2 ? FA3_QDOUBLE : 0) |
-                    (p->smem_epilogue ? FA3_OSTORE : 0) | (p->dynamic ? FA3_DYNAMIC : 0) |
-                    (p->pinned ? FA3_PINNED : 0) | (p->o_in_stage ? FA3_OSTAGE : 0) |
-                    (p->kv_stages == 3 ? FA3_STAGES3 : 0) | (p->mma_row_sum ? FA3_ROWSUM : 0) |
-                    (p->split_max ? FA3_SPLITMAX : 0) | (p->own_key_end ? FA3_TAILSKIP : 0);
+  const int flags = FA3_OVERLAP | FA3_PINGPONG | (p->persistent ? FA3_PERSISTENT : 0) |
+                    (p->q_buffers == 2 ? FA3_QDOUBLE : 0) | (p->smem_epilogue ? FA3_OSTORE : 0) |
+                    (p->dynamic ? FA3_DYNAMIC : 0) | (p->pinned ? FA3_PINNED : 0) |
+                    (p->o_in_stage ? FA3_OSTAGE : 0) | (p->kv_stages == 3 ? FA3_STAGES3 : 0) |
+                    (p->mma_row_sum ? FA3_ROWSUM : 0) | (p->split_max ? FA3_SPLITMAX : 0) |
+                    (p->own_key_end ? FA3_TAILSKIP : 0);
   for (int i = 0; i < CONFIG_COUNT; ++i)
     if (configs[i].head_dim_padded == padded && configs[i].warpgroups == p->consumers &&
         configs[i].tile_m == p->tile_m && configs[i].tile_n == p->tile_n &&

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Session 22's closing device call: three sweep runs of the forward (bench/peer_cuda.py, the
-# issue-5 table) on build/lead, then the full tests/gpu/h200_check.sh on the same build.
+# fa3_sweep_check.sh: one device call for the record of a build: three sweep runs of the forward
+# (bench/peer_cuda.py, the issue-5 table) on build/lead, then the full tests/gpu/h200_check.sh on
+# the same build (~530 s in all with 23 fa3 configurations). Medians: bench/sweep_median.py.
+#
+#   COMMIT=<sha> bash bench/fa3_sweep_check.sh
 set -u
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/out}
