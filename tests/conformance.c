@@ -3,10 +3,11 @@
  *
  *   conformance --backend <cpu|cuda|hip|opencl> [--quick|--full] [--filter substr] [--list]
  *               [--require feature,feature,...] [--kernel-family F] [--kernel-prefix P]
+ *               [--shard K/N]
  *
  * --quick (or FA_CONFORMANCE_QUICK=1) runs the cheapest cases that still cover every feature value;
  * the full list takes about a minute of CPU time in a Release build and about eight under
- * ASan+UBSan.
+ * ASan+UBSan. --shard K/N runs part K of N of the selected cases (balanced by estimated cost).
  *
  * Each case draws fresh random inputs, poisons every output (gaps included), runs the forward
  * without and with lse, then the backward on the library's own out and lse, all with
@@ -2615,15 +2616,67 @@ static void probe_layouts(backend_ctx *bk) {
 }
 
 /* ----------------------------------------------------------------------------------------------
+ * --shard K/N: one of N parts of the selected cases, balanced by estimated cost (each case, most
+ * costly first, goes to the part with the least cost so far), so that a slow run (the sanitizer
+ * build's) can be spread over parallel CTest jobs. The parts are disjoint and together are the
+ * whole selection; the split depends only on the case list, never on timing.
+ * -------------------------------------------------------------------------------------------- */
+
+typedef struct shard_item {
+  double cost;
+  int list; /* 0: plain case, 1: feature case */
+  int index;
+} shard_item;
+
+static int shard_item_cmp(const void *a, const void *b) {
+  const shard_item *x = (const shard_item *)a, *y = (const shard_item *)b;
+  if (x->cost != y->cost) return x->cost > y->cost ? -1 : 1;
+  if (x->list != y->list) return x->list - y->list;
+  return x->index - y->index;
+}
+
+/* Marks in keep_l / keep_f (zeroed by the caller) the selected cases that fall in part k of n;
+   returns 0, or -1 when out of memory. */
+static int shard_select(const case_list *L, const fcase_list *F, int quick, const char *filter,
+                        int k, int n, unsigned char *keep_l, unsigned char *keep_f) {
+  shard_item *items = (shard_item *)malloc(sizeof(shard_item) * (size_t)(L->n + F->n + 1));
+  double *load = (double *)calloc((size_t)n, sizeof(double));
+  if (!items || !load) {
+    free(items);
+    free(load);
+    return -1;
+  }
+  int m = 0;
+  for (int i = 0; i < L->n; ++i)
+    if ((!quick || L->v[i].quick) && (!filter || strstr(L->v[i].name, filter)))
+      items[m++] = (shard_item){L->v[i].cost, 0, i};
+  for (int i = 0; i < F->n; ++i)
+    if ((!quick || F->v[i].quick) && (!filter || strstr(F->v[i].name, filter)))
+      items[m++] = (shard_item){F->v[i].cost, 1, i};
+  qsort(items, (size_t)m, sizeof *items, shard_item_cmp);
+  for (int i = 0; i < m; ++i) {
+    int best = 0;
+    for (int p = 1; p < n; ++p)
+      if (load[p] < load[best]) best = p;
+    load[best] += items[i].cost;
+    if (best == k) (items[i].list ? keep_f : keep_l)[items[i].index] = 1;
+  }
+  free(items);
+  free(load);
+  return 0;
+}
+
+/* ----------------------------------------------------------------------------------------------
  * main
  * -------------------------------------------------------------------------------------------- */
 
 static void usage(void) {
   fprintf(stderr,
           "usage: conformance --backend <cpu|cuda|hip|opencl> [--quick|--full] [--filter substr] "
-          "[--list] [--require f1,f2,...] [--kernel-family F] [--kernel-prefix P]\n"
+          "[--list] [--require f1,f2,...] [--kernel-family F] [--kernel-prefix P] [--shard K/N]\n"
           "  --quick   a subset that still covers every feature (also FA_CONFORMANCE_QUICK=1)\n"
           "  --full    every case (the default)\n"
+          "  --shard K/N  part K (0-based) of N of the selected cases, balanced by estimated cost\n"
           "  --require needs whose cases must not be skipped: fa_backend_info's feature names\n"
           "            (window,softcap,alibi,dropout,varlen,paged_kv,split_kv,kvcache,hd512,\n"
           "            deterministic,f32,dv_ne_dk,...) or the suite's layout probes\n"
@@ -2641,6 +2694,7 @@ int main(int argc, char **argv) {
   /* FA_CONFORMANCE_QUICK=1 picks the subset where a command line cannot be changed (CTest). */
   const char *env_quick = getenv("FA_CONFORMANCE_QUICK");
   int quick = env_quick && *env_quick && strcmp(env_quick, "0") != 0, list = 0;
+  int shard_k = 0, shard_n = 1;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--backend") && i + 1 < argc)
       backend = argv[++i];
@@ -2658,7 +2712,14 @@ int main(int argc, char **argv) {
       quick = 0;
     else if (!strcmp(argv[i], "--list"))
       list = 1;
-    else {
+    else if (!strcmp(argv[i], "--shard") && i + 1 < argc) {
+      char end = 0;
+      if (sscanf(argv[++i], "%d/%d%c", &shard_k, &shard_n, &end) != 2 || shard_n < 1 ||
+          shard_n > 64 || shard_k < 0 || shard_k >= shard_n) {
+        fprintf(stderr, "conformance: --shard '%s': expected K/N with 0 <= K < N <= 64\n", argv[i]);
+        return 2;
+      }
+    } else {
       usage();
       return 2;
     }
@@ -2679,15 +2740,34 @@ int main(int argc, char **argv) {
   fcase_list F = {0};
   build_fcases(&F);
   mark_fquick(&F);
+  /* --shard: the selection's part; NULL keeps every selected case. */
+  unsigned char *keep_l = NULL, *keep_f = NULL;
+  if (shard_n > 1) {
+    keep_l = (unsigned char *)calloc((size_t)L.n + 1, 1);
+    keep_f = (unsigned char *)calloc((size_t)F.n + 1, 1);
+    if (!keep_l || !keep_f ||
+        shard_select(&L, &F, quick, filter, shard_k, shard_n, keep_l, keep_f) != 0) {
+      fprintf(stderr, "conformance: out of memory\n");
+      free(keep_l);
+      free(keep_f);
+      free(L.v);
+      free(F.v);
+      return 1;
+    }
+  }
   if (list) {
     for (int i = 0; i < L.n; ++i)
-      if ((!quick || L.v[i].quick) && (!filter || strstr(L.v[i].name, filter)))
+      if ((!quick || L.v[i].quick) && (!filter || strstr(L.v[i].name, filter)) &&
+          (!keep_l || keep_l[i]))
         printf("%-56s cost %.2e%s\n", L.v[i].name, L.v[i].cost, L.v[i].quick ? "  quick" : "");
     for (int i = 0; i < F.n; ++i)
-      if ((!quick || F.v[i].quick) && (!filter || strstr(F.v[i].name, filter)))
+      if ((!quick || F.v[i].quick) && (!filter || strstr(F.v[i].name, filter)) &&
+          (!keep_f || keep_f[i]))
         printf("%-56s cost %.2e%s\n", F.v[i].name, F.v[i].cost, F.v[i].quick ? "  quick" : "");
     free(L.v);
     free(F.v);
+    free(keep_l);
+    free(keep_f);
     return 0;
   }
 
@@ -2701,6 +2781,8 @@ int main(int argc, char **argv) {
     printf("conformance: 0 passed, 1 failed, 0 skipped\n");
     free(L.v);
     free(F.v);
+    free(keep_l);
+    free(keep_f);
     return 1;
   }
   const fa_backend_desc *desc = NULL;
@@ -2710,6 +2792,8 @@ int main(int argc, char **argv) {
     printf("SKIP: %s: %s\n", backend, desc ? desc->reason : "not known to this library");
     free(L.v);
     free(F.v);
+    free(keep_l);
+    free(keep_f);
     return 77;
   }
   /* FA_CPU_ISA=avx512bf16 on a CPU without AVX512-BF16 would run the AVX-512 build again: not
@@ -2722,6 +2806,8 @@ int main(int argc, char **argv) {
         "bit 5) or no AVX-512 build runs here\n");
     free(L.v);
     free(F.v);
+    free(keep_l);
+    free(keep_f);
     return 77;
   }
   /* FA_CPU_ISA=amx where AMX cannot run: the backend refuses every call with the reason, which
@@ -2731,6 +2817,8 @@ int main(int argc, char **argv) {
     printf("SKIP: cpu: FA_CPU_ISA=amx but AMX does not run here (%s)\n", desc->devices);
     free(L.v);
     free(F.v);
+    free(keep_l);
+    free(keep_f);
     return 77;
   }
 
@@ -2759,6 +2847,7 @@ int main(int argc, char **argv) {
   printf("conformance: backend %s (%s; %s), %s, seed %llu%s\n", bk.name, desc->devices, desc->arch,
          quick ? "quick subset" : "all cases", (unsigned long long)seed,
          tu_seed_was_fixed() ? " (FA_TEST_SEED)" : "");
+  if (shard_n > 1) printf("conformance: shard %d of %d (0-based)\n", shard_k, shard_n);
   printf("conformance: features: %s\n", desc->features);
   if (kind != FA_DEVICE_CPU) {
     /* The device every tensor goes to (the backend's default device, see the DEVICE HOOK). */
@@ -2786,6 +2875,7 @@ int main(int argc, char **argv) {
     const conf_case *c = &L.v[i];
     if (quick && !c->quick) continue;
     if (filter && !strstr(c->name, filter)) continue;
+    if (keep_l && !keep_l[i]) continue;
     int r = run_case(c, &bk, seed);
     if (r == R_PASS)
       ++passed;
@@ -2801,6 +2891,7 @@ int main(int argc, char **argv) {
     const fcase *c = &F.v[i];
     if (quick && !c->quick) continue;
     if (filter && !strstr(c->name, filter)) continue;
+    if (keep_f && !keep_f[i]) continue;
     int r = c->kvc ? run_kvcase(c, &R, seed) : run_fcase(c, &R, seed);
     if (r == R_PASS)
       ++passed;
@@ -2811,6 +2902,8 @@ int main(int argc, char **argv) {
   }
   free(L.v);
   free(F.v);
+  free(keep_l);
+  free(keep_f);
   fa_release();
   printf("conformance: %.1f s, seed %llu\n", now_s() - t0, (unsigned long long)seed);
   if (passed + failed + skipped == 0) {
