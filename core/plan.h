@@ -74,9 +74,8 @@ static inline fa_tile_plan fa_plan_tiles_bwd(const fa_tile_limits *limits, int64
  * CUDA backend maps it onto one of its compiled kernels (backends/cuda/fa3_sm90). Without a mask
  * every tile costs the same and a persistent grid hides the per-tile start; under a mask the
  * persistent blocks take their tiles from a global counter, largest first (a static deal left
- * some blocks ~15% more work than the mean), except at head dim 128 above 8k keys, where one
- * block per tile and the hardware's block scheduler do better. A head dim without a plan gets a
- * tile_m of 0. Header-only: no ABI symbol.
+ * some blocks ~15% more work than the mean). A head dim without a plan gets a tile_m of 0.
+ * Header-only: no ABI symbol.
  */
 typedef struct fa_hopper_fwd_plan {
   int32_t tile_m, tile_n; /* query rows per block (64 per consumer warpgroup), keys per tile */
@@ -119,21 +118,19 @@ static inline fa_hopper_fwd_plan fa_plan_hopper_fwd(int64_t padded_head_dim, int
       p.own_key_end = masked;
       break;
     case 128:
-      p.tile_m = 128, p.tile_n = 128, p.consumers = 2, p.q_buffers = 2;
-      /* The softmax pinned under P V: +3-5% at 4k-16k keys without a mask, +2% under one above
-         8k keys, -2-3% under one at 1k-2k. Pinned, 128 x 128 with two Q buffers beat 128 x 176
-         (one Q buffer, no room for the epilogue through it) at every length, 16k +3%, and 128 x
-         128 with a third K/V stage and one Q buffer (-5..-12%; bench/NOTES.md, session 12). */
-      p.pinned = !masked || seqlen_k > 8192;
-      /* Without a mask +1.3% at 1k keys, +0.6% at 8k; under one (dynamic) -0.2..-0.8% at 1k-4k,
-         and no clear sign above 8k (bench/NOTES.md, session 21). */
-      p.split_max = !masked;
-      if (!masked || seqlen_k <= 8192) {
-        p.persistent = 1;
-        p.dynamic = masked;
-      } else {
-        p.q_buffers = 1;
-      }
+      p.tile_m = 128, p.tile_n = 128, p.consumers = 2, p.q_buffers = 2, p.persistent = 1;
+      /* The softmax pinned under P V: +3-5% at 4k-16k keys without a mask. Pinned, 128 x 128
+         with two Q buffers beat 128 x 176 (one Q buffer, no room for the epilogue through it) at
+         every length, 16k +3%, and 128 x 128 with a third K/V stage and one Q buffer (-5..-12%;
+         bench/NOTES.md, session 12); 128 x 176 with O through the last K/V stage (one Q buffer)
+         still lost, -8% at 1k to -0.4% at 16k (session 23). Under a mask, pinned with the
+         second row's max split off and the dynamic schedule: +1.1% at 1k keys, +4.5% at 4k and
+         +2.6% at 16k against the dynamic schedule unpinned (to 8k) and one block per tile pinned
+         (above), the picks before (session 23). Without a mask the dynamic schedule lost
+         1.5-6% against the static deal (session 23). */
+      p.pinned = 1;
+      p.split_max = 1; /* without a mask +1.3% at 1k keys, +0.6% at 8k (session 21) */
+      p.dynamic = masked;
       break;
     case 256:
       /* One Q buffer (no room for two): O through the last K/V stage, so that the next tile's Q

@@ -62,10 +62,10 @@ int main(void) {
   expect_pick(128, 0, 512, "hd128_2x128_oppqowx");
   expect_pick(96, 0, 8192, "hd128_2x128_oppqowx");
   expect_pick(128, 0, 8193, "hd128_2x128_oppqowx");
-  expect_pick(128, 1, 1024, "hd128_2x128_opdqo");
-  expect_pick(96, 1, 100, "hd128_2x128_opdqo");
-  expect_pick(128, 1, 8192, "hd128_2x128_opdqo");
-  expect_pick(128, 1, 8193, "hd128_2x128_opow");
+  expect_pick(128, 1, 1024, "hd128_2x128_opdqowx");
+  expect_pick(96, 1, 100, "hd128_2x128_opdqowx");
+  expect_pick(128, 1, 8192, "hd128_2x128_opdqowx");
+  expect_pick(128, 1, 8193, "hd128_2x128_opdqowx");
   expect_pick(256, 0, 8192, "hd256_2x80_opposwx");
   expect_pick(192, 0, 100, "hd256_2x80_opposwx");
   expect_pick(256, 1, 4096, "hd256_2x80_opdosxt");

@@ -111,9 +111,9 @@ extern "C" {
   X(hd128_2x128_oppqo, 128, 2, 128, FA3_OPPQO)                                                     \
   X(hd128_2x128_oppqow, 128, 2, 128, FA3_OPPQO | FA3_PINNED)                                       \
   X(hd128_2x128_opo, 128, 2, 128, FA3_OP | FA3_OSTORE)                                             \
-  X(hd128_2x128_opow, 128, 2, 128, FA3_OP | FA3_OSTORE | FA3_PINNED)                               \
   X(hd128_2x128_opdqo, 128, 2, 128, FA3_OPDQO)                                                     \
   X(hd128_2x128_oppqowx, 128, 2, 128, FA3_OPPQO | FA3_PINNED | FA3_SPLITMAX)                       \
+  X(hd128_2x128_opdqowx, 128, 2, 128, FA3_OPDQO | FA3_PINNED | FA3_SPLITMAX)                       \
   X(hd256_2x80_op, 256, 2, 80, FA3_OP)                                                             \
   X(hd256_2x80_opo, 256, 2, 80, FA3_OP | FA3_OSTORE)                                               \
   X(hd256_2x80_opdos, 256, 2, 80, FA3_OPP | FA3_DYNAMIC | FA3_OSTORE | FA3_OSTAGE)                 \
