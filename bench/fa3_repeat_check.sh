@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# fa3_repeat_check.sh: one device call for the record of a build: REPEATS runs (default 5) of each
+# of the sweep's closest shapes (SHAPES: "hd:causal:seqlen ...", default those below 1.03x cuDNN
+# in session 23's v12 sweep), each run timing ours beside SDPA-flash and cuDNN, then the full
+# tests/gpu/h200_check.sh on build/lead (~450 s with 21 fa3 configurations).
+#
+#   COMMIT=<sha> bash bench/fa3_repeat_check.sh
+set -u
+cd "$(dirname "$0")/.." || exit 1
+OUT=${OUT:-/tmp/out}
+for shape in ${SHAPES:-64:1:1024 128:0:1024 128:0:16384 256:0:1024}; do
+  IFS=: read -r hd causal seqlen <<< "$shape"
+  for r in $(seq 1 "${REPEATS:-5}"); do
+    python3 bench/peer_cuda.py --check --lib build/lead/lib/libflashattn.so --pass fwd \
+      --hdims "$hd" --causal "$causal" --seqlens "$seqlen" --commit "${COMMIT:-unknown}" \
+      --json "$OUT/repeat-$hd-$causal-$seqlen-$r.json" > /dev/null 2>&1 || echo "repeat $shape run $r failed"
+  done
+done
+python3 - "$OUT" <<'PY'
+import glob, json, statistics, sys
+rows = {}
+for f in sorted(glob.glob(sys.argv[1] + "/repeat-*.json")):
+    for r in json.load(open(f))["results"]:
+        k = (r["hdim"], r["causal"], r["seqlen"])
+        rows.setdefault(k, []).append((r["ours"]["tflops"], r["cudnn"]["tflops"]))
+for (hd, c, s), v in sorted(rows.items()):
+    ratios = [o / p for o, p in v]
+    print(f"hd{hd} causal {c} {s}: ours {statistics.median(o for o, _ in v):.1f} cuDNN "
+          f"{statistics.median(p for _, p in v):.1f} ratio median {statistics.median(ratios):.3f} "
+          f"range {min(ratios):.3f}-{max(ratios):.3f} ({len(v)} runs)")
+PY
+echo "repeats done at ${SECONDS}s"
+mkdir -p "$OUT/c"
+OUT=$OUT/c bash tests/gpu/h200_check.sh --build build/lead > "$OUT/check.log" 2>&1
+echo "h200_check rc=$? at ${SECONDS}s"
+tail -n 40 "$OUT/check.log"
