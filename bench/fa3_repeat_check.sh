@@ -8,18 +8,19 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT/rep" # the device returns few files: the runs and the check's logs go back as tars
 for shape in ${SHAPES:-64:1:1024 128:0:1024 128:0:16384 256:0:1024}; do
   IFS=: read -r hd causal seqlen <<< "$shape"
   for r in $(seq 1 "${REPEATS:-5}"); do
     python3 bench/peer_cuda.py --check --lib build/lead/lib/libflashattn.so --pass fwd \
       --hdims "$hd" --causal "$causal" --seqlens "$seqlen" --commit "${COMMIT:-unknown}" \
-      --json "$OUT/repeat-$hd-$causal-$seqlen-$r.json" > /dev/null 2>&1 || echo "repeat $shape run $r failed"
+      --json "$OUT/rep/repeat-$hd-$causal-$seqlen-$r.json" > /dev/null 2>&1 || echo "repeat $shape run $r failed"
   done
 done
 python3 - "$OUT" <<'PY'
 import glob, json, statistics, sys
 rows = {}
-for f in sorted(glob.glob(sys.argv[1] + "/repeat-*.json")):
+for f in sorted(glob.glob(sys.argv[1] + "/rep/repeat-*.json")):
     for r in json.load(open(f))["results"]:
         k = (r["hdim"], r["causal"], r["seqlen"])
         rows.setdefault(k, []).append((r["ours"]["tflops"], r["cudnn"]["tflops"]))
@@ -34,3 +35,4 @@ mkdir -p "$OUT/c"
 OUT=$OUT/c bash tests/gpu/h200_check.sh --build build/lead > "$OUT/check.log" 2>&1
 echo "h200_check rc=$? at ${SECONDS}s"
 tail -n 40 "$OUT/check.log"
+tar -czf "$OUT/run.tgz" -C "$OUT" rep c && rm -rf "$OUT/rep" "$OUT/c"
