@@ -127,7 +127,7 @@ static inline fa_hopper_fwd_plan fa_plan_hopper_fwd(int64_t padded_head_dim, int
          second row's max split off and the dynamic schedule: +1.1% at 1k keys, +4.5% at 4k and
          +2.6% at 16k against the dynamic schedule unpinned (to 8k) and one block per tile pinned
          (above), the picks before (session 23). Without a mask the dynamic schedule lost
-         1.5-6% against the static deal (session 23). */
+         2-6% against the static deal (session 23). */
       p.pinned = 1;
       p.split_max = 1; /* without a mask +1.3% at 1k keys, +0.6% at 8k (session 21) */
       p.dynamic = masked;

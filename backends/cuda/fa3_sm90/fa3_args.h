@@ -46,7 +46,9 @@ extern "C" {
    store of the softmax's row sums, pin_after). Without it ptxas schedules that wait
    right after the wait for S, so the softmax never runs under its own warpgroup's P V (OVERLAP
    in name only). Pinned gains 3-6% at head dim 128 and 256 without a mask and loses 1-7% at
-   head dim 64 and under a mask at <= 8k keys (bench/NOTES.md, session 12): core/plan picks. */
+   head dim 64 (bench/NOTES.md, session 12); under a mask it lost at <= 8k keys with one block
+   per tile, but with the dynamic schedule at head dim 128 it gains 1-5% (session 23): core/plan
+   picks. */
 #define FA3_PINNED 128
 /* OSTAGE (with OSTORE, two consumers): the epilogue writes O into the tile's last K/V stage
    instead of its Q buffer (consumer 0's rows into the K stage once consumer 1 has read it,
