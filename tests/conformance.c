@@ -2622,6 +2622,11 @@ static void probe_layouts(backend_ctx *bk) {
  * whole selection; the split depends only on the case list, never on timing.
  * -------------------------------------------------------------------------------------------- */
 
+/* Whether a case is in the run's selection (--quick, --filter), before any --shard. */
+static int case_selected(const char *name, int case_quick, int quick, const char *filter) {
+  return (!quick || case_quick) && (!filter || strstr(name, filter));
+}
+
 typedef struct shard_item {
   double cost;
   int list; /* 0: plain case, 1: feature case */
@@ -2648,10 +2653,10 @@ static int shard_select(const case_list *L, const fcase_list *F, int quick, cons
   }
   int m = 0;
   for (int i = 0; i < L->n; ++i)
-    if ((!quick || L->v[i].quick) && (!filter || strstr(L->v[i].name, filter)))
+    if (case_selected(L->v[i].name, L->v[i].quick, quick, filter))
       items[m++] = (shard_item){L->v[i].cost, 0, i};
   for (int i = 0; i < F->n; ++i)
-    if ((!quick || F->v[i].quick) && (!filter || strstr(F->v[i].name, filter)))
+    if (case_selected(F->v[i].name, F->v[i].quick, quick, filter))
       items[m++] = (shard_item){F->v[i].cost, 1, i};
   qsort(items, (size_t)m, sizeof *items, shard_item_cmp);
   for (int i = 0; i < m; ++i) {
@@ -2757,12 +2762,10 @@ int main(int argc, char **argv) {
   }
   if (list) {
     for (int i = 0; i < L.n; ++i)
-      if ((!quick || L.v[i].quick) && (!filter || strstr(L.v[i].name, filter)) &&
-          (!keep_l || keep_l[i]))
+      if (case_selected(L.v[i].name, L.v[i].quick, quick, filter) && (!keep_l || keep_l[i]))
         printf("%-56s cost %.2e%s\n", L.v[i].name, L.v[i].cost, L.v[i].quick ? "  quick" : "");
     for (int i = 0; i < F.n; ++i)
-      if ((!quick || F.v[i].quick) && (!filter || strstr(F.v[i].name, filter)) &&
-          (!keep_f || keep_f[i]))
+      if (case_selected(F.v[i].name, F.v[i].quick, quick, filter) && (!keep_f || keep_f[i]))
         printf("%-56s cost %.2e%s\n", F.v[i].name, F.v[i].cost, F.v[i].quick ? "  quick" : "");
     free(L.v);
     free(F.v);
@@ -2873,9 +2876,7 @@ int main(int argc, char **argv) {
   int passed = 0, failed = 0, skipped = 0;
   for (int i = 0; i < L.n; ++i) {
     const conf_case *c = &L.v[i];
-    if (quick && !c->quick) continue;
-    if (filter && !strstr(c->name, filter)) continue;
-    if (keep_l && !keep_l[i]) continue;
+    if (!case_selected(c->name, c->quick, quick, filter) || (keep_l && !keep_l[i])) continue;
     int r = run_case(c, &bk, seed);
     if (r == R_PASS)
       ++passed;
@@ -2889,9 +2890,7 @@ int main(int argc, char **argv) {
   R.bk = &bk;
   for (int i = 0; i < F.n; ++i) {
     const fcase *c = &F.v[i];
-    if (quick && !c->quick) continue;
-    if (filter && !strstr(c->name, filter)) continue;
-    if (keep_f && !keep_f[i]) continue;
+    if (!case_selected(c->name, c->quick, quick, filter) || (keep_f && !keep_f[i])) continue;
     int r = c->kvc ? run_kvcase(c, &R, seed) : run_fcase(c, &R, seed);
     if (r == R_PASS)
       ++passed;
