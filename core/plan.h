@@ -93,11 +93,14 @@ typedef struct fa_hopper_fwd_plan {
                              exps (the XU pipe busy while the FMNMX chain runs) */
   int32_t own_key_end;    /* each consumer's key tiles end at the last its own rows see (it
                              passes the block's later ones without work) */
+  int32_t short_block_first; /* the query blocks cut from the sequence's end, so that the short
+                                one (its rows not a whole block) comes first, where a causal
+                                mask gives it the fewest keys (core/schedule.h) */
 } fa_hopper_fwd_plan;
 
 static inline fa_hopper_fwd_plan fa_plan_hopper_fwd(int64_t padded_head_dim, int masked,
                                                     int64_t seqlen_k) {
-  fa_hopper_fwd_plan p = {0, 0, 0, 0, 1, 1, 0, 0, 0, 2, 0, 0, 0};
+  fa_hopper_fwd_plan p = {0, 0, 0, 0, 1, 1, 0, 0, 0, 2, 0, 0, 0, 0};
   switch (padded_head_dim) {
     case 64: /* three consumers: the softmax is a large share at 64 columns */
       p.tile_m = 192, p.tile_n = 128, p.consumers = 3, p.persistent = 1, p.q_buffers = 2;
@@ -116,6 +119,10 @@ static inline fa_hopper_fwd_plan fa_plan_hopper_fwd(int64_t padded_head_dim, int
          (session 18's pick up to 1k keys) +1.6% at 512 and +2.8% at 1k; against three without
          it +4.6% at 1k, +2-3% at 2k-4k, +0.6-1.1% at 8k-16k (bench/NOTES.md, session 22). */
       p.own_key_end = masked;
+      /* At 1k rows a head's sixth 192-row block holds 64: last, its one consumer works through
+         all 8 key tiles while two idle; first, it has one key tile. +4.4% at causal 1k keys,
+         +0.5-1.5% at 2k-16k, -1.6% at 512 (bench/NOTES.md, session 24). */
+      p.short_block_first = masked && seqlen_k >= 1024;
       break;
     case 128:
       p.tile_m = 128, p.tile_n = 128, p.consumers = 2, p.q_buffers = 2, p.persistent = 1;

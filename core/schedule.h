@@ -43,4 +43,23 @@ FA_HD void fa_sched_lpt_tile(int k, int num_m, int pairs, int chunk, int *m_idx,
   *pair = base + within % size;
 }
 
+/* Query block `from_end` (0: the last, the one with the most keys under a causal mask) of the
+   num_m = ceil(seqlen_q / rows) blocks of rows rows (rows a multiple of slab): rows [*m0,
+   *m_end). Without lead_short, block i is rows [i rows, (i + 1) rows), so the short block (when
+   rows do not divide seqlen_q) is the last, which under a causal mask is the one that sees every
+   key. With lead_short, the blocks are cut from the end in whole slabs and the short one, its
+   slabs the rest of ceil(seqlen_q / slab) by rows / slab, comes first, where it sees the fewest
+   keys: a kernel whose warpgroups take a slab each leaves fewer of them idle for fewer key
+   tiles (bench/NOTES.md, session 24). The slabs stay at multiples of slab from row 0, so only
+   the last block may end inside one. */
+FA_HD void fa_sched_query_block(int from_end, int num_m, int seqlen_q, int rows, int slab,
+                                int lead_short, int *m0, int *m_end) {
+  const int idx = num_m - 1 - from_end, per = rows / slab;
+  const int lead = lead_short ? ((seqlen_q + slab - 1) / slab) % per * slab : 0;
+  const int start = lead == 0 ? idx * rows : idx == 0 ? 0 : lead + (idx - 1) * rows;
+  const int end = lead != 0 && idx == 0 ? lead : start + rows;
+  *m0 = start;
+  *m_end = end < seqlen_q ? end : seqlen_q;
+}
+
 #endif /* FA_CORE_SCHEDULE_H */

@@ -643,6 +643,44 @@ static void test_sched_lpt(void) {
   case_end();
 }
 
+static void test_sched_query_block(void) {
+  case_begin("fa_sched_query_block: blocks cover the rows once, short block last or first");
+  long n_short_first = 0;
+  for (int t = 0; t < 20000; ++t) {
+    const int slab = (int)rng_range(1, 3) * 32, per = (int)rng_range(1, 4), rows = slab * per;
+    const int seqlen = (int)rng_range(1, 40 * rows), lead_short = (int)(t & 1);
+    const int num_m = (seqlen + rows - 1) / rows, slabs = (seqlen + slab - 1) / slab;
+    int covered_to = 0; /* blocks in row order: from_end num_m - 1 first */
+    for (int f = num_m - 1; f >= 0; --f) {
+      int m0 = -1, m_end = -1;
+      fa_sched_query_block(f, num_m, seqlen, rows, slab, lead_short, &m0, &m_end);
+      /* the same cut, from the definition: block f of the end-aligned slab groups, or of the
+         start-aligned row groups */
+      int e0, e1;
+      if (lead_short) {
+        const int s0 = slabs - (f + 1) * per, s1 = slabs - f * per;
+        e0 = (s0 < 0 ? 0 : s0) * slab;
+        e1 = s1 * slab < seqlen ? s1 * slab : seqlen;
+      } else {
+        e0 = (num_m - 1 - f) * rows;
+        e1 = e0 + rows < seqlen ? e0 + rows : seqlen;
+      }
+      if (m0 != e0 || m_end != e1 || m0 != covered_to || m_end <= m0 || m_end - m0 > rows)
+        fail(
+            "seqlen %d rows %d slab %d lead_short %d: block %d of %d is [%d, %d), want [%d, %d) "
+            "after %d",
+            seqlen, rows, slab, lead_short, f, num_m, m0, m_end, e0, e1, covered_to);
+      if (lead_short && f == num_m - 1 && m_end - m0 < rows && m_end < seqlen) ++n_short_first;
+      covered_to = m_end;
+    }
+    if (covered_to != seqlen)
+      fail("seqlen %d rows %d lead_short %d: blocks end at %d", seqlen, rows, lead_short,
+           covered_to);
+  }
+  if (n_short_first == 0) fail("no short first block drawn: the lead_short case proved nothing");
+  case_end();
+}
+
 static void test_mask_row_range(void) {
   case_begin("fa_mask_row_range is exactly the rows that keep a key of the key tile");
   long n_empty = 0, n_some = 0;
@@ -972,6 +1010,7 @@ int main(int argc, char **argv) {
   test_mask_key_range();
   test_mask_tile_class();
   test_sched_lpt();
+  test_sched_query_block();
   test_mask_row_range();
   test_softcap_grad_forms();
   test_dtype_rounding();

@@ -57,8 +57,9 @@ int main(void) {
   expect_pick(64, 0, 1024, "hd64_3x128_oppqo3rx");
   expect_pick(64, 0, 16384, "hd64_3x128_oppqo3rx");
   expect_pick(64, 1, 512, "hd64_3x128_opdqo3rxt");
-  expect_pick(64, 1, 1024, "hd64_3x128_opdqo3rxt");
-  expect_pick(64, 1, 16384, "hd64_3x128_opdqo3rxt");
+  expect_pick(64, 1, 1023, "hd64_3x128_opdqo3rxt");
+  expect_pick(64, 1, 1024, "hd64_3x128_opdqo3rxtl");
+  expect_pick(64, 1, 16384, "hd64_3x128_opdqo3rxtl");
   expect_pick(128, 0, 512, "hd128_2x128_oppqowx");
   expect_pick(96, 0, 8192, "hd128_2x128_oppqowx");
   expect_pick(128, 0, 8193, "hd128_2x128_oppqowx");

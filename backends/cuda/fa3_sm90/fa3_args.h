@@ -83,11 +83,18 @@ extern "C" {
    tiles its first consumers' rows do not reach (192-row blocks of 128-key tiles; 128-row blocks
    of 80-key tiles). */
 #define FA3_TAILSKIP 32768
+/* LEADRAG (three consumers, OSTORE, no OSTAGE): the query blocks cut from the sequence's end in
+   64-row slabs, so that the short block (1k rows are 5 1/3 blocks of 192) comes first, where under
+   a causal mask it sees one key tile, instead of last, where one consumer works through every key
+   tile while the others idle (core/schedule.h, fa_sched_query_block). Without GQA packing; O is
+   stored in 64-row boxes, the tile's slabs that hold rows. */
+#define FA3_LEADRAG 65536
 
 /* The compiled configurations: X(name, padded head dim, consumer warpgroups, key tile, flags).
    A block holds 64 query rows per consumer warpgroup. The name's letters after the tile: o
    OVERLAP, p PINGPONG or g STAGGER (neither: no turns), then p PERSISTENT or d DYNAMIC, q
-   QDOUBLE, o OSTORE, s OSTAGE, w PINNED, 3 STAGES3, r ROWSUM, x SPLITMAX, t TAILSKIP.
+   QDOUBLE, o OSTORE, s OSTAGE, w PINNED, 3 STAGES3, r ROWSUM, x SPLITMAX, t TAILSKIP,
+   l LEADRAG.
    core/plan (fa3_fwd_pick) names the defaults; the first of each head dim is the fallback where
    shared memory is small (fa3_fwd_pick takes the first that fits); the rest are the defaults' twins
    without their last feature or an earlier default, kept for A/B runs (FA_CUDA_FA3_CONFIG=name).
@@ -110,6 +117,8 @@ extern "C" {
   X(hd64_3x128_opdqo3rx, 64, 3, 128, FA3_OPDQO | FA3_STAGES3 | FA3_ROWSUM | FA3_SPLITMAX)          \
   X(hd64_3x128_opdqo3rxt, 64, 3, 128,                                                              \
     FA3_OPDQO | FA3_STAGES3 | FA3_ROWSUM | FA3_SPLITMAX | FA3_TAILSKIP)                            \
+  X(hd64_3x128_opdqo3rxtl, 64, 3, 128,                                                             \
+    FA3_OPDQO | FA3_STAGES3 | FA3_ROWSUM | FA3_SPLITMAX | FA3_TAILSKIP | FA3_LEADRAG)              \
   X(hd128_2x128_oppqo, 128, 2, 128, FA3_OPPQO)                                                     \
   X(hd128_2x128_oppqow, 128, 2, 128, FA3_OPPQO | FA3_PINNED)                                       \
   X(hd128_2x128_opo, 128, 2, 128, FA3_OP | FA3_OSTORE)                                             \

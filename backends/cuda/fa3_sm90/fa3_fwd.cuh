@@ -178,9 +178,10 @@ __device__ __forceinline__ void fa3_pack_p(const float (&s)[BN / 2], uint32_t (&
 
 /* One tile of the grid's work: query block m0.. (rows_per_head positions) of query heads h ..
    h + 2^pack_log2 - 1 (GQA packing: heads of one K/V head, the tile's rows head-major), K/V head
-   hk, batch b, and the key tiles n_begin..n_end that hold keys for any of its rows. */
+   hk, batch b, and the key tiles n_begin..n_end that hold keys for any of its rows; m_end: the
+   end of its rows (per packed head), seqlen_q at most. */
 struct fa3_tile {
-  int m0, h, hk, b, n_begin, n_end;
+  int m0, m_end, h, hk, b, n_begin, n_end;
 };
 /* The grid's tiles: (query heads / pack) x batch head groups, each of ceil(seqlen_q / rows per
    head) query blocks. */
@@ -190,7 +191,7 @@ __device__ __forceinline__ void fa3_grid_of(const fa3_fwd_args &A, int &hb_count
   hb_count = (A.a.p.heads_q >> A.pack_log2) * A.a.p.batch;
   total = (A.a.p.seqlen_q + rows - 1) / rows * hb_count;
 }
-template <int BM, int BN, bool LPT>
+template <int BM, int BN, bool LPT, bool LEADRAG>
 __device__ __forceinline__ void fa3_tile_of(int k, int total, int hb_count, const fa3_fwd_args &A,
                                             fa3_tile &ti) {
   const fa2_problem &p = A.a.p;
@@ -204,15 +205,15 @@ __device__ __forceinline__ void fa3_tile_of(int k, int total, int hb_count, cons
     hb = k / num_m;
     m_idx = k % num_m;
   }
-  ti.m0 = (num_m - 1 - m_idx) * rows;
+  fa_sched_query_block(m_idx, num_m, p.seqlen_q, rows, 64, LEADRAG && A.pack_log2 == 0, &ti.m0,
+                       &ti.m_end);
   ti.h = (hb % groups) << A.pack_log2;
   ti.b = hb / groups;
   ti.hk = ti.h / (p.heads_q / p.heads_kv);
-  const int rows_end = min(ti.m0 + rows, p.seqlen_q);
   int64_t lo, hi;
   fa_mask_key_range(&mask, ti.m0, p.seqlen_k, &lo, &hi);
   const int lo_first = (int)lo; /* key indices fit int: seqlen_k is one */
-  fa_mask_key_range(&mask, rows_end - 1, p.seqlen_k, &lo, &hi);
+  fa_mask_key_range(&mask, ti.m_end - 1, p.seqlen_k, &lo, &hi);
   const int hi_last = (int)hi;
   ti.n_begin = lo_first / BN;
   ti.n_end = hi_last > lo_first ? (hi_last + BN - 1) / BN : ti.n_begin;
@@ -220,16 +221,16 @@ __device__ __forceinline__ void fa3_tile_of(int k, int total, int hb_count, cons
 
 /* TAILSKIP: the end of consumer c's key tiles in tile ti: past the last key its 64 rows see
    (each row's end grows with the row), at least one tile (rows that see no key take the masked
-   path and write zeros). The whole tile where its rows are packed heads or all past seqlen_q
+   path and write zeros). The whole tile where its rows are packed heads or all past the tile's
    (the idle consumer releases its stages itself), or where the tile has no key tile. */
 template <int BN>
 __device__ __forceinline__ int fa3_own_end(const fa3_fwd_args &A, const fa3_tile &ti, int c) {
   const fa2_problem &p = A.a.p;
   const int first = ti.m0 + 64 * c;
-  if (A.pack_log2 != 0 || first >= p.seqlen_q || ti.n_end == ti.n_begin) return ti.n_end;
+  if (A.pack_log2 != 0 || first >= ti.m_end || ti.n_end == ti.n_begin) return ti.n_end;
   const fa_mask mask = fa2_mask_of(p);
   int64_t lo, hi;
-  fa_mask_key_range(&mask, min(first + 63, p.seqlen_q - 1), p.seqlen_k, &lo, &hi);
+  fa_mask_key_range(&mask, min(first + 63, ti.m_end - 1), p.seqlen_k, &lo, &hi);
   return max(min((int)((hi + BN - 1) / BN), ti.n_end), ti.n_begin + 1);
 }
 
@@ -254,11 +255,15 @@ __device__ __forceinline__ int fa3_tile_index(int j) {
 
 /* The TMA store of a tile's output (its coordinates tf) from its Q buffer buf (64-column boxes
    of BOXQ bytes, as the Q load wrote them), waiting until TMA has read the buffer so that a later
-   Q may be loaded there. */
+   Q may be loaded there. by_slab (LEADRAG without packing: O's box is 64 rows): the slabs that
+   hold the tile's rows, each a store, so that a short first block writes none of the next
+   block's rows; else one box, the whole tile. */
 __device__ __forceinline__ void fa3_store_o(const fa3_fwd_args &A, const fa3_tile &tf,
-                                            const unsigned char *buf, int boxq) {
-  for (int cb = 0; cb * 64 < A.a.p.head_dim; ++cb)
-    tma_store_4d(A.to, buf + cb * boxq, cb * 64, tf.m0, tf.h, tf.b);
+                                            const unsigned char *buf, int boxq, bool by_slab) {
+  const int slabs = by_slab ? (tf.m_end - tf.m0 + 63) / 64 : 1;
+  for (int sb = 0; sb < slabs; ++sb)
+    for (int cb = 0; cb * 64 < A.a.p.head_dim; ++cb)
+      tma_store_4d(A.to, buf + cb * boxq + sb * 64 * 128, cb * 64, tf.m0 + 64 * sb, tf.h, tf.b);
   bulk_commit();
   bulk_wait_read<0>();
 }
@@ -306,6 +311,10 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   constexpr int NP = HD + (ROWSUM ? 8 : 0);
   constexpr bool SPLITMAX = (FLAGS & FA3_SPLITMAX) != 0;
   constexpr bool TAILSKIP = (FLAGS & FA3_TAILSKIP) != 0;
+  constexpr bool LEADRAG = (FLAGS & FA3_LEADRAG) != 0;
+  static_assert(!LEADRAG || (OSTORE && !OSTAGE && WGS == 3),
+                "LEADRAG: O stored by slab from the Q buffer; the short block's other consumers "
+                "idle");
   static_assert(!TAILSKIP || OSTORE, "TAILSKIP: q_info still the tile's after its loop (OSTORE)");
   static_assert(!ROWSUM || (CB == 1 && !PINNED),
                 "ROWSUM: V in one 64-column box (the descriptor's second box is the ones); "
@@ -389,7 +398,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         const bool done = k >= total;
         bool empty = true;
         if (!done) {
-          fa3_tile_of<BM, BN, LPT>(k, total, hb_count, A, ti);
+          fa3_tile_of<BM, BN, LPT, LEADRAG>(k, total, hb_count, A, ti);
           empty = ti.n_end == ti.n_begin;
         }
         const int qb = qn % QB, quse = qn / QB, slot = qn & 1;
@@ -471,7 +480,8 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         if (q_tile[u & 1] >= total) break;
         const fa3_tile tf = q_info[u & 1];
         mbar_wait_sleepy(&q_empty[b], (u / QB) & 1, 1000000);
-        if (tf.n_end != tf.n_begin) fa3_store_o(A, tf, sQ + b * CB * BOXQ, BOXQ);
+        if (tf.n_end != tf.n_begin)
+          fa3_store_o(A, tf, sQ + b * CB * BOXQ, BOXQ, LEADRAG && A.pack_log2 == 0);
         mbar_arrive(&o_free[b]);
       }
       bulk_wait<0>();
@@ -515,7 +525,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     } else {
       int k_again = kt;
       asm volatile("" : "+r"(k_again));
-      fa3_tile_of<BM, BN, LPT>(k_again, total, hb_count, A, tf);
+      fa3_tile_of<BM, BN, LPT, LEADRAG>(k_again, total, hb_count, A, tf);
     }
     /* OSTAGE: consumer 0 writes into the K stage once consumer 1's last Q Kᵀ has read it
        (named barrier 3), consumer 1 into the V stage once consumer 0's last P V has (4). */
@@ -572,7 +582,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       int head, pos;
       fa3_row_of<BM>(A, rl + 8 * w, head, pos);
       const int i = tf.m0 + pos;
-      if (i >= seqlen_q) continue;
+      if (i >= tf.m_end) continue; /* LEADRAG: a short first block's */
       E *out = static_cast<E *>(a.out) + tf.b * a.o_str.batch + (tf.h + head) * a.o_str.head;
       for (int col = 2 * t; col < hd; col += 8)
         *reinterpret_cast<uint32_t *>(out + (int64_t)i * a.o_str.row + col) = 0u;
@@ -632,7 +642,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
 
     if (PINGPONG && !turned && c == WGS - 1) bar_arrive(1, 256);
     turned = true;
-    /* A consumer whose 64 rows all lie past seqlen_q (the rest of the last query block: at head
+    /* A consumer whose 64 rows all lie past the tile's (the rest of the short query block: at head
        dim 64, 1k rows are 5 1/3 blocks of 192) computes nothing: it takes its turns and
        releases each stage in step with the others (every release after the stage's load, so
        that no arrival counts toward an earlier phase) and writes no output (TMA clips those
@@ -643,7 +653,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
        (bench/NOTES.md, session 17). */
     int idle = 0;
     if (WGS == 3)
-      idle = __shfl_sync(0xffffffffu, A.pack_log2 == 0 && ti.m0 + 64 * c >= seqlen_q, 0);
+      idle = __shfl_sync(0xffffffffu, A.pack_log2 == 0 && ti.m0 + 64 * c >= ti.m_end, 0);
     if (idle) {
       for (int n = ti.n_begin; n < ti.n_end; ++n, ++kv) {
         const int st = kv % STAGES;

@@ -67,7 +67,7 @@ static const fa3_fwd_config *config_of_plan(int padded, const fa_hopper_fwd_plan
                     (p->dynamic ? FA3_DYNAMIC : 0) | (p->pinned ? FA3_PINNED : 0) |
                     (p->o_in_stage ? FA3_OSTAGE : 0) | (p->kv_stages == 3 ? FA3_STAGES3 : 0) |
                     (p->mma_row_sum ? FA3_ROWSUM : 0) | (p->split_max ? FA3_SPLITMAX : 0) |
-                    (p->own_key_end ? FA3_TAILSKIP : 0);
+                    (p->own_key_end ? FA3_TAILSKIP : 0) | (p->short_block_first ? FA3_LEADRAG : 0);
   for (int i = 0; i < CONFIG_COUNT; ++i)
     if (configs[i].head_dim_padded == padded && configs[i].warpgroups == p->consumers &&
         configs[i].tile_m == p->tile_m && configs[i].tile_n == p->tile_n &&
@@ -133,8 +133,10 @@ int fa3_fwd_launch(fa3_fwd_args *x, const fa3_fwd_config *cfg, char *err, size_t
   while ((1 << x->pack_log2) < pack) ++x->pack_log2;
   const uint32_t rows = (uint32_t)(cfg->tile_m / pack);
   /* O's box: the tile (as Q's), or (OSTAGE) one consumer's 64 rows, of one query head or of
-     64 / rows packed ones. */
-  const uint32_t o_rows = (cfg->flags & FA3_OSTAGE) && rows > 64 ? 64 : rows;
+     64 / rows packed ones, or (LEADRAG, unpacked) one 64-row slab of the tile. */
+  const uint32_t o_rows =
+      ((cfg->flags & FA3_OSTAGE) && rows > 64) || ((cfg->flags & FA3_LEADRAG) && pack == 1) ? 64
+                                                                                            : rows;
   const uint32_t o_heads = (cfg->flags & FA3_OSTAGE) ? (rows > 64 ? 1 : 64 / rows) : (uint32_t)pack;
   if (map_of(x->tq, p->bf16, a->q, &a->q_str, p->batch, p->seqlen_q, p->heads_q, p->head_dim, rows,
              (uint32_t)pack, err, err_len) ||
