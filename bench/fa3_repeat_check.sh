@@ -2,7 +2,7 @@
 # fa3_repeat_check.sh: one device call for the record of a build: REPEATS runs (default 5) of each
 # of the sweep's closest shapes (SHAPES: "hd:causal:seqlen ...", default those below 1.03x cuDNN
 # in session 23's v12 sweep), each run timing ours beside SDPA-flash and cuDNN, then the full
-# tests/gpu/h200_check.sh on build/lead (~425 s with 23 fa3 configurations).
+# tests/gpu/h200_check.sh on build/lead (~425 s with 23 fa3 configurations; 24 since session 24).
 #
 #   COMMIT=<sha> bash bench/fa3_repeat_check.sh
 set -u

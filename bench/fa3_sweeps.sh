@@ -2,7 +2,8 @@
 # fa3_sweeps.sh: three sweep runs of the forward (bench/peer_cuda.py, the issue-5 table, every
 # shape checked against SDPA-flash) on build/lead into $OUT/sweep-run{1,2,3}.json, then their
 # medians (bench/sweep_median.py) into $OUT/sweep-median.json, the table printed (~60 s on the
-# H200). Called by fa3_sweep_check.sh and fa3_ab_sweep.sh.
+# H200 before session 24; peer_cuda.py's three timing rounds per shape since make it ~3x that,
+# not yet measured). Called by fa3_sweep_check.sh and fa3_ab_sweep.sh.
 #
 #   COMMIT=<sha> bash bench/fa3_sweeps.sh
 set -u

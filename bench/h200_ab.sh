@@ -7,7 +7,8 @@
 #   LIBS="base=build/release/lib/libflashattn.so single=build/variant/lib/libflashattn.so" \
 #   ROUNDS=2 AB_ARGS="--hdims 256 --pass fwd" bash bench/h200_ab.sh
 #
-# An entry name=lib@config runs that library with FA_CUDA_FA3_CONFIG=config (one fa3 forward
+# Each run times a shape once per implementation (--shape-rounds 1: the rounds here alternate the
+# builds instead; AB_ARGS may override it). An entry name=lib@config runs that library with FA_CUDA_FA3_CONFIG=config (one fa3 forward
 # configuration of backends/cuda/fa3_sm90/fa3_args.h, picked at run time).
 #
 # $OUT gets ab.txt (per shape: each build's median TFLOP/s over the rounds, its ratio to FA2's
@@ -28,7 +29,7 @@ for r in $(seq 1 "$ROUNDS"); do
     cfg=
     case $lib in *@*) cfg=${lib#*@}; lib=${lib%%@*} ;; esac
     # shellcheck disable=SC2086 # AB_ARGS is a list of options
-    FA_CUDA_FA3_CONFIG=$cfg python3 bench/peer_cuda.py --check --lib "$lib" ${AB_ARGS:-} \
+    FA_CUDA_FA3_CONFIG=$cfg python3 bench/peer_cuda.py --check --lib "$lib" --shape-rounds 1 ${AB_ARGS:-} \
       --json "$OUT/$TAG/$name.$r.json" > "$OUT/$TAG/$name.$r.txt" 2>&1 || {
       echo "h200_ab: $name round $r failed (see $TAG/$name.$r.txt)"
       rc=1
