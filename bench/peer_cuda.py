@@ -508,7 +508,7 @@ def run_shape(ctx, sh: Shape) -> tuple[list[dict], list[dict]]:
     def time_all(entries, flops: float):
         """Times every (slot, fn, context) of one pass: each called once first, so that a peer's
         first call at this shape (its plan built, the GPU idle meanwhile) comes before any
-        timing, then --shape-rounds rounds, each timing every entry once in an order rotated by
+        timing, then all of them in turn for --settle-ms untimed, then --shape-rounds rounds, each timing every entry once in an order rotated by
         the round, so that no implementation is always timed first or last; the median of its
         rounds counts (all kept in ms_rounds). Why: timed right after its plan was built, cuDNN
         read up to 12% above its later timings of the same kernel in the same process (hd128
@@ -523,6 +523,14 @@ def run_shape(ctx, sh: Shape) -> tuple[list[dict], list[dict]]:
                 live.append((slot, fn, cm))
             except Exception as e:  # noqa: BLE001
                 slot["error"] = fmt_err(e)
+        # then --settle-ms of all of them in turn, untimed, so that the GPU is under the same
+        # load as in the timings before the first one starts
+        t_end = time.perf_counter() + args.settle_ms / 1e3
+        while live and time.perf_counter() < t_end:
+            for slot, fn, cm in live:
+                with cm():
+                    fn()
+            ctx["sync"]()
         rounds = max(1, args.shape_rounds)
         for rd in range(rounds):
             k = rd % len(live) if live else 0
@@ -735,7 +743,8 @@ def metadata(ctx, args) -> dict:
             "timing": (f"triton.testing.do_bench(warmup={args.warmup_ms} ms, rep={args.rep_ms} ms, "
                        "return_mode='median'); inputs not rotated (do_bench flushes the L2 "
                        f"before each call); per shape one untimed call of each implementation, "
-                       f"then {args.shape_rounds} rounds in rotated order, the median counts"),
+                       f"{args.settle_ms:g} ms of untimed calls of all in turn, then "
+                       f"{args.shape_rounds} rounds in rotated order, the median counts"),
         })
         try:
             smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm",
@@ -818,6 +827,9 @@ def parse_args(argv):
                          "round after one untimed call of each; the median counts (default 3; "
                          "with 1: ours, then the peers, the order before session 24, which had "
                          "no untimed first calls)")
+    ap.add_argument("--settle-ms", type=float, default=300,
+                    help="untimed calls of every implementation in turn, per shape, between the "
+                         "first calls and the timing rounds (default 300 ms)")
     ap.add_argument("--ours-last", action="store_true",
                     help="time ours a second time after the peers (recorded as ours_last and "
                          "printed beside the first timing), to see whether the order of the "
