@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # fa3_repeat_check.sh: one device call for the record of a build: REPEATS runs (default 5) of each
 # of the sweep's closest shapes (SHAPES: "hd:causal:seqlen ...", default those below 1.03x cuDNN
-# in session 23's v12 sweep), each run timing ours beside SDPA-flash and cuDNN, then the full
-# tests/gpu/h200_check.sh on build/lead (~425 s with 23 fa3 configurations; 24 since session 24).
+# in session 23's v12 sweep), each run timing ours beside SDPA-flash and cuDNN, then
+# tests/gpu/h200_check.sh on build/lead (CHECK_ARGS; the full check took ~425 s with 23 fa3
+# configurations) with what is left of the call's time (CALL_S, default 570 s): a call that runs
+# past 600 s returns nothing.
 #
 #   COMMIT=<sha> bash bench/fa3_repeat_check.sh
 set -u
@@ -32,7 +34,14 @@ for (hd, c, s), v in sorted(rows.items()):
 PY
 echo "repeats done at ${SECONDS}s"
 mkdir -p "$OUT/c"
-OUT=$OUT/c bash tests/gpu/h200_check.sh --build build/lead > "$OUT/check.log" 2>&1
-echo "h200_check rc=$? at ${SECONDS}s"
-tail -n 40 "$OUT/check.log"
+left=$((${CALL_S:-570} - SECONDS))
+if [ "$left" -gt 60 ]; then
+  # shellcheck disable=SC2086 # CHECK_ARGS is a list of options
+  OUT=$OUT/c timeout -s INT "$left" bash tests/gpu/h200_check.sh --build build/lead ${CHECK_ARGS:-} \
+    > "$OUT/c/check.log" 2>&1
+  echo "h200_check rc=$? at ${SECONDS}s (limit ${left}s)" | tee -a "$OUT/c/check.log"
+  tail -n 40 "$OUT/c/check.log"
+else
+  echo "h200_check not run: ${left}s left of CALL_S"
+fi
 tar -czf "$OUT/run.tgz" -C "$OUT" rep c && rm -rf "$OUT/rep" "$OUT/c"
