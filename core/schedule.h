@@ -62,4 +62,25 @@ FA_HD void fa_sched_query_block(int from_end, int num_m, int seqlen_q, int rows,
   *m_end = end < seqlen_q ? end : seqlen_q;
 }
 
+/* The balanced last wave of a static deal (stream-K): when `blocks` persistent blocks deal
+   `total` equal tiles round by round, the last round holds tail = total % blocks tiles and the
+   grid waits for it with blocks - tail of its blocks idle (2048 tiles on 132 SMs: 15.52 a block,
+   16 for some: 3%). Cut into units (a tile's key tiles, nkt of them), the tail's tail * nkt units
+   split evenly instead: block b takes units [*u0, *u1), tile-major, so that its piece is the end
+   of one tail tile and the start of the next (or more, when a piece is longer than a tile);
+   empty when there are fewer units than blocks. A tile cut into several pieces is finished from
+   their partial outputs (core/softmax.h fa_softmax_merge_lse). */
+FA_HD void fa_sched_tail_piece(int b, int blocks, int tail, int nkt, int *u0, int *u1) {
+  const int64_t units = (int64_t)tail * nkt;
+  *u0 = (int)(units * b / blocks);
+  *u1 = (int)(units * (b + 1) / blocks);
+}
+
+/* The block whose piece holds unit x of the tail (fa_sched_tail_piece): the last b whose piece
+   starts at or before x. */
+FA_HD int fa_sched_tail_owner(int64_t x, int blocks, int tail, int nkt) {
+  const int64_t units = (int64_t)tail * nkt;
+  return (int)(((x + 1) * blocks - 1) / units);
+}
+
 #endif /* FA_CORE_SCHEDULE_H */

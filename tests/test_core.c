@@ -681,6 +681,34 @@ static void test_sched_query_block(void) {
   case_end();
 }
 
+static void test_sched_tail_piece(void) {
+  case_begin("fa_sched_tail_piece: the tail's units split evenly, each unit owned once");
+  for (int t = 0; t < 3000; ++t) {
+    const int blocks = (int)rng_range(1, 200), tail = (int)rng_range(1, blocks);
+    const int nkt = (int)rng_range(1, 300);
+    const int64_t units = (int64_t)tail * nkt;
+    int64_t next = 0;
+    for (int b = 0; b < blocks; ++b) {
+      int u0, u1;
+      fa_sched_tail_piece(b, blocks, tail, nkt, &u0, &u1);
+      /* contiguous, in block order, sizes within one of the mean */
+      if (u0 != next || u1 < u0 || (int64_t)(u1 - u0) * blocks < units - blocks ||
+          (int64_t)(u1 - u0) * blocks > units + blocks)
+        fail("blocks %d tail %d nkt %d: block %d has [%d, %d) after %lld", blocks, tail, nkt, b, u0,
+             u1, (long long)next);
+      for (int x = u0; x < u1; ++x)
+        if (fa_sched_tail_owner(x, blocks, tail, nkt) != b)
+          fail("blocks %d tail %d nkt %d: unit %d of block %d's piece owned by %d", blocks, tail,
+               nkt, x, b, fa_sched_tail_owner(x, blocks, tail, nkt));
+      next = u1;
+    }
+    if (next != units)
+      fail("blocks %d tail %d nkt %d: pieces end at %lld of %lld units", blocks, tail, nkt,
+           (long long)next, (long long)units);
+  }
+  case_end();
+}
+
 static void test_mask_row_range(void) {
   case_begin("fa_mask_row_range is exactly the rows that keep a key of the key tile");
   long n_empty = 0, n_some = 0;
@@ -1011,6 +1039,7 @@ int main(int argc, char **argv) {
   test_mask_tile_class();
   test_sched_lpt();
   test_sched_query_block();
+  test_sched_tail_piece();
   test_mask_row_range();
   test_softcap_grad_forms();
   test_dtype_rounding();
