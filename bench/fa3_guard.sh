@@ -2,8 +2,9 @@
 # fa3_guard.sh: a quick guard for new fa3 forward configurations before a device call times
 # them: for each configuration named, the conformance cases of its head dim at full grid and
 # with FA_CUDA_FA3_GRID=2 (persistent blocks looping over many tiles, tiles without keys
-# included), then racecheck and synccheck on cuda_smoke at grid 1, each with a short time limit,
-# so that a deadlock costs a minute rather than the call. Progress goes to $OUT/guard.txt line by
+# included; a TAILSPLIT configuration, ending in k, at 4 and 5 too), then racecheck and
+# synccheck on cuda_smoke at grid 1 (TAILSPLIT: and at 3 and 5, without a mask), each with a
+# short time limit, so that a deadlock costs a minute rather than the call. Progress goes to $OUT/guard.txt line by
 # line (it comes back even when the call runs out of time); stops at the first failure.
 #
 #   bash bench/fa3_guard.sh hd64_2x128_opdqo3l1 hd64_3x128_oppqo3l1
@@ -27,7 +28,11 @@ fail() {
 for cfg in "$@"; do
   hd=${cfg%%_*}
   hd=${hd#hd}
-  for grid in "" 2; do
+  grids="full 2"
+  caps=1
+  case $cfg in *k) grids="full 2 4 5" caps="1 3 5" ;; esac # TAILSPLIT: grids that cut a last round
+  for grid in $grids; do
+    [ "$grid" = full ] && grid=
     start=$SECONDS
     FA_CUDA_FA3_CONFIG=$cfg FA_CUDA_FA3_GRID=$grid timeout 90 "$BIN/conformance" --backend cuda \
       --filter ".d$hd." > "$OUT/guard_last.log" 2>&1 || fail "$cfg conformance grid=${grid:-full}"
@@ -35,11 +40,15 @@ for cfg in "$@"; do
   done
   [ -n "$SANITIZER" ] || continue
   case " ${SAN-$*} " in *" $cfg "*) ;; *) continue ;; esac
-  for tool in racecheck synccheck; do
-    FA_CUDA_FA3_CONFIG=$cfg FA_CUDA_FA3_GRID=1 timeout 60 "$SANITIZER" --tool "$tool" \
-      --error-exitcode 86 "$BIN/cuda_smoke" --hdim "$hd" --seqlen 300 --causal 1 \
-      > "$OUT/guard_last.log" 2>&1 || fail "$cfg $tool"
-    echo "ok $cfg $tool" >> "$log"
+  for cap in $caps; do
+    causal=1
+    [ "$cap" = 1 ] || causal=0 # TAILSPLIT cuts only without a mask
+    for tool in racecheck synccheck; do
+      FA_CUDA_FA3_CONFIG=$cfg FA_CUDA_FA3_GRID=$cap timeout 60 "$SANITIZER" --tool "$tool" \
+        --error-exitcode 86 "$BIN/cuda_smoke" --hdim "$hd" --seqlen 300 --causal $causal \
+        > "$OUT/guard_last.log" 2>&1 || fail "$cfg $tool grid=$cap"
+      echo "ok $cfg $tool grid=$cap" >> "$log"
+    done
   done
 done
 rm -f "$OUT/guard_last.log"

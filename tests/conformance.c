@@ -510,6 +510,23 @@ static void build_cases(case_list *L) {
       fit_heads(&c, 1e8);
       add_case(L, c);
     }
+
+  /* Block E, a persistent grid's last round: no mask, several key tiles, and a number of query
+     tiles (3 x ceil(300 / rows)) that leaves a remainder on small grids, so that a kernel which
+     cuts the last round's tiles by keys and merges the pieces (cuda fa3's TAILSPLIT, with
+     FA_CUDA_FA3_GRID at 2, 4 or 5 in tests/gpu/h200_check.sh) has tiles to cut. */
+  static const int64_t tails_e[2][5] = {{FA_BF16, 64, 3, 3, 700}, {FA_F16, 128, 3, 1, 1000}};
+  for (int i = 0; i < 2; ++i) {
+    conf_case c;
+    memset(&c, 0, sizeof c);
+    c.dtype = (fa_dtype)tails_e[i][0];
+    c.d = c.dv = tails_e[i][1];
+    c.b = 1, c.hq = tails_e[i][2], c.hkv = tails_e[i][3];
+    c.sq = 300, c.sk = tails_e[i][4];
+    c.cm = CM_NONE;
+    c.layout = TU_CONTIGUOUS;
+    add_case(L, c);
+  }
 }
 
 /* --quick: the cheapest cases that together still cover every feature value (dtype, causal mode

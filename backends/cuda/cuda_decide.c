@@ -111,12 +111,21 @@ static int fa3_config_pack(const void *cfg, const fa_request *req) {
   return 1;
 #endif
 }
+int32_t cuda_fa3_grid(const cuda_device_info *dev) {
+  const char *cap = getenv("FA_CUDA_FA3_GRID");
+  const int n = cap ? atoi(cap) : 0;
+  return n > 0 && n < dev->sm_count ? n : dev->sm_count;
+}
 /* Device bytes of workspace the configuration's launch needs (fa3_fwd_workspace_bytes). */
-static size_t fa3_config_workspace(const void *cfg) {
+static size_t fa3_config_workspace(const void *cfg, const fa_request *req,
+                                   const cuda_device_info *dev) {
 #if FA_CUDA_HAS_FA3
-  return fa3_fwd_workspace_bytes((const fa3_fwd_config *)cfg);
+  const fa_params *p = req->params;
+  return fa3_fwd_workspace_bytes((const fa3_fwd_config *)cfg, req->heads_q, req->heads_kv,
+                                 req->batch, req->seqlen_q, req->seqlen_k,
+                                 p->causal || p->window_enabled, cuda_fa3_grid(dev));
 #else
-  (void)cfg;
+  (void)cfg, (void)req, (void)dev;
   return 0;
 #endif
 }
@@ -356,9 +365,9 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
   out->num_splits = 1;
   if (req->op == FA_OP_FORWARD) {
     /* Every output is one block's, its key tiles in a fixed order (a dynamic schedule's counter
-       decides only which block). */
+       decides only which block), or (TAILSPLIT) merged from fixed pieces in a fixed order. */
     out->deterministic = 1;
-    const size_t ws = fa3 ? fa3_config_workspace(fa3_cfg) : 0;
+    const size_t ws = fa3 ? fa3_config_workspace(fa3_cfg, req, dev) : 0;
     out->workspace_bytes = ws ? ws + CUDA_WORKSPACE_ALIGN : 0; /* room to align a caller's */
     return;
   }

@@ -44,6 +44,11 @@ void cuda_release(void);
 /* The deterministic backward's number of dQ accumulators for a request (see cuda_decide.c). */
 int32_t cuda_bwd_dq_splits(const fa_request *req, int32_t tile_n, int32_t sm_count);
 
+/* The grid of a persistent fa3 forward configuration on a device: its SM count, or (testing)
+   FA_CUDA_FA3_GRID=N's smaller N, so that small cases make every block loop over many tiles
+   (tests/gpu/h200_check.sh). Decide and run read it alike: the workspace depends on it. */
+int32_t cuda_fa3_grid(const cuda_device_info *dev);
+
 /* The kernels' view of a request's sizes, scale, softcap and mask (core/mask.h's form). */
 fa2_problem cuda_problem_of(const fa_request *req);
 

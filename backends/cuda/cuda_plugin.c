@@ -82,11 +82,7 @@ static fa_status run_forward(const fa_request *req, const fa_decision *decision,
     fa3_fwd_args x;
     memset(&x, 0, sizeof x);
     x.a = a;
-    x.sm_count = dev->sm_count;
-    /* Testing: FA_CUDA_FA3_GRID=N caps a persistent configuration's grid at N blocks, so that
-       small cases make each block loop over many tiles (tests/gpu/h200_check.sh). */
-    const char *grid = getenv("FA_CUDA_FA3_GRID");
-    if (grid && atoi(grid) > 0 && atoi(grid) < x.sm_count) x.sm_count = atoi(grid);
+    x.sm_count = cuda_fa3_grid(dev); /* the persistent grid (FA_CUDA_FA3_GRID: testing) */
     char err[200];
     const char *at = strchr(decision->kernel, '@');
     /* The configuration decide took: named after '@', else the default pick (same inputs). */
@@ -97,19 +93,21 @@ static fa_status run_forward(const fa_request *req, const fa_decision *decision,
     if (!cfg || cfg->tile_m != decision->tile_m || cfg->tile_n != decision->tile_n)
       return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no fa3 forward kernel as decided (%s)",
                                decision->kernel);
-    const size_t ws_bytes = fa3_fwd_workspace_bytes(cfg);
+    const size_t ws_bytes =
+        fa3_fwd_workspace_bytes(cfg, a.p.heads_q, a.p.heads_kv, a.p.batch, a.p.seqlen_q,
+                                a.p.seqlen_k, fp->causal || fp->window_enabled, x.sm_count);
     const size_t ws_need = ws_bytes ? ws_bytes + CUDA_WORKSPACE_ALIGN : 0;
     if (ws_need != decision->workspace_bytes)
       return fa_core_set_error(FA_ERR_INTERNAL,
                                "cuda: fa3 forward workspace %zu bytes, decided %zu", ws_need,
                                decision->workspace_bytes);
-    /* A dynamic schedule's tile counter: in the caller's workspace, else from the stream-ordered
-       pool (as the backward's). */
+    /* A dynamic schedule's tile counter, or the last round's pieces (TAILSPLIT): in the
+       caller's workspace, else from the stream-ordered pool (as the backward's). */
     void *ws = workspace;
     cudaStream_t stream = (cudaStream_t)a.p.stream;
     if (!ws && ws_bytes > 0) {
       cudaError_t f = cudaMallocAsync(&ws, decision->workspace_bytes, stream);
-      if (f != cudaSuccess) return cuda_failure(f, "allocating the fa3 forward's tile counter");
+      if (f != cudaSuccess) return cuda_failure(f, "allocating the fa3 forward's workspace");
     }
     x.tile_counter = ws_bytes ? (int32_t *)(((uintptr_t)ws + CUDA_WORKSPACE_ALIGN - 1) &
                                             ~(uintptr_t)(CUDA_WORKSPACE_ALIGN - 1))

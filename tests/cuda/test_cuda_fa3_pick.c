@@ -159,9 +159,16 @@ int main(void) {
     EXPECT(c->flags & FA3_OVERLAP, "%s: no overlap", c->name);
     EXPECT(!(c->flags & FA3_DYNAMIC) || (c->flags & FA3_PERSISTENT),
            "%s: dynamic schedule without persistent", c->name);
-    /* A dynamic schedule's tile counter is the only forward workspace. */
-    EXPECT(fa3_fwd_workspace_bytes(c) == ((c->flags & FA3_DYNAMIC) ? sizeof(int32_t) : 0),
-           "%s: workspace %zu bytes", c->name, fa3_fwd_workspace_bytes(c));
+    /* A dynamic schedule's tile counter, or TAILSPLIT's pieces where it splits, is the only
+       forward workspace: none under a mask but the counter. */
+    const size_t ws_masked = fa3_fwd_workspace_bytes(c, 16, 16, 16, 1024, 1024, 1, 132);
+    EXPECT(ws_masked == ((c->flags & FA3_DYNAMIC) ? sizeof(int32_t) : 0),
+           "%s: workspace %zu bytes under a mask", c->name, ws_masked);
+    if (!(c->flags & FA3_TAILSPLIT)) {
+      const size_t ws = fa3_fwd_workspace_bytes(c, 16, 16, 16, 1024, 1024, 0, 132);
+      EXPECT(ws == ((c->flags & FA3_DYNAMIC) ? sizeof(int32_t) : 0), "%s: workspace %zu bytes",
+             c->name, ws);
+    }
     EXPECT(c->launch && c->prepare, "%s: no entry points", c->name);
     /* OSTAGE: two consumers' outputs in a K and a V stage, stored by the store thread. */
     EXPECT(!(c->flags & FA3_OSTAGE) ||
@@ -171,16 +178,37 @@ int main(void) {
     EXPECT(!(c->flags & FA3_STAGGER) || (c->warpgroups == 2 && !(c->flags & FA3_PINGPONG)),
            "%s: STAGGER with turns or without two consumers", c->name);
     /* A pinned configuration keeps its unpinned twin (the A/B that justifies pinning). SPLITMAX
-       is left out of the match: it was measured on top of the pinned kernel, against the same
-       kernel without it, so the unpinned twin predates it. */
+       and TAILSPLIT are left out of the match: each was measured on top of the pinned kernel,
+       against the same kernel without it, so the unpinned twin predates them. */
     int twin = !(c->flags & FA3_PINNED);
     for (int j = 0; j < count && !twin; ++j)
       twin = all[j].head_dim_padded == c->head_dim_padded && all[j].tile_m == c->tile_m &&
              all[j].tile_n == c->tile_n &&
-             (all[j].flags & ~FA3_SPLITMAX) == (c->flags & ~(FA3_PINNED | FA3_SPLITMAX));
+             (all[j].flags & ~(FA3_SPLITMAX | FA3_TAILSPLIT)) ==
+                 (c->flags & ~(FA3_PINNED | FA3_SPLITMAX | FA3_TAILSPLIT));
     EXPECT(twin, "%s: no unpinned twin", c->name);
   }
-  EXPECT(fa3_fwd_workspace_bytes(NULL) == 0, "workspace of no configuration");
+  EXPECT(fa3_fwd_workspace_bytes(NULL, 16, 16, 16, 1024, 1024, 0, 132) == 0,
+         "workspace of no configuration");
+
+  /* TAILSPLIT: hd128 without a mask, 16 heads x 16 x 1k: 2048 tiles of 128 rows on 132 blocks
+     leave 68 in the last round, 8 key tiles each; 68 + 132 slots of 128 x 128 fp32 outputs and
+     128 LSEs, 68 counters, each part 256-byte aligned. */
+  const fa3_fwd_config *k128 = fa3_fwd_config_for(128, "hd128_2x128_oppqowxk");
+  EXPECT(k128 && (k128->flags & FA3_TAILSPLIT), "hd128_2x128_oppqowxk: missing");
+  if (k128) {
+    EXPECT(fa3_fwd_tail_tiles(k128, 16, 16, 16, 1024, 1024, 0, 132) == 68, "tail of 2048 / 132");
+    EXPECT(fa3_fwd_tail_tiles(k128, 16, 16, 16, 1024, 1024, 1, 132) == 0, "tail under a mask");
+    EXPECT(fa3_fwd_tail_tiles(k128, 16, 16, 16, 1024, 1024, 0, 2048) == 0, "tail of one round");
+    EXPECT(fa3_fwd_tail_tiles(k128, 16, 16, 16, 1024, 1024, 0, 128) == 0, "tail of whole rounds");
+    /* 68 tail tiles of one key tile each: fewer units than blocks, some piece would be empty */
+    EXPECT(fa3_fwd_tail_tiles(k128, 16, 16, 16, 1024, 128, 0, 132) == 0, "tail, 128 keys");
+    EXPECT(fa3_fwd_tail_tiles(k128, 16, 16, 16, 1024, 256, 0, 132) == 68, "tail, 256 keys");
+    const size_t want = 512 + (size_t)200 * 128 * 4 + (size_t)200 * 128 * 128 * 4;
+    EXPECT(fa3_fwd_workspace_bytes(k128, 16, 16, 16, 1024, 1024, 0, 132) == want,
+           "hd128_2x128_oppqowxk: workspace %zu bytes, want %zu",
+           fa3_fwd_workspace_bytes(k128, 16, 16, 16, 1024, 1024, 0, 132), want);
+  }
 
   /* A configuration of another head dim is refused before any launch. */
   fa3_fwd_args x;

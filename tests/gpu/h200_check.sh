@@ -233,7 +233,8 @@ fi
 # K/V ring wraps), non-causal (fa3san.<name>). A persistent configuration (_opp*, _ops*, _opd*)
 # runs both again with FA_CUDA_FA3_GRID capping its grid (conformance: 2 blocks; sanitizers: 1),
 # so that every block loops over many tiles (Q buffer reuse, the dynamic schedule's hand-over),
-# which the suite's small cases would not make it do on 132 SMs. Logs in $OUT/fa3_configs.log.
+# which the suite's small cases would not make it do on 132 SMs; a TAILSPLIT one (k) also at
+# grids that leave its last round cut in pieces. Logs in $OUT/fa3_configs.log.
 if [ "$DO_FA3" -eq 1 ]; then
   banner "fa3 configurations"
   : > "$OUT/fa3_configs.log"
@@ -247,7 +248,11 @@ if [ "$DO_FA3" -eq 1 ]; then
     ok=1
     tally=
     grids=full
-    case $cfg in *_op[psd]*) grids="full 2" ;; esac
+    san_caps=full
+    case $cfg in *_op[psd]*) grids="full 2" san_caps="full 1" ;; esac
+    # TAILSPLIT (k): grids that leave a last round to cut in pieces (conformance's block E at 4
+    # and 5 blocks; cuda_smoke's 300 rows at 3 blocks for head dim 64, 5 for 128)
+    case $cfg in *k) grids="full 2 4 5" san_caps="full 1 3 5" ;; esac
     for grid in $grids; do
       cap=
       [ "$grid" != full ] && cap=$grid
@@ -261,9 +266,9 @@ if [ "$DO_FA3" -eq 1 ]; then
     [ "$ok" -eq 1 ] && record "fa3cfg.$cfg" PASS "$tally" || record "fa3cfg.$cfg" FAIL "$tally (see fa3_configs.log)"
     if [ -n "$SANITIZER" ]; then
       san_ok=1
-      for grid in $grids; do
+      for grid in $san_caps; do
         cap=
-        [ "$grid" != full ] && cap=1
+        [ "$grid" != full ] && cap=$grid
         for tool in racecheck synccheck; do
           FA_CUDA_FA3_CONFIG=$cfg FA_CUDA_FA3_GRID=$cap timeout 90 "$SANITIZER" --tool "$tool" \
             --error-exitcode 86 "$BIN/cuda_smoke" --hdim "$hd" --seqlen 300 --causal 0 \

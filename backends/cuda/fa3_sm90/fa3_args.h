@@ -89,12 +89,19 @@ extern "C" {
    tile while the others idle (core/schedule.h, fa_sched_query_block). Without GQA packing; O is
    stored in 64-row boxes, the tile's slabs that hold rows. */
 #define FA3_LEADRAG 65536
+/* TAILSPLIT (the static deal, OSTORE, no OSTAGE): the balanced last wave. The tiles of the last,
+   partial round (total % grid of them: 2048 tiles on 132 SMs leave 68, so 64 blocks idle for
+   a whole tile) are cut by key tiles into one equal piece per block (core/schedule.h
+   fa_sched_tail_piece); a tile cut in pieces is finished by the last of its pieces to arrive,
+   from the others' fp32 partial outputs in the workspace. Only without a mask (the host sets no
+   tail otherwise) and where the workspace was sized for it (fa3_fwd_workspace_bytes). */
+#define FA3_TAILSPLIT 131072
 
 /* The compiled configurations: X(name, padded head dim, consumer warpgroups, key tile, flags).
    A block holds 64 query rows per consumer warpgroup. The name's letters after the tile: o
    OVERLAP, p PINGPONG or g STAGGER (neither: no turns), then p PERSISTENT or d DYNAMIC, q
    QDOUBLE, o OSTORE, s OSTAGE, w PINNED, 3 STAGES3, r ROWSUM, x SPLITMAX, t TAILSKIP,
-   l LEADRAG.
+   l LEADRAG, k TAILSPLIT.
    core/plan (fa3_fwd_pick) names the defaults; the first of each head dim is the fallback where
    shared memory is small (fa3_fwd_pick takes the first that fits); the rest are the defaults' twins
    without their last feature or an earlier default, kept for A/B runs (FA_CUDA_FA3_CONFIG=name).
@@ -113,6 +120,8 @@ extern "C" {
   X(hd64_2x128_ogdqo3rx, 64, 2, 128,                                                               \
     FA3_ODQO | FA3_STAGES3 | FA3_STAGGER | FA3_ROWSUM | FA3_SPLITMAX)                              \
   X(hd64_3x128_oppqo3rx, 64, 3, 128, FA3_OPPQO | FA3_STAGES3 | FA3_ROWSUM | FA3_SPLITMAX)          \
+  X(hd64_3x128_oppqo3rxk, 64, 3, 128,                                                              \
+    FA3_OPPQO | FA3_STAGES3 | FA3_ROWSUM | FA3_SPLITMAX | FA3_TAILSPLIT)                           \
   X(hd64_3x128_opdqo3r, 64, 3, 128, FA3_OPDQO | FA3_STAGES3 | FA3_ROWSUM)                          \
   X(hd64_3x128_opdqo3rx, 64, 3, 128, FA3_OPDQO | FA3_STAGES3 | FA3_ROWSUM | FA3_SPLITMAX)          \
   X(hd64_3x128_opdqo3rxt, 64, 3, 128,                                                              \
@@ -124,6 +133,7 @@ extern "C" {
   X(hd128_2x128_opo, 128, 2, 128, FA3_OP | FA3_OSTORE)                                             \
   X(hd128_2x128_opdqo, 128, 2, 128, FA3_OPDQO)                                                     \
   X(hd128_2x128_oppqowx, 128, 2, 128, FA3_OPPQO | FA3_PINNED | FA3_SPLITMAX)                       \
+  X(hd128_2x128_oppqowxk, 128, 2, 128, FA3_OPPQO | FA3_PINNED | FA3_SPLITMAX | FA3_TAILSPLIT)      \
   X(hd128_2x128_opdqowx, 128, 2, 128, FA3_OPDQO | FA3_PINNED | FA3_SPLITMAX)                       \
   X(hd256_2x80_op, 256, 2, 80, FA3_OP)                                                             \
   X(hd256_2x80_opo, 256, 2, 80, FA3_OP | FA3_OSTORE)                                               \
@@ -154,6 +164,12 @@ typedef struct fa3_fwd_args {
   int32_t chunk;         /* DYNAMIC: (head, batch) pairs per chunk of the order */
   int32_t pack_log2;     /* GQA packing: a tile holds 2^pack_log2 query heads of one K/V head */
   int32_t *tile_counter; /* DYNAMIC: tiles taken past the first grid's worth (4 device bytes) */
+  /* TAILSPLIT (fa3_fwd_launch sets them): the last round's tiles cut in pieces (0: none), their
+     key tiles each, the pieces' outputs (tail + grid slots of tile_m rows x the padded head
+     dim, fp32) and LSEs (tail + grid slots x tile_m), and a counter per tail tile */
+  int32_t tail, tail_nkt;
+  float *part_o, *part_lse;
+  int32_t *part_count;
 } fa3_fwd_args;
 
 typedef int (*fa3_fwd_fn)(const fa3_fwd_args *a);
@@ -183,8 +199,17 @@ const fa3_fwd_config *fa3_fwd_pick(int64_t head_dim, int masked, int64_t seqlen_
    group as divide it while each keeps at least seqlen_q rows (and 8, the swizzle's atom). 1 for
    MHA and for query blocks longer than half a tile. */
 int fa3_fwd_pack(const fa3_fwd_config *c, int64_t heads_q, int64_t heads_kv, int64_t seqlen_q);
-/* Device bytes of workspace a configuration's launch needs (DYNAMIC: its tile counter), else 0. */
-size_t fa3_fwd_workspace_bytes(const fa3_fwd_config *c);
+/* TAILSPLIT: the tiles of the last, partial round of a grid of `grid` blocks that a launch cuts
+   in pieces (0 where it does not: a mask, a grid not smaller than the tile count, no remainder,
+   fewer of the tail's key tiles than blocks, so that some piece would be empty, or not a
+   TAILSPLIT configuration). */
+int fa3_fwd_tail_tiles(const fa3_fwd_config *c, int64_t heads_q, int64_t heads_kv, int64_t batch,
+                       int64_t seqlen_q, int64_t seqlen_k, int masked, int32_t grid);
+/* Device bytes of workspace a configuration's launch needs with a grid of `grid` blocks (DYNAMIC:
+   its tile counter; TAILSPLIT with a tail: the pieces' outputs and counters), else 0. */
+size_t fa3_fwd_workspace_bytes(const fa3_fwd_config *c, int64_t heads_q, int64_t heads_kv,
+                               int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int masked,
+                               int32_t grid);
 /* Every configuration (count of them). */
 const fa3_fwd_config *fa3_fwd_configs(int *count);
 

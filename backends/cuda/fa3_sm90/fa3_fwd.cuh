@@ -179,9 +179,10 @@ __device__ __forceinline__ void fa3_pack_p(const float (&s)[BN / 2], uint32_t (&
 /* One tile of the grid's work: query block m0.. (rows_per_head positions) of query heads h ..
    h + 2^pack_log2 - 1 (GQA packing: heads of one K/V head, the tile's rows head-major), K/V head
    hk, batch b, and the key tiles n_begin..n_end that hold keys for any of its rows; m_end: the
-   end of its rows (per packed head), seqlen_q at most. */
+   end of its rows (per packed head), seqlen_q at most. part (TAILSPLIT): -1, or the tail tile
+   (counted from the first) of which this is one block's piece of key tiles. */
 struct fa3_tile {
-  int m0, m_end, h, hk, b, n_begin, n_end;
+  int m0, m_end, h, hk, b, n_begin, n_end, part;
 };
 /* The grid's tiles: (query heads / pack) x batch head groups, each of ceil(seqlen_q / rows per
    head) query blocks. */
@@ -217,6 +218,7 @@ __device__ __forceinline__ void fa3_tile_of(int k, int total, int hb_count, cons
   const int hi_last = (int)hi;
   ti.n_begin = lo_first / BN;
   ti.n_end = hi_last > lo_first ? (hi_last + BN - 1) / BN : ti.n_begin;
+  ti.part = -1;
 }
 
 /* TAILSKIP: the end of consumer c's key tiles in tile ti: past the last key its 64 rows see
@@ -285,6 +287,87 @@ __device__ __forceinline__ void fa3_store_o_staged(const fa3_fwd_args &A, const 
   bulk_wait_read<0>();
 }
 
+/* TAILSPLIT: the end of a block's piece of tail tile tf.part (some of its key tiles). Each
+   consumer thread writes its rows' normalised O (fp32, every padded column) and LSE into the
+   piece's slot, tf.part + blockIdx.x: the tail's segments in order of tile and block, so the sum
+   is unique to the segment (both grow by one from segment to segment, or by two where a piece
+   and a tile start together). The consumers then count the piece in (the tile's counter, after
+   a fence); the block whose piece completes the tile merges every piece of it in block order
+   (core/softmax.h fa_softmax_merge_lse: the same result whatever the order of arrival) and
+   stores O and the LSE. The host splits only where every piece holds a key tile, so the
+   tile's pieces are those of blocks first..last, the owners of its first and last key tiles.
+   All NC consumer threads take part (named barrier 7). */
+template <typename Tr, int HD, int NP, int BM, int NC, bool ROWSUM>
+__device__ __forceinline__ void fa3_finish_part(const fa3_fwd_args &A, const fa3_tile &tf,
+                                                const float (&o)[NP / 2], const float (&sum)[2],
+                                                const float (&mx)[2], int rl, int t, bool leader,
+                                                float sl2, int *is_last) {
+  const fa2_fwd_args &a = A.a;
+  const int nkt = A.tail_nkt, grid = (int)gridDim.x;
+  const int64_t slot = tf.part + (int)blockIdx.x;
+#pragma unroll
+  for (int w = 0; w < 2; ++w) {
+    float l;
+    if (ROWSUM) {
+      l = o[HD / 2 + 2 * w];
+    } else {
+      l = sum[w];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+    }
+    const float inv = fa_softmax_out_scale(l);
+    const int r = rl + 8 * w;
+    float *row = A.part_o + (slot * BM + r) * HD + 2 * t;
+#pragma unroll
+    for (int j = 0; j < HD / 8; ++j)
+      *reinterpret_cast<float2 *>(row + 8 * j) =
+          make_float2(o[4 * j + 2 * w] * inv, o[4 * j + 2 * w + 1] * inv);
+    if (t == 0)
+      A.part_lse[slot * BM + r] = l > 0.0f ? (mx[w] * sl2 + __log2f(l)) * FA2_LN2 : -INFINITY;
+  }
+  __threadfence();
+  bar_sync(7, NC);
+  const int first = fa_sched_tail_owner((int64_t)tf.part * nkt, grid, A.tail, nkt);
+  const int last = fa_sched_tail_owner((int64_t)tf.part * nkt + nkt - 1, grid, A.tail, nkt);
+  if (leader) *is_last = atomicAdd(&A.part_count[tf.part], 1) == last - first;
+  bar_sync(7, NC);
+  if (!*is_last) return;
+  __threadfence();
+  typedef typename Tr::elem E;
+#pragma unroll
+  for (int w = 0; w < 2; ++w) {
+    const int r = rl + 8 * w;
+    float acc[HD / 4], lse = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < HD / 4; ++i) acc[i] = 0.0f;
+    for (int bb = first; bb <= last; ++bb) {
+      const int64_t sl = tf.part + bb;
+      float w1, w2;
+      lse = fa_softmax_merge_lse(lse, __ldcg(A.part_lse + sl * BM + r), &w1, &w2);
+      const float *src = A.part_o + (sl * BM + r) * HD + 2 * t;
+#pragma unroll
+      for (int j = 0; j < HD / 8; ++j) {
+        const float2 v = __ldcg(reinterpret_cast<const float2 *>(src + 8 * j));
+        acc[2 * j] = w1 * acc[2 * j] + w2 * v.x;
+        acc[2 * j + 1] = w1 * acc[2 * j + 1] + w2 * v.y;
+      }
+    }
+    int head, pos;
+    fa3_row_of<BM>(A, r, head, pos);
+    const int i = tf.m0 + pos;
+    if (i >= a.p.seqlen_q) continue;
+    E *out = static_cast<E *>(a.out) + tf.b * a.o_str.batch + (tf.h + head) * a.o_str.head +
+             (int64_t)i * a.o_str.row;
+#pragma unroll
+    for (int j = 0; j < HD / 8; ++j)
+      if (8 * j < a.p.head_dim)
+        *reinterpret_cast<uint32_t *>(out + 8 * j + 2 * t) = Tr::pack(acc[2 * j], acc[2 * j + 1]);
+    if (a.lse && t == 0)
+      a.lse[tf.b * a.lse_str.batch + (tf.h + head) * a.lse_str.head + (int64_t)i * a.lse_str.row] =
+          lse;
+  }
+}
+
 template <typename Tr, int HD, int WGS, int BN, int FLAGS>
 __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     fa3_fwd_kernel(const __grid_constant__ fa3_fwd_args A) {
@@ -312,6 +395,10 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   constexpr bool SPLITMAX = (FLAGS & FA3_SPLITMAX) != 0;
   constexpr bool TAILSKIP = (FLAGS & FA3_TAILSKIP) != 0;
   constexpr bool LEADRAG = (FLAGS & FA3_LEADRAG) != 0;
+  constexpr bool SPLIT = (FLAGS & FA3_TAILSPLIT) != 0;
+  static_assert(!SPLIT || (OSTORE && !OSTAGE && !DYNAMIC && !TAILSKIP),
+                "TAILSPLIT: the static deal's last round cut by keys; a piece's output bypasses "
+                "the Q buffer's TMA store");
   static_assert(!LEADRAG || (OSTORE && !OSTAGE && WGS == 3),
                 "LEADRAG: O stored by slab from the Q buffer; the short block's other consumers "
                 "idle");
@@ -347,6 +434,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   __shared__ fa3_tile q_info[2];
   /* TAILSKIP: each consumer's copy of q_info, its n_end its own (fa3_own_end) */
   __shared__ fa3_tile q_own[TAILSKIP ? 2 * WGS : 1];
+  __shared__ int part_last; /* TAILSPLIT: whether this block's piece completed its tile */
 
   const int tid = threadIdx.x, wg = tid / 128;
   const int seqlen_q = a.p.seqlen_q, seqlen_k = a.p.seqlen_k;
@@ -394,11 +482,37 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       auto next_tile = [&]() {
         return DYNAMIC ? (int)gridDim.x + atomicAdd(A.tile_counter, 1) : fa3_tile_index(++j);
       };
+      /* TAILSPLIT: the rounds below `whole` dealt whole, then this block's piece of the last
+         round's key tiles (units u..u_end, core/schedule.h), one segment per tail tile it
+         touches, each published as a tile with its key range (part: the tail tile, or -1 where
+         the piece holds the whole tile). A.tail is 0 where the host does not split. */
+      const int whole = SPLIT ? total - A.tail : total;
+      int u = 0, u_end = 0;
+      if (SPLIT)
+        fa_sched_tail_piece((int)blockIdx.x, (int)gridDim.x, A.tail, A.tail_nkt, &u, &u_end);
       for (;;) {
+        int seg_begin = 0, seg_end = 0, part = -1;
+        if (SPLIT && k >= whole) {
+          if (u < u_end) {
+            const int tt = u / A.tail_nkt;
+            seg_begin = u - tt * A.tail_nkt;
+            seg_end = min(A.tail_nkt, seg_begin + (u_end - u));
+            part = seg_end - seg_begin == A.tail_nkt ? -1 : tt;
+            u += seg_end - seg_begin;
+            k = whole + tt;
+          } else {
+            k = total;
+          }
+        }
         const bool done = k >= total;
         bool empty = true;
         if (!done) {
           fa3_tile_of<BM, BN, LPT, LEADRAG>(k, total, hb_count, A, ti);
+          if (SPLIT && k >= whole) { /* unmasked: the tile's key tiles are 0..tail_nkt */
+            ti.n_end = ti.n_begin + seg_end;
+            ti.n_begin += seg_begin;
+            ti.part = part;
+          }
           empty = ti.n_end == ti.n_begin;
         }
         const int qb = qn % QB, quse = qn / QB, slot = qn & 1;
@@ -480,7 +594,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         if (q_tile[u & 1] >= total) break;
         const fa3_tile tf = q_info[u & 1];
         mbar_wait_sleepy(&q_empty[b], (u / QB) & 1, 1000000);
-        if (tf.n_end != tf.n_begin)
+        if (tf.n_end != tf.n_begin && tf.part < 0) /* a piece's output is not in the buffer */
           fa3_store_o(A, tf, sQ + b * CB * BOXQ, BOXQ, LEADRAG && A.pack_log2 == 0);
         mbar_arrive(&o_free[b]);
       }
@@ -522,6 +636,12 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     fa3_tile tf;
     if (OSTORE) { /* still published: the slot is handed back after the store */
       tf = q_info[slot];
+      if (SPLIT && tf.part >= 0) { /* a piece of a tail tile: merged through global memory */
+        fa3_finish_part<Tr, HD, NP, BM, NC, ROWSUM>(A, tf, o, sum, mx, rl, t, c == 0 && ctid == 0,
+                                                    sl2, &part_last);
+        mbar_arrive(&q_empty[qbuf]);
+        return;
+      }
     } else {
       int k_again = kt;
       asm volatile("" : "+r"(k_again));
@@ -672,6 +792,10 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       mbar_wait(&v_full[ls], ((kv - 1) / STAGES) & 1);
       turn_pass();
       mbar_arrive(&v_empty[ls]);
+      if (SPLIT && ti.part >= 0) { /* fa3_finish_part's two barriers; no rows to write */
+        bar_sync(7, NC);
+        bar_sync(7, NC);
+      }
       mbar_arrive(&q_empty[qb]); /* once, as the others (after the loop, or with OSTORE's O) */
       ++qn;
       continue;

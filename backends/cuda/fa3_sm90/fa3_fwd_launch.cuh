@@ -29,6 +29,12 @@ int fa3_launch(const fa3_fwd_args *a) {
                                           static_cast<cudaStream_t>(p.stream));
     if (e != cudaSuccess) return (int)e;
   }
+  if ((FLAGS & FA3_TAILSPLIT) && a->tail > 0) { /* the tail tiles' piece counters */
+    if (blocks != a->sm_count) return (int)cudaErrorInvalidValue;
+    const cudaError_t e = cudaMemsetAsync(a->part_count, 0, sizeof(int32_t) * (size_t)a->tail,
+                                          static_cast<cudaStream_t>(p.stream));
+    if (e != cudaSuccess) return (int)e;
+  }
   fa3_fwd_kernel<Tr, HD, WGS, BN, FLAGS><<<grid, 128 * (WGS + 1), FA3_FWD_SMEM(HD, WGS, BN, FLAGS),
                                            static_cast<cudaStream_t>(p.stream)>>>(*a);
   return (int)cudaGetLastError();

@@ -94,8 +94,41 @@ const fa3_fwd_config *fa3_fwd_pick(int64_t head_dim, int masked, int64_t seqlen_
   return NULL;
 }
 
-size_t fa3_fwd_workspace_bytes(const fa3_fwd_config *c) {
-  return c && (c->flags & FA3_DYNAMIC) ? sizeof(int32_t) : 0;
+int fa3_fwd_tail_tiles(const fa3_fwd_config *c, int64_t heads_q, int64_t heads_kv, int64_t batch,
+                       int64_t seqlen_q, int64_t seqlen_k, int masked, int32_t grid) {
+  if (!c || !(c->flags & FA3_TAILSPLIT) || masked || grid <= 0 || seqlen_q <= 0) return 0;
+  const int pack = fa3_fwd_pack(c, heads_q, heads_kv, seqlen_q);
+  const int64_t rows = c->tile_m / pack;
+  const int64_t tiles = (seqlen_q + rows - 1) / rows * (heads_q / pack) * batch;
+  const int64_t tail = tiles > grid ? tiles % grid : 0;
+  /* every piece at least one key tile: the owners of a tile's key tiles are then consecutive
+     blocks (fa3_finish_part merges first..last) */
+  const int64_t nkt = (seqlen_k + c->tile_n - 1) / c->tile_n;
+  return tail * nkt >= grid ? (int)tail : 0;
+}
+
+/* TAILSPLIT's workspace: the tail's counters, then the pieces' LSEs, then their outputs (each
+   part 256-byte aligned); the slots are tail + grid (fa3_fwd.cuh, fa3_finish_part). */
+static size_t round256(size_t n) { return (n + 255) & ~(size_t)255; }
+static void tail_layout(const fa3_fwd_config *c, int tail, int32_t grid, size_t *lse_at,
+                        size_t *o_at, size_t *end) {
+  const size_t slots = (size_t)tail + (size_t)grid;
+  *lse_at = round256((size_t)tail * sizeof(int32_t));
+  *o_at = *lse_at + round256(slots * (size_t)c->tile_m * sizeof(float));
+  *end = *o_at + slots * (size_t)c->tile_m * (size_t)c->head_dim_padded * sizeof(float);
+}
+
+size_t fa3_fwd_workspace_bytes(const fa3_fwd_config *c, int64_t heads_q, int64_t heads_kv,
+                               int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int masked,
+                               int32_t grid) {
+  if (!c) return 0;
+  if (c->flags & FA3_DYNAMIC) return sizeof(int32_t);
+  const int tail =
+      fa3_fwd_tail_tiles(c, heads_q, heads_kv, batch, seqlen_q, seqlen_k, masked, grid);
+  if (tail == 0) return 0;
+  size_t lse_at, o_at, end;
+  tail_layout(c, tail, grid, &lse_at, &o_at, &end);
+  return end;
 }
 
 int fa3_fwd_pack(const fa3_fwd_config *c, int64_t heads_q, int64_t heads_kv, int64_t seqlen_q) {
@@ -147,6 +180,24 @@ int fa3_fwd_launch(fa3_fwd_args *x, const fa3_fwd_config *cfg, char *err, size_t
       ((cfg->flags & FA3_OSTORE) && map_of(x->to, p->bf16, a->out, &a->o_str, p->batch, p->seqlen_q,
                                            p->heads_q, p->head_dim, o_rows, o_heads, err, err_len)))
     return -1;
+  /* TAILSPLIT: the workspace (at x->tile_counter, sized by fa3_fwd_workspace_bytes for this
+     grid) holds the pieces; its counters are cleared by the launch */
+  const int masked = p->mask.left >= 0 || p->mask.right >= 0;
+  x->tail = fa3_fwd_tail_tiles(cfg, p->heads_q, p->heads_kv, p->batch, p->seqlen_q, p->seqlen_k,
+                               masked, x->sm_count);
+  x->tail_nkt = (p->seqlen_k + cfg->tile_n - 1) / cfg->tile_n;
+  if (x->tail > 0) {
+    if (!x->tile_counter) {
+      snprintf(err, err_len, "fa3 %s: no workspace for the last round's pieces", cfg->name);
+      return -1;
+    }
+    size_t lse_at, o_at, end;
+    tail_layout(cfg, x->tail, x->sm_count, &lse_at, &o_at, &end);
+    unsigned char *ws = (unsigned char *)x->tile_counter;
+    x->part_count = (int32_t *)ws;
+    x->part_lse = (float *)(ws + lse_at);
+    x->part_o = (float *)(ws + o_at);
+  }
   /* DYNAMIC's chunk of (head, batch) pairs (core/schedule.h) */
   x->chunk = fa_sched_chunk((int64_t)(p->heads_q / pack) * p->batch,
                             4 * (int64_t)p->seqlen_k * p->head_dim);
