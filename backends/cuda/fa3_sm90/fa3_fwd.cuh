@@ -287,6 +287,21 @@ __device__ __forceinline__ void fa3_store_o_staged(const fa3_fwd_args &A, const 
   bulk_wait_read<0>();
 }
 
+/* A tile's end for this thread's row w (of two): the row's sum of P, from the ones columns of
+   P V (ROWSUM) or the quad's four partial sums, and its LSE in natural log from the row max
+   (__log2f: one MUFU.LG2, abs. error ~2^-22, where logf took ~25 instructions a row). */
+template <int NP, bool ROWSUM>
+__device__ __forceinline__ float fa3_row_sum(const float (&o)[NP / 2], const float (&sum)[2],
+                                             int w) {
+  if constexpr (ROWSUM) return o[(NP - 8) / 2 + 2 * w];
+  float l = sum[w];
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  return l + __shfl_xor_sync(0xffffffffu, l, 2);
+}
+__device__ __forceinline__ float fa3_row_lse(float mx, float l, float sl2) {
+  return l > 0.0f ? (mx * sl2 + __log2f(l)) * FA2_LN2 : -INFINITY;
+}
+
 /* TAILSPLIT: the end of a block's piece of tail tile tf.part (some of its key tiles). Each
    consumer thread writes its rows' normalised O (fp32, every padded column) and LSE into the
    piece's slot, tf.part + blockIdx.x: the tail's segments in order of tile and block, so the sum
@@ -307,23 +322,14 @@ __device__ __forceinline__ void fa3_finish_part(const fa3_fwd_args &A, const fa3
   const int64_t slot = tf.part + (int)blockIdx.x;
 #pragma unroll
   for (int w = 0; w < 2; ++w) {
-    float l;
-    if (ROWSUM) {
-      l = o[HD / 2 + 2 * w];
-    } else {
-      l = sum[w];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-    }
-    const float inv = fa_softmax_out_scale(l);
+    const float l = fa3_row_sum<NP, ROWSUM>(o, sum, w), inv = fa_softmax_out_scale(l);
     const int r = rl + 8 * w;
     float *row = A.part_o + (slot * BM + r) * HD + 2 * t;
 #pragma unroll
     for (int j = 0; j < HD / 8; ++j)
       *reinterpret_cast<float2 *>(row + 8 * j) =
           make_float2(o[4 * j + 2 * w] * inv, o[4 * j + 2 * w + 1] * inv);
-    if (t == 0)
-      A.part_lse[slot * BM + r] = l > 0.0f ? (mx[w] * sl2 + __log2f(l)) * FA2_LN2 : -INFINITY;
+    if (t == 0) A.part_lse[slot * BM + r] = fa3_row_lse(mx[w], l, sl2);
   }
   __threadfence();
   bar_sync(7, NC);
@@ -652,15 +658,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     if (OSTAGE) bar_sync(3 + c, 256);
 #pragma unroll
     for (int w = 0; w < 2; ++w) {
-      float l; /* ROWSUM: the ones columns hold the whole row's sum */
-      if (ROWSUM) {
-        l = o[HD / 2 + 2 * w];
-      } else {
-        l = sum[w];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-      }
-      const float inv = fa_softmax_out_scale(l);
+      const float l = fa3_row_sum<NP, ROWSUM>(o, sum, w), inv = fa_softmax_out_scale(l);
       int head, pos;
       fa3_row_of<BM>(A, rl + 8 * w, head, pos);
       const int i = tf.m0 + pos;
@@ -684,11 +682,9 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
             *reinterpret_cast<uint32_t *>(out + (int64_t)i * a.o_str.row + 8 * j + 2 * t) =
                 Tr::pack(o[4 * j + 2 * w] * inv, o[4 * j + 2 * w + 1] * inv);
       }
-      /* __log2f: one MUFU.LG2 (abs. error ~2^-22), where logf took ~25 instructions a row */
       if (a.lse && t == 0 && i < seqlen_q)
         a.lse[tf.b * a.lse_str.batch + (tf.h + head) * a.lse_str.head +
-              (int64_t)i * a.lse_str.row] =
-            l > 0.0f ? (mx[w] * sl2 + __log2f(l)) * FA2_LN2 : -INFINITY;
+              (int64_t)i * a.lse_str.row] = fa3_row_lse(mx[w], l, sl2);
     }
     if (OSTORE) {
       fence_proxy_async_smem();
