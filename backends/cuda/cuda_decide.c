@@ -120,10 +120,8 @@ int32_t cuda_fa3_grid(const cuda_device_info *dev) {
 static size_t fa3_config_workspace(const void *cfg, const fa_request *req,
                                    const cuda_device_info *dev) {
 #if FA_CUDA_HAS_FA3
-  const fa_params *p = req->params;
-  return fa3_fwd_workspace_bytes((const fa3_fwd_config *)cfg, req->heads_q, req->heads_kv,
-                                 req->batch, req->seqlen_q, req->seqlen_k,
-                                 p->causal || p->window_enabled, cuda_fa3_grid(dev));
+  const fa2_problem p = cuda_problem_of(req); /* the mask as the launch sees it */
+  return fa3_fwd_workspace_bytes((const fa3_fwd_config *)cfg, &p, cuda_fa3_grid(dev));
 #else
   (void)cfg, (void)req, (void)dev;
   return 0;

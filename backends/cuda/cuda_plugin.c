@@ -93,9 +93,7 @@ static fa_status run_forward(const fa_request *req, const fa_decision *decision,
     if (!cfg || cfg->tile_m != decision->tile_m || cfg->tile_n != decision->tile_n)
       return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no fa3 forward kernel as decided (%s)",
                                decision->kernel);
-    const size_t ws_bytes =
-        fa3_fwd_workspace_bytes(cfg, a.p.heads_q, a.p.heads_kv, a.p.batch, a.p.seqlen_q,
-                                a.p.seqlen_k, fp->causal || fp->window_enabled, x.sm_count);
+    const size_t ws_bytes = fa3_fwd_workspace_bytes(cfg, &a.p, x.sm_count);
     const size_t ws_need = ws_bytes ? ws_bytes + CUDA_WORKSPACE_ALIGN : 0;
     if (ws_need != decision->workspace_bytes)
       return fa_core_set_error(FA_ERR_INTERNAL,

@@ -44,7 +44,21 @@ static void expect_pick(int64_t d, int masked, int64_t sk, const char *want) {
          masked, (long long)sk, got, want);
 }
 
+/* 16 heads x 16 x 1024 queries (the sweep's hd128 1k shape), seqlen_k keys, core/mask.h's
+   window sides (-1: unbounded). */
+static fa2_problem problem(int32_t seqlen_k, int64_t left, int64_t right) {
+  fa2_problem p;
+  memset(&p, 0, sizeof p);
+  p.batch = 16, p.heads_q = p.heads_kv = 16, p.seqlen_q = 1024, p.seqlen_k = seqlen_k;
+  p.head_dim = 128;
+  p.mask.left = left, p.mask.right = right;
+  return p;
+}
+
 int main(void) {
+  const fa2_problem open_1k = problem(1024, -1, -1), causal_1k = problem(1024, -1, 0);
+  const fa2_problem left_1k = problem(1024, 256, -1), open_128 = problem(128, -1, -1);
+  const fa2_problem open_256 = problem(256, -1, -1);
   /* Head dims: 64, 96, 128, 192, 256 (96 and 192 on the 128 and 256 kernels), nothing else. */
   const int64_t dims[][2] = {{64, 64}, {96, 128}, {128, 128}, {192, 256}, {256, 256},
                              {0, 0},   {8, 0},    {32, 0},    {72, 0},    {80, 0},
@@ -161,11 +175,11 @@ int main(void) {
            "%s: dynamic schedule without persistent", c->name);
     /* A dynamic schedule's tile counter, or TAILSPLIT's pieces where it splits, is the only
        forward workspace: none under a mask but the counter. */
-    const size_t ws_masked = fa3_fwd_workspace_bytes(c, 16, 16, 16, 1024, 1024, 1, 132);
+    const size_t ws_masked = fa3_fwd_workspace_bytes(c, &causal_1k, 132);
     EXPECT(ws_masked == ((c->flags & FA3_DYNAMIC) ? sizeof(int32_t) : 0),
            "%s: workspace %zu bytes under a mask", c->name, ws_masked);
     if (!(c->flags & FA3_TAILSPLIT)) {
-      const size_t ws = fa3_fwd_workspace_bytes(c, 16, 16, 16, 1024, 1024, 0, 132);
+      const size_t ws = fa3_fwd_workspace_bytes(c, &open_1k, 132);
       EXPECT(ws == ((c->flags & FA3_DYNAMIC) ? sizeof(int32_t) : 0), "%s: workspace %zu bytes",
              c->name, ws);
     }
@@ -188,8 +202,7 @@ int main(void) {
                  (c->flags & ~(FA3_PINNED | FA3_SPLITMAX | FA3_TAILSPLIT));
     EXPECT(twin, "%s: no unpinned twin", c->name);
   }
-  EXPECT(fa3_fwd_workspace_bytes(NULL, 16, 16, 16, 1024, 1024, 0, 132) == 0,
-         "workspace of no configuration");
+  EXPECT(fa3_fwd_workspace_bytes(NULL, &open_1k, 132) == 0, "workspace of no configuration");
 
   /* TAILSPLIT: hd128 without a mask, 16 heads x 16 x 1k: 2048 tiles of 128 rows on 132 blocks
      leave 68 in the last round, 8 key tiles each; 68 + 132 slots of 128 x 128 fp32 outputs and
@@ -197,17 +210,18 @@ int main(void) {
   const fa3_fwd_config *k128 = fa3_fwd_config_for(128, "hd128_2x128_oppqowxk");
   EXPECT(k128 && (k128->flags & FA3_TAILSPLIT), "hd128_2x128_oppqowxk: missing");
   if (k128) {
-    EXPECT(fa3_fwd_tail_tiles(k128, 16, 16, 16, 1024, 1024, 0, 132) == 68, "tail of 2048 / 132");
-    EXPECT(fa3_fwd_tail_tiles(k128, 16, 16, 16, 1024, 1024, 1, 132) == 0, "tail under a mask");
-    EXPECT(fa3_fwd_tail_tiles(k128, 16, 16, 16, 1024, 1024, 0, 2048) == 0, "tail of one round");
-    EXPECT(fa3_fwd_tail_tiles(k128, 16, 16, 16, 1024, 1024, 0, 128) == 0, "tail of whole rounds");
+    EXPECT(fa3_fwd_tail_tiles(k128, &open_1k, 132) == 68, "tail of 2048 / 132");
+    EXPECT(fa3_fwd_tail_tiles(k128, &causal_1k, 132) == 0, "tail under a mask");
+    EXPECT(fa3_fwd_tail_tiles(k128, &left_1k, 132) == 0, "tail under a window");
+    EXPECT(fa3_fwd_tail_tiles(k128, &open_1k, 2048) == 0, "tail of one round");
+    EXPECT(fa3_fwd_tail_tiles(k128, &open_1k, 128) == 0, "tail of whole rounds");
     /* 68 tail tiles of one key tile each: fewer units than blocks, some piece would be empty */
-    EXPECT(fa3_fwd_tail_tiles(k128, 16, 16, 16, 1024, 128, 0, 132) == 0, "tail, 128 keys");
-    EXPECT(fa3_fwd_tail_tiles(k128, 16, 16, 16, 1024, 256, 0, 132) == 68, "tail, 256 keys");
+    EXPECT(fa3_fwd_tail_tiles(k128, &open_128, 132) == 0, "tail, 128 keys");
+    EXPECT(fa3_fwd_tail_tiles(k128, &open_256, 132) == 68, "tail, 256 keys");
     const size_t want = 512 + (size_t)200 * 128 * 4 + (size_t)200 * 128 * 128 * 4;
-    EXPECT(fa3_fwd_workspace_bytes(k128, 16, 16, 16, 1024, 1024, 0, 132) == want,
+    EXPECT(fa3_fwd_workspace_bytes(k128, &open_1k, 132) == want,
            "hd128_2x128_oppqowxk: workspace %zu bytes, want %zu",
-           fa3_fwd_workspace_bytes(k128, 16, 16, 16, 1024, 1024, 0, 132), want);
+           fa3_fwd_workspace_bytes(k128, &open_1k, 132), want);
   }
 
   /* A configuration of another head dim is refused before any launch. */

@@ -199,17 +199,15 @@ const fa3_fwd_config *fa3_fwd_pick(int64_t head_dim, int masked, int64_t seqlen_
    group as divide it while each keeps at least seqlen_q rows (and 8, the swizzle's atom). 1 for
    MHA and for query blocks longer than half a tile. */
 int fa3_fwd_pack(const fa3_fwd_config *c, int64_t heads_q, int64_t heads_kv, int64_t seqlen_q);
-/* TAILSPLIT: the tiles of the last, partial round of a grid of `grid` blocks that a launch cuts
-   in pieces (0 where it does not: a mask, a grid not smaller than the tile count, no remainder,
-   fewer of the tail's key tiles than blocks, so that some piece would be empty, or not a
-   TAILSPLIT configuration). */
-int fa3_fwd_tail_tiles(const fa3_fwd_config *c, int64_t heads_q, int64_t heads_kv, int64_t batch,
-                       int64_t seqlen_q, int64_t seqlen_k, int masked, int32_t grid);
-/* Device bytes of workspace a configuration's launch needs with a grid of `grid` blocks (DYNAMIC:
-   its tile counter; TAILSPLIT with a tail: the pieces' outputs and counters), else 0. */
-size_t fa3_fwd_workspace_bytes(const fa3_fwd_config *c, int64_t heads_q, int64_t heads_kv,
-                               int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int masked,
-                               int32_t grid);
+/* TAILSPLIT: the tiles of the last, partial round of a grid of `grid` blocks that a launch of
+   problem p cuts in pieces (0 where it does not: a mask that bounds any row's keys, a grid not
+   smaller than the tile count, no remainder, fewer of the tail's key tiles than blocks, so that
+   some piece would be empty, or not a TAILSPLIT configuration). */
+int fa3_fwd_tail_tiles(const fa3_fwd_config *c, const fa2_problem *p, int32_t grid);
+/* Device bytes of workspace a configuration's launch of problem p needs with a grid of `grid`
+   blocks (DYNAMIC: its tile counter; TAILSPLIT with a tail: the pieces' outputs and counters),
+   else 0. Decide and run call it alike, so the launch finds what it needs. */
+size_t fa3_fwd_workspace_bytes(const fa3_fwd_config *c, const fa2_problem *p, int32_t grid);
 /* Every configuration (count of them). */
 const fa3_fwd_config *fa3_fwd_configs(int *count);
 

@@ -94,17 +94,22 @@ const fa3_fwd_config *fa3_fwd_pick(int64_t head_dim, int masked, int64_t seqlen_
   return NULL;
 }
 
-int fa3_fwd_tail_tiles(const fa3_fwd_config *c, int64_t heads_q, int64_t heads_kv, int64_t batch,
-                       int64_t seqlen_q, int64_t seqlen_k, int masked, int32_t grid) {
-  if (!c || !(c->flags & FA3_TAILSPLIT) || masked || grid <= 0 || seqlen_q <= 0) return 0;
-  const int pack = fa3_fwd_pack(c, heads_q, heads_kv, seqlen_q);
+/* The key tiles of every tile of an unmasked problem. */
+static int32_t key_tiles(const fa3_fwd_config *c, const fa2_problem *p) {
+  return (p->seqlen_k + c->tile_n - 1) / c->tile_n;
+}
+
+int fa3_fwd_tail_tiles(const fa3_fwd_config *c, const fa2_problem *p, int32_t grid) {
+  /* the kernel's mask (core/mask.h): -1 on both sides bounds no row's keys */
+  const int masked = p->mask.left >= 0 || p->mask.right >= 0;
+  if (!c || !(c->flags & FA3_TAILSPLIT) || masked || grid <= 0 || p->seqlen_q <= 0) return 0;
+  const int pack = fa3_fwd_pack(c, p->heads_q, p->heads_kv, p->seqlen_q);
   const int64_t rows = c->tile_m / pack;
-  const int64_t tiles = (seqlen_q + rows - 1) / rows * (heads_q / pack) * batch;
+  const int64_t tiles = (p->seqlen_q + rows - 1) / rows * (p->heads_q / pack) * p->batch;
   const int64_t tail = tiles > grid ? tiles % grid : 0;
   /* every piece at least one key tile: the owners of a tile's key tiles are then consecutive
      blocks (fa3_finish_part merges first..last) */
-  const int64_t nkt = (seqlen_k + c->tile_n - 1) / c->tile_n;
-  return tail * nkt >= grid ? (int)tail : 0;
+  return tail * key_tiles(c, p) >= grid ? (int)tail : 0;
 }
 
 /* TAILSPLIT's workspace: the tail's counters, then the pieces' LSEs, then their outputs (each
@@ -118,13 +123,10 @@ static void tail_layout(const fa3_fwd_config *c, int tail, int32_t grid, size_t 
   *end = *o_at + slots * (size_t)c->tile_m * (size_t)c->head_dim_padded * sizeof(float);
 }
 
-size_t fa3_fwd_workspace_bytes(const fa3_fwd_config *c, int64_t heads_q, int64_t heads_kv,
-                               int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int masked,
-                               int32_t grid) {
+size_t fa3_fwd_workspace_bytes(const fa3_fwd_config *c, const fa2_problem *p, int32_t grid) {
   if (!c) return 0;
   if (c->flags & FA3_DYNAMIC) return sizeof(int32_t);
-  const int tail =
-      fa3_fwd_tail_tiles(c, heads_q, heads_kv, batch, seqlen_q, seqlen_k, masked, grid);
+  const int tail = fa3_fwd_tail_tiles(c, p, grid);
   if (tail == 0) return 0;
   size_t lse_at, o_at, end;
   tail_layout(c, tail, grid, &lse_at, &o_at, &end);
@@ -182,10 +184,8 @@ int fa3_fwd_launch(fa3_fwd_args *x, const fa3_fwd_config *cfg, char *err, size_t
     return -1;
   /* TAILSPLIT: the workspace (at x->tile_counter, sized by fa3_fwd_workspace_bytes for this
      grid) holds the pieces; its counters are cleared by the launch */
-  const int masked = p->mask.left >= 0 || p->mask.right >= 0;
-  x->tail = fa3_fwd_tail_tiles(cfg, p->heads_q, p->heads_kv, p->batch, p->seqlen_q, p->seqlen_k,
-                               masked, x->sm_count);
-  x->tail_nkt = (p->seqlen_k + cfg->tile_n - 1) / cfg->tile_n;
+  x->tail = fa3_fwd_tail_tiles(cfg, p, x->sm_count);
+  x->tail_nkt = key_tiles(cfg, p);
   if (x->tail > 0) {
     if (!x->tile_counter) {
       snprintf(err, err_len, "fa3 %s: no workspace for the last round's pieces", cfg->name);
