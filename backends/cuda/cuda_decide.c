@@ -138,17 +138,58 @@ static int32_t fa3_config_tile(const void *cfg, int keys) {
 #endif
 }
 
-/* Whether the FlashAttention-3 forward (Hopper) takes a request that fa2 takes (1), with which
-   configuration (*cfg); if not, why (0, or -1 when the request must be refused altogether). */
+#if FA_CUDA_HAS_FA3
+/* TMA takes no negative strides: 1 with the reason when one of the tensors has one. */
+static int fa3_negative_stride(const fa_tensor *const *ts, int count, char *why, size_t n) {
+  for (int i = 0; i < count; ++i)
+    for (int d = 0; d < 3; ++d)
+      if (ts[i]->strides[d] < 0)
+        return snprintf(why, n, "cuda.fa3 moves tensors by TMA, which takes no negative strides"),
+               1;
+  return 0;
+}
+
+/* Whether the FlashAttention-3 backward takes a request that fa2 takes (1); if not, why (0). */
+static int fa3_bwd_takes(const fa_request *req, const cuda_device_info *dev, char *why, size_t n) {
+  const fa_params *p = req->params;
+  if (req->seqlen_q == 0 || req->seqlen_k == 0)
+    return snprintf(why, n, "cuda.fa3's backward needs a query row and a key (cuda.fa2 runs it)"),
+           0;
+  if (p->softcap > 0.0f) return snprintf(why, n, "cuda.fa3 has no softcap (cuda.fa2 runs it)"), 0;
+  if (p->deterministic)
+    return snprintf(why, n, "cuda.fa3's backward has no deterministic mode yet (cuda.fa2 runs it)"),
+           0;
+  if (!fa3_bwd_has_head_dim(req->head_dim))
+    return snprintf(why, n, "cuda.fa3's backward has head_dim 64 and 128 (asked %lld)",
+                    (long long)req->head_dim),
+           0;
+  if ((int64_t)FA3_BWD_SMEM(req->head_dim) > dev->smem_optin)
+    return snprintf(why, n,
+                    "cuda.fa3's backward at head_dim %lld needs %zu KiB of shared memory; %d "
+                    "allowed",
+                    (long long)req->head_dim, FA3_BWD_SMEM(req->head_dim) / 1024,
+                    (int)(dev->smem_optin / 1024)),
+           0;
+  const fa_tensor *ts[] = {req->q, req->k, req->v, req->dout};
+  return !fa3_negative_stride(ts, 4, why, n);
+}
+#endif
+
+/* Whether FlashAttention-3 (Hopper) takes a request that fa2 takes (1), with which forward
+   configuration (*cfg; NULL for the backward, which has one kernel per head dim); if not, why
+   (0, or -1 when the request must be refused altogether). */
 static int fa3_takes(const fa_request *req, const cuda_device_info *dev, const void **cfg,
                      int *from_env, char *why, size_t n) {
 #if FA_CUDA_HAS_FA3
-  if (req->op != FA_OP_FORWARD)
-    return snprintf(why, n, "cuda.fa3 has a forward only (the backward is cuda.fa2)"), 0;
   if (dev->cc_major != 9 || dev->as_sm80)
     return snprintf(why, n, "cuda.fa3 needs sm_90 (%s is sm_%d%d%s)", dev->name, (int)dev->cc_major,
                     (int)dev->cc_minor, dev->as_sm80 ? ", run as sm_80" : ""),
            0;
+  if (req->op != FA_OP_FORWARD) {
+    *cfg = NULL;
+    *from_env = 0;
+    return fa3_bwd_takes(req, dev, why, n);
+  }
   /* No keys: nothing for TMA to describe (a zero extent); fa2 writes the empty rows' result. */
   if (req->seqlen_k == 0) return snprintf(why, n, "cuda.fa3 needs at least one key"), 0;
   /* Softcap's tanh in the softmax loop made the fa3 kernels spill (every tanh form tried): fa2
@@ -184,11 +225,7 @@ static int fa3_takes(const fa_request *req, const cuda_device_info *dev, const v
            0;
   /* O too where the configuration stores it by TMA. */
   const fa_tensor *ts[] = {req->q, req->k, req->v, req->out};
-  for (int i = 0; i < ((c->flags & FA3_OSTORE) ? 4 : 3); ++i)
-    for (int d = 0; d < 3; ++d)
-      if (ts[i]->strides[d] < 0)
-        return snprintf(why, n, "cuda.fa3 moves tensors by TMA, which takes no negative strides"),
-               0;
+  if (fa3_negative_stride(ts, (c->flags & FA3_OSTORE) ? 4 : 3, why, n)) return 0;
   *cfg = c;
   *from_env = named;
   return 1;
@@ -331,14 +368,17 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
   }
 
   const fa_params *p = req->params;
-  /* FlashAttention-3 where it applies (sm_90, its head dims), unless fa2 is asked for by name;
-     asked for by name where it does not apply, refused with the reason. */
+  /* FlashAttention-3's forward where it applies (sm_90, its head dims), unless fa2 is asked for
+     by name; its backward only when asked for by name (kernel_family "fa3"): its first version
+     is slower than fa2's (0.78-0.83x on the H200, bench/NOTES.md session 25). Asked for by name
+     where it does not apply, refused with the reason. */
   char fa3_why[160] = "";
   const int want_fa2 = p->kernel_family && strcmp(p->kernel_family, "fa2") == 0;
   const int want_fa3 = p->kernel_family && strcmp(p->kernel_family, "fa3") == 0;
   const void *fa3_cfg = NULL;
   int fa3_env = 0;
-  const int fa3 = !want_fa2 && fa3_takes(req, dev, &fa3_cfg, &fa3_env, fa3_why, sizeof fa3_why);
+  const int fa3 = !want_fa2 && (req->op == FA_OP_FORWARD || want_fa3) &&
+                  fa3_takes(req, dev, &fa3_cfg, &fa3_env, fa3_why, sizeof fa3_why);
   if (fa3 < 0) {
     fa_core_refuse(out, "%s", fa3_why);
     return;
@@ -350,16 +390,17 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
   /* fa3's GQA packing is named (".gqa<heads per tile>"), and a configuration picked by
      FA_CUDA_FA3_CONFIG after '@' (the run launches it). */
   char pack[16] = "";
-  const int heads_per_tile = fa3 ? fa3_config_pack(fa3_cfg, req) : 1;
+  const int fwd = req->op == FA_OP_FORWARD;
+  const int heads_per_tile = fa3 && fwd ? fa3_config_pack(fa3_cfg, req) : 1;
   if (heads_per_tile > 1) snprintf(pack, sizeof pack, ".gqa%d", heads_per_tile);
-  snprintf(out->kernel, sizeof out->kernel, "cuda.%s.%s.hd%lld%s%s%s%s%s%s",
-           fa3 ? "fa3.sm90.fwd" : (req->op == FA_OP_FORWARD ? "fa2.sm80.fwd" : "fa2.sm80.bwd"), dt,
-           (long long)req->head_dim, p->causal ? ".causal" : "", p->window_enabled ? ".window" : "",
+  snprintf(out->kernel, sizeof out->kernel, "cuda.%s.%s.%s.hd%lld%s%s%s%s%s%s",
+           fa3 ? "fa3.sm90" : "fa2.sm80", fwd ? "fwd" : "bwd", dt, (long long)req->head_dim,
+           p->causal ? ".causal" : "", p->window_enabled ? ".window" : "",
            p->softcap > 0.0f ? ".softcap" : "", pack, fa3_env ? "@" : "",
            fa3_env ? fa3_config_name(fa3_cfg) : "");
   out->supported = 1;
-  out->tile_m = fa3 ? fa3_config_tile(fa3_cfg, 0) : cfg.tile_m;
-  out->tile_n = fa3 ? fa3_config_tile(fa3_cfg, 1) : cfg.tile_n;
+  out->tile_m = fa3 ? (fwd ? fa3_config_tile(fa3_cfg, 0) : FA3_BWD_TILE_M) : cfg.tile_m;
+  out->tile_n = fa3 ? (fwd ? fa3_config_tile(fa3_cfg, 1) : FA3_BWD_TILE_N) : cfg.tile_n;
   out->num_splits = 1;
   if (req->op == FA_OP_FORWARD) {
     /* Every output is one block's, its key tiles in a fixed order (a dynamic schedule's counter
@@ -372,7 +413,13 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
   /* Backward: dQ by fp32 atomics unless determinism is asked for. */
   fa2_bwd_args sizing;
   memset(&sizing, 0, sizeof sizing);
-  cuda_bwd_sizing(req, &cfg, p->deterministic ? 1 : 0, dev->sm_count, &sizing);
+#if FA_CUDA_HAS_FA3
+  if (fa3) {
+    sizing.p = cuda_problem_of(req);
+    fa3_bwd_sizing(&sizing);
+  } else
+#endif
+    cuda_bwd_sizing(req, &cfg, p->deterministic ? 1 : 0, dev->sm_count, &sizing);
   out->deterministic = sizing.deterministic;
   /* Plus room to align a caller's workspace to 256 bytes (the kernels' vector accesses). */
   out->workspace_bytes = fa2_bwd_workspace_bytes(&sizing) + CUDA_WORKSPACE_ALIGN;

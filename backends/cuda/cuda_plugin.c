@@ -40,6 +40,8 @@ static fa_status prepare_device(int id) {
       const fa3_fwd_config *all = fa3_fwd_configs(&count);
       for (int i = 0; i < count && e == 0; ++i)
         if ((int64_t)all[i].smem_bytes <= dev->smem_optin) e = all[i].prepare();
+      if (e == 0 && (int64_t)FA3_BWD_SMEM(64) <= dev->smem_optin) e = fa3_bwd_prepare_hd64();
+      if (e == 0 && (int64_t)FA3_BWD_SMEM(128) <= dev->smem_optin) e = fa3_bwd_prepare_hd128();
     }
 #endif
     if (e == 0) prepared[id] = 1;
@@ -157,13 +159,25 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
   a.p = cuda_problem_of(req);
   const cuda_device_info *dev = &cuda_state_get()->devices[req->device.id];
   fa2_tile_config cfg;
-  if (!fa2_bwd_config(a.p.head_dim, dev->cc_major, dev->smem_optin, &cfg) ||
-      cfg.tile_m != decision->tile_m || cfg.tile_n != decision->tile_n)
-    return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no backward kernel as decided for head_dim %d",
-                             a.p.head_dim);
-  a.size_class = cfg.size_class;
-  a.dq_layout = cfg.dq_layout;
-  cuda_bwd_sizing(req, &cfg, decision->deterministic, dev->sm_count, &a);
+  memset(&cfg, 0, sizeof cfg);
+  const int fa3 = strncmp(decision->kernel, "cuda.fa3.", 9) == 0;
+  if (fa3) {
+#if FA_CUDA_HAS_FA3
+    fa3_bwd_sizing(&a);
+#endif
+    if (!FA_CUDA_HAS_FA3 || decision->tile_m != FA3_BWD_TILE_M ||
+        decision->tile_n != FA3_BWD_TILE_N)
+      return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no fa3 backward kernel as decided (%s)",
+                               decision->kernel);
+  } else {
+    if (!fa2_bwd_config(a.p.head_dim, dev->cc_major, dev->smem_optin, &cfg) ||
+        cfg.tile_m != decision->tile_m || cfg.tile_n != decision->tile_n)
+      return fa_core_set_error(FA_ERR_INTERNAL,
+                               "cuda: no backward kernel as decided for head_dim %d", a.p.head_dim);
+    a.size_class = cfg.size_class;
+    a.dq_layout = cfg.dq_layout;
+    cuda_bwd_sizing(req, &cfg, decision->deterministic, dev->sm_count, &a);
+  }
   if (fa2_bwd_workspace_bytes(&a) + CUDA_WORKSPACE_ALIGN != decision->workspace_bytes)
     return fa_core_set_error(FA_ERR_INTERNAL, "cuda: backward workspace %zu bytes, decided %zu",
                              fa2_bwd_workspace_bytes(&a) + CUDA_WORKSPACE_ALIGN,
@@ -179,12 +193,25 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
   }
   uintptr_t base =
       ((uintptr_t)ws + CUDA_WORKSPACE_ALIGN - 1) & ~(uintptr_t)(CUDA_WORKSPACE_ALIGN - 1);
-  int e = fa2_bwd_launch(&a, cfg.tile_n, (void *)base);
+  int e;
+  char err[200] = "";
+#if FA_CUDA_HAS_FA3
+  if (fa3) {
+    /* The tensor maps need 64-byte alignment: on the stack, not static (reentrancy). */
+    fa3_bwd_args x;
+    memset(&x, 0, sizeof x);
+    x.a = a;
+    e = fa3_bwd_launch(&x, (void *)base, err, sizeof err);
+  } else
+#endif
+    e = fa2_bwd_launch(&a, cfg.tile_n, (void *)base);
   if (ws && ws != workspace) {
     cudaError_t f = cudaFreeAsync(ws, stream);
     if (e == 0 && f != cudaSuccess) e = (int)f;
   }
-  return e == 0 ? FA_OK : cuda_failure((cudaError_t)e, "the fa2 backward");
+  if (e < 0) return fa_core_set_error(FA_ERR_INTERNAL, "cuda: the fa3 backward: %s", err);
+  return e == 0 ? FA_OK
+                : cuda_failure((cudaError_t)e, fa3 ? "the fa3 backward" : "the fa2 backward");
 }
 
 fa_status cuda_run(const fa_request *req, const fa_decision *decision, void *workspace) {

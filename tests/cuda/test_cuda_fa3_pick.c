@@ -4,7 +4,9 @@
  * head dim, the default configuration per head dim, mask and key count (the measured rules of
  * bench/NOTES.md), the fallback to a configuration that fits a smaller shared memory, lookups by
  * name, the configuration table's own consistency, and a launch with a configuration of another
- * head dim refused before anything reaches the device. The kernels' entry points are stubs here.
+ * head dim refused before anything reaches the device; and the backward's (fa3_bwd_host.c): its
+ * head dims, sizing and shared memory, and the launch refusing what it has no kernel for. The
+ * kernels' entry points (and fa2's backward steps) are stubs here.
  */
 #include <stdio.h>
 #include <string.h>
@@ -24,6 +26,30 @@ static int g_launched = 0;
   int fa3_fwd_prepare_##name(void) { return -1; }
 FA3_FWD_CONFIGS(FA3_STUB)
 #undef FA3_STUB
+int fa3_bwd_main_launch_hd64(const fa3_bwd_args *a) {
+  (void)a;
+  g_launched = 1;
+  return -1;
+}
+int fa3_bwd_main_launch_hd128(const fa3_bwd_args *a) {
+  (void)a;
+  g_launched = 1;
+  return -1;
+}
+void fa2_bwd_carve(fa2_bwd_args *a, void *workspace) {
+  (void)a, (void)workspace;
+  g_launched = 1;
+}
+int fa2_bwd_prologue(const fa2_bwd_args *a) {
+  (void)a;
+  g_launched = 1;
+  return -1;
+}
+int fa2_bwd_convert_dq_launch(const fa2_bwd_args *a) {
+  (void)a;
+  g_launched = 1;
+  return -1;
+}
 int fa_tma_map(void *map, int bf16, const void *base, int rank, const uint64_t *dims,
                const uint64_t *strides, const uint32_t *box, char *err, size_t err_len) {
   (void)map, (void)bf16, (void)base, (void)rank, (void)dims, (void)strides, (void)box;
@@ -234,6 +260,42 @@ int main(void) {
              strstr(err, "head_dim 64") != NULL && !g_launched,
          "mismatched configuration: %s", err);
   EXPECT(fa3_fwd_launch(&x, NULL, err, sizeof err) == -1 && !g_launched, "no configuration");
+
+  /* The backward: head dims 64 and 128, fa2's workspace in its natural dQ layout, one split,
+     no balanced last wave; shared memory within an A100's opt-in at both head dims (the
+     conformance suite's A100 run takes fa3 there), within sm_86's at 64 only. */
+  EXPECT(fa3_bwd_has_head_dim(64) && fa3_bwd_has_head_dim(128), "backward head dims 64, 128");
+  EXPECT(!fa3_bwd_has_head_dim(96) && !fa3_bwd_has_head_dim(192) && !fa3_bwd_has_head_dim(256) &&
+             !fa3_bwd_has_head_dim(32),
+         "backward: no kernel at 32, 96, 192, 256");
+  EXPECT(FA3_BWD_SMEM(128) <= A100_SMEM && FA3_BWD_SMEM(128) > SM86_SMEM &&
+             FA3_BWD_SMEM(64) <= SM86_SMEM,
+         "backward shared memory: hd64 %zu, hd128 %zu", FA3_BWD_SMEM(64), FA3_BWD_SMEM(128));
+  fa2_bwd_args sz;
+  memset(&sz, 0x5a, sizeof sz); /* poisoned: sizing must set every field it owns */
+  sz.p = causal_1k;
+  fa3_bwd_sizing(&sz);
+  EXPECT(sz.head_dim_padded == 128 && sz.tile_m == FA3_BWD_TILE_M && sz.tile_n == FA3_BWD_TILE_N &&
+             sz.dq_layout == FA2_DQ_NATURAL && sz.dq_splits == 1 && !sz.deterministic &&
+             sz.tail_tiles == 0 && sz.tail_pieces == 0,
+         "fa3_bwd_sizing");
+  fa3_bwd_args xb;
+  memset(&xb, 0, sizeof xb);
+  xb.a.p = causal_1k;
+  xb.a.p.head_dim = 96;
+  fa3_bwd_sizing(&xb.a);
+  EXPECT(fa3_bwd_launch(&xb, NULL, err, sizeof err) == -1 && strstr(err, "head_dim 96") != NULL &&
+             !g_launched,
+         "backward at head_dim 96: %s", err);
+  xb.a.p.head_dim = 128;
+  fa3_bwd_sizing(&xb.a);
+  xb.a.dq_splits = 2;
+  EXPECT(fa3_bwd_launch(&xb, NULL, err, sizeof err) == -1 && !g_launched,
+         "backward with two dQ splits: %s", err);
+  /* the tensor maps fail (stubbed here): nothing is carved or launched */
+  xb.a.dq_splits = 1;
+  EXPECT(fa3_bwd_launch(&xb, NULL, err, sizeof err) == -1 && !strcmp(err, "stub") && !g_launched,
+         "backward, maps refused: %s", err);
 
   printf("%s\n", g_failed ? "cuda.fa3_pick: FAILED" : "cuda.fa3_pick: all passed");
   return g_failed;

@@ -13,6 +13,8 @@
 #   conformance.a100, conformance.sm86
 #                the same with FA_CUDA_SMEM_LIMIT at an A100's and an sm_86/89's shared memory
 #                (the compact tiles; what does not fit is refused), logs in $OUT
+#   conformance.fa3
+#                the same with --kernel-family fa3 (fa3's backward is opt-in), log in $OUT
 #   conformance.sm80jit (with --sm80-build DIR only)
 #                the suite from DIR, a build whose CUDA plugin is compute_80 PTX
 #                (-DFA_CUDA_ARCHS=80-virtual), with FA_CUDA_AS_SM80=1 (the device run as sm_80:
@@ -125,12 +127,13 @@ fi
 # --- conformance -----------------------------------------------------------------------------
 # conformance_env NAME SECONDS DETAIL WANT BINARY [VAR=VALUE ...]: BINARY --backend cuda under
 # those variables, recorded as NAME (DETAIL before the tally); with WANT set, the log must also
-# contain it (the device line that shows the mode asked for really ran).
+# contain it (the device line that shows the mode asked for really ran). CONF_ARGS: more options.
 conformance_env() {
   local name=$1 secs=$2 detail=$3 want=$4 bin=$5 log="$OUT/$1.log" rc tally
   shift 5
-  echo "$* $bin --backend cuda"
-  env "$@" timeout "$secs" "$bin" --backend cuda > "$log" 2>&1
+  echo "$* $bin --backend cuda ${CONF_ARGS:-}"
+  # shellcheck disable=SC2086 # CONF_ARGS is a list of options
+  env "$@" timeout "$secs" "$bin" --backend cuda ${CONF_ARGS:-} > "$log" 2>&1
   rc=$?
   tally=$(grep -E '^conformance: [0-9]+ passed' "$log" | tail -1 | sed 's/^conformance: //')
   tail -3 "$log"
@@ -156,6 +159,10 @@ if [ "$DO_CONF" -eq 1 ]; then
     conformance_env "conformance.${limit#*:}" 150 "${limit%%:*} B: " "" "$BIN/conformance" \
       FA_CUDA_SMEM_LIMIT="${limit%%:*}"
   done
+  # fa3's backward, opt-in (kernel_family fa3): every case again with the family named; what
+  # fa3 does not run (other head dims, deterministic, softcap) is refused and skipped.
+  CONF_ARGS="--kernel-family fa3" conformance_env conformance.fa3 150 "kernel_family fa3: " "" \
+    "$BIN/conformance"
   if [ -n "$SM80_BUILD" ]; then
     banner "conformance --backend cuda, sm_80 code (compute_80 PTX from $SM80_BUILD)"
     conformance_env conformance.sm80jit 400 "" "run as sm_80" "$SM80_BUILD/bin/conformance" \
@@ -163,7 +170,7 @@ if [ "$DO_CONF" -eq 1 ]; then
       FA_CUDA_AS_SM80=1 FA_CUDA_SMEM_LIMIT=166912
   fi
 else
-  for s in conformance conformance.a100 conformance.sm86; do record "$s" SKIP "--no-conformance"; done
+  for s in conformance conformance.a100 conformance.sm86 conformance.fa3; do record "$s" SKIP "--no-conformance"; done
 fi
 
 # --- compute-sanitizer -----------------------------------------------------------------------

@@ -125,23 +125,32 @@ size_t fa2_bwd_workspace_bytes(const fa2_bwd_args *a) {
   return 2 * dsum_bytes(a) + dq_accum_bytes(a) + tail_acc_bytes(a) + tail_count_bytes(a);
 }
 
+void fa2_bwd_carve(fa2_bwd_args *a, void *workspace) {
+  a->seqlen_q_padded = padded_rows(a);
+  char *ws = (char *)workspace;
+  a->dsum = (float *)ws;
+  a->lse_log2 = (float *)(ws + dsum_bytes(a));
+  a->dq_accum = (float *)(ws + 2 * dsum_bytes(a));
+  a->tail_acc = (float *)(ws + 2 * dsum_bytes(a) + dq_accum_bytes(a));
+  a->tail_count = (uint32_t *)((char *)a->tail_acc + tail_acc_bytes(a));
+}
+
+int fa2_bwd_prologue(const fa2_bwd_args *a) {
+  /* The dQ accumulator, the tail's sums and counters are adjacent: one clear. */
+  int e = (int)cudaMemsetAsync(a->dq_accum, 0,
+                               dq_accum_bytes(a) + tail_acc_bytes(a) + tail_count_bytes(a),
+                               (cudaStream_t)a->p.stream);
+  if (e == 0) e = fa2_bwd_dot_do_o_launch(a);
+  return e;
+}
+
 int fa2_bwd_launch(const fa2_bwd_args *in, int32_t tile_n, void *workspace) {
   fa2_bwd_fn main_fn = fa2_bwd_main_for(in->head_dim_padded);
   if (!main_fn || in->tile_m <= 0 || tile_n <= 0 || (in->tail_tiles > 0 && in->tile_n != tile_n))
     return (int)cudaErrorInvalidValue;
   fa2_bwd_args a = *in;
-  a.seqlen_q_padded = padded_rows(in);
-  char *ws = (char *)workspace;
-  a.dsum = (float *)ws;
-  a.lse_log2 = (float *)(ws + dsum_bytes(in));
-  a.dq_accum = (float *)(ws + 2 * dsum_bytes(in));
-  a.tail_acc = (float *)(ws + 2 * dsum_bytes(in) + dq_accum_bytes(&a));
-  a.tail_count = (uint32_t *)((char *)a.tail_acc + tail_acc_bytes(&a));
-  cudaStream_t st = (cudaStream_t)a.p.stream;
-  /* The dQ accumulator, the tail's sums and counters are adjacent: one clear. */
-  int e = (int)cudaMemsetAsync(a.dq_accum, 0,
-                               dq_accum_bytes(&a) + tail_acc_bytes(&a) + tail_count_bytes(&a), st);
-  if (e == 0) e = fa2_bwd_dot_do_o_launch(&a);
+  fa2_bwd_carve(&a, workspace);
+  int e = fa2_bwd_prologue(&a);
   const int n_blocks = (a.p.seqlen_k + tile_n - 1) / tile_n;
   const int grid_x = a.deterministic ? a.dq_splits : n_blocks;
   if (e == 0 && grid_x > 0) e = main_fn(&a, grid_x);

@@ -217,6 +217,51 @@ const fa3_fwd_config *fa3_fwd_configs(int *count);
    err when a tensor cannot be described to TMA. */
 int fa3_fwd_launch(fa3_fwd_args *a, const fa3_fwd_config *cfg, char *err, size_t err_len);
 
+/* The backward (fa3_bwd.cuh): one block per 128-key tile (two consumers of 64 keys), query
+   tiles of 64 rows, head dims 64 and 128. Shared memory: K and V (128 x hd each), Q and dO in
+   two stages (64 x hd each), each consumer's dS (64 x 64), five mbarriers, 1 KiB for the
+   swizzle's alignment. */
+#define FA3_BWD_TILE_M 64
+#define FA3_BWD_TILE_N 128
+#define FA3_BWD_SMEM(hd)                                                       \
+  ((size_t)2 * FA3_BWD_TILE_N * (hd)*2 + (size_t)4 * FA3_BWD_TILE_M * (hd)*2 + \
+   (size_t)2 * FA3_BWD_TILE_M * 64 * 2 + (size_t)5 * 8 + 1024)
+
+typedef struct fa3_bwd_args {
+  FA3_ALIGN64 unsigned char tq[128]; /* CUtensorMap of Q: (head dim, seqlen, heads, batch) */
+  FA3_ALIGN64 unsigned char tk[128];
+  FA3_ALIGN64 unsigned char tv[128];
+  FA3_ALIGN64 unsigned char tdo[128]; /* of dO */
+  /* fa2's arguments, the workspace carved as fa2's backward carves it (fa2_bwd_carve: D, the
+     log2 LSE, the fp32 dQ accumulator in the natural layout, one split) */
+  fa2_bwd_args a;
+} fa3_bwd_args;
+
+/* The 4-D TMA map (fa_tma_map) of a (batch, seqlen, heads, head dim) tensor with strides in
+   elements, read in boxes of `rows` rows x 64 columns of `box_heads` heads (columns past
+   head_dim, up to the padded head dim, and rows past seqlen read as zeros, are not written).
+   0, or -1 with a message in err. */
+int fa3_tensor_map(void *map, int bf16, const void *base, const fa2_strides *st, int32_t batch,
+                   int32_t seqlen, int32_t heads, int32_t head_dim, uint32_t rows,
+                   uint32_t box_heads, char *err, size_t err_len);
+/* Whether fa3 has a backward kernel for a head dim (64 and 128). */
+int fa3_bwd_has_head_dim(int64_t head_dim);
+/* The launch of the main kernel (fa3_bwd_hd<N>.cu) and the shared-memory opt-in of both dtypes'
+   kernels. */
+int fa3_bwd_main_launch_hd64(const fa3_bwd_args *a);
+int fa3_bwd_main_launch_hd128(const fa3_bwd_args *a);
+int fa3_bwd_prepare_hd64(void);
+int fa3_bwd_prepare_hd128(void);
+/* The whole backward on a->a's stream: the tensor maps, the workspace carved, dQ's accumulator
+   cleared, D and the log2 LSE (fa2's preprocessing kernel), the main kernel, dQ converted (fa2's
+   kernel). a->a must be sized for it (fa3_bwd_sizing). Returns a cudaError_t value, or -1 with
+   a message in err when a tensor cannot be described to TMA. */
+int fa3_bwd_launch(fa3_bwd_args *a, void *workspace, char *err, size_t err_len);
+/* Fills what decides the backward's workspace (fa2_bwd_workspace_bytes of the result): the
+   padded head dim, the query tile, one dQ accumulator in the natural layout, no balanced last
+   wave. a->p must be set. */
+void fa3_bwd_sizing(fa2_bwd_args *a);
+
 #define FA3_DECLARE(name, hd, wgs, bn, flags)       \
   int fa3_fwd_launch_##name(const fa3_fwd_args *a); \
   int fa3_fwd_prepare_##name(void);

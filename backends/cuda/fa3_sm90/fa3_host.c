@@ -142,12 +142,9 @@ int fa3_fwd_pack(const fa3_fwd_config *c, int64_t heads_q, int64_t heads_kv, int
   return pack;
 }
 
-/* A (batch, seqlen, heads, head dim) tensor with strides in elements, boxes of `rows` rows x 64
-   columns of `box_heads` heads (columns past head_dim, up to the padded head dim, and rows past
-   seqlen read as zeros, are not written). */
-static int map_of(void *map, int bf16, const void *base, const fa2_strides *st, int32_t batch,
-                  int32_t seqlen, int32_t heads, int32_t head_dim, uint32_t rows,
-                  uint32_t box_heads, char *err, size_t err_len) {
+int fa3_tensor_map(void *map, int bf16, const void *base, const fa2_strides *st, int32_t batch,
+                   int32_t seqlen, int32_t heads, int32_t head_dim, uint32_t rows,
+                   uint32_t box_heads, char *err, size_t err_len) {
   const uint64_t dims[4] = {(uint64_t)head_dim, (uint64_t)seqlen, (uint64_t)heads, (uint64_t)batch};
   const uint64_t strides[3] = {(uint64_t)st->row * 2, (uint64_t)st->head * 2,
                                (uint64_t)st->batch * 2};
@@ -173,14 +170,15 @@ int fa3_fwd_launch(fa3_fwd_args *x, const fa3_fwd_config *cfg, char *err, size_t
       ((cfg->flags & FA3_OSTAGE) && rows > 64) || ((cfg->flags & FA3_LEADRAG) && pack == 1) ? 64
                                                                                             : rows;
   const uint32_t o_heads = (cfg->flags & FA3_OSTAGE) ? (rows > 64 ? 1 : 64 / rows) : (uint32_t)pack;
-  if (map_of(x->tq, p->bf16, a->q, &a->q_str, p->batch, p->seqlen_q, p->heads_q, p->head_dim, rows,
-             (uint32_t)pack, err, err_len) ||
-      map_of(x->tk, p->bf16, a->k, &a->k_str, p->batch, p->seqlen_k, p->heads_kv, p->head_dim,
-             (uint32_t)cfg->tile_n, 1, err, err_len) ||
-      map_of(x->tv, p->bf16, a->v, &a->v_str, p->batch, p->seqlen_k, p->heads_kv, p->head_dim,
-             (uint32_t)cfg->tile_n, 1, err, err_len) ||
-      ((cfg->flags & FA3_OSTORE) && map_of(x->to, p->bf16, a->out, &a->o_str, p->batch, p->seqlen_q,
-                                           p->heads_q, p->head_dim, o_rows, o_heads, err, err_len)))
+  if (fa3_tensor_map(x->tq, p->bf16, a->q, &a->q_str, p->batch, p->seqlen_q, p->heads_q,
+                     p->head_dim, rows, (uint32_t)pack, err, err_len) ||
+      fa3_tensor_map(x->tk, p->bf16, a->k, &a->k_str, p->batch, p->seqlen_k, p->heads_kv,
+                     p->head_dim, (uint32_t)cfg->tile_n, 1, err, err_len) ||
+      fa3_tensor_map(x->tv, p->bf16, a->v, &a->v_str, p->batch, p->seqlen_k, p->heads_kv,
+                     p->head_dim, (uint32_t)cfg->tile_n, 1, err, err_len) ||
+      ((cfg->flags & FA3_OSTORE) &&
+       fa3_tensor_map(x->to, p->bf16, a->out, &a->o_str, p->batch, p->seqlen_q, p->heads_q,
+                      p->head_dim, o_rows, o_heads, err, err_len)))
     return -1;
   /* TAILSPLIT: the workspace (at x->tile_counter, sized by fa3_fwd_workspace_bytes for this
      grid) holds the pieces; its counters are cleared by the launch */

@@ -1,0 +1,54 @@
+/*
+ * fa3_bwd_host.c: the FlashAttention-3 backward's host side: its sizing, the TMA maps of Q, K, V
+ * and dO, and the launch sequence it shares with fa2's backward (the workspace carved alike, the
+ * preprocessing and dQ conversion kernels).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../fa2_sm80/fa2_launch.h"
+#include "fa3_args.h"
+
+int fa3_bwd_has_head_dim(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
+
+void fa3_bwd_sizing(fa2_bwd_args *a) {
+  a->head_dim_padded = a->p.head_dim;
+  a->tile_m = FA3_BWD_TILE_M;
+  a->tile_n = FA3_BWD_TILE_N;
+  a->dq_layout = FA2_DQ_NATURAL;
+  a->deterministic = 0;
+  a->dq_splits = 1;
+  a->tail_tiles = a->tail_first = a->tail_piece_steps = a->tail_pieces = 0;
+}
+
+int fa3_bwd_launch(fa3_bwd_args *x, void *workspace, char *err, size_t err_len) {
+  fa2_bwd_args *a = &x->a;
+  const fa2_problem *p = &a->p;
+  int (*main_fn)(const fa3_bwd_args *) = p->head_dim == 64    ? fa3_bwd_main_launch_hd64
+                                         : p->head_dim == 128 ? fa3_bwd_main_launch_hd128
+                                                              : NULL;
+  if (!main_fn || a->tile_m != FA3_BWD_TILE_M || a->dq_splits != 1 || a->tail_tiles != 0) {
+    snprintf(err, err_len, "fa3 backward: head_dim %d or its sizing is not fa3's",
+             (int)p->head_dim);
+    return -1;
+  }
+  if (p->batch == 0 || p->heads_q == 0) return 0;
+  if (p->seqlen_q == 0 || p->seqlen_k == 0) {
+    snprintf(err, err_len, "fa3 backward: no query rows or no keys (decide gives those to fa2)");
+    return -1;
+  }
+  if (fa3_tensor_map(x->tq, p->bf16, a->q, &a->q_str, p->batch, p->seqlen_q, p->heads_q,
+                     p->head_dim, FA3_BWD_TILE_M, 1, err, err_len) ||
+      fa3_tensor_map(x->tdo, p->bf16, a->dout, &a->do_str, p->batch, p->seqlen_q, p->heads_q,
+                     p->head_dim, FA3_BWD_TILE_M, 1, err, err_len) ||
+      fa3_tensor_map(x->tk, p->bf16, a->k, &a->k_str, p->batch, p->seqlen_k, p->heads_kv,
+                     p->head_dim, FA3_BWD_TILE_N, 1, err, err_len) ||
+      fa3_tensor_map(x->tv, p->bf16, a->v, &a->v_str, p->batch, p->seqlen_k, p->heads_kv,
+                     p->head_dim, FA3_BWD_TILE_N, 1, err, err_len))
+    return -1;
+  fa2_bwd_carve(a, workspace);
+  int e = fa2_bwd_prologue(a);
+  if (e == 0) e = main_fn(x);
+  if (e == 0) e = fa2_bwd_convert_dq_launch(a);
+  return e;
+}

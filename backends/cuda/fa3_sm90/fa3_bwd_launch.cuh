@@ -1,0 +1,40 @@
+/*
+ * fa3_bwd_launch.cuh: the launcher and shared-memory opt-in of the FlashAttention-3 backward's
+ * main kernel for one head dim, f16 and bf16. Each fa3_bwd_hd<N>.cu defines FA3_BWD_HD (one file
+ * per head dim so that the build compiles them in parallel).
+ */
+#ifndef FA_CUDA_FA3_BWD_LAUNCH_CUH
+#define FA_CUDA_FA3_BWD_LAUNCH_CUH
+
+#include <cuda_runtime.h>
+
+#include "fa3_bwd.cuh"
+
+template <typename Tr, int HD>
+int fa3_bwd_main_launch(const fa3_bwd_args *x) {
+  const fa2_problem &p = x->a.p;
+  const int n_blocks = (p.seqlen_k + FA3_BWD_TILE_N - 1) / FA3_BWD_TILE_N;
+  if (n_blocks == 0 || p.heads_kv == 0 || p.batch == 0) return 0;
+  const dim3 grid((unsigned)n_blocks, (unsigned)p.heads_kv, (unsigned)p.batch);
+  fa3_bwd_kernel<Tr, HD><<<grid, 384, FA3_BWD_SMEM(HD), static_cast<cudaStream_t>(p.stream)>>>(*x);
+  return (int)cudaGetLastError();
+}
+
+template <int HD>
+int fa3_bwd_prepare() {
+  const int bytes = (int)FA3_BWD_SMEM(HD);
+  cudaError_t e = cudaFuncSetAttribute(fa3_bwd_kernel<fa_f16, HD>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(fa3_bwd_kernel<fa_bf16, HD>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  return (int)e;
+}
+
+#define FA3_BWD_DEFINE(hd)                                                                         \
+  extern "C" int fa3_bwd_main_launch_hd##hd(const fa3_bwd_args *x) {                               \
+    return x->a.p.bf16 ? fa3_bwd_main_launch<fa_bf16, hd>(x) : fa3_bwd_main_launch<fa_f16, hd>(x); \
+  }                                                                                                \
+  extern "C" int fa3_bwd_prepare_hd##hd(void) { return fa3_bwd_prepare<hd>(); }
+
+#endif /* FA_CUDA_FA3_BWD_LAUNCH_CUH */
