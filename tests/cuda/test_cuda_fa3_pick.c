@@ -26,29 +26,21 @@ static int g_launched = 0;
   int fa3_fwd_prepare_##name(void) { return -1; }
 FA3_FWD_CONFIGS(FA3_STUB)
 #undef FA3_STUB
-int fa3_bwd_main_launch_hd64(const fa3_bwd_args *a) {
-  (void)a;
-  g_launched = 1;
-  return -1;
-}
-int fa3_bwd_main_launch_hd128(const fa3_bwd_args *a) {
-  (void)a;
-  g_launched = 1;
-  return -1;
-}
+/* The backward's kernels and fa2's steps around them, each a launch. */
+#define LAUNCH_STUB(name, arg_type) \
+  int name(const arg_type *a) {     \
+    (void)a;                        \
+    g_launched = 1;                 \
+    return -1;                      \
+  }
+LAUNCH_STUB(fa3_bwd_main_launch_hd64, fa3_bwd_args)
+LAUNCH_STUB(fa3_bwd_main_launch_hd128, fa3_bwd_args)
+LAUNCH_STUB(fa2_bwd_prologue, fa2_bwd_args)
+LAUNCH_STUB(fa2_bwd_convert_dq_launch, fa2_bwd_args)
+#undef LAUNCH_STUB
 void fa2_bwd_carve(fa2_bwd_args *a, void *workspace) {
   (void)a, (void)workspace;
   g_launched = 1;
-}
-int fa2_bwd_prologue(const fa2_bwd_args *a) {
-  (void)a;
-  g_launched = 1;
-  return -1;
-}
-int fa2_bwd_convert_dq_launch(const fa2_bwd_args *a) {
-  (void)a;
-  g_launched = 1;
-  return -1;
 }
 int fa_tma_map(void *map, int bf16, const void *base, int rank, const uint64_t *dims,
                const uint64_t *strides, const uint32_t *box, char *err, size_t err_len) {
