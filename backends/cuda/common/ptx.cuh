@@ -98,11 +98,6 @@ __device__ __forceinline__ void red_add_v4_f32(float *p, float x, float y, float
                "f"(w)
                : "memory");
 }
-/* Adds two floats to 8 aligned bytes of global memory, each element atomically, in one
-   reduction (sm_90). */
-__device__ __forceinline__ void red_add_v2_f32(float *p, float x, float y) {
-  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(x), "f"(y) : "memory");
-}
 #endif
 
 /* Also in the host pass, which parses the sm_90a kernels that call these. */

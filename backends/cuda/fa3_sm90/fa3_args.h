@@ -219,13 +219,14 @@ int fa3_fwd_launch(fa3_fwd_args *a, const fa3_fwd_config *cfg, char *err, size_t
 
 /* The backward (fa3_bwd.cuh): one block per 128-key tile (two consumers of 64 keys), query
    tiles of 64 rows, head dims 64 and 128. Shared memory: K and V (128 x hd each), Q and dO in
-   two stages (64 x hd each), each consumer's dS (64 x 64), five mbarriers, 1 KiB for the
-   swizzle's alignment. */
+   two stages (64 x hd each), each consumer's dS (64 x 64), fp32 dQ staging (64 x hd) and the
+   step's LSE and D (64 floats each), five mbarriers, 1 KiB for the swizzle's alignment. */
 #define FA3_BWD_TILE_M 64
 #define FA3_BWD_TILE_N 128
 #define FA3_BWD_SMEM(hd)                                                       \
   ((size_t)2 * FA3_BWD_TILE_N * (hd)*2 + (size_t)4 * FA3_BWD_TILE_M * (hd)*2 + \
-   (size_t)2 * FA3_BWD_TILE_M * 64 * 2 + (size_t)5 * 8 + 1024)
+   (size_t)2 * FA3_BWD_TILE_M * 64 * 2 + (size_t)2 * FA3_BWD_TILE_M * (hd)*4 + \
+   (size_t)4 * FA3_BWD_TILE_M * 4 + (size_t)5 * 8 + 1024)
 
 typedef struct fa3_bwd_args {
   FA3_ALIGN64 unsigned char tq[128]; /* CUtensorMap of Q: (head dim, seqlen, heads, batch) */
@@ -233,7 +234,7 @@ typedef struct fa3_bwd_args {
   FA3_ALIGN64 unsigned char tv[128];
   FA3_ALIGN64 unsigned char tdo[128]; /* of dO */
   /* fa2's arguments, the workspace carved as fa2's backward carves it (fa2_bwd_carve: D, the
-     log2 LSE, the fp32 dQ accumulator in the natural layout, one split) */
+     log2 LSE, the fp32 dQ accumulator in the rotated layout, one split) */
   fa2_bwd_args a;
 } fa3_bwd_args;
 
@@ -258,8 +259,8 @@ int fa3_bwd_prepare_hd128(void);
    a message in err when a tensor cannot be described to TMA. */
 int fa3_bwd_launch(fa3_bwd_args *a, void *workspace, char *err, size_t err_len);
 /* Fills what decides the backward's workspace (fa2_bwd_workspace_bytes of the result): the
-   padded head dim, the query tile, one dQ accumulator in the natural layout, no balanced last
-   wave. a->p must be set. */
+   padded head dim, the query tile, one dQ accumulator in the rotated layout (FA2_DQ_ROTATED,
+   which the kernel stages), no balanced last wave. a->p must be set. */
 void fa3_bwd_sizing(fa2_bwd_args *a);
 
 #define FA3_DECLARE(name, hd, wgs, bn, flags)       \

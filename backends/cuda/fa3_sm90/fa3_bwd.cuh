@@ -9,12 +9,12 @@
  * The producer (warpgroup 0, one thread; registers given back with setmaxnreg) loads K and V
  * once by TMA, then per step (query head, 64-row query tile) Q and dO by TMA into a two-stage
  * ring: a stage completes on its "full" mbarrier and is released on its "empty" one by both
- * consumers. Each consumer thread reads the 16 query rows' LSE (log2 units) and D = rowsum(dO∘O)
- * it needs straight from the workspace the preprocessing kernel filled (fa2_bwd_aux.cu), issued
- * before its first wgmma of the step so that the loads run under it. (Bulk copies of them into
- * the stage, read back by ordinary loads, drew 3072 racecheck hazards per copy between the copy
- * and the reads although the stage's mbarriers order them: compute-sanitizer does not see that
- * order for non-tensor bulk copies.)
+ * consumers. Each consumer loads the step's LSE (log2 units) and D = rowsum(dO∘O) from the
+ * workspace the preprocessing kernel filled (fa2_bwd_aux.cu), one value a thread while its first
+ * wgmmas run, into slots of its own. (Bulk copies of them into the stage, read back by ordinary
+ * loads, drew 3072 racecheck hazards per copy although the stage's mbarriers order them; each
+ * thread loading its 16 rows' values itself kept 32 more registers live across the wgmmas and
+ * spilled.)
  *
  * Two consumers (registers taken with setmaxnreg), each owning 64 of the tile's keys:
  *   Sᵀ = K Qᵀ, dPᵀ = V dOᵀ        wgmma from shared memory (M = 64 keys, N = 64 queries)
@@ -23,8 +23,9 @@
  *   dV += Pᵀ dO, dK += dSᵀ Q       wgmma with Pᵀ and dSᵀ from registers: the Sᵀ accumulator's
  *                                   layout is the A operand's
  *   dQ = dS K over its 64 keys     dSᵀ written transposed to shared memory (the A operand,
- *                                   K-major), K as the MN-major B operand; added to the fp32 dQ
- *                                   accumulator (fa2's natural layout) by vector reductions
+ *                                   K-major), K as the MN-major B operand; staged in shared
+ *                                   memory and added to the fp32 dQ accumulator (fa2's rotated
+ *                                   layout) by one bulk reduction a step
  * At the end dK (times the softmax scale) and dV are stored from registers; dQ is scaled and
  * converted by fa2's conversion kernel. HD: the head dim (64 or 128; the others run fa2's
  * backward).
@@ -48,8 +49,10 @@ struct fa3_bwd_layout {
   static constexpr int KV_BOX = BN * 128, Q_BOX = BM * 128; /* bytes of one 64-column box */
   static constexpr int KV_BYTES = BN * HD * 2, Q_BYTES = BM * HD * 2;
   static constexpr int DS_BYTES = BM * 64 * 2; /* one consumer's dS: 64 queries x 64 keys */
+  static constexpr int DQ_BYTES = BM * HD * 4; /* one consumer's fp32 dQ staging tile */
   static constexpr int K = 0, V = KV_BYTES, Q = 2 * KV_BYTES, DO = Q + 2 * Q_BYTES;
-  static constexpr int DS = DO + 2 * Q_BYTES, BARS = DS + 2 * DS_BYTES, END = BARS + 5 * 8;
+  static constexpr int DS = DO + 2 * Q_BYTES, DQ = DS + 2 * DS_BYTES;
+  static constexpr int LSED = DQ + 2 * DQ_BYTES, BARS = LSED + 2 * 2 * BM * 4, END = BARS + 5 * 8;
   static_assert(END + 1024 <= (int)FA3_BWD_SMEM(HD), "FA3_BWD_SMEM covers the layout");
 };
 
@@ -134,6 +137,8 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
   const int key0 = n0 + 64 * c;
   const unsigned char *kc = sm + L::K + 64 * c * 128, *vc = sm + L::V + 64 * c * 128;
   unsigned char *dsc = sm + L::DS + c * L::DS_BYTES;
+  float *dqs = reinterpret_cast<float *>(sm + L::DQ + c * L::DQ_BYTES);
+  float *lsed = reinterpret_cast<float *>(sm + L::LSED + c * 2 * BM * 4); /* LSE, then D */
   const float sl2 = a.p.scale * FA2_LOG2E;
   /* No key of this consumer's is a key of the sequence: its rows of dK and dV are not stored,
      and every P is masked (the class is computed only for real keys). */
@@ -148,15 +153,11 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
     const int st = i & 1;
     const int h = hk * group + i / m_count, m0 = (m_begin + i % m_count) * BM;
     const unsigned char *q = sm + L::Q + st * L::Q_BYTES, *dO = sm + L::DO + st * L::Q_BYTES;
-    /* This thread's 16 query rows' LSE and D (padded rows: +inf and 0), loaded under the
-       wgmmas. */
+    /* The step's 64 LSEs (log2 units; padded rows +inf) and D (padded rows 0), one value a
+       thread, loaded while the wgmmas run and shared through the consumer's own slots (the last
+       step's readers have all passed its dS barrier). */
     const int64_t row0 = ((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded + m0;
-    float2 l2[8], d2[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      l2[j] = *reinterpret_cast<const float2 *>(a.lse_log2 + row0 + 8 * j + 2 * t);
-      d2[j] = *reinterpret_cast<const float2 *>(a.dsum + row0 + 8 * j + 2 * t);
-    }
+    const float lse_or_d = tid < 64 ? a.lse_log2[row0 + tid] : a.dsum[row0 + tid - 64];
     mbar_wait(full + st, (i >> 1) & 1);
 
     float s[32], dp[32];
@@ -164,9 +165,11 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
     fa3_issue_s<HD, 64, L::KV_BOX, L::Q_BOX, F16>(s, kc, q);
     fa3_issue_s<HD, 64, L::KV_BOX, L::Q_BOX, F16>(dp, vc, dO);
     wgmma_commit();
+    lsed[tid] = lse_or_d;
     wgmma_wait<0>();
     wgmma_fence_regs(s);
     wgmma_fence_regs(dp);
+    bar_sync(2 + c, 128); /* every slot written */
 
     /* Pᵀ into s, dSᵀ into dp. Rows past seqlen_q have LSE +inf (P = 0); keys past seqlen_k and
        outside a row's range are masked here. */
@@ -176,14 +179,16 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int ql = 8 * j + 2 * t;
+      const float2 l2 = *reinterpret_cast<const float2 *>(lsed + ql);
+      const float2 d2 = *reinterpret_cast<const float2 *>(lsed + 64 + ql);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int x = 4 * j + e;
-        float p = fast_exp2(s[x] * sl2 - ((e & 1) ? l2[j].y : l2[j].x));
+        float p = fast_exp2(s[x] * sl2 - ((e & 1) ? l2.y : l2.x));
         if (partial && !fa_mask_allows(&mask, m0 + ql + (e & 1),
                                        key0 + 16 * warp + g + 8 * (e >> 1), seqlen_k))
           p = 0.0f;
-        dp[x] = fa_bwd_ds(p, dp[x], (e & 1) ? d2[j].y : d2[j].x);
+        dp[x] = fa_bwd_ds(p, dp[x], (e & 1) ? d2.y : d2.x);
         s[x] = p;
       }
     }
@@ -192,6 +197,7 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
     fa3_pack_p<Tr, 64>(dp, dsa);
     fa3_bwd_store_ds<Tr>(dp, dsc, warp, g, t);
     fence_proxy_async_smem(); /* the generic stores, before the async proxy's wgmma reads them */
+    if (tid == 0) bulk_wait_read<0>(); /* the last step's dQ reduction has read its staging */
     bar_sync(2 + c, 128);
 
     /* dV += Pᵀ dO and dK += dSᵀ Q (B: dO and Q, MN-major), waited for before dQ so that the A
@@ -225,17 +231,28 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
     /* Q, dO and this step's dS are read: the stage goes back to the producer. */
     if (tid == 0) mbar_arrive(empty + st);
 
-    float *acc = a.dq_accum + (((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded + m0) * HD;
+      /* dQ into the staging tile in the accumulator's rotated layout (fa2_args.h, FA2_DQ_ROTATED:
+         8-column chunk j of row r at chunk (j + r) mod (HD / 8), so that a warp's stores spread
+         over the banks), then added to the tile's rows of the accumulator (padded to whole
+         tiles) by one bulk reduction, which runs while the next step computes. */
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = 16 * warp + g + 8 * r;
-      if (m0 + row >= seqlen_q) continue;
 #pragma unroll
       for (int j = 0; j < HD / 8; ++j)
-        red_add_v2_f32(acc + (int64_t)row * HD + 8 * j + 2 * t, dq[4 * j + 2 * r],
-                       dq[4 * j + 2 * r + 1]);
+        *reinterpret_cast<float2 *>(dqs + row * HD + ((j + row) & (HD / 8 - 1)) * 8 + 2 * t) =
+            make_float2(dq[4 * j + 2 * r], dq[4 * j + 2 * r + 1]);
+    }
+    fence_proxy_async_smem();
+    bar_sync(2 + c, 128);
+    if (tid == 0) {
+      bulk_reduce_add_f32(
+          a.dq_accum + (((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded + m0) * HD,
+          smem_u32(dqs), L::DQ_BYTES);
+      bulk_commit();
     }
   }
+  if (tid == 0) bulk_wait<0>(); /* the block's shared memory outlives the last reduction */
 
   /* dK (times the softmax scale) and dV of this consumer's keys. */
   E *dkp = static_cast<E *>(a.dk) + b * a.dk_str.batch + hk * a.dk_str.head;

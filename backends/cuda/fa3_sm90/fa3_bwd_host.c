@@ -15,7 +15,7 @@ void fa3_bwd_sizing(fa2_bwd_args *a) {
   a->head_dim_padded = a->p.head_dim;
   a->tile_m = FA3_BWD_TILE_M;
   a->tile_n = FA3_BWD_TILE_N;
-  a->dq_layout = FA2_DQ_NATURAL;
+  a->dq_layout = FA2_DQ_ROTATED;
   a->deterministic = 0;
   a->dq_splits = 1;
   a->tail_tiles = a->tail_first = a->tail_piece_steps = a->tail_pieces = 0;
