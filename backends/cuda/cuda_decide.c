@@ -370,7 +370,7 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
   const fa_params *p = req->params;
   /* FlashAttention-3's forward where it applies (sm_90, its head dims), unless fa2 is asked for
      by name; its backward only when asked for by name (kernel_family "fa3"): its first version
-     is slower than fa2's (0.78-0.83x on the H200, bench/NOTES.md session 25). Asked for by name
+     is slower than fa2's (0.77-0.83x on the H200, bench/NOTES.md session 25). Asked for by name
      where it does not apply, refused with the reason. */
   char fa3_why[160] = "";
   const int want_fa2 = p->kernel_family && strcmp(p->kernel_family, "fa2") == 0;
