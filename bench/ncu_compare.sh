@@ -12,9 +12,10 @@
 # Runs bench/peer_cuda.py for each shape under `ncu --clock-control none --set full` (the clocks are left as
 # they are), once filtered to our kernel and once to FA2's, and prints one table per shape:
 # metric, ours, FA2, ratio. Raw CSVs go to $OUT (default /tmp/out) as ncu_<pass>_hd<D>_s<S>_*.csv.
+# PEER_ARGS (environment): more bench/peer_cuda.py options, e.g. PEER_ARGS="--kernel-family fa3".
 # Needs ncu, torch and the build's lib folder (default build/release/lib).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 LIB=build/release/lib/libflashattn.so
@@ -47,9 +48,10 @@ for shape in "${shapes[@]}"; do
   tag="${PASS}_hd${hd}_s${sl}_c${causal}"
   for who in ours peer; do
     re=$ours_re; [ "$who" = peer ] && re=$peer_re
+    # shellcheck disable=SC2086  # PEER_ARGS is a list of options
     ncu --clock-control none -k "$re" -c 1 --set full --csv --page raw \
       python3 bench/peer_cuda.py --lib "$LIB" --hdims "$hd" --seqlens "$sl" --causal "$causal" \
-      --pass "$PASS" --warmup-ms 1 --rep-ms 1 > "$OUT/ncu_${tag}_${who}.txt" 2>&1
+      --pass "$PASS" --warmup-ms 1 --rep-ms 1 ${PEER_ARGS:-} > "$OUT/ncu_${tag}_${who}.txt" 2>&1
     # The CSV part: from the header line ("ID",...) on.
     awk '/^"ID"/ { on = 1 } on' "$OUT/ncu_${tag}_${who}.txt" > "$OUT/ncu_${tag}_${who}.csv"
   done

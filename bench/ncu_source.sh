@@ -5,8 +5,9 @@
 # table as $OUT/ncu_source_<tag>.csv.gz, to be read on the development machine (bench/NOTES.md).
 #
 #   bench/ncu_source.sh [--regex R] [--pass fwd|bwd] HDIM:SEQLEN[:CAUSAL]
+# PEER_ARGS (environment): more bench/peer_cuda.py options, e.g. PEER_ARGS="--kernel-family fa3".
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 LIB=build/release/lib/libflashattn.so
@@ -27,9 +28,10 @@ IFS=: read -r hd sl causal <<< "$shape"
 causal=${causal:-0}
 tag="${PASS}_hd${hd}_s${sl}_c${causal}"
 tmp=$(mktemp -d)
+# shellcheck disable=SC2086  # PEER_ARGS is a list of options
 ncu --clock-control none -k "regex:$RE" -c 1 --section SourceCounters --section WarpStateStats \
   -o "$tmp/rep" python3 bench/peer_cuda.py --lib "$LIB" --hdims "$hd" --seqlens "$sl" \
-  --causal "$causal" --pass "$PASS" --warmup-ms 1 --rep-ms 1 > "$tmp/log.txt" 2>&1 ||
+  --causal "$causal" --pass "$PASS" --warmup-ms 1 --rep-ms 1 ${PEER_ARGS:-} > "$tmp/log.txt" 2>&1 ||
   { tail -20 "$tmp/log.txt"; exit 1; }
 ncu -i "$tmp/rep.ncu-rep" --page source --csv --print-source sass > "$tmp/src.csv" 2> "$tmp/err.txt" ||
   { cat "$tmp/err.txt"; exit 1; }

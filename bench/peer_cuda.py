@@ -389,6 +389,7 @@ def run_shape(ctx, sh: Shape) -> tuple[list[dict], list[dict]]:
         p.backend = ctx["backend_id"]
         p.strict = 1
         p.deterministic = 1 if args.deterministic else 0
+        p.kernel_family = args.kernel_family.encode() if args.kernel_family else None
         p.stream = ctx["stream"]()
         return p
 
@@ -724,6 +725,7 @@ def metadata(ctx, args) -> dict:
         "tokens": args.tokens, "hidden": args.hidden, "batch": args.batch, "heads": args.heads,
         "check": bool(args.check), "tol_rel_l2": args.tol, "seed": args.seed,
         "deterministic": bool(args.deterministic),
+        "kernel_family": args.kernel_family,
         "workspace": not args.no_workspace,
     }
     if args.device == "cuda":
@@ -822,6 +824,9 @@ def parse_args(argv):
     ap.add_argument("--deterministic", action="store_true",
                     help="ask ours for the deterministic backward (params.deterministic = 1); "
                          "the peers run as they are")
+    ap.add_argument("--kernel-family", default=None,
+                    help="ask ours for this kernel family (params.kernel_family, e.g. fa3 or fa2) "
+                         "in both passes; refused by the library where it does not apply")
     ap.add_argument("--shape-rounds", type=int, default=3,
                     help="timings of each implementation per shape, in an order rotated each "
                          "round after one untimed call of each; the median counts (default 3; "

@@ -41,10 +41,11 @@
  * put in the backend's memory through the DEVICE HOOK below, and copied back whole before a check.
  *
  * --kernel-family F sets params.kernel_family = F in every call (a family the backend does not
- * know is refused, and counts as a skip or failure like any refusal). --kernel-prefix P: the
- * kernel names expected on the cuda backend start with P instead of "cuda.fa2.sm80" (the fields
- * after it are the same), so the same binary checks a plugin standing in for the CUDA backend,
- * such as the HIP kernels' test plugin ("cuda.hipgen", or "cuda.hipgen.mfma" with
+ * know is refused, and counts as a skip or failure like any refusal; what a known family lacks,
+ * need_family lists as "family:" needs, so its refusals of those cases are skips). --kernel-prefix
+ * P: the kernel names expected on the cuda backend start with P instead of "cuda.fa2.sm80" (the
+ * fields after it are the same), so the same binary checks a plugin standing in for the CUDA
+ * backend, such as the HIP kernels' test plugin ("cuda.hipgen", or "cuda.hipgen.mfma" with
  * --kernel-family mfma; tests/gpu/h200_hip_generic.sh).
  *
  * Inputs are seeded per run (printed; FA_TEST_SEED replays) and per case name, so
@@ -284,11 +285,36 @@ static void need_views(needs *nd, const fa_tensor *const *data, int count) {
   }
 }
 
-/* Whether the backend serves a need: fa_backend_info's features, or the suite's probe. */
+/* Whether the backend serves a need: fa_backend_info's features, or the suite's probe. A
+   "family:" need (need_family) is never served: the named kernel family lacks it. */
 static int serves(const backend_ctx *bk, const char *f) {
   for (int p = 0; p < P_COUNT; ++p)
     if (!strcmp(f, probe_names[p])) return bk->probe_ok[p];
+  if (!strncmp(f, "family:", 7)) return 0;
   return list_has(bk->desc->features, f);
+}
+
+/* What the kernel family named by --kernel-family lacks for a case, as "family:" needs, so that
+   its documented refusal ("kernel_family fa3: ...") is a skip while a refusal of a case the family
+   should run still fails. Known: the cuda backend's fa3 (cuda_decide.c's fa3_takes and
+   fa3_bwd_takes): sm_90 only; at least one key (and, backward, one query row); no softcap; forward
+   head dims 64, 96, 128, 192, 256, backward 64 and 128 and not deterministic; no negative
+   strides (TMA). fwd_only: the case makes no backward call. */
+static void need_family(needs *nd, const backend_ctx *bk, int fwd_only, int64_t d, int64_t dv,
+                        int64_t sq, int64_t sk, float softcap, int determ,
+                        const fa_tensor *const *data, int count) {
+  if (!bk->kernel_family || strcmp(bk->kernel_family, "fa3") != 0 || strcmp(bk->name, "cuda") != 0)
+    return;
+  if (!bk->cuda_fa3) need(nd, "family:device");
+  if (sk == 0 || (!fwd_only && sq == 0)) need(nd, "family:empty");
+  if (softcap > 0.0f) need(nd, "family:softcap");
+  const int fwd_dim = d == dv && (d == 64 || d == 96 || d == 128 || d == 192 || d == 256);
+  const int bwd_dim = d == dv && (d == 64 || d == 128);
+  if (!fwd_dim || (!fwd_only && !bwd_dim)) need(nd, "family:head_dim");
+  if (!fwd_only && determ) need(nd, "family:deterministic");
+  for (int i = 0; i < count; ++i)
+    for (int k = 0; data[i] && k < data[i]->ndim; ++k)
+      if (data[i]->strides[k] < 0) need(nd, "family:negative_stride");
 }
 
 /* Expected kernel name. Returns 0 when the suite does not know the backend's naming yet; then
@@ -955,6 +981,7 @@ static int run_case(const conf_case *c, const backend_ctx *bk, uint64_t run_seed
     const fa_tensor *data[9];
     for (int i = 0; i < 9; ++i) data[i] = &dv[i < T_LSE ? i : i + 1].view;
     need_views(&nd, data, 9);
+    need_family(&nd, bk, 0, c->d, c->dv, c->sq, c->sk, 0.0f, 0, data, 9);
     fa_run_info_init(&plan);
     st = fa_plan_forward(&params, &dv[T_Q].view, &dv[T_K].view, &dv[T_V].view, &dv[T_OUT].view,
                          &dv[T_LSE].view, &plan);
@@ -1569,6 +1596,7 @@ static int frefused(report *rep, frun *R, const fcase *c, const fa_tensor *const
              c->bwd && !c->page && !c->kvc);
   for (int i = 0; i < nf; ++i) need(&nd, f[i]);
   need_views(&nd, data, n);
+  need_family(&nd, R->bk, !c->bwd, c->d, c->dv, c->sq, c->sk, c->softcap, c->determ, data, n);
   return refusal(rep, R->bk, &nd, call, st, R->skip, sizeof R->skip);
 }
 
