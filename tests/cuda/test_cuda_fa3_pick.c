@@ -48,6 +48,14 @@ int fa_tma_map(void *map, int bf16, const void *base, int rank, const uint64_t *
   snprintf(err, err_len, "stub");
   return -1;
 }
+int fa_tma_map_f32_2d(void *map, const void *base, uint64_t cols, uint64_t rows,
+                      uint64_t row_stride_bytes, uint32_t box_cols, uint32_t box_rows, char *err,
+                      size_t err_len) {
+  (void)map, (void)base, (void)cols, (void)rows, (void)row_stride_bytes, (void)box_cols;
+  (void)box_rows;
+  snprintf(err, err_len, "stub");
+  return -1;
+}
 
 enum { H200_SMEM = 232448, A100_SMEM = 166912, SM86_SMEM = 101376 };
 

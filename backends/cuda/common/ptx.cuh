@@ -83,6 +83,21 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t *r, uint32_t addr) {
                : "r"(addr));
 }
 
+/* Two floats to shared memory at an 8-byte aligned address (one STS.64 whatever the compiler
+   can prove of the alignment). */
+__device__ __forceinline__ void st_shared_v2_f32(uint32_t addr, float x, float y) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
+}
+
+/* Four 8x8 b16 matrices from registers in the mma accumulator fragment's layout (r[i]: lane's
+   row lane / 4, columns 2 (lane % 4) and + 1 of matrix i), each stored transposed: lanes
+   8i..8i+7 give the addresses of the 16-byte memory rows of matrix i, which hold its columns. */
+__device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(addr),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
 /* 16 bytes global -> shared without passing through registers; src_bytes = 0 writes zeros
    (rows and columns past the tensor's end read nothing). */
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void *src, int src_bytes) {

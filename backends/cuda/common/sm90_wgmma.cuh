@@ -7,7 +7,7 @@
  * Accumulator layout (per warpgroup): warp w holds rows 16w..16w+15; d[4j + i] is row
  * 16w + lane/4 + 8 (i / 2), column 8j + 2 (lane % 4) + i % 2. scale_d 0: D = A B. TRANS_B 0: B
  * K-major (rows of N, K along the row: K for Q Kᵀ); 1: MN-major (rows of K: V for P V). F16: f16
- * operands, else bf16. N: 64, 72, 80, 96, 128, 144, 160, 176, 192, 256.
+ * operands, else bf16. N: 32, 64, 72, 80, 96, 128, 144, 160, 176, 192, 256.
  */
 #ifndef FA_CUDA_SM90_WGMMA_CUH
 #define FA_CUDA_SM90_WGMMA_CUH
@@ -16,6 +16,48 @@
 
 template <int N>
 struct wgmma_n;
+
+#define FA_WGMMA_SS_N32(T)                                                                        \
+  asm volatile(                                                                                   \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                                \
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." T "." T                                       \
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, " \
+      "1, 0, %19;\n}\n"                                                                           \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),       \
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),   \
+        "+f"(d[14]), "+f"(d[15])                                                                  \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_B))
+#define FA_WGMMA_RS_N32(T)                                                                        \
+  asm volatile(                                                                                   \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"                                                \
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." T "." T                                       \
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, " \
+      "%19}, %20, p, 1, 1, %22;\n}\n"                                                             \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),       \
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),   \
+        "+f"(d[14]), "+f"(d[15])                                                                  \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TRANS_B))
+template <>
+struct wgmma_n<32> {
+  template <int TRANS_B, bool F16>
+  static __device__ __forceinline__ void ss(float (&d)[16], uint64_t desc_a, uint64_t desc_b,
+                                            int scale_d) {
+    if constexpr (F16)
+      FA_WGMMA_SS_N32("f16");
+    else
+      FA_WGMMA_SS_N32("bf16");
+  }
+  template <int TRANS_B, bool F16>
+  static __device__ __forceinline__ void rs(float (&d)[16], const uint32_t (&a)[4], uint64_t desc_b,
+                                            int scale_d) {
+    if constexpr (F16)
+      FA_WGMMA_RS_N32("f16");
+    else
+      FA_WGMMA_RS_N32("bf16");
+  }
+};
+#undef FA_WGMMA_SS_N32
+#undef FA_WGMMA_RS_N32
 
 #define FA_WGMMA_SS_N64(T)                                                                         \
   asm volatile(                                                                                    \

@@ -218,14 +218,14 @@ const fa3_fwd_config *fa3_fwd_configs(int *count);
 int fa3_fwd_launch(fa3_fwd_args *a, const fa3_fwd_config *cfg, char *err, size_t err_len);
 
 /* The backward (fa3_bwd.cuh): one block per 128-key tile (two consumers of 64 keys), query
-   tiles of 64 rows, head dims 64 and 128. Shared memory: K and V (128 x hd each), Q and dO in
-   two stages (64 x hd each), each consumer's dS (64 x 64), fp32 dQ staging (64 x hd) and the
-   step's LSE and D (64 floats each), five mbarriers, 1 KiB for the swizzle's alignment. */
+   tiles of 64 rows, head dims 64 and 128. Shared memory: K and V (128 x hd each); Q, dO, dS
+   (64 x 128) and the step's LSE and D (64 floats each) in two stages; the fp32 dQ staging tile
+   (64 x hd); five mbarriers; 1 KiB for the swizzle's alignment. */
 #define FA3_BWD_TILE_M 64
 #define FA3_BWD_TILE_N 128
-#define FA3_BWD_SMEM(hd)                                                       \
-  ((size_t)2 * FA3_BWD_TILE_N * (hd)*2 + (size_t)4 * FA3_BWD_TILE_M * (hd)*2 + \
-   (size_t)2 * FA3_BWD_TILE_M * 64 * 2 + (size_t)2 * FA3_BWD_TILE_M * (hd)*4 + \
+#define FA3_BWD_SMEM(hd)                                                               \
+  ((size_t)2 * FA3_BWD_TILE_N * (hd)*2 + (size_t)4 * FA3_BWD_TILE_M * (hd)*2 +         \
+   (size_t)2 * FA3_BWD_TILE_M * FA3_BWD_TILE_N * 2 + (size_t)FA3_BWD_TILE_M * (hd)*4 + \
    (size_t)4 * FA3_BWD_TILE_M * 4 + (size_t)5 * 8 + 1024)
 
 typedef struct fa3_bwd_args {
@@ -233,6 +233,10 @@ typedef struct fa3_bwd_args {
   FA3_ALIGN64 unsigned char tk[128];
   FA3_ALIGN64 unsigned char tv[128];
   FA3_ALIGN64 unsigned char tdo[128]; /* of dO */
+  /* of the workspace's log2 LSE and D (fp32, (seqlen_q_padded, batch x heads_q), boxes of one
+     query tile's rows), made after fa2_bwd_carve */
+  FA3_ALIGN64 unsigned char tlse[128];
+  FA3_ALIGN64 unsigned char tdsum[128];
   /* fa2's arguments, the workspace carved as fa2's backward carves it (fa2_bwd_carve: D, the
      log2 LSE, the fp32 dQ accumulator in the rotated layout, one split) */
   fa2_bwd_args a;

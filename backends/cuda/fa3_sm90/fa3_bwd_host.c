@@ -8,6 +8,7 @@
 
 #include "../fa2_sm80/fa2_launch.h"
 #include "fa3_args.h"
+#include "tma_map.h"
 
 int fa3_bwd_has_head_dim(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
 
@@ -47,6 +48,13 @@ int fa3_bwd_launch(fa3_bwd_args *x, void *workspace, char *err, size_t err_len) 
                      p->head_dim, FA3_BWD_TILE_N, 1, err, err_len))
     return -1;
   fa2_bwd_carve(a, workspace);
+  const uint64_t rows = (uint64_t)p->batch * (uint64_t)p->heads_q;
+  const uint64_t padded = (uint64_t)a->seqlen_q_padded;
+  if (fa_tma_map_f32_2d(x->tlse, a->lse_log2, padded, rows, padded * 4, FA3_BWD_TILE_M, 1, err,
+                        err_len) ||
+      fa_tma_map_f32_2d(x->tdsum, a->dsum, padded, rows, padded * 4, FA3_BWD_TILE_M, 1, err,
+                        err_len))
+    return -1;
   int e = fa2_bwd_prologue(a);
   if (e == 0) e = main_fn(x);
   if (e == 0) e = fa2_bwd_convert_dq_launch(a);

@@ -27,8 +27,11 @@ static void find_encode(void) {
     encode_tiled = (encode_tiled_fn)fn;
 }
 
-int fa_tma_map(void *map, int bf16, const void *base, int rank, const uint64_t *dims,
-               const uint64_t *strides, const uint32_t *box, char *err, size_t err_len) {
+/* fa_tma_map for elements of `esize` bytes of the given type, with the given swizzle (a box row
+   of at most 128 bytes under the 128-byte swizzle, a multiple of 16 bytes without one). */
+static int tma_map_of(void *map, CUtensorMapDataType type, uint32_t esize,
+                      CUtensorMapSwizzle swizzle, const void *base, int rank, const uint64_t *dims,
+                      const uint64_t *strides, const uint32_t *box, char *err, size_t err_len) {
   if (((uintptr_t)map & 63) != 0) {
     snprintf(err, err_len, "tensor map storage not 64-byte aligned");
     return -1;
@@ -47,8 +50,11 @@ int fa_tma_map(void *map, int bf16, const void *base, int rank, const uint64_t *
                (unsigned long long)strides[i]);
       return -1;
     }
-  if (box[0] * 2 > 128 || box[0] == 0) {
-    snprintf(err, err_len, "TMA box of %u elements per row: at most 128 bytes", box[0]);
+  if (swizzle == CU_TENSOR_MAP_SWIZZLE_128B ? box[0] * esize > 128 || box[0] == 0
+                                            : (box[0] * esize) % 16 != 0) {
+    snprintf(
+        err, err_len, "TMA box of %u elements per row: %s", box[0],
+        swizzle == CU_TENSOR_MAP_SWIZZLE_128B ? "at most 128 bytes" : "a multiple of 16 bytes");
     return -1;
   }
   for (int i = 0; i < rank; ++i)
@@ -71,17 +77,30 @@ int fa_tma_map(void *map, int bf16, const void *base, int rank, const uint64_t *
     es[i] = 1;
     if (i + 1 < rank) st[i] = strides[i];
   }
-  CUresult r = encode_tiled(
-      (CUtensorMap *)map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-      (cuuint32_t)rank, (void *)base, d, st, bx, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  CUresult r = encode_tiled((CUtensorMap *)map, type, (cuuint32_t)rank, (void *)base, d, st, bx, es,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     snprintf(err, err_len, "cuTensorMapEncodeTiled failed (CUresult %d), rank %d, box %u x %u",
              (int)r, rank, box[1], box[0]);
     return -1;
   }
   return 0;
+}
+
+int fa_tma_map(void *map, int bf16, const void *base, int rank, const uint64_t *dims,
+               const uint64_t *strides, const uint32_t *box, char *err, size_t err_len) {
+  return tma_map_of(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                    2, CU_TENSOR_MAP_SWIZZLE_128B, base, rank, dims, strides, box, err, err_len);
+}
+
+int fa_tma_map_f32_2d(void *map, const void *base, uint64_t cols, uint64_t rows,
+                      uint64_t row_stride_bytes, uint32_t box_cols, uint32_t box_rows, char *err,
+                      size_t err_len) {
+  const uint64_t dims[2] = {cols, rows}, strides[1] = {row_stride_bytes};
+  const uint32_t box[2] = {box_cols, box_rows};
+  return tma_map_of(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, CU_TENSOR_MAP_SWIZZLE_NONE, base, 2,
+                    dims, strides, box, err, err_len);
 }
 
 int fa_tma_map_2d(void *map, int bf16, const void *base, uint64_t cols, uint64_t rows,

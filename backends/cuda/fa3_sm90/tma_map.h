@@ -24,6 +24,12 @@ extern "C" {
 int fa_tma_map(void *map, int bf16, const void *base, int rank, const uint64_t *dims,
                const uint64_t *strides, const uint32_t *box, char *err, size_t err_len);
 
+/* A 2-D tensor of fp32 elements (cols x rows, rows row_stride_bytes apart) read in boxes of
+   box_rows x box_cols without swizzle (box_cols * 4 a multiple of 16, at most 256 elements). */
+int fa_tma_map_f32_2d(void *map, const void *base, uint64_t cols, uint64_t rows,
+                      uint64_t row_stride_bytes, uint32_t box_cols, uint32_t box_rows, char *err,
+                      size_t err_len);
+
 int fa_tma_map_2d(void *map, int bf16, const void *base, uint64_t cols, uint64_t rows,
                   uint64_t row_stride_bytes, uint32_t box_cols, uint32_t box_rows, char *err,
                   size_t err_len);
