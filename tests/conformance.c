@@ -720,24 +720,23 @@ static int64_t fa3_least_smem(int64_t d) {
 
 /* The CUDA backend's kernels: "<prefix>.<fwd|bwd>.<dtype>.hd<D>" then ".causal", ".window",
    ".softcap" in that order (head_dim_v is always head_dim there). Prefix: "cuda.fa3.sm90" for the
-   forward at head dims 64, 96, 128, 192 and 256 and, with --kernel-family fa3, the backward at
-   64 and 128 (not deterministic, at least one query row), without softcap, where the backend runs
+   forward at head dims 64, 96, 128, 192 and 256 and the backward at 64 and 128 (not
+   deterministic, at least one query row), without softcap, where the backend runs
    FlashAttention-3 (fa3 != 0: its kernel families list fa3, the device is sm_90 and not run as
    sm_80, --kernel-family is not fa2, and there is at least one key: the backend's rule,
    cuda_decide.c's fa3_takes), else
    "cuda.fa2.sm80" (backends/cuda/fa2_sm80, also on sm_89 and sm_90), or --kernel-prefix's for
    every name. Other ops (kvcache) are not named yet: 0. */
-static int cuda_expected(const char *prefix, const char *family, int fa3, const char *op,
-                         fa_dtype dt, int64_t d, int causal, int window, int softcap, int determ,
-                         int pack, char *buf, size_t n) {
+static int cuda_expected(const char *prefix, int fa3, const char *op, fa_dtype dt, int64_t d,
+                         int causal, int window, int softcap, int determ, int pack, char *buf,
+                         size_t n) {
   const int fwd = !strcmp(op, "fwd");
   if (!fwd && strcmp(op, "bwd") != 0) return 0;
   if (!prefix) {
     /* FA_CUDA_SMEM_LIMIT below every fa3 configuration's shared memory gives fa2. The backward:
-       only with --kernel-family fa3, head dims 64 and 128, not deterministic
-       (fa3_bwd_has_head_dim, cuda_decide.c). */
+       head dims 64 and 128, not deterministic (fa3_bwd_has_head_dim, cuda_decide.c). */
     const char *lim = getenv("FA_CUDA_SMEM_LIMIT");
-    const int bwd_fa3 = family && !strcmp(family, "fa3") && (d == 64 || d == 128) && !determ;
+    const int bwd_fa3 = (d == 64 || d == 128) && !determ;
     const int64_t need = fwd ? fa3_least_smem(d) : bwd_fa3 ? (int64_t)FA3_BWD_SMEM(d) : 0;
     const int fits = need > 0 && (!lim || !*lim || atoll(lim) >= need);
     prefix = fa3 && fits && !softcap ? "cuda.fa3.sm90" : "cuda.fa2.sm80";
@@ -774,9 +773,8 @@ static int opencl_expected(const char *op, fa_dtype dt, int64_t d, int causal, i
 static int expected_kernel(const backend_ctx *bk, const conf_case *c, int bwd, int splits,
                            int32_t tile_m, char *buf, size_t n) {
   if (!strcmp(bk->name, "cuda"))
-    return cuda_expected(bk->cuda_prefix, bk->kernel_family,
-                         bk->cuda_fa3 && c->sk > 0 && (!bwd || c->sq > 0), bwd ? "bwd" : "fwd",
-                         c->dtype, c->d, c->cm != CM_NONE, 0, 0, 0,
+    return cuda_expected(bk->cuda_prefix, bk->cuda_fa3 && c->sk > 0 && (!bwd || c->sq > 0),
+                         bwd ? "bwd" : "fwd", c->dtype, c->d, c->cm != CM_NONE, 0, 0, 0,
                          fa3_expected_pack(tile_m, c->hq, c->hkv, c->sq), buf, n);
   if (!strcmp(bk->name, "opencl"))
     return opencl_expected(bwd ? "bwd" : "fwd", c->dtype, c->d, c->cm != CM_NONE, 0, 0, buf, n);
@@ -1531,7 +1529,7 @@ static void mark_fquick(fcase_list *L) {
 static int fexpected_kernel(const backend_ctx *bk, const fcase *c, const char *op, int splits,
                             int32_t tile_m, char *buf, size_t n) {
   if (!strcmp(bk->name, "cuda"))
-    return cuda_expected(bk->cuda_prefix, bk->kernel_family,
+    return cuda_expected(bk->cuda_prefix,
                          bk->cuda_fa3 && c->sk > 0 && (!strcmp(op, "fwd") || c->sq > 0), op,
                          c->dtype, c->d, c->cm != CM_NONE, c->win, c->softcap > 0.0f, c->determ,
                          fa3_expected_pack(tile_m, c->hq, c->hkv, c->sq), buf, n);

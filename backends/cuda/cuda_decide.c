@@ -368,17 +368,16 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
   }
 
   const fa_params *p = req->params;
-  /* FlashAttention-3's forward where it applies (sm_90, its head dims), unless fa2 is asked for
-     by name; its backward only when asked for by name (kernel_family "fa3"): its first version
-     is slower than fa2's (0.77-0.83x on the H200, bench/NOTES.md session 25). Asked for by name
-     where it does not apply, refused with the reason. */
+  /* FlashAttention-3 where it applies (sm_90; the forward's head dims 64, 96, 128, 192, 256, the
+     backward's 64 and 128 and not deterministic), unless fa2 is asked for by name: its backward
+     is 1.2-1.7x fa2's on the H200 (bench/NOTES.md session 26). Asked for by name where it does
+     not apply, refused with the reason. */
   char fa3_why[160] = "";
   const int want_fa2 = p->kernel_family && strcmp(p->kernel_family, "fa2") == 0;
   const int want_fa3 = p->kernel_family && strcmp(p->kernel_family, "fa3") == 0;
   const void *fa3_cfg = NULL;
   int fa3_env = 0;
-  const int fa3 = !want_fa2 && (req->op == FA_OP_FORWARD || want_fa3) &&
-                  fa3_takes(req, dev, &fa3_cfg, &fa3_env, fa3_why, sizeof fa3_why);
+  const int fa3 = !want_fa2 && fa3_takes(req, dev, &fa3_cfg, &fa3_env, fa3_why, sizeof fa3_why);
   if (fa3 < 0) {
     fa_core_refuse(out, "%s", fa3_why);
     return;

@@ -225,17 +225,20 @@ int main(int argc, char **argv) {
            st == FA_OK ? info.kernel : fa_last_error());
   check(st == FA_OK, "fa_backward", detail);
   if (st != FA_OK) goto done;
-  check(strncmp(info.kernel, "cuda.fa2.", 9) == 0, "backward kernel name starts with cuda.fa2",
-        info.kernel);
-  check(devmem_sync(dev, err, sizeof err) == 0, "synchronize after the backward", err);
-
-  /* Kernel families by name: fa2's forward runs anywhere it is built; fa3 asked for the backward
-     runs fa3's (on sm_90 where fa3 ran the forward, at head dims 64 and 128, not deterministic,
-     with the device's whole shared memory: under FA_CUDA_SMEM_LIMIT either outcome), else is
-     refused with the reason, before anything is written. The reference checks below then check
-     the gradients of the last backward, fa3's where it ran. */
+  /* The backward runs fa3's on sm_90 where fa3 ran the forward, at head dims 64 and 128, not
+     deterministic, with the device's whole shared memory (under FA_CUDA_SMEM_LIMIT either), else
+     fa2's. */
   const int limited = getenv("FA_CUDA_SMEM_LIMIT") != NULL;
   const int want_fa3 = fwd_fa3 && (hd == 64 || hd == 128) && !deterministic;
+  const int bwd_fa3 = strncmp(info.kernel, "cuda.fa3.sm90.bwd.", 18) == 0;
+  check(want_fa3 ? bwd_fa3 || limited : strncmp(info.kernel, "cuda.fa2.", 9) == 0,
+        want_fa3 ? "the backward runs cuda.fa3" : "the backward runs cuda.fa2", info.kernel);
+  check(devmem_sync(dev, err, sizeof err) == 0, "synchronize after the backward", err);
+
+  /* Kernel families by name: fa2's forward and backward run anywhere they are built; fa3 asked
+     for the backward runs fa3's where it applies (above), else is refused with the reason,
+     before anything is written. The reference checks below then check the gradients of the last
+     backward, fa3's where it ran. */
   {
     fa_params named = params;
     named.kernel_family = "fa2";
@@ -245,6 +248,13 @@ int main(int argc, char **argv) {
              st == FA_OK ? info.kernel : fa_last_error());
     check(st == FA_OK && strncmp(info.kernel, "cuda.fa2.", 9) == 0,
           "kernel_family fa2: the forward runs cuda.fa2", detail);
+    fa_run_info_init(&info);
+    st = fa_backward(&named, &dv[T_Q], &dv[T_K], &dv[T_V], &dv[T_OUT], &dv[T_LSE], &dv[T_DOUT],
+                     &dv[T_DQ], &dv[T_DK], &dv[T_DV], &info);
+    snprintf(detail, sizeof detail, "%s %s", fa_status_string(st),
+             st == FA_OK ? info.kernel : fa_last_error());
+    check(st == FA_OK && strncmp(info.kernel, "cuda.fa2.", 9) == 0,
+          "kernel_family fa2: the backward runs cuda.fa2", detail);
     named.kernel_family = "fa3";
     st = fa_backward(&named, &dv[T_Q], &dv[T_K], &dv[T_V], &dv[T_OUT], &dv[T_LSE], &dv[T_DOUT],
                      &dv[T_DQ], &dv[T_DK], &dv[T_DV], &info);
