@@ -83,4 +83,24 @@ FA_HD int fa_sched_tail_owner(int64_t x, int blocks, int tail, int nkt) {
   return (int)(((x + 1) * blocks - 1) / units);
 }
 
+/* The splits of a deterministic backward that visits key tiles in a fixed order: each of
+   `parallel` (batch, K/V head) pairs runs s blocks, block i taking key tiles i, i + s, ... of
+   n_tiles into an accumulator of its own, on a GPU that runs `slots` blocks at once. The s in
+   1..n_tiles with the least modelled time, rounds of blocks times tiles a block,
+   ceil(parallel s / slots) ceil(n_tiles / s); the smallest of equals (fewer accumulators). A
+   rule of 2 x slots blocks (fa2's) gave 9 splits for 32 pairs of 64 tiles on 132 one-block SMs:
+   288 blocks in 3 rounds of 8 tiles, 24 tile times against 16 for 4 splits (bench/NOTES.md,
+   session 26). */
+FA_HD int fa_sched_det_splits(int64_t parallel, int n_tiles, int slots) {
+  if (parallel < 1 || n_tiles < 1 || slots < 1) return 1;
+  int best = 1;
+  int64_t best_cost = -1;
+  for (int s = 1; s <= n_tiles; ++s) {
+    const int64_t rounds = (parallel * s + slots - 1) / slots;
+    const int64_t cost = rounds * ((n_tiles + s - 1) / s);
+    if (best_cost < 0 || cost < best_cost) best = s, best_cost = cost;
+  }
+  return best;
+}
+
 #endif /* FA_CORE_SCHEDULE_H */

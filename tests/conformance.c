@@ -298,11 +298,11 @@ static int serves(const backend_ctx *bk, const char *f) {
    its documented refusal ("kernel_family fa3: ...") is a skip while a refusal of a case the family
    should run still fails. Known: the cuda backend's fa3 (cuda_decide.c's fa3_takes and
    fa3_bwd_takes): sm_90 only; at least one key (and, backward, one query row); no softcap; forward
-   head dims 64, 96, 128, 192, 256, backward 64 and 128 and not deterministic; no negative
+   head dims 64, 96, 128, 192, 256, backward 64 and 128; no negative
    strides (TMA). fwd_only: the case makes no backward call. */
 static void need_family(needs *nd, const backend_ctx *bk, int fwd_only, int64_t d, int64_t dv,
-                        int64_t sq, int64_t sk, float softcap, int determ,
-                        const fa_tensor *const *data, int count) {
+                        int64_t sq, int64_t sk, float softcap, const fa_tensor *const *data,
+                        int count) {
   if (!bk->kernel_family || strcmp(bk->kernel_family, "fa3") != 0 || strcmp(bk->name, "cuda") != 0)
     return;
   if (!bk->cuda_fa3) need(nd, "family:device");
@@ -311,7 +311,6 @@ static void need_family(needs *nd, const backend_ctx *bk, int fwd_only, int64_t 
   const int fwd_dim = d == dv && (d == 64 || d == 96 || d == 128 || d == 192 || d == 256);
   const int bwd_dim = d == dv && (d == 64 || d == 128);
   if (!fwd_dim || (!fwd_only && !bwd_dim)) need(nd, "family:head_dim");
-  if (!fwd_only && determ) need(nd, "family:deterministic");
   for (int i = 0; i < count; ++i)
     for (int k = 0; data[i] && k < data[i]->ndim; ++k)
       if (data[i]->strides[k] < 0) need(nd, "family:negative_stride");
@@ -720,23 +719,22 @@ static int64_t fa3_least_smem(int64_t d) {
 
 /* The CUDA backend's kernels: "<prefix>.<fwd|bwd>.<dtype>.hd<D>" then ".causal", ".window",
    ".softcap" in that order (head_dim_v is always head_dim there). Prefix: "cuda.fa3.sm90" for the
-   forward at head dims 64, 96, 128, 192 and 256 and the backward at 64 and 128 (not
-   deterministic, at least one query row), without softcap, where the backend runs
+   forward at head dims 64, 96, 128, 192 and 256 and the backward at 64 and 128 (at least one
+   query row), without softcap, where the backend runs
    FlashAttention-3 (fa3 != 0: its kernel families list fa3, the device is sm_90 and not run as
    sm_80, --kernel-family is not fa2, and there is at least one key: the backend's rule,
    cuda_decide.c's fa3_takes), else
    "cuda.fa2.sm80" (backends/cuda/fa2_sm80, also on sm_89 and sm_90), or --kernel-prefix's for
    every name. Other ops (kvcache) are not named yet: 0. */
 static int cuda_expected(const char *prefix, int fa3, const char *op, fa_dtype dt, int64_t d,
-                         int causal, int window, int softcap, int determ, int pack, char *buf,
-                         size_t n) {
+                         int causal, int window, int softcap, int pack, char *buf, size_t n) {
   const int fwd = !strcmp(op, "fwd");
   if (!fwd && strcmp(op, "bwd") != 0) return 0;
   if (!prefix) {
     /* FA_CUDA_SMEM_LIMIT below every fa3 configuration's shared memory gives fa2. The backward:
-       head dims 64 and 128, not deterministic (fa3_bwd_has_head_dim, cuda_decide.c). */
+       head dims 64 and 128 (fa3_bwd_has_head_dim, cuda_decide.c). */
     const char *lim = getenv("FA_CUDA_SMEM_LIMIT");
-    const int bwd_fa3 = (d == 64 || d == 128) && !determ;
+    const int bwd_fa3 = d == 64 || d == 128;
     const int64_t need = fwd ? fa3_least_smem(d) : bwd_fa3 ? (int64_t)FA3_BWD_SMEM(d) : 0;
     const int fits = need > 0 && (!lim || !*lim || atoll(lim) >= need);
     prefix = fa3 && fits && !softcap ? "cuda.fa3.sm90" : "cuda.fa2.sm80";
@@ -774,7 +772,7 @@ static int expected_kernel(const backend_ctx *bk, const conf_case *c, int bwd, i
                            int32_t tile_m, char *buf, size_t n) {
   if (!strcmp(bk->name, "cuda"))
     return cuda_expected(bk->cuda_prefix, bk->cuda_fa3 && c->sk > 0 && (!bwd || c->sq > 0),
-                         bwd ? "bwd" : "fwd", c->dtype, c->d, c->cm != CM_NONE, 0, 0, 0,
+                         bwd ? "bwd" : "fwd", c->dtype, c->d, c->cm != CM_NONE, 0, 0,
                          fa3_expected_pack(tile_m, c->hq, c->hkv, c->sq), buf, n);
   if (!strcmp(bk->name, "opencl"))
     return opencl_expected(bwd ? "bwd" : "fwd", c->dtype, c->d, c->cm != CM_NONE, 0, 0, buf, n);
@@ -979,7 +977,7 @@ static int run_case(const conf_case *c, const backend_ctx *bk, uint64_t run_seed
     const fa_tensor *data[9];
     for (int i = 0; i < 9; ++i) data[i] = &dv[i < T_LSE ? i : i + 1].view;
     need_views(&nd, data, 9);
-    need_family(&nd, bk, 0, c->d, c->dv, c->sq, c->sk, 0.0f, 0, data, 9);
+    need_family(&nd, bk, 0, c->d, c->dv, c->sq, c->sk, 0.0f, data, 9);
     fa_run_info_init(&plan);
     st = fa_plan_forward(&params, &dv[T_Q].view, &dv[T_K].view, &dv[T_V].view, &dv[T_OUT].view,
                          &dv[T_LSE].view, &plan);
@@ -1531,7 +1529,7 @@ static int fexpected_kernel(const backend_ctx *bk, const fcase *c, const char *o
   if (!strcmp(bk->name, "cuda"))
     return cuda_expected(bk->cuda_prefix,
                          bk->cuda_fa3 && c->sk > 0 && (!strcmp(op, "fwd") || c->sq > 0), op,
-                         c->dtype, c->d, c->cm != CM_NONE, c->win, c->softcap > 0.0f, c->determ,
+                         c->dtype, c->d, c->cm != CM_NONE, c->win, c->softcap > 0.0f,
                          fa3_expected_pack(tile_m, c->hq, c->hkv, c->sq), buf, n);
   if (!strcmp(bk->name, "opencl"))
     return opencl_expected(op, c->dtype, c->d, c->cm != CM_NONE, c->win, c->softcap > 0.0f, buf, n);
@@ -1594,7 +1592,7 @@ static int frefused(report *rep, frun *R, const fcase *c, const fa_tensor *const
              c->bwd && !c->page && !c->kvc);
   for (int i = 0; i < nf; ++i) need(&nd, f[i]);
   need_views(&nd, data, n);
-  need_family(&nd, R->bk, !c->bwd, c->d, c->dv, c->sq, c->sk, c->softcap, c->determ, data, n);
+  need_family(&nd, R->bk, !c->bwd, c->d, c->dv, c->sq, c->sk, c->softcap, data, n);
   return refusal(rep, R->bk, &nd, call, st, R->skip, sizeof R->skip);
 }
 

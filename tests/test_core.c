@@ -709,6 +709,37 @@ static void test_sched_tail_piece(void) {
   case_end();
 }
 
+static void test_sched_det_splits(void) {
+  case_begin("fa_sched_det_splits: the least modelled time, the fewest splits of equals");
+  /* The cases that set the rule: 32 pairs of 64 key tiles on 132 SMs take 4 splits (1 round of
+     16 tiles), not the 9 of 2 x SMs blocks (3 rounds of 8); many pairs take one; one tile, one. */
+  if (fa_sched_det_splits(32, 64, 132) != 4)
+    fail("32 pairs, 64 tiles, 132 slots: %d splits, expected 4", fa_sched_det_splits(32, 64, 132));
+  if (fa_sched_det_splits(512, 8, 132) != 1)
+    fail("512 pairs, 8 tiles: %d splits, expected 1", fa_sched_det_splits(512, 8, 132));
+  if (fa_sched_det_splits(4, 1, 132) != 1)
+    fail("one tile: %d splits", fa_sched_det_splits(4, 1, 132));
+  if (fa_sched_det_splits(0, 5, 132) != 1 || fa_sched_det_splits(4, 0, 132) != 1 ||
+      fa_sched_det_splits(4, 5, 0) != 1)
+    fail("degenerate arguments must give 1 split");
+  /* Against a brute force over random shapes: in range, minimal, and the smallest minimum. */
+  for (int t = 0; t < 2000; ++t) {
+    const int64_t parallel = rng_range(1, 600);
+    const int n_tiles = (int)rng_range(1, 130), slots = (int)rng_range(1, 264);
+    const int s = fa_sched_det_splits(parallel, n_tiles, slots);
+    int64_t best = -1;
+    int first = 0;
+    for (int k = 1; k <= n_tiles; ++k) {
+      const int64_t c = (parallel * k + slots - 1) / slots * ((n_tiles + k - 1) / k);
+      if (best < 0 || c < best) best = c, first = k;
+    }
+    if (s != first)
+      fail("parallel %lld tiles %d slots %d: %d splits, the smallest best is %d",
+           (long long)parallel, n_tiles, slots, s, first);
+  }
+  case_end();
+}
+
 static void test_mask_row_range(void) {
   case_begin("fa_mask_row_range is exactly the rows that keep a key of the key tile");
   long n_empty = 0, n_some = 0;
@@ -1040,6 +1071,7 @@ int main(int argc, char **argv) {
   test_sched_lpt();
   test_sched_query_block();
   test_sched_tail_piece();
+  test_sched_det_splits();
   test_mask_row_range();
   test_softcap_grad_forms();
   test_dtype_rounding();

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/mask.h"
+#include "core/schedule.h"
 #include "cuda_internal.h"
 #include "fa2_sm80/fa2_args.h"
 #include "fa2_sm80/fa2_tiles.h"
@@ -156,9 +157,6 @@ static int fa3_bwd_takes(const fa_request *req, const cuda_device_info *dev, cha
     return snprintf(why, n, "cuda.fa3's backward needs a query row and a key (cuda.fa2 runs it)"),
            0;
   if (p->softcap > 0.0f) return snprintf(why, n, "cuda.fa3 has no softcap (cuda.fa2 runs it)"), 0;
-  if (p->deterministic)
-    return snprintf(why, n, "cuda.fa3's backward has no deterministic mode yet (cuda.fa2 runs it)"),
-           0;
   if (!fa3_bwd_has_head_dim(req->head_dim))
     return snprintf(why, n, "cuda.fa3's backward has head_dim 64 and 128 (asked %lld)",
                     (long long)req->head_dim),
@@ -288,6 +286,20 @@ void cuda_bwd_sizing(const fa_request *req, const fa2_tile_config *cfg, int32_t 
   fa2_bwd_plan_tail(a, cfg->tile_n, sm_count);
 }
 
+void cuda_fa3_bwd_sizing(const fa_request *req, int32_t deterministic, const cuda_device_info *dev,
+                         fa2_bwd_args *a) {
+#if FA_CUDA_HAS_FA3
+  a->p = cuda_problem_of(req);
+  const int n_tiles = (int)((req->seqlen_k + FA3_BWD_TILE_N - 1) / FA3_BWD_TILE_N);
+  fa3_bwd_sizing(a, deterministic,
+                 deterministic
+                     ? fa_sched_det_splits(req->batch * req->heads_kv, n_tiles, cuda_fa3_grid(dev))
+                     : 1);
+#else
+  (void)req, (void)deterministic, (void)dev, (void)a;
+#endif
+}
+
 void cuda_decide(const fa_request *req, fa_decision *out) {
   memset(out, 0, sizeof *out);
   if (req->device.kind != FA_DEVICE_CUDA) {
@@ -369,7 +381,7 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
 
   const fa_params *p = req->params;
   /* FlashAttention-3 where it applies (sm_90; the forward's head dims 64, 96, 128, 192, 256, the
-     backward's 64 and 128 and not deterministic), unless fa2 is asked for by name: its backward
+     backward's 64 and 128), unless fa2 is asked for by name: its backward
      is 1.2-1.7x fa2's on the H200 (bench/NOTES.md session 26). Asked for by name where it does
      not apply, refused with the reason. */
   char fa3_why[160] = "";
@@ -412,12 +424,9 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
   /* Backward: dQ by fp32 atomics unless determinism is asked for. */
   fa2_bwd_args sizing;
   memset(&sizing, 0, sizeof sizing);
-#if FA_CUDA_HAS_FA3
-  if (fa3) {
-    sizing.p = cuda_problem_of(req);
-    fa3_bwd_sizing(&sizing);
-  } else
-#endif
+  if (fa3)
+    cuda_fa3_bwd_sizing(req, p->deterministic ? 1 : 0, dev, &sizing);
+  else
     cuda_bwd_sizing(req, &cfg, p->deterministic ? 1 : 0, dev->sm_count, &sizing);
   out->deterministic = sizing.deterministic;
   /* Plus room to align a caller's workspace to 256 bytes (the kernels' vector accesses). */

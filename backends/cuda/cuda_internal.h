@@ -57,5 +57,10 @@ fa2_problem cuda_problem_of(const fa_request *req);
    balanced last wave (fa2_bwd_plan_tail over the device's sm_count SMs). */
 void cuda_bwd_sizing(const fa_request *req, const fa2_tile_config *cfg, int32_t deterministic,
                      int32_t sm_count, fa2_bwd_args *a);
+/* The same for fa3's backward (fa3_bwd_sizing; deterministic: core/schedule.h's
+   fa_sched_det_splits over cuda_fa3_grid's SMs, one block each, so that FA_CUDA_FA3_GRID's small
+   grids give a split several key tiles in tests). */
+void cuda_fa3_bwd_sizing(const fa_request *req, int32_t deterministic, const cuda_device_info *dev,
+                         fa2_bwd_args *a);
 
 #endif /* FA_CUDA_INTERNAL_H */

@@ -162,9 +162,7 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
   memset(&cfg, 0, sizeof cfg);
   const int fa3 = strncmp(decision->kernel, "cuda.fa3.", 9) == 0;
   if (fa3) {
-#if FA_CUDA_HAS_FA3
-    fa3_bwd_sizing(&a);
-#endif
+    cuda_fa3_bwd_sizing(req, decision->deterministic, dev, &a);
     if (!FA_CUDA_HAS_FA3 || decision->tile_m != FA3_BWD_TILE_M ||
         decision->tile_n != FA3_BWD_TILE_N)
       return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no fa3 backward kernel as decided (%s)",

@@ -262,9 +262,9 @@ int main(void) {
   EXPECT(fa3_fwd_launch(&x, NULL, err, sizeof err) == -1 && !g_launched, "no configuration");
 
   /* The backward: head dims 64 and 128, fa2's workspace in its rotated dQ layout (the kernel's
-     staging), one split, no balanced last wave; shared memory within an H200's opt-in at both
-     head dims, within an A100's at 64 only (the conformance suite's limited runs then refuse
-     hd128 on the A100 limit and both on sm_86's). */
+     staging), one split (deterministic: the splits asked), no balanced last wave; shared memory
+     within an H200's opt-in at both head dims, within an A100's at 64 only (the conformance suite's
+     limited runs then refuse hd128 on the A100 limit and both on sm_86's). */
   EXPECT(fa3_bwd_has_head_dim(64) && fa3_bwd_has_head_dim(128), "backward head dims 64, 128");
   EXPECT(!fa3_bwd_has_head_dim(96) && !fa3_bwd_has_head_dim(192) && !fa3_bwd_has_head_dim(256) &&
              !fa3_bwd_has_head_dim(32),
@@ -275,28 +275,38 @@ int main(void) {
   fa2_bwd_args sz;
   memset(&sz, 0x5a, sizeof sz); /* poisoned: sizing must set every field it owns */
   sz.p = causal_1k;
-  fa3_bwd_sizing(&sz);
+  fa3_bwd_sizing(&sz, 0, 5);
   EXPECT(sz.head_dim_padded == 128 && sz.tile_m == FA3_BWD_TILE_M && sz.tile_n == FA3_BWD_TILE_N &&
              sz.dq_layout == FA2_DQ_ROTATED && sz.dq_splits == 1 && !sz.deterministic &&
              sz.tail_tiles == 0 && sz.tail_pieces == 0,
-         "fa3_bwd_sizing");
+         "fa3_bwd_sizing: not deterministic, one accumulator whatever the splits asked");
+  memset(&sz, 0x5a, sizeof sz);
+  sz.p = causal_1k;
+  fa3_bwd_sizing(&sz, 1, 5);
+  EXPECT(sz.dq_splits == 5 && sz.deterministic == 1 && sz.tail_tiles == 0,
+         "fa3_bwd_sizing: deterministic, five splits");
+  fa3_bwd_sizing(&sz, 1, 0);
+  EXPECT(sz.dq_splits == 1 && sz.deterministic == 1, "fa3_bwd_sizing: deterministic, one split");
   fa3_bwd_args xb;
   memset(&xb, 0, sizeof xb);
   xb.a.p = causal_1k;
   xb.a.p.head_dim = 96;
-  fa3_bwd_sizing(&xb.a);
+  fa3_bwd_sizing(&xb.a, 0, 1);
   EXPECT(fa3_bwd_launch(&xb, NULL, err, sizeof err) == -1 && strstr(err, "head_dim 96") != NULL &&
              !g_launched,
          "backward at head_dim 96: %s", err);
   xb.a.p.head_dim = 128;
-  fa3_bwd_sizing(&xb.a);
+  fa3_bwd_sizing(&xb.a, 0, 1);
   xb.a.dq_splits = 2;
   EXPECT(fa3_bwd_launch(&xb, NULL, err, sizeof err) == -1 && !g_launched,
-         "backward with two dQ splits: %s", err);
+         "backward with two dQ splits but not deterministic: %s", err);
   /* the tensor maps fail (stubbed here): nothing is carved or launched */
   xb.a.dq_splits = 1;
   EXPECT(fa3_bwd_launch(&xb, NULL, err, sizeof err) == -1 && !strcmp(err, "stub") && !g_launched,
          "backward, maps refused: %s", err);
+  fa3_bwd_sizing(&xb.a, 1, 3);
+  EXPECT(fa3_bwd_launch(&xb, NULL, err, sizeof err) == -1 && !strcmp(err, "stub") && !g_launched,
+         "deterministic backward (three splits), maps refused: %s", err);
 
   printf("%s\n", g_failed ? "cuda.fa3_pick: FAILED" : "cuda.fa3_pick: all passed");
   return g_failed;

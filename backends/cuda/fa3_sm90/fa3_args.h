@@ -220,13 +220,13 @@ int fa3_fwd_launch(fa3_fwd_args *a, const fa3_fwd_config *cfg, char *err, size_t
 /* The backward (fa3_bwd.cuh): one block per 128-key tile (two consumers of 64 keys), query
    tiles of 64 rows, head dims 64 and 128. Shared memory: K and V (128 x hd each); Q, dO, dS
    (64 x 128) and the step's LSE and D (64 floats each) in two stages; the fp32 dQ staging tile
-   (64 x hd); five mbarriers; 1 KiB for the swizzle's alignment. */
+   (64 x hd); six mbarriers; 1 KiB for the swizzle's alignment. */
 #define FA3_BWD_TILE_M 64
 #define FA3_BWD_TILE_N 128
 #define FA3_BWD_SMEM(hd)                                                               \
   ((size_t)2 * FA3_BWD_TILE_N * (hd)*2 + (size_t)4 * FA3_BWD_TILE_M * (hd)*2 +         \
    (size_t)2 * FA3_BWD_TILE_M * FA3_BWD_TILE_N * 2 + (size_t)FA3_BWD_TILE_M * (hd)*4 + \
-   (size_t)4 * FA3_BWD_TILE_M * 4 + (size_t)5 * 8 + 1024)
+   (size_t)4 * FA3_BWD_TILE_M * 4 + (size_t)6 * 8 + 1024)
 
 typedef struct fa3_bwd_args {
   FA3_ALIGN64 unsigned char tq[128]; /* CUtensorMap of Q: (head dim, seqlen, heads, batch) */
@@ -263,9 +263,10 @@ int fa3_bwd_prepare_hd128(void);
    a message in err when a tensor cannot be described to TMA. */
 int fa3_bwd_launch(fa3_bwd_args *a, void *workspace, char *err, size_t err_len);
 /* Fills what decides the backward's workspace (fa2_bwd_workspace_bytes of the result): the
-   padded head dim, the query tile, one dQ accumulator in the rotated layout (FA2_DQ_ROTATED,
-   which the kernel stages), no balanced last wave. a->p must be set. */
-void fa3_bwd_sizing(fa2_bwd_args *a);
+   padded head dim, the query tile, the dQ accumulator in the rotated layout (FA2_DQ_ROTATED,
+   which the kernel stages): one, or with deterministic != 0 dq_splits of them (one block each,
+   its key tiles in order; at least 1), no balanced last wave. a->p must be set. */
+void fa3_bwd_sizing(fa2_bwd_args *a, int32_t deterministic, int32_t dq_splits);
 
 #define FA3_DECLARE(name, hd, wgs, bn, flags)       \
   int fa3_fwd_launch_##name(const fa3_fwd_args *a); \

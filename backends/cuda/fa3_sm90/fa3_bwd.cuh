@@ -4,18 +4,18 @@
  * One block per (key tile of 128 keys, K/V head, batch), as fa2's backward: K and V of the tile
  * stay in shared memory, dK and dV accumulate in registers over every query row that sees the
  * tile (core/mask.h's row range) of every query head of the K/V head's group, so GQA needs no
- * reduction afterwards. A step is one (query head of the group, 64-row query tile). Three
- * warpgroups:
+ * reduction afterwards (deterministic mode: one block per split of the key tiles, below). A step
+ * is one (query head of the group, 64-row query tile). Three warpgroups:
  *
  * Warpgroup 0 gives its registers back (setmaxnreg). One thread of its warp 0 is the producer:
  * K and V once by TMA, then per step by TMA Q, dO and the step's LSE (log2 units) and D =
  * rowsum(dO∘O) (from the workspace fa2_bwd_aux.cu's preprocessing filled) into a two-stage ring:
  * a stage completes on its "full" mbarrier and is released on its "empty" one by both consumers.
  * (LSE and D by bulk copies or by the warp's ordinary stores, ordered by the same mbarriers, drew
- * racecheck hazards between those writes and the consumers' reads; by TMA they draw none, as Q's.) Its warp 1 is the dQ writer: once
- * both consumers have put the step's dQ into the staging tile, one bulk reduction adds it to the
- * fp32 dQ accumulator (fa2's rotated layout); when the reduction has read the tile, the
- * consumers may fill it again (named barriers FULL_DQ / EMPTY_DQ).
+ * racecheck hazards between those writes and the consumers' reads; by TMA they draw none, as Q's.)
+ * Its warp 1 is the dQ writer: once both consumers have put the step's dQ into the staging tile,
+ * one bulk reduction adds it to the fp32 dQ accumulator (fa2's rotated layout); when the reduction
+ * has read the tile, the consumers may fill it again (named barriers FULL_DQ / EMPTY_DQ).
  *
  * Two consumers, each owning 64 of the tile's keys, per step:
  *   Sᵀ = K Qᵀ, dPᵀ = V dOᵀ        wgmma from shared memory (M = 64 keys, N = 64 queries), two
@@ -42,7 +42,7 @@
 /* Registers per thread of warpgroup 0 and of each consumer warpgroup (setmaxnreg): 384 threads
    start with 168 each, and 32 + 2 x 232 <= 3 x 168 (with 24, the producer's step loop spilled a
    register at hd64). */
-#define FA3_BWD_PRODUCER_REGS 32
+#define FA3_BWD_PRODUCER_REGS 40
 #define FA3_BWD_CONSUMER_REGS 232
 
 /* Named barriers (0 is __syncthreads): both consumers' halves of a stage's dS written; the dQ
@@ -64,7 +64,7 @@ struct fa3_bwd_layout {
   static constexpr int DQ_BYTES = BM * HD * 4; /* the fp32 dQ staging tile */
   static constexpr int K = 0, V = KV_BYTES, Q = 2 * KV_BYTES, DO = Q + 2 * Q_BYTES;
   static constexpr int DS = DO + 2 * Q_BYTES, DQ = DS + 2 * DS_BYTES;
-  static constexpr int LSED = DQ + DQ_BYTES, BARS = LSED + 2 * 2 * BM * 4, END = BARS + 5 * 8;
+  static constexpr int LSED = DQ + DQ_BYTES, BARS = LSED + 2 * 2 * BM * 4, END = BARS + 6 * 8;
   static_assert(END + 1024 <= (int)FA3_BWD_SMEM(HD), "FA3_BWD_SMEM covers the layout");
 };
 
@@ -117,6 +117,24 @@ __device__ __forceinline__ void fa3_bwd_p_ds(float (&s)[32], float (&dp)[32], co
   }
 }
 
+/* A key tile's work: its first key, and its steps (query head of the group, query tile): every
+   query tile m_begin.. (m_count of them) that holds a row seeing one of its keys (core/mask.h's
+   row range), for each query head of the group. */
+struct fa3_bwd_tile {
+  int n0, m_begin, m_count, steps;
+};
+__device__ __forceinline__ fa3_bwd_tile fa3_bwd_tile_of(const fa_mask &mask, int n, int bm, int bn,
+                                                        int seqlen_q, int seqlen_k, int group) {
+  fa3_bwd_tile T;
+  T.n0 = n * bn;
+  int64_t r_lo, r_hi;
+  fa_mask_row_range(&mask, T.n0, min(T.n0 + bn, seqlen_k), seqlen_q, &r_lo, &r_hi);
+  T.m_begin = (int)(r_lo / bm);
+  T.m_count = r_hi > r_lo ? (int)((r_hi + bm - 1) / bm) - T.m_begin : 0;
+  T.steps = group * T.m_count;
+  return T;
+}
+
 template <typename Tr, int HD>
 __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__ fa3_bwd_args A) {
   typedef fa3_bwd_layout<HD> L;
@@ -128,22 +146,26 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
      pointer below is in shared memory (STS/LDS with 32-bit addresses, not generic ST/LD). */
   unsigned char *sm = fa3_bwd_smem + ((1024u - (smem_u32(fa3_bwd_smem) & 1023u)) & 1023u);
   uint64_t *bars = reinterpret_cast<uint64_t *>(sm + L::BARS);
-  uint64_t *kv_full = bars, *full = bars + 1, *empty = bars + 3;
+  uint64_t *kv_full = bars, *full = bars + 1, *empty = bars + 3, *kv_empty = bars + 5;
 
   const fa2_bwd_args &a = A.a;
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int hk = blockIdx.y, b = blockIdx.z;
-  const int n0 = blockIdx.x * BN, seqlen_q = a.p.seqlen_q, seqlen_k = a.p.seqlen_k;
+  const int seqlen_q = a.p.seqlen_q, seqlen_k = a.p.seqlen_k;
   const int group = a.p.heads_q / a.p.heads_kv;
   const fa_mask mask = fa2_mask_of(a.p);
-  int64_t r_lo, r_hi;
-  fa_mask_row_range(&mask, n0, min(n0 + BN, seqlen_k), seqlen_q, &r_lo, &r_hi);
-  const int m_begin = (int)(r_lo / BM);
-  const int m_count = r_hi > r_lo ? (int)((r_hi + BM - 1) / BM) - m_begin : 0;
-  const int steps = group * m_count; /* (query head of the group, query tile) */
+  /* The block's key tiles: its own (one block per key tile), or in deterministic mode those of
+     split blockIdx.x of gridDim.x in order (blockIdx.x, + gridDim.x, ...), whose dQ goes to the
+     split's own accumulator: each element's additions then come in a fixed order (the key tiles'
+     of the split, each waited for before the next tile's begin; fa2's conversion kernel sums the
+     splits in order). K and V are loaded again for each tile. */
+  const int n_tiles = (seqlen_k + BN - 1) / BN;
+  float *dq_acc = a.dq_accum + (a.deterministic ? (int64_t)blockIdx.x : 0) * a.p.batch *
+                                   a.p.heads_q * a.seqlen_q_padded * HD;
 
   if (threadIdx.x == 0) {
     mbar_init(kv_full, 1);
+    mbar_init(kv_empty, 2); /* one arrival per consumer, once it has read a tile's K and V */
     for (int s = 0; s < 2; ++s) {
       mbar_init(full + s, 1);
       mbar_init(empty + s, 2); /* one arrival per consumer */
@@ -155,51 +177,66 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
   if (wg == 0) {
     setmaxnreg_dec<FA3_BWD_PRODUCER_REGS>();
     const int warp = tid >> 5, lane = tid & 31;
-    if (steps == 0 || warp > 1) return;
+    if (warp > 1) return;
     if (warp == 0) { /* the producer */
       if (lane != 0) return;
-      mbar_arrive_expect_tx(kv_full, 2 * L::KV_BYTES);
-#pragma unroll
-      for (int x = 0; x < BOXES; ++x) {
-        tma_load_4d(sm + L::K + x * L::KV_BOX, A.tk, kv_full, 64 * x, n0, hk, b);
-        tma_load_4d(sm + L::V + x * L::KV_BOX, A.tv, kv_full, 64 * x, n0, hk, b);
-      }
-      /* Steps in order (query head h of the group, query tile mt), counted without divisions:
-         this warp has 24 registers. */
-      int h = hk * group, mt = m_begin;
-      for (int i = 0; i < steps; ++i) {
-        const int st = i & 1, m0 = mt * BM, row = b * a.p.heads_q + h;
-        if (i >= 2) mbar_wait(empty + st, ((i >> 1) - 1) & 1);
-        mbar_arrive_expect_tx(full + st, 2 * L::Q_BYTES + 2 * BM * 4);
+      int it = 0, loaded = 0; /* steps and K/V tiles loaded so far (ring positions, phases) */
+      for (int n = blockIdx.x; n < n_tiles; n += gridDim.x) {
+        const fa3_bwd_tile T = fa3_bwd_tile_of(mask, n, BM, BN, seqlen_q, seqlen_k, group);
+        if (T.steps == 0) continue;
+        if (loaded > 0) mbar_wait(kv_empty, (loaded - 1) & 1);
+        mbar_arrive_expect_tx(kv_full, 2 * L::KV_BYTES);
 #pragma unroll
         for (int x = 0; x < BOXES; ++x) {
-          tma_load_4d(sm + L::Q + st * L::Q_BYTES + x * L::Q_BOX, A.tq, full + st, 64 * x, m0, h,
-                      b);
-          tma_load_4d(sm + L::DO + st * L::Q_BYTES + x * L::Q_BOX, A.tdo, full + st, 64 * x, m0,
-                      h, b);
+          tma_load_4d(sm + L::K + x * L::KV_BOX, A.tk, kv_full, 64 * x, T.n0, hk, b);
+          tma_load_4d(sm + L::V + x * L::KV_BOX, A.tv, kv_full, 64 * x, T.n0, hk, b);
         }
-        unsigned char *lsed = sm + L::LSED + st * 2 * BM * 4;
-        tma_load_2d(lsed, A.tlse, full + st, m0, row);
-        tma_load_2d(lsed + BM * 4, A.tdsum, full + st, m0, row);
-        if (++mt == m_begin + m_count) mt = m_begin, ++h;
+        ++loaded;
+        /* Steps in order (query head h of the group, query tile mt), counted without
+           divisions. */
+        int h = hk * group, mt = T.m_begin;
+        for (int i = 0; i < T.steps; ++i, ++it) {
+          const int st = it & 1, m0 = mt * BM, row = b * a.p.heads_q + h;
+          if (it >= 2) mbar_wait(empty + st, ((it >> 1) - 1) & 1);
+          mbar_arrive_expect_tx(full + st, 2 * L::Q_BYTES + 2 * BM * 4);
+#pragma unroll
+          for (int x = 0; x < BOXES; ++x) {
+            tma_load_4d(sm + L::Q + st * L::Q_BYTES + x * L::Q_BOX, A.tq, full + st, 64 * x, m0, h,
+                        b);
+            tma_load_4d(sm + L::DO + st * L::Q_BYTES + x * L::Q_BOX, A.tdo, full + st, 64 * x, m0,
+                        h, b);
+          }
+          unsigned char *lsed = sm + L::LSED + st * 2 * BM * 4;
+          tma_load_2d(lsed, A.tlse, full + st, m0, row);
+          tma_load_2d(lsed + BM * 4, A.tdsum, full + st, m0, row);
+          if (++mt == T.m_begin + T.m_count) mt = T.m_begin, ++h;
+        }
       }
       return;
     }
-    /* The dQ writer: the staging tile starts empty; after the last step nobody waits for it. */
-    bar_arrive(FA3_BWD_BAR_EMPTY_DQ, 288);
-    int h = hk * group, mt = m_begin;
-    for (int i = 0; i < steps; ++i) {
-      bar_sync(FA3_BWD_BAR_FULL_DQ, 288);
-      if (lane == 0) {
-        bulk_reduce_add_f32(
-            a.dq_accum + (((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded + mt * BM) * HD,
-            smem_u32(sm + L::DQ), L::DQ_BYTES);
-        bulk_commit();
-        bulk_wait_read<0>();
+    /* The dQ writer: the staging tile is announced empty after every reduction has read it
+       (the consumers' first step does not wait; they take the last announcement after their
+       last step). In deterministic mode a tile's reductions complete before the next tile's
+       begin. */
+    for (int n = blockIdx.x; n < n_tiles; n += gridDim.x) {
+      const fa3_bwd_tile T = fa3_bwd_tile_of(mask, n, BM, BN, seqlen_q, seqlen_k, group);
+      int h = hk * group, mt = T.m_begin;
+      for (int i = 0; i < T.steps; ++i) {
+        bar_sync(FA3_BWD_BAR_FULL_DQ, 288);
+        if (lane == 0) {
+          bulk_reduce_add_f32(
+              dq_acc + (((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded + mt * BM) * HD,
+              smem_u32(sm + L::DQ), L::DQ_BYTES);
+          bulk_commit();
+          if (a.deterministic && i + 1 == T.steps)
+            bulk_wait<0>();
+          else
+            bulk_wait_read<0>();
+        }
+        __syncwarp();
+        bar_arrive(FA3_BWD_BAR_EMPTY_DQ, 288);
+        if (++mt == T.m_begin + T.m_count) mt = T.m_begin, ++h;
       }
-      __syncwarp();
-      if (i + 1 < steps) bar_arrive(FA3_BWD_BAR_EMPTY_DQ, 288);
-      if (++mt == m_begin + m_count) mt = m_begin, ++h;
     }
     if (lane == 0) bulk_wait<0>(); /* the block's shared memory outlives the last reduction */
     return;
@@ -208,124 +245,136 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
   setmaxnreg_inc<FA3_BWD_CONSUMER_REGS>();
   const int c = wg - 1; /* this consumer's keys: n0 + 64 c .. */
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int key0 = n0 + 64 * c;
   const unsigned char *kc = sm + L::K + 64 * c * 128, *vc = sm + L::V + 64 * c * 128;
   const uint32_t dqs = smem_u32(sm + L::DQ);
   const float sl2 = a.p.scale * FA2_LOG2E;
-  /* No key of this consumer's is a key of the sequence: its rows of dK and dV are not stored,
-     and every P is masked (the class is computed only for real keys). */
-  const bool real = key0 < seqlen_k;
 
-  float dk[HD / 2], dv[HD / 2];
+  int it = 0, loaded = 0; /* as the producer's */
+  for (int n = blockIdx.x; n < n_tiles; n += gridDim.x) {
+    const fa3_bwd_tile T = fa3_bwd_tile_of(mask, n, BM, BN, seqlen_q, seqlen_k, group);
+    const int key0 = T.n0 + 64 * c;
+    /* No key of this consumer's is a key of the sequence: its rows of dK and dV are not stored,
+       and every P is masked (the class is computed only for real keys). */
+    const bool real = key0 < seqlen_k;
+
+    float dk[HD / 2], dv[HD / 2];
 #pragma unroll
-  for (int i = 0; i < HD / 2; ++i) dk[i] = dv[i] = 0.0f;
+    for (int i = 0; i < HD / 2; ++i) dk[i] = dv[i] = 0.0f;
 
-  if (steps > 0) mbar_wait(kv_full, 0);
-  for (int i = 0; i < steps; ++i) {
-    const int st = i & 1;
-    const int m0 = (m_begin + i % m_count) * BM;
-    const unsigned char *q = sm + L::Q + st * L::Q_BYTES, *dO = sm + L::DO + st * L::Q_BYTES;
-    unsigned char *ds = sm + L::DS + st * L::DS_BYTES;
-    const float *lsed = reinterpret_cast<const float *>(sm + L::LSED + st * 2 * BM * 4);
-    mbar_wait(full + st, (i >> 1) & 1);
+    if (T.steps > 0) mbar_wait(kv_full, loaded & 1);
+    int mt = T.m_begin; /* the step's query tile (the query head is the producer's concern) */
+    for (int i = 0; i < T.steps; ++i, ++it) {
+      const int st = it & 1, m0 = mt * BM;
+      if (++mt == T.m_begin + T.m_count) mt = T.m_begin;
+      const unsigned char *q = sm + L::Q + st * L::Q_BYTES, *dO = sm + L::DO + st * L::Q_BYTES;
+      unsigned char *ds = sm + L::DS + st * L::DS_BYTES;
+      const float *lsed = reinterpret_cast<const float *>(sm + L::LSED + st * 2 * BM * 4);
+      mbar_wait(full + st, (it >> 1) & 1);
 
-    float s[32], dp[32];
-    wgmma_fence();
-    fa3_issue_s<HD, 64, L::KV_BOX, L::Q_BOX, F16>(s, kc, q);
-    wgmma_commit();
-    fa3_issue_s<HD, 64, L::KV_BOX, L::Q_BOX, F16>(dp, vc, dO);
-    wgmma_commit();
-    wgmma_wait<1>();
-    wgmma_fence_regs(s);
-    const bool partial = !real || key0 + 64 > seqlen_k ||
-                         fa_mask_tile_class(&mask, m0, min(m0 + BM, seqlen_q), key0, key0 + 64,
-                                            seqlen_k) != FA_TILE_FULL;
-    if (partial)
-      fa3_bwd_p_ds<true>(s, dp, lsed, sl2, mask, m0, key0, seqlen_k, warp, g, t);
-    else
-      fa3_bwd_p_ds<false>(s, dp, lsed, sl2, mask, m0, key0, seqlen_k, warp, g, t);
-    uint32_t pa[4][4], dsa[4][4];
-    fa3_pack_p<Tr, 64>(s, pa);
-    fa3_pack_p<Tr, 64>(dp, dsa);
-    /* The stage's dS was last read by the dQ wgmma two steps ago, which both consumers waited
-       for before the last step's DS barrier. */
-    fa3_bwd_store_ds(dsa, smem_u32(ds + c * L::DS_HALF), warp, lane);
-
-    /* dV += Pᵀ dO (B: dO, MN-major) while the other consumer finishes its half of dS. */
-    wgmma_fence();
-    fa3_issue_pv<HD, 64, F16>(dv, pa, dO, L::Q_BOX, 1);
-    wgmma_commit();
-    fence_proxy_async_smem(); /* the generic dS stores, before the async proxy's wgmma reads */
-    bar_sync(FA3_BWD_BAR_DS, 256);
-
-    /* dQ (64 queries x this consumer's HD/2 columns) over all 128 keys: A = dS (K-major, the two
-       halves 64 keys apart), B = K rows (MN-major) from column DQN c: k-step 16 keys. */
-    float dq[DQN / 2];
-    {
-      const uint64_t da = wgmma_desc_sw128_at(smem_addr_opaque(ds), 16, 1024);
-      const uint64_t db =
-          wgmma_desc_sw128_at(smem_addr_opaque(sm + L::K + (c * DQN / 64) * L::KV_BOX +
-                                               (c * DQN % 64) * 2),
-                              L::KV_BOX, 1024);
+      float s[32], dp[32];
       wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < BN / 16; ++ks)
-        wgmma_n<DQN>::template ss<1, F16>(
-            dq, da + (((ks / 4) * L::DS_HALF + (ks % 4) * 32) >> 4), db + ((ks * 2048) >> 4),
-            ks > 0);
+      fa3_issue_s<HD, 64, L::KV_BOX, L::Q_BOX, F16>(s, kc, q);
       wgmma_commit();
+      fa3_issue_s<HD, 64, L::KV_BOX, L::Q_BOX, F16>(dp, vc, dO);
+      wgmma_commit();
+      wgmma_wait<1>();
+      wgmma_fence_regs(s);
+      const bool partial = !real || key0 + 64 > seqlen_k ||
+                           fa_mask_tile_class(&mask, m0, min(m0 + BM, seqlen_q), key0, key0 + 64,
+                                              seqlen_k) != FA_TILE_FULL;
+      if (partial)
+        fa3_bwd_p_ds<true>(s, dp, lsed, sl2, mask, m0, key0, seqlen_k, warp, g, t);
+      else
+        fa3_bwd_p_ds<false>(s, dp, lsed, sl2, mask, m0, key0, seqlen_k, warp, g, t);
+      uint32_t pa[4][4], dsa[4][4];
+      fa3_pack_p<Tr, 64>(s, pa);
+      fa3_pack_p<Tr, 64>(dp, dsa);
+      /* The stage's dS was last read by the dQ wgmma two steps ago, which both consumers waited
+         for before the last step's DS barrier. */
+      fa3_bwd_store_ds(dsa, smem_u32(ds + c * L::DS_HALF), warp, lane);
+
+      /* dV += Pᵀ dO (B: dO, MN-major) while the other consumer finishes its half of dS. */
+      wgmma_fence();
+      fa3_issue_pv<HD, 64, F16>(dv, pa, dO, L::Q_BOX, 1);
+      wgmma_commit();
+      fence_proxy_async_smem(); /* the generic dS stores, before the async proxy's wgmma reads */
+      bar_sync(FA3_BWD_BAR_DS, 256);
+
+      /* dQ (64 queries x this consumer's HD/2 columns) over all 128 keys: A = dS (K-major, the two
+         halves 64 keys apart), B = K rows (MN-major) from column DQN c: k-step 16 keys. */
+      float dq[DQN / 2];
+      {
+        const uint64_t da = wgmma_desc_sw128_at(smem_addr_opaque(ds), 16, 1024);
+        const uint64_t db = wgmma_desc_sw128_at(
+            smem_addr_opaque(sm + L::K + (c * DQN / 64) * L::KV_BOX + (c * DQN % 64) * 2),
+            L::KV_BOX, 1024);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < BN / 16; ++ks)
+          wgmma_n<DQN>::template ss<1, F16>(dq, da + (((ks / 4) * L::DS_HALF + (ks % 4) * 32) >> 4),
+                                            db + ((ks * 2048) >> 4), ks > 0);
+        wgmma_commit();
+      }
+      wgmma_wait<1>(); /* dV */
+      wgmma_fence_regs(dv);
+      wgmma_fence_frags(pa);
+
+      /* dK += dSᵀ Q (B: Q, MN-major) while dQ goes to the staging tile. */
+      wgmma_fence();
+      fa3_issue_pv<HD, 64, F16>(dk, dsa, q, L::Q_BOX, 1);
+      wgmma_commit();
+      wgmma_wait<1>(); /* dQ */
+      wgmma_fence_regs(dq);
+
+      /* dQ into the staging tile in the accumulator's rotated layout (fa2_args.h, FA2_DQ_ROTATED:
+         8-column chunk j of row r at chunk (j + r) mod (HD / 8), so that a warp's stores spread
+         over the banks), once the last reduction has read it; the writer warp adds it. */
+      if (it > 0) bar_sync(FA3_BWD_BAR_EMPTY_DQ, 288);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = 16 * warp + g + 8 * r;
+#pragma unroll
+        for (int j = 0; j < DQN / 8; ++j) {
+          const int chunk = (c * DQN / 8 + j + row) & (HD / 8 - 1);
+          st_shared_v2_f32(dqs + (row * HD + chunk * 8 + 2 * t) * 4, dq[4 * j + 2 * r],
+                           dq[4 * j + 2 * r + 1]);
+        }
+      }
+      fence_proxy_async_smem();
+      bar_arrive(FA3_BWD_BAR_FULL_DQ, 288);
+
+      wgmma_wait<0>(); /* dK */
+      wgmma_fence_regs(dk);
+      wgmma_fence_frags(dsa);
+      /* Q, dO, LSE and D are read: the stage goes back to the producer. */
+      if (tid == 0) mbar_arrive(empty + st);
     }
-    wgmma_wait<1>(); /* dV */
-    wgmma_fence_regs(dv);
-    wgmma_fence_frags(pa);
+    /* The tile's K and V are read (its last dQ and dK waited for): the producer may load the
+       next tile's. */
+    if (T.steps > 0) {
+      if (tid == 0) mbar_arrive(kv_empty);
+      ++loaded;
+    }
 
-    /* dK += dSᵀ Q (B: Q, MN-major) while dQ goes to the staging tile. */
-    wgmma_fence();
-    fa3_issue_pv<HD, 64, F16>(dk, dsa, q, L::Q_BOX, 1);
-    wgmma_commit();
-    wgmma_wait<1>(); /* dQ */
-    wgmma_fence_regs(dq);
-
-    /* dQ into the staging tile in the accumulator's rotated layout (fa2_args.h, FA2_DQ_ROTATED:
-       8-column chunk j of row r at chunk (j + r) mod (HD / 8), so that a warp's stores spread
-       over the banks), once the last reduction has read it; the writer warp adds it. */
-    bar_sync(FA3_BWD_BAR_EMPTY_DQ, 288);
+    /* dK (times the softmax scale) and dV of this consumer's keys. */
+    E *dkp = static_cast<E *>(a.dk) + b * a.dk_str.batch + hk * a.dk_str.head;
+    E *dvp = static_cast<E *>(a.dv) + b * a.dv_str.batch + hk * a.dv_str.head;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int row = 16 * warp + g + 8 * r;
+      const int key = key0 + 16 * warp + g + 8 * r;
+      if (key >= seqlen_k) continue;
 #pragma unroll
-      for (int j = 0; j < DQN / 8; ++j) {
-        const int chunk = (c * DQN / 8 + j + row) & (HD / 8 - 1);
-        st_shared_v2_f32(dqs + (row * HD + chunk * 8 + 2 * t) * 4, dq[4 * j + 2 * r],
-                         dq[4 * j + 2 * r + 1]);
+      for (int j = 0; j < HD / 8; ++j) {
+        const int col = 8 * j + 2 * t;
+        *reinterpret_cast<uint32_t *>(dkp + (int64_t)key * a.dk_str.row + col) =
+            Tr::pack(dk[4 * j + 2 * r] * a.p.scale, dk[4 * j + 2 * r + 1] * a.p.scale);
+        *reinterpret_cast<uint32_t *>(dvp + (int64_t)key * a.dv_str.row + col) =
+            Tr::pack(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
       }
     }
-    fence_proxy_async_smem();
-    bar_arrive(FA3_BWD_BAR_FULL_DQ, 288);
-
-    wgmma_wait<0>(); /* dK */
-    wgmma_fence_regs(dk);
-    wgmma_fence_frags(dsa);
-    /* Q, dO, LSE and D are read: the stage goes back to the producer. */
-    if (tid == 0) mbar_arrive(empty + st);
   }
-
-  /* dK (times the softmax scale) and dV of this consumer's keys. */
-  E *dkp = static_cast<E *>(a.dk) + b * a.dk_str.batch + hk * a.dk_str.head;
-  E *dvp = static_cast<E *>(a.dv) + b * a.dv_str.batch + hk * a.dv_str.head;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int key = key0 + 16 * warp + g + 8 * r;
-    if (key >= seqlen_k) continue;
-#pragma unroll
-    for (int j = 0; j < HD / 8; ++j) {
-      const int col = 8 * j + 2 * t;
-      *reinterpret_cast<uint32_t *>(dkp + (int64_t)key * a.dk_str.row + col) =
-          Tr::pack(dk[4 * j + 2 * r] * a.p.scale, dk[4 * j + 2 * r + 1] * a.p.scale);
-      *reinterpret_cast<uint32_t *>(dvp + (int64_t)key * a.dv_str.row + col) =
-          Tr::pack(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
-    }
-  }
+  /* The writer's announcement after the block's last reduction. */
+  if (it > 0) bar_sync(FA3_BWD_BAR_EMPTY_DQ, 288);
 }
 
 #endif /* FA_CUDA_FA3_BWD_CUH */

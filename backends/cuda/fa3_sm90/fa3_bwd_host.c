@@ -12,13 +12,13 @@
 
 int fa3_bwd_has_head_dim(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
 
-void fa3_bwd_sizing(fa2_bwd_args *a) {
+void fa3_bwd_sizing(fa2_bwd_args *a, int32_t deterministic, int32_t dq_splits) {
   a->head_dim_padded = a->p.head_dim;
   a->tile_m = FA3_BWD_TILE_M;
   a->tile_n = FA3_BWD_TILE_N;
   a->dq_layout = FA2_DQ_ROTATED;
-  a->deterministic = 0;
-  a->dq_splits = 1;
+  a->deterministic = deterministic ? 1 : 0;
+  a->dq_splits = deterministic && dq_splits > 1 ? dq_splits : 1;
   a->tail_tiles = a->tail_first = a->tail_piece_steps = a->tail_pieces = 0;
 }
 
@@ -28,7 +28,8 @@ int fa3_bwd_launch(fa3_bwd_args *x, void *workspace, char *err, size_t err_len) 
   int (*main_fn)(const fa3_bwd_args *) = p->head_dim == 64    ? fa3_bwd_main_launch_hd64
                                          : p->head_dim == 128 ? fa3_bwd_main_launch_hd128
                                                               : NULL;
-  if (!main_fn || a->tile_m != FA3_BWD_TILE_M || a->dq_splits != 1 || a->tail_tiles != 0) {
+  if (!main_fn || a->tile_m != FA3_BWD_TILE_M || a->dq_splits < 1 ||
+      (a->dq_splits > 1 && !a->deterministic) || a->tail_tiles != 0) {
     snprintf(err, err_len, "fa3 backward: head_dim %d or its sizing is not fa3's",
              (int)p->head_dim);
     return -1;

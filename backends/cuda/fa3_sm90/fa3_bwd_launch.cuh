@@ -15,7 +15,9 @@ int fa3_bwd_main_launch(const fa3_bwd_args *x) {
   const fa2_problem &p = x->a.p;
   const int n_blocks = (p.seqlen_k + FA3_BWD_TILE_N - 1) / FA3_BWD_TILE_N;
   if (n_blocks == 0 || p.heads_kv == 0 || p.batch == 0) return 0;
-  const dim3 grid((unsigned)n_blocks, (unsigned)p.heads_kv, (unsigned)p.batch);
+  /* Deterministic: one block per dQ split, each over its key tiles in order (fa3_bwd.cuh). */
+  const int grid_x = x->a.deterministic ? x->a.dq_splits : n_blocks;
+  const dim3 grid((unsigned)grid_x, (unsigned)p.heads_kv, (unsigned)p.batch);
   fa3_bwd_kernel<Tr, HD><<<grid, 384, FA3_BWD_SMEM(HD), static_cast<cudaStream_t>(p.stream)>>>(*x);
   return (int)cudaGetLastError();
 }
