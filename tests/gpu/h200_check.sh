@@ -44,7 +44,9 @@
 #   sass         cuobjdump --dump-sass lib/libfa_cuda.so: HMMA instructions must be there; LDL/STL
 #                (local-memory spills) counted, per kernel, in $OUT/sass_counts.txt; every fa3
 #                kernel must have HGMMA (and the library UTMALDG) and no LDL/STL between its first
-#                and last HGMMA, and a PINNED one the softmax under its P V ($OUT/fa3_sass.txt)
+#                and last HGMMA, and a PINNED one the softmax under its P V ($OUT/fa3_sass.txt);
+#                every fa3 backward kernel HGMMA, UBLKRED and STSM, no LDL/STL between its first
+#                and last HGMMA ($OUT/fa3_bwd_sass.txt)
 # Files in $OUT (default /tmp/out; six, so a tool that fetches at most eight keeps them all):
 # machine.txt (nvidia-smi -L, fa-info), conformance_cuda.log, conformance_cuda_skips.txt (skips
 # counted by reason), sanitizer.log (the three runs), sass_counts.txt, summary.txt. The SASS dump
@@ -353,13 +355,28 @@ if [ "$DO_SASS" -eq 1 ]; then
            else if (w1 == 1 && $0 ~ /WARPGROUP\.DEPBAR/) { w1 = 2; under = mu }
            else if (w1 == 1 && $0 ~ /MUFU\.EX2/) mu++ }
          END{if (fn ~ /fa3_fwd_kernel/) report()}' "$TMP/sass.txt" > "$OUT/fa3_sass.txt"
+    # The backward kernels (fa3_bwd_kernel): HGMMA, the dQ bulk reduction (UBLKRED) and dS by
+    # stmatrix (STSM) present, no LDL/STL between the first and last HGMMA (the consumers' loop;
+    # the producer's code after it may spill a word). Columns: status, HGMMA, UBLKRED, STSM,
+    # LDL/STL in the loop, kernel.
+    awk '/Function : /{if (fn ~ /fa3_bwd_kernel/) report(); fn=$NF; n=0; first=0; last=0;
+           hg=0; red=0; stsm=0; delete ls}
+         function report(  st, loop) { loop=0; for (i in ls) if (i > first && i < last) loop++;
+           st = hg > 0 && red > 0 && stsm > 0 ? "ok" : "MISSING";
+           printf "%-7s %6d %4d %4d %4d  %s\n", st, hg, red, stsm, loop, fn }
+         fn ~ /fa3_bwd_kernel/ { n++; if ($0 ~ /HGMMA/) { hg++; if (!first) first=n; last=n }
+           if ($0 ~ /UBLKRED/) red++; if ($0 ~ /STSM/) stsm++
+           if ($0 ~ /[[:space:]](LDL|STL)[. ]/) ls[n]=1 }
+         END{if (fn ~ /fa3_bwd_kernel/) report()}' "$TMP/sass.txt" > "$OUT/fa3_bwd_sass.txt"
     fa3_n=$(wc -l < "$OUT/fa3_sass.txt")
     fa3_bad=$(awk '$1 != "ok" || $4 > 0' "$OUT/fa3_sass.txt" | wc -l)
+    fa3_bad=$((fa3_bad + $(awk '$1 != "ok" || $5 > 0' "$OUT/fa3_bwd_sass.txt" | wc -l)))
+    [ -s "$OUT/fa3_bwd_sass.txt" ] || fa3_bad=$((fa3_bad + 1))
     grep -q UTMALDG "$TMP/sass.txt" || fa3_bad=$((fa3_bad + 1))
     if [ "$fa3_bad" -gt 0 ]; then
-      record sass FAIL "$fa3_bad of $fa3_n fa3 kernels lack HGMMA (or no UTMALDG), spill in the main loop or lost their pinned softmax (fa3_sass.txt)"
+      record sass FAIL "$fa3_bad of $fa3_n fa3 forward kernels and the backward ones lack HGMMA (or no UTMALDG; backward: UBLKRED, STSM), spill in the main loop or lost their pinned softmax (fa3_sass.txt, fa3_bwd_sass.txt)"
     elif [ "$hmma" -gt 0 ]; then
-      record sass PASS "HMMA $hmma, LDL $ldl, STL $stl; $fa3_n fa3 kernels: HGMMA, UTMALDG, no LDL/STL in the main loop, pinned softmax under P V"
+      record sass PASS "HMMA $hmma, LDL $ldl, STL $stl; $fa3_n fa3 forward kernels: HGMMA, UTMALDG, no LDL/STL in the main loop, pinned softmax under P V; $(wc -l < "$OUT/fa3_bwd_sass.txt") backward kernels: HGMMA, UBLKRED, STSM, no LDL/STL in the consumers' loop"
     else
       record sass FAIL "no HMMA instruction (LDL $ldl, STL $stl)"
     fi
