@@ -8,7 +8,7 @@
  * is one (query head of the group, 64-row query tile). Three warpgroups:
  *
  * Warpgroup 0 gives its registers back (setmaxnreg). One thread of its warp 0 is the producer:
- * K and V once by TMA, then per step by TMA Q, dO and the step's LSE (log2 units) and D =
+ * K and V once a key tile by TMA, then per step by TMA Q, dO and the step's LSE (log2 units) and D =
  * rowsum(dO∘O) (from the workspace fa2_bwd_aux.cu's preprocessing filled) into a two-stage ring:
  * a stage completes on its "full" mbarrier and is released on its "empty" one by both consumers.
  * (LSE and D by bulk copies or by the warp's ordinary stores, ordered by the same mbarriers, drew
@@ -40,8 +40,9 @@
 #include "fa3_fwd.cuh"
 
 /* Registers per thread of warpgroup 0 and of each consumer warpgroup (setmaxnreg): 384 threads
-   start with 168 each, and 32 + 2 x 232 <= 3 x 168 (with 24, the producer's step loop spilled a
-   register at hd64). */
+   start with 168 each, and 40 + 2 x 232 = 3 x 168. With the deterministic mode's loop over key
+   tiles the producer still spills a few words at 40 (per tile and step, one thread); at 24 / 240
+   the consumers' loop spilled, at 32 / 232 the dQ writer's. */
 #define FA3_BWD_PRODUCER_REGS 40
 #define FA3_BWD_CONSUMER_REGS 232
 
