@@ -381,9 +381,9 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
 
   const fa_params *p = req->params;
   /* FlashAttention-3 where it applies (sm_90; the forward's head dims 64, 96, 128, 192, 256, the
-     backward's 64 and 128), unless fa2 is asked for by name: its backward
-     is 1.2-1.7x fa2's on the H200 (bench/NOTES.md session 26). Asked for by name where it does
-     not apply, refused with the reason. */
+     backward's 64 and 128), unless fa2 is asked for by name: its backward is 1.2-1.7x fa2's on
+     the H200 (bench/NOTES.md session 26). Asked for by name where it does not apply, refused
+     with the reason. */
   char fa3_why[160] = "";
   const int want_fa2 = p->kernel_family && strcmp(p->kernel_family, "fa2") == 0;
   const int want_fa3 = p->kernel_family && strcmp(p->kernel_family, "fa3") == 0;
