@@ -317,6 +317,45 @@ class Timer:
         return statistics.median(ts)
 
 
+def kernel_times(fn, cm, calls: int) -> list[dict]:
+    """What one call of fn spends in each GPU activity (kernels, memsets, copies): the device
+    time of each name summed over `calls` calls under torch.profiler (CUPTI records every kernel
+    of the process, ours launched by the library as well as a peer's), divided by `calls`;
+    longest first. The sum against the timed milliseconds shows the gaps between kernels."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            with cm():
+                fn()
+        torch.cuda.synchronize()
+    rows = []
+    for ev in prof.key_averages():
+        us = getattr(ev, "device_time_total", None)
+        if us is None:
+            us = getattr(ev, "cuda_time_total", 0)
+        if us > 0:
+            rows.append({"name": ev.key, "us": us / calls, "count": ev.count / calls})
+    rows.sort(key=lambda r: -r["us"])
+    return rows
+
+
+def print_kernel_times(results: list[dict], peers) -> None:
+    labels = [("ours", "ours")] + [(key, label) for key, label, _ in peers]
+    for r in results:
+        for key, label in labels:
+            ks = r.get(key, {}).get("kernels")
+            if not ks:
+                continue
+            total = sum(k["us"] for k in ks)
+            ms = r[key].get("ms")
+            timed = f", timed {ms * 1e3:.1f} us" if ms else ""
+            print(f"kernels hd{r['hdim']} s{r['seqlen']} causal {int(r['causal'])} {r['pass']} "
+                  f"{label}: {total:.1f} us on the GPU a call{timed}")
+            for k in ks:
+                print(f"  {k['us']:9.1f} us  x{k['count']:.0f}  {k['name'][:110]}")
+
+
 def fmt_err(e: BaseException) -> str:
     s = f"{type(e).__name__}: {e}" if not isinstance(e, FaError) else str(e)
     s = " ".join(s.split())
@@ -550,6 +589,10 @@ def run_shape(ctx, sh: Shape) -> tuple[list[dict], list[dict]]:
                 continue
             slot["ms"] = statistics.median(slot["ms_rounds"])
             slot["tflops"] = flops / (slot["ms"] * 1e-3) / 1e12
+        if args.kernel_times > 0:
+            for slot, fn, cm in live:
+                if "error" not in slot:
+                    slot["kernels"] = kernel_times(fn, cm, args.kernel_times)
 
     def no_grad_with(backend):
         def enter():
@@ -839,6 +882,9 @@ def parse_args(argv):
                     help="time ours a second time after the peers (recorded as ours_last and "
                          "printed beside the first timing), to see whether the order of the "
                          "timings (clocks, power, the L2) favours one side")
+    ap.add_argument("--kernel-times", type=int, default=0, metavar="CALLS",
+                    help="after timing, profile CALLS calls of each implementation (torch.profiler)"
+                         " and print each kernel's device time a call")
     ap.add_argument("--seed", type=int, default=0)
     # Hidden self-test mode: CPU tensors, FA_DEVICE_CPU, backend cpu, SDPA math as the peer.
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help=argparse.SUPPRESS)
@@ -974,6 +1020,7 @@ def main(argv=None) -> int:
             write_json(args.json, meta, results, problems, complete=False)
 
     print()
+    print_kernel_times(results, peers)
     print_table(results, peers)
     if args.json:
         write_json(args.json, meta, results, problems, complete=True)

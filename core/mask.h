@@ -72,6 +72,23 @@ FA_HD void fa_mask_row_range(const fa_mask *m, int64_t c0, int64_t c1, int64_t s
   *r1 = b < a ? a : b;
 }
 
+/*
+ * Rows of [0, seqlen_q) that see every key of [c0, c1) (0 <= c0 < c1): [*r0, *r1), empty when
+ * *r0 >= *r1 (always when c1 > seqlen_k). Row i sees all of them when its range starts at or
+ * before c0 (i + shift - left <= c0) and ends at or after c1 (i + shift + right + 1 >= c1); both
+ * bounds are monotone in i, so the rows form one range. A kernel that walks many query tiles
+ * against one key tile computes it once: a tile of rows [m0, m1) needs no mask when
+ * *r0 <= m0 and m1 <= *r1, two comparisons instead of fa_mask_tile_class's 64-bit work per tile.
+ */
+FA_HD void fa_mask_full_rows(const fa_mask *m, int64_t c0, int64_t c1, int64_t seqlen_q,
+                             int64_t seqlen_k, int64_t *r0, int64_t *r1) {
+  int64_t a = 0, b = c1 > seqlen_k ? 0 : seqlen_q;
+  if (m->right >= 0 && c1 - 1 - m->shift - m->right > a) a = c1 - 1 - m->shift - m->right;
+  if (m->left >= 0 && c0 - m->shift + m->left + 1 < b) b = c0 - m->shift + m->left + 1;
+  *r0 = a;
+  *r1 = b < a ? a : b;
+}
+
 typedef enum fa_tile_class {
   FA_TILE_EMPTY = 0,   /* no (row, key) pair of the tile is kept: skip it */
   FA_TILE_PARTIAL = 1, /* some pairs kept: apply the mask per element */

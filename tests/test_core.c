@@ -768,6 +768,35 @@ static void test_mask_row_range(void) {
   case_end();
 }
 
+static void test_mask_full_rows(void) {
+  case_begin("fa_mask_full_rows is exactly the rows that keep every key of the key tile");
+  long n_empty = 0, n_some = 0;
+  for (int t = 0; t < 100000; ++t) {
+    mask_case c;
+    random_mask_case(&c);
+    fa_mask m = make_mask(&c);
+    /* Key tiles may run past seqlen_k (a kernel's last tile): then no row keeps all of them. */
+    int64_t c0 = rng_range(0, c.sk - 1), c1 = rng_range(c0 + 1, c.sk + 3);
+    int64_t r0, r1;
+    fa_mask_full_rows(&m, c0, c1, c.sq, c.sk, &r0, &r1);
+    if (r0 < r1)
+      ++n_some;
+    else
+      ++n_empty;
+    for (int64_t i = 0; i < c.sq; ++i) {
+      int all = 1;
+      for (int64_t j = c0; j < c1; ++j) all &= j < c.sk && brute_keep(&c, i, j);
+      if (all != (i >= r0 && i < r1))
+        fail("keys [%" PRId64 ", %" PRId64 ") row %" PRId64 ": brute %d, range [%" PRId64
+             ", %" PRId64 ") (sq %" PRId64 " sk %" PRId64 " causal %d align %d window %d %" PRId64
+             " %" PRId64 ")",
+             c0, c1, i, all, r0, r1, c.sq, c.sk, c.causal, c.align, c.window, c.left, c.right);
+    }
+  }
+  if (n_empty == 0 || n_some == 0) fail("ranges seen: empty %ld non-empty %ld", n_empty, n_some);
+  case_end();
+}
+
 static void test_softcap_grad_forms(void) {
   case_begin("fa_score_softcap_grad_inv equals fa_score_softcap_grad (division-free form)");
   for (int t = 0; t < 100000; ++t) {
@@ -1073,6 +1102,7 @@ int main(int argc, char **argv) {
   test_sched_tail_piece();
   test_sched_det_splits();
   test_mask_row_range();
+  test_mask_full_rows();
   test_softcap_grad_forms();
   test_dtype_rounding();
   test_dtype_round_trip();

@@ -24,8 +24,9 @@
  *   dSᵀ = Pᵀ ∘ (dPᵀ − D)           core/backward.h; written transposed into the stage's dS tile
  *                                   (64 queries x 128 keys, the consumer's 64 keys its half)
  *   dV += Pᵀ dO                     wgmma, Pᵀ from registers (the Sᵀ accumulator's layout is the
- *                                   A operand's), B = dO MN-major; runs across the barrier that
- *                                   waits for both halves of dS
+ *                                   A operand's), B = dO MN-major; issued before dPᵀ is waited
+ *                                   for, it runs under dSᵀ and the barrier that waits for both
+ *                                   halves of dS
  *   dQ = dS K (its HD/2 columns)    wgmma over all 128 keys, A = dS (K-major), B = K MN-major
  *   dK += dSᵀ Q                     wgmma, dSᵀ from registers; runs while dQ goes to the staging
  *                                   tile
@@ -52,6 +53,8 @@
 #define FA3_BWD_BAR_DS 1
 #define FA3_BWD_BAR_FULL_DQ 2
 #define FA3_BWD_BAR_EMPTY_DQ 3
+/* Per consumer (4 + consumer), its own warpgroup: a scheduling fence (below). */
+#define FA3_BWD_BAR_PIN 4
 
 /* The shared-memory layout (offsets from a 1024-byte aligned base; every tile 1024-aligned for
    the 128-byte swizzle). */
@@ -86,15 +89,14 @@ __device__ __forceinline__ void fa3_bwd_store_ds(const uint32_t (&dsa)[4][4], ui
   }
 }
 
-/* Pᵀ into s and dSᵀ into dp for one consumer's 64 keys (rows of the accumulators) and the step's
-   64 query rows (columns), the rows' LSE and D from the stage's slots (lsed: 64 LSEs, then 64
-   Ds). Padded rows have LSE +inf (P = 0). MASKED: keys past seqlen_k or outside a row's range
-   get P = 0 (core/mask.h); tiles wholly inside every range skip the test. dp is read only after
-   wait_dp, so the exponentials run while dPᵀ's wgmma does. */
+/* Pᵀ into s for one consumer's 64 keys (rows of the accumulator) and the step's 64 query rows
+   (columns), the rows' LSE from the stage's slots (lsed: 64 LSEs, then 64 Ds). Padded rows have
+   LSE +inf (P = 0). MASKED: keys past seqlen_k or outside a row's range get P = 0 (core/mask.h);
+   steps whose rows all see all 64 keys skip the test. */
 template <bool MASKED>
-__device__ __forceinline__ void fa3_bwd_p_ds(float (&s)[32], float (&dp)[32], const float *lsed,
-                                             float sl2, const fa_mask &mask, int m0, int key0,
-                                             int seqlen_k, int warp, int g, int t) {
+__device__ __forceinline__ void fa3_bwd_p(float (&s)[32], const float *lsed, float sl2,
+                                          const fa_mask &mask, int m0, int key0, int seqlen_k,
+                                          int warp, int g, int t) {
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const float2 l2 = *reinterpret_cast<const float2 *>(lsed + 8 * j + 2 * t);
@@ -107,14 +109,17 @@ __device__ __forceinline__ void fa3_bwd_p_ds(float (&s)[32], float (&dp)[32], co
       s[4 * j + e] = p;
     }
   }
-  wgmma_wait<0>();
-  wgmma_fence_regs(dp);
+}
+
+/* dSᵀ = Pᵀ ∘ (dPᵀ − D) into dp (core/backward.h), D from the stage's slots. */
+__device__ __forceinline__ void fa3_bwd_ds(const float (&p)[32], float (&dp)[32], const float *lsed,
+                                           int t) {
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const float2 d2 = *reinterpret_cast<const float2 *>(lsed + 64 + 8 * j + 2 * t);
 #pragma unroll
     for (int e = 0; e < 4; ++e)
-      dp[4 * j + e] = fa_bwd_ds(s[4 * j + e], dp[4 * j + e], (e & 1) ? d2.y : d2.x);
+      dp[4 * j + e] = fa_bwd_ds(p[4 * j + e], dp[4 * j + e], (e & 1) ? d2.y : d2.x);
   }
 }
 
@@ -142,6 +147,7 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
   typedef typename Tr::elem E;
   constexpr bool F16 = Tr::is_f16;
   constexpr int BM = L::BM, BN = L::BN, BOXES = HD / 64, DQN = HD / 2;
+  constexpr bool DV_FIRST = HD <= 64;
   extern __shared__ unsigned char fa3_bwd_smem[];
   /* Aligned by an offset from the array, not through an integer: the compiler then knows every
      pointer below is in shared memory (STS/LDS with 32-bit addresses, not generic ST/LD). */
@@ -254,9 +260,19 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
   for (int n = blockIdx.x; n < n_tiles; n += gridDim.x) {
     const fa3_bwd_tile T = fa3_bwd_tile_of(mask, n, BM, BN, seqlen_q, seqlen_k, group);
     const int key0 = T.n0 + 64 * c;
-    /* No key of this consumer's is a key of the sequence: its rows of dK and dV are not stored,
-       and every P is masked (the class is computed only for real keys). */
-    const bool real = key0 < seqlen_k;
+    /* The query rows that see every one of this consumer's 64 keys (none when some key is past
+       seqlen_k): a step within them needs no mask, two comparisons a step (the tile class's
+       64-bit arithmetic was as many instructions as the step's exponentials at hd64). */
+    int full_lo, full_hi;
+    {
+      int64_t r0, r1;
+      fa_mask_full_rows(&mask, key0, key0 + 64, seqlen_q, seqlen_k, &r0, &r1);
+      full_lo = (int)min(r0, (int64_t)seqlen_q); /* both in [0, seqlen_q]: no int overflow */
+      full_hi = (int)min(r1, (int64_t)seqlen_q);
+      /* Opaque, so that they are kept in two registers rather than recomputed (in 64 bits) in
+         every step, as the compiler did to save registers. */
+      asm volatile("" : "+r"(full_lo), "+r"(full_hi));
+    }
 
     float dk[HD / 2], dv[HD / 2];
 #pragma unroll
@@ -280,24 +296,37 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
       wgmma_commit();
       wgmma_wait<1>();
       wgmma_fence_regs(s);
-      const bool partial = !real || key0 + 64 > seqlen_k ||
-                           fa_mask_tile_class(&mask, m0, min(m0 + BM, seqlen_q), key0, key0 + 64,
-                                              seqlen_k) != FA_TILE_FULL;
-      if (partial)
-        fa3_bwd_p_ds<true>(s, dp, lsed, sl2, mask, m0, key0, seqlen_k, warp, g, t);
+      if (m0 < full_lo || min(m0 + BM, seqlen_q) > full_hi)
+        fa3_bwd_p<true>(s, lsed, sl2, mask, m0, key0, seqlen_k, warp, g, t);
       else
-        fa3_bwd_p_ds<false>(s, dp, lsed, sl2, mask, m0, key0, seqlen_k, warp, g, t);
+        fa3_bwd_p<false>(s, lsed, sl2, mask, m0, key0, seqlen_k, warp, g, t);
       uint32_t pa[4][4], dsa[4][4];
       fa3_pack_p<Tr, 64>(s, pa);
+      /* The exponentials must run under dPᵀ's wgmma; a wait placed after them is not enough
+         (ptxas moved it above them). At hd64, dV += Pᵀ dO is issued before dPᵀ is waited for
+         (its A operand needs them); at hd128 the registers do not allow that (ptxas serialised
+         every wgmma), and a warpgroup barrier holds the wait below them. */
+      if (DV_FIRST) {
+        wgmma_fence();
+        fa3_issue_pv<HD, 64, F16>(dv, pa, dO, L::Q_BOX, 1);
+        wgmma_commit();
+        wgmma_wait<1>(); /* dPᵀ */
+      } else {
+        wgmma_fence_frags(pa);
+        bar_sync(FA3_BWD_BAR_PIN + c, 128);
+        wgmma_wait<0>(); /* dPᵀ */
+      }
+      wgmma_fence_regs(dp);
+      fa3_bwd_ds(s, dp, lsed, t);
       fa3_pack_p<Tr, 64>(dp, dsa);
       /* The stage's dS was last read by the dQ wgmma two steps ago, which both consumers waited
          for before the last step's DS barrier. */
       fa3_bwd_store_ds(dsa, smem_u32(ds + c * L::DS_HALF), warp, lane);
-
-      /* dV += Pᵀ dO (B: dO, MN-major) while the other consumer finishes its half of dS. */
-      wgmma_fence();
-      fa3_issue_pv<HD, 64, F16>(dv, pa, dO, L::Q_BOX, 1);
-      wgmma_commit();
+      if (!DV_FIRST) { /* dV across the barrier that waits for the other consumer's dS */
+        wgmma_fence();
+        fa3_issue_pv<HD, 64, F16>(dv, pa, dO, L::Q_BOX, 1);
+        wgmma_commit();
+      }
       fence_proxy_async_smem(); /* the generic dS stores, before the async proxy's wgmma reads */
       bar_sync(FA3_BWD_BAR_DS, 256);
 
