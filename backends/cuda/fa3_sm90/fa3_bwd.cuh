@@ -123,6 +123,33 @@ __device__ __forceinline__ void fa3_bwd_ds(const float (&p)[32], float (&dp)[32]
   }
 }
 
+/* A consumer's 64 keys of K (or V) as wgmma A fragments (kk: 16 columns; the layout of
+   fa3_pack_p's), from the 128-byte swizzled tile: ldmatrix.x4 with lanes 8i..8i+7 addressing the
+   rows of matrix i (rows + 8 (i & 1), columns + 8 (i >> 1)). Loaded once a key tile, they make
+   Sᵀ = K Qᵀ and dPᵀ = V dOᵀ read only Q and dO from shared memory. */
+template <int HD, int KV_BOX>
+__device__ __forceinline__ void fa3_bwd_load_keys(uint32_t (&a)[HD / 16][4],
+                                                  const unsigned char *tile, int warp, int lane) {
+  const int i = lane >> 3, r = lane & 7, row = 16 * warp + r + 8 * (i & 1);
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+    const int chunk = 2 * (kk % 4) + (i >> 1);
+    ldmatrix_x4(a[kk], smem_u32(tile + (kk / 4) * KV_BOX + row * 128 + ((chunk ^ r) << 4)));
+  }
+}
+
+/* d = A Bᵀ over the head dim: A from registers (fa3_bwd_load_keys), B = the step's Q or dO rows
+   (K-major, 64-column boxes QBOX bytes apart). */
+template <int HD, int QBOX, bool F16>
+__device__ __forceinline__ void fa3_bwd_issue_rs(float (&d)[32], const uint32_t (&a)[HD / 16][4],
+                                                 const unsigned char *b) {
+  const uint64_t db = wgmma_desc_sw128_at(smem_addr_opaque(b), 16, 1024);
+#pragma unroll
+  for (int ks = 0; ks < HD / 16; ++ks)
+    wgmma_n<64>::template rs<0, F16>(d, a[ks], db + ((((ks / 4) * QBOX) + (ks % 4) * 32) >> 4),
+                                     ks > 0);
+}
+
 /* A key tile's work: its first key, and its steps (query head of the group, query tile): every
    query tile m_begin.. (m_count of them) that holds a row seeing one of its keys (core/mask.h's
    row range), for each query head of the group. */
@@ -147,7 +174,7 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
   typedef typename Tr::elem E;
   constexpr bool F16 = Tr::is_f16;
   constexpr int BM = L::BM, BN = L::BN, BOXES = HD / 64, DQN = HD / 2;
-  constexpr bool DV_FIRST = HD <= 64;
+  constexpr bool DV_FIRST = HD <= 64, KV_RS = HD <= 64;
   extern __shared__ unsigned char fa3_bwd_smem[];
   /* Aligned by an offset from the array, not through an integer: the compiler then knows every
      pointer below is in shared memory (STS/LDS with 32-bit addresses, not generic ST/LD). */
@@ -279,6 +306,15 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
     for (int i = 0; i < HD / 2; ++i) dk[i] = dv[i] = 0.0f;
 
     if (T.steps > 0) mbar_wait(kv_full, loaded & 1);
+    /* hd64: this consumer's keys of K and V in registers for the tile (32 registers; at hd128
+       they would take 64, which the accumulators leave no room for). */
+    uint32_t kf[KV_RS ? HD / 16 : 1][4], vf[KV_RS ? HD / 16 : 1][4];
+    if constexpr (KV_RS) {
+      if (T.steps > 0) {
+        fa3_bwd_load_keys<HD, L::KV_BOX>(kf, kc, warp, lane);
+        fa3_bwd_load_keys<HD, L::KV_BOX>(vf, vc, warp, lane);
+      }
+    }
     int mt = T.m_begin; /* the step's query tile (the query head is the producer's concern) */
     for (int i = 0; i < T.steps; ++i, ++it) {
       const int st = it & 1, m0 = mt * BM;
@@ -290,9 +326,15 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
 
       float s[32], dp[32];
       wgmma_fence();
-      fa3_issue_s<HD, 64, L::KV_BOX, L::Q_BOX, F16>(s, kc, q);
-      wgmma_commit();
-      fa3_issue_s<HD, 64, L::KV_BOX, L::Q_BOX, F16>(dp, vc, dO);
+      if constexpr (KV_RS) {
+        fa3_bwd_issue_rs<HD, L::Q_BOX, F16>(s, kf, q);
+        wgmma_commit();
+        fa3_bwd_issue_rs<HD, L::Q_BOX, F16>(dp, vf, dO);
+      } else {
+        fa3_issue_s<HD, 64, L::KV_BOX, L::Q_BOX, F16>(s, kc, q);
+        wgmma_commit();
+        fa3_issue_s<HD, 64, L::KV_BOX, L::Q_BOX, F16>(dp, vc, dO);
+      }
       wgmma_commit();
       wgmma_wait<1>();
       wgmma_fence_regs(s);
