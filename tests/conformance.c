@@ -298,7 +298,7 @@ static int serves(const backend_ctx *bk, const char *f) {
    its documented refusal ("kernel_family fa3: ...") is a skip while a refusal of a case the family
    should run still fails. Known: the cuda backend's fa3 (cuda_decide.c's fa3_takes and
    fa3_bwd_takes): sm_90 only; at least one key (and, backward, one query row); no softcap; forward
-   head dims 64, 96, 128, 192, 256, backward 64 and 128; no negative
+   head dims 64, 96, 128, 192, 256, backward 64, 96 and 128; no negative
    strides (TMA). fwd_only: the case makes no backward call. */
 static void need_family(needs *nd, const backend_ctx *bk, int fwd_only, int64_t d, int64_t dv,
                         int64_t sq, int64_t sk, float softcap, const fa_tensor *const *data,
@@ -309,7 +309,7 @@ static void need_family(needs *nd, const backend_ctx *bk, int fwd_only, int64_t 
   if (sk == 0 || (!fwd_only && sq == 0)) need(nd, "family:empty");
   if (softcap > 0.0f) need(nd, "family:softcap");
   const int fwd_dim = d == dv && (d == 64 || d == 96 || d == 128 || d == 192 || d == 256);
-  const int bwd_dim = d == dv && (d == 64 || d == 128);
+  const int bwd_dim = d == dv && fa3_bwd_padded_head_dim(d) != 0;
   if (!fwd_dim || (!fwd_only && !bwd_dim)) need(nd, "family:head_dim");
   for (int i = 0; i < count; ++i)
     for (int k = 0; data[i] && k < data[i]->ndim; ++k)
@@ -719,7 +719,7 @@ static int64_t fa3_least_smem(int64_t d) {
 
 /* The CUDA backend's kernels: "<prefix>.<fwd|bwd>.<dtype>.hd<D>" then ".causal", ".window",
    ".softcap" in that order (head_dim_v is always head_dim there). Prefix: "cuda.fa3.sm90" for the
-   forward at head dims 64, 96, 128, 192 and 256 and the backward at 64 and 128 (at least one
+   forward at head dims 64, 96, 128, 192 and 256 and the backward at 64, 96 and 128 (at least one
    query row), without softcap, where the backend runs
    FlashAttention-3 (fa3 != 0: its kernel families list fa3, the device is sm_90 and not run as
    sm_80, --kernel-family is not fa2, and there is at least one key: the backend's rule,
@@ -732,10 +732,10 @@ static int cuda_expected(const char *prefix, int fa3, const char *op, fa_dtype d
   if (!fwd && strcmp(op, "bwd") != 0) return 0;
   if (!prefix) {
     /* FA_CUDA_SMEM_LIMIT below every fa3 configuration's shared memory gives fa2. The backward:
-       head dims 64 and 128 (fa3_bwd_has_head_dim, cuda_decide.c). */
+       head dims 64, 96 and 128 (fa3_bwd_padded_head_dim, cuda_decide.c). */
     const char *lim = getenv("FA_CUDA_SMEM_LIMIT");
-    const int bwd_fa3 = d == 64 || d == 128;
-    const int64_t need = fwd ? fa3_least_smem(d) : bwd_fa3 ? (int64_t)FA3_BWD_SMEM(d) : 0;
+    const int bwd_hd = fa3_bwd_padded_head_dim(d);
+    const int64_t need = fwd ? fa3_least_smem(d) : bwd_hd ? (int64_t)FA3_BWD_SMEM(bwd_hd) : 0;
     const int fits = need > 0 && (!lim || !*lim || atoll(lim) >= need);
     prefix = fa3 && fits && !softcap ? "cuda.fa3.sm90" : "cuda.fa2.sm80";
   }

@@ -157,15 +157,16 @@ static int fa3_bwd_takes(const fa_request *req, const cuda_device_info *dev, cha
     return snprintf(why, n, "cuda.fa3's backward needs a query row and a key (cuda.fa2 runs it)"),
            0;
   if (p->softcap > 0.0f) return snprintf(why, n, "cuda.fa3 has no softcap (cuda.fa2 runs it)"), 0;
-  if (!fa3_bwd_has_head_dim(req->head_dim))
-    return snprintf(why, n, "cuda.fa3's backward has head_dim 64 and 128 (asked %lld)",
+  const int padded = fa3_bwd_padded_head_dim(req->head_dim);
+  if (!padded)
+    return snprintf(why, n, "cuda.fa3's backward has head_dim 64, 96 and 128 (asked %lld)",
                     (long long)req->head_dim),
            0;
-  if ((int64_t)FA3_BWD_SMEM(req->head_dim) > dev->smem_optin)
+  if ((int64_t)FA3_BWD_SMEM(padded) > dev->smem_optin)
     return snprintf(why, n,
                     "cuda.fa3's backward at head_dim %lld needs %zu KiB of shared memory; %d "
                     "allowed",
-                    (long long)req->head_dim, FA3_BWD_SMEM(req->head_dim) / 1024,
+                    (long long)req->head_dim, FA3_BWD_SMEM(padded) / 1024,
                     (int)(dev->smem_optin / 1024)),
            0;
   const fa_tensor *ts[] = {req->q, req->k, req->v, req->dout};
@@ -381,7 +382,7 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
 
   const fa_params *p = req->params;
   /* FlashAttention-3 where it applies (sm_90; the forward's head dims 64, 96, 128, 192, 256, the
-     backward's 64 and 128), unless fa2 is asked for by name: its backward is 1.2-1.7x fa2's on
+     backward's 64, 96 and 128), unless fa2 is asked for by name: its backward is 1.2-1.7x fa2's on
      the H200 (bench/NOTES.md session 26). Asked for by name where it does not apply, refused
      with the reason. */
   char fa3_why[160] = "";

@@ -261,14 +261,17 @@ int main(void) {
          "mismatched configuration: %s", err);
   EXPECT(fa3_fwd_launch(&x, NULL, err, sizeof err) == -1 && !g_launched, "no configuration");
 
-  /* The backward: head dims 64 and 128, fa2's workspace in its rotated dQ layout (the kernel's
-     staging), one split (deterministic: the splits asked), no balanced last wave; shared memory
-     within an H200's opt-in at both head dims, within an A100's at 64 only (the conformance suite's
-     limited runs then refuse hd128 on the A100 limit and both on sm_86's). */
-  EXPECT(fa3_bwd_has_head_dim(64) && fa3_bwd_has_head_dim(128), "backward head dims 64, 128");
-  EXPECT(!fa3_bwd_has_head_dim(96) && !fa3_bwd_has_head_dim(192) && !fa3_bwd_has_head_dim(256) &&
-             !fa3_bwd_has_head_dim(32),
-         "backward: no kernel at 32, 96, 192, 256");
+  /* The backward: head dims 64 and 128 on their own kernels, 96 on the 128 kernel; fa2's workspace
+     in its rotated dQ layout (the kernel's staging), one split (deterministic: the splits asked),
+     no balanced last wave; shared memory within an H200's opt-in at both head dims, within an
+     A100's at 64 only (the conformance suite's limited runs then refuse hd128 on the A100 limit and
+     both on sm_86's). */
+  EXPECT(fa3_bwd_padded_head_dim(64) == 64 && fa3_bwd_padded_head_dim(96) == 128 &&
+             fa3_bwd_padded_head_dim(128) == 128,
+         "backward head dims 64, 96 (on 128), 128");
+  EXPECT(!fa3_bwd_padded_head_dim(192) && !fa3_bwd_padded_head_dim(256) &&
+             !fa3_bwd_padded_head_dim(32) && !fa3_bwd_padded_head_dim(80),
+         "backward: no kernel at 32, 80, 192, 256");
   EXPECT(FA3_BWD_SMEM(128) <= H200_SMEM && FA3_BWD_SMEM(128) > A100_SMEM &&
              FA3_BWD_SMEM(64) <= A100_SMEM && FA3_BWD_SMEM(64) > SM86_SMEM,
          "backward shared memory: hd64 %zu, hd128 %zu", FA3_BWD_SMEM(64), FA3_BWD_SMEM(128));
@@ -290,11 +293,22 @@ int main(void) {
   fa3_bwd_args xb;
   memset(&xb, 0, sizeof xb);
   xb.a.p = causal_1k;
+  xb.a.p.head_dim = 192;
+  fa3_bwd_sizing(&xb.a, 0, 1);
+  EXPECT(fa3_bwd_launch(&xb, NULL, err, sizeof err) == -1 && strstr(err, "head_dim 192") != NULL &&
+             !g_launched,
+         "backward at head_dim 192: %s", err);
+  /* 96: sized for the 128 kernel (its dQ accumulator 128 columns wide); an accumulator sized
+     otherwise is refused before anything runs */
   xb.a.p.head_dim = 96;
   fa3_bwd_sizing(&xb.a, 0, 1);
-  EXPECT(fa3_bwd_launch(&xb, NULL, err, sizeof err) == -1 && strstr(err, "head_dim 96") != NULL &&
-             !g_launched,
-         "backward at head_dim 96: %s", err);
+  EXPECT(xb.a.head_dim_padded == 128, "hd96's accumulator: %d columns", xb.a.head_dim_padded);
+  xb.a.head_dim_padded = 96;
+  EXPECT(fa3_bwd_launch(&xb, NULL, err, sizeof err) == -1 && !g_launched,
+         "backward at head_dim 96 with a 96-column accumulator: %s", err);
+  fa3_bwd_sizing(&xb.a, 0, 1);
+  EXPECT(fa3_bwd_launch(&xb, NULL, err, sizeof err) == -1 && !strcmp(err, "stub") && !g_launched,
+         "backward at head_dim 96 reaches the tensor maps: %s", err);
   xb.a.p.head_dim = 128;
   fa3_bwd_sizing(&xb.a, 0, 1);
   xb.a.dq_splits = 2;

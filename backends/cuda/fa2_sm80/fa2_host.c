@@ -109,12 +109,12 @@ static size_t dsum_bytes(const fa2_bwd_args *a) {
    it without bounds checks. */
 static size_t dq_accum_bytes(const fa2_bwd_args *a) {
   return (size_t)a->dq_splits * (size_t)a->p.batch * (size_t)a->p.heads_q * (size_t)padded_rows(a) *
-         (size_t)FA2_PAD_HD(a->p.head_dim) * sizeof(float);
+         (size_t)a->head_dim_padded * sizeof(float);
 }
 
 /* The balanced last wave's dK/dV sums (fp32, both) and counters, one per cut tile. */
 static size_t tail_acc_bytes(const fa2_bwd_args *a) {
-  return (size_t)a->tail_tiles * 2 * (size_t)a->tile_n * (size_t)FA2_PAD_HD(a->p.head_dim) *
+  return (size_t)a->tail_tiles * 2 * (size_t)a->tile_n * (size_t)a->head_dim_padded *
          sizeof(float);
 }
 static size_t tail_count_bytes(const fa2_bwd_args *a) {

@@ -218,9 +218,9 @@ const fa3_fwd_config *fa3_fwd_configs(int *count);
 int fa3_fwd_launch(fa3_fwd_args *a, const fa3_fwd_config *cfg, char *err, size_t err_len);
 
 /* The backward (fa3_bwd.cuh): one block per 128-key tile (two consumers of 64 keys), query
-   tiles of 64 rows, head dims 64 and 128. Shared memory: K and V (128 x hd each); Q, dO, dS
-   (64 x 128) and the step's LSE and D (64 floats each) in two stages; the fp32 dQ staging tile
-   (64 x hd); six mbarriers; 1 KiB for the swizzle's alignment. */
+   tiles of 64 rows, kernel head dims 64 and 128 (96 runs on 128). Shared memory: K and V (128 x hd
+   each); Q, dO, dS (64 x 128) and the step's LSE and D (64 floats each) in two stages; the fp32 dQ
+   staging tile (64 x hd); six mbarriers; 1 KiB for the swizzle's alignment. */
 #define FA3_BWD_TILE_M 64
 #define FA3_BWD_TILE_N 128
 #define FA3_BWD_SMEM(hd)                                                               \
@@ -249,8 +249,12 @@ typedef struct fa3_bwd_args {
 int fa3_tensor_map(void *map, int bf16, const void *base, const fa2_strides *st, int32_t batch,
                    int32_t seqlen, int32_t heads, int32_t head_dim, uint32_t rows,
                    uint32_t box_heads, char *err, size_t err_len);
-/* Whether fa3 has a backward kernel for a head dim (64 and 128). */
-int fa3_bwd_has_head_dim(int64_t head_dim);
+/* The head dim of the backward kernel that runs a head dim: 64 and 128 their own, 96 the 128
+   kernel's (TMA reads the columns past 96 as zeros, which add nothing to S, dP, dK, dV or dQ;
+   the forward does the same); 0: no fa3 backward. */
+static inline int fa3_bwd_padded_head_dim(int64_t head_dim) {
+  return head_dim == 64 ? 64 : head_dim == 96 || head_dim == 128 ? 128 : 0;
+}
 /* The launch of the main kernel (fa3_bwd_hd<N>.cu) and the shared-memory opt-in of both dtypes'
    kernels. */
 int fa3_bwd_main_launch_hd64(const fa3_bwd_args *a);

@@ -32,7 +32,10 @@
  *                                   tile
  * so each step's dQ is reduced into global memory once per block, not once per consumer. At the
  * end dK (times the softmax scale) and dV are stored from registers; dQ is scaled and converted
- * by fa2's conversion kernel. HD: the head dim (64 or 128; the others run fa2's backward).
+ * by fa2's conversion kernel. HD: the kernel's head dim, 64 or 128; head dim 96 runs on the 128
+ * kernel, the columns past 96 read as zeros by TMA (they add nothing) and not stored (the dQ
+ * accumulator is 128 columns wide, fa2's conversion reads the first 96); the others run fa2's
+ * backward.
  */
 #ifndef FA_CUDA_FA3_BWD_CUH
 #define FA_CUDA_FA3_BWD_CUH
@@ -438,6 +441,7 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
 #pragma unroll
       for (int j = 0; j < HD / 8; ++j) {
         const int col = 8 * j + 2 * t;
+        if (col >= a.p.head_dim) break; /* hd96 on the 128 kernel: its padding columns */
         *reinterpret_cast<uint32_t *>(dkp + (int64_t)key * a.dk_str.row + col) =
             Tr::pack(dk[4 * j + 2 * r] * a.p.scale, dk[4 * j + 2 * r + 1] * a.p.scale);
         *reinterpret_cast<uint32_t *>(dvp + (int64_t)key * a.dv_str.row + col) =

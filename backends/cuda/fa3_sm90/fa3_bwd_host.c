@@ -10,10 +10,8 @@
 #include "fa3_args.h"
 #include "tma_map.h"
 
-int fa3_bwd_has_head_dim(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
-
 void fa3_bwd_sizing(fa2_bwd_args *a, int32_t deterministic, int32_t dq_splits) {
-  a->head_dim_padded = a->p.head_dim;
+  a->head_dim_padded = fa3_bwd_padded_head_dim(a->p.head_dim);
   a->tile_m = FA3_BWD_TILE_M;
   a->tile_n = FA3_BWD_TILE_N;
   a->dq_layout = FA2_DQ_ROTATED;
@@ -25,10 +23,11 @@ void fa3_bwd_sizing(fa2_bwd_args *a, int32_t deterministic, int32_t dq_splits) {
 int fa3_bwd_launch(fa3_bwd_args *x, void *workspace, char *err, size_t err_len) {
   fa2_bwd_args *a = &x->a;
   const fa2_problem *p = &a->p;
-  int (*main_fn)(const fa3_bwd_args *) = p->head_dim == 64    ? fa3_bwd_main_launch_hd64
-                                         : p->head_dim == 128 ? fa3_bwd_main_launch_hd128
-                                                              : NULL;
-  if (!main_fn || a->tile_m != FA3_BWD_TILE_M || a->dq_splits < 1 ||
+  const int padded = fa3_bwd_padded_head_dim(p->head_dim);
+  int (*main_fn)(const fa3_bwd_args *) = padded == 64    ? fa3_bwd_main_launch_hd64
+                                         : padded == 128 ? fa3_bwd_main_launch_hd128
+                                                         : NULL;
+  if (!main_fn || a->head_dim_padded != padded || a->tile_m != FA3_BWD_TILE_M || a->dq_splits < 1 ||
       (a->dq_splits > 1 && !a->deterministic) || a->tail_tiles != 0) {
     snprintf(err, err_len, "fa3 backward: head_dim %d or its sizing is not fa3's",
              (int)p->head_dim);
@@ -50,10 +49,10 @@ int fa3_bwd_launch(fa3_bwd_args *x, void *workspace, char *err, size_t err_len) 
     return -1;
   fa2_bwd_carve(a, workspace);
   const uint64_t rows = (uint64_t)p->batch * (uint64_t)p->heads_q;
-  const uint64_t padded = (uint64_t)a->seqlen_q_padded;
-  if (fa_tma_map_f32_2d(x->tlse, a->lse_log2, padded, rows, padded * 4, FA3_BWD_TILE_M, 1, err,
+  const uint64_t rows_q = (uint64_t)a->seqlen_q_padded;
+  if (fa_tma_map_f32_2d(x->tlse, a->lse_log2, rows_q, rows, rows_q * 4, FA3_BWD_TILE_M, 1, err,
                         err_len) ||
-      fa_tma_map_f32_2d(x->tdsum, a->dsum, padded, rows, padded * 4, FA3_BWD_TILE_M, 1, err,
+      fa_tma_map_f32_2d(x->tdsum, a->dsum, rows_q, rows, rows_q * 4, FA3_BWD_TILE_M, 1, err,
                         err_len))
     return -1;
   int e = fa2_bwd_prologue(a);
