@@ -114,8 +114,7 @@ static size_t dq_accum_bytes(const fa2_bwd_args *a) {
 
 /* The balanced last wave's dK/dV sums (fp32, both) and counters, one per cut tile. */
 static size_t tail_acc_bytes(const fa2_bwd_args *a) {
-  return (size_t)a->tail_tiles * 2 * (size_t)a->tile_n * (size_t)a->head_dim_padded *
-         sizeof(float);
+  return (size_t)a->tail_tiles * 2 * (size_t)a->tile_n * (size_t)a->head_dim_padded * sizeof(float);
 }
 static size_t tail_count_bytes(const fa2_bwd_args *a) {
   return ((size_t)a->tail_tiles * sizeof(uint32_t) + 255) & ~(size_t)255;
