@@ -740,61 +740,51 @@ static void test_sched_det_splits(void) {
   case_end();
 }
 
-static void test_mask_row_range(void) {
-  case_begin("fa_mask_row_range is exactly the rows that keep a key of the key tile");
+/* Checks a row-range function of core/mask.h against brute force: fa_mask_row_range (every_key
+   0: the rows that keep some key of [c0, c1)) or fa_mask_full_rows (every_key 1: the rows that
+   keep all of them; key tiles may then run past seqlen_k, as a kernel's last tile does). */
+static void check_row_ranges(const char *name, int every_key) {
+  case_begin(name);
   long n_empty = 0, n_some = 0;
   for (int t = 0; t < 100000; ++t) {
     mask_case c;
     random_mask_case(&c);
     fa_mask m = make_mask(&c);
-    int64_t c0 = rng_range(0, c.sk - 1), c1 = rng_range(c0 + 1, c.sk);
+    int64_t c0 = rng_range(0, c.sk - 1), c1 = rng_range(c0 + 1, every_key ? c.sk + 3 : c.sk);
     int64_t r0, r1;
-    fa_mask_row_range(&m, c0, c1, c.sq, &r0, &r1);
+    if (every_key)
+      fa_mask_full_rows(&m, c0, c1, c.sq, c.sk, &r0, &r1);
+    else
+      fa_mask_row_range(&m, c0, c1, c.sq, &r0, &r1);
     if (r0 < r1)
       ++n_some;
     else
       ++n_empty;
     for (int64_t i = 0; i < c.sq; ++i) {
-      int sees = 0;
-      for (int64_t j = c0; j < c1; ++j) sees |= brute_keep(&c, i, j);
-      if (sees != (i >= r0 && i < r1))
+      int some = 0, all = 1;
+      for (int64_t j = c0; j < c1; ++j) {
+        const int keep = j < c.sk && brute_keep(&c, i, j);
+        some |= keep;
+        all &= keep;
+      }
+      const int brute = every_key ? all : some;
+      if (brute != (i >= r0 && i < r1))
         fail("keys [%" PRId64 ", %" PRId64 ") row %" PRId64 ": brute %d, range [%" PRId64
              ", %" PRId64 ") (sq %" PRId64 " sk %" PRId64 " causal %d align %d window %d %" PRId64
              " %" PRId64 ")",
-             c0, c1, i, sees, r0, r1, c.sq, c.sk, c.causal, c.align, c.window, c.left, c.right);
+             c0, c1, i, brute, r0, r1, c.sq, c.sk, c.causal, c.align, c.window, c.left, c.right);
     }
   }
   if (n_empty == 0 || n_some == 0) fail("ranges seen: empty %ld non-empty %ld", n_empty, n_some);
   case_end();
 }
 
+static void test_mask_row_range(void) {
+  check_row_ranges("fa_mask_row_range is exactly the rows that keep a key of the key tile", 0);
+}
+
 static void test_mask_full_rows(void) {
-  case_begin("fa_mask_full_rows is exactly the rows that keep every key of the key tile");
-  long n_empty = 0, n_some = 0;
-  for (int t = 0; t < 100000; ++t) {
-    mask_case c;
-    random_mask_case(&c);
-    fa_mask m = make_mask(&c);
-    /* Key tiles may run past seqlen_k (a kernel's last tile): then no row keeps all of them. */
-    int64_t c0 = rng_range(0, c.sk - 1), c1 = rng_range(c0 + 1, c.sk + 3);
-    int64_t r0, r1;
-    fa_mask_full_rows(&m, c0, c1, c.sq, c.sk, &r0, &r1);
-    if (r0 < r1)
-      ++n_some;
-    else
-      ++n_empty;
-    for (int64_t i = 0; i < c.sq; ++i) {
-      int all = 1;
-      for (int64_t j = c0; j < c1; ++j) all &= j < c.sk && brute_keep(&c, i, j);
-      if (all != (i >= r0 && i < r1))
-        fail("keys [%" PRId64 ", %" PRId64 ") row %" PRId64 ": brute %d, range [%" PRId64
-             ", %" PRId64 ") (sq %" PRId64 " sk %" PRId64 " causal %d align %d window %d %" PRId64
-             " %" PRId64 ")",
-             c0, c1, i, all, r0, r1, c.sq, c.sk, c.causal, c.align, c.window, c.left, c.right);
-    }
-  }
-  if (n_empty == 0 || n_some == 0) fail("ranges seen: empty %ld non-empty %ld", n_empty, n_some);
-  case_end();
+  check_row_ranges("fa_mask_full_rows is exactly the rows that keep every key of the key tile", 1);
 }
 
 static void test_softcap_grad_forms(void) {
