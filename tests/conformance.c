@@ -298,7 +298,7 @@ static int serves(const backend_ctx *bk, const char *f) {
    its documented refusal ("kernel_family fa3: ...") is a skip while a refusal of a case the family
    should run still fails. Known: the cuda backend's fa3 (cuda_decide.c's fa3_takes and
    fa3_bwd_takes): sm_90 only; at least one key (and, backward, one query row); no softcap; forward
-   head dims 64, 96, 128, 192, 256, backward 64, 96 and 128; no negative
+   head dims 64, 96, 128, 192, 256, backward the same (fa3_bwd_padded_head_dim); no negative
    strides (TMA). fwd_only: the case makes no backward call. */
 static void need_family(needs *nd, const backend_ctx *bk, int fwd_only, int64_t d, int64_t dv,
                         int64_t sq, int64_t sk, float softcap, const fa_tensor *const *data,
@@ -719,7 +719,7 @@ static int64_t fa3_least_smem(int64_t d) {
 
 /* The CUDA backend's kernels: "<prefix>.<fwd|bwd>.<dtype>.hd<D>" then ".causal", ".window",
    ".softcap" in that order (head_dim_v is always head_dim there). Prefix: "cuda.fa3.sm90" for the
-   forward at head dims 64, 96, 128, 192 and 256 and the backward at 64, 96 and 128 (at least one
+   forward and the backward at head dims 64, 96, 128, 192 and 256 (the backward: at least one
    query row), without softcap, where the backend runs
    FlashAttention-3 (fa3 != 0: its kernel families list fa3, the device is sm_90 and not run as
    sm_80, --kernel-family is not fa2, and there is at least one key: the backend's rule,
@@ -732,7 +732,7 @@ static int cuda_expected(const char *prefix, int fa3, const char *op, fa_dtype d
   if (!fwd && strcmp(op, "bwd") != 0) return 0;
   if (!prefix) {
     /* FA_CUDA_SMEM_LIMIT below every fa3 configuration's shared memory gives fa2. The backward:
-       head dims 64, 96 and 128 (fa3_bwd_padded_head_dim, cuda_decide.c). */
+       head dims 64, 96, 128, 192 and 256 (fa3_bwd_padded_head_dim, cuda_decide.c). */
     const char *lim = getenv("FA_CUDA_SMEM_LIMIT");
     const int bwd_hd = fa3_bwd_padded_head_dim(d);
     const int64_t need = fwd ? fa3_least_smem(d) : bwd_hd ? (int64_t)FA3_BWD_SMEM(bwd_hd) : 0;
@@ -1382,6 +1382,11 @@ static void build_fcases(fcase_list *L) {
     /* --- deterministic: a second run must match the first bitwise (GQA: dk, dv summed over the
        heads of a group; several key blocks feed every dq row) --- */
     c = fbase(dt, 2, 4, 2, 257, 300, 64, 64, idt == 2 ? CM_TL : CM_BR);
+    c.determ = 1;
+    fcase_add(L, c, "deterministic");
+    /* head dim 256: the fa3 backward's wide kernel adds dQ from registers, not by bulk
+       reductions (fa3_bwd_wide.cuh) */
+    c = fbase(dt, 2, 4, 2, 257, 300, 256, 256, idt == 2 ? CM_BR : CM_NONE);
     c.determ = 1;
     fcase_add(L, c, "deterministic");
   }

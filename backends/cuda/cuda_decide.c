@@ -159,7 +159,8 @@ static int fa3_bwd_takes(const fa_request *req, const cuda_device_info *dev, cha
   if (p->softcap > 0.0f) return snprintf(why, n, "cuda.fa3 has no softcap (cuda.fa2 runs it)"), 0;
   const int padded = fa3_bwd_padded_head_dim(req->head_dim);
   if (!padded)
-    return snprintf(why, n, "cuda.fa3's backward has head_dim 64, 96 and 128 (asked %lld)",
+    return snprintf(why, n,
+                    "cuda.fa3's backward has head_dim 64, 96, 128, 192 and 256 (asked %lld)",
                     (long long)req->head_dim),
            0;
   if ((int64_t)FA3_BWD_SMEM(padded) > dev->smem_optin)
@@ -291,7 +292,8 @@ void cuda_fa3_bwd_sizing(const fa_request *req, int32_t deterministic, const cud
                          fa2_bwd_args *a) {
 #if FA_CUDA_HAS_FA3
   a->p = cuda_problem_of(req);
-  const int n_tiles = (int)((req->seqlen_k + FA3_BWD_TILE_N - 1) / FA3_BWD_TILE_N);
+  const int tile_n = FA3_BWD_TILE_N(fa3_bwd_padded_head_dim(req->head_dim));
+  const int n_tiles = (int)((req->seqlen_k + tile_n - 1) / tile_n);
   fa3_bwd_sizing(a, deterministic,
                  deterministic
                      ? fa_sched_det_splits(req->batch * req->heads_kv, n_tiles, cuda_fa3_grid(dev))
@@ -382,7 +384,7 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
 
   const fa_params *p = req->params;
   /* FlashAttention-3 where it applies (sm_90; the forward's head dims 64, 96, 128, 192, 256, the
-     backward's 64, 96 and 128), unless fa2 is asked for by name: its backward is 1.2-1.7x fa2's on
+     backward's too), unless fa2 is asked for by name: its backward is 1.2-1.7x fa2's on
      the H200 (bench/NOTES.md session 26). Asked for by name where it does not apply, refused
      with the reason. */
   char fa3_why[160] = "";
@@ -412,7 +414,9 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
            fa3_env ? fa3_config_name(fa3_cfg) : "");
   out->supported = 1;
   out->tile_m = fa3 ? (fwd ? fa3_config_tile(fa3_cfg, 0) : FA3_BWD_TILE_M) : cfg.tile_m;
-  out->tile_n = fa3 ? (fwd ? fa3_config_tile(fa3_cfg, 1) : FA3_BWD_TILE_N) : cfg.tile_n;
+  out->tile_n = fa3 ? (fwd ? fa3_config_tile(fa3_cfg, 1)
+                           : FA3_BWD_TILE_N(fa3_bwd_padded_head_dim(req->head_dim)))
+                    : cfg.tile_n;
   out->num_splits = 1;
   if (req->op == FA_OP_FORWARD) {
     /* Every output is one block's, its key tiles in a fixed order (a dynamic schedule's counter

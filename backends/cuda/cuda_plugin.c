@@ -42,6 +42,7 @@ static fa_status prepare_device(int id) {
         if ((int64_t)all[i].smem_bytes <= dev->smem_optin) e = all[i].prepare();
       if (e == 0 && (int64_t)FA3_BWD_SMEM(64) <= dev->smem_optin) e = fa3_bwd_prepare_hd64();
       if (e == 0 && (int64_t)FA3_BWD_SMEM(128) <= dev->smem_optin) e = fa3_bwd_prepare_hd128();
+      if (e == 0 && (int64_t)FA3_BWD_SMEM(256) <= dev->smem_optin) e = fa3_bwd_prepare_hd256();
     }
 #endif
     if (e == 0) prepared[id] = 1;
@@ -164,7 +165,7 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
   if (fa3) {
     cuda_fa3_bwd_sizing(req, decision->deterministic, dev, &a);
     if (!FA_CUDA_HAS_FA3 || decision->tile_m != FA3_BWD_TILE_M ||
-        decision->tile_n != FA3_BWD_TILE_N)
+        decision->tile_n != FA3_BWD_TILE_N(fa3_bwd_padded_head_dim(req->head_dim)))
       return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no fa3 backward kernel as decided (%s)",
                                decision->kernel);
   } else {

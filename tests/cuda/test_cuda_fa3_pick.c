@@ -35,6 +35,7 @@ FA3_FWD_CONFIGS(FA3_STUB)
   }
 LAUNCH_STUB(fa3_bwd_main_launch_hd64, fa3_bwd_args)
 LAUNCH_STUB(fa3_bwd_main_launch_hd128, fa3_bwd_args)
+LAUNCH_STUB(fa3_bwd_main_launch_hd256, fa3_bwd_args)
 LAUNCH_STUB(fa2_bwd_prologue, fa2_bwd_args)
 LAUNCH_STUB(fa2_bwd_convert_dq_launch, fa2_bwd_args)
 #undef LAUNCH_STUB
@@ -261,25 +262,32 @@ int main(void) {
          "mismatched configuration: %s", err);
   EXPECT(fa3_fwd_launch(&x, NULL, err, sizeof err) == -1 && !g_launched, "no configuration");
 
-  /* The backward: head dims 64 and 128 on their own kernels, 96 on the 128 kernel; fa2's workspace
-     in its rotated dQ layout (the kernel's staging), one split (deterministic: the splits asked),
-     no balanced last wave; shared memory within an H200's opt-in at both head dims, within an
-     A100's at 64 only (the conformance suite's limited runs then refuse hd128 on the A100 limit and
-     both on sm_86's). */
+  /* The backward: head dims 64, 128 and 256 on their own kernels, 96 on the 128 kernel and 192 on
+     the 256 one; fa2's workspace in the dQ layout the kernel writes (narrow: rotated, its staging;
+     wide: fragments, added from registers), one split (deterministic: the splits asked), no
+     balanced last wave; the key tile 128 (narrow) or 64 (wide); shared memory within an H200's
+     opt-in at every head dim, within an A100's at 64 only (the conformance suite's limited runs
+     then refuse hd128/256 on the A100 limit and all on sm_86's). */
   EXPECT(fa3_bwd_padded_head_dim(64) == 64 && fa3_bwd_padded_head_dim(96) == 128 &&
-             fa3_bwd_padded_head_dim(128) == 128,
-         "backward head dims 64, 96 (on 128), 128");
-  EXPECT(!fa3_bwd_padded_head_dim(192) && !fa3_bwd_padded_head_dim(256) &&
-             !fa3_bwd_padded_head_dim(32) && !fa3_bwd_padded_head_dim(80),
-         "backward: no kernel at 32, 80, 192, 256");
-  EXPECT(FA3_BWD_SMEM(128) <= H200_SMEM && FA3_BWD_SMEM(128) > A100_SMEM &&
+             fa3_bwd_padded_head_dim(128) == 128 && fa3_bwd_padded_head_dim(192) == 256 &&
+             fa3_bwd_padded_head_dim(256) == 256,
+         "backward head dims 64, 96 (on 128), 128, 192 (on 256), 256");
+  EXPECT(!fa3_bwd_padded_head_dim(32) && !fa3_bwd_padded_head_dim(80) &&
+             !fa3_bwd_padded_head_dim(160) && !fa3_bwd_padded_head_dim(224) &&
+             !fa3_bwd_padded_head_dim(512),
+         "backward: no kernel at 32, 80, 160, 224, 512");
+  EXPECT(FA3_BWD_TILE_N(64) == 128 && FA3_BWD_TILE_N(128) == 128 && FA3_BWD_TILE_N(256) == 64,
+         "backward key tiles");
+  EXPECT(FA3_BWD_SMEM(256) <= H200_SMEM && FA3_BWD_SMEM(256) > A100_SMEM &&
+             FA3_BWD_SMEM(128) <= H200_SMEM && FA3_BWD_SMEM(128) > A100_SMEM &&
              FA3_BWD_SMEM(64) <= A100_SMEM && FA3_BWD_SMEM(64) > SM86_SMEM,
-         "backward shared memory: hd64 %zu, hd128 %zu", FA3_BWD_SMEM(64), FA3_BWD_SMEM(128));
+         "backward shared memory: hd64 %zu, hd128 %zu, hd256 %zu", FA3_BWD_SMEM(64),
+         FA3_BWD_SMEM(128), FA3_BWD_SMEM(256));
   fa2_bwd_args sz;
   memset(&sz, 0x5a, sizeof sz); /* poisoned: sizing must set every field it owns */
   sz.p = causal_1k;
   fa3_bwd_sizing(&sz, 0, 5);
-  EXPECT(sz.head_dim_padded == 128 && sz.tile_m == FA3_BWD_TILE_M && sz.tile_n == FA3_BWD_TILE_N &&
+  EXPECT(sz.head_dim_padded == 128 && sz.tile_m == FA3_BWD_TILE_M && sz.tile_n == 128 &&
              sz.dq_layout == FA2_DQ_ROTATED && sz.dq_splits == 1 && !sz.deterministic &&
              sz.tail_tiles == 0 && sz.tail_pieces == 0,
          "fa3_bwd_sizing: not deterministic, one accumulator whatever the splits asked");
@@ -293,11 +301,31 @@ int main(void) {
   fa3_bwd_args xb;
   memset(&xb, 0, sizeof xb);
   xb.a.p = causal_1k;
-  xb.a.p.head_dim = 192;
+  xb.a.p.head_dim = 160;
   fa3_bwd_sizing(&xb.a, 0, 1);
-  EXPECT(fa3_bwd_launch(&xb, NULL, err, sizeof err) == -1 && strstr(err, "head_dim 192") != NULL &&
+  EXPECT(fa3_bwd_launch(&xb, NULL, err, sizeof err) == -1 && strstr(err, "head_dim 160") != NULL &&
              !g_launched,
-         "backward at head_dim 192: %s", err);
+         "backward at head_dim 160: %s", err);
+  /* 192 and 256: the wide kernel's sizing (64-key tiles, the fragment layout, 256 columns); an
+     accumulator in the narrow kernels' layout, or the narrow key tile, is refused before anything
+     runs */
+  for (int d = 192; d <= 256; d += 64) {
+    xb.a.p.head_dim = d;
+    memset(&xb.a.head_dim_padded, 0x5a, sizeof xb.a.head_dim_padded);
+    fa3_bwd_sizing(&xb.a, 0, 1);
+    EXPECT(xb.a.head_dim_padded == 256 && xb.a.tile_n == 64 && xb.a.dq_layout == FA2_DQ_FRAGMENT,
+           "hd%d's sizing: %d columns, key tile %d, layout %d", d, xb.a.head_dim_padded,
+           xb.a.tile_n, xb.a.dq_layout);
+    EXPECT(fa3_bwd_launch(&xb, NULL, err, sizeof err) == -1 && !strcmp(err, "stub") && !g_launched,
+           "backward at head_dim %d reaches the tensor maps: %s", d, err);
+    xb.a.dq_layout = FA2_DQ_ROTATED;
+    EXPECT(fa3_bwd_launch(&xb, NULL, err, sizeof err) == -1 && strcmp(err, "stub") && !g_launched,
+           "backward at head_dim %d with the rotated layout: %s", d, err);
+    fa3_bwd_sizing(&xb.a, 0, 1);
+    xb.a.tile_n = 128;
+    EXPECT(fa3_bwd_launch(&xb, NULL, err, sizeof err) == -1 && strcmp(err, "stub") && !g_launched,
+           "backward at head_dim %d with 128-key tiles: %s", d, err);
+  }
   /* 96: sized for the 128 kernel (its dQ accumulator 128 columns wide); an accumulator sized
      otherwise is refused before anything runs */
   xb.a.p.head_dim = 96;

@@ -225,11 +225,11 @@ int main(int argc, char **argv) {
            st == FA_OK ? info.kernel : fa_last_error());
   check(st == FA_OK, "fa_backward", detail);
   if (st != FA_OK) goto done;
-  /* The backward runs fa3's on sm_90 where fa3 ran the forward, at head dims 64, 96 and 128
-     (deterministic too), with the device's whole shared memory (under FA_CUDA_SMEM_LIMIT
+  /* The backward runs fa3's on sm_90 where fa3 ran the forward, at head dims 64, 96, 128, 192
+     and 256 (deterministic too), with the device's whole shared memory (under FA_CUDA_SMEM_LIMIT
      either), else fa2's. */
   const int limited = getenv("FA_CUDA_SMEM_LIMIT") != NULL;
-  const int want_fa3 = fwd_fa3 && (hd == 64 || hd == 96 || hd == 128);
+  const int want_fa3 = fwd_fa3 && (hd == 64 || hd == 96 || hd == 128 || hd == 192 || hd == 256);
   const int bwd_fa3 = strncmp(info.kernel, "cuda.fa3.sm90.bwd.", 18) == 0;
   check(want_fa3 ? bwd_fa3 || limited : strncmp(info.kernel, "cuda.fa2.", 9) == 0,
         want_fa3 ? "the backward runs cuda.fa3" : "the backward runs cuda.fa2", info.kernel);

@@ -90,6 +90,15 @@ __device__ __forceinline__ void st_shared_v2_f32(uint32_t addr, float x, float y
 }
 
 /* Four 8x8 b16 matrices from registers in the mma accumulator fragment's layout (r[i]: lane's
+   row lane / 4, columns 2 (lane % 4) and + 1 of matrix i), stored as they are: lanes 8i..8i+7 give
+   the addresses of the 16-byte memory rows of matrix i, which hold its rows. */
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(addr),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
+/* Four 8x8 b16 matrices from registers in the mma accumulator fragment's layout (r[i]: lane's
    row lane / 4, columns 2 (lane % 4) and + 1 of matrix i), each stored transposed: lanes
    8i..8i+7 give the addresses of the 16-byte memory rows of matrix i, which hold its columns. */
 __device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, const uint32_t (&r)[4]) {

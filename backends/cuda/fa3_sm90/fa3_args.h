@@ -217,16 +217,25 @@ const fa3_fwd_config *fa3_fwd_configs(int *count);
    err when a tensor cannot be described to TMA. */
 int fa3_fwd_launch(fa3_fwd_args *a, const fa3_fwd_config *cfg, char *err, size_t err_len);
 
-/* The backward (fa3_bwd.cuh): one block per 128-key tile (two consumers of 64 keys), query
-   tiles of 64 rows, kernel head dims 64 and 128 (96 runs on 128). Shared memory: K and V (128 x hd
-   each); Q, dO, dS (64 x 128) and the step's LSE and D (64 floats each) in two stages; the fp32 dQ
-   staging tile (64 x hd); six mbarriers; 1 KiB for the swizzle's alignment. */
+/* The backward (fa3_bwd.cuh): query tiles of 64 rows; kernel head dims 64, 128 (96 runs on 128)
+   and 256 (192 runs on 256).
+   Narrow (hd 64, 128): one block per 128-key tile, two consumers of 64 keys. Shared memory: K and
+   V (128 x hd each); Q, dO, dS (64 x 128) and the step's LSE and D (64 floats each) in two stages;
+   the fp32 dQ staging tile (64 x hd); six mbarriers; 1 KiB for the swizzle's alignment.
+   Wide (hd 256): one block per 64-key tile, each consumer half of the head dim of dK and dV (their
+   accumulators of 128 keys would not fit in registers). Shared memory: K and V (64 x hd each); Q
+   and dO in two stages; Pᵀ and dSᵀ (64 keys x 64 queries each) in two stages; LSE and D in two
+   stages; no dQ staging (the consumers add dQ from registers); the mbarriers and alignment. */
 #define FA3_BWD_TILE_M 64
-#define FA3_BWD_TILE_N 128
-#define FA3_BWD_SMEM(hd)                                                               \
-  ((size_t)2 * FA3_BWD_TILE_N * (hd)*2 + (size_t)4 * FA3_BWD_TILE_M * (hd)*2 +         \
-   (size_t)2 * FA3_BWD_TILE_M * FA3_BWD_TILE_N * 2 + (size_t)FA3_BWD_TILE_M * (hd)*4 + \
+#define FA3_BWD_TILE_N(hd) ((hd) > 128 ? 64 : 128)
+#define FA3_BWD_SMEM_NARROW(hd)                                             \
+  ((size_t)2 * 128 * (hd)*2 + (size_t)4 * FA3_BWD_TILE_M * (hd)*2 +         \
+   (size_t)2 * FA3_BWD_TILE_M * 128 * 2 + (size_t)FA3_BWD_TILE_M * (hd)*4 + \
    (size_t)4 * FA3_BWD_TILE_M * 4 + (size_t)6 * 8 + 1024)
+#define FA3_BWD_SMEM_WIDE(hd)                                      \
+  ((size_t)2 * 64 * (hd)*2 + (size_t)4 * FA3_BWD_TILE_M * (hd)*2 + \
+   (size_t)4 * FA3_BWD_TILE_M * 64 * 2 + (size_t)4 * FA3_BWD_TILE_M * 4 + (size_t)6 * 8 + 1024)
+#define FA3_BWD_SMEM(hd) ((hd) > 128 ? FA3_BWD_SMEM_WIDE(hd) : FA3_BWD_SMEM_NARROW(hd))
 
 typedef struct fa3_bwd_args {
   FA3_ALIGN64 unsigned char tq[128]; /* CUtensorMap of Q: (head dim, seqlen, heads, batch) */
@@ -238,7 +247,7 @@ typedef struct fa3_bwd_args {
   FA3_ALIGN64 unsigned char tlse[128];
   FA3_ALIGN64 unsigned char tdsum[128];
   /* fa2's arguments, the workspace carved as fa2's backward carves it (fa2_bwd_carve: D, the
-     log2 LSE, the fp32 dQ accumulator in the rotated layout, one split) */
+     log2 LSE, the fp32 dQ accumulator (fa3_bwd_sizing's layout), one split or more) */
   fa2_bwd_args a;
 } fa3_bwd_args;
 
@@ -249,27 +258,33 @@ typedef struct fa3_bwd_args {
 int fa3_tensor_map(void *map, int bf16, const void *base, const fa2_strides *st, int32_t batch,
                    int32_t seqlen, int32_t heads, int32_t head_dim, uint32_t rows,
                    uint32_t box_heads, char *err, size_t err_len);
-/* The head dim of the backward kernel that runs a head dim: 64 and 128 their own, 96 the 128
-   kernel's (TMA reads the columns past 96 as zeros, which add nothing to S, dP, dK, dV or dQ;
-   the forward does the same); 0: no fa3 backward. */
+/* The head dim of the backward kernel that runs a head dim: 64, 128 and 256 their own, 96 the
+   128 kernel's and 192 the 256 kernel's (TMA reads the columns past the head dim as zeros, which
+   add nothing to S, dP, dK, dV or dQ; the forward does the same); 0: no fa3 backward. */
 static inline int fa3_bwd_padded_head_dim(int64_t head_dim) {
-  return head_dim == 64 ? 64 : head_dim == 96 || head_dim == 128 ? 128 : 0;
+  return head_dim == 64                       ? 64
+         : head_dim == 96 || head_dim == 128  ? 128
+         : head_dim == 192 || head_dim == 256 ? 256
+                                              : 0;
 }
 /* The launch of the main kernel (fa3_bwd_hd<N>.cu) and the shared-memory opt-in of both dtypes'
    kernels. */
 int fa3_bwd_main_launch_hd64(const fa3_bwd_args *a);
 int fa3_bwd_main_launch_hd128(const fa3_bwd_args *a);
+int fa3_bwd_main_launch_hd256(const fa3_bwd_args *a);
 int fa3_bwd_prepare_hd64(void);
 int fa3_bwd_prepare_hd128(void);
+int fa3_bwd_prepare_hd256(void);
 /* The whole backward on a->a's stream: the tensor maps, the workspace carved, dQ's accumulator
    cleared, D and the log2 LSE (fa2's preprocessing kernel), the main kernel, dQ converted (fa2's
    kernel). a->a must be sized for it (fa3_bwd_sizing). Returns a cudaError_t value, or -1 with
    a message in err when a tensor cannot be described to TMA. */
 int fa3_bwd_launch(fa3_bwd_args *a, void *workspace, char *err, size_t err_len);
 /* Fills what decides the backward's workspace (fa2_bwd_workspace_bytes of the result): the
-   padded head dim, the query tile, the dQ accumulator in the rotated layout (FA2_DQ_ROTATED,
-   which the kernel stages): one, or with deterministic != 0 dq_splits of them (one block each,
-   its key tiles in order; at least 1), no balanced last wave. a->p must be set. */
+   padded head dim, the query tile, the key tile, the dQ accumulator's layout (narrow kernels:
+   FA2_DQ_ROTATED, which they stage; wide: FA2_DQ_FRAGMENT, which their consumers add from
+   registers): one, or with deterministic != 0 dq_splits of them (one block each, its key tiles
+   in order; at least 1), no balanced last wave. a->p must be set. */
 void fa3_bwd_sizing(fa2_bwd_args *a, int32_t deterministic, int32_t dq_splits);
 
 #define FA3_DECLARE(name, hd, wgs, bn, flags)       \

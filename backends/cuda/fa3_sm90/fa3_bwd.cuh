@@ -8,8 +8,8 @@
  * is one (query head of the group, 64-row query tile). Three warpgroups:
  *
  * Warpgroup 0 gives its registers back (setmaxnreg). One thread of its warp 0 is the producer:
- * K and V once a key tile by TMA, then per step by TMA Q, dO and the step's LSE (log2 units) and D =
- * rowsum(dO∘O) (from the workspace fa2_bwd_aux.cu's preprocessing filled) into a two-stage ring:
+ * K and V once a key tile by TMA, then per step by TMA Q, dO and the step's LSE (log2 units) and D
+ * = rowsum(dO∘O) (from the workspace fa2_bwd_aux.cu's preprocessing filled) into a two-stage ring:
  * a stage completes on its "full" mbarrier and is released on its "empty" one by both consumers.
  * (LSE and D by bulk copies or by the warp's ordinary stores, ordered by the same mbarriers, drew
  * racecheck hazards between those writes and the consumers' reads; by TMA they draw none, as Q's.)
@@ -60,15 +60,18 @@
 #define FA3_BWD_BAR_PIN 4
 
 /* The shared-memory layout (offsets from a 1024-byte aligned base; every tile 1024-aligned for
-   the 128-byte swizzle). */
+   the 128-byte swizzle). A stage's DS_BYTES: narrow, dS (64 queries x 128 keys), each consumer's
+   64 keys a half; wide, Pᵀ then dSᵀ (64 keys x 64 queries each), each consumer's 32 queries a
+   half of both. */
 template <int HD>
 struct fa3_bwd_layout {
-  static constexpr int BM = FA3_BWD_TILE_M, BN = FA3_BWD_TILE_N;
+  static constexpr bool WIDE = HD > 128;
+  static constexpr int BM = FA3_BWD_TILE_M, BN = FA3_BWD_TILE_N(HD);
   static constexpr int KV_BOX = BN * 128, Q_BOX = BM * 128; /* bytes of one 64-column box */
   static constexpr int KV_BYTES = BN * HD * 2, Q_BYTES = BM * HD * 2;
-  static constexpr int DS_HALF = BM * 64 * 2; /* one consumer's keys of dS: 64 queries x 64 keys */
+  static constexpr int DS_HALF = BM * 64 * 2; /* 64 x 64 16-bit values */
   static constexpr int DS_BYTES = 2 * DS_HALF;
-  static constexpr int DQ_BYTES = BM * HD * 4; /* the fp32 dQ staging tile */
+  static constexpr int DQ_BYTES = WIDE ? 0 : BM * HD * 4; /* the fp32 dQ staging tile */
   static constexpr int K = 0, V = KV_BYTES, Q = 2 * KV_BYTES, DO = Q + 2 * Q_BYTES;
   static constexpr int DS = DO + 2 * Q_BYTES, DQ = DS + 2 * DS_BYTES;
   static constexpr int LSED = DQ + DQ_BYTES, BARS = LSED + 2 * 2 * BM * 4, END = BARS + 6 * 8;
@@ -92,16 +95,16 @@ __device__ __forceinline__ void fa3_bwd_store_ds(const uint32_t (&dsa)[4][4], ui
   }
 }
 
-/* Pᵀ into s for one consumer's 64 keys (rows of the accumulator) and the step's 64 query rows
-   (columns), the rows' LSE from the stage's slots (lsed: 64 LSEs, then 64 Ds). Padded rows have
-   LSE +inf (P = 0). MASKED: keys past seqlen_k or outside a row's range get P = 0 (core/mask.h);
-   steps whose rows all see all 64 keys skip the test. */
-template <bool MASKED>
-__device__ __forceinline__ void fa3_bwd_p(float (&s)[32], const float *lsed, float sl2,
+/* Pᵀ into s for one consumer's 64 keys (rows of the accumulator) and NQ query rows m0..
+   (columns), the rows' LSE from the stage's slots (lsed: their NQ LSEs, and 64 floats on their
+   Ds). Padded rows have LSE +inf (P = 0). MASKED: keys past seqlen_k or outside a row's range
+   get P = 0 (core/mask.h); steps whose rows all see all 64 keys skip the test. */
+template <bool MASKED, int NQ>
+__device__ __forceinline__ void fa3_bwd_p(float (&s)[NQ / 2], const float *lsed, float sl2,
                                           const fa_mask &mask, int m0, int key0, int seqlen_k,
                                           int warp, int g, int t) {
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
+  for (int j = 0; j < NQ / 8; ++j) {
     const float2 l2 = *reinterpret_cast<const float2 *>(lsed + 8 * j + 2 * t);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
@@ -114,11 +117,12 @@ __device__ __forceinline__ void fa3_bwd_p(float (&s)[32], const float *lsed, flo
   }
 }
 
-/* dSᵀ = Pᵀ ∘ (dPᵀ − D) into dp (core/backward.h), D from the stage's slots. */
-__device__ __forceinline__ void fa3_bwd_ds(const float (&p)[32], float (&dp)[32], const float *lsed,
-                                           int t) {
+/* dSᵀ = Pᵀ ∘ (dPᵀ − D) into dp (core/backward.h), D from the stage's slots (as fa3_bwd_p's). */
+template <int NQ>
+__device__ __forceinline__ void fa3_bwd_ds(const float (&p)[NQ / 2], float (&dp)[NQ / 2],
+                                           const float *lsed, int t) {
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
+  for (int j = 0; j < NQ / 8; ++j) {
     const float2 d2 = *reinterpret_cast<const float2 *>(lsed + 64 + 8 * j + 2 * t);
 #pragma unroll
     for (int e = 0; e < 4; ++e)
@@ -171,6 +175,35 @@ __device__ __forceinline__ fa3_bwd_tile fa3_bwd_tile_of(const fa_mask &mask, int
   return T;
 }
 
+/* A consumer's dK (times the softmax scale) and dV of 64 keys key0.. and NC columns col0..
+   (accumulators: d[4j + i] is key 16 warp + g + 8 (i / 2), column col0 + 8 j + 2 t + i % 2). Keys
+   past seqlen_k and the padded kernels' columns past head_dim are not stored. */
+template <typename Tr, int NC>
+__device__ __forceinline__ void fa3_bwd_store_dkv(const float (&dk)[NC / 2],
+                                                  const float (&dv)[NC / 2], const fa2_bwd_args &a,
+                                                  int hk, int b, int key0, int col0, int warp,
+                                                  int g, int t) {
+  typedef typename Tr::elem E;
+  E *dkp = static_cast<E *>(a.dk) + b * a.dk_str.batch + hk * a.dk_str.head;
+  E *dvp = static_cast<E *>(a.dv) + b * a.dv_str.batch + hk * a.dv_str.head;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = key0 + 16 * warp + g + 8 * r;
+    if (key >= a.p.seqlen_k) continue;
+#pragma unroll
+    for (int j = 0; j < NC / 8; ++j) {
+      const int col = col0 + 8 * j + 2 * t;
+      if (col >= a.p.head_dim) break;
+      *reinterpret_cast<uint32_t *>(dkp + (int64_t)key * a.dk_str.row + col) =
+          Tr::pack(dk[4 * j + 2 * r] * a.p.scale, dk[4 * j + 2 * r + 1] * a.p.scale);
+      *reinterpret_cast<uint32_t *>(dvp + (int64_t)key * a.dv_str.row + col) =
+          Tr::pack(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
+    }
+  }
+}
+
+#include "fa3_bwd_wide.cuh"
+
 template <typename Tr, int HD>
 __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__ fa3_bwd_args A) {
   typedef fa3_bwd_layout<HD> L;
@@ -214,8 +247,8 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
   if (wg == 0) {
     setmaxnreg_dec<FA3_BWD_PRODUCER_REGS>();
     const int warp = tid >> 5, lane = tid & 31;
-    if (warp > 1) return;
-    if (warp == 0) { /* the producer */
+    if (warp > (L::WIDE ? 0 : 1)) return; /* the wide kernel has no dQ writer */
+    if (warp == 0) {                      /* the producer */
       if (lane != 0) return;
       int it = 0, loaded = 0; /* steps and K/V tiles loaded so far (ring positions, phases) */
       for (int n = blockIdx.x; n < n_tiles; n += gridDim.x) {
@@ -280,177 +313,166 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
   }
 
   setmaxnreg_inc<FA3_BWD_CONSUMER_REGS>();
-  const int c = wg - 1; /* this consumer's keys: n0 + 64 c .. */
-  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const unsigned char *kc = sm + L::K + 64 * c * 128, *vc = sm + L::V + 64 * c * 128;
-  const uint32_t dqs = smem_u32(sm + L::DQ);
-  const float sl2 = a.p.scale * FA2_LOG2E;
+  if constexpr (L::WIDE) {
+    fa3_bwd_consume_wide<Tr, HD>(A, sm, dq_acc, wg - 1, tid);
+  } else {
+    const int c = wg - 1; /* this consumer's keys: n0 + 64 c .. */
+    const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const unsigned char *kc = sm + L::K + 64 * c * 128, *vc = sm + L::V + 64 * c * 128;
+    const uint32_t dqs = smem_u32(sm + L::DQ);
+    const float sl2 = a.p.scale * FA2_LOG2E;
 
-  int it = 0, loaded = 0; /* as the producer's */
-  for (int n = blockIdx.x; n < n_tiles; n += gridDim.x) {
-    const fa3_bwd_tile T = fa3_bwd_tile_of(mask, n, BM, BN, seqlen_q, seqlen_k, group);
-    const int key0 = T.n0 + 64 * c;
-    /* The query rows that see every one of this consumer's 64 keys (none when some key is past
-       seqlen_k): a step within them needs no mask, two comparisons a step (the tile class's
-       64-bit arithmetic was as many instructions as the step's exponentials at hd64). */
-    int full_lo, full_hi;
-    {
-      int64_t r0, r1;
-      fa_mask_full_rows(&mask, key0, key0 + 64, seqlen_q, seqlen_k, &r0, &r1);
-      full_lo = (int)min(r0, (int64_t)seqlen_q); /* both in [0, seqlen_q]: no int overflow */
-      full_hi = (int)min(r1, (int64_t)seqlen_q);
-      /* Opaque, so that they are kept in two registers rather than recomputed (in 64 bits) in
-         every step, as the compiler did to save registers. */
-      asm volatile("" : "+r"(full_lo), "+r"(full_hi));
-    }
-
-    float dk[HD / 2], dv[HD / 2];
-#pragma unroll
-    for (int i = 0; i < HD / 2; ++i) dk[i] = dv[i] = 0.0f;
-
-    if (T.steps > 0) mbar_wait(kv_full, loaded & 1);
-    /* hd64: this consumer's keys of K and V in registers for the tile (32 registers; at hd128
-       they would take 64, which the accumulators leave no room for). */
-    uint32_t kf[KV_RS ? HD / 16 : 1][4], vf[KV_RS ? HD / 16 : 1][4];
-    if constexpr (KV_RS) {
-      if (T.steps > 0) {
-        fa3_bwd_load_keys<HD, L::KV_BOX>(kf, kc, warp, lane);
-        fa3_bwd_load_keys<HD, L::KV_BOX>(vf, vc, warp, lane);
-      }
-    }
-    int mt = T.m_begin; /* the step's query tile (the query head is the producer's concern) */
-    for (int i = 0; i < T.steps; ++i, ++it) {
-      const int st = it & 1, m0 = mt * BM;
-      if (++mt == T.m_begin + T.m_count) mt = T.m_begin;
-      const unsigned char *q = sm + L::Q + st * L::Q_BYTES, *dO = sm + L::DO + st * L::Q_BYTES;
-      unsigned char *ds = sm + L::DS + st * L::DS_BYTES;
-      const float *lsed = reinterpret_cast<const float *>(sm + L::LSED + st * 2 * BM * 4);
-      mbar_wait(full + st, (it >> 1) & 1);
-
-      float s[32], dp[32];
-      wgmma_fence();
-      if constexpr (KV_RS) {
-        fa3_bwd_issue_rs<HD, L::Q_BOX, F16>(s, kf, q);
-        wgmma_commit();
-        fa3_bwd_issue_rs<HD, L::Q_BOX, F16>(dp, vf, dO);
-      } else {
-        fa3_issue_s<HD, 64, L::KV_BOX, L::Q_BOX, F16>(s, kc, q);
-        wgmma_commit();
-        fa3_issue_s<HD, 64, L::KV_BOX, L::Q_BOX, F16>(dp, vc, dO);
-      }
-      wgmma_commit();
-      wgmma_wait<1>();
-      wgmma_fence_regs(s);
-      if (m0 < full_lo || min(m0 + BM, seqlen_q) > full_hi)
-        fa3_bwd_p<true>(s, lsed, sl2, mask, m0, key0, seqlen_k, warp, g, t);
-      else
-        fa3_bwd_p<false>(s, lsed, sl2, mask, m0, key0, seqlen_k, warp, g, t);
-      uint32_t pa[4][4], dsa[4][4];
-      fa3_pack_p<Tr, 64>(s, pa);
-      /* The exponentials must run under dPᵀ's wgmma; a wait placed after them is not enough
-         (ptxas moved it above them). At hd64, dV += Pᵀ dO is issued before dPᵀ is waited for
-         (its A operand needs them); at hd128 the registers do not allow that (ptxas serialised
-         every wgmma), and a warpgroup barrier holds the wait below them. */
-      if (DV_FIRST) {
-        wgmma_fence();
-        fa3_issue_pv<HD, 64, F16>(dv, pa, dO, L::Q_BOX, 1);
-        wgmma_commit();
-        wgmma_wait<1>(); /* dPᵀ */
-      } else {
-        wgmma_fence_frags(pa);
-        bar_sync(FA3_BWD_BAR_PIN + c, 128);
-        wgmma_wait<0>(); /* dPᵀ */
-      }
-      wgmma_fence_regs(dp);
-      fa3_bwd_ds(s, dp, lsed, t);
-      fa3_pack_p<Tr, 64>(dp, dsa);
-      /* The stage's dS was last read by the dQ wgmma two steps ago, which both consumers waited
-         for before the last step's DS barrier. */
-      fa3_bwd_store_ds(dsa, smem_u32(ds + c * L::DS_HALF), warp, lane);
-      if (!DV_FIRST) { /* dV across the barrier that waits for the other consumer's dS */
-        wgmma_fence();
-        fa3_issue_pv<HD, 64, F16>(dv, pa, dO, L::Q_BOX, 1);
-        wgmma_commit();
-      }
-      fence_proxy_async_smem(); /* the generic dS stores, before the async proxy's wgmma reads */
-      bar_sync(FA3_BWD_BAR_DS, 256);
-
-      /* dQ (64 queries x this consumer's HD/2 columns) over all 128 keys: A = dS (K-major, the two
-         halves 64 keys apart), B = K rows (MN-major) from column DQN c: k-step 16 keys. */
-      float dq[DQN / 2];
+    int it = 0, loaded = 0; /* as the producer's */
+    for (int n = blockIdx.x; n < n_tiles; n += gridDim.x) {
+      const fa3_bwd_tile T = fa3_bwd_tile_of(mask, n, BM, BN, seqlen_q, seqlen_k, group);
+      const int key0 = T.n0 + 64 * c;
+      /* The query rows that see every one of this consumer's 64 keys (none when some key is past
+         seqlen_k): a step within them needs no mask, two comparisons a step (the tile class's
+         64-bit arithmetic was as many instructions as the step's exponentials at hd64). */
+      int full_lo, full_hi;
       {
-        const uint64_t da = wgmma_desc_sw128_at(smem_addr_opaque(ds), 16, 1024);
-        const uint64_t db = wgmma_desc_sw128_at(
-            smem_addr_opaque(sm + L::K + (c * DQN / 64) * L::KV_BOX + (c * DQN % 64) * 2),
-            L::KV_BOX, 1024);
-        wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < BN / 16; ++ks)
-          wgmma_n<DQN>::template ss<1, F16>(dq, da + (((ks / 4) * L::DS_HALF + (ks % 4) * 32) >> 4),
-                                            db + ((ks * 2048) >> 4), ks > 0);
-        wgmma_commit();
+        int64_t r0, r1;
+        fa_mask_full_rows(&mask, key0, key0 + 64, seqlen_q, seqlen_k, &r0, &r1);
+        full_lo = (int)min(r0, (int64_t)seqlen_q); /* both in [0, seqlen_q]: no int overflow */
+        full_hi = (int)min(r1, (int64_t)seqlen_q);
+        /* Opaque, so that they are kept in two registers rather than recomputed (in 64 bits) in
+           every step, as the compiler did to save registers. */
+        asm volatile("" : "+r"(full_lo), "+r"(full_hi));
       }
-      wgmma_wait<1>(); /* dV */
-      wgmma_fence_regs(dv);
-      wgmma_fence_frags(pa);
 
-      /* dK += dSᵀ Q (B: Q, MN-major) while dQ goes to the staging tile. */
-      wgmma_fence();
-      fa3_issue_pv<HD, 64, F16>(dk, dsa, q, L::Q_BOX, 1);
-      wgmma_commit();
-      wgmma_wait<1>(); /* dQ */
-      wgmma_fence_regs(dq);
+      float dk[HD / 2], dv[HD / 2];
+#pragma unroll
+      for (int i = 0; i < HD / 2; ++i) dk[i] = dv[i] = 0.0f;
 
-      /* dQ into the staging tile in the accumulator's rotated layout (fa2_args.h, FA2_DQ_ROTATED:
-         8-column chunk j of row r at chunk (j + r) mod (HD / 8), so that a warp's stores spread
-         over the banks), once the last reduction has read it; the writer warp adds it. */
-      if (it > 0) bar_sync(FA3_BWD_BAR_EMPTY_DQ, 288);
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int row = 16 * warp + g + 8 * r;
-#pragma unroll
-        for (int j = 0; j < DQN / 8; ++j) {
-          const int chunk = (c * DQN / 8 + j + row) & (HD / 8 - 1);
-          st_shared_v2_f32(dqs + (row * HD + chunk * 8 + 2 * t) * 4, dq[4 * j + 2 * r],
-                           dq[4 * j + 2 * r + 1]);
+      if (T.steps > 0) mbar_wait(kv_full, loaded & 1);
+      /* hd64: this consumer's keys of K and V in registers for the tile (32 registers; at hd128
+         they would take 64, which the accumulators leave no room for). */
+      uint32_t kf[KV_RS ? HD / 16 : 1][4], vf[KV_RS ? HD / 16 : 1][4];
+      if constexpr (KV_RS) {
+        if (T.steps > 0) {
+          fa3_bwd_load_keys<HD, L::KV_BOX>(kf, kc, warp, lane);
+          fa3_bwd_load_keys<HD, L::KV_BOX>(vf, vc, warp, lane);
         }
       }
-      fence_proxy_async_smem();
-      bar_arrive(FA3_BWD_BAR_FULL_DQ, 288);
+      int mt = T.m_begin; /* the step's query tile (the query head is the producer's concern) */
+      for (int i = 0; i < T.steps; ++i, ++it) {
+        const int st = it & 1, m0 = mt * BM;
+        if (++mt == T.m_begin + T.m_count) mt = T.m_begin;
+        const unsigned char *q = sm + L::Q + st * L::Q_BYTES, *dO = sm + L::DO + st * L::Q_BYTES;
+        unsigned char *ds = sm + L::DS + st * L::DS_BYTES;
+        const float *lsed = reinterpret_cast<const float *>(sm + L::LSED + st * 2 * BM * 4);
+        mbar_wait(full + st, (it >> 1) & 1);
 
-      wgmma_wait<0>(); /* dK */
-      wgmma_fence_regs(dk);
-      wgmma_fence_frags(dsa);
-      /* Q, dO, LSE and D are read: the stage goes back to the producer. */
-      if (tid == 0) mbar_arrive(empty + st);
-    }
-    /* The tile's K and V are read (its last dQ and dK waited for): the producer may load the
-       next tile's. */
-    if (T.steps > 0) {
-      if (tid == 0) mbar_arrive(kv_empty);
-      ++loaded;
-    }
+        float s[32], dp[32];
+        wgmma_fence();
+        if constexpr (KV_RS) {
+          fa3_bwd_issue_rs<HD, L::Q_BOX, F16>(s, kf, q);
+          wgmma_commit();
+          fa3_bwd_issue_rs<HD, L::Q_BOX, F16>(dp, vf, dO);
+        } else {
+          fa3_issue_s<HD, 64, L::KV_BOX, L::Q_BOX, F16>(s, kc, q);
+          wgmma_commit();
+          fa3_issue_s<HD, 64, L::KV_BOX, L::Q_BOX, F16>(dp, vc, dO);
+        }
+        wgmma_commit();
+        wgmma_wait<1>();
+        wgmma_fence_regs(s);
+        if (m0 < full_lo || min(m0 + BM, seqlen_q) > full_hi)
+          fa3_bwd_p<true, BM>(s, lsed, sl2, mask, m0, key0, seqlen_k, warp, g, t);
+        else
+          fa3_bwd_p<false, BM>(s, lsed, sl2, mask, m0, key0, seqlen_k, warp, g, t);
+        uint32_t pa[4][4], dsa[4][4];
+        fa3_pack_p<Tr, 64>(s, pa);
+        /* The exponentials must run under dPᵀ's wgmma; a wait placed after them is not enough
+           (ptxas moved it above them). At hd64, dV += Pᵀ dO is issued before dPᵀ is waited for
+           (its A operand needs them); at hd128 the registers do not allow that (ptxas serialised
+           every wgmma), and a warpgroup barrier holds the wait below them. */
+        if (DV_FIRST) {
+          wgmma_fence();
+          fa3_issue_pv<HD, 64, F16>(dv, pa, dO, L::Q_BOX, 1);
+          wgmma_commit();
+          wgmma_wait<1>(); /* dPᵀ */
+        } else {
+          wgmma_fence_frags(pa);
+          bar_sync(FA3_BWD_BAR_PIN + c, 128);
+          wgmma_wait<0>(); /* dPᵀ */
+        }
+        wgmma_fence_regs(dp);
+        fa3_bwd_ds<BM>(s, dp, lsed, t);
+        fa3_pack_p<Tr, 64>(dp, dsa);
+        /* The stage's dS was last read by the dQ wgmma two steps ago, which both consumers waited
+           for before the last step's DS barrier. */
+        fa3_bwd_store_ds(dsa, smem_u32(ds + c * L::DS_HALF), warp, lane);
+        if (!DV_FIRST) { /* dV across the barrier that waits for the other consumer's dS */
+          wgmma_fence();
+          fa3_issue_pv<HD, 64, F16>(dv, pa, dO, L::Q_BOX, 1);
+          wgmma_commit();
+        }
+        fence_proxy_async_smem(); /* the generic dS stores, before the async proxy's wgmma reads */
+        bar_sync(FA3_BWD_BAR_DS, 256);
 
-    /* dK (times the softmax scale) and dV of this consumer's keys. */
-    E *dkp = static_cast<E *>(a.dk) + b * a.dk_str.batch + hk * a.dk_str.head;
-    E *dvp = static_cast<E *>(a.dv) + b * a.dv_str.batch + hk * a.dv_str.head;
+        /* dQ (64 queries x this consumer's HD/2 columns) over all 128 keys: A = dS (K-major, the
+           two halves 64 keys apart), B = K rows (MN-major) from column DQN c: k-step 16 keys. */
+        float dq[DQN / 2];
+        {
+          const uint64_t da = wgmma_desc_sw128_at(smem_addr_opaque(ds), 16, 1024);
+          const uint64_t db = wgmma_desc_sw128_at(
+              smem_addr_opaque(sm + L::K + (c * DQN / 64) * L::KV_BOX + (c * DQN % 64) * 2),
+              L::KV_BOX, 1024);
+          wgmma_fence();
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int key = key0 + 16 * warp + g + 8 * r;
-      if (key >= seqlen_k) continue;
+          for (int ks = 0; ks < BN / 16; ++ks)
+            wgmma_n<DQN>::template ss<1, F16>(dq,
+                                              da + (((ks / 4) * L::DS_HALF + (ks % 4) * 32) >> 4),
+                                              db + ((ks * 2048) >> 4), ks > 0);
+          wgmma_commit();
+        }
+        wgmma_wait<1>(); /* dV */
+        wgmma_fence_regs(dv);
+        wgmma_fence_frags(pa);
+
+        /* dK += dSᵀ Q (B: Q, MN-major) while dQ goes to the staging tile. */
+        wgmma_fence();
+        fa3_issue_pv<HD, 64, F16>(dk, dsa, q, L::Q_BOX, 1);
+        wgmma_commit();
+        wgmma_wait<1>(); /* dQ */
+        wgmma_fence_regs(dq);
+
+        /* dQ into the staging tile in the accumulator's rotated layout (fa2_args.h, FA2_DQ_ROTATED:
+           8-column chunk j of row r at chunk (j + r) mod (HD / 8), so that a warp's stores spread
+           over the banks), once the last reduction has read it; the writer warp adds it. */
+        if (it > 0) bar_sync(FA3_BWD_BAR_EMPTY_DQ, 288);
 #pragma unroll
-      for (int j = 0; j < HD / 8; ++j) {
-        const int col = 8 * j + 2 * t;
-        if (col >= a.p.head_dim) break; /* hd96 on the 128 kernel: its padding columns */
-        *reinterpret_cast<uint32_t *>(dkp + (int64_t)key * a.dk_str.row + col) =
-            Tr::pack(dk[4 * j + 2 * r] * a.p.scale, dk[4 * j + 2 * r + 1] * a.p.scale);
-        *reinterpret_cast<uint32_t *>(dvp + (int64_t)key * a.dv_str.row + col) =
-            Tr::pack(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
+        for (int r = 0; r < 2; ++r) {
+          const int row = 16 * warp + g + 8 * r;
+#pragma unroll
+          for (int j = 0; j < DQN / 8; ++j) {
+            const int chunk = (c * DQN / 8 + j + row) & (HD / 8 - 1);
+            st_shared_v2_f32(dqs + (row * HD + chunk * 8 + 2 * t) * 4, dq[4 * j + 2 * r],
+                             dq[4 * j + 2 * r + 1]);
+          }
+        }
+        fence_proxy_async_smem();
+        bar_arrive(FA3_BWD_BAR_FULL_DQ, 288);
+
+        wgmma_wait<0>(); /* dK */
+        wgmma_fence_regs(dk);
+        wgmma_fence_frags(dsa);
+        /* Q, dO, LSE and D are read: the stage goes back to the producer. */
+        if (tid == 0) mbar_arrive(empty + st);
       }
+      /* The tile's K and V are read (its last dQ and dK waited for): the producer may load the
+         next tile's. */
+      if (T.steps > 0) {
+        if (tid == 0) mbar_arrive(kv_empty);
+        ++loaded;
+      }
+
+      fa3_bwd_store_dkv<Tr, HD>(dk, dv, a, hk, b, key0, 0, warp, g, t);
     }
+    /* The writer's announcement after the block's last reduction. */
+    if (it > 0) bar_sync(FA3_BWD_BAR_EMPTY_DQ, 288);
   }
-  /* The writer's announcement after the block's last reduction. */
-  if (it > 0) bar_sync(FA3_BWD_BAR_EMPTY_DQ, 288);
 }
 
 #endif /* FA_CUDA_FA3_BWD_CUH */

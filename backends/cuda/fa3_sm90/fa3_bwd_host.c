@@ -13,8 +13,8 @@
 void fa3_bwd_sizing(fa2_bwd_args *a, int32_t deterministic, int32_t dq_splits) {
   a->head_dim_padded = fa3_bwd_padded_head_dim(a->p.head_dim);
   a->tile_m = FA3_BWD_TILE_M;
-  a->tile_n = FA3_BWD_TILE_N;
-  a->dq_layout = FA2_DQ_ROTATED;
+  a->tile_n = FA3_BWD_TILE_N(a->head_dim_padded);
+  a->dq_layout = a->head_dim_padded > 128 ? FA2_DQ_FRAGMENT : FA2_DQ_ROTATED;
   a->deterministic = deterministic ? 1 : 0;
   a->dq_splits = deterministic && dq_splits > 1 ? dq_splits : 1;
   a->tail_tiles = a->tail_first = a->tail_piece_steps = a->tail_pieces = 0;
@@ -26,9 +26,12 @@ int fa3_bwd_launch(fa3_bwd_args *x, void *workspace, char *err, size_t err_len) 
   const int padded = fa3_bwd_padded_head_dim(p->head_dim);
   int (*main_fn)(const fa3_bwd_args *) = padded == 64    ? fa3_bwd_main_launch_hd64
                                          : padded == 128 ? fa3_bwd_main_launch_hd128
+                                         : padded == 256 ? fa3_bwd_main_launch_hd256
                                                          : NULL;
-  if (!main_fn || a->head_dim_padded != padded || a->tile_m != FA3_BWD_TILE_M || a->dq_splits < 1 ||
-      (a->dq_splits > 1 && !a->deterministic) || a->tail_tiles != 0) {
+  const int tile_n = FA3_BWD_TILE_N(padded);
+  if (!main_fn || a->head_dim_padded != padded || a->tile_m != FA3_BWD_TILE_M ||
+      a->tile_n != tile_n || a->dq_layout != (padded > 128 ? FA2_DQ_FRAGMENT : FA2_DQ_ROTATED) ||
+      a->dq_splits < 1 || (a->dq_splits > 1 && !a->deterministic) || a->tail_tiles != 0) {
     snprintf(err, err_len, "fa3 backward: head_dim %d or its sizing is not fa3's",
              (int)p->head_dim);
     return -1;
@@ -43,9 +46,9 @@ int fa3_bwd_launch(fa3_bwd_args *x, void *workspace, char *err, size_t err_len) 
       fa3_tensor_map(x->tdo, p->bf16, a->dout, &a->do_str, p->batch, p->seqlen_q, p->heads_q,
                      p->head_dim, FA3_BWD_TILE_M, 1, err, err_len) ||
       fa3_tensor_map(x->tk, p->bf16, a->k, &a->k_str, p->batch, p->seqlen_k, p->heads_kv,
-                     p->head_dim, FA3_BWD_TILE_N, 1, err, err_len) ||
+                     p->head_dim, (uint32_t)tile_n, 1, err, err_len) ||
       fa3_tensor_map(x->tv, p->bf16, a->v, &a->v_str, p->batch, p->seqlen_k, p->heads_kv,
-                     p->head_dim, FA3_BWD_TILE_N, 1, err, err_len))
+                     p->head_dim, (uint32_t)tile_n, 1, err, err_len))
     return -1;
   fa2_bwd_carve(a, workspace);
   const uint64_t rows = (uint64_t)p->batch * (uint64_t)p->heads_q;
