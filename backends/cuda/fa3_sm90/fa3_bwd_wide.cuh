@@ -128,6 +128,12 @@ __device__ __forceinline__ void fa3_bwd_consume_wide(const fa3_bwd_args &A, unsi
       wgmma_commit();
       fa3_issue_s<HD, 32, L::KV_BOX, L::Q_BOX, F16>(dp, sm + L::V, dO + q_off);
       wgmma_commit();
+      if (i > 0) { /* the last step's dV and dK (below): its stage goes back to the producer */
+        wgmma_wait<2>();
+        wgmma_fence_regs(dv);
+        wgmma_fence_regs(dk);
+        if (tid == 0) mbar_arrive(empty + (st ^ 1));
+      }
       wgmma_wait<1>();
       wgmma_fence_regs(s);
       const int r0 = m0 + 32 * c;
@@ -150,32 +156,37 @@ __device__ __forceinline__ void fa3_bwd_consume_wide(const fa3_bwd_args &A, unsi
       fence_proxy_async_smem(); /* the generic stores, before the async proxy's wgmma reads */
       bar_sync(FA3_BWD_BAR_DS, 256);
 
+      /* dQ first, so that its additions run under dV's and dK's wgmmas; those are waited for
+         once the next step's Sᵀ and dPᵀ are issued, so the tensor pipe goes on across the step's
+         end. */
       float dq0[32], dq1[32];
       wgmma_fence();
-      fa3_bwd_issue_keys_rows<L::Q_BOX, F16>(dv, pt, dO + 2 * c * L::Q_BOX);
-      wgmma_commit();
-      fa3_bwd_issue_keys_rows<L::Q_BOX, F16>(dk, dst, q + 2 * c * L::Q_BOX);
-      wgmma_commit();
       fa3_bwd_issue_dq_piece<F16>(dq0, dst, sm + L::K + 2 * c * L::KV_BOX);
       wgmma_commit();
       fa3_bwd_issue_dq_piece<F16>(dq1, dst, sm + L::K + (2 * c + 1) * L::KV_BOX);
       wgmma_commit();
+      fa3_bwd_issue_keys_rows<L::Q_BOX, F16>(dv, pt, dO + 2 * c * L::Q_BOX);
+      wgmma_commit();
+      fa3_bwd_issue_keys_rows<L::Q_BOX, F16>(dk, dst, q + 2 * c * L::Q_BOX);
+      wgmma_commit();
       /* The warp's first 16-row, 8-column block of this step's dQ columns 128 c.. */
       float *blocks = dq_acc + ((int64_t)b * a.p.heads_q + head) * a.seqlen_q_padded * HD +
                       ((int64_t)(m0 / 16 + warp) * (HD / 8) + 16 * c) * 128;
-      wgmma_wait<1>();
+      wgmma_wait<3>();
       wgmma_fence_regs(dq0);
       fa3_bwd_add_dq_piece(dq0, blocks, g, t);
-      wgmma_wait<0>();
+      wgmma_wait<2>();
       wgmma_fence_regs(dq1);
+      fa3_bwd_add_dq_piece(dq1, blocks + 8 * 128, g, t);
+    }
+    if (T.steps > 0) { /* the last step's dV and dK; its stage, and K and V, go back */
+      wgmma_wait<0>();
       wgmma_fence_regs(dv);
       wgmma_fence_regs(dk);
-      fa3_bwd_add_dq_piece(dq1, blocks + 8 * 128, g, t);
-      /* Q, dO, LSE and D are read: the stage goes back to the producer. */
-      if (tid == 0) mbar_arrive(empty + st);
-    }
-    if (T.steps > 0) {
-      if (tid == 0) mbar_arrive(kv_empty);
+      if (tid == 0) {
+        mbar_arrive(empty + ((it - 1) & 1));
+        mbar_arrive(kv_empty);
+      }
       ++loaded;
     }
     fa3_bwd_store_dkv<Tr, 128>(dk, dv, a, hk, b, T.n0, 128 * c, warp, g, t);
