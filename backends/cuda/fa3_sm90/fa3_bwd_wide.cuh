@@ -179,10 +179,12 @@ __device__ __forceinline__ void fa3_bwd_consume_wide(const fa3_bwd_args &A, unsi
       wgmma_fence_regs(dq1);
       fa3_bwd_add_dq_piece(dq1, blocks + 8 * 128, g, t);
     }
-    if (T.steps > 0) { /* the last step's dV and dK; its stage, and K and V, go back */
-      wgmma_wait<0>();
-      wgmma_fence_regs(dv);
-      wgmma_fence_regs(dk);
+    /* The last step's dV and dK (unconditional: ptxas then sees every path wait before the
+       epilogue reads them); its stage, and K and V, go back. */
+    wgmma_wait<0>();
+    wgmma_fence_regs(dv);
+    wgmma_fence_regs(dk);
+    if (T.steps > 0) {
       if (tid == 0) {
         mbar_arrive(empty + ((it - 1) & 1));
         mbar_arrive(kv_empty);
