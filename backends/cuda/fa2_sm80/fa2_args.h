@@ -150,7 +150,8 @@ int fa2_bwd_launch(const fa2_bwd_args *a, int32_t tile_n, void *workspace);
 /* The backward's steps around its main kernel, which fa3's backward shares: fa2_bwd_carve sets
    a->seqlen_q_padded (from a->tile_m) and points D, the log2 LSE, the dQ accumulator(s) and the
    tail's sums into the workspace (fa2_bwd_workspace_bytes of a); fa2_bwd_prologue clears the
-   accumulator(s) and runs the preprocessing kernel (D, LSE); fa2_bwd_convert_dq_launch
+   tail's sums and runs the preprocessing kernel (D, LSE; it clears the dQ accumulator(s) too);
+   fa2_bwd_convert_dq_launch
    (fa2_launch.h) ends it. Each returns a cudaError_t value where it launches. */
 void fa2_bwd_carve(fa2_bwd_args *a, void *workspace);
 int fa2_bwd_prologue(const fa2_bwd_args *a);

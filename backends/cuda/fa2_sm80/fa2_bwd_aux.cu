@@ -6,7 +6,8 @@
  * blocks two-dimensional, so no thread divides 64-bit indices.
  *   dot_do_o:   D = rowsum(dO ∘ O) per query row (core/backward.h), fp32, LPR lanes per row
  *               with 16-byte loads, and the LSE in log2 units (+inf where it is -inf: P = 0),
- *               both padded to the query tile with rows that contribute nothing (D 0, LSE +inf).
+ *               both padded to the query tile with rows that contribute nothing (D 0, LSE +inf);
+ *               and the rows' fp32 dQ accumulator (every split) cleared.
  *   convert_dq: dQ = scale · Σ_splits accumulator, in split order, to the storage dtype: one
  *               thread per 16 columns of a row (16-byte loads in any of the accumulator's
  *               layouts, fa2_args.h), the padding rows and columns skipped.
@@ -68,6 +69,19 @@ __global__ void __launch_bounds__(AUX_THREADS) dot_do_o(const fa2_bwd_args a) {
       a.lse_log2[row] = INFINITY;
     }
   }
+  /* The dQ accumulator's part of this block's rows, in every split, cleared here: one pass over
+     memory less than a memset of its own before this kernel. Whatever the layout (fa2_args.h),
+     a head's accumulator is seqlen_q_padded x head_dim_padded contiguous floats, so the blocks'
+     equal slices of it cover it. */
+  const int64_t per_head = (int64_t)a.seqlen_q_padded * a.head_dim_padded;
+  const int64_t per_split = (int64_t)a.p.batch * a.p.heads_q * per_head;
+  const int64_t lo = (int64_t)blockIdx.x * ROWS * a.head_dim_padded;
+  const int64_t hi = min(lo + (int64_t)ROWS * a.head_dim_padded, per_head);
+  float4 *head_acc =
+      reinterpret_cast<float4 *>(a.dq_accum + ((int64_t)b * a.p.heads_q + h) * per_head);
+  for (int sp = 0; sp < a.dq_splits; ++sp)
+    for (int64_t k = lo / 4 + threadIdx.x; k < hi / 4; k += AUX_THREADS)
+      head_acc[sp * (per_split / 4) + k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
 /* Adds the accumulator's 16 values of columns c0 .. c0 + 15 of query row i (row: its first

@@ -135,10 +135,11 @@ void fa2_bwd_carve(fa2_bwd_args *a, void *workspace) {
 }
 
 int fa2_bwd_prologue(const fa2_bwd_args *a) {
-  /* The dQ accumulator, the tail's sums and counters are adjacent: one clear. */
-  int e = (int)cudaMemsetAsync(a->dq_accum, 0,
-                               dq_accum_bytes(a) + tail_acc_bytes(a) + tail_count_bytes(a),
-                               (cudaStream_t)a->p.stream);
+  /* The tail's sums and counters (adjacent) by a memset; the dQ accumulator by dot_do_o. */
+  int e = 0;
+  const size_t tail = tail_acc_bytes(a) + tail_count_bytes(a);
+  if (a->tail_tiles > 0 && tail > 0)
+    e = (int)cudaMemsetAsync(a->tail_acc, 0, tail, (cudaStream_t)a->p.stream);
   if (e == 0) e = fa2_bwd_dot_do_o_launch(a);
   return e;
 }
