@@ -369,6 +369,18 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
            every step, as the compiler did to save registers. */
         asm volatile("" : "+r"(full_lo), "+r"(full_hi));
       }
+      /* The query rows that see one of this consumer's keys at least: in a step outside them
+         (under a causal mask, the second consumer in the first query tile of each key tile) P,
+         dS, and what they add to dV and dK are zero: the consumer writes its half of dS as zeros
+         for the other's dQ and computes only its own part of dQ. */
+      int seen_lo = 0, seen_hi = 0;
+      if (key0 < seqlen_k) {
+        int64_t r0, r1;
+        fa_mask_row_range(&mask, key0, min(key0 + 64, seqlen_k), seqlen_q, &r0, &r1);
+        seen_lo = (int)r0;
+        seen_hi = (int)max(r0, r1);
+        asm volatile("" : "+r"(seen_lo), "+r"(seen_hi));
+      }
 
       float dk[HD / 2], dv[HD / 2];
 #pragma unroll
@@ -392,51 +404,59 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
         unsigned char *ds = sm + L::DS + st * L::DS_BYTES;
         const float *lsed = reinterpret_cast<const float *>(sm + L::LSED + st * 2 * BM * 4);
         mbar_wait(full + st, (it >> 1) & 1);
-
-        float s[32], dp[32];
-        wgmma_fence();
-        if constexpr (KV_RS) {
-          fa3_bwd_issue_rs<HD, L::Q_BOX, F16>(s, kf, q);
-          wgmma_commit();
-          fa3_bwd_issue_rs<HD, L::Q_BOX, F16>(dp, vf, dO);
-        } else {
-          fa3_issue_s<HD, 64, L::KV_BOX, L::Q_BOX, F16>(s, kc, q);
-          wgmma_commit();
-          fa3_issue_s<HD, 64, L::KV_BOX, L::Q_BOX, F16>(dp, vc, dO);
-        }
-        wgmma_commit();
-        wgmma_wait<1>();
-        wgmma_fence_regs(s);
-        if (m0 < full_lo || min(m0 + BM, seqlen_q) > full_hi)
-          fa3_bwd_p<true, BM>(s, lsed, sl2, mask, m0, key0, seqlen_k, warp, g, t);
-        else
-          fa3_bwd_p<false, BM>(s, lsed, sl2, mask, m0, key0, seqlen_k, warp, g, t);
+        const bool idle = m0 >= seen_hi || m0 + BM <= seen_lo;
         uint32_t pa[4][4], dsa[4][4];
-        fa3_pack_p<Tr, 64>(s, pa);
-        /* The exponentials must run under dPᵀ's wgmma; a wait placed after them is not enough
-           (ptxas moved it above them). At hd64, dV += Pᵀ dO is issued before dPᵀ is waited for
-           (its A operand needs them); at hd128 the registers do not allow that (ptxas serialised
-           every wgmma), and a warpgroup barrier holds the wait below them. */
-        if (DV_FIRST) {
-          wgmma_fence();
-          fa3_issue_pv<HD, 64, F16>(dv, pa, dO, L::Q_BOX, 1);
-          wgmma_commit();
-          wgmma_wait<1>(); /* dPᵀ */
+        if (idle) {
+#pragma unroll
+          for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) pa[kk][e] = dsa[kk][e] = 0u;
+          fa3_bwd_store_ds(dsa, smem_u32(ds + c * L::DS_HALF), warp, lane);
         } else {
-          wgmma_fence_frags(pa);
-          bar_sync(FA3_BWD_BAR_PIN + c, 128);
-          wgmma_wait<0>(); /* dPᵀ */
-        }
-        wgmma_fence_regs(dp);
-        fa3_bwd_ds<BM>(s, dp, lsed, t);
-        fa3_pack_p<Tr, 64>(dp, dsa);
-        /* The stage's dS was last read by the dQ wgmma two steps ago, which both consumers waited
-           for before the last step's DS barrier. */
-        fa3_bwd_store_ds(dsa, smem_u32(ds + c * L::DS_HALF), warp, lane);
-        if (!DV_FIRST) { /* dV across the barrier that waits for the other consumer's dS */
+          float s[32], dp[32];
           wgmma_fence();
-          fa3_issue_pv<HD, 64, F16>(dv, pa, dO, L::Q_BOX, 1);
+          if constexpr (KV_RS) {
+            fa3_bwd_issue_rs<HD, L::Q_BOX, F16>(s, kf, q);
+            wgmma_commit();
+            fa3_bwd_issue_rs<HD, L::Q_BOX, F16>(dp, vf, dO);
+          } else {
+            fa3_issue_s<HD, 64, L::KV_BOX, L::Q_BOX, F16>(s, kc, q);
+            wgmma_commit();
+            fa3_issue_s<HD, 64, L::KV_BOX, L::Q_BOX, F16>(dp, vc, dO);
+          }
           wgmma_commit();
+          wgmma_wait<1>();
+          wgmma_fence_regs(s);
+          if (m0 < full_lo || min(m0 + BM, seqlen_q) > full_hi)
+            fa3_bwd_p<true, BM>(s, lsed, sl2, mask, m0, key0, seqlen_k, warp, g, t);
+          else
+            fa3_bwd_p<false, BM>(s, lsed, sl2, mask, m0, key0, seqlen_k, warp, g, t);
+          fa3_pack_p<Tr, 64>(s, pa);
+          /* The exponentials must run under dPᵀ's wgmma; a wait placed after them is not enough
+             (ptxas moved it above them). At hd64, dV += Pᵀ dO is issued before dPᵀ is waited for
+             (its A operand needs them); at hd128 the registers do not allow that (ptxas serialised
+             every wgmma), and a warpgroup barrier holds the wait below them. */
+          if (DV_FIRST) {
+            wgmma_fence();
+            fa3_issue_pv<HD, 64, F16>(dv, pa, dO, L::Q_BOX, 1);
+            wgmma_commit();
+            wgmma_wait<1>(); /* dPᵀ */
+          } else {
+            wgmma_fence_frags(pa);
+            bar_sync(FA3_BWD_BAR_PIN + c, 128);
+            wgmma_wait<0>(); /* dPᵀ */
+          }
+          wgmma_fence_regs(dp);
+          fa3_bwd_ds<BM>(s, dp, lsed, t);
+          fa3_pack_p<Tr, 64>(dp, dsa);
+          /* The stage's dS was last read by the dQ wgmma two steps ago, which both consumers waited
+             for before the last step's DS barrier. */
+          fa3_bwd_store_ds(dsa, smem_u32(ds + c * L::DS_HALF), warp, lane);
+          if (!DV_FIRST) { /* dV across the barrier that waits for the other consumer's dS */
+            wgmma_fence();
+            fa3_issue_pv<HD, 64, F16>(dv, pa, dO, L::Q_BOX, 1);
+            wgmma_commit();
+          }
         }
         fence_proxy_async_smem(); /* the generic dS stores, before the async proxy's wgmma reads */
         bar_sync(FA3_BWD_BAR_DS, 256);
@@ -457,15 +477,19 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
                                               db + ((ks * 2048) >> 4), ks > 0);
           wgmma_commit();
         }
-        wgmma_wait<1>(); /* dV */
+        wgmma_wait<1>(); /* dV (none in an idle step) */
         wgmma_fence_regs(dv);
         wgmma_fence_frags(pa);
 
         /* dK += dSᵀ Q (B: Q, MN-major) while dQ goes to the staging tile. */
-        wgmma_fence();
-        fa3_issue_pv<HD, 64, F16>(dk, dsa, q, L::Q_BOX, 1);
-        wgmma_commit();
-        wgmma_wait<1>(); /* dQ */
+        if (idle) {
+          wgmma_wait<0>(); /* dQ */
+        } else {
+          wgmma_fence();
+          fa3_issue_pv<HD, 64, F16>(dk, dsa, q, L::Q_BOX, 1);
+          wgmma_commit();
+          wgmma_wait<1>(); /* dQ */
+        }
         wgmma_fence_regs(dq);
 
         /* dQ into the staging tile in the accumulator's rotated layout (fa2_args.h, FA2_DQ_ROTATED:
