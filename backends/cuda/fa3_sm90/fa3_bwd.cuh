@@ -32,10 +32,11 @@
  *                                   tile
  * so each step's dQ is reduced into global memory once per block, not once per consumer. At the
  * end dK (times the softmax scale) and dV are stored from registers; dQ is scaled and converted
- * by fa2's conversion kernel. HD: the kernel's head dim, 64 or 128; head dim 96 runs on the 128
- * kernel, the columns past 96 read as zeros by TMA (they add nothing) and not stored (the dQ
- * accumulator is 128 columns wide, fa2's conversion reads the first 96); the others run fa2's
- * backward.
+ * by fa2's conversion kernel. HD: the kernel's head dim, 64 or 128 as above ("narrow"), 256 with
+ * 64-key tiles and other consumers (fa3_bwd_wide.cuh: the producer, the layout and the epilogue
+ * are these); head dims 96 and 192 run on the 128 and 256 kernels, the columns past them read as
+ * zeros by TMA (they add nothing) and not stored (the dQ accumulator is as wide as the kernel's
+ * head dim, fa2's conversion reads the real columns); the others run fa2's backward.
  */
 #ifndef FA_CUDA_FA3_BWD_CUH
 #define FA_CUDA_FA3_BWD_CUH
