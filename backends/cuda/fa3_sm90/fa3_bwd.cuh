@@ -158,6 +158,18 @@ __device__ __forceinline__ void fa3_bwd_issue_rs(float (&d)[32], const uint32_t 
                                      ks > 0);
 }
 
+/* The query rows that see every key of [k0, k1) (none when one is past seqlen_k; core/mask.h),
+   as [lo, hi) within [0, seqlen_q] (no int overflow), opaque: kept in two registers rather than
+   recomputed in 64 bits in every step, as the compiler did to save registers. */
+__device__ __forceinline__ void fa3_bwd_full_rows(const fa_mask &mask, int k0, int k1, int seqlen_q,
+                                                  int seqlen_k, int &lo, int &hi) {
+  int64_t r0, r1;
+  fa_mask_full_rows(&mask, k0, k1, seqlen_q, seqlen_k, &r0, &r1);
+  lo = (int)min(r0, (int64_t)seqlen_q);
+  hi = (int)min(r1, (int64_t)seqlen_q);
+  asm volatile("" : "+r"(lo), "+r"(hi));
+}
+
 /* A key tile's work: its first key, and its steps (query head of the group, query tile): every
    query tile m_begin.. (m_count of them) that holds a row seeing one of its keys (core/mask.h's
    row range), for each query head of the group. */
@@ -361,15 +373,7 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
          seqlen_k): a step within them needs no mask, two comparisons a step (the tile class's
          64-bit arithmetic was as many instructions as the step's exponentials at hd64). */
       int full_lo, full_hi;
-      {
-        int64_t r0, r1;
-        fa_mask_full_rows(&mask, key0, key0 + 64, seqlen_q, seqlen_k, &r0, &r1);
-        full_lo = (int)min(r0, (int64_t)seqlen_q); /* both in [0, seqlen_q]: no int overflow */
-        full_hi = (int)min(r1, (int64_t)seqlen_q);
-        /* Opaque, so that they are kept in two registers rather than recomputed (in 64 bits) in
-           every step, as the compiler did to save registers. */
-        asm volatile("" : "+r"(full_lo), "+r"(full_hi));
-      }
+      fa3_bwd_full_rows(mask, key0, key0 + 64, seqlen_q, seqlen_k, full_lo, full_hi);
       /* The query rows that see one of this consumer's keys at least: in a step outside them
          (under a causal mask, the second consumer in the first query tile of each key tile) P,
          dS, and what they add to dV and dK are zero: the consumer writes its half of dS as zeros

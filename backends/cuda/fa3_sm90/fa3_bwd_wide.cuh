@@ -99,15 +99,8 @@ __device__ __forceinline__ void fa3_bwd_consume_wide(const fa3_bwd_args &A, unsi
   int it = 0, loaded = 0; /* as the producer's */
   for (int n = blockIdx.x; n < n_tiles; n += gridDim.x) {
     const fa3_bwd_tile T = fa3_bwd_tile_of(mask, n, BM, BN, seqlen_q, seqlen_k, group);
-    /* The query rows that see all 64 keys (fa3_bwd.cuh's narrow consumer says why opaque). */
-    int full_lo, full_hi;
-    {
-      int64_t r0, r1;
-      fa_mask_full_rows(&mask, T.n0, T.n0 + BN, seqlen_q, seqlen_k, &r0, &r1);
-      full_lo = (int)min(r0, (int64_t)seqlen_q);
-      full_hi = (int)min(r1, (int64_t)seqlen_q);
-      asm volatile("" : "+r"(full_lo), "+r"(full_hi));
-    }
+    int full_lo, full_hi; /* the query rows that see all 64 keys: no mask test */
+    fa3_bwd_full_rows(mask, T.n0, T.n0 + BN, seqlen_q, seqlen_k, full_lo, full_hi);
     float dk[64], dv[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) dk[i] = dv[i] = 0.0f;
