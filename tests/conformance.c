@@ -1282,6 +1282,14 @@ static void build_fcases(fcase_list *L) {
     c = fbase(dt, 1, 2, 1, 113, 113, 96, 96, CM_NONE);
     c.win = 1, c.wl = 3, c.wr = 30;
     fcase_add(L, c, "window.l3r30");
+    /* head dims 256 and 192: the fa3 backward's wide kernel (64-key tiles, each consumer 32 of
+       a step's queries) */
+    c = fbase(dt, 1, 4, 2, 200, 300, 256, 256, CM_NONE);
+    c.win = 1, c.wl = 70, c.wr = 20;
+    fcase_add(L, c, "window.l70r20");
+    c = fbase(dt, 1, 3, 1, 257, 200, 192, 192, CM_BR);
+    c.win = 1, c.wl = 100, c.wr = 0;
+    fcase_add(L, c, "window.l100");
     /* --- softcap --- */
     c = fbase(dt, 2, 4, 2, 113, 113, 64, 64, idt == 0 ? CM_NONE : CM_BR);
     c.softcap = 1.5f, c.scale = 0.5f;
