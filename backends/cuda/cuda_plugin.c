@@ -164,8 +164,7 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
   const int fa3 = strncmp(decision->kernel, "cuda.fa3.", 9) == 0;
   if (fa3) {
     cuda_fa3_bwd_sizing(req, decision->deterministic, dev, &a);
-    if (!FA_CUDA_HAS_FA3 || decision->tile_m != FA3_BWD_TILE_M ||
-        decision->tile_n != FA3_BWD_TILE_N(fa3_bwd_padded_head_dim(req->head_dim)))
+    if (!FA_CUDA_HAS_FA3 || decision->tile_m != a.tile_m || decision->tile_n != a.tile_n)
       return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no fa3 backward kernel as decided (%s)",
                                decision->kernel);
   } else {

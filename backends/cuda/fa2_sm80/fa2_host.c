@@ -138,8 +138,7 @@ int fa2_bwd_prologue(const fa2_bwd_args *a) {
   /* The tail's sums and counters (adjacent) by a memset; the dQ accumulator by dot_do_o. */
   int e = 0;
   const size_t tail = tail_acc_bytes(a) + tail_count_bytes(a);
-  if (a->tail_tiles > 0 && tail > 0)
-    e = (int)cudaMemsetAsync(a->tail_acc, 0, tail, (cudaStream_t)a->p.stream);
+  if (tail > 0) e = (int)cudaMemsetAsync(a->tail_acc, 0, tail, (cudaStream_t)a->p.stream);
   if (e == 0) e = fa2_bwd_dot_do_o_launch(a);
   return e;
 }

@@ -267,6 +267,11 @@ static inline int fa3_bwd_padded_head_dim(int64_t head_dim) {
          : head_dim == 192 || head_dim == 256 ? 256
                                               : 0;
 }
+/* The dQ accumulator's layout (fa2_args.h) that the backward kernel of a padded head dim writes:
+   the narrow kernels stage it rotated, the wide one adds fragments from registers. */
+static inline int32_t fa3_bwd_dq_layout(int padded_head_dim) {
+  return padded_head_dim > 128 ? FA2_DQ_FRAGMENT : FA2_DQ_ROTATED;
+}
 /* The launch of the main kernel (fa3_bwd_hd<N>.cu) and the shared-memory opt-in of both dtypes'
    kernels. */
 int fa3_bwd_main_launch_hd64(const fa3_bwd_args *a);

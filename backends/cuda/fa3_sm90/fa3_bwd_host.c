@@ -14,7 +14,7 @@ void fa3_bwd_sizing(fa2_bwd_args *a, int32_t deterministic, int32_t dq_splits) {
   a->head_dim_padded = fa3_bwd_padded_head_dim(a->p.head_dim);
   a->tile_m = FA3_BWD_TILE_M;
   a->tile_n = FA3_BWD_TILE_N(a->head_dim_padded);
-  a->dq_layout = a->head_dim_padded > 128 ? FA2_DQ_FRAGMENT : FA2_DQ_ROTATED;
+  a->dq_layout = fa3_bwd_dq_layout(a->head_dim_padded);
   a->deterministic = deterministic ? 1 : 0;
   a->dq_splits = deterministic && dq_splits > 1 ? dq_splits : 1;
   a->tail_tiles = a->tail_first = a->tail_piece_steps = a->tail_pieces = 0;
@@ -30,8 +30,8 @@ int fa3_bwd_launch(fa3_bwd_args *x, void *workspace, char *err, size_t err_len) 
                                                          : NULL;
   const int tile_n = FA3_BWD_TILE_N(padded);
   if (!main_fn || a->head_dim_padded != padded || a->tile_m != FA3_BWD_TILE_M ||
-      a->tile_n != tile_n || a->dq_layout != (padded > 128 ? FA2_DQ_FRAGMENT : FA2_DQ_ROTATED) ||
-      a->dq_splits < 1 || (a->dq_splits > 1 && !a->deterministic) || a->tail_tiles != 0) {
+      a->tile_n != tile_n || a->dq_layout != fa3_bwd_dq_layout(padded) || a->dq_splits < 1 ||
+      (a->dq_splits > 1 && !a->deterministic) || a->tail_tiles != 0) {
     snprintf(err, err_len, "fa3 backward: head_dim %d or its sizing is not fa3's",
              (int)p->head_dim);
     return -1;
