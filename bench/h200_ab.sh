@@ -9,7 +9,9 @@
 #
 # Each run times a shape once per implementation (--shape-rounds 1: the rounds here alternate the
 # builds instead; AB_ARGS may override it). An entry name=lib@config runs that library with FA_CUDA_FA3_CONFIG=config (one fa3 forward
-# configuration of backends/cuda/fa3_sm90/fa3_args.h, picked at run time).
+# configuration of backends/cuda/fa3_sm90/fa3_args.h, picked at run time); name=lib%VAR=value
+# (after the library or its @config, one or more, %-separated) runs it with those environment
+# settings, e.g. base=build/lead/lib/libflashattn.so%FA_CUDA_FA3_BWD_PERSISTENT=0.
 #
 # $OUT gets ab.txt (per shape: each build's median TFLOP/s over the rounds, its ratio to FA2's
 # median over all of that shape's runs, and whether every check passed) and ab.tgz (the JSON and
@@ -27,9 +29,11 @@ for r in $(seq 1 "$ROUNDS"); do
     name=${entry%%=*}
     lib=${entry#*=}
     cfg=
+    envs=()
+    case $lib in *%*) IFS=% read -r -a envs <<< "${lib#*%}"; lib=${lib%%\%*} ;; esac
     case $lib in *@*) cfg=${lib#*@}; lib=${lib%%@*} ;; esac
     # shellcheck disable=SC2086 # AB_ARGS is a list of options
-    FA_CUDA_FA3_CONFIG=$cfg python3 bench/peer_cuda.py --check --lib "$lib" --shape-rounds 1 ${AB_ARGS:-} \
+    env ${envs[@]+"${envs[@]}"} FA_CUDA_FA3_CONFIG=$cfg python3 bench/peer_cuda.py --check --lib "$lib" --shape-rounds 1 ${AB_ARGS:-} \
       --json "$OUT/$TAG/$name.$r.json" > "$OUT/$TAG/$name.$r.txt" 2>&1 || {
       echo "h200_ab: $name round $r failed (see $TAG/$name.$r.txt)"
       rc=1

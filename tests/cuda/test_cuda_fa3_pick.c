@@ -349,6 +349,30 @@ int main(void) {
   fa3_bwd_sizing(&xb.a, 1, 3);
   EXPECT(fa3_bwd_launch(&xb, NULL, err, sizeof err) == -1 && !strcmp(err, "stub") && !g_launched,
          "deterministic backward (three splits), maps refused: %s", err);
+  /* the persistent grid: hd64 without a mask, not deterministic, at most a block per key tile */
+  fa2_bwd_args pg;
+  memset(&pg, 0, sizeof pg);
+  pg.p = open_1k;
+  pg.p.head_dim = 64;
+  const int32_t tiles = (pg.p.seqlen_k + 127) / 128 * pg.p.heads_kv * pg.p.batch;
+  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == (tiles < 132 ? tiles : 132) &&
+             fa3_bwd_grid_blocks(&pg, 64, 2) == 2 &&
+             fa3_bwd_grid_blocks(&pg, 64, 1 << 30) == tiles &&
+             fa3_bwd_grid_blocks(&pg, 64, 0) == 0 && fa3_bwd_grid_blocks(&pg, 64, -3) == 0,
+         "persistent grid at hd64 without a mask (%d key tiles)", tiles);
+  EXPECT(fa3_bwd_grid_blocks(&pg, 128, 132) == 0 && fa3_bwd_grid_blocks(&pg, 256, 132) == 0,
+         "no persistent grid at hd128 or hd256");
+  pg.deterministic = 1;
+  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == 0, "no persistent grid when deterministic");
+  pg.deterministic = 0;
+  pg.p.mask.right = 0; /* causal */
+  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == 0, "no persistent grid under a causal mask");
+  pg.p.mask.right = -1;
+  pg.p.mask.left = 100; /* a window's left edge only */
+  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == 0, "no persistent grid under a window");
+  pg.p.mask.left = -1;
+  pg.p.seqlen_k = 0;
+  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == 0, "no persistent grid without keys");
 
   printf("%s\n", g_failed ? "cuda.fa3_pick: FAILED" : "cuda.fa3_pick: all passed");
   return g_failed;

@@ -228,10 +228,13 @@ int fa3_fwd_launch(fa3_fwd_args *a, const fa3_fwd_config *cfg, char *err, size_t
    stages; no dQ staging (the consumers add dQ from registers); the mbarriers and alignment. */
 #define FA3_BWD_TILE_M 64
 #define FA3_BWD_TILE_N(hd) ((hd) > 128 ? 64 : 128)
-#define FA3_BWD_SMEM_NARROW(hd)                                             \
-  ((size_t)2 * 128 * (hd)*2 + (size_t)4 * FA3_BWD_TILE_M * (hd)*2 +         \
-   (size_t)2 * FA3_BWD_TILE_M * 128 * 2 + (size_t)FA3_BWD_TILE_M * (hd)*4 + \
-   (size_t)4 * FA3_BWD_TILE_M * 4 + (size_t)6 * 8 + 1024)
+/* K/V buffers of the narrow kernels: two at hd64 (the next key tile's loaded during the last
+   steps of the current one, in the persistent schedule), one at hd128 (no room). */
+#define FA3_BWD_KV_STAGES(hd) ((hd) <= 64 ? 2 : 1)
+#define FA3_BWD_SMEM_NARROW(hd)                                                             \
+  ((size_t)FA3_BWD_KV_STAGES(hd) * 2 * 128 * (hd)*2 + (size_t)4 * FA3_BWD_TILE_M * (hd)*2 + \
+   (size_t)2 * FA3_BWD_TILE_M * 128 * 2 + (size_t)FA3_BWD_TILE_M * (hd)*4 +                 \
+   (size_t)4 * FA3_BWD_TILE_M * 4 + (size_t)8 * 8 + 1024)
 #define FA3_BWD_SMEM_WIDE(hd)                                      \
   ((size_t)2 * 64 * (hd)*2 + (size_t)4 * FA3_BWD_TILE_M * (hd)*2 + \
    (size_t)4 * FA3_BWD_TILE_M * 64 * 2 + (size_t)4 * FA3_BWD_TILE_M * 4 + (size_t)6 * 8 + 1024)
@@ -246,6 +249,10 @@ typedef struct fa3_bwd_args {
      query tile's rows), made after fa2_bwd_carve */
   FA3_ALIGN64 unsigned char tlse[128];
   FA3_ALIGN64 unsigned char tdsum[128];
+  /* The persistent grid's blocks (the narrow kernels with two K/V buffers, not deterministic:
+     each block walks the key tiles blockIdx.x, + grid_blocks, ... of all K/V heads and batches);
+     0: one block per key tile. */
+  int32_t grid_blocks;
   /* fa2's arguments, the workspace carved as fa2's backward carves it (fa2_bwd_carve: D, the
      log2 LSE, the fp32 dQ accumulator (fa3_bwd_sizing's layout), one split or more) */
   fa2_bwd_args a;
@@ -271,6 +278,23 @@ static inline int fa3_bwd_padded_head_dim(int64_t head_dim) {
    the narrow kernels stage it rotated, the wide one adds fragments from registers. */
 static inline int32_t fa3_bwd_dq_layout(int padded_head_dim) {
   return padded_head_dim > 128 ? FA2_DQ_FRAGMENT : FA2_DQ_ROTATED;
+}
+/* The persistent grid's block count for a launch (fa3_bwd_args.grid_blocks): requested (the SM
+   count, or fewer for tests; <= 0: none) where it pays, 0 (a block per key tile) elsewhere. It
+   pays with two K/V buffers (hd64) and no mask: a block walks its tiles in a fixed order, which
+   under a mask (tiles of unequal work) balanced worse than the hardware's scheduling of a block
+   per tile (bench/NOTES.md session 29). Deterministic mode has its own grid (splits). At most
+   one block per tile. */
+static inline int32_t fa3_bwd_grid_blocks(const fa2_bwd_args *a, int padded_head_dim,
+                                          int32_t requested) {
+  const fa2_problem *p = &a->p;
+  if (requested <= 0 || FA3_BWD_KV_STAGES(padded_head_dim) < 2 || a->deterministic ||
+      p->mask.left >= 0 || p->mask.right >= 0 || p->seqlen_k <= 0)
+    return 0;
+  const int64_t tile_n = FA3_BWD_TILE_N(padded_head_dim);
+  const int64_t items = (p->seqlen_k + tile_n - 1) / tile_n * p->heads_kv * p->batch;
+  if (items > INT32_MAX) return 0;
+  return requested < items ? requested : (int32_t)items;
 }
 /* The launch of the main kernel (fa3_bwd_hd<N>.cu) and the shared-memory opt-in of both dtypes'
    kernels. */

@@ -73,9 +73,14 @@ struct fa3_bwd_layout {
   static constexpr int DS_HALF = BM * 64 * 2; /* 64 x 64 16-bit values */
   static constexpr int DS_BYTES = 2 * DS_HALF;
   static constexpr int DQ_BYTES = WIDE ? 0 : BM * HD * 4; /* the fp32 dQ staging tile */
-  static constexpr int K = 0, V = KV_BYTES, Q = 2 * KV_BYTES, DO = Q + 2 * Q_BYTES;
+  /* K/V buffers (fa3_args.h); K and V of slot s at K + s KV_SLOT, V + s KV_SLOT. */
+  static constexpr int KV_ST = WIDE ? 1 : FA3_BWD_KV_STAGES(HD), KV_SLOT = 2 * KV_BYTES;
+  static constexpr int K = 0, V = KV_BYTES, Q = KV_ST * KV_SLOT, DO = Q + 2 * Q_BYTES;
   static constexpr int DS = DO + 2 * Q_BYTES, DQ = DS + 2 * DS_BYTES;
-  static constexpr int LSED = DQ + DQ_BYTES, BARS = LSED + 2 * 2 * BM * 4, END = BARS + 6 * 8;
+  static constexpr int LSED = DQ + DQ_BYTES, BARS = LSED + 2 * 2 * BM * 4;
+  /* mbarriers: kv_full and kv_empty per K/V slot, full and empty per Q/dO stage */
+  static constexpr int KV_FULL = 0, KV_EMPTY = KV_ST, FULL = 2 * KV_ST, EMPTY = FULL + 2;
+  static constexpr int END = BARS + (EMPTY + 2) * 8;
   static_assert(END + 1024 <= (int)FA3_BWD_SMEM(HD), "FA3_BWD_SMEM covers the layout");
 };
 
@@ -245,6 +250,32 @@ __device__ __forceinline__ void fa3_bwd_store_dkv(const float (&dk)[NC / 2],
   }
 }
 
+/* The block's key tiles, in order: w = blockIdx.x, + gridDim.x, ... below fa3_bwd_items. The
+   default grid has a block per key tile (x), K/V head (y) and batch (z); deterministic mode a
+   block per split (x) of the key tiles of K/V head y, batch z; the persistent grid
+   (A.grid_blocks blocks in x) walks the tiles of every K/V head and batch, the key tile fastest
+   so that the blocks running together share a head's Q and dO in L2. */
+struct fa3_bwd_item {
+  int n, hk, b;
+};
+__device__ __forceinline__ int fa3_bwd_items(const fa3_bwd_args &A, int n_tiles) {
+  return A.grid_blocks > 0 ? n_tiles * A.a.p.heads_kv * A.a.p.batch : n_tiles;
+}
+__device__ __forceinline__ fa3_bwd_item fa3_bwd_item_of(const fa3_bwd_args &A, int w, int n_tiles) {
+  fa3_bwd_item I;
+  if (A.grid_blocks > 0) {
+    const int r = w / n_tiles;
+    I.n = w - r * n_tiles;
+    I.hk = r % A.a.p.heads_kv;
+    I.b = r / A.a.p.heads_kv;
+  } else {
+    I.n = w;
+    I.hk = blockIdx.y;
+    I.b = blockIdx.z;
+  }
+  return I;
+}
+
 #include "fa3_bwd_wide.cuh"
 
 template <typename Tr, int HD>
@@ -259,26 +290,29 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
      pointer below is in shared memory (STS/LDS with 32-bit addresses, not generic ST/LD). */
   unsigned char *sm = fa3_bwd_smem + ((1024u - (smem_u32(fa3_bwd_smem) & 1023u)) & 1023u);
   uint64_t *bars = reinterpret_cast<uint64_t *>(sm + L::BARS);
-  uint64_t *kv_full = bars, *full = bars + 1, *empty = bars + 3, *kv_empty = bars + 5;
+  uint64_t *kv_full = bars + L::KV_FULL, *kv_empty = bars + L::KV_EMPTY;
+  uint64_t *full = bars + L::FULL, *empty = bars + L::EMPTY;
+  constexpr int KV_ST = L::KV_ST;
 
   const fa2_bwd_args &a = A.a;
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-  const int hk = blockIdx.y, b = blockIdx.z;
   const int seqlen_q = a.p.seqlen_q, seqlen_k = a.p.seqlen_k;
   const int group = a.p.heads_q / a.p.heads_kv;
   const fa_mask mask = fa2_mask_of(a.p);
-  /* The block's key tiles: its own (one block per key tile), or in deterministic mode those of
-     split blockIdx.x of gridDim.x in order (blockIdx.x, + gridDim.x, ...), whose dQ goes to the
-     split's own accumulator: each element's additions then come in a fixed order (the key tiles'
-     of the split, each waited for before the next tile's begin; fa2's conversion kernel sums the
-     splits in order). K and V are loaded again for each tile. */
-  const int n_tiles = (seqlen_k + BN - 1) / BN;
+  /* The block's key tiles (fa3_bwd_item_of). In deterministic mode a split's dQ goes to its own
+     accumulator: each element's additions then come in a fixed order (the key tiles' of the
+     split, each waited for before the next tile's begin; fa2's conversion kernel sums the splits
+     in order). K and V are loaded again for each tile (at hd64 into the other of two buffers,
+     during the last steps of the tile before). */
+  const int n_tiles = (seqlen_k + BN - 1) / BN, items = fa3_bwd_items(A, n_tiles);
   float *dq_acc = a.dq_accum + (a.deterministic ? (int64_t)blockIdx.x : 0) * a.p.batch *
                                    a.p.heads_q * a.seqlen_q_padded * HD;
 
   if (threadIdx.x == 0) {
-    mbar_init(kv_full, 1);
-    mbar_init(kv_empty, 2); /* one arrival per consumer, once it has read a tile's K and V */
+    for (int s = 0; s < KV_ST; ++s) {
+      mbar_init(kv_full + s, 1);
+      mbar_init(kv_empty + s, 2); /* one arrival per consumer, once it has read a tile's K, V */
+    }
     for (int s = 0; s < 2; ++s) {
       mbar_init(full + s, 1);
       mbar_init(empty + s, 2); /* one arrival per consumer */
@@ -294,15 +328,19 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
     if (warp == 0) {                      /* the producer */
       if (lane != 0) return;
       int it = 0, loaded = 0; /* steps and K/V tiles loaded so far (ring positions, phases) */
-      for (int n = blockIdx.x; n < n_tiles; n += gridDim.x) {
-        const fa3_bwd_tile T = fa3_bwd_tile_of(mask, n, BM, BN, seqlen_q, seqlen_k, group);
+      for (int w = blockIdx.x; w < items; w += gridDim.x) {
+        const fa3_bwd_item I = fa3_bwd_item_of(A, w, n_tiles);
+        const int hk = I.hk, b = I.b;
+        const fa3_bwd_tile T = fa3_bwd_tile_of(mask, I.n, BM, BN, seqlen_q, seqlen_k, group);
         if (T.steps == 0) continue;
-        if (loaded > 0) mbar_wait(kv_empty, (loaded - 1) & 1);
-        mbar_arrive_expect_tx(kv_full, 2 * L::KV_BYTES);
+        const int slot = loaded % KV_ST;
+        if (loaded >= KV_ST) mbar_wait(kv_empty + slot, ((loaded / KV_ST) - 1) & 1);
+        mbar_arrive_expect_tx(kv_full + slot, 2 * L::KV_BYTES);
+        unsigned char *kv = sm + slot * L::KV_SLOT;
 #pragma unroll
         for (int x = 0; x < BOXES; ++x) {
-          tma_load_4d(sm + L::K + x * L::KV_BOX, A.tk, kv_full, 64 * x, T.n0, hk, b);
-          tma_load_4d(sm + L::V + x * L::KV_BOX, A.tv, kv_full, 64 * x, T.n0, hk, b);
+          tma_load_4d(kv + L::K + x * L::KV_BOX, A.tk, kv_full + slot, 64 * x, T.n0, hk, b);
+          tma_load_4d(kv + L::V + x * L::KV_BOX, A.tv, kv_full + slot, 64 * x, T.n0, hk, b);
         }
         ++loaded;
         /* Steps in order (query head h of the group, query tile mt), counted without
@@ -331,9 +369,11 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
        (the consumers' first step does not wait; they take the last announcement after their
        last step). In deterministic mode a tile's reductions complete before the next tile's
        begin. */
-    for (int n = blockIdx.x; n < n_tiles; n += gridDim.x) {
-      const fa3_bwd_tile T = fa3_bwd_tile_of(mask, n, BM, BN, seqlen_q, seqlen_k, group);
-      int h = hk * group, mt = T.m_begin;
+    for (int w = blockIdx.x; w < items; w += gridDim.x) {
+      const fa3_bwd_item I = fa3_bwd_item_of(A, w, n_tiles);
+      const int b = I.b;
+      const fa3_bwd_tile T = fa3_bwd_tile_of(mask, I.n, BM, BN, seqlen_q, seqlen_k, group);
+      int h = I.hk * group, mt = T.m_begin;
       for (int i = 0; i < T.steps; ++i) {
         bar_sync(FA3_BWD_BAR_FULL_DQ, 288);
         if (lane == 0) {
@@ -361,14 +401,20 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
   } else {
     const int c = wg - 1; /* this consumer's keys: n0 + 64 c .. */
     const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-    const unsigned char *kc = sm + L::K + 64 * c * 128, *vc = sm + L::V + 64 * c * 128;
     const uint32_t dqs = smem_u32(sm + L::DQ);
     const float sl2 = a.p.scale * FA2_LOG2E;
 
     int it = 0, loaded = 0; /* as the producer's */
-    for (int n = blockIdx.x; n < n_tiles; n += gridDim.x) {
-      const fa3_bwd_tile T = fa3_bwd_tile_of(mask, n, BM, BN, seqlen_q, seqlen_k, group);
+    for (int w = blockIdx.x; w < items; w += gridDim.x) {
+      const fa3_bwd_item I = fa3_bwd_item_of(A, w, n_tiles);
+      const int hk = I.hk, b = I.b;
+      const fa3_bwd_tile T = fa3_bwd_tile_of(mask, I.n, BM, BN, seqlen_q, seqlen_k, group);
       const int key0 = T.n0 + 64 * c;
+      /* This tile's K/V slot, and this consumer's 64 keys of it. */
+      const int slot = loaded % KV_ST;
+      const unsigned char *kslot = sm + L::K + slot * L::KV_SLOT;
+      const unsigned char *kc = kslot + 64 * c * 128,
+                          *vc = sm + L::V + slot * L::KV_SLOT + 64 * c * 128;
       /* The query rows that see every one of this consumer's 64 keys (none when some key is past
          seqlen_k): a step within them needs no mask, two comparisons a step (the tile class's
          64-bit arithmetic was as many instructions as the step's exponentials at hd64). */
@@ -391,7 +437,7 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
 #pragma unroll
       for (int i = 0; i < HD / 2; ++i) dk[i] = dv[i] = 0.0f;
 
-      if (T.steps > 0) mbar_wait(kv_full, loaded & 1);
+      if (T.steps > 0) mbar_wait(kv_full + slot, (loaded / KV_ST) & 1);
       /* hd64: this consumer's keys of K and V in registers for the tile (32 registers; at hd128
          they would take 64, which the accumulators leave no room for). */
       uint32_t kf[KV_RS ? HD / 16 : 1][4], vf[KV_RS ? HD / 16 : 1][4];
@@ -472,8 +518,8 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
         {
           const uint64_t da = wgmma_desc_sw128_at(smem_addr_opaque(ds), 16, 1024);
           const uint64_t db = wgmma_desc_sw128_at(
-              smem_addr_opaque(sm + L::K + (c * DQN / 64) * L::KV_BOX + (c * DQN % 64) * 2),
-              L::KV_BOX, 1024);
+              smem_addr_opaque(kslot + (c * DQN / 64) * L::KV_BOX + (c * DQN % 64) * 2), L::KV_BOX,
+              1024);
           wgmma_fence();
 #pragma unroll
           for (int ks = 0; ks < BN / 16; ++ks)
@@ -523,7 +569,7 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
       /* The tile's K and V are read (its last dQ and dK waited for): the producer may load the
          next tile's. */
       if (T.steps > 0) {
-        if (tid == 0) mbar_arrive(kv_empty);
+        if (tid == 0) mbar_arrive(kv_empty + slot);
         ++loaded;
       }
 

@@ -50,6 +50,7 @@ int fa3_bwd_launch(fa3_bwd_args *x, void *workspace, char *err, size_t err_len) 
       fa3_tensor_map(x->tv, p->bf16, a->v, &a->v_str, p->batch, p->seqlen_k, p->heads_kv,
                      p->head_dim, (uint32_t)tile_n, 1, err, err_len))
     return -1;
+  x->grid_blocks = fa3_bwd_grid_blocks(a, padded, x->grid_blocks);
   fa2_bwd_carve(a, workspace);
   const uint64_t rows = (uint64_t)p->batch * (uint64_t)p->heads_q;
   const uint64_t rows_q = (uint64_t)a->seqlen_q_padded;

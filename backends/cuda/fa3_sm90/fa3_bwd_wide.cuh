@@ -86,19 +86,22 @@ __device__ __forceinline__ void fa3_bwd_consume_wide(const fa3_bwd_args &A, unsi
   static_assert(BN == 64 && BM == 64 && HD == 256, "the wide decomposition's shape");
   const fa2_bwd_args &a = A.a;
   uint64_t *bars = reinterpret_cast<uint64_t *>(sm + L::BARS);
-  uint64_t *kv_full = bars, *full = bars + 1, *empty = bars + 3, *kv_empty = bars + 5;
-  const int hk = blockIdx.y, b = blockIdx.z;
+  uint64_t *kv_full = bars + L::KV_FULL, *kv_empty = bars + L::KV_EMPTY;
+  uint64_t *full = bars + L::FULL, *empty = bars + L::EMPTY;
+  static_assert(L::KV_ST == 1, "one K/V buffer");
   const int seqlen_q = a.p.seqlen_q, seqlen_k = a.p.seqlen_k;
   const int group = a.p.heads_q / a.p.heads_kv;
   const fa_mask mask = fa2_mask_of(a.p);
-  const int n_tiles = (seqlen_k + BN - 1) / BN;
+  const int n_tiles = (seqlen_k + BN - 1) / BN, items = fa3_bwd_items(A, n_tiles);
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const float sl2 = a.p.scale * FA2_LOG2E;
   const int q_off = 32 * c * 128; /* this consumer's queries in a Q or dO box */
 
   int it = 0, loaded = 0; /* as the producer's */
-  for (int n = blockIdx.x; n < n_tiles; n += gridDim.x) {
-    const fa3_bwd_tile T = fa3_bwd_tile_of(mask, n, BM, BN, seqlen_q, seqlen_k, group);
+  for (int w = blockIdx.x; w < items; w += gridDim.x) {
+    const fa3_bwd_item I = fa3_bwd_item_of(A, w, n_tiles);
+    const int hk = I.hk, b = I.b;
+    const fa3_bwd_tile T = fa3_bwd_tile_of(mask, I.n, BM, BN, seqlen_q, seqlen_k, group);
     int full_lo, full_hi; /* the query rows that see all 64 keys: no mask test */
     fa3_bwd_full_rows(mask, T.n0, T.n0 + BN, seqlen_q, seqlen_k, full_lo, full_hi);
     float dk[64], dv[64];
