@@ -295,7 +295,12 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
   constexpr int KV_ST = L::KV_ST;
 
   const fa2_bwd_args &a = A.a;
-  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  /* The warpgroup by a shuffle from lane 0: ptxas then knows it is the same in every lane of a
+     warp and keeps what derives from it (the consumer's K and V addresses, the wgmma descriptors
+     of its keys) in uniform registers, stepped by uniform adds; from threadIdx.x / 128 it built
+     each of dQ's B descriptors by 64-bit arithmetic and copies to uniform registers (bench/NOTES.md
+     session 29). */
+  const int wg = __shfl_sync(0xffffffffu, (int)(threadIdx.x / 128), 0), tid = threadIdx.x % 128;
   const int seqlen_q = a.p.seqlen_q, seqlen_k = a.p.seqlen_k;
   const int group = a.p.heads_q / a.p.heads_kv;
   const fa_mask mask = fa2_mask_of(a.p);
