@@ -442,7 +442,9 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   __shared__ fa3_tile q_own[TAILSKIP ? 2 * WGS : 1];
   __shared__ int part_last; /* TAILSPLIT: whether this block's piece completed its tile */
 
-  const int tid = threadIdx.x, wg = tid / 128;
+  /* The warpgroup by a shuffle from lane 0, so that ptxas keeps what derives from it in uniform
+     registers (fa3_bwd.cuh; bench/NOTES.md session 29). */
+  const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid / 128, 0);
   const int seqlen_q = a.p.seqlen_q, seqlen_k = a.p.seqlen_k;
   /* The grid's tiles (after each role's setmaxnreg: values live across it cost registers). */
   int hb_count, total;
