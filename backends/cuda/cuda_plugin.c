@@ -199,8 +199,8 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
     fa3_bwd_args x;
     memset(&x, 0, sizeof x);
     x.a = a;
-    /* The persistent grid (where it pays: fa3_bwd_grid_blocks, hd64 without a mask) has a block per
-       SM (FA_CUDA_FA3_GRID: fewer, for tests); FA_CUDA_FA3_BWD_PERSISTENT=0: a block per key tile,
+    /* The persistent grid (where it pays: fa3_bwd_grid_blocks, hd64) has a block per SM
+       (FA_CUDA_FA3_GRID: fewer, for tests); FA_CUDA_FA3_BWD_PERSISTENT=0: a block per key tile,
        for A/Bs. */
     const char *pers = getenv("FA_CUDA_FA3_BWD_PERSISTENT");
     x.grid_blocks = pers && !strcmp(pers, "0") ? 0 : cuda_fa3_grid(dev);

@@ -349,7 +349,8 @@ int main(void) {
   fa3_bwd_sizing(&xb.a, 1, 3);
   EXPECT(fa3_bwd_launch(&xb, NULL, err, sizeof err) == -1 && !strcmp(err, "stub") && !g_launched,
          "deterministic backward (three splits), maps refused: %s", err);
-  /* the persistent grid: hd64 without a mask, not deterministic, at most a block per key tile */
+  /* the persistent grid: hd64, not deterministic, without a mask or under one with at most
+     FA3_BWD_PERSISTENT_MASKED_TILES key tiles; at most a block per key tile */
   fa2_bwd_args pg;
   memset(&pg, 0, sizeof pg);
   pg.p = open_1k;
@@ -362,17 +363,29 @@ int main(void) {
          "persistent grid at hd64 without a mask (%d key tiles)", tiles);
   EXPECT(fa3_bwd_grid_blocks(&pg, 128, 132) == 0 && fa3_bwd_grid_blocks(&pg, 256, 132) == 0,
          "no persistent grid at hd128 or hd256");
+  int32_t chunk = -1, reverse = -1;
+  fa3_bwd_sched(&pg, 64, &chunk, &reverse);
+  EXPECT(chunk == 0 && reverse == 0, "no mask: the key tile fastest (%d, %d)", chunk, reverse);
   pg.deterministic = 1;
   EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == 0, "no persistent grid when deterministic");
   pg.deterministic = 0;
-  pg.p.mask.right = 0; /* causal */
-  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == 0, "no persistent grid under a causal mask");
-  pg.p.mask.right = -1;
-  pg.p.mask.left = 100; /* a window's left edge only */
-  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == 0, "no persistent grid under a window");
-  pg.p.mask.left = -1;
   pg.p.seqlen_k = 0;
   EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == 0, "no persistent grid without keys");
+  /* under a mask: up to 8 key tiles (1024 keys) */
+  pg.p = causal_1k;
+  pg.p.head_dim = 64;
+  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == 132, "persistent grid, causal, 1024 keys");
+  fa3_bwd_sched(&pg, 64, &chunk, &reverse);
+  /* 256 pairs whose Q and dO take 1024 x 64 x 2 x 2 bytes each: 96 of them make 24 MB */
+  EXPECT(chunk == 96 && reverse == 0, "causal: chunks of %d pairs, reverse %d", chunk, reverse);
+  pg.p.seqlen_k = 1025;
+  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == 0, "no persistent grid, causal, 1025 keys");
+  pg.p = left_1k; /* a left bound only: the last key tiles are the longest */
+  pg.p.head_dim = 64;
+  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == 132, "persistent grid, left window, 1024 keys");
+  fa3_bwd_sched(&pg, 64, &chunk, &reverse);
+  EXPECT(chunk == 96 && reverse == 1, "left window: chunks of %d pairs, reverse %d", chunk,
+         reverse);
 
   printf("%s\n", g_failed ? "cuda.fa3_pick: FAILED" : "cuda.fa3_pick: all passed");
   return g_failed;

@@ -8,6 +8,7 @@
 #define FA_CUDA_FA3_ARGS_H
 
 #include "../fa2_sm80/fa2_args.h"
+#include "core/schedule.h"
 
 #ifdef __cplusplus
 #define FA3_ALIGN64 alignas(64)
@@ -253,6 +254,11 @@ typedef struct fa3_bwd_args {
      each block walks the key tiles blockIdx.x, + grid_blocks, ... of all K/V heads and batches);
      0: one block per key tile. */
   int32_t grid_blocks;
+  /* The persistent grid's order under a mask (fa3_bwd_sched): 0, none (no mask: the key tile
+     fastest); else the (K/V head, batch) pairs in chunks of sched_chunk, within a chunk the key
+     tiles longest first (core/schedule.h's fa_sched_lpt_tile), the first key tile the longest
+     (a causal-type mask) or, with sched_reverse, the last (a left bound only). */
+  int32_t sched_chunk, sched_reverse;
   /* fa2's arguments, the workspace carved as fa2's backward carves it (fa2_bwd_carve: D, the
      log2 LSE, the fp32 dQ accumulator (fa3_bwd_sizing's layout), one split or more) */
   fa2_bwd_args a;
@@ -279,22 +285,45 @@ static inline int fa3_bwd_padded_head_dim(int64_t head_dim) {
 static inline int32_t fa3_bwd_dq_layout(int padded_head_dim) {
   return padded_head_dim > 128 ? FA2_DQ_FRAGMENT : FA2_DQ_ROTATED;
 }
+/* Under a mask the persistent grid runs only up to this many key tiles a head (1k keys): there
+   a tile's fixed costs weigh most (hd64 causal 1k +4%), while from 2k the fixed deal's balance
+   and L2 reach cost more than they save (2k -1%, 4k -4%, 16k -6%; bench/NOTES.md session 29). */
+#define FA3_BWD_PERSISTENT_MASKED_TILES 8
 /* The persistent grid's block count for a launch (fa3_bwd_args.grid_blocks): requested (the SM
    count, or fewer for tests; <= 0: none) where it pays, 0 (a block per key tile) elsewhere. It
-   pays with two K/V buffers (hd64) and no mask: a block walks its tiles in a fixed order, which
-   under a mask (tiles of unequal work) balanced worse than the hardware's scheduling of a block
-   per tile (bench/NOTES.md session 29). Deterministic mode has its own grid (splits). At most
-   one block per tile. */
+   pays with two K/V buffers (hd64), not in deterministic mode (which has its own grid, of
+   splits), without a mask or under one with at most FA3_BWD_PERSISTENT_MASKED_TILES key tiles
+   (in fa3_bwd_sched's order). At most one block per tile. */
 static inline int32_t fa3_bwd_grid_blocks(const fa2_bwd_args *a, int padded_head_dim,
                                           int32_t requested) {
   const fa2_problem *p = &a->p;
   if (requested <= 0 || FA3_BWD_KV_STAGES(padded_head_dim) < 2 || a->deterministic ||
-      p->mask.left >= 0 || p->mask.right >= 0 || p->seqlen_k <= 0)
+      p->seqlen_k <= 0)
     return 0;
   const int64_t tile_n = FA3_BWD_TILE_N(padded_head_dim);
-  const int64_t items = (p->seqlen_k + tile_n - 1) / tile_n * p->heads_kv * p->batch;
+  const int64_t n_tiles = (p->seqlen_k + tile_n - 1) / tile_n;
+  if ((p->mask.left >= 0 || p->mask.right >= 0) && n_tiles > FA3_BWD_PERSISTENT_MASKED_TILES)
+    return 0;
+  const int64_t items = n_tiles * p->heads_kv * p->batch;
   if (items > INT32_MAX) return 0;
   return requested < items ? requested : (int32_t)items;
+}
+/* The persistent grid's order (fa3_bwd_args.sched_chunk, sched_reverse): under a mask, chunks of
+   (K/V head, batch) pairs whose Q and dO take about half of L2 (core/schedule.h fa_sched_chunk),
+   the longest key tiles first within each, so that the fixed deal (block i: items i, i + grid,
+   ...) gives every block tiles of about the same lengths (the key tile fastest, as without a
+   mask, gave some blocks twice the work of others: -15% at causal 1k); without a mask, 0 (the
+   key tile fastest, the blocks running together on one head's Q and dO). */
+static inline void fa3_bwd_sched(const fa2_bwd_args *a, int padded_head_dim, int32_t *chunk,
+                                 int32_t *reverse) {
+  const fa2_problem *p = &a->p;
+  *chunk = *reverse = 0;
+  if (p->mask.left < 0 && p->mask.right < 0) return;
+  const int64_t pairs = (int64_t)p->heads_kv * p->batch;
+  const int64_t qdo_bytes = (int64_t)(p->heads_q / (p->heads_kv > 0 ? p->heads_kv : 1)) *
+                            p->seqlen_q * padded_head_dim * 2 * 2;
+  *chunk = fa_sched_chunk(pairs > 0 ? pairs : 1, qdo_bytes);
+  *reverse = p->mask.right < 0; /* a left bound only: later keys are seen by more rows */
 }
 /* The launch of the main kernel (fa3_bwd_hd<N>.cu) and the shared-memory opt-in of both dtypes'
    kernels. */

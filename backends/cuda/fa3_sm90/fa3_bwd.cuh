@@ -253,8 +253,9 @@ __device__ __forceinline__ void fa3_bwd_store_dkv(const float (&dk)[NC / 2],
 /* The block's key tiles, in order: w = blockIdx.x, + gridDim.x, ... below fa3_bwd_items. The
    default grid has a block per key tile (x), K/V head (y) and batch (z); deterministic mode a
    block per split (x) of the key tiles of K/V head y, batch z; the persistent grid
-   (A.grid_blocks blocks in x) walks the tiles of every K/V head and batch, the key tile fastest
-   so that the blocks running together share a head's Q and dO in L2. */
+   (A.grid_blocks blocks in x) walks the tiles of every K/V head and batch: without a mask the
+   key tile fastest, so that the blocks running together share a head's Q and dO in L2; under
+   one in fa3_bwd_sched's order (the longest tiles first within chunks of heads). */
 struct fa3_bwd_item {
   int n, hk, b;
 };
@@ -263,7 +264,14 @@ __device__ __forceinline__ int fa3_bwd_items(const fa3_bwd_args &A, int n_tiles)
 }
 __device__ __forceinline__ fa3_bwd_item fa3_bwd_item_of(const fa3_bwd_args &A, int w, int n_tiles) {
   fa3_bwd_item I;
-  if (A.grid_blocks > 0) {
+  if (A.grid_blocks > 0 && A.sched_chunk > 0) {
+    const int pairs = A.a.p.heads_kv * A.a.p.batch;
+    int longest, pair;
+    fa_sched_lpt_tile(w, n_tiles, pairs, A.sched_chunk, &longest, &pair);
+    I.n = A.sched_reverse ? n_tiles - 1 - longest : longest;
+    I.hk = pair % A.a.p.heads_kv;
+    I.b = pair / A.a.p.heads_kv;
+  } else if (A.grid_blocks > 0) {
     const int r = w / n_tiles;
     I.n = w - r * n_tiles;
     I.hk = r % A.a.p.heads_kv;

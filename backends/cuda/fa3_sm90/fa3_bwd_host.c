@@ -51,6 +51,10 @@ int fa3_bwd_launch(fa3_bwd_args *x, void *workspace, char *err, size_t err_len) 
                      p->head_dim, (uint32_t)tile_n, 1, err, err_len))
     return -1;
   x->grid_blocks = fa3_bwd_grid_blocks(a, padded, x->grid_blocks);
+  if (x->grid_blocks > 0)
+    fa3_bwd_sched(a, padded, &x->sched_chunk, &x->sched_reverse);
+  else
+    x->sched_chunk = x->sched_reverse = 0;
   fa2_bwd_carve(a, workspace);
   const uint64_t rows = (uint64_t)p->batch * (uint64_t)p->heads_q;
   const uint64_t rows_q = (uint64_t)a->seqlen_q_padded;
