@@ -36,6 +36,11 @@ typedef struct fa2_problem {
   void *stream; /* cudaStream_t */
 } fa2_problem;
 
+/* Whether the problem's mask bounds any row's keys (-1 on both sides bounds none). */
+static inline int fa2_problem_masked(const fa2_problem *p) {
+  return p->mask.left >= 0 || p->mask.right >= 0;
+}
+
 typedef struct fa2_fwd_args {
   const void *q, *k, *v;
   void *out;

@@ -302,8 +302,7 @@ static inline int32_t fa3_bwd_grid_blocks(const fa2_bwd_args *a, int padded_head
     return 0;
   const int64_t tile_n = FA3_BWD_TILE_N(padded_head_dim);
   const int64_t n_tiles = (p->seqlen_k + tile_n - 1) / tile_n;
-  if ((p->mask.left >= 0 || p->mask.right >= 0) && n_tiles > FA3_BWD_PERSISTENT_MASKED_TILES)
-    return 0;
+  if (fa2_problem_masked(p) && n_tiles > FA3_BWD_PERSISTENT_MASKED_TILES) return 0;
   const int64_t items = n_tiles * p->heads_kv * p->batch;
   if (items > INT32_MAX) return 0;
   return requested < items ? requested : (int32_t)items;
@@ -318,7 +317,7 @@ static inline void fa3_bwd_sched(const fa2_bwd_args *a, int padded_head_dim, int
                                  int32_t *reverse) {
   const fa2_problem *p = &a->p;
   *chunk = *reverse = 0;
-  if (p->mask.left < 0 && p->mask.right < 0) return;
+  if (!fa2_problem_masked(p)) return;
   const int64_t pairs = (int64_t)p->heads_kv * p->batch;
   const int64_t qdo_bytes = (int64_t)(p->heads_q / (p->heads_kv > 0 ? p->heads_kv : 1)) *
                             p->seqlen_q * padded_head_dim * 2 * 2;

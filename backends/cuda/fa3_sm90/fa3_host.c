@@ -100,9 +100,8 @@ static int32_t key_tiles(const fa3_fwd_config *c, const fa2_problem *p) {
 }
 
 int fa3_fwd_tail_tiles(const fa3_fwd_config *c, const fa2_problem *p, int32_t grid) {
-  /* the kernel's mask (core/mask.h): -1 on both sides bounds no row's keys */
-  const int masked = p->mask.left >= 0 || p->mask.right >= 0;
-  if (!c || !(c->flags & FA3_TAILSPLIT) || masked || grid <= 0 || p->seqlen_q <= 0) return 0;
+  if (!c || !(c->flags & FA3_TAILSPLIT) || fa2_problem_masked(p) || grid <= 0 || p->seqlen_q <= 0)
+    return 0;
   const int pack = fa3_fwd_pack(c, p->heads_q, p->heads_kv, p->seqlen_q);
   const int64_t rows = c->tile_m / pack;
   const int64_t tiles = (p->seqlen_q + rows - 1) / rows * (p->heads_q / pack) * p->batch;
