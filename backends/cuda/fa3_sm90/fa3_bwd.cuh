@@ -45,11 +45,14 @@
 #include "fa3_fwd.cuh"
 
 /* Registers per thread of warpgroup 0 and of each consumer warpgroup (setmaxnreg): 384 threads
-   start with 168 each, and 40 + 2 x 232 = 3 x 168. With the deterministic mode's loop over key
-   tiles the producer still spills a few words at 40 (per tile and step, one thread); at 24 / 240
-   the consumers' loop spilled, at 32 / 232 the dQ writer's. */
-#define FA3_BWD_PRODUCER_REGS 40
-#define FA3_BWD_CONSUMER_REGS 232
+   start with 168 each, and 40 + 2 x 232 = 24 + 2 x 240 = 3 x 168. Narrow kernels: 40 / 232 (the
+   producer spills a few words at 40, its loop over key tiles; at 24 / 240 the consumers' loop
+   spilled before their descriptors went to uniform registers, and after it the producer spills
+   hundreds of bytes and hd64/hd128 measured -1.3..+0.9%; at 32 / 232 the dQ writer spilled).
+   Wide kernel (no dQ writer): 24 / 240, +0.5% at 1k, +3.7% at 8k on the H200 (the producer's
+   spills are one thread's, outside the consumers' loop; bench/NOTES.md session 29). */
+#define FA3_BWD_PRODUCER_REGS(wide) ((wide) ? 24 : 40)
+#define FA3_BWD_CONSUMER_REGS(wide) ((wide) ? 240 : 232)
 
 /* Named barriers (0 is __syncthreads): both consumers' halves of a stage's dS written; the dQ
    staging tile filled by both consumers (to the writer warp); the tile read by the last
@@ -335,7 +338,7 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
   __syncthreads();
 
   if (wg == 0) {
-    setmaxnreg_dec<FA3_BWD_PRODUCER_REGS>();
+    setmaxnreg_dec<FA3_BWD_PRODUCER_REGS(L::WIDE)>();
     const int warp = tid >> 5, lane = tid & 31;
     if (warp > (L::WIDE ? 0 : 1)) return; /* the wide kernel has no dQ writer */
     if (warp == 0) {                      /* the producer */
@@ -408,7 +411,7 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
     return;
   }
 
-  setmaxnreg_inc<FA3_BWD_CONSUMER_REGS>();
+  setmaxnreg_inc<FA3_BWD_CONSUMER_REGS(L::WIDE)>();
   if constexpr (L::WIDE) {
     fa3_bwd_consume_wide<Tr, HD>(A, sm, dq_acc, wg - 1, tid);
   } else {
