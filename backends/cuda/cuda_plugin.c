@@ -200,10 +200,12 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
     memset(&x, 0, sizeof x);
     x.a = a;
     /* The persistent grid (where it pays: fa3_bwd_grid_blocks, hd64) has a block per SM
-       (FA_CUDA_FA3_GRID: fewer, for tests); FA_CUDA_FA3_BWD_PERSISTENT=0: a block per key tile,
-       for A/Bs. */
+       (FA_CUDA_FA3_GRID: fewer, for tests), its blocks taking tiles by the dynamic schedule;
+       for A/Bs FA_CUDA_FA3_BWD_PERSISTENT=0 gives a block per key tile, =fixed the fixed deal
+       (and its length bound under a mask). */
     const char *pers = getenv("FA_CUDA_FA3_BWD_PERSISTENT");
     x.grid_blocks = pers && !strcmp(pers, "0") ? 0 : cuda_fa3_grid(dev);
+    x.dynamic = !(pers && !strcmp(pers, "fixed"));
     e = fa3_bwd_launch(&x, (void *)base, err, sizeof err);
   } else
 #endif

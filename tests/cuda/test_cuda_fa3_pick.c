@@ -356,33 +356,50 @@ int main(void) {
   pg.p = open_1k;
   pg.p.head_dim = 64;
   const int32_t tiles = (pg.p.seqlen_k + 127) / 128 * pg.p.heads_kv * pg.p.batch;
-  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == (tiles < 132 ? tiles : 132) &&
-             fa3_bwd_grid_blocks(&pg, 64, 2) == 2 &&
-             fa3_bwd_grid_blocks(&pg, 64, 1 << 30) == tiles &&
-             fa3_bwd_grid_blocks(&pg, 64, 0) == 0 && fa3_bwd_grid_blocks(&pg, 64, -3) == 0,
+  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132, 0) == (tiles < 132 ? tiles : 132) &&
+             fa3_bwd_grid_blocks(&pg, 64, 2, 0) == 2 &&
+             fa3_bwd_grid_blocks(&pg, 64, 1 << 30, 0) == tiles &&
+             fa3_bwd_grid_blocks(&pg, 64, 0, 0) == 0 && fa3_bwd_grid_blocks(&pg, 64, -3, 0) == 0,
          "persistent grid at hd64 without a mask (%d key tiles)", tiles);
-  EXPECT(fa3_bwd_grid_blocks(&pg, 128, 132) == 0 && fa3_bwd_grid_blocks(&pg, 256, 132) == 0,
+  EXPECT(fa3_bwd_grid_blocks(&pg, 128, 132, 0) == 0 && fa3_bwd_grid_blocks(&pg, 256, 132, 0) == 0,
          "no persistent grid at hd128 or hd256");
   int32_t chunk = -1, reverse = -1;
   fa3_bwd_sched(&pg, 64, &chunk, &reverse);
   EXPECT(chunk == 0 && reverse == 0, "no mask: the key tile fastest (%d, %d)", chunk, reverse);
   pg.deterministic = 1;
-  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == 0, "no persistent grid when deterministic");
+  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132, 0) == 0 && fa3_bwd_grid_blocks(&pg, 64, 132, 1) == 0,
+         "no persistent grid when deterministic, fixed or dynamic");
   pg.deterministic = 0;
   pg.p.seqlen_k = 0;
-  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == 0, "no persistent grid without keys");
+  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132, 0) == 0, "no persistent grid without keys");
   /* under a mask: up to 8 key tiles (1024 keys) */
   pg.p = causal_1k;
   pg.p.head_dim = 64;
-  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == 132, "persistent grid, causal, 1024 keys");
+  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132, 0) == 132, "persistent grid, causal, 1024 keys");
   fa3_bwd_sched(&pg, 64, &chunk, &reverse);
   /* 256 pairs whose Q and dO take 1024 x 64 x 2 x 2 bytes each: 96 of them make 24 MB */
   EXPECT(chunk == 96 && reverse == 0, "causal: chunks of %d pairs, reverse %d", chunk, reverse);
   pg.p.seqlen_k = 1025;
-  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == 0, "no persistent grid, causal, 1025 keys");
+  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132, 0) == 0, "no fixed deal, causal, 1025 keys");
+  /* the dynamic schedule: under a mask at any length, still hd64 only, not deterministic */
+  pg.p.seqlen_k = 16384;
+  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132, 1) == 132 && fa3_bwd_grid_blocks(&pg, 64, 132, 0) == 0 &&
+             fa3_bwd_grid_blocks(&pg, 128, 132, 1) == 0 && fa3_bwd_grid_blocks(&pg, 64, 0, 1) == 0,
+         "dynamic schedule, causal, 16384 keys");
+  pg.deterministic = 1;
+  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132, 1) == 0, "no dynamic schedule when deterministic");
+  pg.deterministic = 0;
+  /* its counter: the sizing asks fa2's workspace for one (fa2_bwd_carve places it) */
+  fa2_bwd_args ws;
+  memset(&ws, 0, sizeof ws);
+  ws.p = causal_1k;
+  ws.p.head_dim = 64;
+  fa3_bwd_sizing(&ws, 0, 1);
+  EXPECT(ws.sched_counters == 1, "the dynamic schedule's counter in the sizing (%d)",
+         (int)ws.sched_counters);
   pg.p = left_1k; /* a left bound only: the last key tiles are the longest */
   pg.p.head_dim = 64;
-  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == 132, "persistent grid, left window, 1024 keys");
+  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132, 0) == 132, "persistent grid, left window, 1024 keys");
   fa3_bwd_sched(&pg, 64, &chunk, &reverse);
   EXPECT(chunk == 96 && reverse == 1, "left window: chunks of %d pairs, reverse %d", chunk,
          reverse);

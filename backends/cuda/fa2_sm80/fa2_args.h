@@ -107,6 +107,11 @@ typedef struct fa2_bwd_args {
   int32_t tail_tiles, tail_first, tail_piece_steps, tail_pieces;
   float *tail_acc;
   uint32_t *tail_count;
+  /* Work counters of a main kernel that schedules its blocks itself (fa3's persistent grid):
+     sched_counters (at most 256) of them at sched_count, after the tail's (256 bytes), cleared
+     by fa2_bwd_prologue's preprocessing kernel. */
+  int32_t sched_counters;
+  uint32_t *sched_count;
 } fa2_bwd_args;
 
 /* Fills a's tail_* plan (tail_acc/tail_count stay for the launcher) for a backward whose key

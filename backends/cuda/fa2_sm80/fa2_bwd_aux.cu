@@ -69,6 +69,10 @@ __global__ void __launch_bounds__(AUX_THREADS) dot_do_o(const fa2_bwd_args a) {
       a.lse_log2[row] = INFINITY;
     }
   }
+  /* The main kernel's work counters (fa2_args.h: sched_count), cleared by the first block
+     (stream order puts this before the main kernel). */
+  if (blockIdx.x + blockIdx.y + blockIdx.z == 0 && (int)threadIdx.x < a.sched_counters)
+    a.sched_count[threadIdx.x] = 0u;
   /* The dQ accumulator's part of this block's rows, in every split, cleared here: one pass over
      memory less than a memset of its own before this kernel. Whatever the layout (fa2_args.h),
      a head's accumulator is seqlen_q_padded x head_dim_padded contiguous floats, so the blocks'

@@ -120,8 +120,14 @@ static size_t tail_count_bytes(const fa2_bwd_args *a) {
   return ((size_t)a->tail_tiles * sizeof(uint32_t) + 255) & ~(size_t)255;
 }
 
+static size_t sched_count_bytes(const fa2_bwd_args *a) {
+  return ((size_t)(a->sched_counters > 0 ? a->sched_counters : 0) * sizeof(uint32_t) + 255) &
+         ~(size_t)255;
+}
+
 size_t fa2_bwd_workspace_bytes(const fa2_bwd_args *a) {
-  return 2 * dsum_bytes(a) + dq_accum_bytes(a) + tail_acc_bytes(a) + tail_count_bytes(a);
+  return 2 * dsum_bytes(a) + dq_accum_bytes(a) + tail_acc_bytes(a) + tail_count_bytes(a) +
+         sched_count_bytes(a);
 }
 
 void fa2_bwd_carve(fa2_bwd_args *a, void *workspace) {
@@ -132,6 +138,8 @@ void fa2_bwd_carve(fa2_bwd_args *a, void *workspace) {
   a->dq_accum = (float *)(ws + 2 * dsum_bytes(a));
   a->tail_acc = (float *)(ws + 2 * dsum_bytes(a) + dq_accum_bytes(a));
   a->tail_count = (uint32_t *)((char *)a->tail_acc + tail_acc_bytes(a));
+  a->sched_count =
+      a->sched_counters > 0 ? a->tail_count + tail_count_bytes(a) / sizeof(uint32_t) : NULL;
 }
 
 int fa2_bwd_prologue(const fa2_bwd_args *a) {

@@ -222,7 +222,7 @@ int fa3_fwd_launch(fa3_fwd_args *a, const fa3_fwd_config *cfg, char *err, size_t
    and 256 (192 runs on 256).
    Narrow (hd 64, 128): one block per 128-key tile, two consumers of 64 keys. Shared memory: K and
    V (128 x hd each); Q, dO, dS (64 x 128) and the step's LSE and D (64 floats each) in two stages;
-   the fp32 dQ staging tile (64 x hd); six mbarriers; 1 KiB for the swizzle's alignment.
+   the fp32 dQ staging tile (64 x hd); up to ten mbarriers; 1 KiB for the swizzle's alignment.
    Wide (hd 256): one block per 64-key tile, each consumer half of the head dim of dK and dV (their
    accumulators of 128 keys would not fit in registers). Shared memory: K and V (64 x hd each); Q
    and dO in two stages; Pᵀ and dSᵀ (64 keys x 64 queries each) in two stages; LSE and D in two
@@ -235,10 +235,10 @@ int fa3_fwd_launch(fa3_fwd_args *a, const fa3_fwd_config *cfg, char *err, size_t
 #define FA3_BWD_SMEM_NARROW(hd)                                                             \
   ((size_t)FA3_BWD_KV_STAGES(hd) * 2 * 128 * (hd)*2 + (size_t)4 * FA3_BWD_TILE_M * (hd)*2 + \
    (size_t)2 * FA3_BWD_TILE_M * 128 * 2 + (size_t)FA3_BWD_TILE_M * (hd)*4 +                 \
-   (size_t)4 * FA3_BWD_TILE_M * 4 + (size_t)8 * 8 + 1024)
+   (size_t)4 * FA3_BWD_TILE_M * 4 + (size_t)10 * 8 + 1024)
 #define FA3_BWD_SMEM_WIDE(hd)                                      \
   ((size_t)2 * 64 * (hd)*2 + (size_t)4 * FA3_BWD_TILE_M * (hd)*2 + \
-   (size_t)4 * FA3_BWD_TILE_M * 64 * 2 + (size_t)4 * FA3_BWD_TILE_M * 4 + (size_t)6 * 8 + 1024)
+   (size_t)4 * FA3_BWD_TILE_M * 64 * 2 + (size_t)4 * FA3_BWD_TILE_M * 4 + (size_t)7 * 8 + 1024)
 #define FA3_BWD_SMEM(hd) ((hd) > 128 ? FA3_BWD_SMEM_WIDE(hd) : FA3_BWD_SMEM_NARROW(hd))
 
 typedef struct fa3_bwd_args {
@@ -259,6 +259,11 @@ typedef struct fa3_bwd_args {
      tiles longest first (core/schedule.h's fa_sched_lpt_tile), the first key tile the longest
      (a causal-type mask) or, with sched_reverse, the last (a left bound only). */
   int32_t sched_chunk, sched_reverse;
+  /* The persistent grid's schedule: dynamic (requested by the caller) takes a block's items
+     past its first from tile_counter (atomicAdd; the workspace's sched_count, cleared by
+     fa2_bwd_prologue); else (tile_counter NULL) the fixed deal, block i items i, i + grid, ... */
+  int32_t dynamic;
+  uint32_t *tile_counter;
   /* fa2's arguments, the workspace carved as fa2's backward carves it (fa2_bwd_carve: D, the
      log2 LSE, the fp32 dQ accumulator (fa3_bwd_sizing's layout), one split or more) */
   fa2_bwd_args a;
@@ -285,24 +290,25 @@ static inline int fa3_bwd_padded_head_dim(int64_t head_dim) {
 static inline int32_t fa3_bwd_dq_layout(int padded_head_dim) {
   return padded_head_dim > 128 ? FA2_DQ_FRAGMENT : FA2_DQ_ROTATED;
 }
-/* Under a mask the persistent grid runs only up to this many key tiles a head (1k keys): there
-   a tile's fixed costs weigh most (hd64 causal 1k +4%), while from 2k the fixed deal's balance
-   and L2 reach cost more than they save (2k -1%, 4k -4%, 16k -6%; bench/NOTES.md session 29). */
+/* Under a mask the persistent grid with the fixed deal runs only up to this many key tiles a
+   head (1k keys): there a tile's fixed costs weigh most (hd64 causal 1k +4%), while from 2k the
+   fixed deal's balance and L2 reach cost more than they save (2k -1%, 4k -4%, 16k -6%;
+   bench/NOTES.md session 29). The dynamic schedule has no such bound. */
 #define FA3_BWD_PERSISTENT_MASKED_TILES 8
 /* The persistent grid's block count for a launch (fa3_bwd_args.grid_blocks): requested (the SM
    count, or fewer for tests; <= 0: none) where it pays, 0 (a block per key tile) elsewhere. It
    pays with two K/V buffers (hd64), not in deterministic mode (which has its own grid, of
-   splits), without a mask or under one with at most FA3_BWD_PERSISTENT_MASKED_TILES key tiles
-   (in fa3_bwd_sched's order). At most one block per tile. */
+   splits), without a mask, or under one (in fa3_bwd_sched's order) with the dynamic schedule or
+   at most FA3_BWD_PERSISTENT_MASKED_TILES key tiles. At most one block per tile. */
 static inline int32_t fa3_bwd_grid_blocks(const fa2_bwd_args *a, int padded_head_dim,
-                                          int32_t requested) {
+                                          int32_t requested, int32_t dynamic) {
   const fa2_problem *p = &a->p;
   if (requested <= 0 || FA3_BWD_KV_STAGES(padded_head_dim) < 2 || a->deterministic ||
       p->seqlen_k <= 0)
     return 0;
   const int64_t tile_n = FA3_BWD_TILE_N(padded_head_dim);
   const int64_t n_tiles = (p->seqlen_k + tile_n - 1) / tile_n;
-  if (fa2_problem_masked(p) && n_tiles > FA3_BWD_PERSISTENT_MASKED_TILES) return 0;
+  if (!dynamic && fa2_problem_masked(p) && n_tiles > FA3_BWD_PERSISTENT_MASKED_TILES) return 0;
   const int64_t items = n_tiles * p->heads_kv * p->batch;
   if (items > INT32_MAX) return 0;
   return requested < items ? requested : (int32_t)items;

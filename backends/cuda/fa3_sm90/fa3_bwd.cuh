@@ -81,9 +81,11 @@ struct fa3_bwd_layout {
   static constexpr int K = 0, V = KV_BYTES, Q = KV_ST * KV_SLOT, DO = Q + 2 * Q_BYTES;
   static constexpr int DS = DO + 2 * Q_BYTES, DQ = DS + 2 * DS_BYTES;
   static constexpr int LSED = DQ + DQ_BYTES, BARS = LSED + 2 * 2 * BM * 4;
-  /* mbarriers: kv_full and kv_empty per K/V slot, full and empty per Q/dO stage */
+  /* mbarriers: kv_full and kv_empty per K/V slot, full and empty per Q/dO stage, item_full per
+     K/V slot (its item published: the consumers learn it before its K and V arrive) */
   static constexpr int KV_FULL = 0, KV_EMPTY = KV_ST, FULL = 2 * KV_ST, EMPTY = FULL + 2;
-  static constexpr int END = BARS + (EMPTY + 2) * 8;
+  static constexpr int ITEM_FULL = EMPTY + 2;
+  static constexpr int END = BARS + (ITEM_FULL + KV_ST) * 8;
   static_assert(END + 1024 <= (int)FA3_BWD_SMEM(HD), "FA3_BWD_SMEM covers the layout");
 };
 
@@ -253,12 +255,15 @@ __device__ __forceinline__ void fa3_bwd_store_dkv(const float (&dk)[NC / 2],
   }
 }
 
-/* The block's key tiles, in order: w = blockIdx.x, + gridDim.x, ... below fa3_bwd_items. The
-   default grid has a block per key tile (x), K/V head (y) and batch (z); deterministic mode a
-   block per split (x) of the key tiles of K/V head y, batch z; the persistent grid
-   (A.grid_blocks blocks in x) walks the tiles of every K/V head and batch: without a mask the
-   key tile fastest, so that the blocks running together share a head's Q and dO in L2; under
-   one in fa3_bwd_sched's order (the longest tiles first within chunks of heads). */
+/* The block's key tiles (items below fa3_bwd_items): the producer takes w = blockIdx.x, then
+   w + gridDim.x, ... (the fixed deal) or, with A.tile_counter, gridDim.x + the counter's next
+   value (the dynamic schedule: a block takes the next item when it is free), and publishes each
+   (fa3_bwd_take_item). The default grid has a block per key tile (x), K/V head (y) and batch
+   (z); deterministic mode a block per split (x) of the key tiles of K/V head y, batch z; the
+   persistent grid (A.grid_blocks blocks in x) walks the tiles of every K/V head and batch:
+   without a mask the key tile fastest, so that the blocks running together share a head's Q and
+   dO in L2; under one in fa3_bwd_sched's order (the longest tiles first within chunks of
+   heads). */
 struct fa3_bwd_item {
   int n, hk, b;
 };
@@ -287,6 +292,17 @@ __device__ __forceinline__ fa3_bwd_item fa3_bwd_item_of(const fa3_bwd_args &A, i
   return I;
 }
 
+/* The block's `loaded`-th item (in K/V slot loaded % kv_st) for a consumer or the dQ writer,
+   once the producer has published it: -1 when none is left. The producer reuses the slot once
+   the consumers' threads (after the item's steps) and the writer's lanes (once they have read
+   it) have arrived on its kv_empty. */
+__device__ __forceinline__ int fa3_bwd_take_item(uint64_t *item_full, const int *kv_item,
+                                                 int loaded, int kv_st) {
+  const int slot = loaded % kv_st;
+  mbar_wait(item_full + slot, (loaded / kv_st) & 1);
+  return kv_item[slot];
+}
+
 #include "fa3_bwd_wide.cuh"
 
 template <typename Tr, int HD>
@@ -302,8 +318,15 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
   unsigned char *sm = fa3_bwd_smem + ((1024u - (smem_u32(fa3_bwd_smem) & 1023u)) & 1023u);
   uint64_t *bars = reinterpret_cast<uint64_t *>(sm + L::BARS);
   uint64_t *kv_full = bars + L::KV_FULL, *kv_empty = bars + L::KV_EMPTY;
-  uint64_t *full = bars + L::FULL, *empty = bars + L::EMPTY;
+  uint64_t *full = bars + L::FULL, *empty = bars + L::EMPTY, *item_full = bars + L::ITEM_FULL;
   constexpr int KV_ST = L::KV_ST;
+  /* The narrow kernels' producer publishes the block's items (below); the wide kernel's roles
+     each walk the fixed deal (its per-thread kv_empty arrivals cost hd256 1k 2-3%: no persistent
+     grid runs there to need them). */
+  constexpr bool PUBLISH = !L::WIDE;
+  /* The block's items as the producer takes them (a slot per K/V buffer: the fixed deal or the
+     counter's; fa3_bwd_take_item). */
+  __shared__ int kv_item[2];
 
   const fa2_bwd_args &a = A.a;
   /* The warpgroup by a shuffle from lane 0: ptxas then knows it is the same in every lane of a
@@ -327,7 +350,12 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
   if (threadIdx.x == 0) {
     for (int s = 0; s < KV_ST; ++s) {
       mbar_init(kv_full + s, 1);
-      mbar_init(kv_empty + s, 2); /* one arrival per consumer, once it has read a tile's K, V */
+      /* one arrival per consumer thread once its warpgroup has read a tile's K and V and it
+         has read the item, and per lane of the dQ writer once it has read the item (each
+         reader's own arrival: compute-sanitizer's racecheck does not see an item's reads as
+         ordered before the producer's next write through a barrier and one thread's arrival) */
+      mbar_init(kv_empty + s, PUBLISH ? 256 + 32 : 2);
+      if (PUBLISH) mbar_init(item_full + s, 1);
     }
     for (int s = 0; s < 2; ++s) {
       mbar_init(full + s, 1);
@@ -343,14 +371,33 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
     if (warp > (L::WIDE ? 0 : 1)) return; /* the wide kernel has no dQ writer */
     if (warp == 0) {                      /* the producer */
       if (lane != 0) return;
-      int it = 0, loaded = 0; /* steps and K/V tiles loaded so far (ring positions, phases) */
-      for (int w = blockIdx.x; w < items; w += gridDim.x) {
+      /* Steps and items published so far (ring positions, phases). PUBLISH: every item goes
+         through a K/V slot, one without steps (no K/V load: the consumers store its zero dK and
+         dV) and the final "none left" (-1) included. */
+      int it = 0, loaded = 0;
+      for (int w = blockIdx.x;;) {
+        const int slot = loaded % KV_ST;
+        if (PUBLISH) {
+          if (loaded >= KV_ST) mbar_wait(kv_empty + slot, ((loaded / KV_ST) - 1) & 1);
+          ++loaded;
+          kv_item[slot] = w < items ? w : -1;
+          mbar_arrive(item_full + slot);
+        }
+        if (w >= items) break;
         const fa3_bwd_item I = fa3_bwd_item_of(A, w, n_tiles);
         const int hk = I.hk, b = I.b;
         const fa3_bwd_tile T = fa3_bwd_tile_of(mask, I.n, BM, BN, seqlen_q, seqlen_k, group);
-        if (T.steps == 0) continue;
-        const int slot = loaded % KV_ST;
-        if (loaded >= KV_ST) mbar_wait(kv_empty + slot, ((loaded / KV_ST) - 1) & 1);
+        /* The next item, taken now so that the counter's latency passes under this one */
+        w = PUBLISH && A.tile_counter ? (int)gridDim.x + (int)atomicAdd(A.tile_counter, 1u)
+                                      : w + gridDim.x;
+        if (T.steps == 0) {
+          if (PUBLISH) mbar_arrive(kv_full + slot);
+          continue;
+        }
+        if (!PUBLISH) { /* the wide kernel: a tile without steps takes no slot */
+          if (loaded >= KV_ST) mbar_wait(kv_empty + slot, ((loaded / KV_ST) - 1) & 1);
+          ++loaded;
+        }
         mbar_arrive_expect_tx(kv_full + slot, 2 * L::KV_BYTES);
         unsigned char *kv = sm + slot * L::KV_SLOT;
 #pragma unroll
@@ -358,7 +405,6 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
           tma_load_4d(kv + L::K + x * L::KV_BOX, A.tk, kv_full + slot, 64 * x, T.n0, hk, b);
           tma_load_4d(kv + L::V + x * L::KV_BOX, A.tv, kv_full + slot, 64 * x, T.n0, hk, b);
         }
-        ++loaded;
         /* Steps in order (query head h of the group, query tile mt), counted without
            divisions. */
         int h = hk * group, mt = T.m_begin;
@@ -381,11 +427,15 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
       }
       return;
     }
-    /* The dQ writer: the staging tile is announced empty after every reduction has read it
-       (the consumers' first step does not wait; they take the last announcement after their
-       last step). In deterministic mode a tile's reductions complete before the next tile's
-       begin. */
-    for (int w = blockIdx.x; w < items; w += gridDim.x) {
+    /* The dQ writer: the block's items as the consumers take them (each lane arrives on the
+       slot's kv_empty once it has read the item, so that the producer cannot publish over it
+       first); the staging tile is announced empty after every reduction has read it (the
+       consumers' first step does not wait; they take the last announcement after their last
+       step). In deterministic mode a tile's reductions complete before the next tile's begin. */
+    for (int loaded = 0;; ++loaded) {
+      const int w = fa3_bwd_take_item(item_full, kv_item, loaded, KV_ST);
+      mbar_arrive(kv_empty + loaded % KV_ST);
+      if (w < 0) break;
       const fa3_bwd_item I = fa3_bwd_item_of(A, w, n_tiles);
       const int b = I.b;
       const fa3_bwd_tile T = fa3_bwd_tile_of(mask, I.n, BM, BN, seqlen_q, seqlen_k, group);
@@ -421,7 +471,9 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
     const float sl2 = a.p.scale * FA2_LOG2E;
 
     int it = 0, loaded = 0; /* as the producer's */
-    for (int w = blockIdx.x; w < items; w += gridDim.x) {
+    for (;; ++loaded) {
+      const int w = fa3_bwd_take_item(item_full, kv_item, loaded, KV_ST);
+      if (w < 0) break;
       const fa3_bwd_item I = fa3_bwd_item_of(A, w, n_tiles);
       const int hk = I.hk, b = I.b;
       const fa3_bwd_tile T = fa3_bwd_tile_of(mask, I.n, BM, BN, seqlen_q, seqlen_k, group);
@@ -453,7 +505,7 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
 #pragma unroll
       for (int i = 0; i < HD / 2; ++i) dk[i] = dv[i] = 0.0f;
 
-      if (T.steps > 0) mbar_wait(kv_full + slot, (loaded / KV_ST) & 1);
+      mbar_wait(kv_full + slot, (loaded / KV_ST) & 1);
       /* hd64: this consumer's keys of K and V in registers for the tile (32 registers; at hd128
          they would take 64, which the accumulators leave no room for). */
       uint32_t kf[KV_RS ? HD / 16 : 1][4], vf[KV_RS ? HD / 16 : 1][4];
@@ -582,12 +634,10 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
         /* Q, dO, LSE and D are read: the stage goes back to the producer. */
         if (tid == 0) mbar_arrive(empty + st);
       }
-      /* The tile's K and V are read (its last dQ and dK waited for): the producer may load the
-         next tile's. */
-      if (T.steps > 0) {
-        if (tid == 0) mbar_arrive(kv_empty + slot);
-        ++loaded;
-      }
+      /* The tile's K and V are read (its last dQ and dK waited for by the warpgroup, whose
+         wgmmas hold its warps together), and the item by this thread: the producer may publish
+         the next item in this slot. */
+      mbar_arrive(kv_empty + slot);
 
       fa3_bwd_store_dkv<Tr, HD>(dk, dv, a, hk, b, key0, 0, warp, g, t);
     }

@@ -18,6 +18,7 @@ void fa3_bwd_sizing(fa2_bwd_args *a, int32_t deterministic, int32_t dq_splits) {
   a->deterministic = deterministic ? 1 : 0;
   a->dq_splits = deterministic && dq_splits > 1 ? dq_splits : 1;
   a->tail_tiles = a->tail_first = a->tail_piece_steps = a->tail_pieces = 0;
+  a->sched_counters = 1; /* the persistent grid's dynamic schedule (fa3_bwd_args.tile_counter) */
 }
 
 int fa3_bwd_launch(fa3_bwd_args *x, void *workspace, char *err, size_t err_len) {
@@ -50,12 +51,20 @@ int fa3_bwd_launch(fa3_bwd_args *x, void *workspace, char *err, size_t err_len) 
       fa3_tensor_map(x->tv, p->bf16, a->v, &a->v_str, p->batch, p->seqlen_k, p->heads_kv,
                      p->head_dim, (uint32_t)tile_n, 1, err, err_len))
     return -1;
-  x->grid_blocks = fa3_bwd_grid_blocks(a, padded, x->grid_blocks);
+  x->grid_blocks = fa3_bwd_grid_blocks(a, padded, x->grid_blocks, x->dynamic);
   if (x->grid_blocks > 0)
     fa3_bwd_sched(a, padded, &x->sched_chunk, &x->sched_reverse);
   else
     x->sched_chunk = x->sched_reverse = 0;
   fa2_bwd_carve(a, workspace);
+  x->tile_counter = NULL;
+  if (x->grid_blocks > 0 && x->dynamic) {
+    if (a->sched_counters < 1) {
+      snprintf(err, err_len, "fa3 backward: the dynamic schedule's counter is not in the sizing");
+      return -1;
+    }
+    x->tile_counter = a->sched_count; /* cleared by fa2_bwd_prologue */
+  }
   const uint64_t rows = (uint64_t)p->batch * (uint64_t)p->heads_q;
   const uint64_t rows_q = (uint64_t)a->seqlen_q_padded;
   if (fa_tma_map_f32_2d(x->tlse, a->lse_log2, rows_q, rows, rows_q * 4, FA3_BWD_TILE_M, 1, err,
