@@ -82,7 +82,7 @@ struct fa3_bwd_layout {
   static constexpr int DS = DO + 2 * Q_BYTES, DQ = DS + 2 * DS_BYTES;
   static constexpr int LSED = DQ + DQ_BYTES, BARS = LSED + 2 * 2 * BM * 4;
   /* mbarriers: kv_full and kv_empty per K/V slot, full and empty per Q/dO stage, item_full per
-     K/V slot (its item published: the consumers learn it before its K and V arrive) */
+     K/V slot (narrow kernels: its item published, learnt before its K and V arrive) */
   static constexpr int KV_FULL = 0, KV_EMPTY = KV_ST, FULL = 2 * KV_ST, EMPTY = FULL + 2;
   static constexpr int ITEM_FULL = EMPTY + 2;
   static constexpr int END = BARS + (ITEM_FULL + KV_ST) * 8;
@@ -257,12 +257,13 @@ __device__ __forceinline__ void fa3_bwd_store_dkv(const float (&dk)[NC / 2],
 
 /* The block's key tiles (items below fa3_bwd_items): the producer takes w = blockIdx.x, then
    w + gridDim.x, ... (the fixed deal) or, with A.tile_counter, gridDim.x + the counter's next
-   value (the dynamic schedule: a block takes the next item when it is free), and publishes each
-   (fa3_bwd_take_item). The default grid has a block per key tile (x), K/V head (y) and batch
-   (z); deterministic mode a block per split (x) of the key tiles of K/V head y, batch z; the
-   persistent grid (A.grid_blocks blocks in x) walks the tiles of every K/V head and batch:
-   without a mask the key tile fastest, so that the blocks running together share a head's Q and
-   dO in L2; under one in fa3_bwd_sched's order (the longest tiles first within chunks of
+   value (the dynamic schedule: a block takes the next item when it is free); in the narrow
+   kernels it publishes each to the consumers and the dQ writer (fa3_bwd_take_item), in the wide
+   one every role walks the fixed deal itself. The default grid has a block per key tile (x), K/V
+   head (y) and batch (z); deterministic mode a block per split (x) of the key tiles of K/V head y,
+   batch z; the persistent grid (A.grid_blocks blocks in x) walks the tiles of every K/V head and
+   batch: without a mask the key tile fastest, so that the blocks running together share a head's Q
+   and dO in L2; under one in fa3_bwd_sched's order (the longest tiles first within chunks of
    heads). */
 struct fa3_bwd_item {
   int n, hk, b;
