@@ -199,7 +199,7 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
     fa3_bwd_args x;
     memset(&x, 0, sizeof x);
     x.a = a;
-    /* The persistent grid (where it pays: fa3_bwd_grid_blocks, hd64) has a block per SM
+    /* The persistent grid (where it pays: fa3_bwd_grid_blocks, hd64/hd128) has a block per SM
        (FA_CUDA_FA3_GRID: fewer, for tests), its blocks taking tiles by the dynamic schedule;
        for A/Bs FA_CUDA_FA3_BWD_PERSISTENT=0 gives a block per key tile, =fixed the fixed deal
        (and its length bound under a mask). */

@@ -349,8 +349,8 @@ int main(void) {
   fa3_bwd_sizing(&xb.a, 1, 3);
   EXPECT(fa3_bwd_launch(&xb, NULL, err, sizeof err) == -1 && !strcmp(err, "stub") && !g_launched,
          "deterministic backward (three splits), maps refused: %s", err);
-  /* the persistent grid: hd64, not deterministic, without a mask or under one with at most
-     FA3_BWD_PERSISTENT_MASKED_TILES key tiles; at most a block per key tile */
+  /* the persistent grid: hd64 and hd128, not deterministic, without a mask or under one with at
+     most FA3_BWD_PERSISTENT_MASKED_TILES key tiles; at most a block per key tile */
   fa2_bwd_args pg;
   memset(&pg, 0, sizeof pg);
   pg.p = open_1k;
@@ -361,8 +361,9 @@ int main(void) {
              fa3_bwd_grid_blocks(&pg, 64, 1 << 30, 0) == tiles &&
              fa3_bwd_grid_blocks(&pg, 64, 0, 0) == 0 && fa3_bwd_grid_blocks(&pg, 64, -3, 0) == 0,
          "persistent grid at hd64 without a mask (%d key tiles)", tiles);
-  EXPECT(fa3_bwd_grid_blocks(&pg, 128, 132, 0) == 0 && fa3_bwd_grid_blocks(&pg, 256, 132, 0) == 0,
-         "no persistent grid at hd128 or hd256");
+  EXPECT(fa3_bwd_grid_blocks(&pg, 128, 132, 0) == (tiles < 132 ? tiles : 132) &&
+             fa3_bwd_grid_blocks(&pg, 256, 132, 0) == 0,
+         "persistent grid at hd128 (one K/V buffer), none at hd256");
   int32_t chunk = -1, reverse = -1;
   fa3_bwd_sched(&pg, 64, &chunk, &reverse);
   EXPECT(chunk == 0 && reverse == 0, "no mask: the key tile fastest (%d, %d)", chunk, reverse);
@@ -381,10 +382,11 @@ int main(void) {
   EXPECT(chunk == 96 && reverse == 0, "causal: chunks of %d pairs, reverse %d", chunk, reverse);
   pg.p.seqlen_k = 1025;
   EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132, 0) == 0, "no fixed deal, causal, 1025 keys");
-  /* the dynamic schedule: under a mask at any length, still hd64 only, not deterministic */
+  /* the dynamic schedule: under a mask at any length, the narrow kernels only, not deterministic */
   pg.p.seqlen_k = 16384;
   EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132, 1) == 132 && fa3_bwd_grid_blocks(&pg, 64, 132, 0) == 0 &&
-             fa3_bwd_grid_blocks(&pg, 128, 132, 1) == 0 && fa3_bwd_grid_blocks(&pg, 64, 0, 1) == 0,
+             fa3_bwd_grid_blocks(&pg, 128, 132, 1) == 132 &&
+             fa3_bwd_grid_blocks(&pg, 256, 132, 1) == 0 && fa3_bwd_grid_blocks(&pg, 64, 0, 1) == 0,
          "dynamic schedule, causal, 16384 keys");
   pg.deterministic = 1;
   EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132, 1) == 0, "no dynamic schedule when deterministic");

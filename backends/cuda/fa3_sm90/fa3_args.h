@@ -230,7 +230,8 @@ int fa3_fwd_launch(fa3_fwd_args *a, const fa3_fwd_config *cfg, char *err, size_t
 #define FA3_BWD_TILE_M 64
 #define FA3_BWD_TILE_N(hd) ((hd) > 128 ? 64 : 128)
 /* K/V buffers of the narrow kernels: two at hd64 (the next key tile's loaded during the last
-   steps of the current one, in the persistent schedule), one at hd128 (no room). */
+   steps of the current one, in the persistent schedule), one at hd128 (no room: there the next
+   tile's load runs under the current one's dK/dV stores). */
 #define FA3_BWD_KV_STAGES(hd) ((hd) <= 64 ? 2 : 1)
 #define FA3_BWD_SMEM_NARROW(hd)                                                             \
   ((size_t)FA3_BWD_KV_STAGES(hd) * 2 * 128 * (hd)*2 + (size_t)4 * FA3_BWD_TILE_M * (hd)*2 + \
@@ -250,7 +251,7 @@ typedef struct fa3_bwd_args {
      query tile's rows), made after fa2_bwd_carve */
   FA3_ALIGN64 unsigned char tlse[128];
   FA3_ALIGN64 unsigned char tdsum[128];
-  /* The persistent grid's blocks (the narrow kernels with two K/V buffers, not deterministic:
+  /* The persistent grid's blocks (the narrow kernels, hd64 and hd128, not deterministic:
      each block walks the key tiles blockIdx.x, + grid_blocks, ... of all K/V heads and batches);
      0: one block per key tile. */
   int32_t grid_blocks;
@@ -297,15 +298,15 @@ static inline int32_t fa3_bwd_dq_layout(int padded_head_dim) {
 #define FA3_BWD_PERSISTENT_MASKED_TILES 8
 /* The persistent grid's block count for a launch (fa3_bwd_args.grid_blocks): requested (the SM
    count, or fewer for tests; <= 0: none) where it pays, 0 (a block per key tile) elsewhere. It
-   pays with two K/V buffers (hd64), not in deterministic mode (which has its own grid, of
-   splits), without a mask, or under one (in fa3_bwd_sched's order) with the dynamic schedule or
-   at most FA3_BWD_PERSISTENT_MASKED_TILES key tiles. At most one block per tile. */
+   pays in the narrow kernels (hd64 with two K/V buffers; hd128 with one, +1-3% on the H200,
+   bench/NOTES.md session 31; the wide kernel's fixed deal measured -0.1..+0.7%), not in
+   deterministic mode (which has its own grid, of splits), without a mask, or under one (in
+   fa3_bwd_sched's order) with the dynamic schedule or at most FA3_BWD_PERSISTENT_MASKED_TILES
+   key tiles. At most one block per tile. */
 static inline int32_t fa3_bwd_grid_blocks(const fa2_bwd_args *a, int padded_head_dim,
                                           int32_t requested, int32_t dynamic) {
   const fa2_problem *p = &a->p;
-  if (requested <= 0 || FA3_BWD_KV_STAGES(padded_head_dim) < 2 || a->deterministic ||
-      p->seqlen_k <= 0)
-    return 0;
+  if (requested <= 0 || padded_head_dim > 128 || a->deterministic || p->seqlen_k <= 0) return 0;
   const int64_t tile_n = FA3_BWD_TILE_N(padded_head_dim);
   const int64_t n_tiles = (p->seqlen_k + tile_n - 1) / tile_n;
   if (!dynamic && fa2_problem_masked(p) && n_tiles > FA3_BWD_PERSISTENT_MASKED_TILES) return 0;

@@ -13,7 +13,7 @@
  * a stage completes on its "full" mbarrier and is released on its "empty" one by both consumers.
  * (LSE and D by bulk copies or by the warp's ordinary stores, ordered by the same mbarriers, drew
  * racecheck hazards between those writes and the consumers' reads; by TMA they draw none, as Q's.)
- * Its warp 1 is the dQ writer: once both consumers have put the step's dQ into the staging tile,
+ * Its warp 1 is the dQ writer: once the consumers have put the step's dQ into the staging tile,
  * one bulk reduction adds it to the fp32 dQ accumulator (fa2's rotated layout); when the reduction
  * has read the tile, the consumers may fill it again (named barriers FULL_DQ / EMPTY_DQ).
  *
@@ -27,7 +27,10 @@
  *                                   A operand's), B = dO MN-major; issued before dPᵀ is waited
  *                                   for, it runs under dSᵀ and the barrier that waits for both
  *                                   halves of dS
- *   dQ = dS K (its HD/2 columns)    wgmma over all 128 keys, A = dS (K-major), B = K MN-major
+ *   dQ = dS K                       wgmma over all 128 keys, A = dS (K-major), B = K MN-major:
+ *                                   at hd128 each consumer HD/2 columns; at hd64 all HD columns
+ *                                   by the consumer of the step's parity (FA3_BWD_DQ_ONE), the
+ *                                   other not waiting for its partner's dS
  *   dK += dSᵀ Q                     wgmma, dSᵀ from registers; runs while dQ goes to the staging
  *                                   tile
  * so each step's dQ is reduced into global memory once per block, not once per consumer. At the
@@ -58,10 +61,19 @@
    staging tile filled by both consumers (to the writer warp); the tile read by the last
    reduction (from the writer warp). */
 #define FA3_BWD_BAR_DS 1
+/* hd64 (FA3_BWD_DQ_ONE): odd steps' dS barrier (even steps' is FA3_BWD_BAR_DS), so that a
+   consumer's arrival for one step never meets its own wait of the next in one generation. */
+#define FA3_BWD_BAR_DS_ODD 6
 #define FA3_BWD_BAR_FULL_DQ 2
 #define FA3_BWD_BAR_EMPTY_DQ 3
 /* Per consumer (4 + consumer), its own warpgroup: a scheduling fence (below). */
 #define FA3_BWD_BAR_PIN 4
+/* Whether a step's whole dQ is one consumer's (the consumer of the step's parity: N = HD over
+   all 128 keys, reading dS and K once) rather than half of its columns each (both reading all of
+   dS): at hd64, whose step is bound by shared-memory reads, that saves 16 of ~176 KB a step, and
+   the other consumer only arrives at the dS barrier instead of waiting there. At hd128 the doer's
+   64 more accumulator registers do not fit. */
+#define FA3_BWD_DQ_ONE(hd) ((hd) <= 64)
 
 /* The shared-memory layout (offsets from a 1024-byte aligned base; every tile 1024-aligned for
    the 128-byte swizzle). A stage's DS_BYTES: narrow, dS (64 queries x 128 keys), each consumer's
@@ -311,8 +323,11 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
   typedef fa3_bwd_layout<HD> L;
   typedef typename Tr::elem E;
   constexpr bool F16 = Tr::is_f16;
-  constexpr int BM = L::BM, BN = L::BN, BOXES = HD / 64, DQN = HD / 2;
-  constexpr bool DV_FIRST = HD <= 64, KV_RS = HD <= 64;
+  constexpr int BM = L::BM, BN = L::BN, BOXES = HD / 64;
+  constexpr bool DV_FIRST = HD <= 64, KV_RS = HD <= 64, DQ_ONE = FA3_BWD_DQ_ONE(HD);
+  /* A step's dQ columns per consumer that computes it, and the threads of the hand-off of the
+     staging tile to the dQ writer (that consumer's or both, and the writer's lanes). */
+  constexpr int DQN = DQ_ONE ? HD : HD / 2, DQ_THREADS = DQ_ONE ? 128 + 32 : 256 + 32;
   extern __shared__ unsigned char fa3_bwd_smem[];
   /* Aligned by an offset from the array, not through an integer: the compiler then knows every
      pointer below is in shared memory (STS/LDS with 32-bit addresses, not generic ST/LD). */
@@ -442,7 +457,7 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
       const fa3_bwd_tile T = fa3_bwd_tile_of(mask, I.n, BM, BN, seqlen_q, seqlen_k, group);
       int h = I.hk * group, mt = T.m_begin;
       for (int i = 0; i < T.steps; ++i) {
-        bar_sync(FA3_BWD_BAR_FULL_DQ, 288);
+        bar_sync(FA3_BWD_BAR_FULL_DQ, DQ_THREADS);
         if (lane == 0) {
           bulk_reduce_add_f32(
               dq_acc + (((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded + mt * BM) * HD,
@@ -454,7 +469,7 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
             bulk_wait_read<0>();
         }
         __syncwarp();
-        bar_arrive(FA3_BWD_BAR_EMPTY_DQ, 288);
+        bar_arrive(FA3_BWD_BAR_EMPTY_DQ, DQ_THREADS);
         if (++mt == T.m_begin + T.m_count) mt = T.m_begin, ++h;
       }
     }
@@ -579,58 +594,76 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
           }
         }
         fence_proxy_async_smem(); /* the generic dS stores, before the async proxy's wgmma reads */
-        bar_sync(FA3_BWD_BAR_DS, 256);
+        /* DQ_ONE: the step's dQ is consumer (it & 1)'s, which waits for the other's half of dS;
+           the other only announces its own and goes on. */
+        const bool dq_mine = !DQ_ONE || (it & 1) == c;
+        if (!DQ_ONE)
+          bar_sync(FA3_BWD_BAR_DS, 256);
+        else if (dq_mine)
+          bar_sync((it & 1) ? FA3_BWD_BAR_DS_ODD : FA3_BWD_BAR_DS, 256);
+        else
+          bar_arrive((it & 1) ? FA3_BWD_BAR_DS_ODD : FA3_BWD_BAR_DS, 256);
 
-        /* dQ (64 queries x this consumer's HD/2 columns) over all 128 keys: A = dS (K-major, the
-           two halves 64 keys apart), B = K rows (MN-major) from column DQN c: k-step 16 keys. */
-        float dq[DQN / 2];
-        {
-          const uint64_t da = wgmma_desc_sw128_at(smem_addr_opaque(ds), 16, 1024);
-          const uint64_t db = wgmma_desc_sw128_at(
-              smem_addr_opaque(kslot + (c * DQN / 64) * L::KV_BOX + (c * DQN % 64) * 2), L::KV_BOX,
-              1024);
-          wgmma_fence();
+        if (dq_mine) {
+          /* dQ (64 queries x DQN columns from col0) over all 128 keys: A = dS (K-major, the two
+             halves 64 keys apart), B = K rows (MN-major) from column col0: k-step 16 keys. */
+          const int col0 = DQ_ONE ? 0 : c * DQN;
+          float dq[DQN / 2];
+          {
+            const uint64_t da = wgmma_desc_sw128_at(smem_addr_opaque(ds), 16, 1024);
+            const uint64_t db = wgmma_desc_sw128_at(
+                smem_addr_opaque(kslot + (col0 / 64) * L::KV_BOX + (col0 % 64) * 2), L::KV_BOX,
+                1024);
+            wgmma_fence();
 #pragma unroll
-          for (int ks = 0; ks < BN / 16; ++ks)
-            wgmma_n<DQN>::template ss<1, F16>(dq,
-                                              da + (((ks / 4) * L::DS_HALF + (ks % 4) * 32) >> 4),
-                                              db + ((ks * 2048) >> 4), ks > 0);
-          wgmma_commit();
-        }
-        wgmma_wait<1>(); /* dV (none in an idle step) */
-        wgmma_fence_regs(dv);
-        wgmma_fence_frags(pa);
+            for (int ks = 0; ks < BN / 16; ++ks)
+              wgmma_n<DQN>::template ss<1, F16>(dq,
+                                                da + (((ks / 4) * L::DS_HALF + (ks % 4) * 32) >> 4),
+                                                db + ((ks * 2048) >> 4), ks > 0);
+            wgmma_commit();
+          }
+          wgmma_wait<1>(); /* dV (none in an idle step) */
+          wgmma_fence_regs(dv);
+          wgmma_fence_frags(pa);
 
-        /* dK += dSᵀ Q (B: Q, MN-major) while dQ goes to the staging tile. */
-        if (idle) {
-          wgmma_wait<0>(); /* dQ */
-        } else {
+          /* dK += dSᵀ Q (B: Q, MN-major) while dQ goes to the staging tile. */
+          if (idle) {
+            wgmma_wait<0>(); /* dQ */
+          } else {
+            wgmma_fence();
+            fa3_issue_pv<HD, 64, F16>(dk, dsa, q, L::Q_BOX, 1);
+            wgmma_commit();
+            wgmma_wait<1>(); /* dQ */
+          }
+          wgmma_fence_regs(dq);
+
+          /* dQ into the staging tile in the accumulator's rotated layout (fa2_args.h,
+             FA2_DQ_ROTATED: 8-column chunk j of row r at chunk (j + r) mod (HD / 8), so that a
+             warp's stores spread over the banks), once the last reduction has read it; the writer
+             warp adds it. */
+          if (it > 0) bar_sync(FA3_BWD_BAR_EMPTY_DQ, DQ_THREADS);
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int row = 16 * warp + g + 8 * r;
+#pragma unroll
+            for (int j = 0; j < DQN / 8; ++j) {
+              const int chunk = (col0 / 8 + j + row) & (HD / 8 - 1);
+              st_shared_v2_f32(dqs + (row * HD + chunk * 8 + 2 * t) * 4, dq[4 * j + 2 * r],
+                               dq[4 * j + 2 * r + 1]);
+            }
+          }
+          fence_proxy_async_smem();
+          bar_arrive(FA3_BWD_BAR_FULL_DQ, DQ_THREADS);
+        } else if (!idle) {
           wgmma_fence();
           fa3_issue_pv<HD, 64, F16>(dk, dsa, q, L::Q_BOX, 1);
           wgmma_commit();
-          wgmma_wait<1>(); /* dQ */
         }
-        wgmma_fence_regs(dq);
 
-        /* dQ into the staging tile in the accumulator's rotated layout (fa2_args.h, FA2_DQ_ROTATED:
-           8-column chunk j of row r at chunk (j + r) mod (HD / 8), so that a warp's stores spread
-           over the banks), once the last reduction has read it; the writer warp adds it. */
-        if (it > 0) bar_sync(FA3_BWD_BAR_EMPTY_DQ, 288);
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int row = 16 * warp + g + 8 * r;
-#pragma unroll
-          for (int j = 0; j < DQN / 8; ++j) {
-            const int chunk = (c * DQN / 8 + j + row) & (HD / 8 - 1);
-            st_shared_v2_f32(dqs + (row * HD + chunk * 8 + 2 * t) * 4, dq[4 * j + 2 * r],
-                             dq[4 * j + 2 * r + 1]);
-          }
-        }
-        fence_proxy_async_smem();
-        bar_arrive(FA3_BWD_BAR_FULL_DQ, 288);
-
-        wgmma_wait<0>(); /* dK */
+        wgmma_wait<0>(); /* dK (and, without dQ, dV) */
         wgmma_fence_regs(dk);
+        wgmma_fence_regs(dv);
+        wgmma_fence_frags(pa);
         wgmma_fence_frags(dsa);
         /* Q, dO, LSE and D are read: the stage goes back to the producer. */
         if (tid == 0) mbar_arrive(empty + st);
@@ -642,8 +675,10 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
 
       fa3_bwd_store_dkv<Tr, HD>(dk, dv, a, hk, b, key0, 0, warp, g, t);
     }
-    /* The writer's announcement after the block's last reduction. */
-    if (it > 0) bar_sync(FA3_BWD_BAR_EMPTY_DQ, 288);
+    /* The writer's announcement after the block's last reduction. DQ_ONE: taken by the consumer
+       that staged the last dQ, after its own wait for the one before: the other consumer may get
+       here first, and its wait would complete that earlier announcement in its place. */
+    if (it > 0 && (!DQ_ONE || ((it - 1) & 1) == c)) bar_sync(FA3_BWD_BAR_EMPTY_DQ, DQ_THREADS);
   }
 }
 
