@@ -28,9 +28,9 @@
  *                                   for, it runs under dSᵀ and the barrier that waits for both
  *                                   halves of dS
  *   dQ = dS K                       wgmma over all 128 keys, A = dS (K-major), B = K MN-major:
- *                                   at hd128 each consumer HD/2 columns; at hd64 all HD columns
- *                                   by the consumer of the step's parity (FA3_BWD_DQ_ONE), the
- *                                   other not waiting for its partner's dS
+ *                                   all HD columns by the consumer of the step's parity
+ *                                   (FA3_BWD_DQ_ONE; at hd128 in two 64-column parts), the other
+ *                                   not waiting for its partner's dS
  *   dK += dSᵀ Q                     wgmma, dSᵀ from registers; runs while dQ goes to the staging
  *                                   tile
  * so each step's dQ is reduced into global memory once per block, not once per consumer. At the
@@ -58,22 +58,22 @@
 #define FA3_BWD_CONSUMER_REGS(wide) ((wide) ? 240 : 232)
 
 /* Named barriers (0 is __syncthreads): both consumers' halves of a stage's dS written; the dQ
-   staging tile filled by both consumers (to the writer warp); the tile read by the last
-   reduction (from the writer warp). */
+   staging tile filled (by the consumer whose dQ it is, or both; to the writer warp); the tile
+   read by the last reduction (from the writer warp). */
 #define FA3_BWD_BAR_DS 1
-/* hd64 (FA3_BWD_DQ_ONE): odd steps' dS barrier (even steps' is FA3_BWD_BAR_DS), so that a
+/* With FA3_BWD_DQ_ONE: odd steps' dS barrier (even steps' is FA3_BWD_BAR_DS), so that a
    consumer's arrival for one step never meets its own wait of the next in one generation. */
 #define FA3_BWD_BAR_DS_ODD 6
 #define FA3_BWD_BAR_FULL_DQ 2
 #define FA3_BWD_BAR_EMPTY_DQ 3
 /* Per consumer (4 + consumer), its own warpgroup: a scheduling fence (below). */
 #define FA3_BWD_BAR_PIN 4
-/* Whether a step's whole dQ is one consumer's (the consumer of the step's parity: N = HD over
-   all 128 keys, reading dS and K once) rather than half of its columns each (both reading all of
-   dS): at hd64, whose step is bound by shared-memory reads, that saves 16 of ~176 KB a step, and
-   the other consumer only arrives at the dS barrier instead of waiting there. At hd128 the doer's
-   64 more accumulator registers do not fit. */
-#define FA3_BWD_DQ_ONE(hd) ((hd) <= 64)
+/* Whether a step's whole dQ is one consumer's (the consumer of the step's parity, over all 128
+   keys: dS read once, not by both) rather than half of its columns each. The other consumer only
+   arrives at the dS barrier instead of waiting there. hd64: N = 64 in one go, +9..+13% on the
+   H200; hd128: two N = 64 parts one after the other (64 accumulator registers at once made
+   ptxas serialise the wgmmas, C7512), +0.4..+2.8% (bench/NOTES.md session 31). */
+#define FA3_BWD_DQ_ONE(hd) ((hd) <= 128)
 
 /* The shared-memory layout (offsets from a 1024-byte aligned base; every tile 1024-aligned for
    the 128-byte swizzle). A stage's DS_BYTES: narrow, dS (64 queries x 128 keys), each consumer's
@@ -327,7 +327,8 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
   constexpr bool DV_FIRST = HD <= 64, KV_RS = HD <= 64, DQ_ONE = FA3_BWD_DQ_ONE(HD);
   /* A step's dQ columns per consumer that computes it, and the threads of the hand-off of the
      staging tile to the dQ writer (that consumer's or both, and the writer's lanes). */
-  constexpr int DQN = DQ_ONE ? HD : HD / 2, DQ_THREADS = DQ_ONE ? 128 + 32 : 256 + 32;
+  constexpr int DQN = DQ_ONE ? 64 : HD / 2, DQ_PARTS = DQ_ONE ? HD / 64 : 1;
+  constexpr int DQ_THREADS = DQ_ONE ? 128 + 32 : 256 + 32;
   extern __shared__ unsigned char fa3_bwd_smem[];
   /* Aligned by an offset from the array, not through an integer: the compiler then knows every
      pointer below is in shared memory (STS/LDS with 32-bit addresses, not generic ST/LD). */
@@ -605,51 +606,60 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
           bar_arrive((it & 1) ? FA3_BWD_BAR_DS_ODD : FA3_BWD_BAR_DS, 256);
 
         if (dq_mine) {
-          /* dQ (64 queries x DQN columns from col0) over all 128 keys: A = dS (K-major, the two
-             halves 64 keys apart), B = K rows (MN-major) from column col0: k-step 16 keys. */
-          const int col0 = DQ_ONE ? 0 : c * DQN;
-          float dq[DQN / 2];
-          {
-            const uint64_t da = wgmma_desc_sw128_at(smem_addr_opaque(ds), 16, 1024);
-            const uint64_t db = wgmma_desc_sw128_at(
-                smem_addr_opaque(kslot + (col0 / 64) * L::KV_BOX + (col0 % 64) * 2), L::KV_BOX,
-                1024);
-            wgmma_fence();
+          /* dQ (64 queries x DQN columns from col0, DQ_PARTS times: at hd128 by one consumer the
+             two 64-column halves one after the other, 32 accumulator registers, not 64) over all
+             128 keys: A = dS (K-major, the two halves 64 keys apart), B = K rows (MN-major) from
+             column col0: k-step 16 keys. */
 #pragma unroll
-            for (int ks = 0; ks < BN / 16; ++ks)
-              wgmma_n<DQN>::template ss<1, F16>(dq,
-                                                da + (((ks / 4) * L::DS_HALF + (ks % 4) * 32) >> 4),
-                                                db + ((ks * 2048) >> 4), ks > 0);
-            wgmma_commit();
-          }
-          wgmma_wait<1>(); /* dV (none in an idle step) */
-          wgmma_fence_regs(dv);
-          wgmma_fence_frags(pa);
+          for (int part = 0; part < DQ_PARTS; ++part) {
+            const int col0 = DQ_ONE ? DQN * part : c * DQN;
+            float dq[DQN / 2];
+            {
+              const uint64_t da = wgmma_desc_sw128_at(smem_addr_opaque(ds), 16, 1024);
+              const uint64_t db = wgmma_desc_sw128_at(
+                  smem_addr_opaque(kslot + (col0 / 64) * L::KV_BOX + (col0 % 64) * 2), L::KV_BOX,
+                  1024);
+              wgmma_fence();
+#pragma unroll
+              for (int ks = 0; ks < BN / 16; ++ks)
+                wgmma_n<DQN>::template ss<1, F16>(
+                    dq, da + (((ks / 4) * L::DS_HALF + (ks % 4) * 32) >> 4),
+                    db + ((ks * 2048) >> 4), ks > 0);
+              wgmma_commit();
+            }
+            if (part == 0) {
+              wgmma_wait<1>(); /* dV (none in an idle step) */
+              wgmma_fence_regs(dv);
+              wgmma_fence_frags(pa);
 
-          /* dK += dSᵀ Q (B: Q, MN-major) while dQ goes to the staging tile. */
-          if (idle) {
-            wgmma_wait<0>(); /* dQ */
-          } else {
-            wgmma_fence();
-            fa3_issue_pv<HD, 64, F16>(dk, dsa, q, L::Q_BOX, 1);
-            wgmma_commit();
-            wgmma_wait<1>(); /* dQ */
-          }
-          wgmma_fence_regs(dq);
+              /* dK += dSᵀ Q (B: Q, MN-major) while dQ goes to the staging tile. */
+              if (idle) {
+                wgmma_wait<0>(); /* dQ */
+              } else {
+                wgmma_fence();
+                fa3_issue_pv<HD, 64, F16>(dk, dsa, q, L::Q_BOX, 1);
+                wgmma_commit();
+                wgmma_wait<1>(); /* dQ */
+              }
+            } else {
+              wgmma_wait<0>(); /* this part of dQ (and dK) */
+            }
+            wgmma_fence_regs(dq);
 
-          /* dQ into the staging tile in the accumulator's rotated layout (fa2_args.h,
-             FA2_DQ_ROTATED: 8-column chunk j of row r at chunk (j + r) mod (HD / 8), so that a
-             warp's stores spread over the banks), once the last reduction has read it; the writer
-             warp adds it. */
-          if (it > 0) bar_sync(FA3_BWD_BAR_EMPTY_DQ, DQ_THREADS);
+            /* dQ into the staging tile in the accumulator's rotated layout (fa2_args.h,
+               FA2_DQ_ROTATED: 8-column chunk j of row r at chunk (j + r) mod (HD / 8), so that a
+               warp's stores spread over the banks), once the last reduction has read it; the
+               writer warp adds it. */
+            if (part == 0 && it > 0) bar_sync(FA3_BWD_BAR_EMPTY_DQ, DQ_THREADS);
 #pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const int row = 16 * warp + g + 8 * r;
+            for (int r = 0; r < 2; ++r) {
+              const int row = 16 * warp + g + 8 * r;
 #pragma unroll
-            for (int j = 0; j < DQN / 8; ++j) {
-              const int chunk = (col0 / 8 + j + row) & (HD / 8 - 1);
-              st_shared_v2_f32(dqs + (row * HD + chunk * 8 + 2 * t) * 4, dq[4 * j + 2 * r],
-                               dq[4 * j + 2 * r + 1]);
+              for (int j = 0; j < DQN / 8; ++j) {
+                const int chunk = (col0 / 8 + j + row) & (HD / 8 - 1);
+                st_shared_v2_f32(dqs + (row * HD + chunk * 8 + 2 * t) * 4, dq[4 * j + 2 * r],
+                                 dq[4 * j + 2 * r + 1]);
+              }
             }
           }
           fence_proxy_async_smem();
