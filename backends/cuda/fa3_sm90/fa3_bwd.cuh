@@ -28,9 +28,8 @@
  *                                   for, it runs under dSᵀ and the barrier that waits for both
  *                                   halves of dS
  *   dQ = dS K                       wgmma over all 128 keys, A = dS (K-major), B = K MN-major:
- *                                   all HD columns by the consumer of the step's parity
- *                                   (FA3_BWD_DQ_ONE; at hd128 in two 64-column parts), the other
- *                                   not waiting for its partner's dS
+ *                                   all HD columns by the consumer of the step's parity (in
+ *                                   64-column parts), the other not waiting for its partner's dS
  *   dK += dSᵀ Q                     wgmma, dSᵀ from registers; runs while dQ goes to the staging
  *                                   tile
  * so each step's dQ is reduced into global memory once per block, not once per consumer. At the
@@ -57,23 +56,17 @@
 #define FA3_BWD_PRODUCER_REGS(wide) ((wide) ? 24 : 40)
 #define FA3_BWD_CONSUMER_REGS(wide) ((wide) ? 240 : 232)
 
-/* Named barriers (0 is __syncthreads): both consumers' halves of a stage's dS written; the dQ
-   staging tile filled (by the consumer whose dQ it is, or both; to the writer warp); the tile
-   read by the last reduction (from the writer warp). */
+/* Named barriers (0 is __syncthreads): both consumers' halves of a stage's dS written (narrow
+   kernels: even steps; odd steps on FA3_BWD_BAR_DS_ODD, so that a consumer's arrival for one
+   step never meets its own wait of the next in one generation); the dQ staging tile filled (by
+   the consumer whose dQ it is; to the writer warp); the tile read by the last reduction (from
+   the writer warp). */
 #define FA3_BWD_BAR_DS 1
-/* With FA3_BWD_DQ_ONE: odd steps' dS barrier (even steps' is FA3_BWD_BAR_DS), so that a
-   consumer's arrival for one step never meets its own wait of the next in one generation. */
 #define FA3_BWD_BAR_DS_ODD 6
 #define FA3_BWD_BAR_FULL_DQ 2
 #define FA3_BWD_BAR_EMPTY_DQ 3
 /* Per consumer (4 + consumer), its own warpgroup: a scheduling fence (below). */
 #define FA3_BWD_BAR_PIN 4
-/* Whether a step's whole dQ is one consumer's (the consumer of the step's parity, over all 128
-   keys: dS read once, not by both) rather than half of its columns each. The other consumer only
-   arrives at the dS barrier instead of waiting there. hd64: N = 64 in one go, +9..+13% on the
-   H200; hd128: two N = 64 parts one after the other (64 accumulator registers at once made
-   ptxas serialise the wgmmas, C7512), +0.4..+2.8% (bench/NOTES.md session 31). */
-#define FA3_BWD_DQ_ONE(hd) ((hd) <= 128)
 
 /* The shared-memory layout (offsets from a 1024-byte aligned base; every tile 1024-aligned for
    the 128-byte swizzle). A stage's DS_BYTES: narrow, dS (64 queries x 128 keys), each consumer's
@@ -324,11 +317,14 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
   typedef typename Tr::elem E;
   constexpr bool F16 = Tr::is_f16;
   constexpr int BM = L::BM, BN = L::BN, BOXES = HD / 64;
-  constexpr bool DV_FIRST = HD <= 64, KV_RS = HD <= 64, DQ_ONE = FA3_BWD_DQ_ONE(HD);
-  /* A step's dQ columns per consumer that computes it, and the threads of the hand-off of the
-     staging tile to the dQ writer (that consumer's or both, and the writer's lanes). */
-  constexpr int DQN = DQ_ONE ? 64 : HD / 2, DQ_PARTS = DQ_ONE ? HD / 64 : 1;
-  constexpr int DQ_THREADS = DQ_ONE ? 128 + 32 : 256 + 32;
+  constexpr bool DV_FIRST = HD <= 64, KV_RS = HD <= 64;
+  /* A step's whole dQ is one consumer's (the consumer of the step's parity, over all 128 keys:
+     dS read once) rather than half of its columns each consumer's, and the other only arrives at
+     the dS barrier instead of waiting there: hd64 +9..+13% on the H200, hd128 +0.4..+2.8%
+     (bench/NOTES.md session 31). It computes dQ in 64-column parts one after the other (at hd128
+     64 accumulator registers at once made ptxas serialise the wgmmas, C7512). The staging tile's
+     hand-off to the dQ writer is that consumer's 128 threads and the writer's 32 lanes. */
+  constexpr int DQN = 64, DQ_PARTS = HD / 64, DQ_THREADS = 128 + 32;
   extern __shared__ unsigned char fa3_bwd_smem[];
   /* Aligned by an offset from the array, not through an integer: the compiler then knows every
      pointer below is in shared memory (STS/LDS with 32-bit addresses, not generic ST/LD). */
@@ -595,24 +591,21 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
           }
         }
         fence_proxy_async_smem(); /* the generic dS stores, before the async proxy's wgmma reads */
-        /* DQ_ONE: the step's dQ is consumer (it & 1)'s, which waits for the other's half of dS;
-           the other only announces its own and goes on. */
-        const bool dq_mine = !DQ_ONE || (it & 1) == c;
-        if (!DQ_ONE)
-          bar_sync(FA3_BWD_BAR_DS, 256);
-        else if (dq_mine)
+        /* The step's dQ is consumer (it & 1)'s, which waits for the other's half of dS; the other
+           only announces its own and goes on. */
+        const bool dq_mine = (it & 1) == c;
+        if (dq_mine)
           bar_sync((it & 1) ? FA3_BWD_BAR_DS_ODD : FA3_BWD_BAR_DS, 256);
         else
           bar_arrive((it & 1) ? FA3_BWD_BAR_DS_ODD : FA3_BWD_BAR_DS, 256);
 
         if (dq_mine) {
-          /* dQ (64 queries x DQN columns from col0, DQ_PARTS times: at hd128 by one consumer the
-             two 64-column halves one after the other, 32 accumulator registers, not 64) over all
-             128 keys: A = dS (K-major, the two halves 64 keys apart), B = K rows (MN-major) from
-             column col0: k-step 16 keys. */
+          /* dQ (64 queries x DQN columns from col0, DQ_PARTS times) over all 128 keys: A = dS
+             (K-major, the two halves 64 keys apart), B = K rows (MN-major) from column col0:
+             k-step 16 keys. */
 #pragma unroll
           for (int part = 0; part < DQ_PARTS; ++part) {
-            const int col0 = DQ_ONE ? DQN * part : c * DQN;
+            const int col0 = DQN * part;
             float dq[DQN / 2];
             {
               const uint64_t da = wgmma_desc_sw128_at(smem_addr_opaque(ds), 16, 1024);
@@ -685,10 +678,10 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
 
       fa3_bwd_store_dkv<Tr, HD>(dk, dv, a, hk, b, key0, 0, warp, g, t);
     }
-    /* The writer's announcement after the block's last reduction. DQ_ONE: taken by the consumer
-       that staged the last dQ, after its own wait for the one before: the other consumer may get
-       here first, and its wait would complete that earlier announcement in its place. */
-    if (it > 0 && (!DQ_ONE || ((it - 1) & 1) == c)) bar_sync(FA3_BWD_BAR_EMPTY_DQ, DQ_THREADS);
+    /* The writer's announcement after the block's last reduction: taken by the consumer that
+       staged the last dQ, after its own wait for the one before (the other consumer may get here
+       first, and its wait would complete that earlier announcement in its place). */
+    if (it > 0 && ((it - 1) & 1) == c) bar_sync(FA3_BWD_BAR_EMPTY_DQ, DQ_THREADS);
   }
 }
 
