@@ -227,8 +227,10 @@ int fa3_fwd_launch(fa3_fwd_args *a, const fa3_fwd_config *cfg, char *err, size_t
    accumulators of 128 keys would not fit in registers). Shared memory: K and V (64 x hd each); Q
    and dO in two stages; Pᵀ and dSᵀ (64 keys x 64 queries each) in two stages; LSE and D in two
    stages; no dQ staging (the consumers add dQ from registers); the mbarriers and alignment. */
+/* Whether the backward kernel of a padded head dim is the wide one (else narrow). */
+#define FA3_BWD_WIDE(hd) ((hd) > 128)
 #define FA3_BWD_TILE_M 64
-#define FA3_BWD_TILE_N(hd) ((hd) > 128 ? 64 : 128)
+#define FA3_BWD_TILE_N(hd) (FA3_BWD_WIDE(hd) ? 64 : 128)
 /* K/V buffers of the narrow kernels: two at hd64 (the next key tile's loaded during the last
    steps of the current one, in the persistent schedule), one at hd128 (no room: there the next
    tile's load runs under the current one's dK/dV stores). */
@@ -240,7 +242,7 @@ int fa3_fwd_launch(fa3_fwd_args *a, const fa3_fwd_config *cfg, char *err, size_t
 #define FA3_BWD_SMEM_WIDE(hd)                                      \
   ((size_t)2 * 64 * (hd)*2 + (size_t)4 * FA3_BWD_TILE_M * (hd)*2 + \
    (size_t)4 * FA3_BWD_TILE_M * 64 * 2 + (size_t)4 * FA3_BWD_TILE_M * 4 + (size_t)7 * 8 + 1024)
-#define FA3_BWD_SMEM(hd) ((hd) > 128 ? FA3_BWD_SMEM_WIDE(hd) : FA3_BWD_SMEM_NARROW(hd))
+#define FA3_BWD_SMEM(hd) (FA3_BWD_WIDE(hd) ? FA3_BWD_SMEM_WIDE(hd) : FA3_BWD_SMEM_NARROW(hd))
 
 typedef struct fa3_bwd_args {
   FA3_ALIGN64 unsigned char tq[128]; /* CUtensorMap of Q: (head dim, seqlen, heads, batch) */
@@ -289,7 +291,7 @@ static inline int fa3_bwd_padded_head_dim(int64_t head_dim) {
 /* The dQ accumulator's layout (fa2_args.h) that the backward kernel of a padded head dim writes:
    the narrow kernels stage it rotated, the wide one adds fragments from registers. */
 static inline int32_t fa3_bwd_dq_layout(int padded_head_dim) {
-  return padded_head_dim > 128 ? FA2_DQ_FRAGMENT : FA2_DQ_ROTATED;
+  return FA3_BWD_WIDE(padded_head_dim) ? FA2_DQ_FRAGMENT : FA2_DQ_ROTATED;
 }
 /* Under a mask the persistent grid with the fixed deal runs only up to this many key tiles a
    head (1k keys): there a tile's fixed costs weigh most (hd64 causal 1k +4%), while from 2k the
@@ -306,7 +308,8 @@ static inline int32_t fa3_bwd_dq_layout(int padded_head_dim) {
 static inline int32_t fa3_bwd_grid_blocks(const fa2_bwd_args *a, int padded_head_dim,
                                           int32_t requested, int32_t dynamic) {
   const fa2_problem *p = &a->p;
-  if (requested <= 0 || padded_head_dim > 128 || a->deterministic || p->seqlen_k <= 0) return 0;
+  if (requested <= 0 || FA3_BWD_WIDE(padded_head_dim) || a->deterministic || p->seqlen_k <= 0)
+    return 0;
   const int64_t tile_n = FA3_BWD_TILE_N(padded_head_dim);
   const int64_t n_tiles = (p->seqlen_k + tile_n - 1) / tile_n;
   if (!dynamic && fa2_problem_masked(p) && n_tiles > FA3_BWD_PERSISTENT_MASKED_TILES) return 0;

@@ -74,7 +74,7 @@
    half of both. */
 template <int HD>
 struct fa3_bwd_layout {
-  static constexpr bool WIDE = HD > 128;
+  static constexpr bool WIDE = FA3_BWD_WIDE(HD);
   static constexpr int BM = FA3_BWD_TILE_M, BN = FA3_BWD_TILE_N(HD);
   static constexpr int KV_BOX = BN * 128, Q_BOX = BM * 128; /* bytes of one 64-column box */
   static constexpr int KV_BYTES = BN * HD * 2, Q_BYTES = BM * HD * 2;
