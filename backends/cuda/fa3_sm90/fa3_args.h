@@ -300,7 +300,7 @@ static inline int32_t fa3_bwd_dq_layout(int padded_head_dim) {
 #define FA3_BWD_PERSISTENT_MASKED_TILES 8
 /* The persistent grid's block count for a launch (fa3_bwd_args.grid_blocks): requested (the SM
    count, or fewer for tests; <= 0: none) where it pays, 0 (a block per key tile) elsewhere. It
-   pays in the narrow kernels (hd64 with two K/V buffers; hd128 with one, +1-3% on the H200,
+   pays in the narrow kernels (hd64 with two K/V buffers; hd128 with one, +0.1..+2.8% on the H200,
    bench/NOTES.md session 31; the wide kernel's fixed deal measured -0.1..+0.7%), not in
    deterministic mode (which has its own grid, of splits), without a mask, or under one (in
    fa3_bwd_sched's order) with the dynamic schedule or at most FA3_BWD_PERSISTENT_MASKED_TILES
