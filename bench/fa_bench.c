@@ -27,7 +27,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/dtype.h"
+#include "core/math/dtype.h"
 #include "flash_attn.h"
 #include "tools/cli_util.h"
 #include "tools/device_mem.h"

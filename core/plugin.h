@@ -14,14 +14,18 @@
 #ifndef FA_CORE_PLUGIN_H
 #define FA_CORE_PLUGIN_H
 
+#include <string.h>
+
 #include "flash_attn.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define FA_PLUGIN_ABI_VERSION 1u
+#define FA_PLUGIN_ABI_VERSION 2u
 #define FA_PLUGIN_ENTRY_SYMBOL "fa_plugin_entry"
+
+#define FA_DECISION_PAYLOAD_BYTES 64
 
 typedef enum fa_op { FA_OP_FORWARD = 0, FA_OP_BACKWARD = 1, FA_OP_KVCACHE = 2 } fa_op;
 
@@ -51,7 +55,26 @@ typedef struct fa_decision {
   int32_t num_splits;
   int32_t deterministic;
   size_t workspace_bytes;
+  /* The deciding backend's own record of its choice (kernel id, configuration, tiles) for its
+   * run(): written by decide() with fa_decision_put, read back by the same plugin's run() with
+   * fa_decision_get. The core copies it with the decision and never reads it; `kernel` is the
+   * name for people and the run report, never parsed. */
+  union {
+    uint64_t align_;
+    unsigned char bytes[FA_DECISION_PAYLOAD_BYTES];
+  } payload;
 } fa_decision;
+
+/* Stores / loads a backend's payload struct (at most FA_DECISION_PAYLOAD_BYTES bytes: check with
+   FA_DECISION_PAYLOAD_FITS where the struct is defined). */
+static inline void fa_decision_put(fa_decision *d, const void *payload, size_t bytes) {
+  memcpy(d->payload.bytes, payload, bytes);
+}
+static inline void fa_decision_get(const fa_decision *d, void *payload, size_t bytes) {
+  memcpy(payload, d->payload.bytes, bytes);
+}
+#define FA_DECISION_PAYLOAD_FITS(type) \
+  _Static_assert(sizeof(type) <= FA_DECISION_PAYLOAD_BYTES, #type " fits a decision's payload")
 
 /** What probe() reports about the machine. */
 typedef struct fa_plugin_probe {
@@ -84,6 +107,21 @@ typedef struct fa_plugin {
 } fa_plugin;
 
 typedef const fa_plugin *(*fa_plugin_entry_fn)(uint32_t core_abi_version);
+
+/* Defines a plugin's table and its exported entry point, which hands the table only to a core of
+   the same plugin ABI. */
+#define FA_PLUGIN_DEFINE(backend_id, name, probe, decide, run, release) \
+  FA_API const fa_plugin *fa_plugin_entry(uint32_t core_abi_version) {  \
+    static const fa_plugin table = {FA_PLUGIN_ABI_VERSION,              \
+                                    (uint32_t)sizeof(fa_plugin),        \
+                                    (backend_id),                       \
+                                    (name),                             \
+                                    (probe),                            \
+                                    (decide),                           \
+                                    (run),                              \
+                                    (release)};                         \
+    return core_abi_version == FA_PLUGIN_ABI_VERSION ? &table : NULL;   \
+  }
 
 /* --- services the core library exports to plugins (declared here, not in the public header) --- */
 

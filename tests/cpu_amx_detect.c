@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/dtype.h"
+#include "core/math/dtype.h"
 #include "cpu_amx.h"
 #include "flash_attn.h"
 #include "tensor_util.h"

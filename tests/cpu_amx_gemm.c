@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/dtype.h"
+#include "core/math/dtype.h"
 #include "cpu_amx.h"
 #include "cpu_amx_emu.h"
 #include "tensor_util.h"

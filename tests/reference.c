@@ -21,8 +21,8 @@
 #include <threads.h>
 #endif
 
-#include "core/dtype.h"
-#include "core/mask.h"
+#include "core/math/dtype.h"
+#include "core/math/mask.h"
 
 const char *ref_which_name(ref_which w) {
   static const char *names[REF_NUM_OUTPUTS] = {"out", "lse", "dq", "dk", "dv"};
@@ -45,7 +45,7 @@ int ref_default_threads(void) {
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Mask: which (row, key) pairs are kept, decided by core/mask.h so the convention is the core's.
+ * Mask: which (row, key) pairs are kept, decided by core/math/mask.h so the convention is the core's.
  * -------------------------------------------------------------------------------------------- */
 
 typedef struct ref_mask {
@@ -99,7 +99,7 @@ static int mask_build(const ref_problem *p, const ref_ext *x, int64_t b, ref_mas
   return 0;
 }
 
-/* The diagonal offset of sequence b (as core/mask.h), for ALiBi's distance. */
+/* The diagonal offset of sequence b (as core/math/mask.h), for ALiBi's distance. */
 static int64_t seq_shift(const ref_problem *p, const ref_ext *x, int64_t b) {
   return p->causal_align == 1 ? 0 : len_k(p, x, b) - len_q(p, x, b);
 }

@@ -10,7 +10,7 @@
  *
  * Conventions are the library's: q [b, sq, hq, d], k [b, sk, hkv, d], v [b, sk, hkv, dv],
  * out [b, sq, hq, dv], lse [b, hq, sq] natural log; query head h reads kv head h / (hq / hkv);
- * the causal mask comes from core/mask.h. Results are float64 arrays in contiguous row-major order
+ * the causal mask comes from core/math/mask.h. Results are float64 arrays in contiguous row-major order
  * of those shapes, whatever the inputs' layouts.
  */
 #ifndef FA_TESTS_REFERENCE_H
@@ -39,7 +39,7 @@ typedef struct ref_ext {
   double softcap;      /* > 0: z = softcap * tanh(z / softcap) */
   const double *alibi; /* slopes [heads_q], or [batch, heads_q] with alibi_per_batch */
   int alibi_per_batch;
-  double dropout_p; /* > 0: Philox dropout (core/philox.h's convention) */
+  double dropout_p; /* > 0: Philox dropout (core/math/philox.h's convention) */
   uint64_t dropout_seed, dropout_offset;
   /* Per-sequence lengths (varlen, seqused_k, caches): sequence b has lens_q[b] <= seqlen_q query
      rows and lens_k[b] <= seqlen_k keys; the tensors stay padded [batch, seqlen_q or seqlen_k,
@@ -92,7 +92,7 @@ unsigned char *ref_masked_map_ext(const ref_problem *p, const ref_ext *x, ref_wh
 
 /*
  * Philox4x32-10 and the dropout draw, implemented here a second time (independently of
- * core/philox.h, from Salmon et al. SC'11 and the convention documented there), so a test can
+ * core/math/philox.h, from Salmon et al. SC'11 and the convention documented there), so a test can
  * hold the library's mask against it. ref_philox writes the 4 output words of (ctr, key).
  */
 void ref_philox(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);

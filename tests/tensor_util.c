@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/dtype.h"
+#include "core/math/dtype.h"
 
 /* ----------------------------------------------------------------------------------------------
  * Random numbers

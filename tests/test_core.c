@@ -17,13 +17,12 @@
 #include <unistd.h>
 #include <string.h>
 
-#include "core/dtype.h"
-#include "core/mask.h"
-#include "core/schedule.h"
-#include "core/philox.h"
+#include "core/math/dtype.h"
+#include "core/math/mask.h"
+#include "core/math/philox.h"
 #include "core/plan.h"
-#include "core/score.h"
-#include "core/softmax.h"
+#include "core/math/score.h"
+#include "core/math/softmax.h"
 
 /* ---------------------------------------------------------------------------------------------
  * A tiny harness: one case is one property; it passes when no check inside it failed. Only the
@@ -579,168 +578,7 @@ static void test_mask_tile_class(void) {
   case_end();
 }
 
-/* The makespan of a greedy dynamic schedule (each of `blocks` takes the next tile of the order
-   when free) over the mean, for a causal forward of tile_m x tile_n tiles: a tile's cost is its
-   key tiles plus a fixed 0.5 (its start and end). */
-static double lpt_makespan_ratio(int seqlen, int pairs, int tile_m, int tile_n, int chunk,
-                                 int blocks) {
-  const int num_m = (seqlen + tile_m - 1) / tile_m;
-  double busy[256] = {0}, total = 0.0;
-  for (int k = 0; k < num_m * pairs; ++k) {
-    int m_idx, pair;
-    fa_sched_lpt_tile(k, num_m, pairs, chunk, &m_idx, &pair);
-    const int rows_end = (num_m - m_idx) * tile_m < seqlen ? (num_m - m_idx) * tile_m : seqlen;
-    const double cost = (rows_end + tile_n - 1) / tile_n + 0.5;
-    int free_block = 0;
-    for (int b = 1; b < blocks; ++b)
-      if (busy[b] < busy[free_block]) free_block = b;
-    busy[free_block] += cost;
-    total += cost;
-  }
-  double makespan = 0.0;
-  for (int b = 0; b < blocks; ++b) makespan = busy[b] > makespan ? busy[b] : makespan;
-  return makespan / (total / blocks);
-}
-
-static void test_sched_lpt(void) {
-  case_begin("fa_sched_lpt_tile visits every tile once, largest first in chunks, remainder first");
-  for (int t = 0; t < 2000; ++t) {
-    const int num_m = (int)rng_range(1, 20), pairs = (int)rng_range(1, 40);
-    const int chunk = (int)rng_range(1, pairs + 3);
-    static unsigned char seen[20 * 40];
-    memset(seen, 0, sizeof seen);
-    const int rem = pairs % chunk; /* chunk > pairs: all of them */
-    int prev_m = -1, prev_chunk = -1;
-    for (int k = 0; k < num_m * pairs; ++k) {
-      int m_idx = -1, pair = -1;
-      fa_sched_lpt_tile(k, num_m, pairs, chunk, &m_idx, &pair);
-      if (m_idx < 0 || m_idx >= num_m || pair < 0 || pair >= pairs || seen[m_idx * pairs + pair]++)
-        fail("tile %d of %d x %d pairs (chunk %d): block %d pair %d out of range or seen twice", k,
-             num_m, pairs, chunk, m_idx, pair);
-      /* the chunk a pair belongs to: the remainder's pairs [0, rem) first, then chunk-sized */
-      const int ck = pair < rem ? -1 : (pair - rem) / chunk;
-      if (ck < prev_chunk || (ck == prev_chunk && m_idx < prev_m))
-        fail("tile %d of %d x %d pairs (chunk %d): block %d of chunk %d after block %d of %d", k,
-             num_m, pairs, chunk, m_idx, ck, prev_m, prev_chunk);
-      prev_chunk = ck;
-      prev_m = m_idx;
-    }
-  }
-  case_end();
-  case_begin("the dynamic schedule's makespan within 5% of the mean (H200, causal, 1k-8k keys)");
-  /* The sweep's shapes (16k tokens; 2048 hidden: heads = 2048 / head dim) at the planned tiles
-     with a dynamic schedule under a mask: head dim 128 (128 x 128) and 256 (128 x 80). */
-  const int dims[2][3] = {{128, 128, 128}, {256, 128, 80}};
-  for (int d = 0; d < 2; ++d)
-    for (int seqlen = 1024; seqlen <= 8192; seqlen *= 2) {
-      const int hd = dims[d][0], pairs = 16384 / seqlen * (2048 / hd);
-      const int chunk = fa_sched_chunk(pairs, 4 * (int64_t)seqlen * hd);
-      const double ratio = lpt_makespan_ratio(seqlen, pairs, dims[d][1], dims[d][2], chunk, 132);
-      if (ratio > 1.05)
-        fail("head dim %d, %d keys, %d pairs in chunks of %d: makespan %.3f x the mean", hd, seqlen,
-             pairs, chunk, ratio);
-    }
-  case_end();
-}
-
-static void test_sched_query_block(void) {
-  case_begin("fa_sched_query_block: blocks cover the rows once, short block last or first");
-  long n_short_first = 0;
-  for (int t = 0; t < 20000; ++t) {
-    const int slab = (int)rng_range(1, 3) * 32, per = (int)rng_range(1, 4), rows = slab * per;
-    const int seqlen = (int)rng_range(1, 40 * rows), lead_short = (int)(t & 1);
-    const int num_m = (seqlen + rows - 1) / rows, slabs = (seqlen + slab - 1) / slab;
-    int covered_to = 0; /* blocks in row order: from_end num_m - 1 first */
-    for (int f = num_m - 1; f >= 0; --f) {
-      int m0 = -1, m_end = -1;
-      fa_sched_query_block(f, num_m, seqlen, rows, slab, lead_short, &m0, &m_end);
-      /* the same cut, from the definition: block f of the end-aligned slab groups, or of the
-         start-aligned row groups */
-      int e0, e1;
-      if (lead_short) {
-        const int s0 = slabs - (f + 1) * per, s1 = slabs - f * per;
-        e0 = (s0 < 0 ? 0 : s0) * slab;
-        e1 = s1 * slab < seqlen ? s1 * slab : seqlen;
-      } else {
-        e0 = (num_m - 1 - f) * rows;
-        e1 = e0 + rows < seqlen ? e0 + rows : seqlen;
-      }
-      if (m0 != e0 || m_end != e1 || m0 != covered_to || m_end <= m0 || m_end - m0 > rows)
-        fail(
-            "seqlen %d rows %d slab %d lead_short %d: block %d of %d is [%d, %d), want [%d, %d) "
-            "after %d",
-            seqlen, rows, slab, lead_short, f, num_m, m0, m_end, e0, e1, covered_to);
-      if (lead_short && f == num_m - 1 && m_end - m0 < rows && m_end < seqlen) ++n_short_first;
-      covered_to = m_end;
-    }
-    if (covered_to != seqlen)
-      fail("seqlen %d rows %d lead_short %d: blocks end at %d", seqlen, rows, lead_short,
-           covered_to);
-  }
-  if (n_short_first == 0) fail("no short first block drawn: the lead_short case proved nothing");
-  case_end();
-}
-
-static void test_sched_tail_piece(void) {
-  case_begin("fa_sched_tail_piece: the tail's units split evenly, each unit owned once");
-  for (int t = 0; t < 3000; ++t) {
-    const int blocks = (int)rng_range(1, 200), tail = (int)rng_range(1, blocks);
-    const int nkt = (int)rng_range(1, 300);
-    const int64_t units = (int64_t)tail * nkt;
-    int64_t next = 0;
-    for (int b = 0; b < blocks; ++b) {
-      int u0, u1;
-      fa_sched_tail_piece(b, blocks, tail, nkt, &u0, &u1);
-      /* contiguous, in block order, sizes within one of the mean */
-      if (u0 != next || u1 < u0 || (int64_t)(u1 - u0) * blocks < units - blocks ||
-          (int64_t)(u1 - u0) * blocks > units + blocks)
-        fail("blocks %d tail %d nkt %d: block %d has [%d, %d) after %lld", blocks, tail, nkt, b, u0,
-             u1, (long long)next);
-      for (int x = u0; x < u1; ++x)
-        if (fa_sched_tail_owner(x, blocks, tail, nkt) != b)
-          fail("blocks %d tail %d nkt %d: unit %d of block %d's piece owned by %d", blocks, tail,
-               nkt, x, b, fa_sched_tail_owner(x, blocks, tail, nkt));
-      next = u1;
-    }
-    if (next != units)
-      fail("blocks %d tail %d nkt %d: pieces end at %lld of %lld units", blocks, tail, nkt,
-           (long long)next, (long long)units);
-  }
-  case_end();
-}
-
-static void test_sched_det_splits(void) {
-  case_begin("fa_sched_det_splits: the least modelled time, the fewest splits of equals");
-  /* The cases that set the rule: 32 pairs of 64 key tiles on 132 SMs take 4 splits (1 round of
-     16 tiles), not the 9 of 2 x SMs blocks (3 rounds of 8); many pairs take one; one tile, one. */
-  if (fa_sched_det_splits(32, 64, 132) != 4)
-    fail("32 pairs, 64 tiles, 132 slots: %d splits, expected 4", fa_sched_det_splits(32, 64, 132));
-  if (fa_sched_det_splits(512, 8, 132) != 1)
-    fail("512 pairs, 8 tiles: %d splits, expected 1", fa_sched_det_splits(512, 8, 132));
-  if (fa_sched_det_splits(4, 1, 132) != 1)
-    fail("one tile: %d splits", fa_sched_det_splits(4, 1, 132));
-  if (fa_sched_det_splits(0, 5, 132) != 1 || fa_sched_det_splits(4, 0, 132) != 1 ||
-      fa_sched_det_splits(4, 5, 0) != 1)
-    fail("degenerate arguments must give 1 split");
-  /* Against a brute force over random shapes: in range, minimal, and the smallest minimum. */
-  for (int t = 0; t < 2000; ++t) {
-    const int64_t parallel = rng_range(1, 600);
-    const int n_tiles = (int)rng_range(1, 130), slots = (int)rng_range(1, 264);
-    const int s = fa_sched_det_splits(parallel, n_tiles, slots);
-    int64_t best = -1;
-    int first = 0;
-    for (int k = 1; k <= n_tiles; ++k) {
-      const int64_t c = (parallel * k + slots - 1) / slots * ((n_tiles + k - 1) / k);
-      if (best < 0 || c < best) best = c, first = k;
-    }
-    if (s != first)
-      fail("parallel %lld tiles %d slots %d: %d splits, the smallest best is %d",
-           (long long)parallel, n_tiles, slots, s, first);
-  }
-  case_end();
-}
-
-/* Checks a row-range function of core/mask.h against brute force: fa_mask_row_range (every_key
+/* Checks a row-range function of core/math/mask.h against brute force: fa_mask_row_range (every_key
    0: the rows that keep some key of [c0, c1)) or fa_mask_full_rows (every_key 1: the rows that
    keep all of them; key tiles may then run past seqlen_k, as a kernel's last tile does). */
 static void check_row_ranges(const char *name, int every_key) {
@@ -1087,10 +925,6 @@ int main(int argc, char **argv) {
   test_softmax_empty_rows();
   test_mask_key_range();
   test_mask_tile_class();
-  test_sched_lpt();
-  test_sched_query_block();
-  test_sched_tail_piece();
-  test_sched_det_splits();
   test_mask_row_range();
   test_mask_full_rows();
   test_softcap_grad_forms();

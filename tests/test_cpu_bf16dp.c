@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/dtype.h"
+#include "core/math/dtype.h"
 #include "flash_attn.h"
 #include "tensor_util.h"
 #include "test_cpu_amx.h"

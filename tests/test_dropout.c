@@ -3,7 +3,7 @@
  *
  *   test_dropout [--require]
  *
- * 1. tests/reference.c's Philox (written independently of core/philox.h) and the core's both
+ * 1. tests/reference.c's Philox (written independently of core/math/philox.h) and the core's both
  *    reproduce the Random123 known-answer vectors, and their keep decisions agree element for
  *    element over random (seed, offset, bh, row, col, p).
  * 2. The kept fraction of the reference's draws matches 1 - p within 5 sigma for p = 0.1, 0.5, 0.9.
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/philox.h"
+#include "core/math/philox.h"
 #include "flash_attn.h"
 #include "reference.h"
 #include "tensor_util.h"
@@ -54,7 +54,7 @@ static void test_kat(void) {
     snprintf(what, sizeof what, "Philox KAT %d: reference %08x %08x %08x %08x", v, out[0], out[1],
              out[2], out[3]);
     report(!memcmp(out, k + 6, sizeof out), what);
-    snprintf(what, sizeof what, "Philox KAT %d: core/philox.h %08x %08x %08x %08x", v, core.v[0],
+    snprintf(what, sizeof what, "Philox KAT %d: core/math/philox.h %08x %08x %08x %08x", v, core.v[0],
              core.v[1], core.v[2], core.v[3]);
     report(!memcmp(core.v, k + 6, sizeof out), what);
   }

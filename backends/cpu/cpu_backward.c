@@ -27,8 +27,8 @@
  */
 #include <omp.h>
 
-#include "core/backward.h"
-#include "core/mask.h"
+#include "core/math/backward.h"
+#include "core/math/mask.h"
 #include "cpu_internal.h"
 #include "cpu_kernels.h"
 #include "cpu_tensor.h"

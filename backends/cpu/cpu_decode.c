@@ -18,8 +18,8 @@
  * rows: the per-tile conversion of K and V to fp32 scratch, K's transposition, and 4-row
  * micro-kernels running one row.
  */
-#include "core/dtype.h"
-#include "core/mask.h"
+#include "core/math/dtype.h"
+#include "core/math/mask.h"
 #include "cpu_internal.h"
 #include "cpu_kernels.h"
 

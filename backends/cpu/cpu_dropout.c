@@ -1,9 +1,9 @@
 /*
- * cpu_dropout.c: the dropout mask of core/philox.h on a tile. The mask is never stored: the
+ * cpu_dropout.c: the dropout mask of core/math/philox.h on a tile. The mask is never stored: the
  * forward and the backward pass each regenerate it from (seed, offset, batch·heads_q + head, row,
  * key), so both passes and every backend agree on it.
  */
-#include "core/philox.h"
+#include "core/math/philox.h"
 #include "cpu_internal.h"
 
 /* keep[j] for keys c0 .. c0 + nc - 1 of one row: one Philox call per four keys (a call yields

@@ -23,8 +23,8 @@
 #include <math.h>
 #include <omp.h>
 
-#include "core/mask.h"
-#include "core/softmax.h"
+#include "core/math/mask.h"
+#include "core/math/softmax.h"
 #include "cpu_internal.h"
 #include "cpu_kernels.h"
 #include "cpu_tensor.h"

@@ -5,7 +5,7 @@
  */
 #include <omp.h>
 
-#include "core/dtype.h"
+#include "core/math/dtype.h"
 #include "cpu_internal.h"
 #include "cpu_tensor.h"
 

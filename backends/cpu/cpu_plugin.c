@@ -34,17 +34,4 @@ static fa_status cpu_run(const fa_request *req, const fa_decision *decision, voi
   return cpu_forward(req, &pb, &ws);
 }
 
-static const fa_plugin cpu_plugin = {
-    FA_PLUGIN_ABI_VERSION,
-    (uint32_t)sizeof(fa_plugin),
-    FA_BACKEND_CPU,
-    "cpu",
-    cpu_probe,
-    cpu_decide,
-    cpu_run,
-    NULL,
-};
-
-FA_API const fa_plugin *fa_plugin_entry(uint32_t core_abi_version) {
-  return core_abi_version == FA_PLUGIN_ABI_VERSION ? &cpu_plugin : NULL;
-}
+FA_PLUGIN_DEFINE(FA_BACKEND_CPU, "cpu", cpu_probe, cpu_decide, cpu_run, NULL)

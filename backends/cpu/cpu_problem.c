@@ -2,7 +2,7 @@
  * cpu_problem.c: a request reduced to the numbers the passes use, each sequence's lengths, mask
  * and row addressing (padded, packed or paged), and the mask applied to a tile.
  */
-#include "core/philox.h"
+#include "core/math/philox.h"
 #include "cpu_internal.h"
 #include "cpu_kernels.h"
 

@@ -5,9 +5,9 @@
  */
 #include <math.h>
 
-#include "core/backward.h"
-#include "core/dtype.h"
-#include "core/softmax.h"
+#include "core/math/backward.h"
+#include "core/math/dtype.h"
+#include "core/math/softmax.h"
 #include "cpu_exp.h"
 #include "cpu_kernels.h"
 

@@ -20,7 +20,7 @@
  */
 #include <stdint.h>
 
-#include "core/dtype.h"
+#include "core/math/dtype.h"
 #include "cpu_kernels.h"
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))

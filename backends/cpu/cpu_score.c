@@ -1,10 +1,10 @@
 /*
- * cpu_score.c: the score transform of core/score.h (softcap, ALiBi) applied to a tile of raw
+ * cpu_score.c: the score transform of core/math/score.h (softcap, ALiBi) applied to a tile of raw
  * q·k products. Only requests with softcap or ALiBi come here: plain attention keeps the kernels'
  * fused scaling. The transform is core's, element by element; this file only finds each element's
  * (row, key, slope) and, in the backward pass, keeps the softcap's derivative.
  */
-#include "core/score.h"
+#include "core/math/score.h"
 #include "cpu_internal.h"
 
 /* The slope of query head h: alibi_slopes is [heads_q] or [batch, heads_q], strides applied. */

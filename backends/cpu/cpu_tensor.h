@@ -1,6 +1,6 @@
 /*
  * cpu_tensor.h: moving tiles between strided tensors in their storage dtype and the contiguous fp32
- * tiles the kernels work on. Every conversion goes through core/dtype.h so the CPU rounds exactly
+ * tiles the kernels work on. Every conversion goes through core/math/dtype.h so the CPU rounds exactly
  * as the tests' reference does.
  *
  * A tensor is reached through a cpu_rows (cpu_internal.h): one sequence's rows, padded, packed or
@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "core/dtype.h"
+#include "core/math/dtype.h"
 #include "core/plugin.h"
 #include "cpu_internal.h"
 #include "cpu_kernels.h"

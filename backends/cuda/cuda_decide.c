@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/mask.h"
-#include "core/schedule.h"
+#include "core/math/mask.h"
+#include "fa3_sm90/fa3_schedule.h"
 #include "cuda_internal.h"
 #include "fa2_sm80/fa2_args.h"
 #include "fa2_sm80/fa2_tiles.h"

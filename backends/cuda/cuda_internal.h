@@ -49,7 +49,7 @@ int32_t cuda_bwd_dq_splits(const fa_request *req, int32_t tile_n, int32_t sm_cou
    (tests/gpu/h200_check.sh). Decide and run read it alike: the workspace depends on it. */
 int32_t cuda_fa3_grid(const cuda_device_info *dev);
 
-/* The kernels' view of a request's sizes, scale, softcap and mask (core/mask.h's form). */
+/* The kernels' view of a request's sizes, scale, softcap and mask (core/math/mask.h's form). */
 fa2_problem cuda_problem_of(const fa_request *req);
 
 /* What decides the backward's workspace, filled alike by decide and run: a->p, the padded head

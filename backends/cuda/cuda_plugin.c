@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/mask.h"
+#include "core/math/mask.h"
 #include "cuda_internal.h"
 #include "fa2_sm80/fa2_args.h"
 #include "fa2_sm80/fa2_launch.h"
@@ -59,7 +59,7 @@ static void fill_strides(const fa_tensor *t, fa2_strides *s) {
 
 static void *tensor_ptr(const fa_tensor *t) { return fa_tensor_base(t); }
 
-/* The sizes, score transform, mask (core/mask.h's rule) and stream both passes take. */
+/* The sizes, score transform, mask (core/math/mask.h's rule) and stream both passes take. */
 static fa_status run_forward(const fa_request *req, const fa_decision *decision, void *workspace) {
   fa2_fwd_args a;
   memset(&a, 0, sizeof a);
@@ -248,17 +248,4 @@ void cuda_release(void) {
   cudaGetLastError();
 }
 
-static const fa_plugin cuda_plugin = {
-    FA_PLUGIN_ABI_VERSION,
-    (uint32_t)sizeof(fa_plugin),
-    FA_BACKEND_CUDA,
-    "cuda",
-    cuda_probe,
-    cuda_decide,
-    cuda_run,
-    cuda_release,
-};
-
-FA_API const fa_plugin *fa_plugin_entry(uint32_t core_abi_version) {
-  return core_abi_version == FA_PLUGIN_ABI_VERSION ? &cuda_plugin : NULL;
-}
+FA_PLUGIN_DEFINE(FA_BACKEND_CUDA, "cuda", cuda_probe, cuda_decide, cuda_run, cuda_release)

@@ -148,17 +148,4 @@ fa_status hip_run(const fa_request *req, const fa_decision *decision, void *work
   return st;
 }
 
-static const fa_plugin hip_plugin = {
-    FA_PLUGIN_ABI_VERSION,
-    (uint32_t)sizeof(fa_plugin),
-    FA_BACKEND_HIP,
-    "hip",
-    hip_probe,
-    hip_decide,
-    hip_run,
-    NULL,
-};
-
-FA_API const fa_plugin *fa_plugin_entry(uint32_t core_abi_version) {
-  return core_abi_version == FA_PLUGIN_ABI_VERSION ? &hip_plugin : NULL;
-}
+FA_PLUGIN_DEFINE(FA_BACKEND_HIP, "hip", hip_probe, hip_decide, hip_run, NULL)

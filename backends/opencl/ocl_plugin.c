@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/mask.h"
+#include "core/math/mask.h"
 #include "ocl_internal.h"
 
 enum { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2 };
@@ -282,17 +282,4 @@ fa_status ocl_run(const fa_request *req, const fa_decision *decision, void *work
 
 static void ocl_release(void) { ocl_program_release_all(); }
 
-static const fa_plugin ocl_plugin = {
-    FA_PLUGIN_ABI_VERSION,
-    (uint32_t)sizeof(fa_plugin),
-    FA_BACKEND_OPENCL,
-    "opencl",
-    ocl_probe,
-    ocl_decide,
-    ocl_run,
-    ocl_release,
-};
-
-FA_API const fa_plugin *fa_plugin_entry(uint32_t core_abi_version) {
-  return core_abi_version == FA_PLUGIN_ABI_VERSION ? &ocl_plugin : NULL;
-}
+FA_PLUGIN_DEFINE(FA_BACKEND_OPENCL, "opencl", ocl_probe, ocl_decide, ocl_run, ocl_release)

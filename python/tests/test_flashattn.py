@@ -19,8 +19,8 @@ def rand(*shape, dtype=np.float32):
 
 def reference(q, k, v, *, scale=None, causal=False, top_left=False, window=None, softcap=0.0,
               alibi=None, dout=None):
-    """float64 attention with the library's conventions (api/flash_attn.h, core/mask.h,
-    core/score.h); returns out, lse and, with dout, (dq, dk, dv)."""
+    """float64 attention with the library's conventions (api/flash_attn.h, core/math/mask.h,
+    core/math/score.h); returns out, lse and, with dout, (dq, dk, dv)."""
     q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
     b, sq, hq, d = q.shape
     sk, hk = k.shape[1], k.shape[2]

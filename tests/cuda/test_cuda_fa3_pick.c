@@ -71,7 +71,7 @@ static void expect_pick(int64_t d, int masked, int64_t sk, const char *want) {
          masked, (long long)sk, got, want);
 }
 
-/* 16 heads x 16 x 1024 queries (the sweep's hd128 1k shape), seqlen_k keys, core/mask.h's
+/* 16 heads x 16 x 1024 queries (the sweep's hd128 1k shape), seqlen_k keys, core/math/mask.h's
    window sides (-1: unbounded). */
 static fa2_problem problem(int32_t seqlen_k, int64_t left, int64_t right) {
   fa2_problem p;

@@ -19,7 +19,7 @@
 
 #include "backends/hip/cdna/hg_mfma_layout.h"
 #include "backends/hip/generic/hg_args.h"
-#include "core/dtype.h"
+#include "core/math/dtype.h"
 
 #define LANES 64 /* lanes of a wave, at most */
 #define IN 16    /* operand items per lane, at most */

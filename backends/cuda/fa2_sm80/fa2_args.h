@@ -21,7 +21,7 @@ typedef struct fa2_lse_strides {
   int64_t batch, head, row;
 } fa2_lse_strides;
 
-/* The mask of core/mask.h, resolved by the host (shift, left, right; -1 = unbounded). */
+/* The mask of core/math/mask.h, resolved by the host (shift, left, right; -1 = unbounded). */
 typedef struct fa2_mask_args {
   int64_t shift, left, right;
 } fa2_mask_args;

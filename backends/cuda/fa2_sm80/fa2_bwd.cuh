@@ -2,13 +2,13 @@
  * fa2_bwd.cuh: the FlashAttention-2 backward kernel (sm_80 and newer).
  *
  * One thread block per (key tile, KV head, batch): K and V of the tile stay in shared memory and
- * dK, dV accumulate in registers over every query row that sees the tile (core/mask.h's row range)
+ * dK, dV accumulate in registers over every query row that sees the tile (core/math/mask.h's row range)
  * of every query head of the KV head's group, so GQA needs no reduction afterwards. Per query
  * tile (Q, dO, LSE and D through cp.async, double-buffered; Q and dO single-buffered in the
  * compact tiles, QS = 1):
  *   Sᵀ = K Qᵀ and dPᵀ = V dOᵀ            warps split along the keys (and the queries)
  *   Pᵀ = exp2(Sᵀ·log2e·scale − LSE·log2e) (recomputed from the forward's LSE; masked: 0)
- *   dSᵀ = Pᵀ ∘ (dPᵀ − D)                  core/backward.h, times the softcap derivative
+ *   dSᵀ = Pᵀ ∘ (dPᵀ − D)                  core/math/backward.h, times the softcap derivative
  *   Pᵀ, dSᵀ -> shared memory
  *   dV += Pᵀ dO                          warps split along the keys and the head dim
  *   dQ += dS K                           warps split along the queries and the head dim,
@@ -38,9 +38,9 @@
 #include "../common/ptx.cuh"
 #include "../common/tile_io.cuh"
 #include "../common/warp_mma.cuh"
-#include "core/backward.h"
-#include "core/mask.h"
-#include "core/score.h"
+#include "core/math/backward.h"
+#include "core/math/mask.h"
+#include "core/math/score.h"
 #include "fa2_args.h"
 #include "fa2_common.cuh"
 #include "fa2_tiles.h"

@@ -4,7 +4,7 @@
  * backward's time (at seqlen 1k, head dim 128, they took a quarter of it before they were
  * rewritten for bandwidth: bench/NOTES.md, v14). The grid is (row blocks, heads, batch) and the
  * blocks two-dimensional, so no thread divides 64-bit indices.
- *   dot_do_o:   D = rowsum(dO ∘ O) per query row (core/backward.h), fp32, LPR lanes per row
+ *   dot_do_o:   D = rowsum(dO ∘ O) per query row (core/math/backward.h), fp32, LPR lanes per row
  *               with 16-byte loads, and the LSE in log2 units (+inf where it is -inf: P = 0),
  *               both padded to the query tile with rows that contribute nothing (D 0, LSE +inf);
  *               and the rows' fp32 dQ accumulator (every split) cleared.
@@ -15,7 +15,7 @@
 #include <cuda_runtime.h>
 
 #include "../common/ptx.cuh"
-#include "core/backward.h"
+#include "core/math/backward.h"
 #include "fa2_common.cuh"
 #include "fa2_launch.h"
 

@@ -1,11 +1,11 @@
 /*
  * fa2_common.cuh: what the forward and backward kernels of the fa2 family share beyond core/:
- * the log2 constants of the exp2 trick and the mask as core/mask.h defines it.
+ * the log2 constants of the exp2 trick and the mask as core/math/mask.h defines it.
  */
 #ifndef FA_CUDA_FA2_COMMON_CUH
 #define FA_CUDA_FA2_COMMON_CUH
 
-#include "core/mask.h"
+#include "core/math/mask.h"
 #include "fa2_args.h"
 
 #define FA2_LOG2E 1.4426950408889634f

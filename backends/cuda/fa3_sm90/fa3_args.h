@@ -8,7 +8,7 @@
 #define FA_CUDA_FA3_ARGS_H
 
 #include "../fa2_sm80/fa2_args.h"
-#include "core/schedule.h"
+#include "fa3_schedule.h"
 
 #ifdef __cplusplus
 #define FA3_ALIGN64 alignas(64)

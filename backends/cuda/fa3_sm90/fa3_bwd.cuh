@@ -3,7 +3,7 @@
  *
  * One block per (key tile of 128 keys, K/V head, batch), as fa2's backward: K and V of the tile
  * stay in shared memory, dK and dV accumulate in registers over every query row that sees the
- * tile (core/mask.h's row range) of every query head of the K/V head's group, so GQA needs no
+ * tile (core/math/mask.h's row range) of every query head of the K/V head's group, so GQA needs no
  * reduction afterwards (deterministic mode: one block per split of the key tiles, below). A step
  * is one (query head of the group, 64-row query tile). Three warpgroups:
  *
@@ -20,8 +20,8 @@
  * Two consumers, each owning 64 of the tile's keys, per step:
  *   Sᵀ = K Qᵀ, dPᵀ = V dOᵀ        wgmma from shared memory (M = 64 keys, N = 64 queries), two
  *                                   groups: Pᵀ = exp2(Sᵀ·scale·log2e − LSE) (masked to 0 outside
- *                                   core/mask.h's ranges) is computed while dPᵀ runs
- *   dSᵀ = Pᵀ ∘ (dPᵀ − D)           core/backward.h; written transposed into the stage's dS tile
+ *                                   core/math/mask.h's ranges) is computed while dPᵀ runs
+ *   dSᵀ = Pᵀ ∘ (dPᵀ − D)           core/math/backward.h; written transposed into the stage's dS tile
  *                                   (64 queries x 128 keys, the consumer's 64 keys its half)
  *   dV += Pᵀ dO                     wgmma, Pᵀ from registers (the Sᵀ accumulator's layout is the
  *                                   A operand's), B = dO MN-major; issued before dPᵀ is waited
@@ -43,7 +43,7 @@
 #ifndef FA_CUDA_FA3_BWD_CUH
 #define FA_CUDA_FA3_BWD_CUH
 
-#include "core/backward.h"
+#include "core/math/backward.h"
 #include "fa3_fwd.cuh"
 
 /* Registers per thread of warpgroup 0 and of each consumer warpgroup (setmaxnreg): 384 threads
@@ -114,7 +114,7 @@ __device__ __forceinline__ void fa3_bwd_store_ds(const uint32_t (&dsa)[4][4], ui
 /* Pᵀ into s for one consumer's 64 keys (rows of the accumulator) and NQ query rows m0..
    (columns), the rows' LSE from the stage's slots (lsed: their NQ LSEs, and 64 floats on their
    Ds). Padded rows have LSE +inf (P = 0). MASKED: keys past seqlen_k or outside a row's range
-   get P = 0 (core/mask.h); steps whose rows all see all 64 keys skip the test. */
+   get P = 0 (core/math/mask.h); steps whose rows all see all 64 keys skip the test. */
 template <bool MASKED, int NQ>
 __device__ __forceinline__ void fa3_bwd_p(float (&s)[NQ / 2], const float *lsed, float sl2,
                                           const fa_mask &mask, int m0, int key0, int seqlen_k,
@@ -133,7 +133,7 @@ __device__ __forceinline__ void fa3_bwd_p(float (&s)[NQ / 2], const float *lsed,
   }
 }
 
-/* dSᵀ = Pᵀ ∘ (dPᵀ − D) into dp (core/backward.h), D from the stage's slots (as fa3_bwd_p's). */
+/* dSᵀ = Pᵀ ∘ (dPᵀ − D) into dp (core/math/backward.h), D from the stage's slots (as fa3_bwd_p's). */
 template <int NQ>
 __device__ __forceinline__ void fa3_bwd_ds(const float (&p)[NQ / 2], float (&dp)[NQ / 2],
                                            const float *lsed, int t) {
@@ -173,7 +173,7 @@ __device__ __forceinline__ void fa3_bwd_issue_rs(float (&d)[32], const uint32_t 
                                      ks > 0);
 }
 
-/* The query rows that see every key of [k0, k1) (none when one is past seqlen_k; core/mask.h),
+/* The query rows that see every key of [k0, k1) (none when one is past seqlen_k; core/math/mask.h),
    as [lo, hi) within [0, seqlen_q] (no int overflow), opaque: kept in two registers rather than
    recomputed in 64 bits in every step, as the compiler did to save registers. */
 __device__ __forceinline__ void fa3_bwd_full_rows(const fa_mask &mask, int k0, int k1, int seqlen_q,
@@ -186,7 +186,7 @@ __device__ __forceinline__ void fa3_bwd_full_rows(const fa_mask &mask, int k0, i
 }
 
 /* A key tile's work: its first key, and its steps (query head of the group, query tile): every
-   query tile m_begin.. (m_count of them) that holds a row seeing one of its keys (core/mask.h's
+   query tile m_begin.. (m_count of them) that holds a row seeing one of its keys (core/math/mask.h's
    row range), for each query head of the group. */
 struct fa3_bwd_tile {
   int n0, m_begin, m_count, steps;

@@ -7,7 +7,7 @@
  * consumers see all of them; consumer c owns the head-dim columns 128 c .. 128 c + 127 of dK and
  * dV (64 + 64 registers) and the queries 32 c .. 32 c + 31 of each step's Sᵀ and dPᵀ:
  *   Sᵀ = K Qᵀ, dPᵀ = V dOᵀ        wgmma from shared memory (M = 64 keys, N = its 32 queries)
- *   Pᵀ, dSᵀ                        as the narrow kernel's (core/backward.h), then written (its 32
+ *   Pᵀ, dSᵀ                        as the narrow kernel's (core/math/backward.h), then written (its 32
  *                                   queries) into the stage's Pᵀ and dSᵀ tiles, rows = keys
  *   (both consumers' halves written: a named barrier)
  *   dV += Pᵀ dO, dK += dSᵀ Q       its 128 columns over all 64 queries, A = Pᵀ / dSᵀ K-major

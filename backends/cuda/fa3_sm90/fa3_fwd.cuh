@@ -34,9 +34,9 @@
 #include "../common/ptx.cuh"
 #include "../common/sm90_async.cuh"
 #include "../fa2_sm80/fa2_common.cuh"
-#include "core/mask.h"
-#include "core/schedule.h"
-#include "core/softmax.h"
+#include "core/math/mask.h"
+#include "fa3_schedule.h"
+#include "core/math/softmax.h"
 #include "fa3_args.h"
 
 /* Registers per thread of the producer and of each consumer warpgroup (setmaxnreg). Their sum
@@ -308,7 +308,7 @@ __device__ __forceinline__ float fa3_row_lse(float mx, float l, float sl2) {
    is unique to the segment (both grow by one from segment to segment, or by two where a piece
    and a tile start together). The consumers then count the piece in (the tile's counter, after
    a fence); the block whose piece completes the tile merges every piece of it in block order
-   (core/softmax.h fa_softmax_merge_lse: the same result whatever the order of arrival) and
+   (core/math/softmax.h fa_softmax_merge_lse: the same result whatever the order of arrival) and
    stores O and the LSE. The host splits only where every piece holds a key tile, so the
    tile's pieces are those of blocks first..last, the owners of its first and last key tiles.
    All NC consumer threads take part (named barrier 7). */

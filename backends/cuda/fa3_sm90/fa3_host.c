@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/plan.h"
-#include "core/schedule.h"
+#include "fa3_plan.h"
+#include "fa3_schedule.h"
 #include "fa3_args.h"
 #include "tma_map.h"
 

@@ -30,7 +30,7 @@ typedef struct hg_params {
   int32_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
   float scale;        /* softmax scale */
   float softcap;      /* 0: off */
-  int64_t mask_shift; /* core/mask.h's fa_mask, resolved by the host */
+  int64_t mask_shift; /* core/math/mask.h's fa_mask, resolved by the host */
   int64_t mask_left, mask_right;
 } hg_params;
 

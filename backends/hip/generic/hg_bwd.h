@@ -1,10 +1,10 @@
 /*
  * hg_bwd.h: the generic backward (FlashAttention-2 structure, no matrix instructions), three
  * kernels:
- *   hg_bwd_dot      D = rowsum(dO∘O) per query row (core/backward.h's D), into the workspace;
+ *   hg_bwd_dot      D = rowsum(dO∘O) per query row (core/math/backward.h's D), into the workspace;
  *   hg_bwd_main     a block owns BN keys of one KV head and keeps their dK and dV in
  *                   registers; it walks every query head of its group and the query rows that
- *                   core/mask.h says see its keys, in steps of BM rows through shared
+ *                   core/math/mask.h says see its keys, in steps of BM rows through shared
  *                   memory, recomputing P from the saved LSE (exp2), dS = P∘(dP − D), and adds
  *                   scale·dS·K into the fp32 dQ accumulator by atomics;
  *   hg_bwd_convert  the accumulator into dq's storage type and strides.

@@ -1,6 +1,6 @@
 /*
  * hg_common.h: what the generic kernels share: element addressing of the argument block's
- * tensors, the mask of core/mask.h rebuilt from its resolved fields, and the log2 constants of the
+ * tensors, the mask of core/math/mask.h rebuilt from its resolved fields, and the log2 constants of the
  * exp2-based softmax (scores are kept in log2 units: exp(x) = exp2(x * log2 e)).
  */
 #ifndef FA_HIP_HG_COMMON_H
@@ -8,10 +8,10 @@
 
 #include "backends/hip/generic/hg_args.h"
 #include "backends/hip/portable/fa_gpu_portable.h"
-#include "core/backward.h"
-#include "core/mask.h"
-#include "core/score.h"
-#include "core/softmax.h"
+#include "core/math/backward.h"
+#include "core/math/mask.h"
+#include "core/math/score.h"
+#include "core/math/softmax.h"
 
 #define HG_LOG2E 1.4426950408889634f
 #define HG_LN2 0.6931471805599453f
@@ -38,7 +38,7 @@ FA_GPU_DEVICE fa_mask hg_mask(const hg_params &p) {
   return m;
 }
 
-/* The transformed score in log2 units for a visible key (core/score.h: scale, then softcap). */
+/* The transformed score in log2 units for a visible key (core/math/score.h: scale, then softcap). */
 FA_GPU_DEVICE float hg_score_log2(float raw, const hg_params &p) {
   return fa_score_softcap(raw * p.scale, p.softcap) * HG_LOG2E;
 }

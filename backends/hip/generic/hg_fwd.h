@@ -2,7 +2,7 @@
  * hg_fwd.h: the generic forward (FlashAttention-2 structure, no matrix instructions). A block
  * owns HG_FWD_TILE_M query rows of one head; K and V stream through shared memory in tiles of
  * BN keys (HG_FWD_TILE_N or HG_FWD_TILE_N_MAX, from core/plan: hg_host.c) over the key range
- * core/mask.h gives the block's first and last rows; each row keeps its running max and sum (online
+ * core/math/mask.h gives the block's first and last rows; each row keeps its running max and sum (online
  * softmax in log2 units, exp2) and its output in registers, split over HG_FWD_TPR threads that
  * exchange probabilities by shuffles. The output is normalised once at the end and the LSE written
  * in natural log. MFMA = 1 (cdna/hg_mfma.h): the two products run on CDNA's matrix instructions

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/mask.h"
+#include "core/math/mask.h"
 #include "core/plan.h"
 
 #define HG_WS_ALIGN 256

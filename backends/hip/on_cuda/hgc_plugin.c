@@ -133,17 +133,4 @@ static fa_status hgc_run(const fa_request *req, const fa_decision *decision, voi
   return st;
 }
 
-static const fa_plugin hgc_plugin = {
-    FA_PLUGIN_ABI_VERSION,
-    (uint32_t)sizeof(fa_plugin),
-    FA_BACKEND_CUDA,
-    "cuda",
-    hgc_probe,
-    hgc_decide,
-    hgc_run,
-    NULL,
-};
-
-FA_API const fa_plugin *fa_plugin_entry(uint32_t core_abi_version) {
-  return core_abi_version == FA_PLUGIN_ABI_VERSION ? &hgc_plugin : NULL;
-}
+FA_PLUGIN_DEFINE(FA_BACKEND_CUDA, "cuda", hgc_probe, hgc_decide, hgc_run, NULL)

@@ -1,9 +1,9 @@
 /*
  * backward.cl: the FlashAttention backward pass in three kernels, no atomics (deterministic):
- *   fa_bwd_dot   D_i = rowsum(dO_i ∘ O_i) (core/backward.h), one work-item per query row
+ *   fa_bwd_dot   D_i = rowsum(dO_i ∘ O_i) (core/math/backward.h), one work-item per query row
  *   fa_bwd_dkdv  a work-group per (key tile of FA_BR keys, KV head, batch) keeping the tile's dK and
  *                dV rows; Q, dO, LSE and D of FA_BC query rows at a time in local memory, over
- *                every query head of the group and every row that sees the tile (core/mask.h's
+ *                every query head of the group and every row that sees the tile (core/math/mask.h's
  *                row range); P recomputed from the LSE
  *   fa_bwd_dq    a work-group per (query tile, query head, batch) keeping its dQ rows; K and V of
  *                FA_BC keys at a time in local memory
@@ -52,7 +52,7 @@ inline void bwd_keys_tile(bwd_keys *w, const fa_mask *mask, __local const float 
       z = lanes_softcap(z, softcap);
       grad = lanes_softcap_grad(z, softcap);
     }
-    /* core/softmax.h's fa_softmax_prob_from_lse with this row's one LSE */
+    /* core/math/softmax.h's fa_softmax_prob_from_lse with this row's one LSE */
     const float li = lt[i];
     lanes_t p = li == -INFINITY ? (lanes_t)0.0f : exp(z - li);
     if (cls == FA_TILE_PARTIAL) {

@@ -2,8 +2,8 @@
  * forward.cl: the FlashAttention forward pass, in one of two shapes chosen per device by the host
  * (ocl_probe.c's ocl_plan: FA_CPU = 1 for a CPU device, 0 otherwise). Both: a work-group owns
  * FA_BR query rows of one head; K and V stream through local memory a tile of keys at a time; each
- * row keeps its running max and sum (core/softmax.h) and writes its output row and LSE once; the
- * mask and score transform are core/mask.h's and core/score.h's. Work-groups: (query tiles,
+ * row keeps its running max and sum (core/math/softmax.h) and writes its output row and LSE once; the
+ * mask and score transform are core/math/mask.h's and core/math/score.h's. Work-groups: (query tiles,
  * heads_q, batch).
  *
  * CPU (FA_CPU): FA_WG work-items (1: ocl_probe.c says why), each holding FA_RV vectors of 16 query

@@ -139,7 +139,7 @@ __kernel __attribute__((reqd_work_group_size(G2_WG, 1, 1))) void fa_forward(
   __local float4 area4[G2_AREA / 4];   /* Q [64][36] and K [64][36] chunks; or V [VC][DP + 4] */
   __local float4 pt4[64 * G2_PS / 4];  /* P^T [key][4 ty + i] = P[row ty + 16 i][key] */
   __local float red[8 * 64];           /* per-row partial maxima (then sums) of the 8 work-items */
-  __local int rng[2 * 64];             /* each row's key range [lo, hi) (core/mask.h) */
+  __local int rng[2 * 64];             /* each row's key range [lo, hi) (core/math/mask.h) */
   __local float *area = (__local float *)area4, *pt = (__local float *)pt4;
   const int lid = get_local_id(0), tx = lid & 7, ty = lid >> 3;
   const int m0 = get_group_id(0) * 64;

@@ -180,7 +180,7 @@ inline void lanes_accumulate2(lanes_t *acc, const lanes_t *p, __local const floa
   }
 }
 
-/* core/score.h's softcap, lane by lane (only called when softcap > 0). */
+/* core/math/score.h's softcap, lane by lane (only called when softcap > 0). */
 inline lanes_t lanes_softcap(lanes_t z, float softcap) {
   float a[FA_LN];
   vstore16(z, 0, a);
@@ -189,7 +189,7 @@ inline lanes_t lanes_softcap(lanes_t z, float softcap) {
   return vload16(0, a);
 }
 
-/* core/score.h's softcap derivative from the capped score, lane by lane. */
+/* core/math/score.h's softcap derivative from the capped score, lane by lane. */
 inline lanes_t lanes_softcap_grad(lanes_t z, float softcap) {
   float a[FA_LN];
   vstore16(z, 0, a);
@@ -198,7 +198,7 @@ inline lanes_t lanes_softcap_grad(lanes_t z, float softcap) {
   return vload16(0, a);
 }
 
-/* core/backward.h's dS = P ∘ (dP − D), lane by lane. */
+/* core/math/backward.h's dS = P ∘ (dP − D), lane by lane. */
 inline lanes_t lanes_bwd_ds(lanes_t p, lanes_t dp, lanes_t dd) {
   float a[FA_LN], b[FA_LN], c[FA_LN];
   vstore16(p, 0, a);
@@ -208,13 +208,13 @@ inline lanes_t lanes_bwd_ds(lanes_t p, lanes_t dp, lanes_t dd) {
   return vload16(0, a);
 }
 
-/* core/softmax.h's fa_softmax_prob_from_lse for 16 lanes, each with its own LSE: exp(z − lse),
+/* core/math/softmax.h's fa_softmax_prob_from_lse for 16 lanes, each with its own LSE: exp(z − lse),
    0 where the LSE is −inf (a row that saw no key). */
 inline lanes_t lanes_prob_from_lse(lanes_t z, lanes_t lse) {
   return select(exp(z - lse), (lanes_t)0.0f, lse == (lanes_t)(-INFINITY));
 }
 
-/* The key range [lo, hi) of each lane's row (core/mask.h), empty for rows past the last; and the
+/* The key range [lo, hi) of each lane's row (core/math/mask.h), empty for rows past the last; and the
    ranges of the first and last valid rows, for tile classification. */
 inline void lanes_key_ranges(const fa_mask *mask, long r0, int seqlen_q, int seqlen_k,
                              lanes_i *lo, lanes_i *hi, long *lo_first, long *hi_first,

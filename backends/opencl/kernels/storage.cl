@@ -18,7 +18,7 @@ inline void st_store(__global st_t *p, long i, float v) { p[i] = fa_f32_to_bf16(
 #endif
 
 /* Eight consecutive elements p[i .. i + 7] in float (the same conversions as st_load: bf16 is
-   core/dtype.h's fa_bf16_to_f32, the bits shifted into a float's upper half). */
+   core/math/dtype.h's fa_bf16_to_f32, the bits shifted into a float's upper half). */
 inline float8 st_load8(__global const st_t *p, long i) {
 #if FA_DTYPE == 0
   return vload8(0, p + i);

@@ -18,19 +18,19 @@
 #include <stdint.h>
 #endif
 
-#include "fa_hd.h"
+#include "host_device.h"
 
 typedef struct fa_philox4 {
   uint32_t v[4];
 } fa_philox4;
 
-FA_HD uint32_t fa_mulhilo32(uint32_t a, uint32_t b, uint32_t *hi) {
+FA_HOST_DEVICE uint32_t fa_mulhilo32(uint32_t a, uint32_t b, uint32_t *hi) {
   uint64_t p = (uint64_t)a * (uint64_t)b;
   *hi = (uint32_t)(p >> 32);
   return (uint32_t)p;
 }
 
-FA_HD fa_philox4 fa_philox4x32_10(fa_philox4 ctr, uint32_t key0, uint32_t key1) {
+FA_HOST_DEVICE fa_philox4 fa_philox4x32_10(fa_philox4 ctr, uint32_t key0, uint32_t key1) {
   for (int round = 0; round < 10; ++round) {
     uint32_t hi0, hi1;
     uint32_t lo0 = fa_mulhilo32(0xD2511F53u, ctr.v[0], &hi0);
@@ -48,7 +48,7 @@ FA_HD fa_philox4 fa_philox4x32_10(fa_philox4 ctr, uint32_t key0, uint32_t key1) 
 }
 
 /* Draws at or above this value are kept; p = 0 keeps everything. */
-FA_HD uint32_t fa_dropout_threshold(float p) {
+FA_HOST_DEVICE uint32_t fa_dropout_threshold(float p) {
   double t = (double)p * 4294967296.0;
   if (t <= 0.0) return 0u;
   if (t >= 4294967295.0) return 4294967295u;
@@ -56,7 +56,7 @@ FA_HD uint32_t fa_dropout_threshold(float p) {
 }
 
 /* The four draws for columns [col & ~3, (col & ~3) + 4) of one row. */
-FA_HD fa_philox4 fa_dropout_draws(uint64_t seed, uint64_t offset, uint64_t bh, uint64_t row,
+FA_HOST_DEVICE fa_philox4 fa_dropout_draws(uint64_t seed, uint64_t offset, uint64_t bh, uint64_t row,
                                   uint64_t col) {
   uint64_t stream = bh + offset;
   fa_philox4 ctr;
@@ -68,7 +68,7 @@ FA_HD fa_philox4 fa_dropout_draws(uint64_t seed, uint64_t offset, uint64_t bh, u
 }
 
 /* 1 when element (bh, row, col) is kept by dropout with threshold thr. */
-FA_HD int fa_dropout_keep(uint64_t seed, uint64_t offset, uint64_t bh, uint64_t row, uint64_t col,
+FA_HOST_DEVICE int fa_dropout_keep(uint64_t seed, uint64_t offset, uint64_t bh, uint64_t row, uint64_t col,
                           uint32_t thr) {
   fa_philox4 d = fa_dropout_draws(seed, offset, bh, row, col);
   return d.v[col & 3u] >= thr;

@@ -1,6 +1,6 @@
 /*
- * schedule.h: the order in which a persistent grid with a dynamic schedule (each block takes the
- * next tile from a counter) visits a forward pass's tiles (FA_HD: host and device code).
+ * fa3_schedule.h: the order in which a persistent grid with a dynamic schedule (each block takes the
+ * next tile from a counter) visits a forward pass's tiles (FA_HOST_DEVICE: host and device code).
  *
  * The tiles are num_m query blocks of each of `pairs` (head, batch) pairs. Under a causal mask a
  * query block's cost grows with its index, so the largest go first (longest processing time
@@ -13,16 +13,16 @@
  * the makespan 4-16% above the mean at head dim 128 and 256, 1k-8k keys; 1-4% with the remainder
  * first; tests/test_core.c checks the bound).
  */
-#ifndef FA_CORE_SCHEDULE_H
-#define FA_CORE_SCHEDULE_H
+#ifndef FA_CUDA_FA3_SCHEDULE_H
+#define FA_CUDA_FA3_SCHEDULE_H
 
 #include <stdint.h>
 
-#include "fa_hd.h"
+#include "core/math/host_device.h"
 
 /* The chunk: the pairs whose K and V (kv_bytes_per_pair each) take about 24 MB, half the
    H100/H200 L2; at least 1, at most pairs (pairs >= 1: a batch and a head at least). */
-FA_HD int fa_sched_chunk(int64_t pairs, int64_t kv_bytes_per_pair) {
+FA_HOST_DEVICE int fa_sched_chunk(int64_t pairs, int64_t kv_bytes_per_pair) {
   const int64_t chunk = kv_bytes_per_pair > 0 ? ((int64_t)24 << 20) / kv_bytes_per_pair : pairs;
   return (int)(chunk < 1 ? 1 : chunk > pairs ? pairs : chunk);
 }
@@ -30,7 +30,7 @@ FA_HD int fa_sched_chunk(int64_t pairs, int64_t kv_bytes_per_pair) {
 /* Tile k (0 <= k < num_m * pairs) of the order: *m_idx, the query block counted from the last
    (0: the one with the most keys under a causal mask), and *pair, the (head, batch) pair.
    chunk >= 1. */
-FA_HD void fa_sched_lpt_tile(int k, int num_m, int pairs, int chunk, int *m_idx, int *pair) {
+FA_HOST_DEVICE void fa_sched_lpt_tile(int k, int num_m, int pairs, int chunk, int *m_idx, int *pair) {
   const int rem = pairs % chunk, first = rem * num_m; /* the remainder chunk's tiles */
   int base = 0, size = rem, within = k;
   if (k >= first) {
@@ -52,7 +52,7 @@ FA_HD void fa_sched_lpt_tile(int k, int num_m, int pairs, int chunk, int *m_idx,
    keys: a kernel whose warpgroups take a slab each leaves fewer of them idle for fewer key
    tiles (bench/NOTES.md, session 24). The slabs stay at multiples of slab from row 0, so only
    the last block may end inside one. */
-FA_HD void fa_sched_query_block(int from_end, int num_m, int seqlen_q, int rows, int slab,
+FA_HOST_DEVICE void fa_sched_query_block(int from_end, int num_m, int seqlen_q, int rows, int slab,
                                 int lead_short, int *m0, int *m_end) {
   const int idx = num_m - 1 - from_end, per = rows / slab;
   const int lead = lead_short ? ((seqlen_q + slab - 1) / slab) % per * slab : 0;
@@ -69,8 +69,8 @@ FA_HD void fa_sched_query_block(int from_end, int num_m, int seqlen_q, int rows,
    split evenly instead: block b takes units [*u0, *u1), tile-major, so that its piece is the end
    of one tail tile and the start of the next (or more, when a piece is longer than a tile);
    empty when there are fewer units than blocks. A tile cut into several pieces is finished from
-   their partial outputs (core/softmax.h fa_softmax_merge_lse). */
-FA_HD void fa_sched_tail_piece(int b, int blocks, int tail, int nkt, int *u0, int *u1) {
+   their partial outputs (core/math/softmax.h fa_softmax_merge_lse). */
+FA_HOST_DEVICE void fa_sched_tail_piece(int b, int blocks, int tail, int nkt, int *u0, int *u1) {
   const int64_t units = (int64_t)tail * nkt;
   *u0 = (int)(units * b / blocks);
   *u1 = (int)(units * (b + 1) / blocks);
@@ -78,7 +78,7 @@ FA_HD void fa_sched_tail_piece(int b, int blocks, int tail, int nkt, int *u0, in
 
 /* The block whose piece holds unit x of the tail (fa_sched_tail_piece): the last b whose piece
    starts at or before x. */
-FA_HD int fa_sched_tail_owner(int64_t x, int blocks, int tail, int nkt) {
+FA_HOST_DEVICE int fa_sched_tail_owner(int64_t x, int blocks, int tail, int nkt) {
   const int64_t units = (int64_t)tail * nkt;
   return (int)(((x + 1) * blocks - 1) / units);
 }
@@ -91,7 +91,7 @@ FA_HD int fa_sched_tail_owner(int64_t x, int blocks, int tail, int nkt) {
    rule of 2 x slots blocks (fa2's) gave 9 splits for 32 pairs of 64 tiles on 132 one-block SMs:
    288 blocks in 3 rounds of 8 tiles, 24 tile times against 16 for 4 splits (bench/NOTES.md,
    session 26). */
-FA_HD int fa_sched_det_splits(int64_t parallel, int n_tiles, int slots) {
+FA_HOST_DEVICE int fa_sched_det_splits(int64_t parallel, int n_tiles, int slots) {
   if (parallel < 1 || n_tiles < 1 || slots < 1) return 1;
   int best = 1;
   int64_t best_cost = -1;
@@ -103,4 +103,4 @@ FA_HD int fa_sched_det_splits(int64_t parallel, int n_tiles, int slots) {
   return best;
 }
 
-#endif /* FA_CORE_SCHEDULE_H */
+#endif /* FA_CUDA_FA3_SCHEDULE_H */

@@ -1,5 +1,5 @@
 /*
- * mask.h: the one definition of which keys a query row sees (FA_HD: host and device code).
+ * mask.h: the one definition of which keys a query row sees (FA_HOST_DEVICE: host and device code).
  *
  * Row i of a sequence with seqlen_q rows over seqlen_k keys is aligned to key column
  * i + shift, where shift = seqlen_k - seqlen_q for bottom-right alignment (the default, as
@@ -16,7 +16,7 @@
 #include <stdint.h>
 #endif
 
-#include "fa_hd.h"
+#include "host_device.h"
 
 typedef struct fa_mask {
   int64_t shift; /* diagonal offset: row i sits at key column i + shift */
@@ -25,7 +25,7 @@ typedef struct fa_mask {
 } fa_mask;
 
 /* causal_align: 0 bottom-right, 1 top-left (fa_causal_align). */
-FA_HD fa_mask fa_mask_make(int32_t causal, int32_t causal_align, int32_t window_enabled,
+FA_HOST_DEVICE fa_mask fa_mask_make(int32_t causal, int32_t causal_align, int32_t window_enabled,
                            int64_t window_left, int64_t window_right, int64_t seqlen_q,
                            int64_t seqlen_k) {
   fa_mask m;
@@ -41,7 +41,7 @@ FA_HD fa_mask fa_mask_make(int32_t causal, int32_t causal_align, int32_t window_
 }
 
 /* Keys row i sees: [*lo, *hi) within [0, seqlen_k); empty when *lo >= *hi. */
-FA_HD void fa_mask_key_range(const fa_mask *m, int64_t i, int64_t seqlen_k, int64_t *lo,
+FA_HOST_DEVICE void fa_mask_key_range(const fa_mask *m, int64_t i, int64_t seqlen_k, int64_t *lo,
                              int64_t *hi) {
   int64_t diag = i + m->shift;
   int64_t a = 0, b = seqlen_k;
@@ -51,7 +51,7 @@ FA_HD void fa_mask_key_range(const fa_mask *m, int64_t i, int64_t seqlen_k, int6
   *hi = b < a ? a : b;
 }
 
-FA_HD int fa_mask_allows(const fa_mask *m, int64_t i, int64_t j, int64_t seqlen_k) {
+FA_HOST_DEVICE int fa_mask_allows(const fa_mask *m, int64_t i, int64_t j, int64_t seqlen_k) {
   int64_t lo, hi;
   fa_mask_key_range(m, i, seqlen_k, &lo, &hi);
   return j >= lo && j < hi;
@@ -63,7 +63,7 @@ FA_HD int fa_mask_allows(const fa_mask *m, int64_t i, int64_t j, int64_t seqlen_
  * rows. Row i sees [max(0, i+shift-left), min(seqlen_k, i+shift+right+1)); with both bounds
  * non-decreasing in i, the rows form one range.
  */
-FA_HD void fa_mask_row_range(const fa_mask *m, int64_t c0, int64_t c1, int64_t seqlen_q,
+FA_HOST_DEVICE void fa_mask_row_range(const fa_mask *m, int64_t c0, int64_t c1, int64_t seqlen_q,
                              int64_t *r0, int64_t *r1) {
   int64_t a = 0, b = seqlen_q;
   if (m->right >= 0 && c0 - m->shift - m->right > a) a = c0 - m->shift - m->right;
@@ -80,7 +80,7 @@ FA_HD void fa_mask_row_range(const fa_mask *m, int64_t c0, int64_t c1, int64_t s
  * against one key tile computes it once: a tile of rows [m0, m1) needs no mask when
  * *r0 <= m0 and m1 <= *r1, two comparisons instead of fa_mask_tile_class's 64-bit work per tile.
  */
-FA_HD void fa_mask_full_rows(const fa_mask *m, int64_t c0, int64_t c1, int64_t seqlen_q,
+FA_HOST_DEVICE void fa_mask_full_rows(const fa_mask *m, int64_t c0, int64_t c1, int64_t seqlen_q,
                              int64_t seqlen_k, int64_t *r0, int64_t *r1) {
   int64_t a = 0, b = c1 > seqlen_k ? 0 : seqlen_q;
   if (m->right >= 0 && c1 - 1 - m->shift - m->right > a) a = c1 - 1 - m->shift - m->right;
@@ -97,7 +97,7 @@ typedef enum fa_tile_class {
 
 /* The classification from the key ranges of the tile's first row [lo_first, hi_first) and last
    row [lo_last, hi_last), for kernels that compute those once and test many key tiles. */
-FA_HD fa_tile_class fa_mask_tile_class_from_ranges(int64_t lo_first, int64_t hi_first,
+FA_HOST_DEVICE fa_tile_class fa_mask_tile_class_from_ranges(int64_t lo_first, int64_t hi_first,
                                                    int64_t lo_last, int64_t hi_last, int64_t c0,
                                                    int64_t c1) {
   if (hi_last <= c0 || lo_first >= c1) return FA_TILE_EMPTY;
@@ -106,7 +106,7 @@ FA_HD fa_tile_class fa_mask_tile_class_from_ranges(int64_t lo_first, int64_t hi_
 }
 
 /* Classifies the tile rows [r0, r1) x keys [c0, c1) (both non-empty, keys within seqlen_k). */
-FA_HD fa_tile_class fa_mask_tile_class(const fa_mask *m, int64_t r0, int64_t r1, int64_t c0,
+FA_HOST_DEVICE fa_tile_class fa_mask_tile_class(const fa_mask *m, int64_t r0, int64_t r1, int64_t c0,
                                        int64_t c1, int64_t seqlen_k) {
   /* Both ends of a row's key range are non-decreasing in the row, so the first and the last row
      bound every row of the tile: lo/hi of row r0 are the smallest, those of row r1-1 the largest.

@@ -11,28 +11,28 @@
 #include <string.h>
 #endif
 
-#include "fa_hd.h"
+#include "host_device.h"
 
 #if defined(FA_OPENCL_C)
-FA_HD float fa_bits_to_f32(uint32_t u) { return as_float(u); }
-FA_HD uint32_t fa_f32_to_bits(float f) { return as_uint(f); }
+FA_HOST_DEVICE float fa_bits_to_f32(uint32_t u) { return as_float(u); }
+FA_HOST_DEVICE uint32_t fa_f32_to_bits(float f) { return as_uint(f); }
 #else
-FA_HD float fa_bits_to_f32(uint32_t u) {
+FA_HOST_DEVICE float fa_bits_to_f32(uint32_t u) {
   float f;
   memcpy(&f, &u, sizeof f);
   return f;
 }
 
-FA_HD uint32_t fa_f32_to_bits(float f) {
+FA_HOST_DEVICE uint32_t fa_f32_to_bits(float f) {
   uint32_t u;
   memcpy(&u, &f, sizeof u);
   return u;
 }
 #endif
 
-FA_HD float fa_bf16_to_f32(uint16_t h) { return fa_bits_to_f32((uint32_t)h << 16); }
+FA_HOST_DEVICE float fa_bf16_to_f32(uint16_t h) { return fa_bits_to_f32((uint32_t)h << 16); }
 
-FA_HD uint16_t fa_f32_to_bf16(float f) {
+FA_HOST_DEVICE uint16_t fa_f32_to_bf16(float f) {
   uint32_t u = fa_f32_to_bits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it quiet and NaN */
     return (uint16_t)((u >> 16) | 0x0040u);
@@ -40,7 +40,7 @@ FA_HD uint16_t fa_f32_to_bf16(float f) {
   return (uint16_t)(u >> 16);
 }
 
-FA_HD float fa_f16_to_f32(uint16_t h) {
+FA_HOST_DEVICE float fa_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t man = h & 0x3ffu;
@@ -54,7 +54,7 @@ FA_HD float fa_f16_to_f32(uint16_t h) {
   return fa_bits_to_f32(sign | ((exp + 112u) << 23) | (man << 13));
 }
 
-FA_HD uint16_t fa_f32_to_f16(float f) {
+FA_HOST_DEVICE uint16_t fa_f32_to_f16(float f) {
   uint32_t u = fa_f32_to_bits(f);
   uint32_t sign = (u >> 16) & 0x8000u;
   uint32_t a = u & 0x7fffffffu;

@@ -1,6 +1,6 @@
 /*
  * score.h: what happens to a score between Q·Kᵀ and the softmax, defined once for every backend
- * (FA_HD: host and device code). For query row i and key column j of one sequence:
+ * (FA_HOST_DEVICE: host and device code). For query row i and key column j of one sequence:
  *
  *   z = scale · (q_i · k_j)
  *   z = softcap · tanh(z / softcap)            when softcap > 0
@@ -22,14 +22,14 @@
 #include <stdint.h>
 #endif
 
-#include "fa_hd.h"
+#include "host_device.h"
 
-FA_HD float fa_score_softcap(float z, float softcap) {
+FA_HOST_DEVICE float fa_score_softcap(float z, float softcap) {
   return softcap > 0.0f ? softcap * tanhf(z / softcap) : z;
 }
 
 /* dz_capped / dz from the capped value (1 without softcap). */
-FA_HD float fa_score_softcap_grad(float z_capped, float softcap) {
+FA_HOST_DEVICE float fa_score_softcap_grad(float z_capped, float softcap) {
   if (!(softcap > 0.0f)) return 1.0f;
   float t = z_capped / softcap;
   return 1.0f - t * t;
@@ -39,18 +39,18 @@ FA_HD float fa_score_softcap_grad(float z_capped, float softcap) {
    finite z), with no division and no branch, for kernels' inner loops; equal to
    fa_score_softcap_grad up to the rounding of the reciprocal. Not finite for z = -inf (a masked
    score): callers select it away where p = 0. */
-FA_HD float fa_score_softcap_grad_inv(float z_capped, float inv_softcap) {
+FA_HOST_DEVICE float fa_score_softcap_grad_inv(float z_capped, float inv_softcap) {
   float t = z_capped * inv_softcap;
   return 1.0f - t * t;
 }
 
-FA_HD float fa_score_alibi(float slope, int64_t i, int64_t j, int64_t shift) {
+FA_HOST_DEVICE float fa_score_alibi(float slope, int64_t i, int64_t j, int64_t shift) {
   int64_t dist = i + shift - j;
   return -slope * (float)(dist < 0 ? -dist : dist);
 }
 
 /* The whole transform for a visible (i, j): raw = q_i · k_j. */
-FA_HD float fa_score(float raw, float scale, float softcap, int has_alibi, float slope, int64_t i,
+FA_HOST_DEVICE float fa_score(float raw, float scale, float softcap, int has_alibi, float slope, int64_t i,
                      int64_t j, int64_t shift) {
   float z = fa_score_softcap(raw * scale, softcap);
   if (has_alibi) z += fa_score_alibi(slope, i, j, shift);

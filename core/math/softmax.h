@@ -1,5 +1,5 @@
 /*
- * softmax.h: the online-softmax algebra every backend uses (FA_HD: host, CUDA, HIP, OpenCL).
+ * softmax.h: the online-softmax algebra every backend uses (FA_HOST_DEVICE: host, CUDA, HIP, OpenCL).
  *
  * A row's partial result over some keys is the triple (m, l, o): m the largest scaled score seen,
  * l = sum(exp(s - m)), o = sum(exp(s - m) * v) (unnormalised). Rows that have seen no key keep
@@ -14,17 +14,17 @@
 #include <math.h>
 #endif
 
-#include "fa_hd.h"
+#include "host_device.h"
 
 /* The max to subtract before exponentiating: -inf (nothing seen) becomes 0 so exp(-inf - 0) = 0. */
-FA_HD float fa_softmax_safe_max(float m) { return m == -INFINITY ? 0.0f : m; }
+FA_HOST_DEVICE float fa_softmax_safe_max(float m) { return m == -INFINITY ? 0.0f : m; }
 
 /*
  * One online step: the row's running max m_run meets a tile whose largest score is tile_max.
  * Updates m_run and l_run (l is rescaled) and returns alpha, the factor the caller multiplies its
  * running o by. The caller then adds exp(s - fa_softmax_safe_max(*m_run)) for the tile's scores.
  */
-FA_HD float fa_softmax_online_step(float *m_run, float *l_run, float tile_max) {
+FA_HOST_DEVICE float fa_softmax_online_step(float *m_run, float *l_run, float tile_max) {
   float m_old = *m_run;
   float m_new = m_old > tile_max ? m_old : tile_max;
   float alpha = (m_old == -INFINITY) ? 0.0f : expf(m_old - m_new);
@@ -38,7 +38,7 @@ FA_HD float fa_softmax_online_step(float *m_run, float *l_run, float tile_max) {
  * (m2, l2)); the caller forms o = a1 * o1 + a2 * o2 with the factors returned. Associative and
  * commutative up to rounding, which split-KV and the tests rely on.
  */
-FA_HD void fa_softmax_merge(float m1, float l1, float m2, float l2, float *m, float *l, float *a1,
+FA_HOST_DEVICE void fa_softmax_merge(float m1, float l1, float m2, float l2, float *m, float *l, float *a1,
                             float *a2) {
   float mm = m1 > m2 ? m1 : m2;
   float s1 = (m1 == -INFINITY) ? 0.0f : expf(m1 - mm);
@@ -52,18 +52,18 @@ FA_HD void fa_softmax_merge(float m1, float l1, float m2, float l2, float *m, fl
 /* Log-sum-exp of a finished row (natural log). A row that saw no key has l = 0: LSE -inf. A NaN
    score (NaN in q or k) makes l NaN: the LSE is NaN too, so a NaN input propagates instead of
    passing for an empty row. */
-FA_HD float fa_softmax_lse(float m, float l) {
+FA_HOST_DEVICE float fa_softmax_lse(float m, float l) {
   return l > 0.0f ? m + logf(l) : (l == 0.0f ? -INFINITY : l);
 }
 
 /* The factor that normalises o: 1/l, or 0 for a row that saw no key (output 0, never NaN). */
-FA_HD float fa_softmax_out_scale(float l) { return l > 0.0f ? 1.0f / l : 0.0f; }
+FA_HOST_DEVICE float fa_softmax_out_scale(float l) { return l > 0.0f ? 1.0f / l : 0.0f; }
 
 /*
  * Merges normalised partial outputs by their LSEs (split-KV's final step):
  * lse = log(exp(lse1) + exp(lse2)); out = w1 * out1 + w2 * out2 with the weights returned.
  */
-FA_HD float fa_softmax_merge_lse(float lse1, float lse2, float *w1, float *w2) {
+FA_HOST_DEVICE float fa_softmax_merge_lse(float lse1, float lse2, float *w1, float *w2) {
   float mm = lse1 > lse2 ? lse1 : lse2;
   if (mm == -INFINITY) {
     *w1 = 0.0f;
@@ -78,7 +78,7 @@ FA_HD float fa_softmax_merge_lse(float lse1, float lse2, float *w1, float *w2) {
 }
 
 /* P recomputed in the backward pass from the score and the saved LSE (0 for masked rows). */
-FA_HD float fa_softmax_prob_from_lse(float scaled_score, float lse) {
+FA_HOST_DEVICE float fa_softmax_prob_from_lse(float scaled_score, float lse) {
   return lse == -INFINITY ? 0.0f : expf(scaled_score - lse);
 }
 
