@@ -45,7 +45,8 @@ int ref_default_threads(void) {
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Mask: which (row, key) pairs are kept, decided by core/math/mask.h so the convention is the core's.
+ * Mask: which (row, key) pairs are kept, decided by core/math/mask.h so the convention is the
+ * core's.
  * -------------------------------------------------------------------------------------------- */
 
 typedef struct ref_mask {

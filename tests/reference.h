@@ -10,8 +10,8 @@
  *
  * Conventions are the library's: q [b, sq, hq, d], k [b, sk, hkv, d], v [b, sk, hkv, dv],
  * out [b, sq, hq, dv], lse [b, hq, sq] natural log; query head h reads kv head h / (hq / hkv);
- * the causal mask comes from core/math/mask.h. Results are float64 arrays in contiguous row-major order
- * of those shapes, whatever the inputs' layouts.
+ * the causal mask comes from core/math/mask.h. Results are float64 arrays in contiguous row-major
+ * order of those shapes, whatever the inputs' layouts.
  */
 #ifndef FA_TESTS_REFERENCE_H
 #define FA_TESTS_REFERENCE_H

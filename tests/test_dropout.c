@@ -54,8 +54,8 @@ static void test_kat(void) {
     snprintf(what, sizeof what, "Philox KAT %d: reference %08x %08x %08x %08x", v, out[0], out[1],
              out[2], out[3]);
     report(!memcmp(out, k + 6, sizeof out), what);
-    snprintf(what, sizeof what, "Philox KAT %d: core/math/philox.h %08x %08x %08x %08x", v, core.v[0],
-             core.v[1], core.v[2], core.v[3]);
+    snprintf(what, sizeof what, "Philox KAT %d: core/math/philox.h %08x %08x %08x %08x", v,
+             core.v[0], core.v[1], core.v[2], core.v[3]);
     report(!memcmp(core.v, k + 6, sizeof out), what);
   }
 }

@@ -42,7 +42,8 @@ typedef struct cpu_problem {
      them; else 1. heads_q / pack tasks per sequence and query tile. */
   int64_t pack;
   float scale;
-  /* The score transform (core/math/score.h): with neither, the kernels scale the scores themselves. */
+  /* The score transform (core/math/score.h): with neither, the kernels scale the scores themselves.
+   */
   float softcap;
   const fa_tensor *alibi; /* float32 [heads_q] or [batch, heads_q]; NULL without ALiBi */
   int transform;          /* softcap or ALiBi present: scores go through cpu_score_tile */
@@ -113,8 +114,8 @@ int32_t cpu_index_at(const fa_tensor *t, int64_t i);
 void cpu_tile_row_bounds(const cpu_seq *sq, int64_t r0, int rows, int64_t c0, int nc, int *jlo,
                          int *jhi);
 
-/* The score transform of core/math/score.h on a tile of raw q·k products (rows r0.., keys c0.. of the
-   sequence, query head h): visible elements become fa_score(...). With grad non-NULL (backward,
+/* The score transform of core/math/score.h on a tile of raw q·k products (rows r0.., keys c0.. of
+   the sequence, query head h): visible elements become fa_score(...). With grad non-NULL (backward,
    softcap), grad[i * lds + j] = fa_score_softcap_grad of the capped score. */
 void cpu_score_tile(const cpu_problem *pb, const cpu_seq *sq, int64_t h, int64_t r0, int mr,
                     int64_t c0, int nc, float *s, ptrdiff_t lds, const int *jlo, const int *jhi,

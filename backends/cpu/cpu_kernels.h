@@ -36,8 +36,8 @@
  * transpose (tile loads): dst[c * ldd + r] = src[r * lds + c] for the n <= 16 rows r and the cols
  * columns c of src; the key-side operands of Q·Kᵀ and dO·Vᵀ are stored this way.
  *
- * f16_row (tile loads): n contiguous fp16 values to fp32, exactly (core/math/dtype.h's conversion; a
- * signalling NaN may come out quiet).
+ * f16_row (tile loads): n contiguous fp16 values to fp32, exactly (core/math/dtype.h's conversion;
+ * a signalling NaN may come out quiet).
  *
  * bf16_row (tile loads): n contiguous bf16 values to fp32, bit for bit (the 16 bits shifted up).
  *

@@ -1,7 +1,7 @@
 /*
  * cpu_tensor.h: moving tiles between strided tensors in their storage dtype and the contiguous fp32
- * tiles the kernels work on. Every conversion goes through core/math/dtype.h so the CPU rounds exactly
- * as the tests' reference does.
+ * tiles the kernels work on. Every conversion goes through core/math/dtype.h so the CPU rounds
+ * exactly as the tests' reference does.
  *
  * A tensor is reached through a cpu_rows (cpu_internal.h): one sequence's rows, padded, packed or
  * paged, with arbitrary element strides; a tile is rows [row0, row0 + rows) of one head, all

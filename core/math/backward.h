@@ -1,9 +1,9 @@
 /*
- * backward.h: the backward pass's algebra (FA_HOST_DEVICE). With P = softmax(S) recomputed from the saved
- * LSE, and D_i = rowsum(dO_i ∘ O_i):
- *   dV = Pᵀ·dO,  dP = dO·Vᵀ,  dS = P ∘ (dP − D),  dQ = scale·dS·K,  dK = scale·dSᵀ·Q.
- * With dropout, P in dV and dP's use carry the keep mask and 1/(1-p): dV = (P∘Z)ᵀ·dO and
- * dS = P ∘ (dP∘Z − D), Z the scaled keep mask, which is what fa_bwd_ds takes.
+ * backward.h: the backward pass's algebra (FA_HOST_DEVICE). With P = softmax(S) recomputed from the
+ * saved LSE, and D_i = rowsum(dO_i ∘ O_i): dV = Pᵀ·dO,  dP = dO·Vᵀ,  dS = P ∘ (dP − D),  dQ =
+ * scale·dS·K,  dK = scale·dSᵀ·Q. With dropout, P in dV and dP's use carry the keep mask and
+ * 1/(1-p): dV = (P∘Z)ᵀ·dO and dS = P ∘ (dP∘Z − D), Z the scaled keep mask, which is what fa_bwd_ds
+ * takes.
  */
 #ifndef FA_CORE_BACKWARD_H
 #define FA_CORE_BACKWARD_H

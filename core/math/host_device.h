@@ -1,7 +1,7 @@
 /*
  * fa_hd.h: one qualifier for functions core/ shares with device code.
- * Under nvcc/hipcc FA_HOST_DEVICE makes a function callable from host and device; elsewhere it is a plain
- * static inline. OpenCL C includes the same headers with FA_OPENCL_C defined.
+ * Under nvcc/hipcc FA_HOST_DEVICE makes a function callable from host and device; elsewhere it is a
+ * plain static inline. OpenCL C includes the same headers with FA_OPENCL_C defined.
  */
 #ifndef FA_CORE_MATH_HOST_DEVICE_H
 #define FA_CORE_MATH_HOST_DEVICE_H

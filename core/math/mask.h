@@ -26,8 +26,8 @@ typedef struct fa_mask {
 
 /* causal_align: 0 bottom-right, 1 top-left (fa_causal_align). */
 FA_HOST_DEVICE fa_mask fa_mask_make(int32_t causal, int32_t causal_align, int32_t window_enabled,
-                           int64_t window_left, int64_t window_right, int64_t seqlen_q,
-                           int64_t seqlen_k) {
+                                    int64_t window_left, int64_t window_right, int64_t seqlen_q,
+                                    int64_t seqlen_k) {
   fa_mask m;
   m.shift = causal_align == 1 ? 0 : seqlen_k - seqlen_q;
   m.left = -1;
@@ -42,7 +42,7 @@ FA_HOST_DEVICE fa_mask fa_mask_make(int32_t causal, int32_t causal_align, int32_
 
 /* Keys row i sees: [*lo, *hi) within [0, seqlen_k); empty when *lo >= *hi. */
 FA_HOST_DEVICE void fa_mask_key_range(const fa_mask *m, int64_t i, int64_t seqlen_k, int64_t *lo,
-                             int64_t *hi) {
+                                      int64_t *hi) {
   int64_t diag = i + m->shift;
   int64_t a = 0, b = seqlen_k;
   if (m->left >= 0 && diag - m->left > a) a = diag - m->left;
@@ -64,7 +64,7 @@ FA_HOST_DEVICE int fa_mask_allows(const fa_mask *m, int64_t i, int64_t j, int64_
  * non-decreasing in i, the rows form one range.
  */
 FA_HOST_DEVICE void fa_mask_row_range(const fa_mask *m, int64_t c0, int64_t c1, int64_t seqlen_q,
-                             int64_t *r0, int64_t *r1) {
+                                      int64_t *r0, int64_t *r1) {
   int64_t a = 0, b = seqlen_q;
   if (m->right >= 0 && c0 - m->shift - m->right > a) a = c0 - m->shift - m->right;
   if (m->left >= 0 && c1 - m->shift + m->left < b) b = c1 - m->shift + m->left;
@@ -81,7 +81,7 @@ FA_HOST_DEVICE void fa_mask_row_range(const fa_mask *m, int64_t c0, int64_t c1, 
  * *r0 <= m0 and m1 <= *r1, two comparisons instead of fa_mask_tile_class's 64-bit work per tile.
  */
 FA_HOST_DEVICE void fa_mask_full_rows(const fa_mask *m, int64_t c0, int64_t c1, int64_t seqlen_q,
-                             int64_t seqlen_k, int64_t *r0, int64_t *r1) {
+                                      int64_t seqlen_k, int64_t *r0, int64_t *r1) {
   int64_t a = 0, b = c1 > seqlen_k ? 0 : seqlen_q;
   if (m->right >= 0 && c1 - 1 - m->shift - m->right > a) a = c1 - 1 - m->shift - m->right;
   if (m->left >= 0 && c0 - m->shift + m->left + 1 < b) b = c0 - m->shift + m->left + 1;
@@ -98,16 +98,16 @@ typedef enum fa_tile_class {
 /* The classification from the key ranges of the tile's first row [lo_first, hi_first) and last
    row [lo_last, hi_last), for kernels that compute those once and test many key tiles. */
 FA_HOST_DEVICE fa_tile_class fa_mask_tile_class_from_ranges(int64_t lo_first, int64_t hi_first,
-                                                   int64_t lo_last, int64_t hi_last, int64_t c0,
-                                                   int64_t c1) {
+                                                            int64_t lo_last, int64_t hi_last,
+                                                            int64_t c0, int64_t c1) {
   if (hi_last <= c0 || lo_first >= c1) return FA_TILE_EMPTY;
   if (lo_last <= c0 && hi_first >= c1) return FA_TILE_FULL;
   return FA_TILE_PARTIAL;
 }
 
 /* Classifies the tile rows [r0, r1) x keys [c0, c1) (both non-empty, keys within seqlen_k). */
-FA_HOST_DEVICE fa_tile_class fa_mask_tile_class(const fa_mask *m, int64_t r0, int64_t r1, int64_t c0,
-                                       int64_t c1, int64_t seqlen_k) {
+FA_HOST_DEVICE fa_tile_class fa_mask_tile_class(const fa_mask *m, int64_t r0, int64_t r1,
+                                                int64_t c0, int64_t c1, int64_t seqlen_k) {
   /* Both ends of a row's key range are non-decreasing in the row, so the first and the last row
      bound every row of the tile: lo/hi of row r0 are the smallest, those of row r1-1 the largest.
    */

@@ -56,8 +56,8 @@ FA_HOST_DEVICE uint32_t fa_dropout_threshold(float p) {
 }
 
 /* The four draws for columns [col & ~3, (col & ~3) + 4) of one row. */
-FA_HOST_DEVICE fa_philox4 fa_dropout_draws(uint64_t seed, uint64_t offset, uint64_t bh, uint64_t row,
-                                  uint64_t col) {
+FA_HOST_DEVICE fa_philox4 fa_dropout_draws(uint64_t seed, uint64_t offset, uint64_t bh,
+                                           uint64_t row, uint64_t col) {
   uint64_t stream = bh + offset;
   fa_philox4 ctr;
   ctr.v[0] = (uint32_t)(col >> 2);
@@ -68,8 +68,8 @@ FA_HOST_DEVICE fa_philox4 fa_dropout_draws(uint64_t seed, uint64_t offset, uint6
 }
 
 /* 1 when element (bh, row, col) is kept by dropout with threshold thr. */
-FA_HOST_DEVICE int fa_dropout_keep(uint64_t seed, uint64_t offset, uint64_t bh, uint64_t row, uint64_t col,
-                          uint32_t thr) {
+FA_HOST_DEVICE int fa_dropout_keep(uint64_t seed, uint64_t offset, uint64_t bh, uint64_t row,
+                                   uint64_t col, uint32_t thr) {
   fa_philox4 d = fa_dropout_draws(seed, offset, bh, row, col);
   return d.v[col & 3u] >= thr;
 }

@@ -50,8 +50,8 @@ FA_HOST_DEVICE float fa_score_alibi(float slope, int64_t i, int64_t j, int64_t s
 }
 
 /* The whole transform for a visible (i, j): raw = q_i · k_j. */
-FA_HOST_DEVICE float fa_score(float raw, float scale, float softcap, int has_alibi, float slope, int64_t i,
-                     int64_t j, int64_t shift) {
+FA_HOST_DEVICE float fa_score(float raw, float scale, float softcap, int has_alibi, float slope,
+                              int64_t i, int64_t j, int64_t shift) {
   float z = fa_score_softcap(raw * scale, softcap);
   if (has_alibi) z += fa_score_alibi(slope, i, j, shift);
   return z;

@@ -1,5 +1,6 @@
 /*
- * softmax.h: the online-softmax algebra every backend uses (FA_HOST_DEVICE: host, CUDA, HIP, OpenCL).
+ * softmax.h: the online-softmax algebra every backend uses (FA_HOST_DEVICE: host, CUDA, HIP,
+ * OpenCL).
  *
  * A row's partial result over some keys is the triple (m, l, o): m the largest scaled score seen,
  * l = sum(exp(s - m)), o = sum(exp(s - m) * v) (unnormalised). Rows that have seen no key keep
@@ -38,8 +39,8 @@ FA_HOST_DEVICE float fa_softmax_online_step(float *m_run, float *l_run, float ti
  * (m2, l2)); the caller forms o = a1 * o1 + a2 * o2 with the factors returned. Associative and
  * commutative up to rounding, which split-KV and the tests rely on.
  */
-FA_HOST_DEVICE void fa_softmax_merge(float m1, float l1, float m2, float l2, float *m, float *l, float *a1,
-                            float *a2) {
+FA_HOST_DEVICE void fa_softmax_merge(float m1, float l1, float m2, float l2, float *m, float *l,
+                                     float *a1, float *a2) {
   float mm = m1 > m2 ? m1 : m2;
   float s1 = (m1 == -INFINITY) ? 0.0f : expf(m1 - mm);
   float s2 = (m2 == -INFINITY) ? 0.0f : expf(m2 - mm);

@@ -192,7 +192,6 @@ static void test_sched_det_splits(void) {
   case_end();
 }
 
-
 int main(int argc, char **argv) {
   g_rng = argc > 1 ? strtoull(argv[1], NULL, 0) : (uint64_t)time(NULL);
   printf("seed %" PRIu64 "\n", g_rng);

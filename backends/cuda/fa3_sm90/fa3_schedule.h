@@ -1,6 +1,7 @@
 /*
- * fa3_schedule.h: the order in which a persistent grid with a dynamic schedule (each block takes the
- * next tile from a counter) visits a forward pass's tiles (FA_HOST_DEVICE: host and device code).
+ * fa3_schedule.h: the order in which a persistent grid with a dynamic schedule (each block takes
+ * the next tile from a counter) visits a forward pass's tiles (FA_HOST_DEVICE: host and device
+ * code).
  *
  * The tiles are num_m query blocks of each of `pairs` (head, batch) pairs. Under a causal mask a
  * query block's cost grows with its index, so the largest go first (longest processing time
@@ -30,7 +31,8 @@ FA_HOST_DEVICE int fa_sched_chunk(int64_t pairs, int64_t kv_bytes_per_pair) {
 /* Tile k (0 <= k < num_m * pairs) of the order: *m_idx, the query block counted from the last
    (0: the one with the most keys under a causal mask), and *pair, the (head, batch) pair.
    chunk >= 1. */
-FA_HOST_DEVICE void fa_sched_lpt_tile(int k, int num_m, int pairs, int chunk, int *m_idx, int *pair) {
+FA_HOST_DEVICE void fa_sched_lpt_tile(int k, int num_m, int pairs, int chunk, int *m_idx,
+                                      int *pair) {
   const int rem = pairs % chunk, first = rem * num_m; /* the remainder chunk's tiles */
   int base = 0, size = rem, within = k;
   if (k >= first) {
@@ -53,7 +55,7 @@ FA_HOST_DEVICE void fa_sched_lpt_tile(int k, int num_m, int pairs, int chunk, in
    tiles (bench/NOTES.md, session 24). The slabs stay at multiples of slab from row 0, so only
    the last block may end inside one. */
 FA_HOST_DEVICE void fa_sched_query_block(int from_end, int num_m, int seqlen_q, int rows, int slab,
-                                int lead_short, int *m0, int *m_end) {
+                                         int lead_short, int *m0, int *m_end) {
   const int idx = num_m - 1 - from_end, per = rows / slab;
   const int lead = lead_short ? ((seqlen_q + slab - 1) / slab) % per * slab : 0;
   const int start = lead == 0 ? idx * rows : idx == 0 ? 0 : lead + (idx - 1) * rows;

@@ -86,8 +86,8 @@ FA_HOST_DEVICE hg_mm hg_mm_atb(int d, int m, int n) {
 
 /* Lane `lane`'s operands (hg_mi_in_items(mi) of each) for the depth step k0 of the 16x16 output
    tile at (r0, c0). */
-FA_HOST_DEVICE void hg_mfma_fetch(int mi, const uint16_t *a, const uint16_t *b, hg_mm mm, int r0, int c0,
-                         int k0, int lane, uint16_t *av, uint16_t *bv) {
+FA_HOST_DEVICE void hg_mfma_fetch(int mi, const uint16_t *a, const uint16_t *b, hg_mm mm, int r0,
+                                  int c0, int k0, int lane, uint16_t *av, uint16_t *bv) {
   const int rc = hg_mfma_in_rc(lane);
   for (int e = 0; e < hg_mi_in_items(mi); ++e) {
     const int k = k0 + hg_mfma_in_k(mi, lane, e);

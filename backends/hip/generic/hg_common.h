@@ -1,7 +1,7 @@
 /*
  * hg_common.h: what the generic kernels share: element addressing of the argument block's
- * tensors, the mask of core/math/mask.h rebuilt from its resolved fields, and the log2 constants of the
- * exp2-based softmax (scores are kept in log2 units: exp(x) = exp2(x * log2 e)).
+ * tensors, the mask of core/math/mask.h rebuilt from its resolved fields, and the log2 constants of
+ * the exp2-based softmax (scores are kept in log2 units: exp(x) = exp2(x * log2 e)).
  */
 #ifndef FA_HIP_HG_COMMON_H
 #define FA_HIP_HG_COMMON_H
@@ -38,7 +38,8 @@ FA_GPU_DEVICE fa_mask hg_mask(const hg_params &p) {
   return m;
 }
 
-/* The transformed score in log2 units for a visible key (core/math/score.h: scale, then softcap). */
+/* The transformed score in log2 units for a visible key (core/math/score.h: scale, then softcap).
+ */
 FA_GPU_DEVICE float hg_score_log2(float raw, const hg_params &p) {
   return fa_score_softcap(raw * p.scale, p.softcap) * HG_LOG2E;
 }

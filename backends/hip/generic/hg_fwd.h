@@ -2,14 +2,15 @@
  * hg_fwd.h: the generic forward (FlashAttention-2 structure, no matrix instructions). A block
  * owns HG_FWD_TILE_M query rows of one head; K and V stream through shared memory in tiles of
  * BN keys (HG_FWD_TILE_N or HG_FWD_TILE_N_MAX, from core/plan: hg_host.c) over the key range
- * core/math/mask.h gives the block's first and last rows; each row keeps its running max and sum (online
- * softmax in log2 units, exp2) and its output in registers, split over HG_FWD_TPR threads that
- * exchange probabilities by shuffles. The output is normalised once at the end and the LSE written
- * in natural log. MFMA = 1 (cdna/hg_mfma.h): the two products run on CDNA's matrix instructions
- * instead. The scores go through a [BM][BN + 1] fp32 tile in shared memory to the same per-row
- * softmax; its probabilities (in the storage type, as FlashAttention rounds P for its P·V) and each
- * row's rescale factor go back through shared memory to the waves, whose output tiles (the layout
- * of cdna/hg_mfma_layout.h) replace o[] one for one; the epilogue reads each row's 1/l from there.
+ * core/math/mask.h gives the block's first and last rows; each row keeps its running max and sum
+ * (online softmax in log2 units, exp2) and its output in registers, split over HG_FWD_TPR threads
+ * that exchange probabilities by shuffles. The output is normalised once at the end and the LSE
+ * written in natural log. MFMA = 1 (cdna/hg_mfma.h): the two products run on CDNA's matrix
+ * instructions instead. The scores go through a [BM][BN + 1] fp32 tile in shared memory to the same
+ * per-row softmax; its probabilities (in the storage type, as FlashAttention rounds P for its P·V)
+ * and each row's rescale factor go back through shared memory to the waves, whose output tiles (the
+ * layout of cdna/hg_mfma_layout.h) replace o[] one for one; the epilogue reads each row's 1/l from
+ * there.
  */
 #ifndef FA_HIP_HG_FWD_H
 #define FA_HIP_HG_FWD_H

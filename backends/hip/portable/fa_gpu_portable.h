@@ -77,8 +77,8 @@ FA_GPU_DEVICE float fa_gpu_f16_to_f32(uint16_t h) { return __half2float(__ushort
 FA_GPU_DEVICE uint16_t fa_gpu_f32_to_f16(float f) { return __half_as_ushort(__float2half_rn(f)); }
 #endif
 
-/* bf16 storage bits <-> float: core/math/dtype.h's conversions (widening exact, narrowing to nearest
-   even), the same rounding as every other backend. */
+/* bf16 storage bits <-> float: core/math/dtype.h's conversions (widening exact, narrowing to
+   nearest even), the same rounding as every other backend. */
 FA_GPU_DEVICE float fa_gpu_bf16_to_f32(uint16_t h) { return fa_bf16_to_f32(h); }
 FA_GPU_DEVICE uint16_t fa_gpu_f32_to_bf16(float f) { return fa_f32_to_bf16(f); }
 
