@@ -14,6 +14,8 @@
 #ifndef FA_CORE_PLUGIN_H
 #define FA_CORE_PLUGIN_H
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "flash_attn.h"
@@ -138,6 +140,23 @@ FA_API void fa_core_refuse(fa_decision *out, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+
+/* Appends one device's description to out->devices ("; " between devices), printf-style;
+   what does not fit is cut. For probe(). */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static inline void
+fa_probe_add_device(fa_plugin_probe *out, const char *fmt, ...) {
+  size_t used = strlen(out->devices);
+  if (used + 1 >= sizeof out->devices) return;
+  if (used > 0) used += (size_t)snprintf(out->devices + used, sizeof out->devices - used, "; ");
+  if (used + 1 >= sizeof out->devices) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(out->devices + used, sizeof out->devices - used, fmt, ap);
+  va_end(ap);
+}
 
 /* Element pointer arithmetic shared by host backends. */
 static inline void *fa_tensor_base(const fa_tensor *t) {

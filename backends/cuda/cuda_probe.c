@@ -151,18 +151,14 @@ void cuda_probe(fa_plugin_probe *out) {
   out->available = s->available;
   snprintf(out->reason, sizeof out->reason, "%s", s->reason);
   out->device_count = s->device_count;
-  size_t used = 0;
   out->devices[0] = '\0';
-  for (int i = 0; i < s->device_count && used < sizeof out->devices; ++i) {
+  for (int i = 0; i < s->device_count; ++i) {
     const cuda_device_info *d = &s->devices[i];
-    int n = snprintf(out->devices + used, sizeof out->devices - used,
-                     "%scuda%d: %s (sm_%d%d, %d SMs%s%s)%s%s", i ? "; " : "", i, d->name,
-                     d->cc_major, d->cc_minor, d->sm_count,
-                     d->smem_limited ? ", shared memory limited by FA_CUDA_SMEM_LIMIT" : "",
-                     d->as_sm80 ? ", run as sm_80 by FA_CUDA_AS_SM80" : "",
-                     d->usable ? "" : " unusable: ", d->usable ? "" : d->reason);
-    if (n < 0) break;
-    used += (size_t)n;
+    fa_probe_add_device(out, "cuda%d: %s (sm_%d%d, %d SMs%s%s)%s%s", i, d->name, d->cc_major,
+                        d->cc_minor, d->sm_count,
+                        d->smem_limited ? ", shared memory limited by FA_CUDA_SMEM_LIMIT" : "",
+                        d->as_sm80 ? ", run as sm_80 by FA_CUDA_AS_SM80" : "",
+                        d->usable ? "" : " unusable: ", d->usable ? "" : d->reason);
   }
   snprintf(out->arch, sizeof out->arch, "sm {%s}, CUDA %d.%d runtime", FA_CUDA_ARCHS,
            CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10);
