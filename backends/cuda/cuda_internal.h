@@ -1,6 +1,7 @@
 /*
  * cuda_internal.h: what the CUDA plugin's files share: the probe's per-device facts (read once,
- * without creating a context on any device), the decide-function and the run.
+ * without creating a context on any device), the decision's payload, decide and run, and the
+ * sizing both of them compute alike.
  */
 #ifndef FA_CUDA_INTERNAL_H
 #define FA_CUDA_INTERNAL_H
@@ -36,31 +37,41 @@ typedef struct cuda_state {
 /* Probes once per process (thread-safe); never fails hard. */
 const cuda_state *cuda_state_get(void);
 
+/* The kernel family a decision runs. */
+enum { CUDA_FA2 = 2, CUDA_FA3 = 3 };
+
+/* What decide() records for run() in the decision's payload. */
+typedef struct cuda_choice {
+  int32_t family;       /* CUDA_FA2 or CUDA_FA3 */
+  int32_t fa3_config;   /* the fa3 forward's configuration (fa3_fwd_config_id), else -1 */
+  int32_t grid;         /* fa3: the persistent grid's blocks (cuda_fa3_grid) */
+  fa2_tile_config fa2;  /* fa2: the tiles of the size class that runs */
+} cuda_choice;
+FA_DECISION_PAYLOAD_FITS(cuda_choice);
+
 void cuda_probe(fa_plugin_probe *out);
 void cuda_decide(const fa_request *req, fa_decision *out);
 fa_status cuda_run(const fa_request *req, const fa_decision *decision, void *workspace);
 void cuda_release(void);
 
-/* The deterministic backward's number of dQ accumulators for a request (see cuda_decide.c). */
-int32_t cuda_bwd_dq_splits(const fa_request *req, int32_t tile_n, int32_t sm_count);
-
-/* The grid of a persistent fa3 forward configuration on a device: its SM count, or (testing)
-   FA_CUDA_FA3_GRID=N's smaller N, so that small cases make every block loop over many tiles
-   (tests/gpu/h200_check.sh). Decide and run read it alike: the workspace depends on it. */
+/* The grid of fa3's persistent kernels on a device: its SM count, or FA_CUDA_FA3_GRID=N's smaller
+   N (a test knob: small cases then make every block loop over many tiles). */
 int32_t cuda_fa3_grid(const cuda_device_info *dev);
 
 /* The kernels' view of a request's sizes, scale, softcap and mask (core/math/mask.h's form). */
 fa2_problem cuda_problem_of(const fa_request *req);
+
+/* The deterministic backward's number of dQ accumulators for fa2 (cuda_sizing.c). */
+int32_t cuda_bwd_dq_splits(const fa_request *req, int32_t tile_n, int32_t sm_count);
 
 /* What decides the backward's workspace, filled alike by decide and run: a->p, the padded head
    dim and query tile of cfg, the dQ accumulators (deterministic: cuda_bwd_dq_splits) and the
    balanced last wave (fa2_bwd_plan_tail over the device's sm_count SMs). */
 void cuda_bwd_sizing(const fa_request *req, const fa2_tile_config *cfg, int32_t deterministic,
                      int32_t sm_count, fa2_bwd_args *a);
-/* The same for fa3's backward (fa3_bwd_sizing; deterministic: core/schedule.h's
-   fa_sched_det_splits over cuda_fa3_grid's SMs, one block each, so that FA_CUDA_FA3_GRID's small
-   grids give a split several key tiles in tests). */
-void cuda_fa3_bwd_sizing(const fa_request *req, int32_t deterministic, const cuda_device_info *dev,
+/* The same for fa3's backward (fa3_bwd_sizing; deterministic: fa3_sched_det_splits over `grid`
+   one-block SMs, so that FA_CUDA_FA3_GRID's small grids give a split several key tiles). */
+void cuda_fa3_bwd_sizing(const fa_request *req, int32_t deterministic, int32_t grid,
                          fa2_bwd_args *a);
 
 #endif /* FA_CUDA_INTERNAL_H */

@@ -36,10 +36,10 @@ static fa_status prepare_device(int id) {
     e = fa2_prepare_device(dev->smem_optin, dev->cc_major);
 #if FA_CUDA_HAS_FA3
     if (dev->cc_major == 9 && !dev->as_sm80) {
-      int count;
-      const fa3_fwd_config *all = fa3_fwd_configs(&count);
-      for (int i = 0; i < count && e == 0; ++i)
-        if ((int64_t)all[i].smem_bytes <= dev->smem_optin) e = all[i].prepare();
+      for (int i = 0; i < FA3_FWD_CONFIG_COUNT && e == 0; ++i) {
+        const fa3_fwd_config *c = fa3_fwd_config_of(i);
+        if ((int64_t)c->smem_bytes <= dev->smem_optin) e = c->prepare();
+      }
       if (e == 0 && (int64_t)FA3_BWD_SMEM(64) <= dev->smem_optin) e = fa3_bwd_prepare_hd64();
       if (e == 0 && (int64_t)FA3_BWD_SMEM(128) <= dev->smem_optin) e = fa3_bwd_prepare_hd128();
       if (e == 0 && (int64_t)FA3_BWD_SMEM(256) <= dev->smem_optin) e = fa3_bwd_prepare_hd256();
@@ -59,8 +59,27 @@ static void fill_strides(const fa_tensor *t, fa2_strides *s) {
 
 static void *tensor_ptr(const fa_tensor *t) { return fa_tensor_base(t); }
 
-/* The sizes, score transform, mask (core/math/mask.h's rule) and stream both passes take. */
-static fa_status run_forward(const fa_request *req, const fa_decision *decision, void *workspace) {
+/* Without the caller's workspace, device memory from the stream-ordered pool: freed in stream
+   order after the kernels, reused by the pool for the next call, returned by fa_release. */
+static fa_status workspace_take(void *given, size_t bytes, cudaStream_t stream, void **ws) {
+  *ws = given;
+  if (given || bytes == 0) return FA_OK;
+  cudaError_t e = cudaMallocAsync(ws, bytes, stream);
+  return e == cudaSuccess ? FA_OK : cuda_failure(e, "allocating the workspace");
+}
+static int workspace_give_back(void *given, void *ws, cudaStream_t stream, int e) {
+  if (!ws || ws == given) return e;
+  cudaError_t f = cudaFreeAsync(ws, stream);
+  return e == 0 && f != cudaSuccess ? (int)f : e;
+}
+static void *aligned(void *ws) {
+  return ws ? (void *)(((uintptr_t)ws + CUDA_WORKSPACE_ALIGN - 1) &
+                       ~(uintptr_t)(CUDA_WORKSPACE_ALIGN - 1))
+            : NULL;
+}
+
+static fa_status run_forward(const fa_request *req, const fa_decision *decision,
+                             const cuda_choice *ch, void *workspace) {
   fa2_fwd_args a;
   memset(&a, 0, sizeof a);
   a.q = tensor_ptr(req->q);
@@ -78,63 +97,44 @@ static fa_status run_forward(const fa_request *req, const fa_decision *decision,
     a.lse_str.row = req->lse->strides[2];
   }
   a.p = cuda_problem_of(req);
-  const cuda_device_info *dev = &cuda_state_get()->devices[req->device.id];
 #if FA_CUDA_HAS_FA3
-  if (strncmp(decision->kernel, "cuda.fa3.", 9) == 0) {
+  if (ch->family == CUDA_FA3) {
     /* The tensor maps need 64-byte alignment: static storage per call would not be reentrant. */
     fa3_fwd_args x;
     memset(&x, 0, sizeof x);
     x.a = a;
-    x.sm_count = cuda_fa3_grid(dev); /* the persistent grid (FA_CUDA_FA3_GRID: testing) */
-    char err[200];
-    const char *at = strchr(decision->kernel, '@');
-    /* The configuration decide took: named after '@', else the default pick (same inputs). */
-    const fa_params *fp = req->params;
-    const fa3_fwd_config *cfg = at ? fa3_fwd_config_for(a.p.head_dim, at + 1)
-                                   : fa3_fwd_pick(a.p.head_dim, fp->causal || fp->window_enabled,
-                                                  req->seqlen_k, dev->smem_optin);
-    if (!cfg || cfg->tile_m != decision->tile_m || cfg->tile_n != decision->tile_n)
+    x.sm_count = ch->grid;
+    const fa3_fwd_config *cfg = fa3_fwd_config_of(ch->fa3_config);
+    const size_t ws_bytes = fa3_fwd_workspace_bytes(cfg);
+    if (!cfg || cfg->tile_m != decision->tile_m || cfg->tile_n != decision->tile_n ||
+        (ws_bytes ? ws_bytes + CUDA_WORKSPACE_ALIGN : 0) != decision->workspace_bytes)
       return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no fa3 forward kernel as decided (%s)",
                                decision->kernel);
-    const size_t ws_bytes = fa3_fwd_workspace_bytes(cfg, &a.p, x.sm_count);
-    const size_t ws_need = ws_bytes ? ws_bytes + CUDA_WORKSPACE_ALIGN : 0;
-    if (ws_need != decision->workspace_bytes)
-      return fa_core_set_error(FA_ERR_INTERNAL,
-                               "cuda: fa3 forward workspace %zu bytes, decided %zu", ws_need,
-                               decision->workspace_bytes);
-    /* A dynamic schedule's tile counter, or the last round's pieces (TAILSPLIT): in the
-       caller's workspace, else from the stream-ordered pool (as the backward's). */
-    void *ws = workspace;
+    /* The dynamic schedule's tile counter */
     cudaStream_t stream = (cudaStream_t)a.p.stream;
-    if (!ws && ws_bytes > 0) {
-      cudaError_t f = cudaMallocAsync(&ws, decision->workspace_bytes, stream);
-      if (f != cudaSuccess) return cuda_failure(f, "allocating the fa3 forward's workspace");
-    }
-    x.tile_counter = ws_bytes ? (int32_t *)(((uintptr_t)ws + CUDA_WORKSPACE_ALIGN - 1) &
-                                            ~(uintptr_t)(CUDA_WORKSPACE_ALIGN - 1))
-                              : NULL;
+    void *ws;
+    fa_status st = workspace_take(workspace, decision->workspace_bytes, stream, &ws);
+    if (st != FA_OK) return st;
+    x.tile_counter = ws_bytes ? (int32_t *)aligned(ws) : NULL;
+    char err[200];
     int e = fa3_fwd_launch(&x, cfg, err, sizeof err);
-    if (ws && ws != workspace) {
-      cudaError_t f = cudaFreeAsync(ws, stream);
-      if (e == 0 && f != cudaSuccess) e = (int)f;
-    }
+    e = workspace_give_back(workspace, ws, stream, e);
     if (e < 0) return fa_core_set_error(FA_ERR_INTERNAL, "cuda: the fa3 forward: %s", err);
     return e == 0 ? FA_OK : cuda_failure((cudaError_t)e, "the fa3 forward launch");
   }
 #endif
-  fa2_tile_config cfg;
-  fa2_fwd_fn fn = fa2_fwd_config(a.p.head_dim, dev->cc_major, dev->smem_optin, &cfg)
-                      ? fa2_fwd_for(cfg.head_dim_padded)
-                      : NULL;
-  if (!fn || cfg.tile_m != decision->tile_m || cfg.tile_n != decision->tile_n)
-    return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no forward kernel as decided for head_dim %d",
-                             a.p.head_dim);
-  a.size_class = cfg.size_class;
+  fa2_fwd_fn fn = fa2_fwd_for(ch->fa2.head_dim_padded);
+  if (ch->family != CUDA_FA2 || !fn || ch->fa2.tile_m != decision->tile_m ||
+      ch->fa2.tile_n != decision->tile_n)
+    return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no forward kernel as decided (%s)",
+                             decision->kernel);
+  a.size_class = ch->fa2.size_class;
   int e = fn(&a);
   return e == 0 ? FA_OK : cuda_failure((cudaError_t)e, "the fa2 forward launch");
 }
 
-static fa_status run_backward(const fa_request *req, const fa_decision *decision, void *workspace) {
+static fa_status run_backward(const fa_request *req, const fa_decision *decision,
+                              const cuda_choice *ch, void *workspace) {
   fa2_bwd_args a;
   memset(&a, 0, sizeof a);
   a.q = tensor_ptr(req->q);
@@ -157,40 +157,23 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
   a.lse_str.batch = req->lse->strides[0];
   a.lse_str.head = req->lse->strides[1];
   a.lse_str.row = req->lse->strides[2];
-  a.p = cuda_problem_of(req);
   const cuda_device_info *dev = &cuda_state_get()->devices[req->device.id];
-  fa2_tile_config cfg;
-  memset(&cfg, 0, sizeof cfg);
-  const int fa3 = strncmp(decision->kernel, "cuda.fa3.", 9) == 0;
+  const int fa3 = ch->family == CUDA_FA3;
   if (fa3) {
-    cuda_fa3_bwd_sizing(req, decision->deterministic, dev, &a);
-    if (!FA_CUDA_HAS_FA3 || decision->tile_m != a.tile_m || decision->tile_n != a.tile_n)
-      return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no fa3 backward kernel as decided (%s)",
-                               decision->kernel);
+    cuda_fa3_bwd_sizing(req, decision->deterministic, ch->grid, &a);
   } else {
-    if (!fa2_bwd_config(a.p.head_dim, dev->cc_major, dev->smem_optin, &cfg) ||
-        cfg.tile_m != decision->tile_m || cfg.tile_n != decision->tile_n)
-      return fa_core_set_error(FA_ERR_INTERNAL,
-                               "cuda: no backward kernel as decided for head_dim %d", a.p.head_dim);
-    a.size_class = cfg.size_class;
-    a.dq_layout = cfg.dq_layout;
-    cuda_bwd_sizing(req, &cfg, decision->deterministic, dev->sm_count, &a);
+    a.size_class = ch->fa2.size_class;
+    a.dq_layout = ch->fa2.dq_layout;
+    cuda_bwd_sizing(req, &ch->fa2, decision->deterministic, dev->sm_count, &a);
   }
-  if (fa2_bwd_workspace_bytes(&a) + CUDA_WORKSPACE_ALIGN != decision->workspace_bytes)
-    return fa_core_set_error(FA_ERR_INTERNAL, "cuda: backward workspace %zu bytes, decided %zu",
-                             fa2_bwd_workspace_bytes(&a) + CUDA_WORKSPACE_ALIGN,
-                             decision->workspace_bytes);
-
-  /* Without the caller's workspace, take it from the stream-ordered pool: freed in stream order
-     after the kernels, reused by the pool for the next call, returned by fa_release. */
-  void *ws = workspace;
+  if ((fa3 && !FA_CUDA_HAS_FA3) || decision->tile_m != a.tile_m ||
+      fa2_bwd_workspace_bytes(&a) + CUDA_WORKSPACE_ALIGN != decision->workspace_bytes)
+    return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no backward kernel as decided (%s)",
+                             decision->kernel);
   cudaStream_t stream = (cudaStream_t)a.p.stream;
-  if (!ws && decision->workspace_bytes > 0) {
-    cudaError_t e = cudaMallocAsync(&ws, decision->workspace_bytes, stream);
-    if (e != cudaSuccess) return cuda_failure(e, "allocating the backward workspace");
-  }
-  uintptr_t base =
-      ((uintptr_t)ws + CUDA_WORKSPACE_ALIGN - 1) & ~(uintptr_t)(CUDA_WORKSPACE_ALIGN - 1);
+  void *ws;
+  fa_status st = workspace_take(workspace, decision->workspace_bytes, stream, &ws);
+  if (st != FA_OK) return st;
   int e;
   char err[200] = "";
 #if FA_CUDA_HAS_FA3
@@ -199,21 +182,12 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
     fa3_bwd_args x;
     memset(&x, 0, sizeof x);
     x.a = a;
-    /* The persistent grid (where it pays: fa3_bwd_grid_blocks, hd64/hd128) has a block per SM
-       (FA_CUDA_FA3_GRID: fewer, for tests), its blocks taking tiles by the dynamic schedule;
-       for A/Bs FA_CUDA_FA3_BWD_PERSISTENT=0 gives a block per key tile, =fixed the fixed deal
-       (and its length bound under a mask). */
-    const char *pers = getenv("FA_CUDA_FA3_BWD_PERSISTENT");
-    x.grid_blocks = pers && !strcmp(pers, "0") ? 0 : cuda_fa3_grid(dev);
-    x.dynamic = !(pers && !strcmp(pers, "fixed"));
-    e = fa3_bwd_launch(&x, (void *)base, err, sizeof err);
+    x.grid_blocks = ch->grid; /* the persistent grid, where fa3_bwd_grid_blocks says it pays */
+    e = fa3_bwd_launch(&x, aligned(ws), err, sizeof err);
   } else
 #endif
-    e = fa2_bwd_launch(&a, cfg.tile_n, (void *)base);
-  if (ws && ws != workspace) {
-    cudaError_t f = cudaFreeAsync(ws, stream);
-    if (e == 0 && f != cudaSuccess) e = (int)f;
-  }
+    e = fa2_bwd_launch(&a, ch->fa2.tile_n, aligned(ws));
+  e = workspace_give_back(workspace, ws, stream, e);
   if (e < 0) return fa_core_set_error(FA_ERR_INTERNAL, "cuda: the fa3 backward: %s", err);
   return e == 0 ? FA_OK
                 : cuda_failure((cudaError_t)e, fa3 ? "the fa3 backward" : "the fa2 backward");
@@ -228,10 +202,12 @@ fa_status cuda_run(const fa_request *req, const fa_decision *decision, void *wor
   if (e != cudaSuccess) return cuda_failure(e, "cudaGetDevice");
   if (previous != id && (e = cudaSetDevice(id)) != cudaSuccess)
     return cuda_failure(e, "cudaSetDevice");
+  cuda_choice ch;
+  fa_decision_get(decision, &ch, sizeof ch);
   fa_status st = prepare_device(id);
   if (st == FA_OK)
-    st = req->op == FA_OP_FORWARD ? run_forward(req, decision, workspace)
-                                  : run_backward(req, decision, workspace);
+    st = req->op == FA_OP_FORWARD ? run_forward(req, decision, &ch, workspace)
+                                  : run_backward(req, decision, &ch, workspace);
   if (previous != id) cudaSetDevice(previous);
   return st;
 }

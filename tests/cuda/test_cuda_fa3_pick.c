@@ -1,12 +1,12 @@
 /*
- * test_cuda_fa3_pick.c: the FlashAttention-3 forward's host-side choices
- * (backends/cuda/fa3_sm90/fa3_host.c), no GPU needed: which head dims fa3 runs and at which padded
- * head dim, the default configuration per head dim, mask and key count (the measured rules of
- * bench/NOTES.md), the fallback to a configuration that fits a smaller shared memory, lookups by
- * name, the configuration table's own consistency, and a launch with a configuration of another
- * head dim refused before anything reaches the device; and the backward's (fa3_bwd_host.c): its
- * head dims, sizing and shared memory, and the launch refusing what it has no kernel for. The
- * kernels' entry points (and fa2's backward steps) are stubs here.
+ * test_cuda_fa3_pick.c: the FlashAttention-3 host-side choices, no GPU needed: which head dims
+ * fa3 runs and at which padded head dim, the forward's configuration per head dim, mask and key
+ * count (fa3_tile_size.h), the low-memory configurations where shared memory is smaller, the
+ * table's own consistency, GQA packing, the workspace, and a launch with a configuration of
+ * another head dim refused before anything reaches the device; and the backward's
+ * (fa3_bwd_host.c): its head dims, sizing and shared memory, the persistent grid and its order,
+ * and the launch refusing what it has no kernel for. The kernels' entry points (and fa2's
+ * backward steps) are stubs here.
  */
 #include <stdio.h>
 #include <string.h>
@@ -61,7 +61,7 @@ int fa_tma_map_f32_2d(void *map, const void *base, uint64_t cols, uint64_t rows,
 enum { H200_SMEM = 232448, A100_SMEM = 166912, SM86_SMEM = 101376 };
 
 static const char *pick_name(int64_t d, int masked, int64_t sk, int64_t limit) {
-  const fa3_fwd_config *c = fa3_fwd_pick(d, masked, sk, limit);
+  const fa3_fwd_config *c = fa3_fwd_config_of(fa3_fwd_tile_size(d, masked, sk, limit));
   return c ? c->name : "(none)";
 }
 
@@ -83,9 +83,8 @@ static fa2_problem problem(int32_t seqlen_k, int64_t left, int64_t right) {
 }
 
 int main(void) {
-  const fa2_problem open_1k = problem(1024, -1, -1), causal_1k = problem(1024, -1, 0);
-  const fa2_problem left_1k = problem(1024, 256, -1), open_128 = problem(128, -1, -1);
-  const fa2_problem open_256 = problem(256, -1, -1);
+  const fa2_problem causal_1k = problem(1024, -1, 0), left_1k = problem(1024, 256, -1);
+  const fa2_problem open_1k = problem(1024, -1, -1);
   /* Head dims: 64, 96, 128, 192, 256 (96 and 192 on the 128 and 256 kernels), nothing else. */
   const int64_t dims[][2] = {{64, 64}, {96, 128}, {128, 128}, {192, 256}, {256, 256},
                              {0, 0},   {8, 0},    {32, 0},    {72, 0},    {80, 0},
@@ -94,42 +93,64 @@ int main(void) {
     EXPECT(fa3_fwd_padded_head_dim(dims[i][0]) == dims[i][1], "padded head dim of %lld: %d",
            (long long)dims[i][0], fa3_fwd_padded_head_dim(dims[i][0]));
 
-  /* The measured defaults on an H200 (227 KiB of shared memory). */
-  expect_pick(64, 0, 1024, "hd64_3x128_oppqo3rx");
-  expect_pick(64, 0, 16384, "hd64_3x128_oppqo3rx");
-  expect_pick(64, 1, 512, "hd64_3x128_opdqo3rxt");
-  expect_pick(64, 1, 1023, "hd64_3x128_opdqo3rxt");
-  expect_pick(64, 1, 1024, "hd64_3x128_opdqo3rxtl");
-  expect_pick(64, 1, 16384, "hd64_3x128_opdqo3rxtl");
-  expect_pick(128, 0, 512, "hd128_2x128_oppqowx");
-  expect_pick(96, 0, 8192, "hd128_2x128_oppqowx");
-  expect_pick(128, 0, 8193, "hd128_2x128_oppqowx");
-  expect_pick(128, 1, 1024, "hd128_2x128_opdqowx");
-  expect_pick(96, 1, 100, "hd128_2x128_opdqowx");
-  expect_pick(128, 1, 8192, "hd128_2x128_opdqowx");
-  expect_pick(128, 1, 8193, "hd128_2x128_opdqowx");
-  expect_pick(256, 0, 8192, "hd256_2x80_opposwx");
-  expect_pick(192, 0, 100, "hd256_2x80_opposwx");
-  expect_pick(256, 1, 4096, "hd256_2x80_opdosxt");
-  expect_pick(192, 1, 1000, "hd256_2x80_opdosxt");
-  expect_pick(256, 1, 4097, "hd256_2x80_opdosx");
-  expect_pick(256, 1, 8192, "hd256_2x80_opdosx");
-  expect_pick(192, 1, 16384, "hd256_2x80_opdosx");
+  /* The measured picks on an H200 (227 KiB of shared memory). */
+  expect_pick(64, 0, 1024, "hd64");
+  expect_pick(64, 0, 16384, "hd64");
+  expect_pick(64, 1, 512, "hd64_masked_short");
+  expect_pick(64, 1, 1023, "hd64_masked_short");
+  expect_pick(64, 1, 1024, "hd64_masked");
+  expect_pick(64, 1, 16384, "hd64_masked");
+  expect_pick(128, 0, 512, "hd128");
+  expect_pick(96, 0, 8192, "hd128");
+  expect_pick(128, 0, 8193, "hd128");
+  expect_pick(128, 1, 1024, "hd128_masked");
+  expect_pick(96, 1, 100, "hd128_masked");
+  expect_pick(128, 1, 8193, "hd128_masked");
+  expect_pick(256, 0, 8192, "hd256");
+  expect_pick(192, 0, 100, "hd256");
+  expect_pick(256, 1, 4096, "hd256_masked_short");
+  expect_pick(192, 1, 1000, "hd256_masked_short");
+  expect_pick(256, 1, 4097, "hd256_masked");
+  expect_pick(192, 1, 16384, "hd256_masked");
   expect_pick(72, 0, 1024, "(none)");
+  EXPECT(fa3_fwd_config_of(-1) == NULL && fa3_fwd_config_of(FA3_FWD_CONFIG_COUNT) == NULL,
+         "no configuration outside the table");
 
-  /* Every plan core/plan makes is compiled (no silent fallback to another configuration). */
-  for (int64_t d = 64; d <= 256; d *= 2)
-    for (int masked = 0; masked < 2; ++masked)
-      for (int64_t sk = 1; sk <= (1 << 20); sk = sk * 2 + (sk & 1)) {
-        const fa3_fwd_config *c = fa3_fwd_planned(d, masked, sk);
-        EXPECT(c != NULL, "hd%lld masked %d seqlen_k %lld: the plan has no compiled configuration",
-               (long long)d, masked, (long long)sk);
-      }
+  /* Every configuration of the table is a pick somewhere (nothing compiled that no call runs):
+     the H200's picks over masks and key counts, and the low-memory ones at smaller limits. */
+  int picked[FA3_FWD_CONFIG_COUNT] = {0};
+  const int64_t limits[] = {H200_SMEM, A100_SMEM, SM86_SMEM, 80000, 0};
+  for (size_t l = 0; l < sizeof limits / sizeof limits[0]; ++l)
+    for (int64_t d = 64; d <= 256; d *= 2)
+      for (int masked = 0; masked < 2; ++masked)
+        for (int64_t sk = 1; sk <= (1 << 20); sk = sk * 2 + (sk & 1)) {
+          const int id = fa3_fwd_tile_size(d, masked, sk, limits[l]);
+          if (id >= 0) picked[id] = 1;
+          /* every pick fits the limit and serves the head dim; none where nothing fits */
+          const fa3_fwd_config *c = fa3_fwd_config_of(id);
+          int fits = 0;
+          for (int i = 0; i < FA3_FWD_CONFIG_COUNT; ++i)
+            fits |= fa3_fwd_config_of(i)->head_dim_padded == d &&
+                    (int64_t)fa3_fwd_config_of(i)->smem_bytes <= limits[l];
+          EXPECT(!c == !fits, "hd%lld limit %lld: %s, but a fitting configuration %s", (long long)d,
+                 (long long)limits[l], c ? c->name : "none", fits ? "exists" : "does not exist");
+          if (c)
+            EXPECT((int64_t)c->smem_bytes <= limits[l] && c->head_dim_padded == d,
+                   "hd%lld limit %lld: %s needs %zu bytes", (long long)d, (long long)limits[l],
+                   c->name, c->smem_bytes);
+        }
+  for (int i = 0; i < FA3_FWD_CONFIG_COUNT; ++i)
+    EXPECT(picked[i], "%s: compiled but never picked", fa3_fwd_config_of(i)->name);
+  EXPECT(!strcmp(pick_name(128, 0, 1024, A100_SMEM), "hd128_low_smem"),
+         "an A100's limit keeps fa3 at hd128");
+  EXPECT(!strcmp(pick_name(64, 1, 1024, A100_SMEM), "hd64_low_smem"),
+         "an A100's limit keeps fa3 at hd64");
+  EXPECT(fa3_fwd_tile_size(256, 0, 1024, A100_SMEM) < 0, "an A100's limit leaves hd256 to fa2");
 
   /* GQA packing: query heads of one K/V head per tile, a power of two dividing the group, while
      each keeps seqlen_q rows and a multiple of 8. */
-  const fa3_fwd_config *c128 = fa3_fwd_config_for(128, "hd128_2x128_oppqo");
-  const fa3_fwd_config *c192 = fa3_fwd_config_for(64, "hd64_3x128_oppqo3");
+  const fa3_fwd_config *c128 = fa3_fwd_config_of(FA3_FWD_hd128);
+  const fa3_fwd_config *c192 = fa3_fwd_config_of(FA3_FWD_hd64);
   const struct {
     const fa3_fwd_config **c;
     int64_t hq, hkv, sq;
@@ -147,109 +168,45 @@ int main(void) {
            (long long)packs[i].sq, got, packs[i].want);
   }
 
-  /* Less shared memory: the first configuration of the head dim that fits, or none. */
-  const int64_t limits[] = {A100_SMEM, SM86_SMEM, 80000, 0};
-  const int64_t hds[] = {64, 96, 128, 192, 256};
-  for (size_t l = 0; l < sizeof limits / sizeof limits[0]; ++l)
-    for (size_t h = 0; h < sizeof hds / sizeof hds[0]; ++h)
-      for (int masked = 0; masked < 2; ++masked) {
-        const fa3_fwd_config *c = fa3_fwd_pick(hds[h], masked, 2048, limits[l]);
-        int count, fits = 0;
-        const fa3_fwd_config *all = fa3_fwd_configs(&count);
-        for (int i = 0; i < count; ++i)
-          fits |= all[i].head_dim_padded == fa3_fwd_padded_head_dim(hds[h]) &&
-                  (int64_t)all[i].smem_bytes <= limits[l];
-        EXPECT(!c == !fits, "hd%lld limit %lld: %s, but a fitting configuration %s",
-               (long long)hds[h], (long long)limits[l], c ? c->name : "none",
-               fits ? "exists" : "does not exist");
-        if (c)
-          EXPECT((int64_t)c->smem_bytes <= limits[l] &&
-                     c->head_dim_padded == fa3_fwd_padded_head_dim(hds[h]),
-                 "hd%lld limit %lld: %s needs %zu bytes", (long long)hds[h], (long long)limits[l],
-                 c->name, c->smem_bytes);
-      }
-  EXPECT(fa3_fwd_pick(128, 0, 1024, A100_SMEM) != NULL, "an A100's limit keeps fa3 at hd128");
-  EXPECT(fa3_fwd_pick(256, 0, 1024, A100_SMEM) == NULL, "an A100's limit leaves hd256 to fa2");
-
-  /* Lookups by name: only within the head dim. */
-  EXPECT(fa3_fwd_config_for(128, "hd128_2x128_opo") != NULL, "hd128_2x128_opo by name");
-  EXPECT(fa3_fwd_config_for(96, "hd128_2x128_opo") != NULL, "hd96 takes the hd128 configurations");
-  EXPECT(fa3_fwd_config_for(64, "hd128_2x128_opo") == NULL, "another head dim's name");
-  EXPECT(fa3_fwd_config_for(128, "hd128_2x128_op") == NULL, "a prefix of a name");
-  EXPECT(fa3_fwd_config_for(128, "nosuch") == NULL, "an unknown name");
-  EXPECT(fa3_fwd_config_for(72, NULL) == NULL, "no configuration at hd72");
-
-  /* The table: unique names with their head dim as prefix, tiles wgmma and TMA can take, shared
-     memory as the formula says and within an H100/H200's, every flag set overlapping. */
-  int count;
-  const fa3_fwd_config *all = fa3_fwd_configs(&count);
-  EXPECT(count > 0, "no configurations");
-  for (int i = 0; i < count; ++i) {
-    const fa3_fwd_config *c = &all[i];
+  /* The table: unique names with their head dim as prefix, in the enum's order, tiles wgmma and
+     TMA can take, shared memory as the formula says and within an H100/H200's, the features'
+     dependencies as the kernel's static_asserts state them. */
+  for (int i = 0; i < FA3_FWD_CONFIG_COUNT; ++i) {
+    const fa3_fwd_config *c = fa3_fwd_config_of(i);
     char prefix[16];
-    snprintf(prefix, sizeof prefix, "hd%d_", c->head_dim_padded);
+    snprintf(prefix, sizeof prefix, "hd%d", c->head_dim_padded);
     EXPECT(!strncmp(c->name, prefix, strlen(prefix)), "%s: name without its head dim", c->name);
-    for (int j = 0; j < i; ++j) EXPECT(strcmp(c->name, all[j].name) != 0, "%s twice", c->name);
+    for (int j = 0; j < i; ++j)
+      EXPECT(strcmp(c->name, fa3_fwd_config_of(j)->name) != 0, "%s twice", c->name);
     EXPECT(c->tile_m == 64 * c->warpgroups && (c->warpgroups == 2 || c->warpgroups == 3),
            "%s: tile_m %d for %d consumers", c->name, c->tile_m, c->warpgroups);
     EXPECT(c->tile_n % 16 == 0 && c->tile_n >= 16 && c->tile_n <= 256, "%s: tile_n %d", c->name,
            c->tile_n);
-    EXPECT(c->smem_bytes == FA3_FWD_SMEM(c->head_dim_padded, c->warpgroups, c->tile_n, c->flags),
+    EXPECT(c->smem_bytes == FA3_FWD_SMEM(c->head_dim_padded, c->warpgroups, c->tile_n, c->flags) &&
+               c->smem_bytes == fa3_fwd_config_smem(i),
            "%s: smem %zu", c->name, c->smem_bytes);
     EXPECT(c->smem_bytes <= H200_SMEM, "%s: %zu bytes of shared memory", c->name, c->smem_bytes);
-    EXPECT(c->flags & FA3_OVERLAP, "%s: no overlap", c->name);
-    EXPECT(!(c->flags & FA3_DYNAMIC) || (c->flags & FA3_PERSISTENT),
-           "%s: dynamic schedule without persistent", c->name);
-    /* A dynamic schedule's tile counter, or TAILSPLIT's pieces where it splits, is the only
-       forward workspace: none under a mask but the counter. */
-    const size_t ws_masked = fa3_fwd_workspace_bytes(c, &causal_1k, 132);
-    EXPECT(ws_masked == ((c->flags & FA3_DYNAMIC) ? sizeof(int32_t) : 0),
-           "%s: workspace %zu bytes under a mask", c->name, ws_masked);
-    if (!(c->flags & FA3_TAILSPLIT)) {
-      const size_t ws = fa3_fwd_workspace_bytes(c, &open_1k, 132);
-      EXPECT(ws == ((c->flags & FA3_DYNAMIC) ? sizeof(int32_t) : 0), "%s: workspace %zu bytes",
-             c->name, ws);
-    }
+    EXPECT(!(c->flags & FA3_DYNAMIC_SCHEDULE) || (c->flags & FA3_PERSISTENT),
+           "%s: dynamic schedule without a persistent grid", c->name);
+    /* The dynamic schedule's tile counter is the only forward workspace. */
+    EXPECT(fa3_fwd_workspace_bytes(c) == ((c->flags & FA3_DYNAMIC_SCHEDULE) ? sizeof(int32_t) : 0),
+           "%s: workspace %zu bytes", c->name, fa3_fwd_workspace_bytes(c));
     EXPECT(c->launch && c->prepare, "%s: no entry points", c->name);
-    /* OSTAGE: two consumers' outputs in a K and a V stage, stored by the store thread. */
-    EXPECT(!(c->flags & FA3_OSTAGE) ||
-               ((c->flags & FA3_OSTORE) && c->warpgroups == 2 && c->tile_n >= 64),
-           "%s: OSTAGE without OSTORE, two consumers and 64 keys a tile", c->name);
-    /* STAGGER replaces the turns of two consumers (the kernel's static_assert says so too). */
-    EXPECT(!(c->flags & FA3_STAGGER) || (c->warpgroups == 2 && !(c->flags & FA3_PINGPONG)),
-           "%s: STAGGER with turns or without two consumers", c->name);
-    /* A pinned configuration keeps its unpinned twin (the A/B that justifies pinning). SPLITMAX
-       and TAILSPLIT are left out of the match: each was measured on top of the pinned kernel,
-       against the same kernel without it, so the unpinned twin predates them. */
-    int twin = !(c->flags & FA3_PINNED);
-    for (int j = 0; j < count && !twin; ++j)
-      twin = all[j].head_dim_padded == c->head_dim_padded && all[j].tile_m == c->tile_m &&
-             all[j].tile_n == c->tile_n &&
-             (all[j].flags & ~(FA3_SPLITMAX | FA3_TAILSPLIT)) ==
-                 (c->flags & ~(FA3_PINNED | FA3_SPLITMAX | FA3_TAILSPLIT));
-    EXPECT(twin, "%s: no unpinned twin", c->name);
+    EXPECT(!(c->flags & FA3_EPILOGUE_IN_KV_STAGE) ||
+               ((c->flags & FA3_TMA_EPILOGUE) && c->warpgroups == 2 && c->tile_n >= 64),
+           "%s: O in a K/V stage without the TMA epilogue, two consumers and 64 keys a tile",
+           c->name);
+    EXPECT(!(c->flags & FA3_SHORT_BLOCK_FIRST) ||
+               ((c->flags & FA3_TMA_EPILOGUE) && !(c->flags & FA3_EPILOGUE_IN_KV_STAGE) &&
+                c->warpgroups == 3),
+           "%s: the short block first needs three consumers and O from the Q buffer", c->name);
+    EXPECT(!(c->flags & FA3_OWN_KEY_END) || (c->flags & FA3_TMA_EPILOGUE),
+           "%s: a consumer's own key end without the TMA epilogue", c->name);
+    EXPECT(!(c->flags & FA3_MMA_ROW_SUM) ||
+               (c->head_dim_padded == 64 && !(c->flags & FA3_PINNED_SOFTMAX)),
+           "%s: row sums by the tensor core need V in one box and no pinned softmax", c->name);
   }
-  EXPECT(fa3_fwd_workspace_bytes(NULL, &open_1k, 132) == 0, "workspace of no configuration");
-
-  /* TAILSPLIT: hd128 without a mask, 16 heads x 16 x 1k: 2048 tiles of 128 rows on 132 blocks
-     leave 68 in the last round, 8 key tiles each; 68 + 132 slots of 128 x 128 fp32 outputs and
-     128 LSEs, 68 counters, each part 256-byte aligned. */
-  const fa3_fwd_config *k128 = fa3_fwd_config_for(128, "hd128_2x128_oppqowxk");
-  EXPECT(k128 && (k128->flags & FA3_TAILSPLIT), "hd128_2x128_oppqowxk: missing");
-  if (k128) {
-    EXPECT(fa3_fwd_tail_tiles(k128, &open_1k, 132) == 68, "tail of 2048 / 132");
-    EXPECT(fa3_fwd_tail_tiles(k128, &causal_1k, 132) == 0, "tail under a mask");
-    EXPECT(fa3_fwd_tail_tiles(k128, &left_1k, 132) == 0, "tail under a window");
-    EXPECT(fa3_fwd_tail_tiles(k128, &open_1k, 2048) == 0, "tail of one round");
-    EXPECT(fa3_fwd_tail_tiles(k128, &open_1k, 128) == 0, "tail of whole rounds");
-    /* 68 tail tiles of one key tile each: fewer units than blocks, some piece would be empty */
-    EXPECT(fa3_fwd_tail_tiles(k128, &open_128, 132) == 0, "tail, 128 keys");
-    EXPECT(fa3_fwd_tail_tiles(k128, &open_256, 132) == 68, "tail, 256 keys");
-    const size_t want = 512 + (size_t)200 * 128 * 4 + (size_t)200 * 128 * 128 * 4;
-    EXPECT(fa3_fwd_workspace_bytes(k128, &open_1k, 132) == want,
-           "hd128_2x128_oppqowxk: workspace %zu bytes, want %zu",
-           fa3_fwd_workspace_bytes(k128, &open_1k, 132), want);
-  }
+  EXPECT(fa3_fwd_workspace_bytes(NULL) == 0, "workspace of no configuration");
 
   /* A configuration of another head dim is refused before any launch. */
   fa3_fwd_args x;
@@ -257,7 +214,7 @@ int main(void) {
   x.a.p.head_dim = 64;
   x.a.p.seqlen_q = x.a.p.seqlen_k = x.a.p.batch = x.a.p.heads_q = x.a.p.heads_kv = 1;
   char err[200] = "";
-  EXPECT(fa3_fwd_launch(&x, fa3_fwd_config_for(128, NULL), err, sizeof err) == -1 &&
+  EXPECT(fa3_fwd_launch(&x, fa3_fwd_config_of(FA3_FWD_hd128), err, sizeof err) == -1 &&
              strstr(err, "head_dim 64") != NULL && !g_launched,
          "mismatched configuration: %s", err);
   EXPECT(fa3_fwd_launch(&x, NULL, err, sizeof err) == -1 && !g_launched, "no configuration");
@@ -349,48 +306,39 @@ int main(void) {
   fa3_bwd_sizing(&xb.a, 1, 3);
   EXPECT(fa3_bwd_launch(&xb, NULL, err, sizeof err) == -1 && !strcmp(err, "stub") && !g_launched,
          "deterministic backward (three splits), maps refused: %s", err);
-  /* the persistent grid: hd64 and hd128, not deterministic, without a mask or under one with at
-     most FA3_BWD_PERSISTENT_MASKED_TILES key tiles; at most a block per key tile */
+  /* the persistent grid: hd64 and hd128, not deterministic, with or without a mask; at most a
+     block per key tile; its blocks take their tiles by the dynamic schedule */
   fa2_bwd_args pg;
   memset(&pg, 0, sizeof pg);
   pg.p = open_1k;
   pg.p.head_dim = 64;
   const int32_t tiles = (pg.p.seqlen_k + 127) / 128 * pg.p.heads_kv * pg.p.batch;
-  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132, 0) == (tiles < 132 ? tiles : 132) &&
-             fa3_bwd_grid_blocks(&pg, 64, 2, 0) == 2 &&
-             fa3_bwd_grid_blocks(&pg, 64, 1 << 30, 0) == tiles &&
-             fa3_bwd_grid_blocks(&pg, 64, 0, 0) == 0 && fa3_bwd_grid_blocks(&pg, 64, -3, 0) == 0,
+  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == (tiles < 132 ? tiles : 132) &&
+             fa3_bwd_grid_blocks(&pg, 64, 2) == 2 &&
+             fa3_bwd_grid_blocks(&pg, 64, 1 << 30) == tiles &&
+             fa3_bwd_grid_blocks(&pg, 64, 0) == 0 && fa3_bwd_grid_blocks(&pg, 64, -3) == 0,
          "persistent grid at hd64 without a mask (%d key tiles)", tiles);
-  EXPECT(fa3_bwd_grid_blocks(&pg, 128, 132, 0) == (tiles < 132 ? tiles : 132) &&
-             fa3_bwd_grid_blocks(&pg, 256, 132, 0) == 0,
+  EXPECT(fa3_bwd_grid_blocks(&pg, 128, 132) == (tiles < 132 ? tiles : 132) &&
+             fa3_bwd_grid_blocks(&pg, 256, 132) == 0,
          "persistent grid at hd128 (one K/V buffer), none at hd256");
   int32_t chunk = -1, reverse = -1;
   fa3_bwd_sched(&pg, 64, &chunk, &reverse);
   EXPECT(chunk == 0 && reverse == 0, "no mask: the key tile fastest (%d, %d)", chunk, reverse);
   pg.deterministic = 1;
-  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132, 0) == 0 && fa3_bwd_grid_blocks(&pg, 64, 132, 1) == 0,
-         "no persistent grid when deterministic, fixed or dynamic");
+  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == 0, "no persistent grid when deterministic");
   pg.deterministic = 0;
   pg.p.seqlen_k = 0;
-  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132, 0) == 0, "no persistent grid without keys");
-  /* under a mask: up to 8 key tiles (1024 keys) */
+  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == 0, "no persistent grid without keys");
   pg.p = causal_1k;
   pg.p.head_dim = 64;
-  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132, 0) == 132, "persistent grid, causal, 1024 keys");
+  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == 132, "persistent grid, causal, 1024 keys");
   fa3_bwd_sched(&pg, 64, &chunk, &reverse);
   /* 256 pairs whose Q and dO take 1024 x 64 x 2 x 2 bytes each: 96 of them make 24 MB */
   EXPECT(chunk == 96 && reverse == 0, "causal: chunks of %d pairs, reverse %d", chunk, reverse);
-  pg.p.seqlen_k = 1025;
-  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132, 0) == 0, "no fixed deal, causal, 1025 keys");
-  /* the dynamic schedule: under a mask at any length, the narrow kernels only, not deterministic */
   pg.p.seqlen_k = 16384;
-  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132, 1) == 132 && fa3_bwd_grid_blocks(&pg, 64, 132, 0) == 0 &&
-             fa3_bwd_grid_blocks(&pg, 128, 132, 1) == 132 &&
-             fa3_bwd_grid_blocks(&pg, 256, 132, 1) == 0 && fa3_bwd_grid_blocks(&pg, 64, 0, 1) == 0,
-         "dynamic schedule, causal, 16384 keys");
-  pg.deterministic = 1;
-  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132, 1) == 0, "no dynamic schedule when deterministic");
-  pg.deterministic = 0;
+  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == 132 && fa3_bwd_grid_blocks(&pg, 128, 132) == 132 &&
+             fa3_bwd_grid_blocks(&pg, 256, 132) == 0 && fa3_bwd_grid_blocks(&pg, 64, 0) == 0,
+         "persistent grid, causal, 16384 keys");
   /* its counter: the sizing asks fa2's workspace for one (fa2_bwd_carve places it) */
   fa2_bwd_args ws;
   memset(&ws, 0, sizeof ws);
@@ -401,7 +349,7 @@ int main(void) {
          (int)ws.sched_counters);
   pg.p = left_1k; /* a left bound only: the last key tiles are the longest */
   pg.p.head_dim = 64;
-  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132, 0) == 132, "persistent grid, left window, 1024 keys");
+  EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == 132, "persistent grid, left window, 1024 keys");
   fa3_bwd_sched(&pg, 64, &chunk, &reverse);
   EXPECT(chunk == 96 && reverse == 1, "left window: chunks of %d pairs, reverse %d", chunk,
          reverse);

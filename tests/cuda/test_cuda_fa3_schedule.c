@@ -1,5 +1,5 @@
 /*
- * test_cuda_fa3_schedule.c: the fa3 tile scheduler's orders (fa3_schedule.h), on the host: every
+ * test_cuda_fa3_schedule.c: the fa3 tile scheduler's orders (fa3_tile_scheduler.h), on the host: every
  * tile visited once in the documented order, the modelled makespan of the dynamic schedule, the
  * query blocks cut from either end, the deterministic backward's split count against brute force.
  *
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "backends/cuda/fa3_sm90/fa3_schedule.h"
+#include "backends/cuda/fa3_sm90/fa3_tile_scheduler.h"
 
 static int g_passed, g_failed;
 static const char *g_case;
@@ -68,7 +68,7 @@ static double lpt_makespan_ratio(int seqlen, int pairs, int tile_m, int tile_n, 
   double busy[256] = {0}, total = 0.0;
   for (int k = 0; k < num_m * pairs; ++k) {
     int m_idx, pair;
-    fa_sched_lpt_tile(k, num_m, pairs, chunk, &m_idx, &pair);
+    fa3_sched_lpt_tile(k, num_m, pairs, chunk, &m_idx, &pair);
     const int rows_end = (num_m - m_idx) * tile_m < seqlen ? (num_m - m_idx) * tile_m : seqlen;
     const double cost = (rows_end + tile_n - 1) / tile_n + 0.5;
     int free_block = 0;
@@ -83,7 +83,7 @@ static double lpt_makespan_ratio(int seqlen, int pairs, int tile_m, int tile_n, 
 }
 
 static void test_sched_lpt(void) {
-  case_begin("fa_sched_lpt_tile visits every tile once, largest first in chunks, remainder first");
+  case_begin("fa3_sched_lpt_tile visits every tile once, largest first in chunks, remainder first");
   for (int t = 0; t < 2000; ++t) {
     const int num_m = (int)rng_range(1, 20), pairs = (int)rng_range(1, 40);
     const int chunk = (int)rng_range(1, pairs + 3);
@@ -93,7 +93,7 @@ static void test_sched_lpt(void) {
     int prev_m = -1, prev_chunk = -1;
     for (int k = 0; k < num_m * pairs; ++k) {
       int m_idx = -1, pair = -1;
-      fa_sched_lpt_tile(k, num_m, pairs, chunk, &m_idx, &pair);
+      fa3_sched_lpt_tile(k, num_m, pairs, chunk, &m_idx, &pair);
       if (m_idx < 0 || m_idx >= num_m || pair < 0 || pair >= pairs || seen[m_idx * pairs + pair]++)
         fail("tile %d of %d x %d pairs (chunk %d): block %d pair %d out of range or seen twice", k,
              num_m, pairs, chunk, m_idx, pair);
@@ -114,7 +114,7 @@ static void test_sched_lpt(void) {
   for (int d = 0; d < 2; ++d)
     for (int seqlen = 1024; seqlen <= 8192; seqlen *= 2) {
       const int hd = dims[d][0], pairs = 16384 / seqlen * (2048 / hd);
-      const int chunk = fa_sched_chunk(pairs, 4 * (int64_t)seqlen * hd);
+      const int chunk = fa3_sched_chunk(pairs, 4 * (int64_t)seqlen * hd);
       const double ratio = lpt_makespan_ratio(seqlen, pairs, dims[d][1], dims[d][2], chunk, 132);
       if (ratio > 1.05)
         fail("head dim %d, %d keys, %d pairs in chunks of %d: makespan %.3f x the mean", hd, seqlen,
@@ -124,7 +124,7 @@ static void test_sched_lpt(void) {
 }
 
 static void test_sched_query_block(void) {
-  case_begin("fa_sched_query_block: blocks cover the rows once, short block last or first");
+  case_begin("fa3_sched_query_block: blocks cover the rows once, short block last or first");
   long n_short_first = 0;
   for (int t = 0; t < 20000; ++t) {
     const int slab = (int)rng_range(1, 3) * 32, per = (int)rng_range(1, 4), rows = slab * per;
@@ -133,7 +133,7 @@ static void test_sched_query_block(void) {
     int covered_to = 0; /* blocks in row order: from_end num_m - 1 first */
     for (int f = num_m - 1; f >= 0; --f) {
       int m0 = -1, m_end = -1;
-      fa_sched_query_block(f, num_m, seqlen, rows, slab, lead_short, &m0, &m_end);
+      fa3_sched_query_block(f, num_m, seqlen, rows, slab, lead_short, &m0, &m_end);
       /* the same cut, from the definition: block f of the end-aligned slab groups, or of the
          start-aligned row groups */
       int e0, e1;
@@ -162,23 +162,23 @@ static void test_sched_query_block(void) {
 }
 
 static void test_sched_det_splits(void) {
-  case_begin("fa_sched_det_splits: the least modelled time, the fewest splits of equals");
+  case_begin("fa3_sched_det_splits: the least modelled time, the fewest splits of equals");
   /* The cases that set the rule: 32 pairs of 64 key tiles on 132 SMs take 4 splits (1 round of
      16 tiles), not the 9 of 2 x SMs blocks (3 rounds of 8); many pairs take one; one tile, one. */
-  if (fa_sched_det_splits(32, 64, 132) != 4)
-    fail("32 pairs, 64 tiles, 132 slots: %d splits, expected 4", fa_sched_det_splits(32, 64, 132));
-  if (fa_sched_det_splits(512, 8, 132) != 1)
-    fail("512 pairs, 8 tiles: %d splits, expected 1", fa_sched_det_splits(512, 8, 132));
-  if (fa_sched_det_splits(4, 1, 132) != 1)
-    fail("one tile: %d splits", fa_sched_det_splits(4, 1, 132));
-  if (fa_sched_det_splits(0, 5, 132) != 1 || fa_sched_det_splits(4, 0, 132) != 1 ||
-      fa_sched_det_splits(4, 5, 0) != 1)
+  if (fa3_sched_det_splits(32, 64, 132) != 4)
+    fail("32 pairs, 64 tiles, 132 slots: %d splits, expected 4", fa3_sched_det_splits(32, 64, 132));
+  if (fa3_sched_det_splits(512, 8, 132) != 1)
+    fail("512 pairs, 8 tiles: %d splits, expected 1", fa3_sched_det_splits(512, 8, 132));
+  if (fa3_sched_det_splits(4, 1, 132) != 1)
+    fail("one tile: %d splits", fa3_sched_det_splits(4, 1, 132));
+  if (fa3_sched_det_splits(0, 5, 132) != 1 || fa3_sched_det_splits(4, 0, 132) != 1 ||
+      fa3_sched_det_splits(4, 5, 0) != 1)
     fail("degenerate arguments must give 1 split");
   /* Against a brute force over random shapes: in range, minimal, and the smallest minimum. */
   for (int t = 0; t < 2000; ++t) {
     const int64_t parallel = rng_range(1, 600);
     const int n_tiles = (int)rng_range(1, 130), slots = (int)rng_range(1, 264);
-    const int s = fa_sched_det_splits(parallel, n_tiles, slots);
+    const int s = fa3_sched_det_splits(parallel, n_tiles, slots);
     int64_t best = -1;
     int first = 0;
     for (int k = 1; k <= n_tiles; ++k) {

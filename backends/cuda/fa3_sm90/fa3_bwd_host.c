@@ -51,14 +51,14 @@ int fa3_bwd_launch(fa3_bwd_args *x, void *workspace, char *err, size_t err_len) 
       fa3_tensor_map(x->tv, p->bf16, a->v, &a->v_str, p->batch, p->seqlen_k, p->heads_kv,
                      p->head_dim, (uint32_t)tile_n, 1, err, err_len))
     return -1;
-  x->grid_blocks = fa3_bwd_grid_blocks(a, padded, x->grid_blocks, x->dynamic);
+  x->grid_blocks = fa3_bwd_grid_blocks(a, padded, x->grid_blocks);
   if (x->grid_blocks > 0)
     fa3_bwd_sched(a, padded, &x->sched_chunk, &x->sched_reverse);
   else
     x->sched_chunk = x->sched_reverse = 0;
   fa2_bwd_carve(a, workspace);
   x->tile_counter = NULL;
-  if (x->grid_blocks > 0 && x->dynamic) {
+  if (x->grid_blocks > 0) {
     if (a->sched_counters < 1) {
       snprintf(err, err_len, "fa3 backward: the dynamic schedule's counter is not in the sizing");
       return -1;

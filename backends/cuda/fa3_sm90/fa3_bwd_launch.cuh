@@ -8,7 +8,7 @@
 
 #include <cuda_runtime.h>
 
-#include "fa3_bwd.cuh"
+#include "fa3_bwd_kernel.cuh"
 
 template <typename Tr, int HD>
 int fa3_bwd_main_launch(const fa3_bwd_args *x) {

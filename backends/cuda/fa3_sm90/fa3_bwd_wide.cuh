@@ -1,28 +1,36 @@
 /*
  * fa3_bwd_wide.cuh: the consumers of the FlashAttention-3 backward at head dim 256 (192 runs on
- * it), included by fa3_bwd.cuh, whose kernel, producer and shared-memory layout it shares.
+ * it); the kernel, its producer and the shared-memory layout are fa3_bwd_kernel.cuh's.
  *
  * At head dim 256 the narrow kernel's split (each consumer 64 of 128 keys, dK and dV of its keys
  * in registers) would need 256 accumulator registers a thread. Here a block owns 64 keys and both
  * consumers see all of them; consumer c owns the head-dim columns 128 c .. 128 c + 127 of dK and
  * dV (64 + 64 registers) and the queries 32 c .. 32 c + 31 of each step's Sᵀ and dPᵀ:
  *   Sᵀ = K Qᵀ, dPᵀ = V dOᵀ        wgmma from shared memory (M = 64 keys, N = its 32 queries)
- *   Pᵀ, dSᵀ                        as the narrow kernel's (core/math/backward.h), then written (its 32
- *                                   queries) into the stage's Pᵀ and dSᵀ tiles, rows = keys
- *   (both consumers' halves written: a named barrier)
- *   dV += Pᵀ dO, dK += dSᵀ Q       its 128 columns over all 64 queries, A = Pᵀ / dSᵀ K-major
- *   dQ = dS K                      its 128 columns in two pieces of 64 (N = 64, 64 keys), A = the
- *                                   dSᵀ tile read MN-major (as dS); each piece added to the fp32
- *                                   accumulator from registers: one 16-byte red.global.add a
- *                                   thread and 8 columns, in fa2's fragment layout
- *                                   (FA2_DQ_FRAGMENT: a warp's 32 adds cover 512 contiguous
- *                                   bytes), so no staging tile and no writer warp
- * A dQ element gets one addition a key tile, from one thread; in deterministic mode (one
- * accumulator a split, its key tiles in order) those come in program order, so the sums repeat
- * bitwise without waiting for them.
+ *   Pᵀ, dSᵀ                        as the narrow kernel's (core/math/backward.h), then written (its
+ * 32 queries) into the stage's Pᵀ and dSᵀ tiles, rows = keys (both consumers' halves written: a
+ * named barrier) dV += Pᵀ dO, dK += dSᵀ Q       its 128 columns over all 64 queries, A = Pᵀ / dSᵀ
+ * K-major dQ = dS K                      its 128 columns in two pieces of 64 (N = 64, 64 keys), A =
+ * the dSᵀ tile read MN-major (as dS); each piece added to the fp32 accumulator from registers: one
+ * 16-byte red.global.add a thread and 8 columns, in fa2's fragment layout (FA2_DQ_FRAGMENT: a
+ * warp's 32 adds cover 512 contiguous bytes), so no staging tile and no writer warp A dQ element
+ * gets one addition a key tile, from one thread; in deterministic mode (one accumulator a split,
+ * its key tiles in order) those come in program order, so the sums repeat bitwise without waiting
+ * for them.
  */
 #ifndef FA_CUDA_FA3_BWD_WIDE_CUH
 #define FA_CUDA_FA3_BWD_WIDE_CUH
+
+#include "../common/ptx.cuh"
+#include "../common/sm90_async.cuh"
+#include "../fa2_sm80/fa2_common.cuh"
+#include "fa3_args.h"
+#include "fa3_bwd_block.cuh"
+#include "fa3_bwd_epilogue.cuh"
+#include "fa3_bwd_scheduler.cuh"
+#include "fa3_bwd_step.cuh"
+#include "fa3_mma.cuh"
+#include "fa3_softmax.cuh"
 
 /* Writes one consumer's 32 queries of Pᵀ (or dSᵀ), packed as A fragments (fa3_pack_p: pa[kk][i]
    is the 8 x 8 matrix of keys 16 warp + 8 (i & 1).., queries 16 kk + 8 (i >> 1)..), into the

@@ -1,21 +1,21 @@
 /*
  * fa3_fwd_launch.cuh: the launcher and shared-memory opt-in of one FlashAttention-3 forward
- * configuration (fa3_args.h's FA3_FWD_CONFIGS), for f16 and bf16. Each fa3_fwd_hd<N>.cu defines
- * FA3_FWD_HD and gets the configurations of that padded head dim (one file per head dim so that
- * the build compiles them in parallel).
+ * configuration (fa3_tile_size.h's FA3_FWD_CONFIGS), for f16 and bf16. Each fa3_fwd_hd<N>.cu
+ * defines FA3_FWD_HD and gets the configurations of that padded head dim (one file per head dim so
+ * that the build compiles them in parallel).
  */
 #ifndef FA_CUDA_FA3_FWD_LAUNCH_CUH
 #define FA_CUDA_FA3_FWD_LAUNCH_CUH
 
 #include <cuda_runtime.h>
 
-#include "fa3_fwd.cuh"
+#include "fa3_fwd_kernel.cuh"
 
 template <typename Tr, int HD, int WGS, int BN, int FLAGS>
 int fa3_launch(const fa3_fwd_args *a) {
   const fa2_problem &p = a->a.p;
   if (p.seqlen_q == 0 || p.heads_q == 0 || p.batch == 0) return 0;
-  /* One block per tile, or (FA3_PERSISTENT) at most one per SM, each looping over its tiles. */
+  /* One block per tile, or (PERSISTENT) at most one per SM, each looping over its tiles. */
   const int rows = (64 * WGS) >> a->pack_log2; /* per query head (GQA packing) */
   const int64_t tiles =
       (int64_t)((p.seqlen_q + rows - 1) / rows) * (p.heads_q >> a->pack_log2) * p.batch;
@@ -23,15 +23,9 @@ int fa3_launch(const fa3_fwd_args *a) {
       (FLAGS & FA3_PERSISTENT) && a->sm_count > 0 && a->sm_count < tiles ? a->sm_count : tiles;
   if (tiles > INT32_MAX) return (int)cudaErrorInvalidConfiguration;
   const dim3 grid((unsigned)blocks);
-  if (FLAGS & FA3_DYNAMIC) { /* the blocks count the tiles they take from zero */
+  if (FLAGS & FA3_DYNAMIC_SCHEDULE) { /* the blocks count the tiles they take from zero */
     if (!a->tile_counter) return (int)cudaErrorInvalidValue;
     const cudaError_t e = cudaMemsetAsync(a->tile_counter, 0, sizeof *a->tile_counter,
-                                          static_cast<cudaStream_t>(p.stream));
-    if (e != cudaSuccess) return (int)e;
-  }
-  if ((FLAGS & FA3_TAILSPLIT) && a->tail > 0) { /* the tail tiles' piece counters */
-    if (blocks != a->sm_count) return (int)cudaErrorInvalidValue;
-    const cudaError_t e = cudaMemsetAsync(a->part_count, 0, sizeof(int32_t) * (size_t)a->tail,
                                           static_cast<cudaStream_t>(p.stream));
     if (e != cudaSuccess) return (int)e;
   }

@@ -1,0 +1,76 @@
+/*
+ * cuda_sizing.c: what decide() and run() compute alike from a request and a decision: the
+ * kernels' view of the problem, the backward's workspace sizing (fa2 and fa3), the persistent
+ * grid. Pure: no device work.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/math/mask.h"
+#include "cuda_internal.h"
+#if FA_CUDA_HAS_FA3
+#include "fa3_sm90/fa3_args.h"
+#endif
+
+int32_t cuda_fa3_grid(const cuda_device_info *dev) {
+  const char *cap = getenv("FA_CUDA_FA3_GRID");
+  const int n = cap ? atoi(cap) : 0;
+  return n > 0 && n < dev->sm_count ? n : dev->sm_count;
+}
+
+/* Deterministic fa2 backward: split s of n owns a dQ accumulator and visits its key tiles in
+   order. Enough splits to give every SM two blocks, never more than there are key tiles: each
+   split costs one more fp32 copy of dQ in the workspace. */
+int32_t cuda_bwd_dq_splits(const fa_request *req, int32_t tile_n, int32_t sm_count) {
+  int64_t n_blocks = (req->seqlen_k + tile_n - 1) / tile_n;
+  int64_t parallel = req->batch * req->heads_kv;
+  int64_t want = parallel > 0 ? (2 * (int64_t)sm_count + parallel - 1) / parallel : 1;
+  if (want > n_blocks) want = n_blocks;
+  return want < 1 ? 1 : (int32_t)want;
+}
+
+fa2_problem cuda_problem_of(const fa_request *req) {
+  const fa_params *p = req->params;
+  fa2_problem pb;
+  memset(&pb, 0, sizeof pb);
+  pb.batch = (int32_t)req->batch;
+  pb.seqlen_q = (int32_t)req->seqlen_q;
+  pb.seqlen_k = (int32_t)req->seqlen_k;
+  pb.heads_q = (int32_t)req->heads_q;
+  pb.heads_kv = (int32_t)req->heads_kv;
+  pb.head_dim = (int32_t)req->head_dim;
+  pb.scale = req->scale;
+  pb.softcap = p->softcap > 0.0f ? p->softcap : 0.0f;
+  fa_mask m = fa_mask_make(p->causal, p->causal_align, p->window_enabled, p->window_left,
+                           p->window_right, req->seqlen_q, req->seqlen_k);
+  pb.mask.shift = m.shift;
+  pb.mask.left = m.left;
+  pb.mask.right = m.right;
+  pb.bf16 = req->dtype == FA_BF16;
+  pb.stream = p->stream;
+  return pb;
+}
+
+void cuda_bwd_sizing(const fa_request *req, const fa2_tile_config *cfg, int32_t deterministic,
+                     int32_t sm_count, fa2_bwd_args *a) {
+  a->p = cuda_problem_of(req);
+  a->head_dim_padded = cfg->head_dim_padded;
+  a->tile_m = cfg->tile_m;
+  a->deterministic = deterministic;
+  a->dq_splits = deterministic ? cuda_bwd_dq_splits(req, cfg->tile_n, sm_count) : 1;
+  fa2_bwd_plan_tail(a, cfg->tile_n, sm_count);
+}
+
+void cuda_fa3_bwd_sizing(const fa_request *req, int32_t deterministic, int32_t grid,
+                         fa2_bwd_args *a) {
+#if FA_CUDA_HAS_FA3
+  a->p = cuda_problem_of(req);
+  const int tile_n = FA3_BWD_TILE_N(fa3_bwd_padded_head_dim(req->head_dim));
+  const int n_tiles = (int)((req->seqlen_k + tile_n - 1) / tile_n);
+  fa3_bwd_sizing(
+      a, deterministic,
+      deterministic ? fa3_sched_det_splits(req->batch * req->heads_kv, n_tiles, grid) : 1);
+#else
+  (void)req, (void)deterministic, (void)grid, (void)a;
+#endif
+}
