@@ -116,8 +116,10 @@ static int fa3_fwd_takes(const fa_request *req, const cuda_device_info *dev, cha
   const int id = fa3_fwd_tile_size(req->head_dim, p->causal || p->window_enabled, req->seqlen_k,
                                    dev->smem_optin);
   if (id < 0)
-    return snprintf(why, n, "cuda.fa3 at head_dim %lld needs more shared memory than the %d KiB "
-                    "allowed", (long long)req->head_dim, (int)(dev->smem_optin / 1024)),
+    return snprintf(why, n,
+                    "cuda.fa3 at head_dim %lld needs more shared memory than the %d KiB "
+                    "allowed",
+                    (long long)req->head_dim, (int)(dev->smem_optin / 1024)),
            -1;
   /* O too where the configuration stores it by TMA. */
   const fa_tensor *ts[] = {req->q, req->k, req->v, req->out};
@@ -216,8 +218,9 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
   const int fwd = req->op == FA_OP_FORWARD;
   cuda_choice ch;
   memset(&ch, 0, sizeof ch);
-  const int ok = fwd ? fa2_fwd_config((int32_t)req->head_dim, dev->cc_major, dev->smem_optin, &ch.fa2)
-                     : fa2_bwd_config((int32_t)req->head_dim, dev->cc_major, dev->smem_optin, &ch.fa2);
+  const int ok =
+      fwd ? fa2_fwd_config((int32_t)req->head_dim, dev->cc_major, dev->smem_optin, &ch.fa2)
+          : fa2_bwd_config((int32_t)req->head_dim, dev->cc_major, dev->smem_optin, &ch.fa2);
   if (!ok) {
     fa_core_refuse(out, "head_dim %lld has no cuda.fa2 kernel", (long long)req->head_dim);
     return;
@@ -228,8 +231,8 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
         out,
         "cuda.fa2 %s at head_dim %lld needs %zu KiB of shared memory per block even in its "
         "compact tiles; %s allows %d KiB",
-        fwd ? "forward" : "backward", (long long)req->head_dim, ch.fa2.smem_bytes / 1024,
-        dev->name, (int)(dev->smem_optin / 1024));
+        fwd ? "forward" : "backward", (long long)req->head_dim, ch.fa2.smem_bytes / 1024, dev->name,
+        (int)(dev->smem_optin / 1024));
     return;
   }
 
@@ -270,8 +273,8 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
   if (heads_per_tile > 1) snprintf(pack, sizeof pack, ".gqa%d", heads_per_tile);
   snprintf(out->kernel, sizeof out->kernel, "cuda.%s.%s.%s.hd%lld%s%s%s%s",
            fa3 ? "fa3.sm90" : "fa2.sm80", fwd ? "fwd" : "bwd", dtype_name(req->dtype),
-           (long long)req->head_dim, p->causal ? ".causal" : "",
-           p->window_enabled ? ".window" : "", p->softcap > 0.0f ? ".softcap" : "", pack);
+           (long long)req->head_dim, p->causal ? ".causal" : "", p->window_enabled ? ".window" : "",
+           p->softcap > 0.0f ? ".softcap" : "", pack);
   fa_decision_put(out, &ch, sizeof ch);
   if (fwd) {
     /* Every output is one block's, its key tiles in a fixed order (a dynamic schedule's counter

@@ -1,7 +1,8 @@
 /*
- * test_cuda_fa3_schedule.c: the fa3 tile scheduler's orders (fa3_tile_scheduler.h), on the host: every
- * tile visited once in the documented order, the modelled makespan of the dynamic schedule, the
- * query blocks cut from either end, the deterministic backward's split count against brute force.
+ * test_cuda_fa3_schedule.c: the fa3 tile scheduler's orders (fa3_tile_scheduler.h), on the host:
+ * every tile visited once in the documented order, the modelled makespan of the dynamic schedule,
+ * the query blocks cut from either end, the deterministic backward's split count against brute
+ * force.
  *
  * Usage: test_cuda_fa3_schedule [seed]
  */
