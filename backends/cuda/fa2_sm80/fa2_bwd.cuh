@@ -174,8 +174,10 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
      128-query step (fewer barriers per FLOP) needs no more registers than a 64-query one. */
   constexpr int SQP = SQ > FA2_BWD_S_PART_MAX ? FA2_BWD_S_PART_MAX : SQ, S_PARTS = SQ / SQP;
   constexpr int MS = SK / 16, SNB = SQP / 8;
-  /* K and V fragments held in registers over the key tile (fa2_tiles.h). */
-  constexpr bool HOLD_K = S_PARTS > 1 && FA2_BWD_HOLD_K, HOLD_V = S_PARTS > 1 && FA2_BWD_HOLD_V;
+  /* Where the Sᵀ/dPᵀ tile takes several parts, K and V are held in registers as mma fragments
+     for the whole key tile instead of read from shared memory in every part of every step
+     (+7-8% at head dim 64). */
+  constexpr bool HOLD_K = S_PARTS > 1, HOLD_V = S_PARTS > 1;
   constexpr int KK = BN / KV_WK, KD = HD / (NW / KV_WK); /* dK/dV: keys x columns per warp */
   constexpr int MK = KK / 16, KDB = KD / 8;
   constexpr int QQ = BM / DQ_WQ, QD = HD / (NW / DQ_WQ); /* dQ: queries x columns per warp */
@@ -201,14 +203,16 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
 #else
   constexpr bool DQ_BULK = false;
 #endif
-  /* dQ before dV where its reductions come straight from registers (fa2_tiles.h). */
-  constexpr int DQ_ORDER = FA2_BWD_DQ_ORDER < 0 ? (DQ_BULK ? 0 : 1) : FA2_BWD_DQ_ORDER;
-  constexpr bool DQ_FIRST = DQ_ORDER == 1, DQ_LAST = DQ_ORDER == 2;
-  /* sm_90 without staging: dQ's reductions spread over dV's k-steps (fa2_tiles.h). */
+  /* dQ between dV and dK on the bulk path, whose reduction waits for the next barrier anyway;
+     before dV where its reductions come straight from registers, so that they drain under two
+     products instead of one. */
+  constexpr bool DQ_FIRST = !DQ_BULK;
+  /* sm_90 without staging: dQ's reductions issued a few after each k-step of dV rather than all
+     before it, where they filled the memory instruction queue ahead of dV's ldmatrix. */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int DQ_SPREAD = !DQ_BULK && DQ_FIRST ? FA2_BWD_DQ_SPREAD : 0;
+  constexpr bool DQ_SPREAD = !DQ_BULK;
 #else
-  constexpr int DQ_SPREAD = 0;
+  constexpr bool DQ_SPREAD = false;
 #endif
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -420,9 +424,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
 #endif
       __syncthreads();
 
-      /* dV += Pᵀ dO (reduction over the query tile), before or after dQ (fa2_tiles.h). */
+      /* dV += Pᵀ dO (reduction over the query tile), before or after dQ (DQ_FIRST). */
       if (!DQ_FIRST) mma_rows_kn<Tr, MK, KDB, BM / 16, PL, TL>(dv, sPt, kv_key, tdO, kv_d, lane);
-      if (DQ_LAST) mma_rows_kn<Tr, MK, KDB, BM / 16, PL, TL>(dk, sdSt, kv_key, tQ, kv_d, lane);
 
       /* dQ (this warp's QQ queries x QD columns) = dS K, added to the fp32 accumulator. */
       {
@@ -479,23 +482,16 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
           /* The accumulator's fragment layout (fa2_args.h): each 16 x 8 accumulator tile of
              the warp is one 512-byte block, a lane's four values 16 contiguous bytes, added
              straight from the mma's registers (the row-wise layout before needed register
-             moves that waited for the previous reduction to read its operands: 14% of the
-             stall samples at head dim 256, bench/NOTES.md v19). */
+             moves that waited for the previous reduction to read its operands). */
           float *acc = acc_tile + ((dq_q / 16) * (HD / 8) + dq_d / 8) * 128 + 4 * lane;
           if (DQ_SPREAD) {
-            /* dV's k-steps (and dK's, DQ_SPREAD 2) with a few reductions after each, so that
-               they do not fill the memory instruction queue ahead of those products' ldmatrix
-               all at once (bench/NOTES.md, v20). */
-            constexpr int KS = BM / 16, NR = MQ * QDB;
-            constexpr int SPAN = DQ_SPREAD == 2 ? 2 * KS : KS, PER = (NR + SPAN - 1) / SPAN;
+            /* dV's k-steps with a few reductions after each (DQ_SPREAD). */
+            constexpr int KS = BM / 16, NR = MQ * QDB, PER = (NR + KS - 1) / KS;
 #pragma unroll
-            for (int j = 0; j < SPAN; ++j) {
-              const bool to_dv = j < KS;
-              const int ks = to_dv ? j : j - KS;
+            for (int j = 0; j < KS; ++j) {
               uint32_t af[MK][4];
-              load_a_frags<MK, PL>(af, to_dv ? sPt : sdSt, kv_key, ks, lane);
-              mma_k_step<Tr, true, MK, KDB, TL>(to_dv ? dv : dk, af, to_dv ? tdO : tQ, kv_d, ks,
-                                                lane);
+              load_a_frags<MK, PL>(af, sPt, kv_key, j, lane);
+              mma_k_step<Tr, true, MK, KDB, TL>(dv, af, tdO, kv_d, j, lane);
 #pragma unroll
               for (int r = 0; r < PER; ++r) {
                 const int i = j * PER + r, m = i / QDB, db = i % QDB;
@@ -528,8 +524,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
       if (DQ_FIRST && !DQ_SPREAD)
         mma_rows_kn<Tr, MK, KDB, BM / 16, PL, TL>(dv, sPt, kv_key, tdO, kv_d, lane);
       /* dK += dSᵀ Q, last: its mma run while the dQ reductions above drain. */
-      if (!DQ_LAST && DQ_SPREAD != 2)
-        mma_rows_kn<Tr, MK, KDB, BM / 16, PL, TL>(dk, sdSt, kv_key, tQ, kv_d, lane);
+      mma_rows_kn<Tr, MK, KDB, BM / 16, PL, TL>(dk, sdSt, kv_key, tQ, kv_d, lane);
       if (QS == 1) {
         /* One stage: every warp is done with this step's Q, dO, LSE and D. */
         __syncthreads();

@@ -3,8 +3,8 @@
  *
  * Each backward block holds one SM for the whole of its key tile, so T equal tiles on S SMs take
  * ceil(T / S) tile-times: with T mod S = R tiles left for the last wave, S - R SMs idle through
- * it (on the H200, 2048 tiles on 132 SMs: 15.5 waves run as 16, 3%; measured: 1980 tiles ran
- * 2.2-2.6% faster per tile than 2048, bench/NOTES.md v21). Cutting the R tiles' R x steps units
+ * it (on the H200, 2048 tiles on 132 SMs: 15.5 waves run as 16, 3%; 1980 tiles ran 2.2-2.6%
+ * faster per tile than 2048). Cutting the R tiles' R x steps units
  * into S equal runs ends the last wave after R / S of a tile-time instead of a whole one, for the
  * price of adding cut tiles' dK and dV in fp32 once per piece.
  */
@@ -18,15 +18,11 @@
 /* A last wave fuller than this (in eighths of the SMs) leaves too little idle to win back. */
 #define FA2_BWD_TAIL_MAX_FILL_EIGHTHS 7
 
-#ifndef FA2_BWD_TAIL
-#define FA2_BWD_TAIL 1 /* 0: never (A/B builds) */
-#endif
-
 void fa2_bwd_plan_tail(fa2_bwd_args *a, int32_t tile_n, int32_t slots) {
   a->tail_tiles = a->tail_first = a->tail_piece_steps = a->tail_pieces = 0;
   a->tile_n = tile_n;
   const fa2_problem *p = &a->p;
-  if (!FA2_BWD_TAIL || a->deterministic || fa2_problem_masked(p)) return;
+  if (a->deterministic || fa2_problem_masked(p)) return;
   if (slots <= 0 || tile_n <= 0 || a->tile_m <= 0 || p->seqlen_q <= 0 || p->seqlen_k <= 0 ||
       p->heads_kv <= 0 || p->batch <= 0)
     return;

@@ -8,9 +8,6 @@
  * to head dim 64, 128 x 64 with 4 warps up to head dim 128, 128 x 64 with 8 warps up to 224,
  * 64 x 64 with 4 warps and single K and V buffers at 256 (two blocks per SM, FlashAttention-2's
  * choice); each warp keeps its share of the output in registers (32 or 16 rows x head dim).
- * 128 x 128 at head dim 64 fits 252 registers since v12 and is 7-9% faster than 128 x 64
- * (bench/NOTES.md, v15). The 64 x 64 single-buffer shape is 3-11% faster than 128 x 64 at head
- * dim 256 since v16's copies, but at 192 slower on long non-causal rows (v16).
  * Backward (key rows per block x query rows per step): 128 x 128 with 8 warps up to head dim 64
  * (each warp's Sᵀ tile in two parts of 32 queries), 128 x 64 up to head dim 128, 64 x 64 with 8
  * warps above, so dK and dV stay in registers.
@@ -34,28 +31,18 @@
 #define FA2_COMPACT 1
 
 /* Shared-memory rows of the Q/K/V/dO tiles (common/tile_io.cuh): at head dims that are multiples
-   of 64, 128-byte lines with the 16-byte chunks XOR-swizzled by the row (FA2_SMEM_SWIZZLE=0 for
-   A/B builds); otherwise padded by 8 elements against bank conflicts. FA2_TILE_LD is a row's
-   length in elements. */
-#ifndef FA2_SMEM_SWIZZLE
-#define FA2_SMEM_SWIZZLE 1
-#endif
-#define FA2_SWIZZLED(hd) (FA2_SMEM_SWIZZLE && (hd) % 64 == 0)
+   of 64, 128-byte lines with the 16-byte chunks XOR-swizzled by the row; otherwise padded by 8
+   elements against bank conflicts. FA2_TILE_LD is a row's length in elements. */
+#define FA2_SWIZZLED(hd) ((hd) % 64 == 0)
 #define FA2_TILE_LD(hd) (FA2_SWIZZLED(hd) ? (hd) : (hd) + 8)
 
-/* Head dims from FA2_FWD_SINGLE_MIN_HD on take 64 x 64 tiles with 4 warps and single K and V
-   buffers (the V copy overlaps S = Q Kᵀ, the next K copy overlaps P V), so that two blocks share
-   an SM (overridable for A/B builds). */
-#ifndef FA2_FWD_SINGLE_MIN_HD
-#define FA2_FWD_SINGLE_MIN_HD 256
-#endif
-#define FA2_FWD_SINGLE(hd, c) ((c) || (hd) >= FA2_FWD_SINGLE_MIN_HD)
+/* Head dim 256 (and the compact class everywhere) takes 64 x 64 tiles with 4 warps and single K
+   and V buffers (the V copy overlaps S = Q Kᵀ, the next K copy overlaps P V), so that two blocks
+   share an SM: 3-11% faster than 128 x 64 at head dim 256, slower at 192 on long non-causal rows.
+   Head dims up to 64 take 128-key tiles (7-9% faster than 128 x 64). */
+#define FA2_FWD_SINGLE(hd, c) ((c) || (hd) >= 256)
 #define FA2_FWD_TILE_M(hd, c) (FA2_FWD_SINGLE(hd, c) ? 64 : 128)
-/* Head dims up to FA2_FWD_WIDE_N_MAX_HD take 128-key tiles (overridable for A/B builds). */
-#ifndef FA2_FWD_WIDE_N_MAX_HD
-#define FA2_FWD_WIDE_N_MAX_HD 64
-#endif
-#define FA2_FWD_TILE_N(hd, c) (!(c) && (hd) <= FA2_FWD_WIDE_N_MAX_HD ? 128 : 64)
+#define FA2_FWD_TILE_N(hd, c) (!(c) && (hd) <= 64 ? 128 : 64)
 #define FA2_FWD_WARPS(hd, c) ((hd) <= 128 || FA2_FWD_SINGLE(hd, c) ? 4 : 8)
 #define FA2_FWD_KV_STAGES(hd, c) (FA2_FWD_SINGLE(hd, c) ? 1 : 2)
 /* Q once, K and V in one or two stages. */
@@ -63,13 +50,9 @@
   ((size_t)(FA2_FWD_TILE_M(hd, c) + 2 * FA2_FWD_KV_STAGES(hd, c) * FA2_FWD_TILE_N(hd, c)) * \
    FA2_TILE_LD(hd) * 2)
 
+/* The backward's key tile; its query steps are 128 rows up to head dim 64, else 64. */
 #define FA2_BWD_TILE_N(hd, c) (!(c) && (hd) <= 128 ? 128 : 64)
-/* Head dims up to FA2_BWD_WIDE_M_MAX_HD take 128-query steps (overridable for A/B builds: the
-   value must reach both the C host code and the CUDA code). */
-#ifndef FA2_BWD_WIDE_M_MAX_HD
-#define FA2_BWD_WIDE_M_MAX_HD 64
-#endif
-#define FA2_BWD_TILE_M(hd, c) (!(c) && (hd) <= FA2_BWD_WIDE_M_MAX_HD ? 128 : 64)
+#define FA2_BWD_TILE_M(hd, c) (!(c) && (hd) <= 64 ? 128 : 64)
 #define FA2_BWD_WARPS(hd, c) 8
 /* Warps along the keys for Sᵀ (32 keys each) and for dK/dV (32 keys each where the head dim
    splits into 16-column multiples, else 16), along the queries for dQ (32 queries each where the
@@ -78,52 +61,15 @@
 #define FA2_BWD_S_WK(hd, c) (FA2_BWD_TILE_N(hd, c) / 32)
 #define FA2_BWD_KV_WK(hd, c) (FA2_BWD_TILE_N(hd, c) == 128 ? 4 : ((hd) % 64 == 0 ? 2 : 4))
 #define FA2_BWD_DQ_WQ(hd, c) (FA2_BWD_TILE_M(hd, c) == 64 && (hd) % 64 == 0 ? 2 : 4)
-/* The backward computes a warp's Sᵀ/dPᵀ tile in parts of at most FA2_BWD_S_PART_MAX queries
-   (overridable for A/B builds). At head dim 64 (64 queries per warp), 64-query parts would drop
-   the second part's K/V fragment reloads (8% of the shared-memory wavefronts, bench/NOTES.md) but
-   spill 104 bytes per thread (ptxas, 2026-11-30); not measured yet. */
-#ifndef FA2_BWD_S_PART_MAX
+/* The backward computes a warp's Sᵀ/dPᵀ tile in parts of at most this many queries (at head dim
+   64, 64-query parts would spill). */
 #define FA2_BWD_S_PART_MAX 32
-#endif
-/* Where a warp's Sᵀ/dPᵀ tile takes several parts (head dim 64), its K and V rows are held in
-   registers as mma fragments for the whole key tile instead of being read from shared memory for
-   every part of every step: +3.5% (K) and +7-8% (K and V) at head dim 64 (bench/NOTES.md, v20).
-   0 turns either off for A/B builds. */
-#ifndef FA2_BWD_HOLD_K
-#define FA2_BWD_HOLD_K 1
-#endif
-#ifndef FA2_BWD_HOLD_V
-#define FA2_BWD_HOLD_V 1
-#endif
-/* Where in a step dQ is computed and its reductions issued: FA2_BWD_DQ_ORDER 0 between dV and
-   dK, 1 before dV, 2 after dK. -1 (default): 1 where the reductions come straight from registers
-   (no bulk staging: sm_80 code, head dims above FA2_BWD_DQ_BULK_MAX_HD), so they drain under
-   two products instead of one (head dim 256: +1% over 0; 2 was 2-3% slower than 0); 0 on the
-   bulk path, whose reduction waits for the next barrier anyway (there 1 was 0-0.6% slower).
-   Other values for A/B builds (bench/NOTES.md, v20). */
-#ifndef FA2_BWD_DQ_ORDER
-#define FA2_BWD_DQ_ORDER -1
-#endif
-/* Where dQ comes first and its reductions come straight from registers on sm_90, they are
-   issued a few after each k-step of dV (FA2_BWD_DQ_SPREAD 1) rather than all 16 (head dim 256)
-   before it, where they filled the memory instruction queue ahead of dV's ldmatrix: +2% at head
-   dim 256; 2 (spread over dV's and dK's k-steps) was 2.5% slower than none, 0 is none; the
-   first k-step left without reductions, each k-step's issued before its mma, or one after each
-   16-column block of dV were 0.2-3.6% slower (bench/NOTES.md, v20). */
-#ifndef FA2_BWD_DQ_SPREAD
-#define FA2_BWD_DQ_SPREAD 1
-#endif
 
 /* On sm_90 the dQ of a step is staged in shared memory ([BM][hd] fp32, 32-byte chunks rotated
    by the row) and added to the accumulator by one bulk reduction (TMA) instead of per-thread
    atomics, where the staging fits the 227 KB a block may use (wide tiles, head dims up to 192);
-   otherwise by 16-byte vector reductions. FA2_BWD_DQ_BULK_MAX_HD lowers the limit for A/B
-   measurements (a build with -DFA2_BWD_DQ_BULK_MAX_HD=32 runs head dim 64 with vector
-   reductions). */
-#ifndef FA2_BWD_DQ_BULK_MAX_HD
-#define FA2_BWD_DQ_BULK_MAX_HD 192
-#endif
-#define FA2_BWD_DQ_BULK(hd, c) (!(c) && (hd) <= FA2_BWD_DQ_BULK_MAX_HD)
+   otherwise by 16-byte vector reductions. */
+#define FA2_BWD_DQ_BULK(hd, c) (!(c) && (hd) <= 192)
 #define FA2_BWD_DQ_STAGE_SMEM(hd, c) \
   (FA2_BWD_DQ_BULK(hd, c) ? (size_t)FA2_BWD_TILE_M(hd, c) * (hd)*4 : (size_t)0)
 /* Q and dO in two stages (the next step's copied during this one), or one in the compact tiles
