@@ -117,8 +117,8 @@ def parse_args(argv):
     if not a.causal or any(c not in (0, 1) for c in a.causal):
         ap.error("--causal takes 0, 1 or 0,1")
     cpu = a.device == "cpu"
-    if a.do_bench and cpu:
-        ap.error("--do-bench needs --device cuda")
+    if cpu and (a.do_bench or a.kernel_times):
+        ap.error("--do-bench and --kernel-times need --device cuda")
     a.hdims = a.hdims or ([64] if cpu else [64, 128, 256])
     a.seqlens = a.seqlens or ([128, 256] if cpu else [512, 1024, 2048, 4096, 8192, 16384])
     a.tokens = a.tokens or (256 if cpu else 16384)

@@ -160,8 +160,11 @@ def time_all(dv: Device, entries: list, flops: float) -> None:
                 fn()
         dv.sync()
     for slot, fn, cm in live:  # calls a round: about --rep-ms of back-to-back calls
-        est = dv.back_to_back(fn, cm, 2)
-        slot["calls"] = max(3, min(args.max_calls, int(args.rep_ms / max(est, 1e-6))))
+        try:
+            est = dv.back_to_back(fn, cm, 2)
+            slot["calls"] = max(3, min(args.max_calls, int(args.rep_ms / max(est, 1e-6))))
+        except Exception as e:  # noqa: BLE001
+            slot["error"] = fmt_err(e)
     for rd in range(max(1, args.rounds)):
         k = rd % len(live) if live else 0
         for slot, fn, cm in live[k:] + live[:k]:
@@ -181,7 +184,7 @@ def time_all(dv: Device, entries: list, flops: float) -> None:
         if dv.triton is not None:
             slot["ms_do_bench"] = dv.do_bench(fn, cm)
             slot["tflops_do_bench"] = flops / (slot["ms_do_bench"] * 1e-3) / 1e12
-        if args.kernel_times > 0:
+        if args.kernel_times > 0 and dv.cuda:
             slot["kernels"] = kernel_times(dv.torch, fn, cm, args.kernel_times)
 
 
