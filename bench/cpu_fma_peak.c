@@ -1,6 +1,6 @@
 /*
  * cpu_fma_peak.c: `cpu-fma-peak` measures this CPU's fp32 FMA rate with 512-bit vectors on every
- * OpenMP thread, the ceiling the CPU backend's speed is quoted against (issue 10), so a result
+ * OpenMP thread, the ceiling the CPU backend's speed is quoted against, so a result
  * and its ceiling come from the same run on the same (possibly shared, throttled) machine.
  *
  *   cpu-fma-peak [--seconds S]

@@ -1,7 +1,7 @@
 /*
  * ocl_fma_peak.c: `ocl-fma-peak` measures an OpenCL device's fp32 FMA rate, the ceiling the
- * OpenCL backend's speed is quoted against (issue 6: the H200 has no tensor-core path from
- * OpenCL, so its bar is a share of this number).
+ * OpenCL backend's speed is quoted against (OpenCL has no tensor-core path on an NVIDIA GPU, so
+ * its results are read as a share of this number).
  *
  *   ocl-fma-peak [--device N] [--seconds S]
  *

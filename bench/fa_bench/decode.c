@@ -1,0 +1,129 @@
+/*
+ * decode.c: fa-bench --decode. One query token per sequence attends to a full KV cache through
+ * fa_forward_kvcache (no new tokens appended): q [batch, 1, heads, hdim], caches [batch, seqlen,
+ * kv-heads, hdim] with cache_seqlens = seqlen. Reported: the median time, tokens/s (batch / time),
+ * GB/s of the K and V a call must read, and GFLOP/s counted as 4 * batch * heads * keys * hdim
+ * (q.k and p.v for each key of each query head).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "fa_bench.h"
+#include "tools/cli_util.h"
+#include "tools/device_mem.h"
+
+typedef struct decode_shape {
+  int64_t d, s, b, h, hkv;
+} decode_shape;
+
+/* Times one shape on filled tensors and prints the rest of its row; 1 when it failed. */
+static int time_decode(const options *o, const decode_shape *x, buffer *q, buffer *kc, buffer *vc,
+                       buffer *out, buffer *lse, buffer *cs) {
+  fa_params params;
+  fa_params_init(&params);
+  params.backend = o->backend;
+  params.strict = o->backend != FA_BACKEND_AUTO;
+  params.num_splits = o->splits;
+  if (o->window >= 0) {
+    params.causal = 1;
+    params.window_enabled = 1;
+    params.window_left = o->window;
+  }
+  fa_kvcache_args kv;
+  fa_kvcache_args_init(&kv);
+  kv.cache_seqlens = &cs->t;
+  fa_run_info info;
+  fa_run_info_init(&info);
+  double *ms = malloc(sizeof(double) * (size_t)o->iters);
+  fa_status st = ms ? FA_OK : FA_ERR_OUT_OF_MEMORY;
+  int synced = 1, failed = 0;
+  for (int i = 0; st == FA_OK && synced && i < o->warmup + o->iters; ++i) {
+    synced = devmem_sync(g_dev, g_mem_err, sizeof g_mem_err) == 0;
+    double t0 = cli_now_ms();
+    if (synced)
+      st = fa_forward_kvcache(&params, &q->t, &kc->t, &vc->t, &kv, &out->t, &lse->t, &info);
+    if (synced && st == FA_OK) synced = devmem_sync(g_dev, g_mem_err, sizeof g_mem_err) == 0;
+    if (i >= o->warmup) ms[i - o->warmup] = cli_now_ms() - t0;
+  }
+  if (!synced) {
+    printf("failed: device synchronize: %s\n", g_mem_err);
+    failed = 1;
+  } else if (st != FA_OK) {
+    printf("failed: %s: %s\n", fa_status_string(st), ms ? fa_last_error() : "");
+    failed = 1;
+  } else {
+    qsort(ms, (size_t)o->iters, sizeof ms[0], cli_cmp_double);
+    double med = o->iters % 2 ? ms[o->iters / 2] : 0.5 * (ms[o->iters / 2 - 1] + ms[o->iters / 2]);
+    /* Keys a query reads: the whole cache, or the window's last window + 1. */
+    int64_t keys = o->window >= 0 && o->window + 1 < x->s ? o->window + 1 : x->s;
+    double bytes = (double)x->b * (double)keys * (double)x->hkv * 2.0 * (double)x->d *
+                   (double)fa_dtype_size(o->dtype);
+    /* 4 * B * H * Sq * Sk * D with Sq = 1: q.k and p.v per key. */
+    double flops = 4.0 * (double)x->b * (double)x->h * (double)keys * (double)x->d;
+    printf("%10.4f %12.1f %9.2f %9.2f | %s, %d\n", med, (double)x->b / (med * 1e-3),
+           bytes / (med * 1e-3) / 1e9, flops / (med * 1e-3) / 1e9, info.kernel,
+           (int)info.num_splits);
+  }
+  free(ms);
+  return failed;
+}
+
+/* Allocates and fills one shape's tensors, times it, frees them; 1 when it failed. */
+static int run_shape(const options *o, const decode_shape *x) {
+  buffer q, kc, vc, out, lse, cs;
+  const int64_t qs[4] = {x->b, 1, x->h, x->d}, ks[4] = {x->b, x->s, x->hkv, x->d};
+  const int64_t ls[3] = {x->b, x->h, 1}, bs[1] = {x->b};
+  int ok = buffer_alloc(&q, o->dtype, 4, qs) & buffer_alloc(&kc, o->dtype, 4, ks) &
+           buffer_alloc(&vc, o->dtype, 4, ks) & buffer_alloc(&out, o->dtype, 4, qs) &
+           buffer_alloc(&lse, FA_F32, 3, ls) & buffer_alloc(&cs, FA_I32, 1, bs);
+  ok = ok && fill_random(&q) && fill_random(&kc) && fill_random(&vc);
+  int32_t *lens = ok ? (int32_t *)buffer_host(&cs) : NULL;
+  if (lens) {
+    for (int64_t i = 0; i < x->b; ++i) lens[i] = (int32_t)x->s;
+    ok = buffer_upload(&cs, lens);
+  } else {
+    ok = 0;
+  }
+  int failed;
+  if (!ok) {
+    printf("%s for this shape\n", g_mem_err);
+    failed = 1;
+  } else {
+    failed = time_decode(o, x, &q, &kc, &vc, &out, &lse, &cs);
+  }
+  buffer_free(&q);
+  buffer_free(&kc);
+  buffer_free(&vc);
+  buffer_free(&out);
+  buffer_free(&lse);
+  buffer_free(&cs);
+  return failed;
+}
+
+int run_decode(const options *o) {
+  int failures = 0, runs = 0;
+  printf("\n%5s %7s %5s %9s | %10s %12s %9s %9s | %s\n", "hdim", "cache", "batch", "heads/kv", "ms",
+         "tokens/s", "GB/s K+V", "GFLOP/s", "kernel, splits");
+  for (int hi = 0; hi < o->n_hdims; ++hi)
+    for (int si = 0; si < o->n_seqlens; ++si) {
+      decode_shape x;
+      x.d = o->hdims[hi];
+      x.s = o->seqlens[si];
+      x.b = o->batch ? o->batch : 1;
+      x.h = o->heads ? o->heads : (o->hidden / x.d > 0 ? o->hidden / x.d : 1);
+      x.hkv = o->kv_heads ? o->kv_heads : x.h;
+      printf("%5lld %7lld %5lld %4lld/%-4lld | ", (long long)x.d, (long long)x.s, (long long)x.b,
+             (long long)x.h, (long long)x.hkv);
+      fflush(stdout);
+      ++runs;
+      if (x.h % x.hkv != 0) {
+        printf("--heads %lld is not a multiple of --kv-heads %lld\n", (long long)x.h,
+               (long long)x.hkv);
+        ++failures;
+        continue;
+      }
+      failures += run_shape(o, &x);
+    }
+  printf("\n%d shapes, %d failed\n", runs, failures);
+  return failures ? 1 : 0;
+}

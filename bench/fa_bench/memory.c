@@ -1,0 +1,103 @@
+/*
+ * memory.c: fa-bench's tensors, in the memory of the backend being timed (tools/device_mem: CUDA
+ * device memory for --backend cuda, cl_mem buffers for --backend opencl, host memory otherwise),
+ * filled on the host with random values and copied in once per shape.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/math/dtype.h"
+#include "fa_bench.h"
+#include "tools/device_mem.h"
+
+fa_device g_dev = {FA_DEVICE_CPU, 0};
+char g_mem_err[256];
+
+static int64_t numel(const fa_tensor *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->ndim; ++i) n *= t->shape[i];
+  return n;
+}
+
+static size_t buffer_bytes(const buffer *b) {
+  return (size_t)numel(&b->t) * fa_dtype_size(b->t.dtype);
+}
+
+int buffer_alloc(buffer *b, fa_dtype dtype, int ndim, const int64_t *shape) {
+  memset(b, 0, sizeof *b);
+  int64_t n = 1;
+  for (int i = ndim - 1; i >= 0; --i) {
+    b->t.shape[i] = shape[i];
+    b->t.strides[i] = n;
+    n *= shape[i];
+  }
+  b->t.dtype = dtype;
+  b->t.ndim = ndim;
+  if (devmem_alloc(g_dev, (size_t)n * fa_dtype_size(dtype), &b->mem, g_mem_err, sizeof g_mem_err))
+    return 0;
+  b->t.data = b->mem;
+  b->t.device = g_dev;
+  return 1;
+}
+
+void buffer_free(buffer *b) {
+  if (b->mem) (void)devmem_free(g_dev, b->mem, NULL, 0);
+  memset(b, 0, sizeof *b);
+}
+
+void *buffer_host(buffer *b) {
+  if (g_dev.kind == FA_DEVICE_CPU) return b->mem;
+  void *h = malloc(buffer_bytes(b) ? buffer_bytes(b) : 1);
+  if (!h)
+    snprintf(g_mem_err, sizeof g_mem_err, "out of host memory staging %zu bytes", buffer_bytes(b));
+  return h;
+}
+
+int buffer_upload(buffer *b, void *host) {
+  if (host == b->mem) return 1;
+  int ok =
+      devmem_copy_to_device(g_dev, b->mem, host, buffer_bytes(b), g_mem_err, sizeof g_mem_err) == 0;
+  free(host);
+  return ok;
+}
+
+/* xorshift64* and Box-Muller: the bench needs plausible activations, not test-grade randomness. */
+static uint64_t g_rng = 0x2545f4914f6cdd1dull;
+
+static double rng_unit(void) {
+  g_rng ^= g_rng >> 12;
+  g_rng ^= g_rng << 25;
+  g_rng ^= g_rng >> 27;
+  return (double)((g_rng * 0x2545f4914f6cdd1dull) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static float rng_normal(void) {
+  double u1 = rng_unit(), u2 = rng_unit();
+  if (u1 < 1e-300) u1 = 1e-300;
+  return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+/* Zeros are redrawn: a kernel that skipped work on zeros would otherwise look fast. */
+int fill_random(buffer *b) {
+  void *mem = buffer_host(b);
+  if (!mem) return 0;
+  int64_t n = numel(&b->t);
+  for (int64_t i = 0; i < n; ++i) {
+    for (;;) {
+      float x = rng_normal();
+      if (b->t.dtype == FA_F32) {
+        if (x == 0.0f) continue;
+        ((float *)mem)[i] = x;
+      } else {
+        uint16_t h = b->t.dtype == FA_F16 ? fa_f32_to_f16(x) : fa_f32_to_bf16(x);
+        if ((h & 0x7fffu) == 0) continue;
+        ((uint16_t *)mem)[i] = h;
+      }
+      break;
+    }
+  }
+  return buffer_upload(b, mem);
+}

@@ -1,0 +1,152 @@
+/*
+ * options.c: fa-bench's command line.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fa_bench.h"
+#include "tools/cli_util.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: fa-bench [options]\n"
+          "  --backend NAME     auto (default), cpu, cuda, hip, opencl\n"
+          "  --dtype T          bf16 (default), f16, f32\n"
+          "  --hdims LIST       head dims, default 64,128,256\n"
+          "  --seqlens LIST     default 512,1024,2048,4096,8192,16384\n"
+          "  --causal LIST      0,1 (default): non-causal and causal\n"
+          "  --tokens N         batch * seqlen, default 16384 (batch = max(1, N / seqlen))\n"
+          "  --hidden N         heads * head_dim, default 2048 (heads = max(1, N / head_dim))\n"
+          "  --batch N          fixed batch (overrides --tokens)\n"
+          "  --heads N          fixed heads (overrides --hidden)\n"
+          "  --pass LIST        fwd,bwd (default) or one of them\n"
+          "  --warmup N         untimed calls per shape, default 1\n"
+          "  --iters N          timed calls per shape, default 5 (the median is reported)\n"
+          "  --json FILE        also write every measurement as JSON (not in --decode mode)\n"
+          "  --window N         sliding window: window_left = N, window_right = 0, causal\n"
+          "  --decode           decode: 1 query token per sequence over a KV cache of --seqlens\n"
+          "                     keys (fa_forward_kvcache, no new tokens); tokens/s, GB/s of K+V\n"
+          "                     and GFLOP/s (4*B*H*keys*D)\n"
+          "  --kv-heads N       decode: KV heads (default: --heads); heads must be a multiple\n"
+          "  --splits N         params.num_splits (0 = the backend chooses, 1 = no split)\n"
+          "FLOPs: forward 4*B*H*S*S*D (halved when causal), backward 2.5x forward.\n");
+}
+
+/* "64,128" -> {64, 128}. */
+static int parse_list(const char *s, int64_t lo, int64_t hi, int64_t *out, int cap, int *n) {
+  char buf[256];
+  if (strlen(s) >= sizeof buf) return 0;
+  strcpy(buf, s);
+  *n = 0;
+  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+    if (*n >= cap || !cli_parse_i64(tok, lo, hi, &out[*n])) return 0;
+    ++*n;
+  }
+  return *n > 0;
+}
+
+static void defaults(options *o) {
+  memset(o, 0, sizeof *o);
+  o->backend = FA_BACKEND_AUTO;
+  o->dtype = FA_BF16;
+  o->tokens = 16384;
+  o->hidden = 2048;
+  static const int64_t hd[] = {64, 128, 256}, sl[] = {512, 1024, 2048, 4096, 8192, 16384};
+  memcpy(o->hdims, hd, sizeof hd);
+  o->n_hdims = 3;
+  memcpy(o->seqlens, sl, sizeof sl);
+  o->n_seqlens = 6;
+  o->causal[0] = 0;
+  o->causal[1] = 1;
+  o->n_causal = 2;
+  o->fwd = o->bwd = 1;
+  o->warmup = 1;
+  o->iters = 5;
+  o->window = -1;
+}
+
+/* One option with its value v; 0 when the value is bad, -1 when the option is unknown. */
+static int parse_one(options *o, const char *a, const char *v) {
+  int64_t x = 0;
+  int ok = 1;
+  if (!strcmp(a, "--backend")) {
+    ok = fa_backend_from_name(v, &o->backend) == FA_OK;
+  } else if (!strcmp(a, "--dtype")) {
+    if (!strcmp(v, "bf16"))
+      o->dtype = FA_BF16;
+    else if (!strcmp(v, "f16") || !strcmp(v, "fp16"))
+      o->dtype = FA_F16;
+    else if (!strcmp(v, "f32") || !strcmp(v, "fp32"))
+      o->dtype = FA_F32;
+    else
+      ok = 0;
+  } else if (!strcmp(a, "--hdims")) {
+    ok = parse_list(v, 1, 1024, o->hdims, MAX_LIST, &o->n_hdims);
+  } else if (!strcmp(a, "--seqlens")) {
+    ok = parse_list(v, 1, 1 << 22, o->seqlens, MAX_LIST, &o->n_seqlens);
+  } else if (!strcmp(a, "--causal")) {
+    ok = parse_list(v, 0, 1, o->causal, 2, &o->n_causal);
+  } else if (!strcmp(a, "--tokens")) {
+    ok = cli_parse_i64(v, 1, INT64_C(1) << 32, &o->tokens);
+  } else if (!strcmp(a, "--hidden")) {
+    ok = cli_parse_i64(v, 1, 1 << 20, &o->hidden);
+  } else if (!strcmp(a, "--batch")) {
+    ok = cli_parse_i64(v, 1, 1 << 20, &o->batch);
+  } else if (!strcmp(a, "--heads")) {
+    ok = cli_parse_i64(v, 1, 1 << 16, &o->heads);
+  } else if (!strcmp(a, "--pass")) {
+    o->fwd = strstr(v, "fwd") != NULL;
+    o->bwd = strstr(v, "bwd") != NULL;
+    ok = o->fwd || o->bwd;
+  } else if (!strcmp(a, "--warmup")) {
+    ok = cli_parse_i64(v, 0, 1000, &x);
+    o->warmup = (int)x;
+  } else if (!strcmp(a, "--iters")) {
+    ok = cli_parse_i64(v, 1, 10000, &x);
+    o->iters = (int)x;
+  } else if (!strcmp(a, "--json")) {
+    o->json = v;
+  } else if (!strcmp(a, "--window")) {
+    ok = cli_parse_i64(v, 0, INT64_C(1) << 40, &o->window);
+  } else if (!strcmp(a, "--kv-heads")) {
+    ok = cli_parse_i64(v, 1, 1 << 16, &o->kv_heads);
+  } else if (!strcmp(a, "--splits")) {
+    ok = cli_parse_i64(v, 0, 1024, &x);
+    o->splits = (int)x;
+  } else {
+    return -1;
+  }
+  return ok;
+}
+
+int parse_args(int argc, char **argv, options *o) {
+  defaults(o);
+  for (int i = 1; i < argc; ++i) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      exit(0);
+    }
+    if (!strcmp(a, "--decode")) {
+      o->decode = 1;
+      continue;
+    }
+    if (!v) {
+      fprintf(stderr, "fa-bench: %s needs a value\n", a);
+      return 0;
+    }
+    ++i;
+    int ok = parse_one(o, a, v);
+    if (ok < 0) {
+      fprintf(stderr, "fa-bench: unknown option %s\n", a);
+      usage(stderr);
+      return 0;
+    }
+    if (!ok) {
+      fprintf(stderr, "fa-bench: bad value for %s: '%s'\n", a, v);
+      return 0;
+    }
+  }
+  return 1;
+}
