@@ -7,6 +7,7 @@
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_internal.h"
@@ -101,7 +102,7 @@ static int fa3_bwd_takes(const fa_request *req, const cuda_device_info *dev, cha
 }
 
 /* Whether the FlashAttention-3 forward takes a request that fa2 takes: its configuration
-   (fa3_fwd_tile_size), else -1 with the reason. */
+   (fa3_fwd_tile_size), else -1 with the reason (-2: the request is refused altogether). */
 static int fa3_fwd_takes(const fa_request *req, const cuda_device_info *dev, char *why, size_t n) {
   /* No keys: nothing for TMA to describe (a zero extent); fa2 writes the empty rows' result. */
   if (req->seqlen_k == 0) return snprintf(why, n, "cuda.fa3 needs at least one key"), -1;
@@ -113,8 +114,28 @@ static int fa3_fwd_takes(const fa_request *req, const cuda_device_info *dev, cha
                     (long long)req->head_dim),
            -1;
   const fa_params *p = req->params;
-  const int id = fa3_fwd_tile_size(req->head_dim, p->causal || p->window_enabled, req->seqlen_k,
-                                   dev->smem_optin);
+  int id = fa3_fwd_tile_size(req->head_dim, p->causal || p->window_enabled, req->seqlen_k,
+                             dev->smem_optin);
+  /* FA_CUDA_FA3_CONFIG=<name> (a test knob): the named configuration runs at its head dim in
+     place of the pick, so that a GPU check reaches every configuration with small cases. A name
+     that is no configuration refuses the call rather than letting the check pass on another. */
+  const char *named = getenv("FA_CUDA_FA3_CONFIG");
+  if (named && *named) {
+    const int forced = fa3_fwd_config_named(named);
+    if (forced < 0)
+      return snprintf(why, n, "FA_CUDA_FA3_CONFIG names '%s', which is no fa3 configuration",
+                      named),
+             -2;
+    const fa3_fwd_config *c = fa3_fwd_config_of(forced);
+    if (c->head_dim_padded == fa3_fwd_padded_head_dim(req->head_dim)) {
+      if ((int64_t)c->smem_bytes > dev->smem_optin)
+        return snprintf(why, n,
+                        "FA_CUDA_FA3_CONFIG's %s needs %zu KiB of shared memory; %d allowed",
+                        c->name, c->smem_bytes / 1024, (int)(dev->smem_optin / 1024)),
+               -1;
+      id = forced;
+    }
+  }
   if (id < 0)
     return snprintf(why, n,
                     "cuda.fa3 at head_dim %lld needs more shared memory than the %d KiB "
@@ -129,7 +150,8 @@ static int fa3_fwd_takes(const fa_request *req, const cuda_device_info *dev, cha
 #endif
 
 /* Whether FlashAttention-3 (Hopper) takes a request that fa2 takes: 1 with *config (the forward's
-   configuration; -1 for the backward, which has one kernel per head dim), else 0 and why. */
+   configuration; -1 for the backward, which has one kernel per head dim), else 0 and why (-1:
+   the request is refused altogether). */
 static int fa3_takes(const fa_request *req, const cuda_device_info *dev, int *config, char *why,
                      size_t n) {
   *config = -1;
@@ -140,7 +162,7 @@ static int fa3_takes(const fa_request *req, const cuda_device_info *dev, int *co
            0;
   if (req->op != FA_OP_FORWARD) return fa3_bwd_takes(req, dev, why, n);
   *config = fa3_fwd_takes(req, dev, why, n);
-  return *config >= 0;
+  return *config >= 0 ? 1 : *config == -2 ? -1 : 0;
 #else
   (void)req, (void)dev;
   snprintf(why, n, "cuda.fa3 is not built (FA_CUDA_ARCHS without 90)");
@@ -244,6 +266,10 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
   const int want_fa2 = p->kernel_family && strcmp(p->kernel_family, "fa2") == 0;
   const int want_fa3 = p->kernel_family && strcmp(p->kernel_family, "fa3") == 0;
   const int fa3 = !want_fa2 && fa3_takes(req, dev, &ch.fa3_config, fa3_why, sizeof fa3_why);
+  if (fa3 < 0) {
+    fa_core_refuse(out, "%s", fa3_why);
+    return;
+  }
   if (want_fa3 && !fa3) {
     fa_core_refuse(out, "kernel_family fa3: %s", fa3_why);
     return;

@@ -143,8 +143,9 @@ int main(void) {
     EXPECT(picked[i], "%s: compiled but never picked", fa3_fwd_config_of(i)->name);
   EXPECT(!strcmp(pick_name(128, 0, 1024, A100_SMEM), "hd128_low_smem"),
          "an A100's limit keeps fa3 at hd128");
-  EXPECT(!strcmp(pick_name(64, 1, 1024, A100_SMEM), "hd64_low_smem"),
-         "an A100's limit keeps fa3 at hd64");
+  EXPECT(!strcmp(pick_name(64, 1, 1024, A100_SMEM), "hd64_masked") &&
+             !strcmp(pick_name(64, 1, 1024, SM86_SMEM), "hd64_low_smem"),
+         "an A100's limit keeps the hd64 picks, sm_86's the low-memory one");
   EXPECT(fa3_fwd_tile_size(256, 0, 1024, A100_SMEM) < 0, "an A100's limit leaves hd256 to fa2");
 
   /* GQA packing: query heads of one K/V head per tile, a power of two dividing the group, while

@@ -36,7 +36,7 @@
 #                memory first; the backward must return FA_ERR_OUT_OF_MEMORY and write nothing,
 #                then succeed once the memory is back
 #   fa3cfg.<name>, fa3san.<name>
-#                every fa3 forward configuration (fa3_args.h) picked by FA_CUDA_FA3_CONFIG: the
+#                every fa3 forward configuration (fa3_tile_size.h) forced by FA_CUDA_FA3_CONFIG: the
 #                conformance cases of its head dims; racecheck + synccheck on cuda_smoke
 #                (--no-fa3 skips them; FA3_CHECK_CONFIGS="a b" checks those only); log in
 #                $OUT/fa3_configs.log
@@ -237,19 +237,19 @@ else
 fi
 
 # --- fa3 configurations -------------------------------------------------------------------
-# Every FlashAttention-3 forward configuration of fa3_args.h (the defaults ran in the steps above),
-# picked with FA_CUDA_FA3_CONFIG: the conformance cases of its head dims (fa3cfg.<name>), then
-# racecheck and synccheck on cuda_smoke at that head dim, 300 keys (three or more key tiles: the
-# K/V ring wraps), non-causal (fa3san.<name>). A persistent configuration (_opp*, _ops*, _opd*)
-# runs both again with FA_CUDA_FA3_GRID capping its grid (conformance: 2 blocks; sanitizers: 1),
-# so that every block loops over many tiles (Q buffer reuse, the dynamic schedule's hand-over),
-# which the suite's small cases would not make it do on 132 SMs; a TAILSPLIT one (k) also at
-# grids that leave its last round cut in pieces. Logs in $OUT/fa3_configs.log.
+# Every FlashAttention-3 forward configuration of fa3_tile_size.h (the picks ran in the steps
+# above), forced with the test knob FA_CUDA_FA3_CONFIG: the conformance cases of its head dims
+# (fa3cfg.<name>), then racecheck and synccheck on cuda_smoke at that head dim, 300 keys (three or
+# more key tiles: the K/V ring wraps), non-causal (fa3san.<name>). A persistent configuration (all
+# but *_low_smem) runs both again with FA_CUDA_FA3_GRID capping its grid (conformance: 2 blocks;
+# sanitizers: 1), so that every block loops over many tiles (Q buffer reuse, the dynamic
+# schedule's hand-over), which the suite's small cases would not make it do on 132 SMs. Logs in
+# $OUT/fa3_configs.log.
 if [ "$DO_FA3" -eq 1 ]; then
   banner "fa3 configurations"
   : > "$OUT/fa3_configs.log"
   SANITIZER=${SANITIZER:-$(find_tool compute-sanitizer)}
-  for cfg in ${FA3_CHECK_CONFIGS:-$(sed -n 's/^ *X(\(hd[0-9]*_[a-z0-9_]*\),.*/\1/p' backends/cuda/fa3_sm90/fa3_args.h)}; do
+  for cfg in ${FA3_CHECK_CONFIGS:-$(sed -n 's/^ *X(\(hd[0-9]*[a-z0-9_]*\),.*/\1/p' backends/cuda/fa3_sm90/fa3_tile_size.h)}; do
     hd=${cfg%%_*}
     hd=${hd#hd}
     dims=$hd
@@ -257,12 +257,9 @@ if [ "$DO_FA3" -eq 1 ]; then
     [ "$hd" = 256 ] && dims="192 256"
     ok=1
     tally=
-    grids=full
-    san_caps=full
-    case $cfg in *_op[psd]*) grids="full 2" san_caps="full 1" ;; esac
-    # TAILSPLIT (k): grids that leave a last round to cut in pieces (conformance's block E at 4
-    # and 5 blocks; cuda_smoke's 300 rows at 3 blocks for head dim 64, 5 for 128)
-    case $cfg in *k) grids="full 2 4 5" san_caps="full 1 3 5" ;; esac
+    grids="full 2"
+    san_caps="full 1"
+    case $cfg in *_low_smem) grids=full san_caps=full ;; esac
     for grid in $grids; do
       cap=
       [ "$grid" != full ] && cap=$grid
@@ -334,7 +331,7 @@ if [ "$DO_SASS" -eq 1 ]; then
     echo "HMMA lines: $hmma, LDL lines: $ldl, STL lines: $stl (per kernel: $OUT/sass_counts.txt)"
     echo "kernels with local-memory traffic:"
     awk 'NR > 1 && ($3 > 0 || $4 > 0)' "$OUT/sass_counts.txt" | sort -k3,3nr | head -20
-    # The fa3 kernels (issue 5): warpgroup MMA and TMA loads there, and no local memory in the
+    # The fa3 kernels: warpgroup MMA and TMA loads there, and no local memory in the
     # main loop (no LDL/STL between a kernel's first and last HGMMA; a spill in the per-tile
     # set-up is listed in fa3_sass.txt but allowed). Column 5: the MUFU.EX2 between the main
     # loop's wait for S (DEPBAR.LE gsb0, 0x1) and the next wait, i.e. the softmax under the

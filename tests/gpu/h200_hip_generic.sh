@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # h200_hip_generic.sh: the HIP backend's kernels (backends/hip/generic, written against
 # backends/hip/portable/fa_gpu_portable.h) run on the H200, compiled by nvcc into the
-# hip-generic-on-cuda test plugin (issue 9: the proof of the port's indexing, masking, softmax
+# hip-generic-on-cuda test plugin (the proof of the port's indexing, masking, softmax
 # and backward where no AMD GPU exists): the generic kernels, and the MFMA kernels (kernel_family
 # "mfma", cdna/) with the matrix instruction itself emulated by its documented semantics
 # (cdna/hg_mfma_emu.h), i.e. everything of them but the instruction. From an already-built tree:

@@ -7,7 +7,7 @@ clang-format -i on the output (CI checks the formatting, not the generation)."""
 import os
 import sys
 
-NS = (32, 64, 72, 80, 96, 128, 144, 160, 176, 192, 256)
+NS = (32, 64, 72, 80, 128, 256)
 
 
 def regs(first, count):

@@ -11,7 +11,7 @@
  *                       still hits eight bank groups, and a row's eight chunks of one segment
  *                       fill exactly one 128-byte line, so the copies' shared-memory writes (a
  *                       quarter-warp's 128 bytes) take one wavefront each instead of the two of
- *                       a padded row that starts 16 bytes off a line (bench/NOTES.md, v18).
+ *                       a padded row that starts 16 bytes off a line.
  */
 #ifndef FA_CUDA_TILE_IO_CUH
 #define FA_CUDA_TILE_IO_CUH
@@ -78,8 +78,8 @@ struct tile_walk {
    zero-filled by the copy itself (source size 0: nothing is read there). Each thread walks down
    the rows with one running pointer (few live registers in the caller's loop), used by both
    cases: a zero-fill path with addresses of its own (a select per chunk) kept 16-20 more
-   registers live across the backward's products (bench/NOTES.md, v12), and a zero-fill by shared
-   stores made the compiler put three dummy loads before every copy (v16). */
+   registers live across the backward's products, and a zero-fill by shared stores made the
+   compiler put three dummy loads before every copy. */
 template <int ROWS, int HD, int NT, typename L, typename E>
 __device__ __forceinline__ void tile_load_async(E *dst, const E *src, int64_t row_stride,
                                                 int rows_valid, int d, int tid) {

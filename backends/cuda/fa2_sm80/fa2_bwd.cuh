@@ -25,9 +25,8 @@
  * The balanced last wave (fa2_args.h, fa2_tail.c): without a mask, the tiles of the last partial
  * wave are cut into runs of steps, one block each, run by a second launch of the kernel (TAIL)
  * after the whole tiles' launch; the pieces of a cut tile add dK and dV into an fp32 workspace
- * and the last piece to finish writes the sums. The pieces' bookkeeping costs registers (spills,
- * 3-6% slower in the v21 A/B), which is why it has its own kernel: the whole tiles' kernel is the
- * one without it.
+ * and the last piece to finish writes the sums. The pieces' bookkeeping costs registers (and
+ * spills), which is why it has its own kernel: the whole tiles' kernel is the one without it.
  */
 #ifndef FA_CUDA_FA2_BWD_CUH
 #define FA_CUDA_FA2_BWD_CUH
@@ -129,8 +128,8 @@ __device__ __forceinline__ void bwd_probs_to_smem(const float (&s)[MS][SNB][4],
 
 /* Sᵀ = K Qᵀ and dPᵀ = V dOᵀ for one warp's MS·16 keys (from s_key) x SNB·8 queries (from q_p),
    accumulated into s and dp. K's and V's fragments come from registers where held (HK, HV: kf,
-   vf hold every k-step's) or from shared memory. One product after the other: advancing both
-   k-step by k-step together (twice the independent mma chains) measured 0 to -2% (v20). */
+   vf hold every k-step's) or from shared memory. One product after the other (advancing both
+   k-step by k-step together, twice the independent mma chains, was no faster). */
 template <typename Tr, typename TL, int MS, int SNB, int K16, bool HK, bool HV, int KH, int VH,
           typename E>
 __device__ __forceinline__ void bwd_scores(float (&s)[MS][SNB][4], float (&dp)[MS][SNB][4],
@@ -378,7 +377,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
         if (QS == 2 && part == 0) {
           /* The next tile's loads, issued here rather than right after the barrier: there they
              queued behind every warp's first ldmatrix, and the instructions reusing their
-             address registers waited for them (bench/NOTES.md, v10). The stage they overwrite
+             address registers waited for them. The stage they overwrite
              was last read in the previous step. */
           if (step + 1 < s_end)
             bwd_load_query_tile<Tr, HD, BM, NT>(a, b, h_next, m_next * BM, sQ + (st ^ 1) * BM * LD,

@@ -1,8 +1,8 @@
 /*
  * fa2_bwd_aux.cu: the backward pass's two small kernels around the main one. Both move a few
  * bytes per FLOP of the main kernel, so at short sequences they are a large part of the
- * backward's time (at seqlen 1k, head dim 128, they took a quarter of it before they were
- * rewritten for bandwidth: bench/NOTES.md, v14). The grid is (row blocks, heads, batch) and the
+ * backward's time (at seqlen 1k, head dim 128, a quarter of it before they were written for
+ * bandwidth). The grid is (row blocks, heads, batch) and the
  * blocks two-dimensional, so no thread divides 64-bit indices.
  *   dot_do_o:   D = rowsum(dO ∘ O) per query row (core/math/backward.h), fp32, LPR lanes per row
  *               with 16-byte loads, and the LSE in log2 units (+inf where it is -inf: P = 0),

@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
     }
 
     /* The next tile's loads, issued after S rather than right after the barrier, where they
-       queued behind every warp's first ldmatrix (bench/NOTES.md, v10). The stage they overwrite
+       queued behind every warp's first ldmatrix. The stage they overwrite
        was last read in the previous iteration. */
     if (KVS == 2) {
       if (n + 1 < n_end) {

@@ -42,6 +42,8 @@ typedef struct fa3_fwd_config {
 
 /* The configuration of an fa3_fwd_config_id (fa3_fwd_tile_size), NULL for any other value. */
 const fa3_fwd_config *fa3_fwd_config_of(int id);
+/* The id of the configuration called name, -1 when none is. */
+int fa3_fwd_config_named(const char *name);
 /* GQA packing: the query heads a tile of c holds (a power of two): as many of one K/V head's
    group as divide it while each keeps at least seqlen_q rows (and 8, the swizzle's atom). 1 for
    MHA and for query blocks longer than half a tile. */

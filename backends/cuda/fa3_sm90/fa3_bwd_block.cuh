@@ -9,11 +9,9 @@
 
 /* Registers per thread of warpgroup 0 and of each consumer warpgroup (setmaxnreg): 384 threads
    start with 168 each, and 40 + 2 x 232 = 24 + 2 x 240 = 3 x 168. Narrow kernels: 40 / 232 (the
-   producer spills a few words at 40, its loop over key tiles; at 24 / 240 the consumers' loop
-   spilled before their descriptors went to uniform registers, and after it the producer spills
-   hundreds of bytes and hd64/hd128 measured -1.3..+0.9%; at 32 / 232 the dQ writer spilled).
-   Wide kernel (no dQ writer): 24 / 240, +0.5% at 1k, +3.7% at 8k on the H200 (the producer's
-   spills are one thread's, outside the consumers' loop; bench/NOTES.md session 29). */
+   producer spills a few words at 40, in its loop over key tiles; at 24 it spills hundreds of
+   bytes, and at 32 / 232 the dQ writer spills). Wide kernel (no dQ writer): 24 / 240, +0.5..+3.7%
+   on the H200 (the producer's spills are one thread's, outside the consumers' loop). */
 #define FA3_BWD_PRODUCER_REGS(wide) ((wide) ? 24 : 40)
 #define FA3_BWD_CONSUMER_REGS(wide) ((wide) ? 240 : 232)
 

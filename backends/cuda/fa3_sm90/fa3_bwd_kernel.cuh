@@ -63,8 +63,7 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
   constexpr bool DV_FIRST = HD <= 64, KV_RS = HD <= 64;
   /* A step's whole dQ is one consumer's (the consumer of the step's parity, over all 128 keys:
      dS read once) rather than half of its columns each consumer's, and the other only arrives at
-     the dS barrier instead of waiting there: hd64 +8.6..+13.0% on the H200, hd128 +0.4..+2.8%
-     (bench/NOTES.md session 31). It computes dQ in 64-column parts one after the other (at hd128
+     the dS barrier instead of waiting there (hd64 +8.6..+13.0% on the H200). It computes dQ in 64-column parts one after the other (at hd128
      64 accumulator registers at once made ptxas serialise the wgmmas, C7512). The staging tile's
      hand-off to the dQ writer is that consumer's 128 threads and the writer's 32 lanes. */
   constexpr int DQN = 64, DQ_PARTS = HD / 64, DQ_THREADS = 128 + 32;
@@ -77,8 +76,8 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
   uint64_t *full = bars + L::FULL, *empty = bars + L::EMPTY, *item_full = bars + L::ITEM_FULL;
   constexpr int KV_ST = L::KV_ST;
   /* The narrow kernels' producer publishes the block's items (below); the wide kernel's roles
-     each walk the fixed deal (its per-thread kv_empty arrivals cost hd256 1k 2-3%: no persistent
-     grid runs there to need them). */
+     each walk the fixed deal (no persistent grid runs there to need the publication, whose
+     per-thread arrivals cost it 2-3%). */
   constexpr bool PUBLISH = !L::WIDE;
   /* The block's items as the producer takes them (a slot per K/V buffer: the fixed deal or the
      counter's; fa3_bwd_take_item). */
@@ -87,9 +86,8 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
   const fa2_bwd_args &a = A.a;
   /* The warpgroup by a shuffle from lane 0: ptxas then knows it is the same in every lane of a
      warp and keeps what derives from it (the consumer's K and V addresses, the wgmma descriptors
-     of its keys) in uniform registers, stepped by uniform adds; from threadIdx.x / 128 it built
-     each of dQ's B descriptors by 64-bit arithmetic and copies to uniform registers (bench/NOTES.md
-     session 29). */
+     of its keys) in uniform registers, stepped by uniform adds; from threadIdx.x / 128 it builds
+     each of dQ's B descriptors by 64-bit arithmetic and copies to uniform registers. */
   const int wg = __shfl_sync(0xffffffffu, (int)(threadIdx.x / 128), 0), tid = threadIdx.x % 128;
   const int seqlen_q = a.p.seqlen_q, seqlen_k = a.p.seqlen_k;
   const int group = a.p.heads_q / a.p.heads_kv;

@@ -16,7 +16,7 @@ int fa3_bwd_main_launch(const fa3_bwd_args *x) {
   const int n_blocks = (p.seqlen_k + FA3_BWD_TILE_N(HD) - 1) / FA3_BWD_TILE_N(HD);
   if (n_blocks == 0 || p.heads_kv == 0 || p.batch == 0) return 0;
   /* Deterministic: one block per dQ split, each over its key tiles in order; persistent: the
-     grid_blocks blocks over every tile (fa3_bwd.cuh, fa3_bwd_item_of). */
+     grid_blocks blocks over every tile (fa3_bwd_scheduler.cuh, fa3_bwd_item_of). */
   const int grid_x = x->a.deterministic ? x->a.dq_splits : n_blocks;
   const dim3 grid = x->grid_blocks > 0
                         ? dim3((unsigned)x->grid_blocks, 1u, 1u)

@@ -150,7 +150,7 @@ __device__ __forceinline__ void fa3_bwd_consume_wide(const fa3_bwd_args &A, unsi
       /* The stage's tiles were last read by the wgmmas of two steps ago, which both consumers
          waited for before the last step's barrier. */
       fa3_bwd_store_keys_rows(pa, smem_u32(pt), c, warp, lane);
-      /* Holds dPᵀ's wait below the exponentials (ptxas hoists it: fa3_bwd.cuh). */
+      /* Holds dPᵀ's wait below the exponentials (ptxas hoists it: fa3_bwd_kernel.cuh). */
       bar_sync(FA3_BWD_BAR_PIN + c, 128);
       wgmma_wait<0>();
       wgmma_fence_regs(dp);

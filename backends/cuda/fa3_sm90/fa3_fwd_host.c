@@ -26,6 +26,12 @@ const fa3_fwd_config *fa3_fwd_config_of(int id) {
   return id >= 0 && id < FA3_FWD_CONFIG_COUNT ? &configs[id] : NULL;
 }
 
+int fa3_fwd_config_named(const char *name) {
+  for (int i = 0; i < FA3_FWD_CONFIG_COUNT; ++i)
+    if (!strcmp(configs[i].name, name)) return i;
+  return -1;
+}
+
 size_t fa3_fwd_workspace_bytes(const fa3_fwd_config *c) {
   return c && (c->flags & FA3_DYNAMIC_SCHEDULE) ? sizeof(int32_t) : 0;
 }

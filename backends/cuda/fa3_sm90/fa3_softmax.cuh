@@ -49,22 +49,22 @@ __device__ __forceinline__ void fa3_mask_partial(float (&s)[BN / 2], const fa3_r
 /* Mask and online softmax of one tile of scores (keys c0..c0 + BN), in place: s becomes P; alpha
    gets each row's rescale factor for O (the caller applies it once P V of the previous tile no
    longer reads O). (FlashAttention-4's conditional rescaling and partial exp2 emulation measured
-   no gain here.) SUM: the row sums kept here (without it P V's ones columns form them). SPLITMAX:
+   no gain here.) SUM: the row sums kept here (without it P V's ones columns form them). SPLIT_MAX:
    the second row's max made to depend on an early exp of the first (an FFMA adding 0 times it), so
    that ptxas cannot hoist it above the first row's exps: its FMNMX chain then runs in the issue
    gaps of the first row's MUFU block instead of before it, where the XU pipe idles. */
-template <int BN, bool SUM, bool SPLITMAX>
+template <int BN, bool SUM, bool SPLIT_MAX>
 __device__ __forceinline__ void fa3_softmax(float (&s)[BN / 2], fa3_rows &r, fa_tile_class cls,
                                             int c0, int t, float sl2, float (&alpha)[2]) {
   if (cls != FA_TILE_FULL) {
     fa3_mask_partial<BN>(s, r, c0, t);
   }
   /* Per row: a row's pieces sit in the 4 threads of a quad. */
-  float early = 0.0f; /* SPLITMAX: an exp of row 0 */
+  float early = 0.0f; /* SPLIT_MAX: an exp of row 0 */
 #pragma unroll
   for (int w = 0; w < 2; ++w) {
     float mx = r.max[w];
-    if (SPLITMAX && w == 1) mx = fmaf(early, 0.0f, mx); /* early is finite: mx unchanged */
+    if (SPLIT_MAX && w == 1) mx = fmaf(early, 0.0f, mx); /* early is finite: mx unchanged */
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * w], s[4 * j + 2 * w + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
@@ -80,7 +80,7 @@ __device__ __forceinline__ void fa3_softmax(float (&s)[BN / 2], fa3_rows &r, fa_
         const float pe = fast_exp2(s[4 * j + 2 * w + e] * sl2 - ms);
         s[4 * j + 2 * w + e] = pe;
         if (SUM) sum += pe;
-        if (SPLITMAX && w == 0 && j == 1 && e == 0) early = pe;
+        if (SPLIT_MAX && w == 0 && j == 1 && e == 0) early = pe;
       }
     if (SUM) r.sum[w] = r.sum[w] * alpha[w] + sum;
   }
@@ -106,10 +106,10 @@ __device__ __forceinline__ void fa3_pack_p(const float (&s)[BN / 2], uint32_t (&
 /* A tile's end for this thread's row w (of two): the row's sum of P, from the ones columns of
    P V (MMA_ROW_SUM) or the quad's four partial sums, and its LSE in natural log from the row max
    (__log2f: one MUFU.LG2, abs. error ~2^-22, where logf took ~25 instructions a row). */
-template <int NP, bool ROWSUM>
+template <int NP, bool ROW_SUM>
 __device__ __forceinline__ float fa3_row_sum(const float (&o)[NP / 2], const float (&sum)[2],
                                              int w) {
-  if constexpr (ROWSUM) return o[(NP - 8) / 2 + 2 * w];
+  if constexpr (ROW_SUM) return o[(NP - 8) / 2 + 2 * w];
   float l = sum[w];
   l += __shfl_xor_sync(0xffffffffu, l, 1);
   return l + __shfl_xor_sync(0xffffffffu, l, 2);
