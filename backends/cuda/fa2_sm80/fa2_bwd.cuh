@@ -2,9 +2,9 @@
  * fa2_bwd.cuh: the FlashAttention-2 backward kernel (sm_80 and newer).
  *
  * One thread block per (key tile, KV head, batch): K and V of the tile stay in shared memory and
- * dK, dV accumulate in registers over every query row that sees the tile (core/math/mask.h's row range)
- * of every query head of the KV head's group, so GQA needs no reduction afterwards. Per query
- * tile (Q, dO, LSE and D through cp.async, double-buffered; Q and dO single-buffered in the
+ * dK, dV accumulate in registers over every query row that sees the tile (core/math/mask.h's row
+ * range) of every query head of the KV head's group, so GQA needs no reduction afterwards. Per
+ * query tile (Q, dO, LSE and D through cp.async, double-buffered; Q and dO single-buffered in the
  * compact tiles, QS = 1):
  *   Sᵀ = K Qᵀ and dPᵀ = V dOᵀ            warps split along the keys (and the queries)
  *   Pᵀ = exp2(Sᵀ·log2e·scale − LSE·log2e) (recomputed from the forward's LSE; masked: 0)
@@ -41,111 +41,9 @@
 #include "core/math/mask.h"
 #include "core/math/score.h"
 #include "fa2_args.h"
+#include "fa2_bwd_step.cuh"
 #include "fa2_common.cuh"
 #include "fa2_tiles.h"
-
-/* Adds two neighbouring floats to the dQ accumulator (the sm_80 code's natural layout). */
-__device__ __forceinline__ void atomic_add_pair(float *p, float x, float y) {
-  atomicAdd(p, x);
-  atomicAdd(p + 1, y);
-}
-
-/* Adds four floats to 16 aligned bytes of global memory (the balanced last wave's dK/dV sums). */
-__device__ __forceinline__ void add_f32x4(float4 *p, const float (&x)[4]) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  red_add_v4_f32(reinterpret_cast<float *>(p), x[0], x[1], x[2], x[3]);
-#else
-  float *f = reinterpret_cast<float *>(p);
-  for (int i = 0; i < 4; ++i) atomicAdd(f + i, x[i]);
-#endif
-}
-
-/* Issues the loads of one query tile of head h starting at row m0, all by cp.async: Q, dO, and
-   the tile's LSE (log2 units) and D from the workspace the preprocessing kernel filled. */
-template <typename Tr, int HD, int BM, int NT>
-__device__ __forceinline__ void bwd_load_query_tile(const fa2_bwd_args &a, int b, int h, int m0,
-                                                    typename Tr::elem *sQ, typename Tr::elem *sdO,
-                                                    float *sLse, float *sD, int tid) {
-  typedef typename Tr::elem E;
-  typedef typename smem_tile_layout<HD, FA2_SWIZZLED(HD)>::type TL;
-  const E *q = static_cast<const E *>(a.q) + b * a.q_str.batch + h * a.q_str.head;
-  const E *dO = static_cast<const E *>(a.dout) + b * a.do_str.batch + h * a.do_str.head;
-  tile_load_async<BM, HD, NT, TL>(sQ, q + (int64_t)m0 * a.q_str.row, a.q_str.row, a.p.seqlen_q - m0,
-                                  a.p.head_dim, tid);
-  tile_load_async<BM, HD, NT, TL>(sdO, dO + (int64_t)m0 * a.do_str.row, a.do_str.row,
-                                  a.p.seqlen_q - m0, a.p.head_dim, tid);
-  const int64_t row0 = ((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded + m0;
-  constexpr int CHUNKS = BM / 4; /* 16-byte pieces of one vector */
-  static_assert(2 * CHUNKS <= NT, "one chunk per thread");
-  if (tid < CHUNKS)
-    cp_async_16(smem_u32(sLse + 4 * tid), a.lse_log2 + row0 + 4 * tid, 16);
-  else if (tid < 2 * CHUNKS)
-    cp_async_16(smem_u32(sD + 4 * (tid - CHUNKS)), a.dsum + row0 + 4 * (tid - CHUNKS), 16);
-}
-
-/* Pᵀ = exp2(Sᵀ·sl2 − LSE) and dSᵀ = Pᵀ ∘ (dPᵀ − D) of one warp's tile, packed into shared
-   memory (rows: keys, LDP apart). With SOFTCAP, dS also takes the softcap's derivative, and a
-   select keeps masked scores (-inf, whose factor is not finite) at 0; without it, P = 0 already
-   gives dS = 0 and each element costs five instructions. */
-template <typename Tr, bool SOFTCAP, int MS, int SNB, int LDP>
-__device__ __forceinline__ void bwd_probs_to_smem(const float (&s)[MS][SNB][4],
-                                                  const float (&dp)[MS][SNB][4], const float *tLse,
-                                                  const float *tD, typename Tr::elem *sPt,
-                                                  typename Tr::elem *sdSt, int s_key, int s_q,
-                                                  int lane, float sl2, float inv_cap) {
-  const int g = lane >> 2, t = lane & 3;
-  /* Query blocks outside, key blocks inside: each query's LSE and D is read once per block
-     (inside the key loop, the stores below, which might alias them as far as the compiler
-     knows, made it read them again for every key block). */
-#pragma unroll
-  for (int nb = 0; nb < SNB; ++nb) {
-    const int q_l = s_q + nb * 8 + 2 * t;
-    const float2 lse2 = *reinterpret_cast<const float2 *>(tLse + q_l);
-    const float2 dd = *reinterpret_cast<const float2 *>(tD + q_l);
-#pragma unroll
-    for (int m = 0; m < MS; ++m) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int key_l = s_key + m * 16 + g + 8 * r;
-        float pv[2], dsv[2];
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const float z = s[m][nb][2 * r + c];
-          const float p = fast_exp2(z * sl2 - (c ? lse2.y : lse2.x));
-          const float ds = fa_bwd_ds(p, dp[m][nb][2 * r + c], c ? dd.y : dd.x);
-          pv[c] = p;
-          if (SOFTCAP)
-            dsv[c] = p > 0.0f ? ds * fa_score_softcap_grad_inv(z, inv_cap) : 0.0f;
-          else
-            dsv[c] = ds;
-        }
-        *reinterpret_cast<uint32_t *>(sPt + key_l * LDP + q_l) = Tr::pack(pv[0], pv[1]);
-        *reinterpret_cast<uint32_t *>(sdSt + key_l * LDP + q_l) = Tr::pack(dsv[0], dsv[1]);
-      }
-    }
-  }
-}
-
-/* Sᵀ = K Qᵀ and dPᵀ = V dOᵀ for one warp's MS·16 keys (from s_key) x SNB·8 queries (from q_p),
-   accumulated into s and dp. K's and V's fragments come from registers where held (HK, HV: kf,
-   vf hold every k-step's) or from shared memory. One product after the other (advancing both
-   k-step by k-step together, twice the independent mma chains, was no faster). */
-template <typename Tr, typename TL, int MS, int SNB, int K16, bool HK, bool HV, int KH, int VH,
-          typename E>
-__device__ __forceinline__ void bwd_scores(float (&s)[MS][SNB][4], float (&dp)[MS][SNB][4],
-                                           const uint32_t (&kf)[KH][MS][4],
-                                           const uint32_t (&vf)[VH][MS][4], const E *sK,
-                                           const E *sV, int s_key, const E *tQ, const E *tdO,
-                                           int q_p, int lane) {
-  if constexpr (HK)
-    mma_held_a<Tr, false, MS, SNB, K16, TL>(s, kf, tQ, q_p, lane);
-  else
-    mma_rows_rows<Tr, MS, SNB, K16, TL, TL>(s, sK, s_key, tQ, q_p, lane);
-  if constexpr (HV)
-    mma_held_a<Tr, false, MS, SNB, K16, TL>(dp, vf, tdO, q_p, lane);
-  else
-    mma_rows_rows<Tr, MS, SNB, K16, TL, TL>(dp, sV, s_key, tdO, q_p, lane);
-}
 
 /* Warp tiles: S_WK warps along the keys for Sᵀ/dPᵀ, KV_WK for dK/dV, DQ_WQ along the queries for
    dQ; the rest of the warps split the other dimension. DQB: on sm_90, dQ goes through a staging

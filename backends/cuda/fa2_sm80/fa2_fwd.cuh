@@ -5,10 +5,10 @@
  * rows (16 * MT rows each); Q stays in shared memory, K and V tiles stream through a two-stage
  * cp.async ring, or (KVS = 1) through one buffer each, V's copy overlapping S = Q Kᵀ and the next
  * K's overlapping P V. Per key tile each warp computes S = Q Kᵀ for its rows with mma.sync
- * m16n8k16, applies softcap and the mask (core/math/score.h, core/math/mask.h; only on tiles the mask cuts),
- * updates its rows' running max and sum in the log2 domain (exp2 of one FMA per score), and adds P
- * V with P taken straight from the S accumulators (the C fragment of two n8 blocks is the A
- * fragment of one k16 step). The row sums stay per thread until the end. O and the LSE are
+ * m16n8k16, applies softcap and the mask (core/math/score.h, core/math/mask.h; only on tiles the
+ * mask cuts), updates its rows' running max and sum in the log2 domain (exp2 of one FMA per score),
+ * and adds P V with P taken straight from the S accumulators (the C fragment of two n8 blocks is
+ * the A fragment of one k16 step). The row sums stay per thread until the end. O and the LSE are
  * written once, O through the warp's own rows of the Q tile so that its stores are 16 bytes wide.
  */
 #ifndef FA_CUDA_FA2_FWD_CUH

@@ -63,9 +63,10 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
   constexpr bool DV_FIRST = HD <= 64, KV_RS = HD <= 64;
   /* A step's whole dQ is one consumer's (the consumer of the step's parity, over all 128 keys:
      dS read once) rather than half of its columns each consumer's, and the other only arrives at
-     the dS barrier instead of waiting there (hd64 +8.6..+13.0% on the H200). It computes dQ in 64-column parts one after the other (at hd128
-     64 accumulator registers at once made ptxas serialise the wgmmas, C7512). The staging tile's
-     hand-off to the dQ writer is that consumer's 128 threads and the writer's 32 lanes. */
+     the dS barrier instead of waiting there (hd64 +8.6..+13.0% on the H200). It computes dQ in
+     64-column parts one after the other (at hd128 64 accumulator registers at once made ptxas
+     serialise the wgmmas, C7512). The staging tile's hand-off to the dQ writer is that consumer's
+     128 threads and the writer's 32 lanes. */
   constexpr int DQN = 64, DQ_PARTS = HD / 64, DQ_THREADS = 128 + 32;
   extern __shared__ unsigned char fa3_bwd_smem[];
   /* Aligned by an offset from the array, not through an integer: the compiler then knows every
