@@ -310,7 +310,7 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
     return;
   }
   /* Backward: dQ by fp32 atomics unless determinism is asked for. */
-  fa2_bwd_args sizing;
+  cuda_bwd_args sizing;
   memset(&sizing, 0, sizeof sizing);
   if (fa3)
     cuda_fa3_bwd_sizing(req, p->deterministic ? 1 : 0, ch.grid, &sizing);
@@ -318,5 +318,5 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
     cuda_bwd_sizing(req, &ch.fa2, p->deterministic ? 1 : 0, dev->sm_count, &sizing);
   out->deterministic = sizing.deterministic;
   /* Plus room to align a caller's workspace to 256 bytes (the kernels' vector accesses). */
-  out->workspace_bytes = fa2_bwd_workspace_bytes(&sizing) + CUDA_WORKSPACE_ALIGN;
+  out->workspace_bytes = cuda_bwd_workspace_bytes(&sizing) + CUDA_WORKSPACE_ALIGN;
 }

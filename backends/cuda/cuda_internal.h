@@ -59,7 +59,7 @@ void cuda_release(void);
 int32_t cuda_fa3_grid(const cuda_device_info *dev);
 
 /* The kernels' view of a request's sizes, scale, softcap and mask (core/math/mask.h's form). */
-fa2_problem cuda_problem_of(const fa_request *req);
+cuda_problem cuda_problem_of(const fa_request *req);
 
 /* The deterministic backward's number of dQ accumulators for fa2 (cuda_sizing.c). */
 int32_t cuda_bwd_dq_splits(const fa_request *req, int32_t tile_n, int32_t sm_count);
@@ -68,10 +68,10 @@ int32_t cuda_bwd_dq_splits(const fa_request *req, int32_t tile_n, int32_t sm_cou
    dim and query tile of cfg, the dQ accumulators (deterministic: cuda_bwd_dq_splits) and the
    balanced last wave (fa2_bwd_plan_tail over the device's sm_count SMs). */
 void cuda_bwd_sizing(const fa_request *req, const fa2_tile_config *cfg, int32_t deterministic,
-                     int32_t sm_count, fa2_bwd_args *a);
+                     int32_t sm_count, cuda_bwd_args *a);
 /* The same for fa3's backward (fa3_bwd_sizing; deterministic: fa3_sched_det_splits over `grid`
    one-block SMs, so that FA_CUDA_FA3_GRID's small grids give a split several key tiles). */
 void cuda_fa3_bwd_sizing(const fa_request *req, int32_t deterministic, int32_t grid,
-                         fa2_bwd_args *a);
+                         cuda_bwd_args *a);
 
 #endif /* FA_CUDA_INTERNAL_H */

@@ -51,7 +51,7 @@ static fa_status prepare_device(int id) {
   return e == 0 ? FA_OK : cuda_failure((cudaError_t)e, "preparing the fa2/fa3 kernels");
 }
 
-static void fill_strides(const fa_tensor *t, fa2_strides *s) {
+static void fill_strides(const fa_tensor *t, cuda_strides *s) {
   s->batch = t->strides[0];
   s->row = t->strides[1];
   s->head = t->strides[2];
@@ -80,7 +80,7 @@ static void *aligned(void *ws) {
 
 static fa_status run_forward(const fa_request *req, const fa_decision *decision,
                              const cuda_choice *ch, void *workspace) {
-  fa2_fwd_args a;
+  cuda_fwd_args a;
   memset(&a, 0, sizeof a);
   a.q = tensor_ptr(req->q);
   a.k = tensor_ptr(req->k);
@@ -135,7 +135,7 @@ static fa_status run_forward(const fa_request *req, const fa_decision *decision,
 
 static fa_status run_backward(const fa_request *req, const fa_decision *decision,
                               const cuda_choice *ch, void *workspace) {
-  fa2_bwd_args a;
+  cuda_bwd_args a;
   memset(&a, 0, sizeof a);
   a.q = tensor_ptr(req->q);
   a.k = tensor_ptr(req->k);
@@ -167,7 +167,7 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
     cuda_bwd_sizing(req, &ch->fa2, decision->deterministic, dev->sm_count, &a);
   }
   if ((fa3 && !FA_CUDA_HAS_FA3) || decision->tile_m != a.tile_m ||
-      fa2_bwd_workspace_bytes(&a) + CUDA_WORKSPACE_ALIGN != decision->workspace_bytes)
+      cuda_bwd_workspace_bytes(&a) + CUDA_WORKSPACE_ALIGN != decision->workspace_bytes)
     return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no backward kernel as decided (%s)",
                              decision->kernel);
   cudaStream_t stream = (cudaStream_t)a.p.stream;

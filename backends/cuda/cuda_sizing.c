@@ -29,9 +29,9 @@ int32_t cuda_bwd_dq_splits(const fa_request *req, int32_t tile_n, int32_t sm_cou
   return want < 1 ? 1 : (int32_t)want;
 }
 
-fa2_problem cuda_problem_of(const fa_request *req) {
+cuda_problem cuda_problem_of(const fa_request *req) {
   const fa_params *p = req->params;
-  fa2_problem pb;
+  cuda_problem pb;
   memset(&pb, 0, sizeof pb);
   pb.batch = (int32_t)req->batch;
   pb.seqlen_q = (int32_t)req->seqlen_q;
@@ -52,7 +52,7 @@ fa2_problem cuda_problem_of(const fa_request *req) {
 }
 
 void cuda_bwd_sizing(const fa_request *req, const fa2_tile_config *cfg, int32_t deterministic,
-                     int32_t sm_count, fa2_bwd_args *a) {
+                     int32_t sm_count, cuda_bwd_args *a) {
   a->p = cuda_problem_of(req);
   a->head_dim_padded = cfg->head_dim_padded;
   a->tile_m = cfg->tile_m;
@@ -62,7 +62,7 @@ void cuda_bwd_sizing(const fa_request *req, const fa2_tile_config *cfg, int32_t 
 }
 
 void cuda_fa3_bwd_sizing(const fa_request *req, int32_t deterministic, int32_t grid,
-                         fa2_bwd_args *a) {
+                         cuda_bwd_args *a) {
 #if FA_CUDA_HAS_FA3
   a->p = cuda_problem_of(req);
   const int tile_n = FA3_BWD_TILE_N(fa3_bwd_padded_head_dim(req->head_dim));

@@ -36,10 +36,10 @@ FA3_FWD_CONFIGS(FA3_STUB)
 LAUNCH_STUB(fa3_bwd_main_launch_hd64, fa3_bwd_args)
 LAUNCH_STUB(fa3_bwd_main_launch_hd128, fa3_bwd_args)
 LAUNCH_STUB(fa3_bwd_main_launch_hd256, fa3_bwd_args)
-LAUNCH_STUB(fa2_bwd_prologue, fa2_bwd_args)
-LAUNCH_STUB(fa2_bwd_convert_dq_launch, fa2_bwd_args)
+LAUNCH_STUB(cuda_bwd_prologue, cuda_bwd_args)
+LAUNCH_STUB(cuda_bwd_convert_dq_launch, cuda_bwd_args)
 #undef LAUNCH_STUB
-void fa2_bwd_carve(fa2_bwd_args *a, void *workspace) {
+void cuda_bwd_carve(cuda_bwd_args *a, void *workspace) {
   (void)a, (void)workspace;
   g_launched = 1;
 }
@@ -73,8 +73,8 @@ static void expect_pick(int64_t d, int masked, int64_t sk, const char *want) {
 
 /* 16 heads x 16 x 1024 queries (the sweep's hd128 1k shape), seqlen_k keys, core/math/mask.h's
    window sides (-1: unbounded). */
-static fa2_problem problem(int32_t seqlen_k, int64_t left, int64_t right) {
-  fa2_problem p;
+static cuda_problem problem(int32_t seqlen_k, int64_t left, int64_t right) {
+  cuda_problem p;
   memset(&p, 0, sizeof p);
   p.batch = 16, p.heads_q = p.heads_kv = 16, p.seqlen_q = 1024, p.seqlen_k = seqlen_k;
   p.head_dim = 128;
@@ -83,8 +83,8 @@ static fa2_problem problem(int32_t seqlen_k, int64_t left, int64_t right) {
 }
 
 int main(void) {
-  const fa2_problem causal_1k = problem(1024, -1, 0), left_1k = problem(1024, 256, -1);
-  const fa2_problem open_1k = problem(1024, -1, -1);
+  const cuda_problem causal_1k = problem(1024, -1, 0), left_1k = problem(1024, 256, -1);
+  const cuda_problem open_1k = problem(1024, -1, -1);
   /* Head dims: 64, 96, 128, 192, 256 (96 and 192 on the 128 and 256 kernels), nothing else. */
   const int64_t dims[][2] = {{64, 64}, {96, 128}, {128, 128}, {192, 256}, {256, 256},
                              {0, 0},   {8, 0},    {32, 0},    {72, 0},    {80, 0},
@@ -241,12 +241,12 @@ int main(void) {
              FA3_BWD_SMEM(64) <= A100_SMEM && FA3_BWD_SMEM(64) > SM86_SMEM,
          "backward shared memory: hd64 %zu, hd128 %zu, hd256 %zu", FA3_BWD_SMEM(64),
          FA3_BWD_SMEM(128), FA3_BWD_SMEM(256));
-  fa2_bwd_args sz;
+  cuda_bwd_args sz;
   memset(&sz, 0x5a, sizeof sz); /* poisoned: sizing must set every field it owns */
   sz.p = causal_1k;
   fa3_bwd_sizing(&sz, 0, 5);
   EXPECT(sz.head_dim_padded == 128 && sz.tile_m == FA3_BWD_TILE_M && sz.tile_n == 128 &&
-             sz.dq_layout == FA2_DQ_ROTATED && sz.dq_splits == 1 && !sz.deterministic &&
+             sz.dq_layout == CUDA_DQ_ROTATED && sz.dq_splits == 1 && !sz.deterministic &&
              sz.tail_tiles == 0 && sz.tail_pieces == 0,
          "fa3_bwd_sizing: not deterministic, one accumulator whatever the splits asked");
   memset(&sz, 0x5a, sizeof sz);
@@ -271,12 +271,12 @@ int main(void) {
     xb.a.p.head_dim = d;
     memset(&xb.a.head_dim_padded, 0x5a, sizeof xb.a.head_dim_padded);
     fa3_bwd_sizing(&xb.a, 0, 1);
-    EXPECT(xb.a.head_dim_padded == 256 && xb.a.tile_n == 64 && xb.a.dq_layout == FA2_DQ_FRAGMENT,
+    EXPECT(xb.a.head_dim_padded == 256 && xb.a.tile_n == 64 && xb.a.dq_layout == CUDA_DQ_FRAGMENT,
            "hd%d's sizing: %d columns, key tile %d, layout %d", d, xb.a.head_dim_padded,
            xb.a.tile_n, xb.a.dq_layout);
     EXPECT(fa3_bwd_launch(&xb, NULL, err, sizeof err) == -1 && !strcmp(err, "stub") && !g_launched,
            "backward at head_dim %d reaches the tensor maps: %s", d, err);
-    xb.a.dq_layout = FA2_DQ_ROTATED;
+    xb.a.dq_layout = CUDA_DQ_ROTATED;
     EXPECT(fa3_bwd_launch(&xb, NULL, err, sizeof err) == -1 && strcmp(err, "stub") && !g_launched,
            "backward at head_dim %d with the rotated layout: %s", d, err);
     fa3_bwd_sizing(&xb.a, 0, 1);
@@ -309,7 +309,7 @@ int main(void) {
          "deterministic backward (three splits), maps refused: %s", err);
   /* the persistent grid: hd64 and hd128, not deterministic, with or without a mask; at most a
      block per key tile; its blocks take their tiles by the dynamic schedule */
-  fa2_bwd_args pg;
+  cuda_bwd_args pg;
   memset(&pg, 0, sizeof pg);
   pg.p = open_1k;
   pg.p.head_dim = 64;
@@ -340,8 +340,8 @@ int main(void) {
   EXPECT(fa3_bwd_grid_blocks(&pg, 64, 132) == 132 && fa3_bwd_grid_blocks(&pg, 128, 132) == 132 &&
              fa3_bwd_grid_blocks(&pg, 256, 132) == 0 && fa3_bwd_grid_blocks(&pg, 64, 0) == 0,
          "persistent grid, causal, 16384 keys");
-  /* its counter: the sizing asks fa2's workspace for one (fa2_bwd_carve places it) */
-  fa2_bwd_args ws;
+  /* its counter: the sizing asks fa2's workspace for one (cuda_bwd_carve places it) */
+  cuda_bwd_args ws;
   memset(&ws, 0, sizeof ws);
   ws.p = causal_1k;
   ws.p.head_dim = 64;

@@ -13,9 +13,9 @@
 #include "host_test.h"
 
 /* A backward's arguments as far as the plan reads them: no mask unless set after. */
-static fa2_bwd_args shape(int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
+static cuda_bwd_args shape(int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
                           int tile_m) {
-  fa2_bwd_args a;
+  cuda_bwd_args a;
   memset(&a, 0, sizeof a);
   a.p.batch = batch, a.p.heads_q = heads_q, a.p.heads_kv = heads_kv;
   a.p.seqlen_q = seqlen_q, a.p.seqlen_k = seqlen_k, a.p.head_dim = 128;
@@ -25,7 +25,7 @@ static fa2_bwd_args shape(int batch, int heads_q, int heads_kv, int seqlen_q, in
 }
 
 /* Walks the pieces as the kernel decodes them, counting how often each unit is covered. */
-static void check_cover(const fa2_bwd_args *a, int tile_n, int slots, const char *what) {
+static void check_cover(const cuda_bwd_args *a, int tile_n, int slots, const char *what) {
   const long n_blocks = (a->p.seqlen_k + tile_n - 1) / tile_n;
   const long tiles = n_blocks * a->p.heads_kv * a->p.batch;
   const long steps =
@@ -62,7 +62,7 @@ int main(void) {
 
   /* The FlashAttention sweep's hd256 backward: 4 x 8 heads x 64 key tiles = 2048 tiles, 15 whole
      waves and 68 tiles left; 68 x 64 steps over 132 SMs: 33 steps each, 132 pieces. */
-  fa2_bwd_args a = shape(4, 8, 8, 4096, 4096, 64);
+  cuda_bwd_args a = shape(4, 8, 8, 4096, 4096, 64);
   fa2_bwd_plan_tail(&a, 64, sms);
   EXPECT(a.tile_n == 64, "tile_n %d", a.tile_n);
   EXPECT(a.tail_tiles == 68 && a.tail_first == 1980 && a.tail_piece_steps == 33 &&

@@ -42,7 +42,7 @@
 #include "core/math/score.h"
 #include "fa2_args.h"
 #include "fa2_bwd_step.cuh"
-#include "fa2_common.cuh"
+#include "../common/attn_common.cuh"
 #include "fa2_tiles.h"
 
 /* Warp tiles: S_WK warps along the keys for Sᵀ/dPᵀ, KV_WK for dK/dV, DQ_WQ along the queries for
@@ -53,7 +53,7 @@
    and the squarer it is, the fewer shared-memory bytes each mma needs. */
 template <typename Tr, int HD, int BN, int BM, int NW, int S_WK, int KV_WK, int DQ_WQ, bool DQB,
           int QS, bool TAIL>
-__global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) {
+__global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const cuda_bwd_args a) {
   /* With a balanced last wave, its tiles are the tail launch's: this launch's blocks past the
      first tail_first tiles return at once (tested first thing: computed later, the test cost
      the hd64 kernel 68-112 bytes of spills). */
@@ -118,10 +118,10 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const fa2_bwd_args a) 
   const int d = a.p.head_dim;
   const int seqlen_q = a.p.seqlen_q, seqlen_k = a.p.seqlen_k;
   const bool capped = a.p.softcap > 0.0f;
-  const float sl2 = capped ? FA2_LOG2E : a.p.scale * FA2_LOG2E;
+  const float sl2 = capped ? CUDA_LOG2E : a.p.scale * CUDA_LOG2E;
   const float inv_cap = capped ? 1.0f / a.p.softcap : 0.0f;
 
-  const fa_mask mask = fa2_mask_of(a.p);
+  const fa_mask mask = cuda_mask_of(a.p);
 
   const int n_blocks = (seqlen_k + BN - 1) / BN;
   const int split = a.deterministic ? (int)blockIdx.x : 0;

@@ -16,7 +16,7 @@
 #include "core/math/mask.h"
 #include "core/math/score.h"
 #include "fa2_args.h"
-#include "fa2_common.cuh"
+#include "../common/attn_common.cuh"
 #include "fa2_tiles.h"
 
 /* Adds two neighbouring floats to the dQ accumulator (the sm_80 code's natural layout). */
@@ -38,7 +38,7 @@ __device__ __forceinline__ void add_f32x4(float4 *p, const float (&x)[4]) {
 /* Issues the loads of one query tile of head h starting at row m0, all by cp.async: Q, dO, and
    the tile's LSE (log2 units) and D from the workspace the preprocessing kernel filled. */
 template <typename Tr, int HD, int BM, int NT>
-__device__ __forceinline__ void bwd_load_query_tile(const fa2_bwd_args &a, int b, int h, int m0,
+__device__ __forceinline__ void bwd_load_query_tile(const cuda_bwd_args &a, int b, int h, int m0,
                                                     typename Tr::elem *sQ, typename Tr::elem *sdO,
                                                     float *sLse, float *sD, int tid) {
   typedef typename Tr::elem E;

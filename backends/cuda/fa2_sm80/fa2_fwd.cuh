@@ -23,11 +23,11 @@
 #include "core/math/score.h"
 #include "core/math/softmax.h"
 #include "fa2_args.h"
-#include "fa2_common.cuh"
+#include "../common/attn_common.cuh"
 #include "fa2_tiles.h"
 
 template <typename Tr, int HD, int BM, int BN, int NW, int KVS>
-__global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) {
+__global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const cuda_fwd_args a) {
   typedef typename Tr::elem E;
   constexpr int NT = NW * 32;
   constexpr int MT = BM / (16 * NW);                                /* m16 tiles per warp */
@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
   const E *k = static_cast<const E *>(a.k) + b * a.k_str.batch + hk * a.k_str.head;
   const E *v = static_cast<const E *>(a.v) + b * a.v_str.batch + hk * a.v_str.head;
 
-  const fa_mask mask = fa2_mask_of(a.p);
+  const fa_mask mask = cuda_mask_of(a.p);
   const int rows_end = min(m0 + BM, seqlen_q);
   int64_t lo_first, hi_first, lo_last, hi_last;
   fa_mask_key_range(&mask, m0, seqlen_k, &lo_first, &hi_first);
@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
 
   /* Without softcap the scale folds into the exp2 argument; with it, scores are scaled first. */
   const bool capped = a.p.softcap > 0.0f;
-  const float sl2 = capped ? FA2_LOG2E : a.p.scale * FA2_LOG2E;
+  const float sl2 = capped ? CUDA_LOG2E : a.p.scale * CUDA_LOG2E;
 
   float o[MT][DB][4];
   float row_max[MT][2], row_sum[MT][2];
@@ -279,7 +279,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const fa2_fwd_args a) 
             Tr::pack(o[mt][db][2 * r] * inv, o[mt][db][2 * r + 1] * inv);
       const int i = m0 + row_l;
       if (a.lse && t == 0 && i < seqlen_q) {
-        const float m_nat = row_max[mt][r] * sl2 * FA2_LN2;
+        const float m_nat = row_max[mt][r] * sl2 * CUDA_LN2;
         a.lse[b * a.lse_str.batch + h * a.lse_str.head + (int64_t)i * a.lse_str.row] =
             l > 0.0f ? m_nat + logf(l) : -INFINITY;
       }

@@ -53,7 +53,7 @@ constexpr auto *bwd_kernel() {
 }
 
 template <typename Tr, int C>
-int fwd_class(const fa2_fwd_args *a) {
+int fwd_class(const cuda_fwd_args *a) {
   typedef fwd_tiles<C> T;
   dim3 grid((unsigned)((a->p.seqlen_q + T::M - 1) / T::M), (unsigned)a->p.heads_q,
             (unsigned)a->p.batch);
@@ -61,7 +61,7 @@ int fwd_class(const fa2_fwd_args *a) {
   return (int)cudaGetLastError();
 }
 template <typename Tr>
-int fwd(const fa2_fwd_args *a) {
+int fwd(const cuda_fwd_args *a) {
   if (a->p.seqlen_q == 0 || a->p.heads_q == 0 || a->p.batch == 0) return 0;
   return a->size_class == FA2_COMPACT ? fwd_class<Tr, FA2_COMPACT>(a) : fwd_class<Tr, FA2_WIDE>(a);
 }
@@ -71,11 +71,11 @@ static_assert(FA2_BWD_SMEM(HD, FA2_WIDE) + FA2_BWD_DQ_STAGE_SMEM(HD, FA2_WIDE) <
 /* The backward's shared memory for a dQ layout: the staging tile where the bulk path runs. */
 template <int C>
 constexpr size_t bwd_smem(int dq_layout) {
-  return FA2_BWD_SMEM_STAGED(HD, C, dq_layout == FA2_DQ_ROTATED);
+  return FA2_BWD_SMEM_STAGED(HD, C, dq_layout == CUDA_DQ_ROTATED);
 }
 
 template <typename Tr, int C>
-int bwd_class(const fa2_bwd_args *a, int grid_x) {
+int bwd_class(const cuda_bwd_args *a, int grid_x) {
   const size_t smem = bwd_smem<C>(a->dq_layout);
   const cudaStream_t st = static_cast<cudaStream_t>(a->p.stream);
   /* The whole tiles (all of them without a tail; with one, the blocks of the tail's tiles
@@ -91,7 +91,7 @@ int bwd_class(const fa2_bwd_args *a, int grid_x) {
   return (int)cudaGetLastError();
 }
 template <typename Tr>
-int bwd(const fa2_bwd_args *a, int grid_x) {
+int bwd(const cuda_bwd_args *a, int grid_x) {
   if (grid_x == 0 || a->p.heads_kv == 0 || a->p.batch == 0) return 0;
   return a->size_class == FA2_COMPACT ? bwd_class<Tr, FA2_COMPACT>(a, grid_x)
                                       : bwd_class<Tr, FA2_WIDE>(a, grid_x);
@@ -123,11 +123,11 @@ cudaError_t prepare(int smem_limit, int cc_major) {
 
 }  // namespace
 
-extern "C" int FA2_CAT(fa2_fwd_launch_hd, FA2_HD)(const fa2_fwd_args *a) {
+extern "C" int FA2_CAT(fa2_fwd_launch_hd, FA2_HD)(const cuda_fwd_args *a) {
   return a->p.bf16 ? fwd<fa_bf16>(a) : fwd<fa_f16>(a);
 }
 
-extern "C" int FA2_CAT(fa2_bwd_main_launch_hd, FA2_HD)(const fa2_bwd_args *a, int grid_x) {
+extern "C" int FA2_CAT(fa2_bwd_main_launch_hd, FA2_HD)(const cuda_bwd_args *a, int grid_x) {
   return a->p.bf16 ? bwd<fa_bf16>(a, grid_x) : bwd<fa_f16>(a, grid_x);
 }
 

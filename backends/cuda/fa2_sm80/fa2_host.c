@@ -13,8 +13,8 @@ static int has_kernels(int32_t head_dim) {
 }
 
 int32_t fa2_bwd_dq_layout(int cc_major, int32_t head_dim_padded, int32_t size_class) {
-  if (cc_major < 9) return FA2_DQ_NATURAL;
-  return FA2_BWD_DQ_BULK(head_dim_padded, size_class) ? FA2_DQ_ROTATED : FA2_DQ_FRAGMENT;
+  if (cc_major < 9) return CUDA_DQ_NATURAL;
+  return FA2_BWD_DQ_BULK(head_dim_padded, size_class) ? CUDA_DQ_ROTATED : CUDA_DQ_FRAGMENT;
 }
 
 static void fwd_class(int32_t hd, int32_t c, fa2_tile_config *cfg) {
@@ -23,7 +23,7 @@ static void fwd_class(int32_t hd, int32_t c, fa2_tile_config *cfg) {
   cfg->tile_m = FA2_FWD_TILE_M(hd, c);
   cfg->tile_n = FA2_FWD_TILE_N(hd, c);
   cfg->warps = FA2_FWD_WARPS(hd, c);
-  cfg->dq_layout = FA2_DQ_NATURAL; /* no dQ in the forward */
+  cfg->dq_layout = CUDA_DQ_NATURAL; /* no dQ in the forward */
   cfg->smem_bytes = FA2_FWD_SMEM(hd, c);
 }
 
@@ -34,7 +34,7 @@ static void bwd_class(int32_t hd, int32_t c, int cc_major, fa2_tile_config *cfg)
   cfg->tile_n = FA2_BWD_TILE_N(hd, c);
   cfg->warps = FA2_BWD_WARPS(hd, c);
   cfg->dq_layout = fa2_bwd_dq_layout(cc_major, hd, c);
-  cfg->smem_bytes = FA2_BWD_SMEM_STAGED(hd, c, cfg->dq_layout == FA2_DQ_ROTATED);
+  cfg->smem_bytes = FA2_BWD_SMEM_STAGED(hd, c, cfg->dq_layout == CUDA_DQ_ROTATED);
 }
 
 int fa2_fwd_config(int32_t head_dim, int cc_major, int64_t smem_limit, fa2_tile_config *cfg) {
@@ -93,74 +93,16 @@ int fa2_prepare_device(int smem_limit, int cc_major) {
   return 0;
 }
 
-/* a->tile_m: the backward's query tile (fa2_bwd_config), set by the caller. */
-static int32_t padded_rows(const fa2_bwd_args *a) {
-  const int32_t m = a->tile_m > 0 ? a->tile_m : 1;
-  return (a->p.seqlen_q + m - 1) / m * m;
-}
-
-/* D or the log2 LSE, rounded up to 256 bytes so what follows stays aligned. */
-static size_t dsum_bytes(const fa2_bwd_args *a) {
-  size_t n = (size_t)a->p.batch * (size_t)a->p.heads_q * (size_t)padded_rows(a) * sizeof(float);
-  return (n + 255) & ~(size_t)255;
-}
-
-/* Padded like D to whole query tiles, and to the kernel's head dim, so the main kernel adds into
-   it without bounds checks. */
-static size_t dq_accum_bytes(const fa2_bwd_args *a) {
-  return (size_t)a->dq_splits * (size_t)a->p.batch * (size_t)a->p.heads_q * (size_t)padded_rows(a) *
-         (size_t)a->head_dim_padded * sizeof(float);
-}
-
-/* The balanced last wave's dK/dV sums (fp32, both) and counters, one per cut tile. */
-static size_t tail_acc_bytes(const fa2_bwd_args *a) {
-  return (size_t)a->tail_tiles * 2 * (size_t)a->tile_n * (size_t)a->head_dim_padded * sizeof(float);
-}
-static size_t tail_count_bytes(const fa2_bwd_args *a) {
-  return ((size_t)a->tail_tiles * sizeof(uint32_t) + 255) & ~(size_t)255;
-}
-
-static size_t sched_count_bytes(const fa2_bwd_args *a) {
-  return ((size_t)(a->sched_counters > 0 ? a->sched_counters : 0) * sizeof(uint32_t) + 255) &
-         ~(size_t)255;
-}
-
-size_t fa2_bwd_workspace_bytes(const fa2_bwd_args *a) {
-  return 2 * dsum_bytes(a) + dq_accum_bytes(a) + tail_acc_bytes(a) + tail_count_bytes(a) +
-         sched_count_bytes(a);
-}
-
-void fa2_bwd_carve(fa2_bwd_args *a, void *workspace) {
-  a->seqlen_q_padded = padded_rows(a);
-  char *ws = (char *)workspace;
-  a->dsum = (float *)ws;
-  a->lse_log2 = (float *)(ws + dsum_bytes(a));
-  a->dq_accum = (float *)(ws + 2 * dsum_bytes(a));
-  a->tail_acc = (float *)(ws + 2 * dsum_bytes(a) + dq_accum_bytes(a));
-  a->tail_count = (uint32_t *)((char *)a->tail_acc + tail_acc_bytes(a));
-  a->sched_count =
-      a->sched_counters > 0 ? a->tail_count + tail_count_bytes(a) / sizeof(uint32_t) : NULL;
-}
-
-int fa2_bwd_prologue(const fa2_bwd_args *a) {
-  /* The tail's sums and counters (adjacent) by a memset; the dQ accumulator by dot_do_o. */
-  int e = 0;
-  const size_t tail = tail_acc_bytes(a) + tail_count_bytes(a);
-  if (tail > 0) e = (int)cudaMemsetAsync(a->tail_acc, 0, tail, (cudaStream_t)a->p.stream);
-  if (e == 0) e = fa2_bwd_dot_do_o_launch(a);
-  return e;
-}
-
-int fa2_bwd_launch(const fa2_bwd_args *in, int32_t tile_n, void *workspace) {
+int fa2_bwd_launch(const cuda_bwd_args *in, int32_t tile_n, void *workspace) {
   fa2_bwd_fn main_fn = fa2_bwd_main_for(in->head_dim_padded);
   if (!main_fn || in->tile_m <= 0 || tile_n <= 0 || (in->tail_tiles > 0 && in->tile_n != tile_n))
     return (int)cudaErrorInvalidValue;
-  fa2_bwd_args a = *in;
-  fa2_bwd_carve(&a, workspace);
-  int e = fa2_bwd_prologue(&a);
+  cuda_bwd_args a = *in;
+  cuda_bwd_carve(&a, workspace);
+  int e = cuda_bwd_prologue(&a);
   const int n_blocks = (a.p.seqlen_k + tile_n - 1) / tile_n;
   const int grid_x = a.deterministic ? a.dq_splits : n_blocks;
   if (e == 0 && grid_x > 0) e = main_fn(&a, grid_x);
-  if (e == 0) e = fa2_bwd_convert_dq_launch(&a);
+  if (e == 0) e = cuda_bwd_convert_dq_launch(&a);
   return e;
 }

@@ -12,13 +12,13 @@
 extern "C" {
 #endif
 
-typedef int (*fa2_fwd_fn)(const fa2_fwd_args *a);
-typedef int (*fa2_bwd_fn)(const fa2_bwd_args *a, int grid_x);
+typedef int (*fa2_fwd_fn)(const cuda_fwd_args *a);
+typedef int (*fa2_bwd_fn)(const cuda_bwd_args *a, int grid_x);
 typedef int (*fa2_prepare_fn)(int smem_limit, int cc_major);
 
-#define FA2_DECLARE_HD(hd)                                           \
-  int fa2_fwd_launch_hd##hd(const fa2_fwd_args *a);                  \
-  int fa2_bwd_main_launch_hd##hd(const fa2_bwd_args *a, int grid_x); \
+#define FA2_DECLARE_HD(hd)                                            \
+  int fa2_fwd_launch_hd##hd(const cuda_fwd_args *a);                  \
+  int fa2_bwd_main_launch_hd##hd(const cuda_bwd_args *a, int grid_x); \
   int fa2_prepare_hd##hd(int smem_limit, int cc_major);
 
 FA2_DECLARE_HD(32)
@@ -33,10 +33,6 @@ FA2_DECLARE_HD(256)
 /* NULL when the padded head dim has no kernels. */
 fa2_fwd_fn fa2_fwd_for(int head_dim_padded);
 fa2_bwd_fn fa2_bwd_main_for(int head_dim_padded);
-
-/* The backward's other kernels (fa2_bwd_aux.cu). */
-int fa2_bwd_dot_do_o_launch(const fa2_bwd_args *a);
-int fa2_bwd_convert_dq_launch(const fa2_bwd_args *a);
 
 #ifdef __cplusplus
 }

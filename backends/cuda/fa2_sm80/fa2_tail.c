@@ -18,11 +18,11 @@
 /* A last wave fuller than this (in eighths of the SMs) leaves too little idle to win back. */
 #define FA2_BWD_TAIL_MAX_FILL_EIGHTHS 7
 
-void fa2_bwd_plan_tail(fa2_bwd_args *a, int32_t tile_n, int32_t slots) {
+void fa2_bwd_plan_tail(cuda_bwd_args *a, int32_t tile_n, int32_t slots) {
   a->tail_tiles = a->tail_first = a->tail_piece_steps = a->tail_pieces = 0;
   a->tile_n = tile_n;
-  const fa2_problem *p = &a->p;
-  if (a->deterministic || fa2_problem_masked(p)) return;
+  const cuda_problem *p = &a->p;
+  if (a->deterministic || cuda_problem_masked(p)) return;
   if (slots <= 0 || tile_n <= 0 || a->tile_m <= 0 || p->seqlen_q <= 0 || p->seqlen_k <= 0 ||
       p->heads_kv <= 0 || p->batch <= 0)
     return;

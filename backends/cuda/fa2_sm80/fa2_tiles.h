@@ -83,7 +83,7 @@
    (size_t)2 * FA2_BWD_TILE_N(hd, c) * (FA2_BWD_TILE_M(hd, c) + 8) * 2 +                       \
    (size_t)4 * FA2_BWD_TILE_M(hd, c) * 4)
 /* What the backward kernel asks for: the staging on top where the dQ layout is the bulk path's
-   (FA2_DQ_ROTATED). One expression for decide (fa2_host.c) and the launcher (fa2_fwd_inst.cu). */
+   (CUDA_DQ_ROTATED). One expression for decide (fa2_host.c) and the launcher (fa2_fwd_inst.cu). */
 #define FA2_BWD_SMEM_STAGED(hd, c, staged) \
   (FA2_BWD_SMEM(hd, c) + ((staged) ? FA2_BWD_DQ_STAGE_SMEM(hd, c) : (size_t)0))
 

@@ -23,7 +23,7 @@ typedef struct fa3_fwd_args {
   FA3_ALIGN64 unsigned char tk[128];
   FA3_ALIGN64 unsigned char tv[128];
   FA3_ALIGN64 unsigned char to[128]; /* of O (TMA_EPILOGUE configurations only) */
-  fa2_fwd_args a;
+  cuda_fwd_args a;
   int32_t sm_count;      /* the device's SMs: the grid of a persistent configuration */
   int32_t chunk;         /* DYNAMIC_SCHEDULE: (head, batch) pairs per chunk of the order */
   int32_t pack_log2;     /* GQA packing: a tile holds 2^pack_log2 query heads of one K/V head */
@@ -63,7 +63,7 @@ typedef struct fa3_bwd_args {
   FA3_ALIGN64 unsigned char tv[128];
   FA3_ALIGN64 unsigned char tdo[128]; /* of dO */
   /* of the workspace's log2 LSE and D (fp32, (seqlen_q_padded, batch x heads_q), boxes of one
-     query tile's rows), made after fa2_bwd_carve */
+     query tile's rows), made after cuda_bwd_carve */
   FA3_ALIGN64 unsigned char tlse[128];
   FA3_ALIGN64 unsigned char tdsum[128];
   /* The persistent grid's blocks (fa3_bwd_grid_blocks: the narrow kernels, hd64 and hd128, not
@@ -76,19 +76,19 @@ typedef struct fa3_bwd_args {
      or, with sched_reverse, the last (a left bound only). */
   int32_t sched_chunk, sched_reverse;
   /* The persistent grid's dynamic schedule: a block takes its items past the first from
-     tile_counter (atomicAdd; the workspace's sched_count, cleared by fa2_bwd_prologue). NULL
+     tile_counter (atomicAdd; the workspace's sched_count, cleared by cuda_bwd_prologue). NULL
      elsewhere: block i takes items i, i + gridDim.x, ... (deterministic mode's splits). */
   uint32_t *tile_counter;
-  /* fa2's arguments, the workspace carved as fa2's backward carves it (fa2_bwd_carve: D, the
+  /* The arguments both families share, the workspace carved alike (cuda_bwd_carve: D, the
      log2 LSE, the fp32 dQ accumulator (fa3_bwd_sizing's layout), one split or more) */
-  fa2_bwd_args a;
+  cuda_bwd_args a;
 } fa3_bwd_args;
 
 /* The 4-D TMA map (fa_tma_map) of a (batch, seqlen, heads, head dim) tensor with strides in
    elements, read in boxes of `rows` rows x 64 columns of `box_heads` heads (columns past
    head_dim, up to the padded head dim, and rows past seqlen read as zeros, are not written).
    0, or -1 with a message in err. */
-int fa3_tensor_map(void *map, int bf16, const void *base, const fa2_strides *st, int32_t batch,
+int fa3_tensor_map(void *map, int bf16, const void *base, const cuda_strides *st, int32_t batch,
                    int32_t seqlen, int32_t heads, int32_t head_dim, uint32_t rows,
                    uint32_t box_heads, char *err, size_t err_len);
 /* The launch of the backward's main kernel (fa3_bwd_hd<N>.cu) and the shared-memory opt-in of
@@ -100,17 +100,17 @@ int fa3_bwd_prepare_hd64(void);
 int fa3_bwd_prepare_hd128(void);
 int fa3_bwd_prepare_hd256(void);
 /* The whole backward on a->a's stream: the tensor maps, the workspace carved, dQ's accumulator
-   cleared, D and the log2 LSE (fa2's preprocessing kernel), the main kernel, dQ converted (fa2's
-   kernel). a->a must be sized for it (fa3_bwd_sizing) and a->grid_blocks hold the persistent
+   cleared, D and the log2 LSE (the preprocessing kernel, common/bwd_aux.cu), the main kernel, dQ
+   converted. a->a must be sized for it (fa3_bwd_sizing) and a->grid_blocks hold the persistent
    grid's requested size (the SM count). Returns a cudaError_t value, or -1 with a message in err
    when a tensor cannot be described to TMA. */
 int fa3_bwd_launch(fa3_bwd_args *a, void *workspace, char *err, size_t err_len);
-/* Fills what decides the backward's workspace (fa2_bwd_workspace_bytes of the result): the
+/* Fills what decides the backward's workspace (cuda_bwd_workspace_bytes of the result): the
    padded head dim, the query tile, the key tile, the dQ accumulator's layout (narrow kernels:
-   FA2_DQ_ROTATED, which they stage; wide: FA2_DQ_FRAGMENT, which their consumers add from
+   CUDA_DQ_ROTATED, which they stage; wide: CUDA_DQ_FRAGMENT, which their consumers add from
    registers): one, or with deterministic != 0 dq_splits of them (one block each, its key tiles
    in order; at least 1), the dynamic schedule's counter. a->p must be set. */
-void fa3_bwd_sizing(fa2_bwd_args *a, int32_t deterministic, int32_t dq_splits);
+void fa3_bwd_sizing(cuda_bwd_args *a, int32_t deterministic, int32_t dq_splits);
 
 #define FA3_DECLARE(name, hd, wgs, bn, flags)       \
   int fa3_fwd_launch_##name(const fa3_fwd_args *a); \

@@ -32,7 +32,7 @@ __device__ __forceinline__ void quad_transpose(uint32_t (&x)[4], int t) {
    whole). Keys past seqlen_k and the padded kernels' columns past head_dim are not stored. */
 template <typename Tr, int NC>
 __device__ __forceinline__ void fa3_bwd_store_dkv(const float (&dk)[NC / 2],
-                                                  const float (&dv)[NC / 2], const fa2_bwd_args &a,
+                                                  const float (&dv)[NC / 2], const cuda_bwd_args &a,
                                                   int hk, int b, int key0, int col0, int warp,
                                                   int g, int t) {
   typedef typename Tr::elem E;

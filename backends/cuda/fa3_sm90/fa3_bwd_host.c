@@ -10,7 +10,7 @@
 #include "fa3_args.h"
 #include "tma_map.h"
 
-void fa3_bwd_sizing(fa2_bwd_args *a, int32_t deterministic, int32_t dq_splits) {
+void fa3_bwd_sizing(cuda_bwd_args *a, int32_t deterministic, int32_t dq_splits) {
   a->head_dim_padded = fa3_bwd_padded_head_dim(a->p.head_dim);
   a->tile_m = FA3_BWD_TILE_M;
   a->tile_n = FA3_BWD_TILE_N(a->head_dim_padded);
@@ -22,8 +22,8 @@ void fa3_bwd_sizing(fa2_bwd_args *a, int32_t deterministic, int32_t dq_splits) {
 }
 
 int fa3_bwd_launch(fa3_bwd_args *x, void *workspace, char *err, size_t err_len) {
-  fa2_bwd_args *a = &x->a;
-  const fa2_problem *p = &a->p;
+  cuda_bwd_args *a = &x->a;
+  const cuda_problem *p = &a->p;
   const int padded = fa3_bwd_padded_head_dim(p->head_dim);
   int (*main_fn)(const fa3_bwd_args *) = padded == 64    ? fa3_bwd_main_launch_hd64
                                          : padded == 128 ? fa3_bwd_main_launch_hd128
@@ -56,14 +56,14 @@ int fa3_bwd_launch(fa3_bwd_args *x, void *workspace, char *err, size_t err_len) 
     fa3_bwd_sched(a, padded, &x->sched_chunk, &x->sched_reverse);
   else
     x->sched_chunk = x->sched_reverse = 0;
-  fa2_bwd_carve(a, workspace);
+  cuda_bwd_carve(a, workspace);
   x->tile_counter = NULL;
   if (x->grid_blocks > 0) {
     if (a->sched_counters < 1) {
       snprintf(err, err_len, "fa3 backward: the dynamic schedule's counter is not in the sizing");
       return -1;
     }
-    x->tile_counter = a->sched_count; /* cleared by fa2_bwd_prologue */
+    x->tile_counter = a->sched_count; /* cleared by cuda_bwd_prologue */
   }
   const uint64_t rows = (uint64_t)p->batch * (uint64_t)p->heads_q;
   const uint64_t rows_q = (uint64_t)a->seqlen_q_padded;
@@ -72,8 +72,8 @@ int fa3_bwd_launch(fa3_bwd_args *x, void *workspace, char *err, size_t err_len) 
       fa_tma_map_f32_2d(x->tdsum, a->dsum, rows_q, rows, rows_q * 4, FA3_BWD_TILE_M, 1, err,
                         err_len))
     return -1;
-  int e = fa2_bwd_prologue(a);
+  int e = cuda_bwd_prologue(a);
   if (e == 0) e = main_fn(x);
-  if (e == 0) e = fa2_bwd_convert_dq_launch(a);
+  if (e == 0) e = cuda_bwd_convert_dq_launch(a);
   return e;
 }

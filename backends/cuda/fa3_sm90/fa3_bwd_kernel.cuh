@@ -10,13 +10,14 @@
  *
  * Warpgroup 0 gives its registers back (setmaxnreg). One thread of its warp 0 is the producer:
  * K and V once a key tile by TMA, then per step by TMA Q, dO and the step's LSE (log2 units) and D
- * = rowsum(dO∘O) (from the workspace fa2_bwd_aux.cu's preprocessing filled) into a two-stage ring:
- * a stage completes on its "full" mbarrier and is released on its "empty" one by both consumers.
- * (LSE and D by bulk copies or by the warp's ordinary stores, ordered by the same mbarriers, drew
- * racecheck hazards between those writes and the consumers' reads; by TMA they draw none, as Q's.)
- * Its warp 1 is the dQ writer: once the consumers have put the step's dQ into the staging tile,
- * one bulk reduction adds it to the fp32 dQ accumulator (fa2's rotated layout); when the reduction
- * has read the tile, the consumers may fill it again (named barriers FULL_DQ / EMPTY_DQ).
+ * = rowsum(dO∘O) (from the workspace common/bwd_aux.cu's preprocessing filled) into a two-stage
+ * ring: a stage completes on its "full" mbarrier and is released on its "empty" one by both
+ * consumers. (LSE and D by bulk copies or by the warp's ordinary stores, ordered by the same
+ * mbarriers, drew racecheck hazards between those writes and the consumers' reads; by TMA they draw
+ * none, as Q's.) Its warp 1 is the dQ writer: once the consumers have put the step's dQ into the
+ * staging tile, one bulk reduction adds it to the fp32 dQ accumulator (the rotated layout); when
+ * the reduction has read the tile, the consumers may fill it again (named barriers FULL_DQ /
+ * EMPTY_DQ).
  *
  * Two consumers, each owning 64 of the tile's keys, per step:
  *   Sᵀ = K Qᵀ, dPᵀ = V dOᵀ        wgmma from shared memory (M = 64 keys, N = 64 queries), two
@@ -30,19 +31,19 @@
  * parity (in 64-column parts), the other not waiting for its partner's dS dK += dSᵀ Q wgmma, dSᵀ
  * from registers; runs while dQ goes to the staging tile so each step's dQ is reduced into global
  * memory once per block, not once per consumer. At the end dK (times the softmax scale) and dV are
- * stored from registers; dQ is scaled and converted by fa2's conversion kernel. HD: the kernel's
- * head dim, 64 or 128 as above ("narrow"), 256 with 64-key tiles and other consumers
- * (fa3_bwd_wide.cuh: the producer, the layout and the epilogue are these); head dims 96 and 192 run
- * on the 128 and 256 kernels, the columns past them read as zeros by TMA (they add nothing) and not
- * stored (the dQ accumulator is as wide as the kernel's head dim, fa2's conversion reads the real
- * columns); the others run fa2's backward.
+ * stored from registers; dQ is scaled and converted by the conversion kernel (common/bwd_aux.cu).
+ * HD: the kernel's head dim, 64 or 128 as above ("narrow"), 256 with 64-key tiles and other
+ * consumers (fa3_bwd_wide.cuh: the producer, the layout and the epilogue are these); head dims 96
+ * and 192 run on the 128 and 256 kernels, the columns past them read as zeros by TMA (they add
+ * nothing) and not stored (the dQ accumulator is as wide as the kernel's head dim, fa2's conversion
+ * reads the real columns); the others run fa2's backward.
  */
 #ifndef FA_CUDA_FA3_BWD_KERNEL_CUH
 #define FA_CUDA_FA3_BWD_KERNEL_CUH
 
 #include "../common/ptx.cuh"
 #include "../common/sm90_async.cuh"
-#include "../fa2_sm80/fa2_common.cuh"
+#include "../common/attn_common.cuh"
 #include "core/math/backward.h"
 #include "core/math/mask.h"
 #include "fa3_args.h"
@@ -84,7 +85,7 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
      counter's; fa3_bwd_take_item). */
   __shared__ int kv_item[2];
 
-  const fa2_bwd_args &a = A.a;
+  const cuda_bwd_args &a = A.a;
   /* The warpgroup by a shuffle from lane 0: ptxas then knows it is the same in every lane of a
      warp and keeps what derives from it (the consumer's K and V addresses, the wgmma descriptors
      of its keys) in uniform registers, stepped by uniform adds; from threadIdx.x / 128 it builds
@@ -92,7 +93,7 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
   const int wg = __shfl_sync(0xffffffffu, (int)(threadIdx.x / 128), 0), tid = threadIdx.x % 128;
   const int seqlen_q = a.p.seqlen_q, seqlen_k = a.p.seqlen_k;
   const int group = a.p.heads_q / a.p.heads_kv;
-  const fa_mask mask = fa2_mask_of(a.p);
+  const fa_mask mask = cuda_mask_of(a.p);
   /* The block's key tiles (fa3_bwd_item_of). In deterministic mode a split's dQ goes to its own
      accumulator: each element's additions then come in a fixed order (the key tiles' of the
      split, each waited for before the next tile's begin; fa2's conversion kernel sums the splits
@@ -223,7 +224,7 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
     const int c = wg - 1; /* this consumer's keys: n0 + 64 c .. */
     const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const uint32_t dqs = smem_u32(sm + L::DQ);
-    const float sl2 = a.p.scale * FA2_LOG2E;
+    const float sl2 = a.p.scale * CUDA_LOG2E;
 
     int it = 0, loaded = 0; /* as the producer's */
     for (;; ++loaded) {
@@ -382,7 +383,7 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
             wgmma_fence_regs(dq);
 
             /* dQ into the staging tile in the accumulator's rotated layout (fa2_args.h,
-               FA2_DQ_ROTATED: 8-column chunk j of row r at chunk (j + r) mod (HD / 8), so that a
+               CUDA_DQ_ROTATED: 8-column chunk j of row r at chunk (j + r) mod (HD / 8), so that a
                warp's stores spread over the banks), once the last reduction has read it; the
                writer warp adds it. */
             if (part == 0 && it > 0) bar_sync(FA3_BWD_BAR_EMPTY_DQ, DQ_THREADS);

@@ -12,7 +12,7 @@
 
 template <typename Tr, int HD>
 int fa3_bwd_main_launch(const fa3_bwd_args *x) {
-  const fa2_problem &p = x->a.p;
+  const cuda_problem &p = x->a.p;
   const int n_blocks = (p.seqlen_k + FA3_BWD_TILE_N(HD) - 1) / FA3_BWD_TILE_N(HD);
   if (n_blocks == 0 || p.heads_kv == 0 || p.batch == 0) return 0;
   /* Deterministic: one block per dQ split, each over its key tiles in order; persistent: the

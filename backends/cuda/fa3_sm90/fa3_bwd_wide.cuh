@@ -12,7 +12,7 @@
  * named barrier) dV += Pᵀ dO, dK += dSᵀ Q       its 128 columns over all 64 queries, A = Pᵀ / dSᵀ
  * K-major dQ = dS K                      its 128 columns in two pieces of 64 (N = 64, 64 keys), A =
  * the dSᵀ tile read MN-major (as dS); each piece added to the fp32 accumulator from registers: one
- * 16-byte red.global.add a thread and 8 columns, in fa2's fragment layout (FA2_DQ_FRAGMENT: a
+ * 16-byte red.global.add a thread and 8 columns, in the fragment layout (CUDA_DQ_FRAGMENT: a
  * warp's 32 adds cover 512 contiguous bytes), so no staging tile and no writer warp A dQ element
  * gets one addition a key tile, from one thread; in deterministic mode (one accumulator a split,
  * its key tiles in order) those come in program order, so the sums repeat bitwise without waiting
@@ -23,7 +23,7 @@
 
 #include "../common/ptx.cuh"
 #include "../common/sm90_async.cuh"
-#include "../fa2_sm80/fa2_common.cuh"
+#include "../common/attn_common.cuh"
 #include "fa3_args.h"
 #include "fa3_bwd_block.cuh"
 #include "fa3_bwd_epilogue.cuh"
@@ -71,7 +71,7 @@ __device__ __forceinline__ void fa3_bwd_issue_dq_piece(float (&d)[32], const uns
 
 /* Adds a warp's 16 rows x 64 columns of dQ to the accumulator in the fragment layout: blocks
    (16-row block, 8-column block) of 128 floats, lane (g, t)'s four values of columns 8 j.. at
-   4 (4 g + t) (fa2_args.h, FA2_DQ_FRAGMENT); blocks points at the warp's first block. */
+   4 (4 g + t) (fa2_args.h, CUDA_DQ_FRAGMENT); blocks points at the warp's first block. */
 __device__ __forceinline__ void fa3_bwd_add_dq_piece(const float (&d)[32], float *blocks, int g,
                                                      int t) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 /* red_add_v4_f32 is sm_90's (ptx.cuh) */
@@ -92,17 +92,17 @@ __device__ __forceinline__ void fa3_bwd_consume_wide(const fa3_bwd_args &A, unsi
   constexpr bool F16 = Tr::is_f16;
   constexpr int BM = L::BM, BN = L::BN;
   static_assert(BN == 64 && BM == 64 && HD == 256, "the wide decomposition's shape");
-  const fa2_bwd_args &a = A.a;
+  const cuda_bwd_args &a = A.a;
   uint64_t *bars = reinterpret_cast<uint64_t *>(sm + L::BARS);
   uint64_t *kv_full = bars + L::KV_FULL, *kv_empty = bars + L::KV_EMPTY;
   uint64_t *full = bars + L::FULL, *empty = bars + L::EMPTY;
   static_assert(L::KV_ST == 1, "one K/V buffer");
   const int seqlen_q = a.p.seqlen_q, seqlen_k = a.p.seqlen_k;
   const int group = a.p.heads_q / a.p.heads_kv;
-  const fa_mask mask = fa2_mask_of(a.p);
+  const fa_mask mask = cuda_mask_of(a.p);
   const int n_tiles = (seqlen_k + BN - 1) / BN, items = fa3_bwd_items(A, n_tiles);
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const float sl2 = a.p.scale * FA2_LOG2E;
+  const float sl2 = a.p.scale * CUDA_LOG2E;
   const int q_off = 32 * c * 128; /* this consumer's queries in a Q or dO box */
 
   int it = 0, loaded = 0; /* as the producer's */

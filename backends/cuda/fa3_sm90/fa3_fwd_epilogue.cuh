@@ -60,7 +60,7 @@ __device__ __forceinline__ void fa3_fwd_epilogue(
     const float (&sum)[2], const float (&mx)[2], int qbuf, int slot, int ls) {
   typedef fa3_fwd_traits<HD, WGS, BN, FLAGS> K;
   typedef typename Tr::elem E;
-  const fa2_fwd_args &a = A.a;
+  const cuda_fwd_args &a = A.a;
   const int c = me.c, t = me.t, rl = me.rl;
   fa3_tile tf;
   if (K::TMA_EPI) { /* still published: the slot is handed back after the store */
@@ -114,7 +114,7 @@ template <typename Tr, int BM>
 __device__ __forceinline__ void fa3_fwd_epilogue_empty(const fa3_fwd_args &A, const fa3_fwd_smem &S,
                                                        const fa3_consumer &me, int slot) {
   typedef typename Tr::elem E;
-  const fa2_fwd_args &a = A.a;
+  const cuda_fwd_args &a = A.a;
   const fa3_tile tf = S.q_info[slot]; /* released after this */
   for (int w = 0; w < 2; ++w) {
     int head, pos;

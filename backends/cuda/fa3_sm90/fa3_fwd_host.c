@@ -45,7 +45,7 @@ int fa3_fwd_pack(const fa3_fwd_config *c, int64_t heads_q, int64_t heads_kv, int
   return pack;
 }
 
-int fa3_tensor_map(void *map, int bf16, const void *base, const fa2_strides *st, int32_t batch,
+int fa3_tensor_map(void *map, int bf16, const void *base, const cuda_strides *st, int32_t batch,
                    int32_t seqlen, int32_t heads, int32_t head_dim, uint32_t rows,
                    uint32_t box_heads, char *err, size_t err_len) {
   const uint64_t dims[4] = {(uint64_t)head_dim, (uint64_t)seqlen, (uint64_t)heads, (uint64_t)batch};
@@ -56,8 +56,8 @@ int fa3_tensor_map(void *map, int bf16, const void *base, const fa2_strides *st,
 }
 
 int fa3_fwd_launch(fa3_fwd_args *x, const fa3_fwd_config *cfg, char *err, size_t err_len) {
-  const fa2_fwd_args *a = &x->a;
-  const fa2_problem *p = &a->p;
+  const cuda_fwd_args *a = &x->a;
+  const cuda_problem *p = &a->p;
   if (!cfg || cfg->head_dim_padded != fa3_fwd_padded_head_dim(p->head_dim)) {
     snprintf(err, err_len, "head_dim %d has no such fa3 configuration", (int)p->head_dim);
     return -1;

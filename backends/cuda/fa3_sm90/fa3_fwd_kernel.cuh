@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   constexpr int BM = K::BM, CB = K::CB, STAGES = K::STAGES, BOXQ = K::BOXQ, BOXK = K::BOXK;
   constexpr int NC = K::NC, QB = K::QB, NP = K::NP;
   constexpr bool F16 = Tr::is_f16;
-  const fa2_fwd_args &a = A.a;
+  const cuda_fwd_args &a = A.a;
 
   extern __shared__ unsigned char smem_raw[];
   /* The 128-byte swizzle repeats every 1024 bytes: boxes start on such a boundary. */
@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   /* Consumer c: rows m0 + 64 c + [0, 64) of each tile; this thread's two rows (8 apart). */
   const int c = wg - 1, ctid = tid - 128 * wg, warp = ctid / 32, lane = ctid % 32;
   const int t = lane % 4, rl = 64 * c + 16 * warp + lane / 4; /* first row within the tile */
-  const float sl2 = a.p.scale * FA2_LOG2E;
+  const float sl2 = a.p.scale * CUDA_LOG2E;
   const fa3_consumer me = {c, lane, t, rl, sl2};
   /* Ping-pong: wait for this consumer's turn to issue MMAs; pass the turn on after issuing. The
      last consumer passes the first turn to consumer 0 (before its own first turn), and consumer
@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       continue;
     }
     fa3_rows r;
-    const fa_mask mask = fa2_mask_of(a.p);
+    const fa_mask mask = cuda_mask_of(a.p);
     for (int w = 0; w < 2; ++w) {
       int64_t lo, hi;
       int head, pos;

@@ -13,7 +13,7 @@
 
 template <typename Tr, int HD, int WGS, int BN, int FLAGS>
 int fa3_launch(const fa3_fwd_args *a) {
-  const fa2_problem &p = a->a.p;
+  const cuda_problem &p = a->a.p;
   if (p.seqlen_q == 0 || p.heads_q == 0 || p.batch == 0) return 0;
   /* One block per tile, or (PERSISTENT) at most one per SM, each looping over its tiles. */
   const int rows = (64 * WGS) >> a->pack_log2; /* per query head (GQA packing) */

@@ -9,7 +9,7 @@
 #ifndef FA_CUDA_FA3_FWD_SCHEDULER_CUH
 #define FA_CUDA_FA3_FWD_SCHEDULER_CUH
 
-#include "../fa2_sm80/fa2_common.cuh"
+#include "../common/attn_common.cuh"
 #include "core/math/mask.h"
 #include "fa3_args.h"
 #include "fa3_tile_scheduler.h"
@@ -36,8 +36,8 @@ __device__ __forceinline__ void fa3_grid_of(const fa3_fwd_args &A, int &hb_count
 template <int BM, int BN, bool LPT, bool SHORT_FIRST>
 __device__ __forceinline__ void fa3_tile_of(int k, int total, int hb_count, const fa3_fwd_args &A,
                                             fa3_tile &ti) {
-  const fa2_problem &p = A.a.p;
-  const fa_mask mask = fa2_mask_of(p); /* from the parameter space: no registers kept */
+  const cuda_problem &p = A.a.p;
+  const fa_mask mask = cuda_mask_of(p); /* from the parameter space: no registers kept */
   const int num_m = total / hb_count, rows = BM >> A.pack_log2;
   const int groups = p.heads_q >> A.pack_log2;
   int hb, m_idx;
@@ -67,10 +67,10 @@ __device__ __forceinline__ void fa3_tile_of(int k, int total, int hb_count, cons
    (the idle consumer releases its stages itself), or where the tile has no key tile. */
 template <int BN>
 __device__ __forceinline__ int fa3_own_end(const fa3_fwd_args &A, const fa3_tile &ti, int c) {
-  const fa2_problem &p = A.a.p;
+  const cuda_problem &p = A.a.p;
   const int first = ti.m0 + 64 * c;
   if (A.pack_log2 != 0 || first >= ti.m_end || ti.n_end == ti.n_begin) return ti.n_end;
-  const fa_mask mask = fa2_mask_of(p);
+  const fa_mask mask = cuda_mask_of(p);
   int64_t lo, hi;
   fa_mask_key_range(&mask, min(first + 63, ti.m_end - 1), p.seqlen_k, &lo, &hi);
   return max(min((int)((hi + BN - 1) / BN), ti.n_end), ti.n_begin + 1);

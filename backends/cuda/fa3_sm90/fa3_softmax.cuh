@@ -10,7 +10,7 @@
 #include <math.h>
 
 #include "../common/ptx.cuh"
-#include "../fa2_sm80/fa2_common.cuh"
+#include "../common/attn_common.cuh"
 #include "core/math/mask.h"
 #include "core/math/softmax.h"
 
@@ -115,7 +115,7 @@ __device__ __forceinline__ float fa3_row_sum(const float (&o)[NP / 2], const flo
   return l + __shfl_xor_sync(0xffffffffu, l, 2);
 }
 __device__ __forceinline__ float fa3_row_lse(float mx, float l, float sl2) {
-  return l > 0.0f ? (mx * sl2 + __log2f(l)) * FA2_LN2 : -INFINITY;
+  return l > 0.0f ? (mx * sl2 + __log2f(l)) * CUDA_LN2 : -INFINITY;
 }
 
 #endif /* FA_CUDA_FA3_SOFTMAX_CUH */

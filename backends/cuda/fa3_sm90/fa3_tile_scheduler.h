@@ -91,9 +91,9 @@ FA_HOST_DEVICE int fa3_sched_det_splits(int64_t parallel, int n_tiles, int slots
    taking their tiles by the dynamic schedule; not in the wide kernel (a fixed deal measured
    -0.1..+0.7% there), nor in deterministic mode (which has its own grid, of splits). At most one
    block per tile. */
-static inline int32_t fa3_bwd_grid_blocks(const fa2_bwd_args *a, int padded_head_dim,
+static inline int32_t fa3_bwd_grid_blocks(const cuda_bwd_args *a, int padded_head_dim,
                                           int32_t requested) {
-  const fa2_problem *p = &a->p;
+  const cuda_problem *p = &a->p;
   if (requested <= 0 || FA3_BWD_WIDE(padded_head_dim) || a->deterministic || p->seqlen_k <= 0)
     return 0;
   const int64_t tile_n = FA3_BWD_TILE_N(padded_head_dim);
@@ -108,11 +108,11 @@ static inline int32_t fa3_bwd_grid_blocks(const fa2_bwd_args *a, int padded_head
    longest key tiles first within each, so that blocks taking tiles in turn get tiles of about
    the same lengths (the key tile fastest gave some blocks twice the work of others); without a
    mask, 0 (the key tile fastest, the blocks running together on one head's Q and dO). */
-static inline void fa3_bwd_sched(const fa2_bwd_args *a, int padded_head_dim, int32_t *chunk,
+static inline void fa3_bwd_sched(const cuda_bwd_args *a, int padded_head_dim, int32_t *chunk,
                                  int32_t *reverse) {
-  const fa2_problem *p = &a->p;
+  const cuda_problem *p = &a->p;
   *chunk = *reverse = 0;
-  if (!fa2_problem_masked(p)) return;
+  if (!cuda_problem_masked(p)) return;
   const int64_t pairs = (int64_t)p->heads_kv * p->batch;
   const int64_t qdo_bytes = (int64_t)(p->heads_q / (p->heads_kv > 0 ? p->heads_kv : 1)) *
                             p->seqlen_q * padded_head_dim * 2 * 2;

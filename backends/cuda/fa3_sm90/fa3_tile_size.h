@@ -211,7 +211,7 @@ static inline int fa3_bwd_padded_head_dim(int64_t head_dim) {
 /* The dQ accumulator's layout (fa2_args.h) that the backward kernel of a padded head dim writes:
    the narrow kernels stage it rotated, the wide one adds fragments from registers. */
 static inline int32_t fa3_bwd_dq_layout(int padded_head_dim) {
-  return FA3_BWD_WIDE(padded_head_dim) ? FA2_DQ_FRAGMENT : FA2_DQ_ROTATED;
+  return FA3_BWD_WIDE(padded_head_dim) ? CUDA_DQ_FRAGMENT : CUDA_DQ_ROTATED;
 }
 
 #endif /* FA_CUDA_FA3_TILE_SIZE_H */

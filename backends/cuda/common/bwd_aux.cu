@@ -1,7 +1,7 @@
 /*
- * fa2_bwd_aux.cu: the backward pass's two small kernels around the main one. Both move a few
- * bytes per FLOP of the main kernel, so at short sequences they are a large part of the
- * backward's time (at seqlen 1k, head dim 128, a quarter of it before they were written for
+ * bwd_aux.cu: the backward pass's two small kernels around the main one (both kernel families).
+ * Both move a few bytes per FLOP of the main kernel, so at short sequences they are a large part of
+ * the backward's time (at seqlen 1k, head dim 128, a quarter of it before they were written for
  * bandwidth). The grid is (row blocks, heads, batch) and the
  * blocks two-dimensional, so no thread divides 64-bit indices.
  *   dot_do_o:   D = rowsum(dO ∘ O) per query row (core/math/backward.h), fp32, LPR lanes per row
@@ -10,14 +10,14 @@
  *               and the rows' fp32 dQ accumulator (every split) cleared.
  *   convert_dq: dQ = scale · Σ_splits accumulator, in split order, to the storage dtype: one
  *               thread per 16 columns of a row (16-byte loads in any of the accumulator's
- *               layouts, fa2_args.h), the padding rows and columns skipped.
+ *               layouts, attn_args.h), the padding rows and columns skipped.
  */
 #include <cuda_runtime.h>
 
-#include "../common/ptx.cuh"
+#include "attn_args.h"
+#include "attn_common.cuh"
 #include "core/math/backward.h"
-#include "fa2_common.cuh"
-#include "fa2_launch.h"
+#include "ptx.cuh"
 
 namespace {
 
@@ -25,7 +25,7 @@ constexpr int AUX_THREADS = 256;
 
 /* LPR (a power of two) lanes share a row: the head dim in 16-byte pieces, rounded up. */
 template <typename Tr, int LPR>
-__global__ void __launch_bounds__(AUX_THREADS) dot_do_o(const fa2_bwd_args a) {
+__global__ void __launch_bounds__(AUX_THREADS) dot_do_o(const cuda_bwd_args a) {
   typedef typename Tr::elem E;
   constexpr int ROWS = AUX_THREADS / LPR;
   const int lane = threadIdx.x & 31;
@@ -63,18 +63,18 @@ __global__ void __launch_bounds__(AUX_THREADS) dot_do_o(const fa2_bwd_args a) {
     if (real) {
       a.dsum[row] = acc;
       const float l = a.lse[b * a.lse_str.batch + h * a.lse_str.head + (int64_t)i * a.lse_str.row];
-      a.lse_log2[row] = l == -INFINITY ? INFINITY : l * FA2_LOG2E;
+      a.lse_log2[row] = l == -INFINITY ? INFINITY : l * CUDA_LOG2E;
     } else {
       a.dsum[row] = 0.0f;
       a.lse_log2[row] = INFINITY;
     }
   }
-  /* The main kernel's work counters (fa2_args.h: sched_count), cleared by the first block
+  /* The main kernel's work counters (attn_args.h: sched_count), cleared by the first block
      (stream order puts this before the main kernel). */
   if (blockIdx.x + blockIdx.y + blockIdx.z == 0 && (int)threadIdx.x < a.sched_counters)
     a.sched_count[threadIdx.x] = 0u;
   /* The dQ accumulator's part of this block's rows, in every split, cleared here: one pass over
-     memory less than a memset of its own before this kernel. Whatever the layout (fa2_args.h),
+     memory less than a memset of its own before this kernel. Whatever the layout (attn_args.h),
      a head's accumulator is seqlen_q_padded x head_dim_padded contiguous floats, so the blocks'
      equal slices of it cover it. */
   const int64_t per_head = (int64_t)a.seqlen_q_padded * a.head_dim_padded;
@@ -89,11 +89,11 @@ __global__ void __launch_bounds__(AUX_THREADS) dot_do_o(const fa2_bwd_args a) {
 }
 
 /* Adds the accumulator's 16 values of columns c0 .. c0 + 15 of query row i (row: its first
-   float) to v, in natural column order, from the layout the main kernel wrote (fa2_args.h). */
+   float) to v, in natural column order, from the layout the main kernel wrote (attn_args.h). */
 __device__ __forceinline__ void add_dq_group(float (&v)[16], const float *row, int c0, int i,
-                                             const fa2_bwd_args &a) {
+                                             const cuda_bwd_args &a) {
   float w[16];
-  if (a.dq_layout == FA2_DQ_FRAGMENT) {
+  if (a.dq_layout == CUDA_DQ_FRAGMENT) {
     /* Row i is row 8r + g of its 16-row block; column 2t + e of 8-column block j sits at
        4 (4g + t) + 2r + e of the block's 128 floats. */
     const float *blocks = row - (int64_t)(i % 16) * a.head_dim_padded;
@@ -104,7 +104,7 @@ __device__ __forceinline__ void add_dq_group(float (&v)[16], const float *row, i
       for (int t = 0; t < 4; ++t)
         *reinterpret_cast<float2 *>(w + 8 * q + 2 * t) =
             *reinterpret_cast<const float2 *>(blocks + (c0 / 8 + q) * 128 + lane_row + 4 * t);
-  } else if (a.dq_layout == FA2_DQ_ROTATED) {
+  } else if (a.dq_layout == CUDA_DQ_ROTATED) {
     const int nc = a.head_dim_padded / 8, rot = i % a.tile_m;
 #pragma unroll
     for (int q = 0; q < 2; ++q) {
@@ -124,7 +124,7 @@ __device__ __forceinline__ void add_dq_group(float (&v)[16], const float *row, i
 /* Blocks of (head_dim_padded / 16) x (AUX_THREADS / that) threads: x a row's 16-column group, y
    the row. */
 template <typename Tr>
-__global__ void __launch_bounds__(AUX_THREADS) convert_dq(const fa2_bwd_args a) {
+__global__ void __launch_bounds__(AUX_THREADS) convert_dq(const cuda_bwd_args a) {
   typedef typename Tr::elem E;
   const int i = blockIdx.x * blockDim.y + threadIdx.y;
   const int c0 = threadIdx.x * 16;
@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(AUX_THREADS) convert_dq(const fa2_bwd_args a) 
 }
 
 template <typename Tr, int LPR>
-int launch_dot_do_o(const fa2_bwd_args *a) {
+int launch_dot_do_o(const cuda_bwd_args *a) {
   constexpr int ROWS = AUX_THREADS / LPR;
   dim3 grid((unsigned)((a->seqlen_q_padded + ROWS - 1) / ROWS), (unsigned)a->p.heads_q,
             (unsigned)a->p.batch);
@@ -163,7 +163,7 @@ int launch_dot_do_o(const fa2_bwd_args *a) {
 }
 
 template <typename Tr>
-int launch_dot_do_o_for(const fa2_bwd_args *a) {
+int launch_dot_do_o_for(const cuda_bwd_args *a) {
   const int pieces = a->head_dim_padded / 8;
   if (pieces <= 4) return launch_dot_do_o<Tr, 4>(a);
   if (pieces <= 8) return launch_dot_do_o<Tr, 8>(a);
@@ -172,12 +172,12 @@ int launch_dot_do_o_for(const fa2_bwd_args *a) {
 }
 }  // namespace
 
-extern "C" int fa2_bwd_dot_do_o_launch(const fa2_bwd_args *a) {
+extern "C" int cuda_bwd_dot_do_o_launch(const cuda_bwd_args *a) {
   if (a->seqlen_q_padded == 0 || a->p.heads_q == 0 || a->p.batch == 0) return 0;
   return a->p.bf16 ? launch_dot_do_o_for<fa_bf16>(a) : launch_dot_do_o_for<fa_f16>(a);
 }
 
-extern "C" int fa2_bwd_convert_dq_launch(const fa2_bwd_args *a) {
+extern "C" int cuda_bwd_convert_dq_launch(const cuda_bwd_args *a) {
   if (a->p.seqlen_q == 0 || a->p.heads_q == 0 || a->p.batch == 0) return 0;
   const int groups = a->head_dim_padded / 16;
   const dim3 block((unsigned)groups, (unsigned)(AUX_THREADS / groups));
