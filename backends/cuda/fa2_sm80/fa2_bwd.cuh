@@ -286,15 +286,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const cuda_bwd_args a)
 
         /* Pᵀ and dSᵀ, element by element, into shared memory. The softcap and the mask are each
            one uniform branch around a loop, so the loop that does the work has no branch. */
-        if (capped) {
-#pragma unroll
-          for (int m = 0; m < MS; ++m)
-#pragma unroll
-            for (int nb = 0; nb < SNB; ++nb)
-#pragma unroll
-              for (int c = 0; c < 4; ++c)
-                s[m][nb][c] = fa_score_softcap(s[m][nb][c] * a.p.scale, a.p.softcap);
-        }
+        if (capped) softcap_tile(s, a.p.scale, a.p.softcap);
         if (masked) {
 #pragma unroll
           for (int m = 0; m < MS; ++m)

@@ -167,15 +167,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const cuda_fwd_args a)
     cp_async_commit();
 
     if (cls != FA_TILE_EMPTY) {
-      if (capped) {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int nb = 0; nb < NB; ++nb)
-#pragma unroll
-            for (int c = 0; c < 4; ++c)
-              s[mt][nb][c] = fa_score_softcap(s[mt][nb][c] * a.p.scale, a.p.softcap);
-      }
+      if (capped) softcap_tile(s, a.p.scale, a.p.softcap);
 
       if (cls == FA_TILE_PARTIAL) {
 #pragma unroll
