@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# h200_opencl.sh: the OpenCL backend on the H200 through NVIDIA's OpenCL (issue 6), from an
+# h200_opencl.sh: the OpenCL backend on the H200 through NVIDIA's OpenCL, from an
 # already-built tree.
 #
 #   bash tests/gpu/h200_opencl.sh [--build DIR] [--quick] [--no-conformance] [--variants LIST]
@@ -10,7 +10,7 @@
 #   icd          a vendor file naming NVIDIA's OpenCL library (/usr/local/nvidia/lib64/
 #                libnvidia-opencl.so.1, else the first libnvidia-opencl.so.1 ldconfig knows) in a
 #                temporary folder, beside copies of the system's vendor files (PoCL), and
-#                OCL_ICD_VENDORS set to it: no change to the machine (../shared/GPU-MACHINE.md)
+#                OCL_ICD_VENDORS set to it: no change to the machine
 #   fa-info      what fa_backend_info() reports; opencl must be available and list a device of
 #                the 'NVIDIA CUDA' platform, whose index goes to FA_OPENCL_DEVICE for every
 #                later step
@@ -24,13 +24,11 @@
 #   bench        per forward variant, bin/fa-bench --backend opencl, forward bf16, head_dim 128
 #                and 64, seqlen 4096, batch 4 x 16 heads (hd128: the FlashAttention sweep's shape,
 #                batch x seqlen = 16k tokens, heads x head_dim = 2048), causal off and on, in one
-#                process per variant; the non-causal hd128 TFLOP/s against 40% of the FMA peak
-#                (issue 6's bar); then the backward at hd128, for the record
-#   Variants (--variants, default "v1 v2 v2p0 v2r168 v2r128"): v1 = FA_OPENCL_FWD=v1 (forward.cl's GPU
-#                kernel), v2 = FA_OPENCL_FWD=v2 (forward_gpu2.cl), vNrR = vN built with
-#                -cl-nv-maxrregcount R (NVIDIA's register cap; 168 lets three 128-work-item groups
-#                share an SM's 64K registers, 128 four), a trailing p0 = built with -DG2_PREFETCH=0
-#                (v2 without its software pipelining; e.g. v2p0, v2r168p0). The last table: one
+#                process per variant; the non-causal hd128 TFLOP/s against 40% of the FMA peak;
+#                then the backward at hd128, for the record
+#   Variants (--variants, default "default r168 r128"): the kernels as the plugin builds them,
+#                and rR = built with -cl-nv-maxrregcount R (NVIDIA's register cap; 168 lets three
+#                128-work-item groups share an SM's 64K registers, 128 four). The last table: one
 #                row per variant and shape.
 # Without an NVIDIA OpenCL device (no library, or it lists no device) the icd/fa-info steps
 # FAIL saying so and the later steps run on the default OpenCL device instead (PoCL's CPU: a
@@ -40,14 +38,14 @@
 # conformance_opencl.log, fma_peak.txt, bench.txt, ptx.txt, ptx.tgz, summary.txt. Exit status: 0 when
 # no step failed. Time limits per step; DEADLINE (default 420 s from the start) skips the variants
 # that would start later (bench: 60 s before it, ptx: 20 s), so the table still comes last; the
-# --quick run takes about 3-4 minutes on the H200 (conformance --quick took 64 s at 37069a5).
+# --quick run takes about 3-4 minutes on the H200.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 
 BUILD=build/release
 QUICK=0
 DO_CONF=1
-VARIANTS="v1 v2 v2p0 v2r168 v2r128"
+VARIANTS="default r168 r128"
 DEADLINE=${DEADLINE:-420} # seconds: later variants are skipped (SKIP rows) rather than overrun
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -130,8 +128,8 @@ TAG=$([ "$ON_GPU" -eq 1 ] && echo "" || echo "NOT the GPU: ")
 # --- conformance -------------------------------------------------------------------------------
 if [ "$DO_CONF" -eq 1 ]; then
   banner "conformance --backend opencl ($DEV_DESC)"
-  echo "FA_OPENCL_DEVICE=${FA_OPENCL_DEVICE:-} FA_OPENCL_FWD=${FA_OPENCL_FWD:-(unset: v2 to head_dim 128)}"
-  conformance_step opencl 200 "${TAG}forward ${FA_OPENCL_FWD:-v2}: "
+  echo "FA_OPENCL_DEVICE=${FA_OPENCL_DEVICE:-}"
+  conformance_step opencl 200 "${TAG}"
 else
   record conformance SKIP "--no-conformance"
 fi
@@ -152,15 +150,10 @@ else
   record fma-peak FAIL "ocl-fma-peak not built"
 fi
 
-# The environment of a forward variant: vN[rR] -> FA_OPENCL_FWD=vN [-cl-nv-maxrregcount R].
-variant_env() { # label extra-build-options -> prints "FA_OPENCL_FWD=.. FA_OPENCL_BUILD_OPTIONS=.."
-  local l=$1 v r="" opts=$2
-  if [ "${l%p0}" != "$l" ]; then # ...p0: forward_gpu2.cl without its software pipelining
-    l=${l%p0}
-    opts="${opts:+$opts }-DG2_PREFETCH=0"
-  fi
-  v=${l%%r*}
-  [ "$v" != "$l" ] && r=${l#*r}
+# The build options of a forward variant: default, or rR -> -cl-nv-maxrregcount R.
+variant_env() { # label extra-build-options -> prints "FA_OPENCL_BUILD_OPTIONS=.."
+  local l=$1 r="" opts=$2
+  [ "${l#r}" != "$l" ] && r=${l#r}
   # The cap's spelling: "-cl-nv-maxrregcount N" in the current extension text, "=N" in older
   # drivers' (RREG_EQ=1, set by the ptx step when the first spelling fails to build).
   if [ -n "$r" ] && [ "${RREG_EQ:-0}" = 1 ]; then
@@ -168,14 +161,13 @@ variant_env() { # label extra-build-options -> prints "FA_OPENCL_FWD=.. FA_OPENC
   elif [ -n "$r" ]; then
     opts="${opts:+$opts }-cl-nv-maxrregcount $r"
   fi
-  printf 'FA_OPENCL_FWD=%s\nFA_OPENCL_BUILD_OPTIONS=%s\n' "$v" "$opts"
+  printf 'FA_OPENCL_BUILD_OPTIONS=%s\n' "$opts"
 }
 run_variant() { # label extra-options cmd...: the command under the variant's environment
-  local label=$1 extra=$2 fwd opts
+  local label=$1 extra=$2 opts
   shift 2
-  fwd=$(variant_env "$label" "$extra" | sed -n 's/^FA_OPENCL_FWD=//p')
   opts=$(variant_env "$label" "$extra" | sed -n 's/^FA_OPENCL_BUILD_OPTIONS=//p')
-  FA_OPENCL_FWD=$fwd FA_OPENCL_BUILD_OPTIONS=$opts "$@"
+  FA_OPENCL_BUILD_OPTIONS=$opts "$@"
 }
 
 # --- bench -------------------------------------------------------------------------------------
@@ -221,8 +213,8 @@ if need_bin fa-bench; then
     tf=$(awk -F'|' '$1 ~ /^0 +128 / { split($2, a, " "); print a[2]; exit }' "$TMP/bench_$var.txt")
     [[ $tf =~ ^[0-9.]+$ ]] || tf="" # "-" when the call failed
     [ "$rc" -eq 0 ] && [ -n "$tf" ] || bench_fail="$bench_fail $var(exit $rc)"
-    # The bar's figure: the default variant (v2), else the first that ran.
-    if [ -n "$tf" ] && { [ "$var" = v2 ] || [ -z "$FWD_TF" ]; }; then
+    # The bar's figure: the default variant, else the first that ran.
+    if [ -n "$tf" ] && { [ "$var" = default ] || [ -z "$FWD_TF" ]; }; then
       FWD_TF=$tf
       FWD_VAR=$var
     fi
@@ -315,7 +307,7 @@ banner "forward bf16 against the fp32 FMA peak"
   done
   if [ -n "$PEAK" ] && [ -n "$FWD_TF" ]; then
     pct=$(awk -v f="$FWD_TF" -v p="$PEAK" 'BEGIN { printf "%.1f", 100.0 * f * 1000.0 / p }')
-    printf 'bar: %s hd128 non-causal %s TFLOP/s = %s%% of the FMA peak (issue 6 asks >= 40%% on the H200)\n' \
+    printf 'bar: %s hd128 non-causal %s TFLOP/s = %s%% of the FMA peak (the bar: >= 40%%)\n' \
       "${FWD_VAR:-?}" "$FWD_TF" "$pct"
   else
     echo "bar: ? (a measurement is missing)"
