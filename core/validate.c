@@ -22,7 +22,7 @@ static fa_status check_tensor(const char *name, const fa_tensor *t, int32_t ndim
   size_t esize = fa_dtype_size(t->dtype);
   if (esize == 0)
     return fa_core_set_error(INVALID, "%s.dtype = %d is not an fa_dtype", name, (int)t->dtype);
-  if (t->device.kind < FA_DEVICE_CPU || t->device.kind > FA_DEVICE_OPENCL)
+  if (!fa_device_kind_known(t->device.kind))
     return fa_core_set_error(INVALID, "%s.device.kind = %d is not an fa_device_kind", name,
                              (int)t->device.kind);
   if (t->device.id < 0)

@@ -106,10 +106,10 @@ static void load_queries(const fa_request *req, const cpu_problem *pb, const cpu
   const int per_row = req->params->causal || req->params->window_enabled;
   for (int s = 0; s < rw->heads; ++s) {
     float *q = sc->q + (ptrdiff_t)s * rw->mr * d;
-    cpu_load_tile(&sq->q, rw->r0, rw->mr, rw->h0 + s, d, q, d);
+    cpu_load_tile(pb->kern, &sq->q, rw->r0, rw->mr, rw->h0 + s, d, q, d);
     if (pb->rotary_dim > 0)
       for (int i = 0; i < rw->mr; ++i)
-        cpu_rotary_row(req, q + (ptrdiff_t)i * d, sq->pos0 + (per_row ? rw->r0 + i : 0));
+        cpu_rotary_row(req, pb, q + (ptrdiff_t)i * d, sq->pos0 + (per_row ? rw->r0 + i : 0));
   }
 }
 
@@ -152,7 +152,7 @@ static void attend(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scr
          (a faster dot-product form for few rows summed in another order and broke that). */
       cpu_load_tile_t(kern, &sq->k, c0, nc, hk, d, sc->kt, tn);
       kern->gemm(rows, nc, d, sc->q, d, 1, sc->kt, tn, sc->s, tn, 0);
-      cpu_load_tile(&sq->v, c0, nc, hk, dv, sc->v, dv);
+      cpu_load_tile(pb->kern, &sq->v, c0, nc, hk, dv, sc->v, dv);
     }
     const int *lo = NULL, *hi = NULL;
     if (cls == FA_TILE_PARTIAL) {
@@ -288,7 +288,7 @@ fa_status cpu_forward(const fa_request *req, const cpu_problem *pb, const cpu_wo
     return fa_core_set_error(FA_ERR_INTERNAL, "cpu: the workspace holds no per-thread scratch");
   if (splits > 1 && !ws->shared)
     return fa_core_set_error(FA_ERR_INTERNAL, "cpu: the workspace has no room for the splits");
-  const cpu_kernels *kern = cpu_kernels_get();
+  const cpu_kernels *kern = pb->kern;
 
   if (splits == 1) {
 #pragma omp parallel num_threads(team)
