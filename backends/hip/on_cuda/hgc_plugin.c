@@ -44,14 +44,10 @@ static void hgc_probe(fa_plugin_probe *out) {
   }
   out->available = 1;
   out->device_count = count;
-  size_t used = 0;
-  for (int i = 0; i < count && used < sizeof out->devices; ++i) {
+  for (int i = 0; i < count; ++i) {
     struct cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
-    int n = snprintf(out->devices + used, sizeof out->devices - used, "%scuda%d: %s (sm_%d%d)",
-                     i ? "; " : "", i, prop.name, prop.major, prop.minor);
-    if (n < 0) break;
-    used += (size_t)n;
+    fa_probe_add_device(out, "cuda%d: %s (sm_%d%d)", i, prop.name, prop.major, prop.minor);
   }
   snprintf(out->arch, sizeof out->arch, "hip-generic-on-cuda (test plugin, CUDA %d.%d)",
            CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10);
