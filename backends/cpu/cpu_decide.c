@@ -150,11 +150,10 @@ void cpu_decide(const fa_request *req, fa_decision *out) {
     tiles.tile_m = (int32_t)(req->heads_q * req->seqlen_q);
   else if (req->op != FA_OP_BACKWARD && dmax >= 64 && tiles.tile_m < tiles.tile_n)
     /* The forward converts (and transposes) each K/V tile once per query tile: below head dim
-       128 the plan's Br = min(Bc, d) made that a per-FLOP cost twice hd128's (bf16 hd64: 15% of
-       the samples). Br = Bc (256 x 256 tiles since it was raised from 128: the conversion's
-       share halved again, +4-8% at hd64, bench/NOTES.md) keeps a thread's scratch within L2
-       (hd64: 514 KB, hd128: 770 KB). From head dim 64 only: below it the scores tile would be most
-       of the scratch (workspace 16x at hd8). */
+       128 the plan's Br = min(Bc, d) would make that a per-FLOP cost twice hd128's. Br = Bc
+       (256 x 256 tiles) spreads the conversion over the most rows and keeps a thread's scratch
+       within L2 (hd64: 514 KB, hd128: 770 KB). From head dim 64 only: below it the scores tile
+       would be most of the scratch (workspace 16x at hd8). */
     tiles.tile_m = tiles.tile_n < CPU_MAX_TILE_M ? tiles.tile_n : CPU_MAX_TILE_M;
 
   choice.tile_m = tiles.tile_m;

@@ -180,12 +180,12 @@ static void choose_isa(void) {
     const char *want = getenv("FA_CPU_ISA");
     (void)want;
 #if defined(FA_CPU_HAVE_AVX512BF16)
-    /* Only when asked for by name until the conformance suite's expected kernel names know it
-       (bench/NOTES.md); on a CPU without AVX512-BF16 the request gets avx512. */
+    /* Only when asked for by name: the bf16 products round P to bf16, so its results differ from
+       the avx512 build's; on a CPU without AVX512-BF16 the request gets avx512. */
     if (want && strcmp(want, "avx512bf16") == 0 && has_avx512bf16()) chosen = &kernels_avx512bf16;
 #endif
 #if defined(FA_CPU_HAVE_AMX)
-    /* Asked for by name only: never executed on AMX hardware by this project (README). */
+    /* Asked for by name only: tested on the C emulation of the tiles, not on AMX hardware. */
     if (want && strcmp(want, "amx") == 0 && amx_state(1) == CPU_AMX_READY) chosen = &kernels_amx;
 #endif
     return;

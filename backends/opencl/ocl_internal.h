@@ -29,8 +29,7 @@ typedef struct ocl_device_info {
      (3.x, 5.x) keeps one loaded binary per (kernel, work-group size, widest grid) and releases a
      finished command's reference on the first entry of the kernel and work-group size it finds,
      which under concurrent commands of one kernel at different grid sizes can be another entry
-     than the command took: an assertion aborts the process (1 run in 12 of test_concurrency
-     with a cold PoCL cache, before this). */
+     than the command took, and an assertion aborts the process. */
   int serialize_runs;
 } ocl_device_info;
 

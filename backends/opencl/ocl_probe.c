@@ -169,13 +169,14 @@ const ocl_state *ocl_state_get(void) {
  *    key of a 64-key tile staged in local memory (br = 64, bc = 64 from core/plan with the
  *    device's local memory as the budget, a multiple of 8). A CPU OpenCL runtime (PoCL) runs a
  *    work-group as a loop over its work-items on one thread: it wants few work-items with long
- *    vector inner loops, and one is best: with four work-items of 16 rows PoCL took 2.6x longer
- *    to compile the programs (its work-item loops around every barrier) and ran them no faster.
+ *    vector inner loops, and one is best: more work-items multiply PoCL's compile time (its
+ *    work-item loops around every barrier) and run no faster.
  *  - any other device (GPU, accelerator) gets the GPU kernels, if it allows work-groups of 128
  *    and has 36 KB of local memory (else the CPU kernels, which need neither): the forward with
  *    128 work-items on a 64 x 64 tile, each computing a 4 x 8 block of scores and a 4-row block
- *    of the output from local memory (forward.cl); the backward with a work-item per key or row
- *    (br = 64 per work-group) and bc from core/plan.
+ *    of the output from local memory (forward_gpu.cl, or forward_gpu_pipelined.cl where decide()
+ *    picks it); the backward with a work-item per key or row (br = 64 per work-group) and bc from
+ *    core/plan.
  */
 ocl_tiles ocl_plan(const ocl_device_info *dev, int head_dim) {
   const ocl_state *s = ocl_state_get();

@@ -41,8 +41,7 @@ typedef struct hg_runtime {
 /* The family's rules: supported or not with the reason naming the constraint; kernel name,
    tiles, workspace. Pure. params.kernel_family: NULL or "generic" for the generic kernels,
    "mfma" / "wmma" for the kernels whose products use CDNA's / RDNA3's matrix instructions (only
-   where t->mfma says so; never chosen unasked: they have not run on AMD hardware, see the
-   README). */
+   where t->mfma says so; never chosen unasked: they have not run on AMD hardware). */
 void hg_decide(const fa_request *req, const hg_target *t, fa_decision *out);
 
 /* What hg_decide records in the decision's payload for hg_run: the kernels and their tile. */
