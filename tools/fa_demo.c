@@ -68,14 +68,7 @@ static int parse_args(int argc, char **argv, options *o) {
     if (!ok) {
       /* reported below */
     } else if (!strcmp(a, "--dtype")) {
-      if (!strcmp(v, "bf16"))
-        o->dtype = FA_BF16;
-      else if (!strcmp(v, "f16") || !strcmp(v, "fp16"))
-        o->dtype = FA_F16;
-      else if (!strcmp(v, "f32") || !strcmp(v, "fp32"))
-        o->dtype = FA_F32;
-      else
-        ok = 0;
+      ok = cli_parse_dtype(v, &o->dtype);
     } else if (!strcmp(a, "--batch")) {
       ok = cli_parse_i64(v, 1, 1 << 16, &o->batch);
     } else if (!strcmp(a, "--seqlen")) {

@@ -8,15 +8,17 @@
  *
  * On aarch64 the NEON build is always there and always runnable: it is the default.
  *
- * FA_CPU_ISA=generic|avx2|avx512|neon in the environment asks for a lower build than the best one
- * (to compare them, or to rule one out); a build the CPU cannot run is never chosen.
- * FA_CPU_ISA=avx512bf16 asks for the AVX-512 build plus the AVX512-BF16 products of the bf16
- * forward pass (cpu_bf16dp.c), given when CPUID reports AVX512-BF16 (else avx512).
- * FA_CPU_ISA=amx asks for the same with the products on AMX-BF16 tiles (cpu_amx.c), and the bf16
- * backward's products on them as well (cpu_backward.c): the Linux
- * permission for the tile data is requested then (cpu_amx_detect.c), and when AMX cannot run the
- * backend refuses every request with the reason (cpu_kernels_refusal), rather than run something
- * other than what was asked for.
+ * The environment variable FA_CPU_ISA, read once, narrows the choice:
+ *   generic|avx2|avx512|neon  at most this build (to rule a wider one out; the tests run each
+ *                             narrower build with it); a build the CPU cannot run is never chosen
+ *   avx512bf16                the AVX-512 build plus the AVX512-BF16 products of the bf16 forward
+ *                             pass (cpu_bf16dp.c), given when CPUID reports AVX512-BF16 (else
+ *                             avx512)
+ *   amx                       the same with the products on AMX-BF16 tiles (cpu_amx.c), the bf16
+ *                             backward's products on them as well (cpu_backward.c): the Linux
+ *                             permission for the tile data is requested then (cpu_amx_detect.c),
+ *                             and when AMX cannot run the backend refuses every request with the
+ *                             reason (cpu_kernels_refusal) rather than run something else
  */
 #include <pthread.h>
 #include <stdio.h>
