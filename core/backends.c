@@ -9,6 +9,7 @@
 #include "build_config.h"
 #include "internal.h"
 
+/* Every fa_backend_id but FA_BACKEND_AUTO, exactly once. */
 static const fa_backend_def defs[] = {
     {FA_BACKEND_CUDA, "cuda", FA_DEVICE_CUDA, FA_BUILD_REASON_CUDA},
     {FA_BACKEND_HIP, "hip", FA_DEVICE_HIP, FA_BUILD_REASON_HIP},

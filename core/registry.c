@@ -178,9 +178,8 @@ static void load_slot(fa_backend_slot *s, const char *build_reason, const search
     size_t used = strlen(where);
     snprintf(where + used, sizeof where - used, "%s%s", i ? ", " : "", dirs->dir[i]);
   }
-  const char *why = build_reason;
-  if (why[0])
-    snprintf(s->reason, sizeof s->reason, "%s", why);
+  if (build_reason[0])
+    snprintf(s->reason, sizeof s->reason, "%s", build_reason);
   else
     snprintf(s->reason, sizeof s->reason, "plugin %s not found (looked in: %s)", file,
              dirs->count ? where : "no directory");
