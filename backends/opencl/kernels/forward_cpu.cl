@@ -73,9 +73,8 @@ __kernel __attribute__((reqd_work_group_size(FA_WG, 1, 1))) void fa_forward(
   const int hk = h / (heads_q / heads_kv);
 
   const fa_mask mask = mask_of(mask_shift, mask_left, mask_right);
-  long lo_unused, hi_unused, group_lo, group_hi;
-  query_tile_ranges(&mask, m0, m0, seqlen_q, seqlen_k, &lo_unused, &hi_unused, &group_lo,
-                    &group_hi);
+  long group_lo, group_hi;
+  group_key_range(&mask, m0, seqlen_q, seqlen_k, &group_lo, &group_hi);
   /* This work-item's rows: FA_RV vectors of 16, from m0 + il * FA_RV * 16. */
   fwd_rows w[FA_RV];
   int nv = 0;

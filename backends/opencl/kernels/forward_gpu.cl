@@ -39,9 +39,8 @@ __kernel __attribute__((reqd_work_group_size(GF_WG, 1, 1))) void fa_forward(
   const int hk = h / (heads_q / heads_kv);
 
   const fa_mask mask = mask_of(mask_shift, mask_left, mask_right);
-  long lo_unused, hi_unused, group_lo, group_hi;
-  query_tile_ranges(&mask, m0, m0, seqlen_q, seqlen_k, &lo_unused, &hi_unused, &group_lo,
-                    &group_hi);
+  long group_lo, group_hi;
+  group_key_range(&mask, m0, seqlen_q, seqlen_k, &group_lo, &group_hi);
   long lo_first, hi_first, lo_last, hi_last;
   fa_mask_key_range(&mask, m0, seqlen_k, &lo_first, &hi_first);
   fa_mask_key_range(&mask, min(m0 + FA_BR, (long)seqlen_q) - 1, seqlen_k, &lo_last, &hi_last);
