@@ -30,7 +30,8 @@ install(TARGETS flashattn EXPORT FlashAttnTargets
 install(FILES ${PROJECT_SOURCE_DIR}/api/flash_attn.h ${PROJECT_SOURCE_DIR}/api/flash_attn_dlpack.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/flashattn COMPONENT dev)
 
-foreach(plugin fa_cpu fa_cuda fa_opencl fa_hip)
+foreach(b ${FA_BACKENDS})
+  string(TOLOWER fa_${b} plugin)
   if(TARGET ${plugin})
     set_target_properties(${plugin} PROPERTIES INSTALL_RPATH "$ORIGIN/${fa_plugin_to_lib}")
     install(TARGETS ${plugin} LIBRARY DESTINATION ${FA_INSTALL_PLUGINDIR} COMPONENT runtime)

@@ -29,24 +29,28 @@ void fa_backend_desc_init(fa_backend_desc *desc) {
   desc->struct_size = sizeof *desc;
 }
 
-static const char *const backend_names[FA_BACKEND_COUNT_] = {"auto", "cpu", "cuda", "hip",
-                                                             "opencl"};
-
 const char *fa_backend_name(int32_t id) {
-  return (id >= 0 && id < FA_BACKEND_COUNT_) ? backend_names[id] : NULL;
+  if (id == FA_BACKEND_AUTO) return "auto";
+  const fa_backend_def *def = fa_backend_def_of(id);
+  return def ? def->name : NULL;
 }
 
 fa_status fa_backend_from_name(const char *name, int32_t *id) {
   fa_core_clear_error();
   if (!id) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "id: NULL pointer");
-  for (int32_t i = 0; name && i < FA_BACKEND_COUNT_; ++i)
-    if (strcmp(name, backend_names[i]) == 0) {
+  char names[128] = "auto";
+  for (int32_t i = FA_BACKEND_AUTO; i < FA_BACKEND_COUNT_; ++i) {
+    if (name && strcmp(name, fa_backend_name(i)) == 0) {
       *id = i;
       return FA_OK;
     }
-  return fa_core_set_error(FA_ERR_INVALID_ARGUMENT,
-                           "name: '%s' is not a backend (auto, cpu, cuda, hip, opencl)",
-                           name ? name : "(null)");
+    if (i > FA_BACKEND_AUTO) {
+      size_t used = strlen(names);
+      snprintf(names + used, sizeof names - used, ", %s", fa_backend_name(i));
+    }
+  }
+  return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "name: '%s' is not a backend (%s)",
+                           name ? name : "(null)", names);
 }
 
 const char *fa_version(int *major, int *minor, int *patch) {
@@ -55,10 +59,6 @@ const char *fa_version(int *major, int *minor, int *patch) {
   if (patch) *patch = FA_VERSION_PATCH;
   return FA_VERSION_STRING;
 }
-
-/* AUTO's preference: the accelerators first; only backends that own the tensors' memory count. */
-static const int32_t auto_order[] = {FA_BACKEND_CUDA, FA_BACKEND_HIP, FA_BACKEND_OPENCL,
-                                     FA_BACKEND_CPU};
 
 typedef struct choice {
   const fa_backend_slot *slot;
@@ -73,16 +73,17 @@ static void note_rejected(choice *c, const char *name, const char *why) {
 }
 
 /* Picks the backend and kernel. With a named backend it is tried first; without strict, AUTO's
- * order follows. With strict, only the first candidate is tried: no fallback at all. */
+ * order (core/backends.c) follows, among the backends that own the tensors' memory. With strict,
+ * only the first candidate is tried: no fallback at all. */
 static fa_status choose(const fa_request *req, choice *c) {
   memset(c, 0, sizeof *c);
   const fa_params *p = req->params;
-  int32_t order[1 + sizeof auto_order / sizeof auto_order[0]];
+  int32_t order[FA_BACKEND_COUNT_];
   int n = 0;
   if (p->backend != FA_BACKEND_AUTO) order[n++] = p->backend;
-  for (size_t i = 0; i < sizeof auto_order / sizeof auto_order[0]; ++i) {
-    const fa_backend_slot *s = fa_registry_slot(auto_order[i]);
-    if (auto_order[i] != p->backend && s->owns == req->device.kind) order[n++] = auto_order[i];
+  for (int i = 0; i < fa_backend_def_count(); ++i) {
+    const fa_backend_def *def = fa_backend_def_at(i);
+    if (def->id != p->backend && def->owns == req->device.kind) order[n++] = def->id;
   }
   if (p->strict && n > 1) n = 1;
 

@@ -20,7 +20,23 @@ typedef struct fa_call_args {
 fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args *args,
                       fa_params *params_out, fa_kvcache_args *kv_out, fa_request *req);
 
-/* registry.c: the backends the library knows, loaded lazily and once. */
+/* backends.c: the one table of the backends the library knows, in AUTO's order. */
+typedef struct fa_backend_def {
+  int32_t id;               /* fa_backend_id */
+  const char *name;         /* fa_backend_name; the plugin is libfa_<name>.so */
+  fa_device_kind owns;      /* the memory this backend computes on */
+  const char *build_reason; /* why this build lacks it (core/build_config.h), "" when built */
+} fa_backend_def;
+
+int fa_backend_def_count(void);
+/* The i-th backend in AUTO's order (0 <= i < fa_backend_def_count()), else NULL. */
+const fa_backend_def *fa_backend_def_at(int i);
+/* The backend of an id, or NULL (FA_BACKEND_AUTO and unknown ids). */
+const fa_backend_def *fa_backend_def_of(int32_t id);
+/* Whether some backend computes on this fa_device_kind. */
+int fa_device_kind_known(int32_t kind);
+
+/* registry.c: the backends' plugins, loaded lazily and once. */
 typedef struct fa_backend_slot {
   int32_t id;
   const char *name;

@@ -22,27 +22,8 @@
 #include "build_config.h"
 #include "internal.h"
 
-static fa_backend_slot slots[FA_BACKEND_COUNT_] = {
-    [FA_BACKEND_CPU] = {.id = FA_BACKEND_CPU, .name = "cpu", .owns = FA_DEVICE_CPU},
-    [FA_BACKEND_CUDA] = {.id = FA_BACKEND_CUDA, .name = "cuda", .owns = FA_DEVICE_CUDA},
-    [FA_BACKEND_HIP] = {.id = FA_BACKEND_HIP, .name = "hip", .owns = FA_DEVICE_HIP},
-    [FA_BACKEND_OPENCL] = {.id = FA_BACKEND_OPENCL, .name = "opencl", .owns = FA_DEVICE_OPENCL},
-};
-
-static const char *build_reason(int32_t id) {
-  switch (id) {
-    case FA_BACKEND_CPU:
-      return FA_BUILD_REASON_CPU;
-    case FA_BACKEND_CUDA:
-      return FA_BUILD_REASON_CUDA;
-    case FA_BACKEND_HIP:
-      return FA_BUILD_REASON_HIP;
-    case FA_BACKEND_OPENCL:
-      return FA_BUILD_REASON_OPENCL;
-    default:
-      return "unknown backend";
-  }
-}
+/* Indexed by backend id; filled from core/backends.c's table when the plugins are loaded. */
+static fa_backend_slot slots[FA_BACKEND_COUNT_];
 
 #define MAX_DIRS 16
 typedef struct search_dirs {
@@ -169,7 +150,7 @@ static void load_from(fa_backend_slot *s, const char *path) {
   fa_features_probe(s);
 }
 
-static void load_slot(fa_backend_slot *s, const search_dirs *dirs) {
+static void load_slot(fa_backend_slot *s, const char *build_reason, const search_dirs *dirs) {
   char file[64];
   snprintf(file, sizeof file, "libfa_%s.so", s->name);
   for (int i = 0; i < dirs->count; ++i) {
@@ -197,9 +178,8 @@ static void load_slot(fa_backend_slot *s, const search_dirs *dirs) {
     size_t used = strlen(where);
     snprintf(where + used, sizeof where - used, "%s%s", i ? ", " : "", dirs->dir[i]);
   }
-  const char *why = build_reason(s->id);
-  if (why[0])
-    snprintf(s->reason, sizeof s->reason, "%s", why);
+  if (build_reason[0])
+    snprintf(s->reason, sizeof s->reason, "%s", build_reason);
   else
     snprintf(s->reason, sizeof s->reason, "plugin %s not found (looked in: %s)", file,
              dirs->count ? where : "no directory");
@@ -215,7 +195,14 @@ static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static void load_all(void) {
   search_dirs dirs;
   find_search_dirs(&dirs);
-  for (int32_t id = FA_BACKEND_CPU; id < FA_BACKEND_COUNT_; ++id) load_slot(&slots[id], &dirs);
+  for (int32_t id = FA_BACKEND_CPU; id < FA_BACKEND_COUNT_; ++id) {
+    const fa_backend_def *def = fa_backend_def_of(id);
+    fa_backend_slot *s = &slots[id];
+    s->id = id;
+    s->name = def->name;
+    s->owns = def->owns;
+    load_slot(s, def->build_reason, &dirs);
+  }
 }
 
 const fa_backend_slot *fa_registry_slot(int32_t id) {

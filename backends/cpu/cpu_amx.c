@@ -7,7 +7,7 @@
  * transposed K tile and the key-interleaved V tile for the AVX512-BF16 products already, and
  * cpu_backward.c the transposed K and V tiles and the row-interleaved dO, Q and K tiles.
  *
- * Never executed on AMX hardware (the development machine has none): the tests compile this file
+ * Not run on AMX hardware by the test suite: the tests compile this file
  * against tests/cpu_amx_emu.h, a C model of the tile instructions (CPU_AMX_EMULATE), and run the
  * forward and the backward through it. Without CPU_AMX_EMULATE the function carries
  * target("amx-tile,amx-bf16") and the instructions are inline assembly; the plugin calls it only

@@ -118,8 +118,8 @@ static void phase_d_task(const cpu_problem *pb, const cpu_seq *sq, const bwd_scr
                          float *dall, int64_t h, int64_t r0) {
   if (r0 >= sq->sq) return;
   const int mr = tile_rows(sq->sq, r0, pb->tm), dv = pb->dv;
-  cpu_load_tile(&sq->out, r0, mr, h, dv, sc->vd, dv);
-  cpu_load_tile(&sq->dout, r0, mr, h, dv, sc->dout, dv);
+  cpu_load_tile(pb->kern, &sq->out, r0, mr, h, dv, sc->vd, dv);
+  cpu_load_tile(pb->kern, &sq->dout, r0, mr, h, dv, sc->dout, dv);
   float *drow = d_rows(pb, dall, sq->b, h, r0);
   for (int i = 0; i < mr; ++i)
     drow[i] = fa_bwd_rowdot(sc->dout + (ptrdiff_t)i * dv, sc->vd + (ptrdiff_t)i * dv, dv);
@@ -129,8 +129,8 @@ static void phase_d_task(const cpu_problem *pb, const cpu_seq *sq, const bwd_scr
    pairs along the head dims too; exact, both are bf16). */
 static void load_query_side(const cpu_problem *pb, const cpu_kernels *kern, const cpu_seq *sq,
                             const bwd_scratch *sc, float *dall, int64_t h, int64_t r0, int mr) {
-  cpu_load_tile(&sq->q, r0, mr, h, pb->d, sc->q, pb->d);
-  cpu_load_tile(&sq->dout, r0, mr, h, pb->dv, sc->dout, pb->dv);
+  cpu_load_tile(pb->kern, &sq->q, r0, mr, h, pb->d, sc->q, pb->d);
+  cpu_load_tile(pb->kern, &sq->dout, r0, mr, h, pb->dv, sc->dout, pb->dv);
   const float *drow = d_rows(pb, dall, sq->b, h, r0);
   for (int i = 0; i < mr; ++i) {
     sc->lse[i] = *cpu_lse_ptr(sq, h, r0 + i);
@@ -154,7 +154,7 @@ static void load_key_side(const cpu_problem *pb, const cpu_kernels *kern, const 
   } else {
     cpu_load_tile_t(kern, &sq->k, c0, nc, hk, d, sc->kt, tn);
     cpu_load_tile_t(kern, &sq->v, c0, nc, hk, dv, sc->vt, tn);
-    if (with_k) cpu_load_tile(&sq->k, c0, nc, hk, d, sc->kd, d);
+    if (with_k) cpu_load_tile(pb->kern, &sq->k, c0, nc, hk, d, sc->kd, d);
   }
 }
 
@@ -296,7 +296,7 @@ fa_status cpu_backward(const fa_request *req, const cpu_problem *pb, const cpu_w
     return fa_core_set_error(FA_ERR_INTERNAL, "cpu: the workspace holds no per-thread scratch");
   if (q_tasks > 0 && !ws->shared)
     return fa_core_set_error(FA_ERR_INTERNAL, "cpu: the workspace has no room for D");
-  const cpu_kernels *kern = cpu_kernels_get();
+  const cpu_kernels *kern = pb->kern;
   float *dall = ws->shared;
 
   if (q_tasks > 0) {

@@ -102,9 +102,8 @@ static void kernel_name(const fa_request *req, const cpu_problem *pb, const char
   if (pb->rows_path) snprintf(rows, sizeof rows, ".rows%lld", (long long)(pb->pack * pb->seqlen_q));
   /* The kernel build (generic, avx2, avx512, neon) is part of the name: a CPU without AVX-512
      runs slower code, and the report says so; avx512bf16 only where its bf16 products run. */
-  const cpu_kernels *kern = cpu_kernels_get();
   snprintf(out->kernel, sizeof out->kernel, "cpu.flash.%s.%s.%s.hd%s%s%s%s%s%s%s%s%s%s",
-           pb->bf16dp ? kern->isa : kern->fp32_isa, op_name(req->op), dtype, dims, rows,
+           pb->bf16dp ? pb->kern->isa : pb->kern->fp32_isa, op_name(req->op), dtype, dims, rows,
            p->causal ? ".causal" : "", p->window_enabled ? ".window" : "",
            p->softcap > 0.0f ? ".softcap" : "", p->alibi_slopes ? ".alibi" : "",
            p->dropout_p > 0.0f ? ".dropout" : "", p->cu_seqlens_q ? ".varlen" : "",
@@ -143,34 +142,38 @@ void cpu_decide(const fa_request *req, fa_decision *out) {
   int64_t dmax = req->head_dim > req->head_dim_v ? req->head_dim : req->head_dim_v;
   fa_tile_limits limits = {cpu_fast_memory_bytes(), 4, 4, 4, CPU_PLAN_TILE_M, CPU_MAX_TILE_N};
   fa_tile_plan tiles = fa_plan_tiles(&limits, dmax);
+  cpu_choice choice = {cpu_kernels_get(), 0, 0, 1, cpu_rows_path(req), 0};
+  choice.bf16dp = cpu_bf16dp_applies(req, choice.kern);
   /* Decoding's few rows: one query tile holds every head's rows (cpu_decode.c), whatever the cache
      budget. */
-  if (cpu_rows_path(req))
+  if (choice.rows_path)
     tiles.tile_m = (int32_t)(req->heads_q * req->seqlen_q);
   else if (req->op != FA_OP_BACKWARD && dmax >= 64 && tiles.tile_m < tiles.tile_n)
     /* The forward converts (and transposes) each K/V tile once per query tile: below head dim
-       128 the plan's Br = min(Bc, d) made that a per-FLOP cost twice hd128's (bf16 hd64: 15% of
-       the samples). Br = Bc (256 x 256 tiles since it was raised from 128: the conversion's
-       share halved again, +4-8% at hd64, bench/NOTES.md) keeps a thread's scratch within L2
-       (hd64: 514 KB, hd128: 770 KB). From head dim 64 only: below it the scores tile would be most
-       of the scratch (workspace 16x at hd8). */
+       128 the plan's Br = min(Bc, d) would make that a per-FLOP cost twice hd128's. Br = Bc
+       (256 x 256 tiles) spreads the conversion over the most rows and keeps a thread's scratch
+       within L2 (hd64: 514 KB, hd128: 770 KB). From head dim 64 only: below it the scores tile
+       would be most of the scratch (workspace 16x at hd8). */
     tiles.tile_m = tiles.tile_n < CPU_MAX_TILE_M ? tiles.tile_n : CPU_MAX_TILE_M;
 
+  choice.tile_m = tiles.tile_m;
+  choice.tile_n = tiles.tile_n;
   cpu_problem pb;
-  cpu_problem_init(&pb, req, tiles.tile_m, tiles.tile_n, 1);
+  cpu_problem_init(&pb, req, &choice);
   int64_t threads = omp_get_max_threads();
-  const int splits = choose_splits(req, &pb, threads);
-  cpu_problem_init(&pb, req, tiles.tile_m, tiles.tile_n, splits);
+  choice.splits = choose_splits(req, &pb, threads);
+  cpu_problem_init(&pb, req, &choice);
   int64_t tasks = cpu_parallel_tasks(&pb, req->op);
   if (threads > tasks) threads = tasks;
 
-  kernel_name(req, &pb, dtype, splits, out);
+  kernel_name(req, &pb, dtype, choice.splits, out);
   out->supported = 1;
-  out->tile_m = tiles.tile_m;
-  out->tile_n = tiles.tile_n;
-  out->num_splits = splits;
+  out->tile_m = choice.tile_m;
+  out->tile_n = choice.tile_n;
+  out->num_splits = choice.splits;
   /* No atomics, and each output element is summed in an order fixed by the tiles (and the
      chunks, merged in chunk order) alone. */
   out->deterministic = 1;
   out->workspace_bytes = cpu_workspace_bytes(&pb, req->op, (int)threads);
+  fa_decision_put(out, &choice, sizeof choice);
 }

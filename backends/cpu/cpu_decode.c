@@ -7,9 +7,8 @@
  * each block, KV head by KV head, the query heads sharing it (GQA) use each K/V row once. So a
  * thread reads a block's tokens whole, all KV heads, front to back: with the cache's [batch,
  * seqlen, heads, dim] layout that is contiguous memory, which the hardware prefetchers follow. A
- * task per head read one head_dim slice of every token (2 KiB apart at 8 bf16 heads of 128),
- * which they do not follow across pages: it waited on its loads and, even with software
- * prefetch, reached under half the read bandwidth (bench/NOTES.md). Threads share the work by
+ * task per head would read one head_dim slice of every token (2 KiB apart at 8 bf16 heads of
+ * 128), which they do not follow across pages, and wait on its loads. Threads share the work by
  * split-KV (cpu_decide.c chooses the splits), merged in cpu_forward.c.
  *
  * Per block and KV head it is the tile path's attend() (cpu_forward.c) with the two tile products
@@ -26,7 +25,7 @@
 /* Tokens per block: a block's scores (rows x 64) and, per KV head, its K/V rows (64 x 128 x 2 x 2
    bytes = 32 KiB for bf16 at head dim 128) stay in L1/L2 between the two products, and the
    per-block costs (the softmax step's lane reductions, the row addresses) are spread over 64 keys.
-   Measured (bench/NOTES.md): 8 and 16 slower, 32 about 5% slower than 64 in L2, 128 no better. */
+   Smaller blocks measure slower, 128 no faster. */
 #define ROWS_BLOCK 64
 
 static int elem_kind(fa_dtype dtype) {

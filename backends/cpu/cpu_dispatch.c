@@ -8,15 +8,17 @@
  *
  * On aarch64 the NEON build is always there and always runnable: it is the default.
  *
- * FA_CPU_ISA=generic|avx2|avx512|neon in the environment asks for a lower build than the best one
- * (to compare them, or to rule one out); a build the CPU cannot run is never chosen.
- * FA_CPU_ISA=avx512bf16 asks for the AVX-512 build plus the AVX512-BF16 products of the bf16
- * forward pass (cpu_bf16dp.c), given when CPUID reports AVX512-BF16 (else avx512).
- * FA_CPU_ISA=amx asks for the same with the products on AMX-BF16 tiles (cpu_amx.c), and the bf16
- * backward's products on them as well (cpu_backward.c): the Linux
- * permission for the tile data is requested then (cpu_amx_detect.c), and when AMX cannot run the
- * backend refuses every request with the reason (cpu_kernels_refusal), rather than run something
- * other than what was asked for.
+ * The environment variable FA_CPU_ISA, read once, narrows the choice:
+ *   generic|avx2|avx512|neon  at most this build (to rule a wider one out; the tests run each
+ *                             narrower build with it); a build the CPU cannot run is never chosen
+ *   avx512bf16                the AVX-512 build plus the AVX512-BF16 products of the bf16 forward
+ *                             pass (cpu_bf16dp.c), given when CPUID reports AVX512-BF16 (else
+ *                             avx512)
+ *   amx                       the same with the products on AMX-BF16 tiles (cpu_amx.c), the bf16
+ *                             backward's products on them as well (cpu_backward.c): the Linux
+ *                             permission for the tile data is requested then (cpu_amx_detect.c),
+ *                             and when AMX cannot run the backend refuses every request with the
+ *                             reason (cpu_kernels_refusal) rather than run something else
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -180,12 +182,12 @@ static void choose_isa(void) {
     const char *want = getenv("FA_CPU_ISA");
     (void)want;
 #if defined(FA_CPU_HAVE_AVX512BF16)
-    /* Only when asked for by name until the conformance suite's expected kernel names know it
-       (bench/NOTES.md); on a CPU without AVX512-BF16 the request gets avx512. */
+    /* Only when asked for by name: the bf16 products round P to bf16, so its results differ from
+       the avx512 build's; on a CPU without AVX512-BF16 the request gets avx512. */
     if (want && strcmp(want, "avx512bf16") == 0 && has_avx512bf16()) chosen = &kernels_avx512bf16;
 #endif
 #if defined(FA_CPU_HAVE_AMX)
-    /* Asked for by name only: never executed on AMX hardware by this project (README). */
+    /* Asked for by name only: tested on the C emulation of the tiles, not on AMX hardware. */
     if (want && strcmp(want, "amx") == 0 && amx_state(1) == CPU_AMX_READY) chosen = &kernels_amx;
 #endif
     return;

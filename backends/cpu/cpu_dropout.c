@@ -22,25 +22,29 @@ static void row_keep(const cpu_problem *pb, uint64_t bh, int64_t row, int64_t c0
   }
 }
 
-void cpu_dropout_tile(const cpu_problem *pb, const cpu_seq *sq, int64_t h, int64_t r0, int mr,
-                      int64_t c0, int nc, float *s, ptrdiff_t lds) {
+/* Each row's keep mask over the tile: as_factors 0 zeroes the dropped elements of x, 1 writes the
+   factors Z = keep / (1 - p) into x. */
+static void dropout_rows(const cpu_problem *pb, const cpu_seq *sq, int64_t h, int64_t r0, int mr,
+                         int64_t c0, int nc, float *x, ptrdiff_t ld, int as_factors) {
   unsigned char keep[CPU_MAX_TILE_N];
   const uint64_t bh = (uint64_t)(sq->b * pb->heads_q + h);
   for (int i = 0; i < mr; ++i) {
     row_keep(pb, bh, r0 + i, c0, nc, keep);
-    float *row = s + i * lds;
+    float *row = x + i * ld;
     for (int j = 0; j < nc; ++j)
-      if (!keep[j]) row[j] = 0.0f;
+      if (as_factors)
+        row[j] = keep[j] ? pb->drop_scale : 0.0f;
+      else if (!keep[j])
+        row[j] = 0.0f;
   }
+}
+
+void cpu_dropout_tile(const cpu_problem *pb, const cpu_seq *sq, int64_t h, int64_t r0, int mr,
+                      int64_t c0, int nc, float *s, ptrdiff_t lds) {
+  dropout_rows(pb, sq, h, r0, mr, c0, nc, s, lds, 0);
 }
 
 void cpu_dropout_factors(const cpu_problem *pb, const cpu_seq *sq, int64_t h, int64_t r0, int mr,
                          int64_t c0, int nc, float *z, ptrdiff_t ldz) {
-  unsigned char keep[CPU_MAX_TILE_N];
-  const uint64_t bh = (uint64_t)(sq->b * pb->heads_q + h);
-  for (int i = 0; i < mr; ++i) {
-    row_keep(pb, bh, r0 + i, c0, nc, keep);
-    float *row = z + i * ldz;
-    for (int j = 0; j < nc; ++j) row[j] = keep[j] ? pb->drop_scale : 0.0f;
-  }
+  dropout_rows(pb, sq, h, r0, mr, c0, nc, z, ldz, 1);
 }

@@ -106,10 +106,10 @@ static void load_queries(const fa_request *req, const cpu_problem *pb, const cpu
   const int per_row = req->params->causal || req->params->window_enabled;
   for (int s = 0; s < rw->heads; ++s) {
     float *q = sc->q + (ptrdiff_t)s * rw->mr * d;
-    cpu_load_tile(&sq->q, rw->r0, rw->mr, rw->h0 + s, d, q, d);
+    cpu_load_tile(pb->kern, &sq->q, rw->r0, rw->mr, rw->h0 + s, d, q, d);
     if (pb->rotary_dim > 0)
       for (int i = 0; i < rw->mr; ++i)
-        cpu_rotary_row(req, q + (ptrdiff_t)i * d, sq->pos0 + (per_row ? rw->r0 + i : 0));
+        cpu_rotary_row(req, pb, q + (ptrdiff_t)i * d, sq->pos0 + (per_row ? rw->r0 + i : 0));
   }
 }
 
@@ -148,11 +148,11 @@ static void attend(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scr
       cpu_load_tile_pairs_t(kern, &sq->k, c0, nc, hk, d, kp, tn);
       kern->gemm_bf16(rows, nc, d / 2, sc->qp, d / 2, kp, tn, sc->s, tn, 0);
     } else {
-      /* The same product as the backward pass's recomputation, so both see identical scores
-         (a faster dot-product form for few rows summed in another order and broke that). */
+      /* The same product as the backward pass's recomputation, so both see identical scores (a
+         dot-product form for few rows would sum in another order and break that). */
       cpu_load_tile_t(kern, &sq->k, c0, nc, hk, d, sc->kt, tn);
       kern->gemm(rows, nc, d, sc->q, d, 1, sc->kt, tn, sc->s, tn, 0);
-      cpu_load_tile(&sq->v, c0, nc, hk, dv, sc->v, dv);
+      cpu_load_tile(pb->kern, &sq->v, c0, nc, hk, dv, sc->v, dv);
     }
     const int *lo = NULL, *hi = NULL;
     if (cls == FA_TILE_PARTIAL) {
@@ -288,7 +288,7 @@ fa_status cpu_forward(const fa_request *req, const cpu_problem *pb, const cpu_wo
     return fa_core_set_error(FA_ERR_INTERNAL, "cpu: the workspace holds no per-thread scratch");
   if (splits > 1 && !ws->shared)
     return fa_core_set_error(FA_ERR_INTERNAL, "cpu: the workspace has no room for the splits");
-  const cpu_kernels *kern = cpu_kernels_get();
+  const cpu_kernels *kern = pb->kern;
 
   if (splits == 1) {
 #pragma omp parallel num_threads(team)
@@ -299,8 +299,8 @@ fa_status cpu_forward(const fa_request *req, const cpu_problem *pb, const cpu_wo
          first: under a causal mask they see the most keys, so the long tasks start early and the
          short ones fill the gaps at the end. Head-major so that the threads stream the same
          head's K/V while it is still in their caches: in tile-major order (every head per query
-         tile) 8 heads' K/V, 4-8 MB at 4k keys, passed through L2 between two tiles of one head,
-         and the tiles' conversion waited on K/V rows (bench/NOTES.md). */
+         tile) several heads' K/V, megabytes at 4k keys, would pass through L2 between two tiles
+         of one head, and the tiles' conversion would wait on K/V rows. */
 #pragma omp for schedule(dynamic, 1)
       for (int64_t t = 0; t < tasks; ++t) {
         int64_t tile = tiles - 1 - t % tiles, bh = t / tiles;

@@ -9,8 +9,8 @@
  * The AVX-512, AVX2 and NEON builds use intrinsics: a block of 4 rows x up to 64 (AVX-512) or 16
  * (AVX2, NEON) columns of C in vector registers, each B row loaded once and fed to all four rows,
  * the last vector of a row masked (NEON: the columns past the last whole vector in scalar fused
- * multiply-adds, the same chain). The generic build is plain C the vectoriser understands (with it,
- * gcc kept the accumulator block in memory: bench/NOTES.md, CPU entries).
+ * multiply-adds, the same chain). The generic build is plain C the vectoriser understands
+ * (intrinsics there would not help: gcc keeps that accumulator block in memory).
  */
 #include "cpu_kernels.h"
 

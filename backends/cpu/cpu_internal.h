@@ -26,11 +26,25 @@
 /* Scratch buffers start at this alignment (a cache line, and any vector width). */
 #define CPU_ALIGN 64
 
+struct cpu_kernels;
+
+/* What decide() chose, recorded in the decision's payload for run(): the kernel build, the tiles,
+   the split-KV chunks, and the two paths that depend on the build and the request. */
+typedef struct cpu_choice {
+  const struct cpu_kernels *kern; /* the kernel build (cpu_dispatch.c), fixed for the process */
+  int32_t tile_m, tile_n;         /* query rows and key rows per tile */
+  int32_t splits;                 /* forward: key-range chunks per query tile (1 = no split-KV) */
+  int32_t rows_path;              /* the few-query-rows path (cpu_rows_path) */
+  int32_t bf16dp;                 /* the bf16 products (cpu_bf16dp_applies) */
+} cpu_choice;
+FA_DECISION_PAYLOAD_FITS(cpu_choice);
+
 /* A request reduced to what the passes use. seqlen_q/seqlen_k are the largest sequence lengths
    (max_seqlen_q/k with packed sequences): the task grid is sized by them, and each task looks up
    its own sequence's lengths through cpu_seq_init. */
 typedef struct cpu_problem {
   fa_op op;
+  const struct cpu_kernels *kern; /* the kernel build decide() chose */
   int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv;
   int64_t group; /* query heads per KV head: query head h reads KV head h / group */
   int d, dv;     /* head dims of q/k and of v */
@@ -63,13 +77,16 @@ typedef struct cpu_problem {
   int bf16dp;
 } cpu_problem;
 
-/* Whether the request takes the few-query-rows path (decided from the request alone, so decide()
-   and run() agree): fa_forward_kvcache, at most CPU_ROWS_MAX query rows, heads_q x seqlen_q <=
-   CPU_ROWS_PATH_MAX (a task holds every head's rows), head dims multiples of CPU_ROWS_DIM_MULTIPLE,
-   K and V caches with contiguous rows. */
+/* Whether the request takes the few-query-rows path (decide() asks, once): fa_forward_kvcache, at
+   most CPU_ROWS_MAX query rows, heads_q x seqlen_q <= CPU_ROWS_PATH_MAX (a task holds every head's
+   rows), head dims multiples of CPU_ROWS_DIM_MULTIPLE, K and V caches with contiguous rows. */
 int cpu_rows_path(const fa_request *req);
 
-void cpu_problem_init(cpu_problem *pb, const fa_request *req, int tile_m, int tile_n, int splits);
+/* Whether the request runs on the bf16 products of the kernel build kern (cpu_problem.bf16dp). */
+int cpu_bf16dp_applies(const fa_request *req, const struct cpu_kernels *kern);
+
+/* The problem of a request under a choice (decide()'s, or one it is still making). */
+void cpu_problem_init(cpu_problem *pb, const fa_request *req, const cpu_choice *choice);
 
 /* Rows of one tensor for one sequence: element [row, h, c] is at
    data[off(row) + h * hs + c * cs], off(row) = base + row * rs, or through the page table. */
@@ -130,7 +147,7 @@ void cpu_dropout_factors(const cpu_problem *pb, const cpu_seq *sq, int64_t h, in
 
 /* Rotary embedding (fa_forward_kvcache): rotates row x (fp32, head_dim wide) at position pos and
    rounds it to the storage dtype once. */
-void cpu_rotary_row(const fa_request *req, float *x, int64_t pos);
+void cpu_rotary_row(const fa_request *req, const cpu_problem *pb, float *x, int64_t pos);
 
 /* fa_forward_kvcache's append: k_new/v_new (rotated) into the caches. */
 void cpu_kvcache_append(const fa_request *req, const cpu_problem *pb);
@@ -175,7 +192,6 @@ fa_status cpu_forward(const fa_request *req, const cpu_problem *pb, const cpu_wo
    rows each from r0 (q: fp32 [heads x mr][d], head by head), over the keys [k0, k1) of the
    sequence, into the running (m, l, o [heads x mr][dv]); s is scratch of heads x mr x min(tn, 32)
    floats. */
-struct cpu_kernels;
 void cpu_attend_rows(const cpu_problem *pb, const struct cpu_kernels *kern, const cpu_seq *sq,
                      int64_t h0, int heads, int64_t r0, int mr, const float *q, float *s,
                      int64_t k0, int64_t k1, float *m, float *l, float *o);

@@ -18,13 +18,15 @@ static float round_to(fa_dtype dtype, double x) {
   return f;
 }
 
-void cpu_rotary_row(const fa_request *req, float *x, int64_t pos) {
+void cpu_rotary_row(const fa_request *req, const cpu_problem *pb, float *x, int64_t pos) {
   const fa_kvcache_args *kv = req->kv;
   const int64_t half = req->rotary_dim / 2;
   float c[CPU_MAX_HEAD_DIM / 2], s[CPU_MAX_HEAD_DIM / 2];
   const fa_tensor *tc = kv->rotary_cos, *ts = kv->rotary_sin;
-  cpu_load_row(tc->dtype, fa_tensor_base(tc), pos * tc->strides[0], tc->strides[1], half, c);
-  cpu_load_row(ts->dtype, fa_tensor_base(ts), pos * ts->strides[0], ts->strides[1], half, s);
+  cpu_load_row(pb->kern, tc->dtype, fa_tensor_base(tc), pos * tc->strides[0], tc->strides[1], half,
+               c);
+  cpu_load_row(pb->kern, ts->dtype, fa_tensor_base(ts), pos * ts->strides[0], ts->strides[1], half,
+               s);
   /* Interleaved pairs are (2r, 2r + 1), else (r, r + rotary_dim / 2); dims past rotary_dim stay. */
   const int interleaved = kv->rotary_interleaved != 0;
   for (int64_t r = 0; r < half; ++r) {
@@ -49,12 +51,12 @@ void cpu_kvcache_append(const fa_request *req, const cpu_problem *pb) {
     cpu_seq_init(req, pb, b, &sq);
     const int64_t pos = sq.pos0 + t;
     /* Token t of sequence b goes to cache position cache_seqlens[b] + t, keys rotated first. */
-    cpu_load_row(kn->dtype, fa_tensor_base(kn),
+    cpu_load_row(pb->kern, kn->dtype, fa_tensor_base(kn),
                  b * kn->strides[0] + t * kn->strides[1] + hk * kn->strides[2], kn->strides[3],
                  pb->d, row);
-    if (req->rotary_dim > 0) cpu_rotary_row(req, row, pos);
+    if (req->rotary_dim > 0) cpu_rotary_row(req, pb, row, pos);
     cpu_store_row(sq.k.dtype, sq.k.data, cpu_rows_off(&sq.k, pos, hk), sq.k.cs, pb->d, row, 1.0f);
-    cpu_load_row(vn->dtype, fa_tensor_base(vn),
+    cpu_load_row(pb->kern, vn->dtype, fa_tensor_base(vn),
                  b * vn->strides[0] + t * vn->strides[1] + hk * vn->strides[2], vn->strides[3],
                  pb->dv, row);
     cpu_store_row(sq.v.dtype, sq.v.data, cpu_rows_off(&sq.v, pos, hk), sq.v.cs, pb->dv, row, 1.0f);

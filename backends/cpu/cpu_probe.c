@@ -62,9 +62,10 @@ void cpu_probe(fa_plugin_probe *out) {
   out->available = 1;
   out->reason[0] = '\0';
   out->device_count = 1;
-  snprintf(out->devices, sizeof out->devices,
-           "cpu0: %d OpenMP threads, %s kernels, %zu KiB tile budget; amx: %s",
-           omp_get_max_threads(), cpu_kernels_get()->isa, budget / 1024, cpu_kernels_amx_note());
+  out->devices[0] = '\0';
+  fa_probe_add_device(out, "cpu0: %d OpenMP threads, %s kernels, %zu KiB tile budget; amx: %s",
+                      omp_get_max_threads(), cpu_kernels_get()->isa, budget / 1024,
+                      cpu_kernels_amx_note());
   snprintf(out->arch, sizeof out->arch, "%s", CPU_ARCH);
   snprintf(out->kernel_families, sizeof out->kernel_families, "flash");
   snprintf(out->dtypes, sizeof out->dtypes, "f32,f16,bf16");

@@ -6,9 +6,11 @@
 #include "cpu_internal.h"
 #include "cpu_kernels.h"
 
-void cpu_problem_init(cpu_problem *pb, const fa_request *req, int tile_m, int tile_n, int splits) {
+void cpu_problem_init(cpu_problem *pb, const fa_request *req, const cpu_choice *choice) {
   const fa_params *params = req->params;
+  const int tile_m = choice->tile_m, tile_n = choice->tile_n;
   pb->op = req->op;
+  pb->kern = choice->kern;
   pb->batch = req->batch;
   pb->seqlen_q = req->seqlen_q;
   pb->seqlen_k = req->seqlen_k;
@@ -22,9 +24,8 @@ void cpu_problem_init(cpu_problem *pb, const fa_request *req, int tile_m, int ti
   pb->tn = tile_n;
   pb->q_tiles = (req->seqlen_q + tile_m - 1) / tile_m;
   pb->k_tiles = (req->seqlen_k + tile_n - 1) / tile_n;
-  pb->splits = splits < 1 ? 1 : splits;
-  /* Decided from the request and the tiles alone, so decide() and run() agree. */
-  pb->rows_path = cpu_rows_path(req);
+  pb->splits = choice->splits < 1 ? 1 : choice->splits;
+  pb->rows_path = choice->rows_path;
   pb->pack = req->op != FA_OP_BACKWARD && pb->group > 1 && req->seqlen_q * pb->group <= tile_m
                  ? pb->group
                  : 1;
@@ -40,15 +41,18 @@ void cpu_problem_init(cpu_problem *pb, const fa_request *req, int tile_m, int ti
   pb->drop_offset = params->dropout_offset;
   pb->drop_scale = pb->dropout ? 1.0f / (1.0f - params->dropout_p) : 1.0f;
   pb->rotary_dim = req->op == FA_OP_KVCACHE ? req->rotary_dim : 0;
+  pb->bf16dp = choice->bf16dp;
+}
+
+int cpu_bf16dp_applies(const fa_request *req, const cpu_kernels *kern) {
   /* fa_forward (fa_forward_kvcache's rotated queries would be rounded to bf16 as well), and
      fa_backward where the table says so (amx). The backward's condition is the forward's, so a
      backward on bf16 products recomputes the scores of a forward on them: the same product,
      bit for bit. */
-  const cpu_kernels *kern = cpu_kernels_get();
   const int bf16_op =
       req->op == FA_OP_FORWARD || (req->op == FA_OP_BACKWARD && kern->bf16_backward);
-  pb->bf16dp = kern->gemm_bf16 != NULL && bf16_op && req->dtype == FA_BF16 && pb->d % 2 == 0 &&
-               pb->dv % 2 == 0;
+  return kern->gemm_bf16 != NULL && bf16_op && req->dtype == FA_BF16 && req->head_dim % 2 == 0 &&
+         req->head_dim_v % 2 == 0;
 }
 
 int cpu_rows_path(const fa_request *req) {

@@ -156,8 +156,8 @@ void CPU_KFN(softmax_tile)(int mr, int nc, float *s, ptrdiff_t lds, float scale,
        has seen nothing at all), and its probabilities are all 0. */
     float tile_max = row_scale_max(row + lo, hi - lo, scale);
     /* A tile that does not raise the row's max: core's step would give alpha = expf(0) = 1 and
-       leave (m, l) as they are; skipping its libm call is the same result (decoding's short
-       tiles spent 3% of their time in it). */
+       leave (m, l) as they are; skipping its libm call gives the same result, cheaper for
+       decoding's short tiles. */
     float alpha = tile_max <= m[i] && m[i] != -INFINITY
                       ? 1.0f
                       : fa_softmax_online_step(&m[i], &l[i], tile_max);
@@ -178,8 +178,8 @@ void CPU_KFN(probs_tile)(int mr, int nc, float *s, ptrdiff_t lds, float scale, c
     row_bounds(jlo, jhi, i, nc, &lo, &hi);
     float row_lse = lse[i];
     /* fa_softmax_prob_from_lse's rule (0 where the row saw no key, else exp(s - LSE)) with this
-       file's vectorisable exp instead of libm's scalar expf call, which was 17% of the
-       backward's time (bench/NOTES.md, CPU entries). */
+       file's vectorisable exp instead of libm's scalar expf call, a large share of the
+       backward's time otherwise. */
     if (row_lse == -INFINITY)
       lo = hi = 0;
     else
@@ -272,7 +272,7 @@ void CPU_KFN(bf16_transpose)(int n, int cols, const uint16_t *const *src, float 
 
 #if defined(__AVX512F__)
 /* 16 values per vcvtph2ps (exact, like fa_f16_to_f32); the tail through core's conversion. A
-   scalar, branchy conversion per element had made f16 inputs about 3x slower than bf16. */
+   scalar, branchy conversion per element would make f16 inputs several times slower than bf16. */
 void CPU_KFN(f16_row)(const uint16_t *src, int64_t n, float *dst) {
   int64_t c = 0;
   for (; c + 16 <= n; c += 16)
@@ -295,8 +295,7 @@ void CPU_KFN(f16_row)(const uint16_t *src, int64_t n, float *dst) {
 
 #if defined(__AVX512F__)
 /* 16 values per widening move and shift. The tile loads convert every K/V row of every tile
-   through here: compiled once for the baseline, the loop ran 8 values per SSE2 step and took
-   about 11% of the head-dim-64 bf16 forward (perf, 2026-11-30). */
+   through here, so it is compiled per instruction set rather than once for the baseline. */
 void CPU_KFN(bf16_row)(const uint16_t *src, int64_t n, float *dst) {
   int64_t c = 0;
   for (; c + 16 <= n; c += 16) {

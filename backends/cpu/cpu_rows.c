@@ -122,8 +122,8 @@ INLINE void v_sums(vf a[NACC], float out[NACC]) {
 
 #else
 /* Plain C with GNU vector extensions (gcc and clang, any architecture): 4 lanes, which the
-   compiler lowers to the target's SIMD (SSE2 on x86-64) or to scalar code. One lane per vector
-   had made the generic build's GQA decode slower than its tile path. */
+   compiler lowers to the target's SIMD (SSE2 on x86-64) or to scalar code. With one lane per
+   vector the generic build's GQA decode would be slower than its tile path. */
 #include <string.h>
 #define VL 4
 #define NACC 8
@@ -234,7 +234,7 @@ INLINE void dot_dt(const int DT, int rows, int nc, int d, const float *q, ptrdif
 }
 
 /* The head dim as a constant for the common 64 and 128: the head-dim loop of a group is then
-   unrolled whole (it runs only 2-8 chunks, so its loop overhead and the chains' drain were a
+   unrolled whole (it runs only 2-8 chunks, so its loop overhead and the chains' drain would be a
    large part of the group's time). Same operations in the same order as the general loop. */
 INLINE void dot_d(const int DT, int rows, int nc, int d, const float *q, ptrdiff_t ldq,
                   const void *const *krow, float *s, ptrdiff_t lds) {
@@ -268,7 +268,7 @@ INLINE void pv_block(const int RC, const int W, const int DT, int nc, const floa
   const size_t esz = DT == CPU_ELEM_F32 ? sizeof(float) : sizeof(uint16_t);
   for (int j = 0; j < nc; ++j) {
     /* The row's columns from c0 as one pointer, so the W loads are constant offsets from it (with
-       c0 + w * VL as indices gcc kept W index registers, spilled to vector registers). */
+       c0 + w * VL as indices gcc keeps W index registers and spills them). */
     const void *row = (const char *)vrow[j] + (size_t)c0 * esz;
     for (int w = 0; w < W; ++w) {
       const vf vv = v_elems(DT, row, w * VL);

@@ -20,8 +20,8 @@
 
 /* One strided row of n elements to fp32. The dtype switch sits outside the loops so each loop is
    a plain conversion the compiler can keep tight. */
-static inline void cpu_load_row(fa_dtype dtype, const void *base, int64_t off, int64_t stride,
-                                int64_t n, float *restrict dst) {
+static inline void cpu_load_row(const cpu_kernels *kern, fa_dtype dtype, const void *base,
+                                int64_t off, int64_t stride, int64_t n, float *restrict dst) {
   if (dtype == FA_F32) {
     const float *src = (const float *)base + off;
     if (stride == 1) {
@@ -32,13 +32,13 @@ static inline void cpu_load_row(fa_dtype dtype, const void *base, int64_t off, i
   } else if (dtype == FA_F16) {
     const uint16_t *src = (const uint16_t *)base + off;
     if (stride == 1) /* the kernel build's conversion: vcvtph2ps where AVX-512 is there */
-      cpu_kernels_get()->f16_row(src, n, dst);
+      kern->f16_row(src, n, dst);
     else
       for (int64_t c = 0; c < n; ++c) dst[c] = fa_f16_to_f32(src[c * stride]);
   } else if (stride == 1) {
     /* The common contiguous bf16 row: the kernel build's widening shift (16 values per step with
        AVX-512). */
-    cpu_kernels_get()->bf16_row((const uint16_t *)base + off, n, dst);
+    kern->bf16_row((const uint16_t *)base + off, n, dst);
   } else {
     const uint16_t *src = (const uint16_t *)base + off;
     for (int64_t c = 0; c < n; ++c) dst[c] = fa_bf16_to_f32(src[c * stride]);
@@ -61,10 +61,11 @@ static inline void cpu_store_row(fa_dtype dtype, void *base, int64_t off, int64_
 }
 
 /* Tile rows [row0, row0 + rows) of head h to dst[r * ld + c]. */
-static inline void cpu_load_tile(const cpu_rows *t, int64_t row0, int64_t rows, int64_t h,
-                                 int64_t cols, float *restrict dst, int64_t ld) {
+static inline void cpu_load_tile(const cpu_kernels *kern, const cpu_rows *t, int64_t row0,
+                                 int64_t rows, int64_t h, int64_t cols, float *restrict dst,
+                                 int64_t ld) {
   for (int64_t r = 0; r < rows; ++r)
-    cpu_load_row(t->dtype, t->data, cpu_rows_off(t, row0 + r, h), t->cs, cols, dst + r * ld);
+    cpu_load_row(kern, t->dtype, t->data, cpu_rows_off(t, row0 + r, h), t->cs, cols, dst + r * ld);
 }
 
 /* Tile transposed to dst[c * ld + r]: the key-side operands of Q·Kᵀ and dO·Vᵀ, so the kernels
@@ -86,7 +87,8 @@ static inline void cpu_load_tile_t(const cpu_kernels *kern, const cpu_rows *t, i
       continue;
     }
     for (int64_t r = 0; r < n; ++r)
-      cpu_load_row(t->dtype, t->data, cpu_rows_off(t, row0 + r0 + r, h), t->cs, cols, block[r]);
+      cpu_load_row(kern, t->dtype, t->data, cpu_rows_off(t, row0 + r0 + r, h), t->cs, cols,
+                   block[r]);
     kern->transpose((int)n, (int)cols, &block[0][0], CPU_MAX_HEAD_DIM, dst + r0, (ptrdiff_t)ld);
   }
 }

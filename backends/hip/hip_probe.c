@@ -102,16 +102,12 @@ void hip_probe(fa_plugin_probe *out) {
   out->available = s->available;
   snprintf(out->reason, sizeof out->reason, "%s", s->reason);
   out->device_count = s->device_count;
-  size_t used = 0;
   out->devices[0] = '\0';
-  for (int i = 0; i < s->device_count && used < sizeof out->devices; ++i) {
+  for (int i = 0; i < s->device_count; ++i) {
     const hip_device_info *d = &s->devices[i];
-    int n = snprintf(out->devices + used, sizeof out->devices - used,
-                     "%ship%d: %s (%s, %d CUs, wave%d, %d KiB LDS)%s%s", i ? "; " : "", i, d->name,
-                     d->arch, d->cu_count, d->wave_size, d->lds_bytes / 1024,
-                     d->usable ? "" : " unusable: ", d->usable ? "" : d->reason);
-    if (n < 0) break;
-    used += (size_t)n;
+    fa_probe_add_device(out, "hip%d: %s (%s, %d CUs, wave%d, %d KiB LDS)%s%s", i, d->name, d->arch,
+                        d->cu_count, d->wave_size, d->lds_bytes / 1024,
+                        d->usable ? "" : " unusable: ", d->usable ? "" : d->reason);
   }
   snprintf(out->arch, sizeof out->arch, "{%s}, HIP runtime %d", FA_HIP_ARCHS,
            (int)s->runtime_version);

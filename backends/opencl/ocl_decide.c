@@ -50,30 +50,32 @@ static unsigned long long head_span(const fa_tensor *t, int64_t rows, int64_t d)
   return (unsigned long long)((rows > 0 ? rows - 1 : 0) * s2 + (d > 0 ? d - 1 : 0) * s4);
 }
 
-int ocl_fwd_variant(const fa_request *req, ocl_tiles t) {
-  const ocl_state *s = ocl_state_get();
-  if (t.cpu || req->op != FA_OP_FORWARD || req->head_dim > 128 || s->fwd_v1) return 1;
-  if (req->device.id < 0 || req->device.id >= s->count ||
-      s->devices[req->device.id].local_mem < OCL_GPU_FWD2_LOCAL_BYTES)
-    return 1;
-  /* forward_gpu2.cl adds 32-bit row/column offsets to a head's base, for rows up to 63 past the
-     last (a tile's rows beyond the end: their offsets are formed, never loaded) */
-  const unsigned long long lim = 0x7fffffffULL;
-  if (head_span(req->q, req->seqlen_q + 64, req->head_dim) > lim ||
-      head_span(req->k, req->seqlen_k + 64, req->head_dim) > lim ||
-      head_span(req->v, req->seqlen_k + 64, req->head_dim) > lim)
-    return 1;
-  return 2;
-}
-
+/* Whether the 16-byte loads of forward_gpu_pipelined.cl apply to t: head dim contiguous, every
+   other stride and the element offset multiples of 8. */
 static int vec_ok(const fa_tensor *t) {
   const int64_t off = (int64_t)(t->byte_offset / fa_dtype_size(t->dtype));
   return t->strides[3] == 1 && off % 8 == 0 && t->strides[0] % 8 == 0 && t->strides[1] % 8 == 0 &&
          t->strides[2] % 8 == 0;
 }
 
-int ocl_fwd_vec(const fa_request *req) {
-  return req->head_dim % 8 == 0 && vec_ok(req->q) && vec_ok(req->k) && vec_ok(req->v);
+/* The forward kernel (OCL_FWD_*) of a request on the kernel set t of device dev: the pipelined
+   one when it is a forward on the GPU set, the head dim is at most 128, the device has the local
+   memory and every element offset within one head of q, k and v fits in 31 bits (with 16-byte
+   loads when the head dim is a multiple of 8 and q, k, v are aligned for them); else the tiled
+   one. */
+static int fwd_kernel(const fa_request *req, const ocl_device_info *dev, ocl_tiles t) {
+  if (t.cpu || req->op != FA_OP_FORWARD || req->head_dim > OCL_GPU_FWD_PIPELINED_MAX_HEAD_DIM ||
+      dev->local_mem < OCL_GPU_FWD_PIPELINED_LOCAL_BYTES)
+    return OCL_FWD_TILED;
+  /* The pipelined kernel adds 32-bit row/column offsets to a head's base, for rows up to 63 past
+     the last (a tile's rows beyond the end: their offsets are formed, never loaded). */
+  const unsigned long long lim = 0x7fffffffULL;
+  if (head_span(req->q, req->seqlen_q + 64, req->head_dim) > lim ||
+      head_span(req->k, req->seqlen_k + 64, req->head_dim) > lim ||
+      head_span(req->v, req->seqlen_k + 64, req->head_dim) > lim)
+    return OCL_FWD_TILED;
+  const int vec = req->head_dim % 8 == 0 && vec_ok(req->q) && vec_ok(req->k) && vec_ok(req->v);
+  return vec ? OCL_FWD_PIPELINED_VEC : OCL_FWD_PIPELINED;
 }
 
 void ocl_decide(const fa_request *req, fa_decision *out) {
@@ -118,11 +120,13 @@ void ocl_decide(const fa_request *req, fa_decision *out) {
     fa_core_refuse(out, "seqlen or heads >= 2^31 is not supported by opencl.flash");
     return;
   }
-  const ocl_tiles t = ocl_plan(&s->devices[req->device.id], (int)req->head_dim);
+  const ocl_device_info *dev = &s->devices[req->device.id];
+  ocl_choice choice = {req->device.id, ocl_plan(dev, (int)req->head_dim)};
+  choice.tiles.fwd = fwd_kernel(req, dev, choice.tiles);
+  const ocl_tiles t = choice.tiles;
   const fa_params *p = req->params;
-  /* The name is the one tests/conformance.c expects; the GPU forward's version (forward.cl or
-     forward_gpu2.cl, ocl_fwd_variant) shows in fa-info's device line and in the program
-     options FA_OPENCL_DUMP_DIR records (-DFA_FWD=1, 2 or 3). */
+  /* The name is the one tests/conformance.c expects; the forward kernel shows in the program
+     options (-DFA_FWD) that FA_OPENCL_DUMP_DIR records. */
   snprintf(out->kernel, sizeof out->kernel, "opencl.flash.%s.%s.hd%lld%s%s%s",
            req->op == FA_OP_FORWARD ? "fwd" : "bwd", dt, (long long)req->head_dim,
            p->causal ? ".causal" : "", p->window_enabled ? ".window" : "",
@@ -137,4 +141,5 @@ void ocl_decide(const fa_request *req, fa_decision *out) {
   /* The backward's D vector is a buffer the plugin creates per call in the tensors' context
      (an OpenCL workspace would have to be a cl_mem, which params.workspace cannot carry). */
   out->workspace_bytes = 0;
+  fa_decision_put(out, &choice, sizeof choice);
 }

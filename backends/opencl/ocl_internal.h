@@ -29,8 +29,7 @@ typedef struct ocl_device_info {
      (3.x, 5.x) keeps one loaded binary per (kernel, work-group size, widest grid) and releases a
      finished command's reference on the first entry of the kernel and work-group size it finds,
      which under concurrent commands of one kernel at different grid sizes can be another entry
-     than the command took: an assertion aborts the process (1 run in 12 of test_concurrency
-     with a cold PoCL cache, before this). */
+     than the command took, and an assertion aborts the process. */
   int serialize_runs;
 } ocl_device_info;
 
@@ -40,39 +39,43 @@ typedef struct ocl_state {
   int count;
   int default_device; /* the documented rule: FA_OPENCL_DEVICE, else the first GPU, else 0 */
   int kernels;        /* FA_OPENCL_KERNELS: -1 unset (by device type), 0 gpu, 1 cpu */
-  int fwd_v1;         /* FA_OPENCL_FWD=v1: the GPU set's first forward (forward.cl) everywhere */
   ocl_device_info devices[OCL_MAX_DEVICES];
 } ocl_state;
 
 const ocl_state *ocl_state_get(void);
 const char *ocl_error_name(cl_int e);
 
+/* The GPU kernel set's forward kernel (FA_FWD in the program): forward_gpu.cl's for every head
+   dim, or forward_gpu_pipelined.cl's up to head dim 128 with 16-byte or element-wise loads. The
+   CPU kernel set has one forward (forward_cpu.cl) and carries OCL_FWD_TILED. */
+enum { OCL_FWD_TILED = 1, OCL_FWD_PIPELINED_VEC = 2, OCL_FWD_PIPELINED = 3 };
+
 /* The kernel set and tiles for a device and head dim (ocl_probe.c documents the rule):
    cpu: 1 for the CPU kernels (16 rows per work-item in vector lanes), 0 for the GPU kernels;
    br: query (or key) rows per work-group; bc: keys (or query rows) per local-memory tile;
    wg: work-items per work-group of every kernel but the GPU forward (OCL_GPU_FWD_WG, rows
-   OCL_GPU_FWD_ROWS, keys OCL_GPU_FWD_KEYS per tile: fixed by forward.cl). */
+   OCL_GPU_FWD_ROWS, keys OCL_GPU_FWD_KEYS per tile: fixed by forward_gpu*.cl);
+   fwd: the forward kernel, OCL_FWD_* (ocl_plan gives OCL_FWD_TILED; decide() chooses). */
 typedef struct ocl_tiles {
-  int cpu, br, bc, wg;
-  int fwd; /* the program's GPU forward: 1 forward.cl; forward_gpu2.cl with 16-byte loads 2,
-              element by element 3 (ocl_fwd_variant, ocl_fwd_vec) */
+  int cpu, br, bc, wg, fwd;
 } ocl_tiles;
 #define OCL_GPU_FWD_WG 128
 #define OCL_GPU_FWD_ROWS 64
 #define OCL_GPU_FWD_KEYS 64
-#define OCL_GPU_FWD_LOCAL_BYTES 36864  /* forward.cl's GPU kernel: 2 x 17 KB + 2 KB */
-#define OCL_GPU_FWD2_LOCAL_BYTES 38400 /* forward_gpu2.cl: 18 KB + 17 KB + 2.5 KB */
+#define OCL_GPU_FWD_LOCAL_BYTES 36864           /* forward_gpu.cl: 2 x 17 KB + 2 KB */
+#define OCL_GPU_FWD_PIPELINED_LOCAL_BYTES 38400 /* forward_gpu_pipelined.cl: 18 + 17 + 2.5 KB */
+#define OCL_GPU_FWD_PIPELINED_MAX_HEAD_DIM 128
 ocl_tiles ocl_plan(const ocl_device_info *dev, int head_dim);
-/* The GPU forward's version for a request on the GPU kernel set (1 for the CPU set and the
-   backward): 2 (forward_gpu2.cl) when the head dim is at most 128, the device has its local
-   memory and every element offset within one head of q, k and v fits in 31 bits, unless
-   FA_OPENCL_FWD=v1; else 1. ocl_decide.c. */
-int ocl_fwd_variant(const fa_request *req, ocl_tiles t);
-/* 1 when the 16-byte loads of forward_gpu2.cl apply to q, k and v: head dim contiguous, a
-   multiple of 8, every other stride and the element offset multiples of 8. */
-int ocl_fwd_vec(const fa_request *req);
 /* The tile shape a call reports (fa_run_info tile_m x tile_n) for an operation. */
 void ocl_tiles_reported(ocl_tiles t, int forward, int *tile_m, int *tile_n);
+
+/* What decide() records in the decision's payload for run(): the device (an index into the
+   probe's list) and the program's kernel set, tiles and forward kernel. */
+typedef struct ocl_choice {
+  int32_t device;
+  ocl_tiles tiles;
+} ocl_choice;
+FA_DECISION_PAYLOAD_FITS(ocl_choice);
 
 /* The program for (context, device, head dim, dtype, tiles), built at first use and cached;
    FA_ERR_BACKEND_FAILURE with the build log on a build failure. */

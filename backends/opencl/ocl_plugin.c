@@ -231,7 +231,16 @@ fa_status ocl_run(const fa_request *req, const fa_decision *decision, void *work
   if (!decision->supported)
     return fa_core_set_error(FA_ERR_UNSUPPORTED, "opencl: %s", decision->reason);
   const ocl_state *s = ocl_state_get();
-  const ocl_device_info *dev = &s->devices[req->device.id];
+  ocl_choice choice;
+  fa_decision_get(decision, &choice, sizeof choice);
+  const ocl_tiles *t = &choice.tiles;
+  if (choice.device != req->device.id || choice.device < 0 || choice.device >= s->count ||
+      t->br < 1 || t->bc < 1 || t->wg < 1 || t->fwd < OCL_FWD_TILED || t->fwd > OCL_FWD_PIPELINED)
+    return fa_core_set_error(FA_ERR_INTERNAL,
+                             "opencl: decision (device %d, tiles %dx%d, %d work-items, forward "
+                             "kernel %d) is not one this plugin made for device %d",
+                             (int)choice.device, t->br, t->bc, t->wg, t->fwd, (int)req->device.id);
+  const ocl_device_info *dev = &s->devices[choice.device];
   run_ctx rc;
   memset(&rc, 0, sizeof rc);
   cl_int e = clGetMemObjectInfo(mem_of(req->q), CL_MEM_CONTEXT, sizeof rc.ctx, &rc.ctx, NULL);
@@ -250,14 +259,7 @@ fa_status ocl_run(const fa_request *req, const fa_decision *decision, void *work
     return fa_core_set_error(FA_ERR_INVALID_ARGUMENT,
                              "q.device.id = %d (%s) is not a device of the buffers' OpenCL context",
                              (int)req->device.id, dev->name);
-  rc.tiles = ocl_plan(dev, (int)req->head_dim);
-  rc.tiles.fwd = ocl_fwd_variant(req, rc.tiles);
-  if (rc.tiles.fwd == 2 && !ocl_fwd_vec(req)) rc.tiles.fwd = 3; /* element-wise loads */
-  int tm, tn;
-  ocl_tiles_reported(rc.tiles, req->op == FA_OP_FORWARD, &tm, &tn);
-  if (tm != decision->tile_m || tn != decision->tile_n)
-    return fa_core_set_error(FA_ERR_INTERNAL, "opencl: tiles %dx%d, decided %dx%d", tm, tn,
-                             (int)decision->tile_m, (int)decision->tile_n);
+  rc.tiles = choice.tiles;
   fa_status st = ocl_program_get(rc.ctx, dev, (int)req->head_dim, dtype_code(req->dtype), rc.tiles,
                                  &rc.program);
   if (st != FA_OK) return st;

@@ -1,10 +1,11 @@
 /*
  * ocl_probe.c: every OpenCL platform and device this process can see, read once, and the device
- * a caller gets by default: FA_OPENCL_DEVICE=N names device N of the list; otherwise the first
- * GPU; otherwise device 0. Also read once: FA_OPENCL_KERNELS=cpu|gpu (the kernel set, ocl_plan)
- * and FA_OPENCL_FWD=v1|v2 (the GPU forward's version: unset or v2 is forward_gpu2.cl where
- * ocl_fwd_variant allows it, v1 is forward.cl's first version everywhere, for A/B runs); any
- * other value makes the backend unavailable, saying so.
+ * a caller gets by default. Two environment variables, read once:
+ *   FA_OPENCL_DEVICE=N       the default device is device N of the list (else the first GPU,
+ *                            else device 0)
+ *   FA_OPENCL_KERNELS=cpu|gpu  the kernel set for every device, whatever its type (ocl_plan): the
+ *                            tests run the GPU set on a CPU device with it
+ * Any other value makes the backend unavailable, saying so.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -139,15 +140,6 @@ static void probe_once(void) {
     }
     s->kernels = strcmp(kern, "cpu") == 0;
   }
-  const char *fwd = getenv("FA_OPENCL_FWD");
-  if (fwd && *fwd) {
-    if (strcmp(fwd, "v1") != 0 && strcmp(fwd, "v2") != 0) {
-      snprintf(s->reason, sizeof s->reason,
-               "FA_OPENCL_FWD=%s: expected v1 or v2 (unset: v2 where it applies)", fwd);
-      return;
-    }
-    s->fwd_v1 = strcmp(fwd, "v1") == 0;
-  }
   const char *env = getenv("FA_OPENCL_DEVICE");
   if (env && *env) {
     char *end = NULL;
@@ -177,13 +169,14 @@ const ocl_state *ocl_state_get(void) {
  *    key of a 64-key tile staged in local memory (br = 64, bc = 64 from core/plan with the
  *    device's local memory as the budget, a multiple of 8). A CPU OpenCL runtime (PoCL) runs a
  *    work-group as a loop over its work-items on one thread: it wants few work-items with long
- *    vector inner loops, and one is best: with four work-items of 16 rows PoCL took 2.6x longer
- *    to compile the programs (its work-item loops around every barrier) and ran them no faster.
+ *    vector inner loops, and one is best: more work-items multiply PoCL's compile time (its
+ *    work-item loops around every barrier) and run no faster.
  *  - any other device (GPU, accelerator) gets the GPU kernels, if it allows work-groups of 128
  *    and has 36 KB of local memory (else the CPU kernels, which need neither): the forward with
  *    128 work-items on a 64 x 64 tile, each computing a 4 x 8 block of scores and a 4-row block
- *    of the output from local memory (forward.cl); the backward with a work-item per key or row
- *    (br = 64 per work-group) and bc from core/plan.
+ *    of the output from local memory (forward_gpu.cl, or forward_gpu_pipelined.cl where decide()
+ *    picks it); the backward with a work-item per key or row (br = 64 per work-group) and bc from
+ *    core/plan.
  */
 ocl_tiles ocl_plan(const ocl_device_info *dev, int head_dim) {
   const ocl_state *s = ocl_state_get();
@@ -200,7 +193,7 @@ ocl_tiles ocl_plan(const ocl_device_info *dev, int head_dim) {
     t.bc = plan.tile_n;
     t.wg = 1;
     t.br = 64; /* four vectors of 16 rows, so each staged tile serves 64 */
-    t.fwd = 1;
+    t.fwd = OCL_FWD_TILED;
   } else {
     /* the plan's four d-wide tiles leave room for the two the kernels stage and their LSE/D */
     fa_tile_limits limits = {(size_t)dev->local_mem, 4, 1, 1, 64, 64};
@@ -209,7 +202,7 @@ ocl_tiles ocl_plan(const ocl_device_info *dev, int head_dim) {
     t.bc = plan.tile_n;
     t.wg = 64;
     t.br = 64;
-    t.fwd = 1; /* ocl_fwd_variant raises it to 2 for a forward that version serves */
+    t.fwd = OCL_FWD_TILED; /* decide() picks the pipelined forward where it applies */
   }
   return t;
 }
@@ -224,24 +217,19 @@ void ocl_probe(fa_plugin_probe *out) {
   out->available = s->available;
   snprintf(out->reason, sizeof out->reason, "%s", s->reason);
   out->device_count = s->count;
-  size_t used = 0;
   out->devices[0] = '\0';
-  for (int i = 0; i < s->count && used < sizeof out->devices; ++i) {
+  for (int i = 0; i < s->count; ++i) {
     const ocl_device_info *d = &s->devices[i];
-    int n = snprintf(
-        out->devices + used, sizeof out->devices - used,
-        "%socl%d%s: %s (%s; platform %s; %s, %u CUs, %llu KiB local%s; %s kernels%s%s)",
-        i ? "; " : "", i, i == s->default_device ? " (default)" : "", d->name, d->vendor,
-        d->platform_name,
+    const int cpu_set = ocl_plan(d, 64).cpu;
+    const int pipelined = !cpu_set && d->local_mem >= OCL_GPU_FWD_PIPELINED_LOCAL_BYTES;
+    fa_probe_add_device(
+        out, "ocl%d%s: %s (%s; platform %s; %s, %u CUs, %llu KiB local%s; %s kernels%s%s)", i,
+        i == s->default_device ? " (default)" : "", d->name, d->vendor, d->platform_name,
         (d->type & CL_DEVICE_TYPE_GPU) ? "GPU" : ((d->type & CL_DEVICE_TYPE_CPU) ? "CPU" : "other"),
         d->compute_units, (unsigned long long)(d->local_mem / 1024),
-        d->fp16 ? ", cl_khr_fp16" : ", no cl_khr_fp16", ocl_plan(d, 64).cpu ? "cpu" : "gpu",
-        ocl_plan(d, 64).cpu ? ""
-        : s->fwd_v1         ? ", forward v1"
-                            : ", forward v2 to head_dim 128",
+        d->fp16 ? ", cl_khr_fp16" : ", no cl_khr_fp16", cpu_set ? "cpu" : "gpu",
+        pipelined ? ", pipelined forward to head_dim 128" : "",
         d->serialize_runs ? "; one run at a time (PoCL)" : "");
-    if (n < 0) break;
-    used += (size_t)n;
   }
   snprintf(out->arch, sizeof out->arch, "OpenCL C 1.2 programs built at first use");
   snprintf(out->kernel_families, sizeof out->kernel_families, "flash");

@@ -4,11 +4,11 @@
  * dtype and tile shape, and cached per (context, device) for the life of the process (or until
  * fa_release). A build failure returns the compiler's log.
  *
- * Two diagnostics knobs, read at each build:
+ * Two diagnostics knobs for inspecting what a driver makes of the kernels, read at each build:
  *   FA_OPENCL_BUILD_OPTIONS  appended to the build options (on NVIDIA e.g. "-cl-nv-verbose", whose
- *                            ptxas report of registers and spills goes to the build log, or
- *                            "-cl-nv-maxrregcount N"); part of the program's identity only
- *                            through the process (set it before the first call)
+ *                            report of registers and spills goes to the build log); part of the
+ *                            program's identity only through the process (set it before the first
+ *                            call)
  *   FA_OPENCL_DUMP_DIR       a folder (which must exist) that receives, per program built, the
  *                            device's program binary (NVIDIA: PTX text, for `ptxas -arch=sm_90 -v`
  *                            elsewhere) as fa_hd<D>_dt<T>_<set>_fwd<V>.bin and its build log as

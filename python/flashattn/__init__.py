@@ -188,11 +188,10 @@ def backend_info() -> list:
 
 
 def _run_info(info: C.FaRunInfo) -> RunInfo:
-    kinds = {1: "cpu", 2: "cuda", 3: "hip", 4: "opencl"}
     return RunInfo(
         backend=C.text(info.backend_name),
         backend_id=info.backend,
-        device_kind=kinds.get(info.device.kind, "invalid"),
+        device_kind=C.text(library().dll.fa_device_kind_name(info.device.kind)),
         device_id=info.device.id,
         kernel=C.text(info.kernel),
         tile_m=info.tile_m,

@@ -186,6 +186,7 @@ class Library:
             "fa_backend_info": (c_enum, [P(FaBackendDesc), ctypes.c_int32, P(ctypes.c_int32)]),
             "fa_backend_from_name": (c_enum, [ctypes.c_char_p, P(ctypes.c_int32)]),
             "fa_backend_name": (ctypes.c_char_p, [ctypes.c_int32]),
+            "fa_device_kind_name": (ctypes.c_char_p, [ctypes.c_int32]),
             "fa_release": (None, []),
             "fa_last_error": (ctypes.c_char_p, []),
             "fa_status_string": (ctypes.c_char_p, [c_enum]),

@@ -11,7 +11,7 @@
  * builtins. Under nvcc (the hip-generic-on-cuda test plugin) the documented semantics of MFMA are
  * emulated (cdna/hg_mfma_emu.h), so that everything around it (operand fetches, tile spreading,
  * the softmax between the products, the epilogues) runs on an NVIDIA GPU; the instructions
- * themselves have run nowhere (no AMD GPU here).
+ * themselves are not run by the test suite, which has no AMD GPU.
  */
 #ifndef FA_HIP_HG_MFMA_H
 #define FA_HIP_HG_MFMA_H
@@ -89,7 +89,7 @@ FA_GPU_DEVICE void hg_mfma_step(float *acc, const uint16_t *av, const uint16_t *
   for (int i = 0; i < 8; ++i) acc[i] = c[i];
 #else
   /* A target without either (the host pass, or an architecture added to FA_HIP_ARCHS without
-     them): the plugin never selects these kernels there (hip_arch_matrix). */
+     them): the plugin never selects these kernels there (hip_arch_has_mfma, hip_arch_has_wmma). */
   (void)acc, (void)av, (void)bv;
   __builtin_trap();
 #endif

@@ -2,8 +2,8 @@
  * hg_mfma_emu.h: nvcc only: the documented semantics of the wave64 16x16x16 MFMA instruction
  * (cdna/hg_mfma_layout.h), emulated by the two CUDA warps that stand for one wavefront. It exists
  * so that the MFMA kernels' code around the instruction runs in the hip-generic-on-cuda test
- * plugin on the H200: each lane leaves its operands in shared memory, the wave's 64 threads meet
- * at a named barrier, and each lane sums the 16 products of its four results in fp32 (the
+ * plugin on an NVIDIA GPU: each lane leaves its operands in shared memory, the wave's 64 threads
+ * meet at a named barrier, and each lane sums the 16 products of its four results in fp32 (the
  * instruction's own summation order is not modelled: results agree to rounding).
  * Costs HG_MFMA_EMU_SMEM bytes (cdna/hg_mfma_layout.h) of static shared memory per block.
  */

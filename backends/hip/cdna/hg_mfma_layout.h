@@ -16,7 +16,8 @@
  *   WMMA (RDNA3 ISA guide; GPUOpen's WMMA-on-RDNA3 article): A(i, k) is item k of lanes i and
  *     i + 16 (both halves of the wave hold the same operands); B(k, j) item k of lanes j and
  *     j + 16; C/D(i, j) item i / 2 of lane j + 16 (i % 2).
- * No AMD GPU exists here: these layouts are taken from the documentation, not observed.
+ * These layouts are taken from the documentation; the test suite, which has no AMD GPU, does not
+ * observe them.
  */
 #ifndef FA_HIP_HG_MFMA_LAYOUT_H
 #define FA_HIP_HG_MFMA_LAYOUT_H

@@ -195,13 +195,16 @@ void hg_decide(const fa_request *req, const hg_target *t, fa_decision *out) {
   /* The tile the run launches (its kernel's name carries it): the report's tile_m x tile_n. */
   out->tile_m = tile.bm;
   out->tile_n = tile.bn;
+  hg_choice choice = {want, HG_HD_CLASS(d), tile.bn, tile.bm, 0};
   if (fwd) {
     out->deterministic = 1; /* no atomics */
-    return;
+  } else {
+    /* Deterministic: one block per KV head walks its key tiles in order (hg_bwd.h). */
+    choice.per_head = p->deterministic ? 1 : 0;
+    out->deterministic = choice.per_head;
+    out->workspace_bytes = dsum_bytes(req) + dq_accum_bytes(req) + HG_WS_ALIGN;
   }
-  /* Deterministic: one block per KV head walks its key tiles in order (hg_bwd.h). */
-  out->deterministic = p->deterministic ? 1 : 0;
-  out->workspace_bytes = dsum_bytes(req) + dq_accum_bytes(req) + HG_WS_ALIGN;
+  fa_decision_put(out, &choice, sizeof choice);
 }
 
 static void tensor_of(const fa_tensor *t, hg_tensor *h) {
@@ -251,18 +254,29 @@ static unsigned blocks(int64_t n, int64_t per) { return (unsigned)((n + per - 1)
 fa_status hg_run(const hg_runtime *rt, const fa_request *req, const fa_decision *decision,
                  void *workspace) {
   if (!decision->supported) return fa_core_set_error(FA_ERR_UNSUPPORTED, "%s", decision->reason);
+  hg_choice c;
+  fa_decision_get(decision, &c, sizeof c);
+  const int fwd = req->op == FA_OP_FORWARD;
+  if ((c.hd_class != 64 && c.hd_class != 128 && c.hd_class != 256) ||
+      c.hd_class != HG_HD_CLASS(req->head_dim) || c.bn < 1 || (!fwd && c.bm < 1) ||
+      c.matrix < HG_MATRIX_NONE || c.matrix > HG_MATRIX_WMMA)
+    return fa_core_set_error(FA_ERR_INTERNAL,
+                             "hip generic kernels: decision (head dim class %d, tile %dx%d, "
+                             "matrix kernels %d) is not one hg_decide made for head dim %lld",
+                             (int)c.hd_class, (int)c.bm, (int)c.bn, (int)c.matrix,
+                             (long long)req->head_dim);
   hg_params a;
   params_of(req, &a);
   void *stream = req->params->stream;
   const char *dt = req->dtype == FA_BF16 ? "bf16" : "f16";
-  const int hc = HG_HD_CLASS(a.head_dim);
+  const int hc = c.hd_class;
   char name[HG_KERNEL_NAME_LEN];
   /* The matrix kernels carry the MFMA names on every target (WMMA in gfx1100's code object). */
-  const int mfma = strstr(decision->kernel, ".mfma.") || strstr(decision->kernel, ".wmma.");
+  const int mfma = c.matrix != HG_MATRIX_NONE;
   if (a.batch == 0 || a.heads_q == 0) return FA_OK;
-  if (req->op == FA_OP_FORWARD) {
+  if (fwd) {
     if (a.seqlen_q == 0) return FA_OK;
-    const int bn = decision->tile_n;
+    const int bn = c.bn;
     snprintf(name, sizeof name, "hg_fwd_%s%s_hd%d_n%d", mfma ? "mfma_" : "", dt, hc, bn);
     return rt->launch(rt->ctx, name, blocks(a.seqlen_q, HG_FWD_TILE_M), (unsigned)a.heads_q,
                       (unsigned)a.batch, hg_smem(1, mfma, a.head_dim, bn, 0), stream, &a);
@@ -281,10 +295,10 @@ fa_status hg_run(const hg_runtime *rt, const fa_request *req, const fa_decision 
                     (unsigned)a.batch, 0, stream, &a);
   }
   if (st == FA_OK && a.seqlen_k > 0) {
-    const int bn = decision->tile_n, bm = decision->tile_m;
+    const int bn = c.bn, bm = c.bm;
     snprintf(name, sizeof name, "hg_bwd_main_%s%s_hd%d_n%d_m%d", mfma ? "mfma_" : "", dt, hc, bn,
              bm);
-    unsigned gx = decision->deterministic ? 1u : blocks(a.seqlen_k, bn);
+    unsigned gx = c.per_head ? 1u : blocks(a.seqlen_k, bn);
     st = rt->launch(rt->ctx, name, gx, (unsigned)a.heads_kv, (unsigned)a.batch,
                     hg_smem(0, mfma, a.head_dim, bn, bm), stream, &a);
   }

@@ -41,11 +41,20 @@ typedef struct hg_runtime {
 /* The family's rules: supported or not with the reason naming the constraint; kernel name,
    tiles, workspace. Pure. params.kernel_family: NULL or "generic" for the generic kernels,
    "mfma" / "wmma" for the kernels whose products use CDNA's / RDNA3's matrix instructions (only
-   where t->mfma says so; never chosen unasked: they have not run on AMD hardware, see the
-   README). */
+   where t->mfma says so; never chosen unasked: they have not run on AMD hardware). */
 void hg_decide(const fa_request *req, const hg_target *t, fa_decision *out);
 
-/* Runs a request hg_decide accepted (workspace: the caller's or NULL). */
+/* What hg_decide records in the decision's payload for hg_run: the kernels and their tile. */
+typedef struct hg_choice {
+  int32_t matrix;   /* HG_MATRIX_*: the matrix kernels (MFMA names, WMMA code on RDNA3) or none */
+  int32_t hd_class; /* HG_HD_CLASS of the head dim: the kernels' register arrays */
+  int32_t bn, bm;   /* forward: keys per step (bm unused); backward: keys per block, queries per
+                       step */
+  int32_t per_head; /* backward: one block per KV head walking its key tiles (deterministic) */
+} hg_choice;
+FA_DECISION_PAYLOAD_FITS(hg_choice);
+
+/* Runs a request hg_decide accepted, as its payload says (workspace: the caller's or NULL). */
 fa_status hg_run(const hg_runtime *rt, const fa_request *req, const fa_decision *decision,
                  void *workspace);
 

@@ -2,7 +2,7 @@
  * hgc_plugin.c: hip-generic-on-cuda, a TEST plugin: the HIP backend's generic kernels
  * (backends/hip/generic, written against portable/fa_gpu_portable.h) compiled by nvcc and run on
  * an NVIDIA GPU through the CUDA runtime, so that the conformance suite can check the port's
- * indexing, masking, softmax and backward on the H200 where no AMD GPU exists. It is built as
+ * indexing, masking, softmax and backward on an NVIDIA GPU where no AMD GPU exists. It is built as
  * libfa_cuda.so in a directory of its own (lib/hip_generic_on_cuda) and selected with
  * FA_PLUGIN_PATH; its kernels are named "cuda.hipgen.*" and its kernel family "hipgen" in
  * fa_backend_info, so no report can mistake it for the CUDA backend. Never installed.
@@ -44,14 +44,10 @@ static void hgc_probe(fa_plugin_probe *out) {
   }
   out->available = 1;
   out->device_count = count;
-  size_t used = 0;
-  for (int i = 0; i < count && used < sizeof out->devices; ++i) {
+  for (int i = 0; i < count; ++i) {
     struct cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
-    int n = snprintf(out->devices + used, sizeof out->devices - used, "%scuda%d: %s (sm_%d%d)",
-                     i ? "; " : "", i, prop.name, prop.major, prop.minor);
-    if (n < 0) break;
-    used += (size_t)n;
+    fa_probe_add_device(out, "cuda%d: %s (sm_%d%d)", i, prop.name, prop.major, prop.minor);
   }
   snprintf(out->arch, sizeof out->arch, "hip-generic-on-cuda (test plugin, CUDA %d.%d)",
            CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10);
@@ -61,8 +57,8 @@ static void hgc_probe(fa_plugin_probe *out) {
 }
 
 /* The LDS the plugin stands for: HGC_SMEM_LIMIT, or less where FA_HIPGEN_LDS (bytes) says so,
-   so that the tiles core/plan gives only a smaller LDS run on the H200 too: the backward's 32x32
-   at head dim 64, chosen where the 64x32 (33,024 bytes) does not fit
+   so that the tiles core/plan gives only a smaller LDS run on an NVIDIA GPU too: the backward's
+   32x32 at head dim 64, chosen where the 64x32 (33,024 bytes) does not fit
    (tests/gpu/h200_hip_generic.sh). */
 static int64_t hgc_lds(void) {
   const char *env = getenv("FA_HIPGEN_LDS");
@@ -93,8 +89,8 @@ static fa_status hgc_launch(void *ctx, const char *name, unsigned gx, unsigned g
   void *args[] = {(void *)p};
   cudaError_t e = cudaSuccess;
   /* The MFMA kernels' emulation adds HG_MFMA_EMU_SMEM of static shared memory: the opt-in is
-     needed once dynamic + static pass 48 KiB (the hd128 MFMA backward's 45,312 + 4,096 bytes
-     failed to launch without it, H200 2026-12-01); harmless for kernels without it. */
+     needed once dynamic + static pass 48 KiB (the hd128 MFMA backward's 45,312 + 4,096 bytes);
+     harmless for kernels without it. */
   if (smem + HG_MFMA_EMU_SMEM > HGC_SMEM_DEFAULT &&
       (e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) !=
           cudaSuccess)

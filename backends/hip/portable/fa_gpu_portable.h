@@ -6,7 +6,7 @@
  *
  * Why not HIP's own NVIDIA path (hip/nvidia_detail): Debian's HIP 5.2 headers for it do not
  * compile against CUDA 13 (cudaDeviceProp members they read are gone), so shared device code
- * cannot run on the NVIDIA GPU through them. Only what the kernels here use is mapped.
+ * cannot run on an NVIDIA GPU through them. Only what the kernels here use is mapped.
  *
  * Shuffles: fa_gpu_shfl / fa_gpu_shfl_xor exchange within aligned groups of `width` lanes
  * (a power of two <= 32, so a group never straddles a CUDA warp or an AMD wave32/wave64); every

@@ -4,7 +4,7 @@
  * target whose device library Debian's rocm-device-libs 5.2 lacks: RDNA3 (gfx1100), compiled with
  * -nogpulib (rdna/hg_kernels_rdna.cu). Each maps to a compiler builtin (an AMDGPU instruction)
  * except tanh, computed from exp2; the precision is that of the hardware's v_exp_f32/v_log_f32
- * (about 1 ulp), not the device library's, and it has run nowhere (no AMD GPU here).
+ * (about 1 ulp), not the device library's, and it is not run by the test suite (no AMD GPU).
  */
 #ifndef FA_HIP_HG_NOGPULIB_H
 #define FA_HIP_HG_NOGPULIB_H

@@ -1,10 +1,10 @@
 /*
  * backward.cl: the FlashAttention backward pass in three kernels, no atomics (deterministic):
  *   fa_bwd_dot   D_i = rowsum(dO_i ∘ O_i) (core/math/backward.h), one work-item per query row
- *   fa_bwd_dkdv  a work-group per (key tile of FA_BR keys, KV head, batch) keeping the tile's dK and
- *                dV rows; Q, dO, LSE and D of FA_BC query rows at a time in local memory, over
- *                every query head of the group and every row that sees the tile (core/math/mask.h's
- *                row range); P recomputed from the LSE
+ *   fa_bwd_dkdv  a work-group per (key tile of FA_BR keys, KV head, batch) keeping the tile's
+ *                dK and dV rows; Q, dO, LSE and D of FA_BC query rows at a time in local memory,
+ *                over every query head of the group and every row that sees the tile
+ *                (core/math/mask.h's row range); P recomputed from the LSE
  *   fa_bwd_dq    a work-group per (query tile, query head, batch) keeping its dQ rows; K and V of
  *                FA_BC keys at a time in local memory
  * dS = P ∘ (dP − D) times the softcap derivative; dQ = scale·dS·K, dK = scale·dSᵀ·Q, dV = Pᵀ·dO.
@@ -24,7 +24,6 @@ __kernel void fa_bwd_dot(__global const st_t *out, long8 os, __global const st_t
   }
   dsum[((long)b * heads_q + h) * seqlen_q + row] = fa_bwd_rowdot(g, o, FA_D);
 }
-
 
 #if FA_CPU
 
@@ -194,9 +193,8 @@ __kernel __attribute__((reqd_work_group_size(FA_WG, 1, 1))) void fa_bwd_dq(
   const int hk = h / (heads_q / heads_kv);
 
   const fa_mask mask = mask_of(mask_shift, mask_left, mask_right);
-  long lo_unused, hi_unused, group_lo, group_hi;
-  query_tile_ranges(&mask, m0, m0, seqlen_q, seqlen_k, &lo_unused, &hi_unused, &group_lo,
-                    &group_hi);
+  long group_lo, group_hi;
+  group_key_range(&mask, m0, seqlen_q, seqlen_k, &group_lo, &group_hi);
   /* This work-item's rows: FA_RV vectors of 16, from m0 + il * FA_RV * 16. */
   bwd_rows w[FA_RV];
   int nv = 0;
@@ -206,8 +204,8 @@ __kernel __attribute__((reqd_work_group_size(FA_WG, 1, 1))) void fa_bwd_dq(
     x->r0 = m0 + ((long)il * FA_RV + t) * FA_LN;
     if (x->r0 >= seqlen_q) break;
     nv = t + 1;
-    lanes_key_ranges(&mask, x->r0, seqlen_q, seqlen_k, &x->lo, &x->hi, &x->lo_first,
-                     &x->hi_first, &x->lo_last, &x->hi_last);
+    lanes_key_ranges(&mask, x->r0, seqlen_q, seqlen_k, &x->lo, &x->hi, &x->lo_first, &x->hi_first,
+                     &x->lo_last, &x->hi_last);
 #pragma unroll 1
     for (int d = 0; d < FA_D; ++d) {
       float a[FA_LN], c[FA_LN];

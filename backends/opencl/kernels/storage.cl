@@ -59,12 +59,20 @@ inline void query_tile_ranges(const fa_mask *mask, long m0, long row, int seqlen
   *group_hi = hi_last;
 }
 
+/* The keys any row of the work-group's query rows [m0, m0 + FA_BR) sees, [*group_lo, *group_hi),
+   as query_tile_ranges gives them. */
+inline void group_key_range(const fa_mask *mask, long m0, int seqlen_q, int seqlen_k,
+                            long *group_lo, long *group_hi) {
+  long lo_unused, hi_unused;
+  query_tile_ranges(mask, m0, m0, seqlen_q, seqlen_k, &lo_unused, &hi_unused, group_lo, group_hi);
+}
+
 /* Rows [r0, r0 + FA_BC) of two tensors of one head (rows at or past `rows` as zeros) into local
    memory, in float, by the work-group's FA_WG work-items together, element by element (a GPU's
    work-items take consecutive elements, so the reads coalesce). */
 inline void stage_rows(__local float (*a)[FA_D], __global const st_t *ga, long8 as,
-                       __local float (*c)[FA_D], __global const st_t *gc, long8 cs, long b,
-                       long h, long r0, long rows, int il) {
+                       __local float (*c)[FA_D], __global const st_t *gc, long8 cs, long b, long h,
+                       long r0, long rows, int il) {
   for (int e = il; e < FA_BC * FA_D; e += FA_WG) {
     const int i = e / FA_D, d = e % FA_D;
     const long row = r0 + i;
