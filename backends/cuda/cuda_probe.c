@@ -86,7 +86,7 @@ static void describe_device(int id, cuda_device_info *d) {
   if (!arch_built(d->cc_major, d->cc_minor)) {
     snprintf(d->reason, sizeof d->reason,
              "%s is sm_%d%d: architecture not built (this plugin carries code for sm {%s}; "
-             "rebuild with CMAKE_CUDA_ARCHITECTURES including %d%d)",
+             "rebuild with FA_CUDA_ARCHS including %d%d)",
              d->name, d->cc_major, d->cc_minor, FA_CUDA_ARCHS, d->cc_major, d->cc_minor);
     return;
   }
