@@ -6,10 +6,10 @@
  * P from the LSE matches the forward's P to the last bit of the exp).
  *
  * GPU kernels (FA_CPU == 0): a work-item's private row against a local-memory row.
- * CPU kernels (FA_CPU == 1): a work-item holds FA_LN = 16 rows, one per lane of a float16 (lanes_t);
- * a row-vector of the head dim is FA_D lanes_t, element d holding dimension d of the 16 rows. Every
- * product is then a lane-wise fma with one broadcast operand from local memory: vector code
- * without reductions, whatever the compiler's vectoriser does (PoCL maps float16 onto AVX-512
+ * CPU kernels (FA_CPU == 1): a work-item holds FA_LN = 16 rows, one per lane of a float16
+ * (lanes_t); a row-vector of the head dim is FA_D lanes_t, element d holding dimension d of the 16
+ * rows. Every product is then a lane-wise fma with one broadcast operand from local memory: vector
+ * code without reductions, whatever the compiler's vectoriser does (PoCL maps float16 onto AVX-512
  * registers, or pairs of AVX2 ones). The per-lane rules (softmax step, softcap, dS) are core/'s
  * scalar functions applied lane by lane; only the exponentials, the one hot transcendental, are
  * written as vector expressions of the same rules.
@@ -36,13 +36,12 @@ typedef int16 lanes_i;
    against n local-memory rows, eight at a time: each a[d] is loaded once for eight fmas, and the
    eight independent chains keep both FMA pipes busy (an fma's latency is 4 cycles). */
 inline void lanes_scores(const lanes_t *a, __local const float (*t)[FA_D], int n, lanes_t *s) {
-  #pragma unroll 1
+#pragma unroll 1
   for (int j = 0; j < n; j += 8) {
     __local const float *t0 = t[j], *t1 = t[j + 1], *t2 = t[j + 2], *t3 = t[j + 3];
     __local const float *t4 = t[j + 4], *t5 = t[j + 5], *t6 = t[j + 6], *t7 = t[j + 7];
-    lanes_t s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f, s4 = 0.0f, s5 = 0.0f, s6 = 0.0f,
-            s7 = 0.0f;
-    #pragma unroll 1
+    lanes_t s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f, s4 = 0.0f, s5 = 0.0f, s6 = 0.0f, s7 = 0.0f;
+#pragma unroll 1
     for (int d = 0; d < FA_D; ++d) {
       const lanes_t x = a[d];
       s0 = fma(x, (lanes_t)t0[d], s0);
@@ -70,13 +69,12 @@ inline void lanes_scores(const lanes_t *a, __local const float (*t)[FA_D], int n
    fma chain per score as lanes_scores. */
 inline void lanes_scores2(const lanes_t *a, __local const float (*t)[FA_D], const lanes_t *c,
                           __local const float (*u)[FA_D], int n, lanes_t *s, lanes_t *g) {
-  #pragma unroll 1
+#pragma unroll 1
   for (int j = 0; j < n; j += 4) {
     __local const float *t0 = t[j], *t1 = t[j + 1], *t2 = t[j + 2], *t3 = t[j + 3];
     __local const float *u0 = u[j], *u1 = u[j + 1], *u2 = u[j + 2], *u3 = u[j + 3];
-    lanes_t s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f, g0 = 0.0f, g1 = 0.0f, g2 = 0.0f,
-            g3 = 0.0f;
-    #pragma unroll 1
+    lanes_t s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f, g0 = 0.0f, g1 = 0.0f, g2 = 0.0f, g3 = 0.0f;
+#pragma unroll 1
     for (int d = 0; d < FA_D; ++d) {
       const lanes_t x = a[d], y = c[d];
       s0 = fma(x, (lanes_t)t0[d], s0);
@@ -108,7 +106,7 @@ inline void lanes_accumulate(lanes_t *acc, lanes_t alpha, const lanes_t *p,
     lanes_t o0 = acc[d] * alpha, o1 = acc[d + 1] * alpha, o2 = acc[d + 2] * alpha,
             o3 = acc[d + 3] * alpha, o4 = acc[d + 4] * alpha, o5 = acc[d + 5] * alpha,
             o6 = acc[d + 6] * alpha, o7 = acc[d + 7] * alpha;
-    #pragma unroll 1
+#pragma unroll 1
     for (int j = 0; j < n; ++j) {
       const lanes_t x = p[j];
       __local const float *r = &t[j][d];
@@ -132,7 +130,7 @@ inline void lanes_accumulate(lanes_t *acc, lanes_t alpha, const lanes_t *p,
   }
   for (; d < FA_D; ++d) {
     lanes_t o = acc[d] * alpha;
-    #pragma unroll 1
+#pragma unroll 1
     for (int j = 0; j < n; ++j) o = fma(p[j], (lanes_t)t[j][d], o);
     acc[d] = o;
   }
@@ -146,7 +144,7 @@ inline void lanes_accumulate2(lanes_t *acc, const lanes_t *p, __local const floa
   for (; d + 4 <= FA_D; d += 4) {
     lanes_t o0 = acc[d], o1 = acc[d + 1], o2 = acc[d + 2], o3 = acc[d + 3];
     lanes_t e0 = acc2[d], e1 = acc2[d + 1], e2 = acc2[d + 2], e3 = acc2[d + 3];
-    #pragma unroll 1
+#pragma unroll 1
     for (int j = 0; j < n; ++j) {
       const lanes_t x = p[j], y = p2[j];
       __local const float *r = &t[j][d], *q = &t2[j][d];
@@ -170,7 +168,7 @@ inline void lanes_accumulate2(lanes_t *acc, const lanes_t *p, __local const floa
   }
   for (; d < FA_D; ++d) {
     lanes_t o = acc[d], e = acc2[d];
-    #pragma unroll 1
+#pragma unroll 1
     for (int j = 0; j < n; ++j) {
       o = fma(p[j], (lanes_t)t[j][d], o);
       e = fma(p2[j], (lanes_t)t2[j][d], e);
@@ -184,7 +182,7 @@ inline void lanes_accumulate2(lanes_t *acc, const lanes_t *p, __local const floa
 inline lanes_t lanes_softcap(lanes_t z, float softcap) {
   float a[FA_LN];
   vstore16(z, 0, a);
-  #pragma unroll 1
+#pragma unroll 1
   for (int l = 0; l < FA_LN; ++l) a[l] = fa_score_softcap(a[l], softcap);
   return vload16(0, a);
 }
@@ -193,7 +191,7 @@ inline lanes_t lanes_softcap(lanes_t z, float softcap) {
 inline lanes_t lanes_softcap_grad(lanes_t z, float softcap) {
   float a[FA_LN];
   vstore16(z, 0, a);
-  #pragma unroll 1
+#pragma unroll 1
   for (int l = 0; l < FA_LN; ++l) a[l] = fa_score_softcap_grad(a[l], softcap);
   return vload16(0, a);
 }
@@ -214,14 +212,14 @@ inline lanes_t lanes_prob_from_lse(lanes_t z, lanes_t lse) {
   return select(exp(z - lse), (lanes_t)0.0f, lse == (lanes_t)(-INFINITY));
 }
 
-/* The key range [lo, hi) of each lane's row (core/math/mask.h), empty for rows past the last; and the
-   ranges of the first and last valid rows, for tile classification. */
-inline void lanes_key_ranges(const fa_mask *mask, long r0, int seqlen_q, int seqlen_k,
-                             lanes_i *lo, lanes_i *hi, long *lo_first, long *hi_first,
-                             long *lo_last, long *hi_last) {
+/* The key range [lo, hi) of each lane's row (core/math/mask.h), empty for rows past the last; and
+   the ranges of the first and last valid rows, for tile classification. */
+inline void lanes_key_ranges(const fa_mask *mask, long r0, int seqlen_q, int seqlen_k, lanes_i *lo,
+                             lanes_i *hi, long *lo_first, long *hi_first, long *lo_last,
+                             long *hi_last) {
   int a[FA_LN], c[FA_LN];
   *lo_first = *hi_first = *lo_last = *hi_last = 0;
-  #pragma unroll 1
+#pragma unroll 1
   for (int l = 0; l < FA_LN; ++l) {
     long x = 0, y = 0;
     if (r0 + l < seqlen_q) fa_mask_key_range(mask, r0 + l, seqlen_k, &x, &y);
