@@ -183,6 +183,48 @@ static int shard_select(const case_list *L, const fcase_list *F, int quick, cons
  * main
  * -------------------------------------------------------------------------------------------- */
 
+/* The description of backend id when it can run the suite here; else NULL, with *rc = 77 (the
+   reason printed: not available, or a forced FA_CPU_ISA this machine cannot run) or 1. */
+static const fa_backend_desc *backend_here(int32_t id, const char *backend, fa_backend_desc *descs,
+                                           int32_t cap, int *rc) {
+  int32_t count = 0;
+  for (int32_t i = 0; i < cap; ++i) fa_backend_desc_init(&descs[i]);
+  fa_status st = fa_backend_info(descs, cap, &count);
+  if (st != FA_OK) {
+    printf("conformance: fa_backend_info failed: %s: %s\n", fa_status_string(st), fa_last_error());
+    printf("conformance: 0 passed, 1 failed, 0 skipped\n");
+    *rc = 1;
+    return NULL;
+  }
+  const fa_backend_desc *desc = NULL;
+  for (int32_t i = 0; i < count && i < cap; ++i)
+    if (descs[i].id == id) desc = &descs[i];
+  *rc = 77;
+  if (!desc || !desc->available) {
+    printf("SKIP: %s: %s\n", backend, desc ? desc->reason : "not known to this library");
+    return NULL;
+  }
+  /* FA_CPU_ISA=avx512bf16 on a CPU without AVX512-BF16 would run the AVX-512 build again: not
+     what the caller asked to test, so skipped with the reason. */
+  const char *forced_isa = getenv("FA_CPU_ISA");
+  if (id == FA_BACKEND_CPU && forced_isa && strcmp(forced_isa, "avx512bf16") == 0 &&
+      strcmp(cpu_expected_isa_for("fwd", FA_BF16, 64, 64), "avx512bf16") != 0) {
+    printf(
+        "SKIP: cpu: FA_CPU_ISA=avx512bf16 but this CPU has no AVX512-BF16 (CPUID 7.1 EAX "
+        "bit 5) or no AVX-512 build runs here\n");
+    return NULL;
+  }
+  /* FA_CPU_ISA=amx where AMX cannot run: the backend refuses every call with the reason, which
+     its device line gives (real AMX, or the test plugin's C model of it, says "amx: in use"). */
+  if (id == FA_BACKEND_CPU && forced_isa && strcmp(forced_isa, "amx") == 0 &&
+      !strstr(desc->devices, "amx: in use")) {
+    printf("SKIP: cpu: FA_CPU_ISA=amx but AMX does not run here (%s)\n", desc->devices);
+    return NULL;
+  }
+  *rc = 0;
+  return desc;
+}
+
 static void usage(void) {
   fprintf(stderr,
           "usage: conformance --backend <cpu|cuda|hip|opencl> [--quick|--full] [--filter substr] "
@@ -248,6 +290,7 @@ int main(int argc, char **argv) {
     return 2;
   }
 
+  int rc = 0;
   case_list L = {0};
   build_cases(&L);
   mark_quick(&L);
@@ -262,11 +305,8 @@ int main(int argc, char **argv) {
     if (!keep_l || !keep_f ||
         shard_select(&L, &F, quick, filter, shard_k, shard_n, keep_l, keep_f) != 0) {
       fprintf(stderr, "conformance: out of memory\n");
-      free(keep_l);
-      free(keep_f);
-      free(L.v);
-      free(F.v);
-      return 1;
+      rc = 1;
+      goto out;
     }
   }
   if (list) {
@@ -276,63 +316,14 @@ int main(int argc, char **argv) {
     for (int i = 0; i < F.n; ++i)
       if (case_selected(F.v[i].name, F.v[i].quick, quick, filter) && (!keep_f || keep_f[i]))
         printf("%-56s cost %.2e%s\n", F.v[i].name, F.v[i].cost, F.v[i].quick ? "  quick" : "");
-    free(L.v);
-    free(F.v);
-    free(keep_l);
-    free(keep_f);
-    return 0;
+    goto out;
   }
 
   /* Skip (77) when the backend cannot run here, with the library's own reason. */
   fa_backend_desc descs[FA_BACKEND_COUNT_ + 4];
-  int32_t count = 0;
-  for (size_t i = 0; i < sizeof descs / sizeof descs[0]; ++i) fa_backend_desc_init(&descs[i]);
-  fa_status st = fa_backend_info(descs, (int32_t)(sizeof descs / sizeof descs[0]), &count);
-  if (st != FA_OK) {
-    printf("conformance: fa_backend_info failed: %s: %s\n", fa_status_string(st), fa_last_error());
-    printf("conformance: 0 passed, 1 failed, 0 skipped\n");
-    free(L.v);
-    free(F.v);
-    free(keep_l);
-    free(keep_f);
-    return 1;
-  }
-  const fa_backend_desc *desc = NULL;
-  for (int32_t i = 0; i < count && i < (int32_t)(sizeof descs / sizeof descs[0]); ++i)
-    if (descs[i].id == id) desc = &descs[i];
-  if (!desc || !desc->available) {
-    printf("SKIP: %s: %s\n", backend, desc ? desc->reason : "not known to this library");
-    free(L.v);
-    free(F.v);
-    free(keep_l);
-    free(keep_f);
-    return 77;
-  }
-  /* FA_CPU_ISA=avx512bf16 on a CPU without AVX512-BF16 would run the AVX-512 build again: not
-     what the caller asked to test, so skipped with the reason. */
-  const char *forced_isa = getenv("FA_CPU_ISA");
-  if (id == FA_BACKEND_CPU && forced_isa && strcmp(forced_isa, "avx512bf16") == 0 &&
-      strcmp(cpu_expected_isa_for("fwd", FA_BF16, 64, 64), "avx512bf16") != 0) {
-    printf(
-        "SKIP: cpu: FA_CPU_ISA=avx512bf16 but this CPU has no AVX512-BF16 (CPUID 7.1 EAX "
-        "bit 5) or no AVX-512 build runs here\n");
-    free(L.v);
-    free(F.v);
-    free(keep_l);
-    free(keep_f);
-    return 77;
-  }
-  /* FA_CPU_ISA=amx where AMX cannot run: the backend refuses every call with the reason, which
-     its device line gives (real AMX, or the test plugin's C model of it, says "amx: in use"). */
-  if (id == FA_BACKEND_CPU && forced_isa && strcmp(forced_isa, "amx") == 0 &&
-      !strstr(desc->devices, "amx: in use")) {
-    printf("SKIP: cpu: FA_CPU_ISA=amx but AMX does not run here (%s)\n", desc->devices);
-    free(L.v);
-    free(F.v);
-    free(keep_l);
-    free(keep_f);
-    return 77;
-  }
+  const fa_backend_desc *desc =
+      backend_here(id, backend, descs, (int32_t)(sizeof descs / sizeof descs[0]), &rc);
+  if (!desc) goto out;
 
   backend_ctx bk;
   memset(&bk, 0, sizeof bk);
@@ -376,17 +367,11 @@ int main(int argc, char **argv) {
   fflush(stdout);
 
   const double t0 = now_s();
-  int passed = 0, failed = 0, skipped = 0;
+  int counts[3] = {0, 0, 0}; /* by result: R_FAIL, R_PASS, R_SKIP */
   for (int i = 0; i < L.n; ++i) {
     const conf_case *c = &L.v[i];
     if (!case_selected(c->name, c->quick, quick, filter) || (keep_l && !keep_l[i])) continue;
-    int r = run_case(c, &bk, seed);
-    if (r == R_PASS)
-      ++passed;
-    else if (r == R_SKIP)
-      ++skipped;
-    else
-      ++failed;
+    ++counts[run_case(c, &bk, seed)];
   }
   frun R;
   memset(&R, 0, sizeof R);
@@ -394,27 +379,25 @@ int main(int argc, char **argv) {
   for (int i = 0; i < F.n; ++i) {
     const fcase *c = &F.v[i];
     if (!case_selected(c->name, c->quick, quick, filter) || (keep_f && !keep_f[i])) continue;
-    int r = c->kvc ? run_kvcase(c, &R, seed) : run_fcase(c, &R, seed);
-    if (r == R_PASS)
-      ++passed;
-    else if (r == R_SKIP)
-      ++skipped;
-    else
-      ++failed;
+    ++counts[c->kvc ? run_kvcase(c, &R, seed) : run_fcase(c, &R, seed)];
   }
-  free(L.v);
-  free(F.v);
-  free(keep_l);
-  free(keep_f);
   fa_release();
   printf("conformance: %.1f s, seed %llu\n", now_s() - t0, (unsigned long long)seed);
-  if (passed + failed + skipped == 0) {
+  if (counts[R_PASS] + counts[R_FAIL] + counts[R_SKIP] == 0) {
     /* A mistyped --filter must not look like a clean run. */
     printf("conformance: no case matches%s%s\n", filter ? " the filter " : "",
            filter ? filter : "");
     printf("conformance: 0 passed, 1 failed, 0 skipped\n");
-    return 1;
+    rc = 1;
+  } else {
+    printf("conformance: %d passed, %d failed, %d skipped\n", counts[R_PASS], counts[R_FAIL],
+           counts[R_SKIP]);
+    rc = counts[R_FAIL] ? 1 : 0;
   }
-  printf("conformance: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
-  return failed ? 1 : 0;
+out:
+  free(L.v);
+  free(F.v);
+  free(keep_l);
+  free(keep_f);
+  return rc;
 }

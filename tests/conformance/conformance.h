@@ -54,6 +54,9 @@ const dev_ops *dev_ops_for(fa_device_kind kind);
 /* Puts host's whole buffer in the backend's memory: allocation and copy. */
 int dev_put(const dev_ops *ops, dev_tensor *d, const tu_tensor *host, char *err, size_t n);
 
+/* Releases n device tensors and frees their host tensors (zeroed or already released is fine). */
+void dev_release_all(const dev_ops *ops, dev_tensor *d, tu_tensor *t, int n);
+
 /* ----------------------------------------------------------------------------------------------
  * The backend under test
  * -------------------------------------------------------------------------------------------- */

@@ -111,3 +111,10 @@ int dev_put(const dev_ops *ops, dev_tensor *d, const tu_tensor *host, char *err,
   if (ops->alloc(d, host, err, n)) return -1;
   return ops->copy_in(d, host, err, n);
 }
+
+void dev_release_all(const dev_ops *ops, dev_tensor *d, tu_tensor *t, int n) {
+  for (int i = 0; i < n; ++i) {
+    ops->release(&d[i]);
+    tu_free(&t[i]);
+  }
+}

@@ -300,14 +300,8 @@ int run_kvcase(const fcase *c, frun *R, uint64_t run_seed) {
 
 done:
   if (rep.failed) result = R_FAIL;
-  for (int i = 0; i < K_COUNT; ++i) {
-    bk->ops->release(&d[i]);
-    tu_free(&t[i]);
-  }
-  for (int i = 0; i < I_COUNT; ++i) {
-    bk->ops->release(&dix[i]);
-    tu_free(&it[i]);
-  }
+  dev_release_all(bk->ops, d, t, K_COUNT);
+  dev_release_all(bk->ops, dix, it, I_COUNT);
   bk->ops->release(&dcl);
   tu_free(&cl);
   for (int w = 0; w < REF_NUM_OUTPUTS; ++w) free(masked[w]);

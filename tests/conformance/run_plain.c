@@ -197,10 +197,7 @@ int run_case(const conf_case *c, const backend_ctx *bk, uint64_t run_seed) {
 
 done:
   if (rep.failed) result = R_FAIL;
-  for (int i = 0; i < T_COUNT; ++i) {
-    if (bk->ops) bk->ops->release(&dv[i]);
-    tu_free(&t[i]);
-  }
+  dev_release_all(bk->ops, dv, t, T_COUNT);
   for (int w = 0; w < REF_NUM_OUTPUTS; ++w) free(masked[w]);
   ref_result_free(&r64);
   ref_result_free(&rn);
