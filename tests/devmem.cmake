@@ -1,5 +1,6 @@
-# fa_devmem: tools/device_mem.c as a static library, for the conformance suite, the GPU smoke test
-# and fa-bench (included from tests/ and bench/; whichever comes first defines it).
+# fa_devmem: tools/device_mem.c (with its CUDA and OpenCL parts) as a static library, for the
+# conformance suite, the GPU smoke test and fa-bench (included from tests/ and bench/; whichever
+# comes first defines it).
 # With the CUDA backend built (FA_BACKEND_CUDA, decided in cmake/backends.cmake) it reaches CUDA
 # memory through the CUDA runtime, linked statically; without it, asking for CUDA memory returns
 # "this build has no CUDA support (FA_BACKEND_CUDA off)".
@@ -10,7 +11,8 @@
 if(TARGET fa_devmem)
   return()
 endif()
-add_library(fa_devmem STATIC ${PROJECT_SOURCE_DIR}/tools/device_mem.c)
+add_library(fa_devmem STATIC ${PROJECT_SOURCE_DIR}/tools/device_mem.c
+  ${PROJECT_SOURCE_DIR}/tools/device_mem_cuda.c ${PROJECT_SOURCE_DIR}/tools/device_mem_opencl.c)
 target_include_directories(fa_devmem PUBLIC ${PROJECT_SOURCE_DIR}/tools)
 target_link_libraries(fa_devmem PUBLIC flashattn)
 target_compile_options(fa_devmem PRIVATE ${FA_WARNINGS})

@@ -18,7 +18,6 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,40 +28,7 @@
 
 #include "flash_attn.h"
 #include "core/plugin.h"
-
-static int g_passed, g_failed;
-static const char *g_case;
-static int g_case_failures;
-
-static void case_begin(const char *name) {
-  g_case = name;
-  g_case_failures = 0;
-}
-
-static void case_end(void) {
-  if (g_case_failures == 0) {
-    ++g_passed;
-    printf("ok   %s\n", g_case);
-  } else {
-    ++g_failed;
-    printf("FAIL %s\n", g_case);
-  }
-  fflush(stdout);
-}
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 1, 2)))
-#endif
-static void
-fail(const char *fmt, ...) {
-  ++g_case_failures;
-  va_list ap;
-  va_start(ap, fmt);
-  printf("  %s: ", g_case);
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-}
+#include "harness.h"
 
 enum { MAX_BACKENDS = 16 };
 
@@ -138,11 +104,11 @@ static int child_check(const char *cwd, const char *plugin_path, int32_t id,
 
 static void run_child(const char *name, const char *cwd, const char *plugin_path, int32_t id,
                       const char *forbidden_dir) {
-  case_begin(name);
+  test_case_begin(name);
   fflush(stdout);
   pid_t pid = fork();
   if (pid < 0) {
-    fail("fork: %s", strerror(errno));
+    test_fail("fork: %s", strerror(errno));
   } else if (pid == 0) {
     int rc = child_check(cwd, plugin_path, id, forbidden_dir);
     fflush(stdout); /* _exit skips stdio's flush */
@@ -150,13 +116,13 @@ static void run_child(const char *name, const char *cwd, const char *plugin_path
   } else {
     int status = 0;
     if (waitpid(pid, &status, 0) != pid)
-      fail("waitpid: %s", strerror(errno));
+      test_fail("waitpid: %s", strerror(errno));
     else if (!WIFEXITED(status))
-      fail("child died (signal %d)", WIFSIGNALED(status) ? WTERMSIG(status) : -1);
+      test_fail("child died (signal %d)", WIFSIGNALED(status) ? WTERMSIG(status) : -1);
     else if (WEXITSTATUS(status) != 0)
-      fail("child exit status %d", WEXITSTATUS(status));
+      test_fail("child exit status %d", WEXITSTATUS(status));
   }
-  case_end();
+  test_case_end();
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -182,11 +148,11 @@ static int child_refused(const char *dir, int32_t id, const char *want) {
 }
 
 static void run_refused(const char *name, const char *dir, int32_t id, const char *want) {
-  case_begin(name);
+  test_case_begin(name);
   fflush(stdout);
   pid_t pid = fork();
   if (pid < 0) {
-    fail("fork: %s", strerror(errno));
+    test_fail("fork: %s", strerror(errno));
   } else if (pid == 0) {
     int rc = child_refused(dir, id, want);
     fflush(stdout);
@@ -194,9 +160,9 @@ static void run_refused(const char *name, const char *dir, int32_t id, const cha
   } else {
     int status = 0;
     if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-      fail("child failed (status %d)", status);
+      test_fail("child failed (status %d)", status);
   }
-  case_end();
+  test_case_end();
 }
 
 static int copy_file(const char *from, const char *to) {
@@ -214,17 +180,17 @@ static int copy_file(const char *from, const char *to) {
 static void test_untrusted_paths(const char *dir_abi) {
   char dir[] = "/tmp/fa_registry_XXXXXX", src[PATH_MAX + 32], dst[sizeof dir + 32];
   if (!mkdtemp(dir)) {
-    case_begin("untrusted FA_PLUGIN_PATH entries are refused");
-    fail("mkdtemp: %s", strerror(errno));
-    case_end();
+    test_case_begin("untrusted FA_PLUGIN_PATH entries are refused");
+    test_fail("mkdtemp: %s", strerror(errno));
+    test_case_end();
     return;
   }
   snprintf(src, sizeof src, "%s/libfa_opencl.so", dir_abi);
   snprintf(dst, sizeof dst, "%s/libfa_opencl.so", dir);
   if (!copy_file(src, dst) || chmod(dst, 0644) != 0) {
-    case_begin("untrusted FA_PLUGIN_PATH entries are refused");
-    fail("copying %s: %s", src, strerror(errno));
-    case_end();
+    test_case_begin("untrusted FA_PLUGIN_PATH entries are refused");
+    test_fail("copying %s: %s", src, strerror(errno));
+    test_case_end();
   } else {
     chmod(dir, 0777);
     run_refused("a plugin in a world-writable FA_PLUGIN_PATH directory is refused", dir,
@@ -262,13 +228,13 @@ static void *racer(void *arg) {
 }
 
 static void test_concurrent_first_calls(void) {
-  case_begin("8 threads calling fa_backend_info as the process's first calls agree");
+  test_case_begin("8 threads calling fa_backend_info as the process's first calls agree");
   pthread_t th[THREADS];
   pthread_barrier_init(&g_start, NULL, THREADS);
   int started = 0;
   for (int i = 0; i < THREADS; ++i) {
     if (pthread_create(&th[i], NULL, racer, &g_tables[i]) != 0) {
-      fail("pthread_create %d failed", i);
+      test_fail("pthread_create %d failed", i);
       break;
     }
     ++started;
@@ -281,15 +247,16 @@ static void test_concurrent_first_calls(void) {
   for (int i = 0; i < THREADS; ++i) pthread_join(th[i], NULL);
   pthread_barrier_destroy(&g_start);
   for (int i = 0; i < THREADS; ++i) {
-    if (g_tables[i].status != FA_OK) fail("thread %d: status %d", i, (int)g_tables[i].status);
+    if (g_tables[i].status != FA_OK) test_fail("thread %d: status %d", i, (int)g_tables[i].status);
     if (g_tables[i].count != g_tables[0].count)
-      fail("thread %d saw %d backends, thread 0 saw %d", i, g_tables[i].count, g_tables[0].count);
+      test_fail("thread %d saw %d backends, thread 0 saw %d", i, g_tables[i].count,
+                g_tables[0].count);
     int32_t n = g_tables[0].count < MAX_BACKENDS ? g_tables[0].count : MAX_BACKENDS;
     for (int32_t b = 0; b < n; ++b)
       if (!desc_equal(&g_tables[i].d[b], &g_tables[0].d[b]))
-        fail("thread %d's entry %d (%s) differs from thread 0's", i, b, g_tables[i].d[b].name);
+        test_fail("thread %d's entry %d (%s) differs from thread 0's", i, b, g_tables[i].d[b].name);
   }
-  case_end();
+  test_case_end();
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -303,87 +270,90 @@ static void print_desc(const fa_backend_desc *d) {
 }
 
 static void test_table(const table *t, const char *dir_abi, const char *dir_entry) {
-  case_begin("fa_backend_info lists every backend once, by its name");
-  if (t->status != FA_OK) fail("status %s: %s", fa_status_string(t->status), fa_last_error());
-  if (t->count < FA_BACKEND_COUNT_ - 1) fail("count %d < %d", t->count, FA_BACKEND_COUNT_ - 1);
+  test_case_begin("fa_backend_info lists every backend once, by its name");
+  if (t->status != FA_OK) test_fail("status %s: %s", fa_status_string(t->status), fa_last_error());
+  if (t->count < FA_BACKEND_COUNT_ - 1) test_fail("count %d < %d", t->count, FA_BACKEND_COUNT_ - 1);
   for (int32_t id = FA_BACKEND_CPU; id < FA_BACKEND_COUNT_; ++id) {
     int seen = 0;
     for (int32_t i = 0; i < t->count && i < MAX_BACKENDS; ++i) seen += t->d[i].id == id;
     const fa_backend_desc *d = find(t, id);
-    if (seen != 1) fail("backend id %d listed %d times", id, seen);
+    if (seen != 1) test_fail("backend id %d listed %d times", id, seen);
     if (d && (!fa_backend_name(id) || strcmp(d->name, fa_backend_name(id))))
-      fail("id %d is named '%s', fa_backend_name says '%s'", id, d->name,
-           fa_backend_name(id) ? fa_backend_name(id) : "(null)");
+      test_fail("id %d is named '%s', fa_backend_name says '%s'", id, d->name,
+                fa_backend_name(id) ? fa_backend_name(id) : "(null)");
     if (d && !d->available && d->reason[0] == '\0')
-      fail("%s unavailable without a reason", d->name);
+      test_fail("%s unavailable without a reason", d->name);
     if (d) print_desc(d);
   }
-  case_end();
+  test_case_end();
 
   const fa_backend_desc *cpu = find(t, FA_BACKEND_CPU);
-  case_begin("cpu is available, loaded from beside libflashattn.so, with devices and features");
+  test_case_begin(
+      "cpu is available, loaded from beside libflashattn.so, with devices and features");
   if (!cpu || !cpu->available) {
-    fail("cpu unavailable: %s", cpu ? cpu->reason : "(not listed)");
+    test_fail("cpu unavailable: %s", cpu ? cpu->reason : "(not listed)");
   } else {
     const char *file = strrchr(cpu->plugin_path, '/');
-    if (!file || strcmp(file, "/libfa_cpu.so")) fail("plugin path '%s'", cpu->plugin_path);
+    if (!file || strcmp(file, "/libfa_cpu.so")) test_fail("plugin path '%s'", cpu->plugin_path);
     if (starts_with(cpu->plugin_path, dir_abi) || starts_with(cpu->plugin_path, dir_entry))
-      fail("cpu loaded from a fake plugin directory: %s", cpu->plugin_path);
-    if (cpu->device_count < 1 || !cpu->devices[0]) fail("no device described");
-    if (!strstr(cpu->dtypes, "f32")) fail("dtypes '%s' lack f32", cpu->dtypes);
-    if (!strstr(cpu->features, "fwd")) fail("features '%s' lack fwd", cpu->features);
+      test_fail("cpu loaded from a fake plugin directory: %s", cpu->plugin_path);
+    if (cpu->device_count < 1 || !cpu->devices[0]) test_fail("no device described");
+    if (!strstr(cpu->dtypes, "f32")) test_fail("dtypes '%s' lack f32", cpu->dtypes);
+    if (!strstr(cpu->features, "fwd")) test_fail("features '%s' lack fwd", cpu->features);
   }
-  case_end();
+  test_case_end();
 
   const fa_backend_desc *ocl = find(t, FA_BACKEND_OPENCL);
-  case_begin("opencl (fake, another plugin ABI) is refused and the reason names the ABI version");
+  test_case_begin(
+      "opencl (fake, another plugin ABI) is refused and the reason names the ABI version");
   if (!ocl) {
-    fail("opencl not listed");
+    test_fail("opencl not listed");
   } else {
     char want[64];
     snprintf(want, sizeof want, "%u", FA_PLUGIN_ABI_VERSION + 1u);
-    if (ocl->available) fail("the wrong-ABI plugin was accepted");
+    if (ocl->available) test_fail("the wrong-ABI plugin was accepted");
     if (!strstr(ocl->reason, "ABI") || !strstr(ocl->reason, want))
-      fail("reason does not mention the ABI version %s: '%s'", want, ocl->reason);
+      test_fail("reason does not mention the ABI version %s: '%s'", want, ocl->reason);
     if (!starts_with(ocl->plugin_path, dir_abi))
-      fail("plugin path '%s' is not the fake one in %s", ocl->plugin_path, dir_abi);
+      test_fail("plugin path '%s' is not the fake one in %s", ocl->plugin_path, dir_abi);
   }
-  case_end();
+  test_case_end();
 
   const fa_backend_desc *hip = find(t, FA_BACKEND_HIP);
-  case_begin("hip (fake, no entry symbol) is refused and the reason names the missing symbol");
+  test_case_begin("hip (fake, no entry symbol) is refused and the reason names the missing symbol");
   if (!hip) {
-    fail("hip not listed");
+    test_fail("hip not listed");
   } else {
-    if (hip->available) fail("a plugin without an entry point was accepted");
+    if (hip->available) test_fail("a plugin without an entry point was accepted");
     if (!strstr(hip->reason, FA_PLUGIN_ENTRY_SYMBOL))
-      fail("reason does not mention %s: '%s'", FA_PLUGIN_ENTRY_SYMBOL, hip->reason);
+      test_fail("reason does not mention %s: '%s'", FA_PLUGIN_ENTRY_SYMBOL, hip->reason);
     if (!starts_with(hip->plugin_path, dir_entry))
-      fail("plugin path '%s' is not the fake one in %s", hip->plugin_path, dir_entry);
+      test_fail("plugin path '%s' is not the fake one in %s", hip->plugin_path, dir_entry);
   }
-  case_end();
+  test_case_end();
 
   const fa_backend_desc *cuda = find(t, FA_BACKEND_CUDA);
-  case_begin("cuda is reported: available, or unavailable with a reason");
+  test_case_begin("cuda is reported: available, or unavailable with a reason");
   if (!cuda)
-    fail("cuda not listed");
+    test_fail("cuda not listed");
   else if (!cuda->available && strlen(cuda->reason) < 8)
-    fail("reason too short to explain anything: '%s'", cuda->reason);
-  case_end();
+    test_fail("reason too short to explain anything: '%s'", cuda->reason);
+  test_case_end();
 
-  case_begin("fa_backend_info writes only `capacity` entries and still reports the count");
+  test_case_begin("fa_backend_info writes only `capacity` entries and still reports the count");
   fa_backend_desc two[2];
   fa_backend_desc_init(&two[0]);
   memset(&two[1], 0x5a, sizeof two[1]);
   int32_t count = -1;
   fa_status st = fa_backend_info(two, 1, &count);
-  if (st != FA_OK) fail("capacity 1: %s (%s)", fa_status_string(st), fa_last_error());
-  if (count != t->count) fail("capacity 1 reported count %d, full call %d", count, t->count);
+  if (st != FA_OK) test_fail("capacity 1: %s (%s)", fa_status_string(st), fa_last_error());
+  if (count != t->count) test_fail("capacity 1 reported count %d, full call %d", count, t->count);
   unsigned char pattern[sizeof two[1]];
   memset(pattern, 0x5a, sizeof pattern);
-  if (memcmp(&two[1], pattern, sizeof pattern) != 0) fail("entry past capacity was written");
-  if (st == FA_OK && !desc_equal(&two[0], &t->d[0])) fail("entry 0 differs from the full call's");
-  case_end();
+  if (memcmp(&two[1], pattern, sizeof pattern) != 0) test_fail("entry past capacity was written");
+  if (st == FA_OK && !desc_equal(&two[0], &t->d[0]))
+    test_fail("entry 0 differs from the full call's");
+  test_case_end();
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -451,7 +421,7 @@ static void test_calls(void) {
              "backend = %s on its own memory: fa_forward, fa_plan_forward (strict or not) give "
              "FA_ERR_BACKEND_UNAVAILABLE with a message, outputs untouched",
              bname);
-    case_begin(name);
+    test_case_begin(name);
     for (int strict = 0; strict <= 1; ++strict) {
       make_call(&tq, &tk, &tv, &to, &tl, refused[i].memory);
       fa_params p;
@@ -463,25 +433,26 @@ static void test_calls(void) {
       fa_status st = fa_forward(&p, &tq, &tk, &tv, &to, &tl, &info);
       const char *msg = fa_last_error();
       if (st != FA_ERR_BACKEND_UNAVAILABLE)
-        fail("strict %d: fa_forward returned %s (%s)", strict, fa_status_string(st), msg);
+        test_fail("strict %d: fa_forward returned %s (%s)", strict, fa_status_string(st), msg);
       if (!strstr(msg, bname))
-        fail("strict %d: message does not name %s: '%s'", strict, bname, msg);
+        test_fail("strict %d: message does not name %s: '%s'", strict, bname, msg);
       if (strict == 0) printf("  message: %s\n", msg);
-      if (outputs_written(&to, &tl)) fail("strict %d: outputs written by a refused call", strict);
+      if (outputs_written(&to, &tl))
+        test_fail("strict %d: outputs written by a refused call", strict);
       fa_run_info plan;
       fa_run_info_init(&plan);
       st = fa_plan_forward(&p, &tq, &tk, &tv, &to, &tl, &plan);
       if (st != FA_ERR_BACKEND_UNAVAILABLE)
-        fail("strict %d: fa_plan_forward returned %s (%s)", strict, fa_status_string(st),
-             fa_last_error());
+        test_fail("strict %d: fa_plan_forward returned %s (%s)", strict, fa_status_string(st),
+                  fa_last_error());
     }
-    case_end();
+    test_case_end();
   }
 
   /* Host tensors with opencl named: strict refuses (the backend is unavailable and could not use
      host memory anyway); without strict the request falls back to cpu and the run report says
-     what was passed over, as DESIGN.md's dispatch report promises. */
-  case_begin(
+     what was passed over, as the run report promises (api/flash_attn.h, fa_run_info). */
+  test_case_begin(
       "backend = opencl on host memory: strict refuses naming opencl; otherwise cpu runs "
       "and the report lists opencl as rejected");
   make_call(&tq, &tk, &tv, &to, &tl, FA_DEVICE_CPU);
@@ -493,38 +464,38 @@ static void test_calls(void) {
   fa_run_info_init(&info);
   fa_status st = fa_forward(&p, &tq, &tk, &tv, &to, &tl, &info);
   if (st != FA_ERR_BACKEND_UNAVAILABLE && st != FA_ERR_UNSUPPORTED)
-    fail("strict: fa_forward returned %s (%s)", fa_status_string(st), fa_last_error());
+    test_fail("strict: fa_forward returned %s (%s)", fa_status_string(st), fa_last_error());
   else
     printf("  strict: %s: %s\n", fa_status_string(st), fa_last_error());
-  if (!strstr(fa_last_error(), "opencl")) fail("strict: message does not name opencl");
-  if (outputs_written(&to, &tl)) fail("strict: outputs written by a refused call");
+  if (!strstr(fa_last_error(), "opencl")) test_fail("strict: message does not name opencl");
+  if (outputs_written(&to, &tl)) test_fail("strict: outputs written by a refused call");
   p.strict = 0;
   st = fa_forward(&p, &tq, &tk, &tv, &to, &tl, &info);
   if (st != FA_OK) {
-    fail("non-strict: fa_forward returned %s (%s)", fa_status_string(st), fa_last_error());
+    test_fail("non-strict: fa_forward returned %s (%s)", fa_status_string(st), fa_last_error());
   } else {
-    if (info.backend != FA_BACKEND_CPU) fail("ran on %s", info.backend_name);
-    if (!info.fell_back) fail("fell_back is 0 although opencl was asked for");
+    if (info.backend != FA_BACKEND_CPU) test_fail("ran on %s", info.backend_name);
+    if (!info.fell_back) test_fail("fell_back is 0 although opencl was asked for");
     if (!strstr(info.rejected, "opencl"))
-      fail("rejected does not list opencl: '%s'", info.rejected);
+      test_fail("rejected does not list opencl: '%s'", info.rejected);
     printf("  non-strict: ran %s, rejected: %s\n", info.kernel, info.rejected);
   }
-  case_end();
+  test_case_end();
 
-  case_begin("AUTO still runs on cpu with the broken plugins present");
+  test_case_begin("AUTO still runs on cpu with the broken plugins present");
   make_call(&tq, &tk, &tv, &to, &tl, FA_DEVICE_CPU);
   fa_params_init(&p);
   fa_run_info_init(&info);
   st = fa_forward(&p, &tq, &tk, &tv, &to, &tl, &info);
-  if (st != FA_OK) fail("fa_forward returned %s (%s)", fa_status_string(st), fa_last_error());
+  if (st != FA_OK) test_fail("fa_forward returned %s (%s)", fa_status_string(st), fa_last_error());
   if (st == FA_OK && info.backend != FA_BACKEND_CPU)
-    fail("ran on %s (%d)", info.backend_name, info.backend);
+    test_fail("ran on %s (%d)", info.backend_name, info.backend);
   const float *out = to.data;
   int finite = 1;
   for (int j = 0; j < B * S * H * D; ++j) finite &= isfinite(out[j]) != 0;
-  if (st == FA_OK && !finite) fail("non-finite output");
-  if (st == FA_OK && info.fell_back) fail("AUTO on host memory reported a fallback");
-  case_end();
+  if (st == FA_OK && !finite) test_fail("non-finite output");
+  if (st == FA_OK && info.fell_back) test_fail("AUTO on host memory reported a fallback");
+  test_case_end();
 }
 
 /* The registry accepts only absolute FA_PLUGIN_PATH entries, so make the arguments absolute. */
@@ -580,6 +551,5 @@ int main(int argc, char **argv) {
   test_table(&g_tables[0], dir_abi, dir_entry);
   test_calls();
 
-  printf("test_registry: %d passed, %d failed\n", g_passed, g_failed);
-  return g_failed == 0 ? 0 : 1;
+  return test_summary("test_registry");
 }

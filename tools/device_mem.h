@@ -5,10 +5,12 @@
  *   FA_DEVICE_CPU     plain malloc / memcpy / memset (sync does nothing)
  *   FA_DEVICE_CUDA    the CUDA runtime's C API (cudaMalloc, cudaMemcpy, cudaMemset,
  *                     cudaDeviceSynchronize, cudaFree) on device ordinal dev.id; only in builds
- * with the CUDA backend (FA_BACKEND_CUDA, which defines FA_DEVMEM_CUDA=1) FA_DEVICE_OPENCL
- * OpenCL 1.2 (clCreateBuffer, clEnqueueWriteBuffer / ReadBuffer, blocking, clEnqueueFillBuffer,
- * clFinish, clReleaseMemObject) on global device dev.id; only in builds that found OpenCL
- * (FA_DEVMEM_OPENCL=1) anything else     refused: "device memory for <kind> is not implemented"
+ *                     with the CUDA backend (FA_BACKEND_CUDA, which defines FA_DEVMEM_CUDA=1)
+ *   FA_DEVICE_OPENCL  OpenCL 1.2 (clCreateBuffer, clEnqueueWriteBuffer / ReadBuffer, blocking,
+ *                     clEnqueueFillBuffer, clFinish, clReleaseMemObject) on global device dev.id;
+ *                     only in builds that found OpenCL (FA_DEVMEM_OPENCL=1)
+ *   anything else     refused: "device memory for <kind> is not implemented"
+ * (tools/device_mem.c dispatches; device_mem_cuda.c and device_mem_opencl.c hold the runtimes.)
  *
  * Every function returns 0 on success, or -1 with a message in err (n bytes, always terminated
  * when n > 0; err may be NULL). A CUDA failure's message names the call and carries
