@@ -125,8 +125,8 @@ void ocl_decide(const fa_request *req, fa_decision *out) {
   choice.tiles.fwd = fwd_kernel(req, dev, choice.tiles);
   const ocl_tiles t = choice.tiles;
   const fa_params *p = req->params;
-  /* The name is the one tests/conformance.c expects; the forward kernel shows in the program
-     options (-DFA_FWD) that FA_OPENCL_DUMP_DIR records. */
+  /* The name is the one tests/conformance/kernels.c expects; the forward kernel shows in the
+     program options (-DFA_FWD) that FA_OPENCL_DUMP_DIR records. */
   snprintf(out->kernel, sizeof out->kernel, "opencl.flash.%s.%s.hd%lld%s%s%s",
            req->op == FA_OP_FORWARD ? "fwd" : "bwd", dt, (long long)req->head_dim,
            p->causal ? ".causal" : "", p->window_enabled ? ".window" : "",
