@@ -15,50 +15,7 @@
 #include <time.h>
 
 #include "backends/cuda/fa3_sm90/fa3_tile_scheduler.h"
-
-static int g_passed, g_failed;
-static const char *g_case;
-static long g_case_failures;
-
-static void case_begin(const char *name) {
-  g_case = name;
-  g_case_failures = 0;
-}
-
-static void case_end(void) {
-  if (g_case_failures == 0) {
-    ++g_passed;
-    printf("ok   %s\n", g_case);
-  } else {
-    ++g_failed;
-    printf("FAIL %s (%ld failed checks)\n", g_case, g_case_failures);
-  }
-}
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 1, 2)))
-#endif
-static void
-fail(const char *fmt, ...) {
-  if (++g_case_failures <= 5) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("  %s: ", g_case);
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-  }
-}
-
-/* splitmix64: the random shapes, replayable from the printed seed. */
-static uint64_t g_rng;
-static int64_t rng_range(int64_t lo, int64_t hi) {
-  uint64_t z = (g_rng += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return lo + (int64_t)(z % (uint64_t)(hi - lo + 1));
-}
+#include "harness.h"
 
 /* The makespan of a greedy dynamic schedule (each of `blocks` takes the next tile of the order
    when free) over the mean, for a causal forward of tile_m x tile_n tiles: a tile's cost is its
@@ -84,10 +41,11 @@ static double lpt_makespan_ratio(int seqlen, int pairs, int tile_m, int tile_n, 
 }
 
 static void test_sched_lpt(void) {
-  case_begin("fa3_sched_lpt_tile visits every tile once, largest first in chunks, remainder first");
+  test_case_begin(
+      "fa3_sched_lpt_tile visits every tile once, largest first in chunks, remainder first");
   for (int t = 0; t < 2000; ++t) {
-    const int num_m = (int)rng_range(1, 20), pairs = (int)rng_range(1, 40);
-    const int chunk = (int)rng_range(1, pairs + 3);
+    const int num_m = (int)test_rng_range(1, 20), pairs = (int)test_rng_range(1, 40);
+    const int chunk = (int)test_rng_range(1, pairs + 3);
     static unsigned char seen[20 * 40];
     memset(seen, 0, sizeof seen);
     const int rem = pairs % chunk; /* chunk > pairs: all of them */
@@ -96,19 +54,21 @@ static void test_sched_lpt(void) {
       int m_idx = -1, pair = -1;
       fa3_sched_lpt_tile(k, num_m, pairs, chunk, &m_idx, &pair);
       if (m_idx < 0 || m_idx >= num_m || pair < 0 || pair >= pairs || seen[m_idx * pairs + pair]++)
-        fail("tile %d of %d x %d pairs (chunk %d): block %d pair %d out of range or seen twice", k,
-             num_m, pairs, chunk, m_idx, pair);
+        test_fail(
+            "tile %d of %d x %d pairs (chunk %d): block %d pair %d out of range or seen twice", k,
+            num_m, pairs, chunk, m_idx, pair);
       /* the chunk a pair belongs to: the remainder's pairs [0, rem) first, then chunk-sized */
       const int ck = pair < rem ? -1 : (pair - rem) / chunk;
       if (ck < prev_chunk || (ck == prev_chunk && m_idx < prev_m))
-        fail("tile %d of %d x %d pairs (chunk %d): block %d of chunk %d after block %d of %d", k,
-             num_m, pairs, chunk, m_idx, ck, prev_m, prev_chunk);
+        test_fail("tile %d of %d x %d pairs (chunk %d): block %d of chunk %d after block %d of %d",
+                  k, num_m, pairs, chunk, m_idx, ck, prev_m, prev_chunk);
       prev_chunk = ck;
       prev_m = m_idx;
     }
   }
-  case_end();
-  case_begin("the dynamic schedule's makespan within 5% of the mean (H200, causal, 1k-8k keys)");
+  test_case_end();
+  test_case_begin(
+      "the dynamic schedule's makespan within 5% of the mean (H200, causal, 1k-8k keys)");
   /* The sweep's shapes (16k tokens; 2048 hidden: heads = 2048 / head dim) at the planned tiles
      with a dynamic schedule under a mask: head dim 128 (128 x 128) and 256 (128 x 80). */
   const int dims[2][3] = {{128, 128, 128}, {256, 128, 80}};
@@ -118,18 +78,19 @@ static void test_sched_lpt(void) {
       const int chunk = fa3_sched_chunk(pairs, 4 * (int64_t)seqlen * hd);
       const double ratio = lpt_makespan_ratio(seqlen, pairs, dims[d][1], dims[d][2], chunk, 132);
       if (ratio > 1.05)
-        fail("head dim %d, %d keys, %d pairs in chunks of %d: makespan %.3f x the mean", hd, seqlen,
-             pairs, chunk, ratio);
+        test_fail("head dim %d, %d keys, %d pairs in chunks of %d: makespan %.3f x the mean", hd,
+                  seqlen, pairs, chunk, ratio);
     }
-  case_end();
+  test_case_end();
 }
 
 static void test_sched_query_block(void) {
-  case_begin("fa3_sched_query_block: blocks cover the rows once, short block last or first");
+  test_case_begin("fa3_sched_query_block: blocks cover the rows once, short block last or first");
   long n_short_first = 0;
   for (int t = 0; t < 20000; ++t) {
-    const int slab = (int)rng_range(1, 3) * 32, per = (int)rng_range(1, 4), rows = slab * per;
-    const int seqlen = (int)rng_range(1, 40 * rows), lead_short = (int)(t & 1);
+    const int slab = (int)test_rng_range(1, 3) * 32, per = (int)test_rng_range(1, 4),
+              rows = slab * per;
+    const int seqlen = (int)test_rng_range(1, 40 * rows), lead_short = (int)(t & 1);
     const int num_m = (seqlen + rows - 1) / rows, slabs = (seqlen + slab - 1) / slab;
     int covered_to = 0; /* blocks in row order: from_end num_m - 1 first */
     for (int f = num_m - 1; f >= 0; --f) {
@@ -147,7 +108,7 @@ static void test_sched_query_block(void) {
         e1 = e0 + rows < seqlen ? e0 + rows : seqlen;
       }
       if (m0 != e0 || m_end != e1 || m0 != covered_to || m_end <= m0 || m_end - m0 > rows)
-        fail(
+        test_fail(
             "seqlen %d rows %d slab %d lead_short %d: block %d of %d is [%d, %d), want [%d, %d) "
             "after %d",
             seqlen, rows, slab, lead_short, f, num_m, m0, m_end, e0, e1, covered_to);
@@ -155,30 +116,32 @@ static void test_sched_query_block(void) {
       covered_to = m_end;
     }
     if (covered_to != seqlen)
-      fail("seqlen %d rows %d lead_short %d: blocks end at %d", seqlen, rows, lead_short,
-           covered_to);
+      test_fail("seqlen %d rows %d lead_short %d: blocks end at %d", seqlen, rows, lead_short,
+                covered_to);
   }
-  if (n_short_first == 0) fail("no short first block drawn: the lead_short case proved nothing");
-  case_end();
+  if (n_short_first == 0)
+    test_fail("no short first block drawn: the lead_short case proved nothing");
+  test_case_end();
 }
 
 static void test_sched_det_splits(void) {
-  case_begin("fa3_sched_det_splits: the least modelled time, the fewest splits of equals");
+  test_case_begin("fa3_sched_det_splits: the least modelled time, the fewest splits of equals");
   /* The cases that set the rule: 32 pairs of 64 key tiles on 132 SMs take 4 splits (1 round of
      16 tiles), not the 9 of 2 x SMs blocks (3 rounds of 8); many pairs take one; one tile, one. */
   if (fa3_sched_det_splits(32, 64, 132) != 4)
-    fail("32 pairs, 64 tiles, 132 slots: %d splits, expected 4", fa3_sched_det_splits(32, 64, 132));
+    test_fail("32 pairs, 64 tiles, 132 slots: %d splits, expected 4",
+              fa3_sched_det_splits(32, 64, 132));
   if (fa3_sched_det_splits(512, 8, 132) != 1)
-    fail("512 pairs, 8 tiles: %d splits, expected 1", fa3_sched_det_splits(512, 8, 132));
+    test_fail("512 pairs, 8 tiles: %d splits, expected 1", fa3_sched_det_splits(512, 8, 132));
   if (fa3_sched_det_splits(4, 1, 132) != 1)
-    fail("one tile: %d splits", fa3_sched_det_splits(4, 1, 132));
+    test_fail("one tile: %d splits", fa3_sched_det_splits(4, 1, 132));
   if (fa3_sched_det_splits(0, 5, 132) != 1 || fa3_sched_det_splits(4, 0, 132) != 1 ||
       fa3_sched_det_splits(4, 5, 0) != 1)
-    fail("degenerate arguments must give 1 split");
+    test_fail("degenerate arguments must give 1 split");
   /* Against a brute force over random shapes: in range, minimal, and the smallest minimum. */
   for (int t = 0; t < 2000; ++t) {
-    const int64_t parallel = rng_range(1, 600);
-    const int n_tiles = (int)rng_range(1, 130), slots = (int)rng_range(1, 264);
+    const int64_t parallel = test_rng_range(1, 600);
+    const int n_tiles = (int)test_rng_range(1, 130), slots = (int)test_rng_range(1, 264);
     const int s = fa3_sched_det_splits(parallel, n_tiles, slots);
     int64_t best = -1;
     int first = 0;
@@ -187,18 +150,18 @@ static void test_sched_det_splits(void) {
       if (best < 0 || c < best) best = c, first = k;
     }
     if (s != first)
-      fail("parallel %lld tiles %d slots %d: %d splits, the smallest best is %d",
-           (long long)parallel, n_tiles, slots, s, first);
+      test_fail("parallel %lld tiles %d slots %d: %d splits, the smallest best is %d",
+                (long long)parallel, n_tiles, slots, s, first);
   }
-  case_end();
+  test_case_end();
 }
 
 int main(int argc, char **argv) {
-  g_rng = argc > 1 ? strtoull(argv[1], NULL, 0) : (uint64_t)time(NULL);
-  printf("seed %" PRIu64 "\n", g_rng);
+  const uint64_t seed = argc > 1 ? strtoull(argv[1], NULL, 0) : (uint64_t)time(NULL);
+  test_rng_seed(seed);
+  printf("seed %" PRIu64 "\n", seed);
   test_sched_lpt();
   test_sched_query_block();
   test_sched_det_splits();
-  printf("%d passed, %d failed\n", g_passed, g_failed);
-  return g_failed ? 1 : 0;
+  return test_summary("cuda.fa3_schedule");
 }
