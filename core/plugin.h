@@ -141,6 +141,16 @@ FA_API void fa_core_refuse(fa_decision *out, const char *fmt, ...)
 #endif
     ;
 
+/* Starts a probe's answer: whether the backend can run, why not, how many devices; the device
+   list empty for fa_probe_add_device. */
+static inline void fa_probe_begin(fa_plugin_probe *out, int available, const char *reason,
+                                  int32_t device_count) {
+  out->available = available;
+  snprintf(out->reason, sizeof out->reason, "%s", reason ? reason : "");
+  out->device_count = device_count;
+  out->devices[0] = '\0';
+}
+
 /* Appends one device's description to out->devices ("; " between devices), printf-style;
    what does not fit is cut. For probe(). */
 #if defined(__GNUC__)

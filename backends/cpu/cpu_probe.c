@@ -59,10 +59,7 @@ size_t cpu_fast_memory_bytes(void) {
 
 void cpu_probe(fa_plugin_probe *out) {
   size_t budget = cpu_fast_memory_bytes();
-  out->available = 1;
-  out->reason[0] = '\0';
-  out->device_count = 1;
-  out->devices[0] = '\0';
+  fa_probe_begin(out, 1, "", 1);
   fa_probe_add_device(out, "cpu0: %d OpenMP threads, %s kernels, %zu KiB tile budget; amx: %s",
                       omp_get_max_threads(), cpu_kernels_get()->isa, budget / 1024,
                       cpu_kernels_amx_note());

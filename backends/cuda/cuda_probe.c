@@ -148,10 +148,7 @@ const cuda_state *cuda_state_get(void) {
 
 void cuda_probe(fa_plugin_probe *out) {
   const cuda_state *s = cuda_state_get();
-  out->available = s->available;
-  snprintf(out->reason, sizeof out->reason, "%s", s->reason);
-  out->device_count = s->device_count;
-  out->devices[0] = '\0';
+  fa_probe_begin(out, s->available, s->reason, s->device_count);
   for (int i = 0; i < s->device_count; ++i) {
     const cuda_device_info *d = &s->devices[i];
     fa_probe_add_device(out, "cuda%d: %s (sm_%d%d, %d SMs%s%s)%s%s", i, d->name, d->cc_major,

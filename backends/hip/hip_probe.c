@@ -99,10 +99,7 @@ const hip_state *hip_state_get(void) {
 
 void hip_probe(fa_plugin_probe *out) {
   const hip_state *s = hip_state_get();
-  out->available = s->available;
-  snprintf(out->reason, sizeof out->reason, "%s", s->reason);
-  out->device_count = s->device_count;
-  out->devices[0] = '\0';
+  fa_probe_begin(out, s->available, s->reason, s->device_count);
   for (int i = 0; i < s->device_count; ++i) {
     const hip_device_info *d = &s->devices[i];
     fa_probe_add_device(out, "hip%d: %s (%s, %d CUs, wave%d, %d KiB LDS)%s%s", i, d->name, d->arch,

@@ -214,10 +214,7 @@ void ocl_tiles_reported(ocl_tiles t, int forward, int *tile_m, int *tile_n) {
 
 void ocl_probe(fa_plugin_probe *out) {
   const ocl_state *s = ocl_state_get();
-  out->available = s->available;
-  snprintf(out->reason, sizeof out->reason, "%s", s->reason);
-  out->device_count = s->count;
-  out->devices[0] = '\0';
+  fa_probe_begin(out, s->available, s->reason, s->count);
   for (int i = 0; i < s->count; ++i) {
     const ocl_device_info *d = &s->devices[i];
     const int cpu_set = ocl_plan(d, 64).cpu;

@@ -22,6 +22,17 @@
 /* The k-step ks fragment of B for the 16 result columns from b0: B_KN = false, B row-major with k
    along the row (rows b0 + [0, 16)); B_KN = true, B row-major [k][n] (columns b0 + [0, 16), loaded
    transposed). LB: B's shared-memory layout (tile_io.cuh). */
+/* A warp's accumulator tile set to zero. */
+template <int M16, int N8>
+__device__ __forceinline__ void zero_tile(float (&acc)[M16][N8][4]) {
+#pragma unroll
+  for (int m = 0; m < M16; ++m)
+#pragma unroll
+    for (int n = 0; n < N8; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[m][n][c] = 0.0f;
+}
+
 template <bool B_KN, typename LB, typename E>
 __device__ __forceinline__ void load_b_frag(uint32_t (&bf)[4], const E *sB, int b0, int ks,
                                             int lane) {

@@ -180,12 +180,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const cuda_bwd_args a)
     cp_async_commit();
 
     float dk[MK][KDB][4], dv[MK][KDB][4];
-#pragma unroll
-    for (int m = 0; m < MK; ++m)
-#pragma unroll
-      for (int i = 0; i < KDB; ++i)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) dk[m][i][c] = dv[m][i][c] = 0.0f;
+    zero_tile(dk);
+    zero_tile(dv);
 
     int64_t r_lo, r_hi;
     fa_mask_row_range(&mask, n0, n1, seqlen_q, &r_lo, &r_hi);
@@ -264,12 +260,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const cuda_bwd_args a)
         const int q_p = s_q + part * SQP;
         /* Sᵀ = K Qᵀ and dPᵀ = V dOᵀ for this warp's SK keys x SQ queries. */
         float s[MS][SNB][4], dp[MS][SNB][4];
-#pragma unroll
-        for (int m = 0; m < MS; ++m)
-#pragma unroll
-          for (int nb = 0; nb < SNB; ++nb)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) s[m][nb][c] = dp[m][nb][c] = 0.0f;
+        zero_tile(s);
+        zero_tile(dp);
         bwd_scores<Tr, TL, MS, SNB, HD / 16, HOLD_K, HOLD_V>(s, dp, kf, vf, sK, sV, s_key, tQ, tdO,
                                                              q_p, lane);
         if (QS == 2 && part == 0) {
@@ -319,12 +311,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const cuda_bwd_args a)
       /* dQ (this warp's QQ queries x QD columns) = dS K, added to the fp32 accumulator. */
       {
         float dq[MQ][QDB][4];
-#pragma unroll
-        for (int m = 0; m < MQ; ++m)
-#pragma unroll
-          for (int i = 0; i < QDB; ++i)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) dq[m][i][c] = 0.0f;
+        zero_tile(dq);
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk) {
           uint32_t sa[MQ][4];

@@ -130,12 +130,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const cuda_fwd_args a)
     const E *tV = sV + st * BN * LD;
     float s[MT][NB][4];
     if (cls != FA_TILE_EMPTY) {
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nb = 0; nb < NB; ++nb)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) s[mt][nb][c] = 0.0f;
+      zero_tile(s);
 
       /* S = Q Kᵀ over the padded head dim (the padding is zeros; no branch on the real head dim
          inside the unrolled loops, which would stop loads overlapping the mma). */
