@@ -124,37 +124,6 @@ __device__ __forceinline__ void red_add_v4_f32(float *p, float x, float y, float
 }
 #endif
 
-/* Also in the host pass, which parses the sm_90a kernels that call these. */
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-/* sm_90 bulk reductions (done by the TMA unit, not the issuing warp's memory pipe): adds `bytes`
-   (a multiple of 16, both addresses 16-byte aligned) of fp32 from shared memory into global
-   memory, element by element atomically with respect to other reductions. Per-thread groups:
-   bulk_commit closes one; bulk_wait_read<N> waits until at most N of this thread's groups still
-   read their shared source, bulk_wait<N> until they are complete. Shared memory written by
-   ordinary stores needs fence_proxy_async_smem() by the writers before a bulk operation reads
-   it. */
-__device__ __forceinline__ void bulk_reduce_add_f32(float *gdst, uint32_t ssrc, uint32_t bytes) {
-  asm volatile(
-      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(gdst),
-      "r"(ssrc), "r"(bytes)
-      : "memory");
-}
-__device__ __forceinline__ void bulk_commit() {
-  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void bulk_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
-}
-template <int N>
-__device__ __forceinline__ void bulk_wait() {
-  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void fence_proxy_async_smem() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-#endif
-
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 template <int N>

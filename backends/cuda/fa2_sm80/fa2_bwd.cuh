@@ -35,6 +35,7 @@
 #include <math.h>
 
 #include "../common/ptx.cuh"
+#include "../common/sm90_async.cuh"
 #include "../common/tile_io.cuh"
 #include "../common/warp_mma.cuh"
 #include "core/math/backward.h"
