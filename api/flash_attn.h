@@ -174,7 +174,8 @@ typedef struct fa_params {
   int32_t num_splits;    /**< split-KV chunks; 0 lets the backend choose, 1 disables */
   int32_t deterministic; /**< non-zero: bitwise identical results across runs, or refused */
   int32_t return_lse;    /**< non-zero: the lse argument is required (an error if NULL) */
-  void *stream;          /**< cudaStream_t / hipStream_t / cl_command_queue; NULL = default */
+  void *stream;          /**< cudaStream_t / hipStream_t / cl_command_queue; NULL = default. The CPU
+                             backend runs on the calling thread and refuses a stream. */
   int32_t backend;       /**< fa_backend_id; AUTO = best available */
   int32_t strict;        /**< non-zero: never fall back; refuse with the reason instead */
   const char

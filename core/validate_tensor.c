@@ -23,6 +23,10 @@ fa_status fa_check_tensor(const char *name, const fa_tensor *t, int32_t ndim) {
                              (int)t->device.kind);
   if (t->device.id < 0)
     return fa_core_set_error(INVALID, "%s.device.id = %d is negative", name, (int)t->device.id);
+  if (t->device.kind == FA_DEVICE_CPU && t->device.id != 0)
+    return fa_core_set_error(INVALID,
+                             "%s.device.id = %d but host memory (FA_DEVICE_CPU) is device 0", name,
+                             (int)t->device.id);
   int64_t numel = 1, extent = 0;
   int overflow = 0;
   for (int32_t i = 0; i < ndim; ++i) {

@@ -189,6 +189,7 @@ int main(void) {
   run_table(&f, fwd, sizeof fwd / sizeof fwd[0]);
   run_params(&f, OP_BWD);
   run_table(&f, bwd, sizeof bwd / sizeof bwd[0]);
+  run_aliasing(&f);
   run_features();
 
   fixture_free(&f);

@@ -31,6 +31,12 @@ static int refuse_request(const fa_request *req, fa_decision *out) {
     fa_core_refuse(out, "kernel_family '%s' is unknown to cpu (families: flash)", p->kernel_family);
     return 1;
   }
+  if (p->stream) {
+    fa_core_refuse(out,
+                   "params.stream is set: cpu runs on the calling thread and takes no stream "
+                   "(NULL)");
+    return 1;
+  }
   if (req->op == FA_OP_BACKWARD && p->block_table) {
     /* Pages may be shared between sequences (prefix caching), so a page's dK/dV has no single
        owner; FlashAttention has no paged backward either. */

@@ -226,6 +226,26 @@ static int dtype_code(fa_dtype dt) {
   return dt == FA_F32 ? DT_F32 : (dt == FA_F16 ? DT_F16 : DT_BF16);
 }
 
+/* The buffers' context comes from the first tensor of the call that has elements: an empty
+   tensor may carry no buffer (its data NULL, as the API allows), and a kernel argument of a NULL
+   buffer is a NULL pointer, which no work-item of an empty tensor reads. NULL when no tensor has
+   an element. */
+static const fa_tensor *first_with_elements(const fa_request *req, const char **name) {
+  const fa_tensor *ts[] = {req->q,    req->k,  req->v,  req->out, req->lse,
+                           req->dout, req->dq, req->dk, req->dv};
+  static const char *const names[] = {"q", "k", "v", "out", "lse", "dout", "dq", "dk", "dv"};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; ++i) {
+    if (!ts[i]) continue;
+    int64_t n = 1;
+    for (int32_t d = 0; d < ts[i]->ndim; ++d) n *= ts[i]->shape[d];
+    if (n > 0) {
+      *name = names[i];
+      return ts[i];
+    }
+  }
+  return NULL;
+}
+
 fa_status ocl_run(const fa_request *req, const fa_decision *decision, void *workspace) {
   (void)workspace;
   if (!decision->supported)
@@ -241,12 +261,15 @@ fa_status ocl_run(const fa_request *req, const fa_decision *decision, void *work
                              "kernel %d) is not one this plugin made for device %d",
                              (int)choice.device, t->br, t->bc, t->wg, t->fwd, (int)req->device.id);
   const ocl_device_info *dev = &s->devices[choice.device];
+  const char *name;
+  const fa_tensor *first = first_with_elements(req, &name);
+  if (!first) return FA_OK; /* no tensor has an element: nothing to read or write */
   run_ctx rc;
   memset(&rc, 0, sizeof rc);
-  cl_int e = clGetMemObjectInfo(mem_of(req->q), CL_MEM_CONTEXT, sizeof rc.ctx, &rc.ctx, NULL);
+  cl_int e = clGetMemObjectInfo(mem_of(first), CL_MEM_CONTEXT, sizeof rc.ctx, &rc.ctx, NULL);
   if (e != CL_SUCCESS)
     return fa_core_set_error(FA_ERR_INVALID_ARGUMENT,
-                             "q.data is not an OpenCL buffer (clGetMemObjectInfo: %s)",
+                             "%s.data is not an OpenCL buffer (clGetMemObjectInfo: %s)", name,
                              ocl_error_name(e));
   cl_uint ndev = 0;
   cl_device_id devs[OCL_MAX_DEVICES];

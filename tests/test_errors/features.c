@@ -248,6 +248,24 @@ static void xm_rot_short(xcall *c, xfix *x) {
   (void)x; /* sequence 1 needs positions up to 9 + max(2 new, 5 rows) - 1 = 13 */
   c->v[X_COS].shape[0] = c->v[X_SIN].shape[0] = 13;
 }
+/* The caches are written in place: a zero stride there, or a cache sharing memory with another
+   tensor of the call, is refused. */
+static void xm_cache_stride0(xcall *c, xfix *x) { (void)x, c->v[X_KC].strides[1] = 0; }
+static void xm_cache_is_out(xcall *c, xfix *x) {
+  (void)x;
+  c->v[X_OUT].data = c->v[X_KC].data;
+  c->v[X_OUT].byte_offset = c->v[X_KC].byte_offset;
+}
+static void xm_caches_alias(xcall *c, xfix *x) {
+  (void)x;
+  c->v[X_VC].data = c->v[X_KC].data;
+  c->v[X_VC].byte_offset = c->v[X_KC].byte_offset;
+}
+static void xm_cache_is_knew(xcall *c, xfix *x) {
+  (void)x;
+  c->v[X_KN].data = c->v[X_KC].data;
+  c->v[X_KN].byte_offset = c->v[X_KC].byte_offset;
+}
 static void xm_cuq_start(xcall *c, xfix *x) { (void)c, i32_at(x, X_CUQ, 0, 1); }
 static void xm_cuk_decr(xcall *c, xfix *x) {
   (void)c;
@@ -339,6 +357,10 @@ void run_features(void) {
       {XB_KVCACHE, "rotary dim > head_dim", xm_rot_big, "~rotary"},
       {XB_KVCACHE, "cache_seqlens + seqlen_new beyond the cache", xm_cs_beyond, "~cache_seqlens"},
       {XB_KVCACHE, "rotary table too short", xm_rot_short, "~rotary_cos"},
+      {XB_KVCACHE, "k_cache seqlen stride 0", xm_cache_stride0, "k_cache"},
+      {XB_KVCACHE, "out in k_cache's memory", xm_cache_is_out, "k_cache|out"},
+      {XB_KVCACHE, "v_cache in k_cache's memory", xm_caches_alias, "k_cache|v_cache"},
+      {XB_KVCACHE, "k_new in k_cache's memory", xm_cache_is_knew, "k_cache|~k_new"},
       {XB_VARLEN, "valid call", NULL, ""},
       {XB_VARLEN, "cu_seqlens_q[0] = 1", xm_cuq_start, "~cu_seqlens_q"},
       {XB_VARLEN, "cu_seqlens_k decreasing", xm_cuk_decr, "~cu_seqlens_k"},

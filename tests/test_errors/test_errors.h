@@ -84,6 +84,9 @@ extern int g_pass, g_fail;
 /* params.c: the parameter cases of one op. */
 void run_params(fixture *f, op_kind op);
 
+/* aliasing.c: outputs sharing memory with inputs or outputs; unhonoured device ids and streams. */
+void run_aliasing(fixture *f);
+
 /* features.c: fa_forward_kvcache, varlen, paged KV, ALiBi and seqused_k. */
 void run_features(void);
 
