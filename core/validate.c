@@ -90,54 +90,53 @@ static fa_status check_params(const fa_params *p) {
    appends into its caches in place: they are outputs there, each apart from everything else. */
 static fa_status check_outputs_apart(fa_op op, const fa_call_args *a, const fa_params *p,
                                      const fa_kvcache_args *kv) {
-  enum { MAX_IN = 16, MAX_OUT = 4 };
-  const char *in_names[MAX_IN], *out_names[MAX_OUT];
-  const fa_tensor *in[MAX_IN], *outs[MAX_OUT];
-  int n_in = 0, n_out = 0;
-#define ADD(list, names, count, name, t) \
-  do {                                   \
-    if (t) {                             \
-      names[count] = (name);             \
-      list[count++] = (t);               \
-    }                                    \
+  const char *names[FA_APART_MAX];
+  const fa_tensor *ts[FA_APART_MAX];
+  int n = 0;
+#define ADD(name, t)     \
+  do {                   \
+    if (t) {             \
+      names[n] = (name); \
+      ts[n++] = (t);     \
+    }                    \
   } while (0)
-  ADD(in, in_names, n_in, "q", a->q);
-  if (op == FA_OP_KVCACHE) {
-    ADD(outs, out_names, n_out, "k_cache", a->k);
-    ADD(outs, out_names, n_out, "v_cache", a->v);
-    ADD(in, in_names, n_in, "kv.k_new", kv->k_new);
-    ADD(in, in_names, n_in, "kv.v_new", kv->v_new);
-    ADD(in, in_names, n_in, "kv.cache_seqlens", kv->cache_seqlens);
-    ADD(in, in_names, n_in, "kv.rotary_cos", kv->rotary_cos);
-    ADD(in, in_names, n_in, "kv.rotary_sin", kv->rotary_sin);
+  /* the outputs first */
+  if (op == FA_OP_BACKWARD) {
+    ADD("dq", a->dq);
+    ADD("dk", a->dk);
+    ADD("dv", a->dv);
   } else {
-    ADD(in, in_names, n_in, "k", a->k);
-    ADD(in, in_names, n_in, "v", a->v);
+    if (op == FA_OP_KVCACHE) {
+      ADD("k_cache", a->k);
+      ADD("v_cache", a->v);
+    }
+    ADD("out", a->out);
+    ADD("lse", a->lse);
+  }
+  const int n_out = n;
+  ADD("q", a->q);
+  if (op == FA_OP_KVCACHE) {
+    ADD("kv.k_new", kv->k_new);
+    ADD("kv.v_new", kv->v_new);
+    ADD("kv.cache_seqlens", kv->cache_seqlens);
+    ADD("kv.rotary_cos", kv->rotary_cos);
+    ADD("kv.rotary_sin", kv->rotary_sin);
+  } else {
+    ADD("k", a->k);
+    ADD("v", a->v);
   }
   if (op == FA_OP_BACKWARD) {
-    ADD(in, in_names, n_in, "out", a->out);
-    ADD(in, in_names, n_in, "lse", a->lse);
-    ADD(in, in_names, n_in, "dout", a->dout);
-    ADD(outs, out_names, n_out, "dq", a->dq);
-    ADD(outs, out_names, n_out, "dk", a->dk);
-    ADD(outs, out_names, n_out, "dv", a->dv);
-  } else {
-    ADD(outs, out_names, n_out, "out", a->out);
-    ADD(outs, out_names, n_out, "lse", a->lse);
+    ADD("out", a->out);
+    ADD("lse", a->lse);
+    ADD("dout", a->dout);
   }
-  ADD(in, in_names, n_in, "params.alibi_slopes", p->alibi_slopes);
-  ADD(in, in_names, n_in, "params.cu_seqlens_q", p->cu_seqlens_q);
-  ADD(in, in_names, n_in, "params.cu_seqlens_k", p->cu_seqlens_k);
-  ADD(in, in_names, n_in, "params.seqused_k", p->seqused_k);
-  ADD(in, in_names, n_in, "params.block_table", p->block_table);
+  ADD("params.alibi_slopes", p->alibi_slopes);
+  ADD("params.cu_seqlens_q", p->cu_seqlens_q);
+  ADD("params.cu_seqlens_k", p->cu_seqlens_k);
+  ADD("params.seqused_k", p->seqused_k);
+  ADD("params.block_table", p->block_table);
 #undef ADD
-  for (int i = 0; i < n_out; ++i) {
-    for (int j = 0; j < n_in; ++j)
-      TRY(fa_check_apart(out_names[i], outs[i], in_names[j], in[j], 0));
-    for (int j = i + 1; j < n_out; ++j)
-      TRY(fa_check_apart(out_names[i], outs[i], out_names[j], outs[j], 1));
-  }
-  return FA_OK;
+  return fa_check_outputs_apart(names, ts, n, n_out);
 }
 
 fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args *a, fa_params *p,

@@ -35,10 +35,11 @@ fa_status fa_check_index(const char *name, const fa_tensor *t, int32_t ndim, fa_
 /* Element i of a 1-D int32 tensor in host memory. */
 int32_t fa_read_i32(const fa_tensor *t, int64_t i);
 
-/* validate_overlap.c: t (an output) and other (an input, or with other_written another output)
-   share no byte; else FA_ERR_INVALID_ARGUMENT naming both. */
-fa_status fa_check_apart(const char *name, const fa_tensor *t, const char *other_name,
-                         const fa_tensor *other, int other_written);
+/* validate_overlap.c: no output (ts[0..n_out)) shares a byte with another tensor of ts (n <=
+   FA_APART_MAX, none NULL); else FA_ERR_INVALID_ARGUMENT naming both. */
+#define FA_APART_MAX 20
+fa_status fa_check_outputs_apart(const char *const *names, const fa_tensor *const *ts, int n,
+                                 int n_out);
 
 /* validate.c: a caller's versioned struct (struct_size first) copied into this version's. */
 fa_status fa_resolve_versioned(const char *name, const char *type, const char *init,

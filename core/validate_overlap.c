@@ -116,16 +116,48 @@ static int tensors_overlap(const fa_tensor *a, const fa_tensor *b) {
   return reachable(t, 0, n, rest_lo, rest_hi, delta - ea + 1, delta + eb - 1, &budget);
 }
 
-fa_status fa_check_apart(const char *name, const fa_tensor *t, const char *other_name,
-                         const fa_tensor *other, int other_written) {
-  if (!t || !other) return FA_OK;
-  const int r = tensors_overlap(t, other);
-  if (r == 0) return FA_OK;
+/* Where a tensor's bytes lie: its space and [lo, hi); empty tensors have none. */
+typedef struct extent {
+  int32_t kind, id;
+  const void *handle; /* handle kinds only */
+  uint64_t lo, hi;
+  int empty;
+} extent;
+
+static extent extent_of(const fa_tensor *t) {
+  extent e = {t->device.kind,  t->device.id, is_handle_kind(t->device.kind) ? t->data : NULL, 0, 0,
+              numel_of(t) == 0};
+  if (!e.empty) {
+    e.lo = base_of(t);
+    e.hi = e.lo + (uint64_t)span_of(t);
+  }
+  return e;
+}
+
+static fa_status refuse(const char *name, const char *other_name, int other_written, int r) {
+  const char *what = other_written ? "another output" : "an input";
   if (r < 0)
     return fa_core_set_error(INVALID,
                              "%s and %s may share memory: their layouts are too irregular to tell "
                              "apart (an output must not overlap %s)",
-                             name, other_name, other_written ? "another output" : "an input");
+                             name, other_name, what);
   return fa_core_set_error(INVALID, "%s and %s share memory (an output must not overlap %s)", name,
-                           other_name, other_written ? "another output" : "an input");
+                           other_name, what);
+}
+
+fa_status fa_check_outputs_apart(const char *const *names, const fa_tensor *const *ts, int n,
+                                 int n_out) {
+  extent e[FA_APART_MAX];
+  if (n > FA_APART_MAX) n = FA_APART_MAX;
+  for (int i = 0; i < n; ++i) e[i] = extent_of(ts[i]);
+  for (int i = 0; i < n_out && i < n; ++i)
+    for (int j = i + 1; j < n; ++j) {
+      const extent *a = &e[i], *b = &e[j];
+      if (a->empty || b->empty || a->kind != b->kind || a->id != b->id || a->handle != b->handle ||
+          a->hi <= b->lo || b->hi <= a->lo)
+        continue;
+      const int r = tensors_overlap(ts[i], ts[j]);
+      if (r != 0) return refuse(names[i], names[j], j < n_out, r);
+    }
+  return FA_OK;
 }
