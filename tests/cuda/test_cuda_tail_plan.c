@@ -14,7 +14,7 @@
 
 /* A backward's arguments as far as the plan reads them: no mask unless set after. */
 static cuda_bwd_args shape(int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
-                          int tile_m) {
+                           int tile_m) {
   cuda_bwd_args a;
   memset(&a, 0, sizeof a);
   a.p.batch = batch, a.p.heads_q = heads_q, a.p.heads_kv = heads_kv;
