@@ -3,6 +3,7 @@
  * decide() about one small representative request per feature. What is reported is therefore
  * exactly what the dispatcher would accept: the two cannot disagree.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -79,6 +80,13 @@ static int ask(const fa_backend_slot *slot, probe_call *c, int with_lse, char *w
     args.dk = &c->dk;
     args.dv = &c->dv;
   }
+  /* Each tensor at an address range of its own, as a real call's would be (no output may share
+     memory with another tensor): decide() reads no tensor data and validation reads only the
+     index tensors, which are real arrays here, so these addresses are never dereferenced. */
+  fa_tensor *roles[] = {&c->q, &c->k, &c->v, &c->out, &c->lse, &c->dout, &c->dq, &c->dk, &c->dv};
+  const uintptr_t step = (uintptr_t)1 << (sizeof(uintptr_t) >= 8 ? 36 : 24);
+  for (size_t i = 0; i < sizeof roles / sizeof roles[0]; ++i)
+    roles[i]->data = (void *)(step * (uintptr_t)(i + 1));
   fa_params resolved;
   fa_kvcache_args kv;
   fa_request req;
@@ -291,4 +299,7 @@ void fa_features_probe(fa_backend_slot *slot) {
     else
       append_reason(slot->unsupported, sizeof slot->unsupported, feature_names[f], why);
   }
+  /* The probes run inside the first call that loads the plugin: what they refused is theirs,
+     not that call's message. */
+  fa_core_clear_error();
 }

@@ -515,7 +515,9 @@ static int huge_shapes(void) {
   static _Alignas(64) unsigned char dummy[64]; /* plans never read tensor data */
   int bad = 0;
   /* Warm up: plugins loaded, so a plan or a refusal has nothing left to load. */
+  static _Alignas(64) unsigned char dummy_out[64];
   fa_tensor q0 = tu_view_bshd(dummy, FA_F32, 1, 1, 1, 4), o0 = q0;
+  o0.data = dummy_out;
   fa_run_info info;
   fa_run_info_init(&info);
   fa_plan_forward(NULL, &q0, &q0, &q0, &o0, NULL, &info);
@@ -541,11 +543,15 @@ static int huge_shapes(void) {
       {"empty q (batch 0) whose other extents reach 2^63 bytes", 0, INT64_C(1) << 58, 16, 64,
        FA_F32, 0, FA_ERR_INVALID_ARGUMENT},
   };
+  /* q and out are never read either: placed at the two halves of the address space, so that
+     even tensors of nearly 2^63 bytes stay apart (no output may share memory with an input). */
+  void *const q_at = (void *)(uintptr_t)64, *const out_at = (void *)((uintptr_t)1 << 63);
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
-    fa_tensor q = tu_view_bshd(dummy, cases[i].dt, cases[i].b, cases[i].s, cases[i].h, cases[i].d);
+    fa_tensor q = tu_view_bshd(q_at, cases[i].dt, cases[i].b, cases[i].s, cases[i].h, cases[i].d);
     if (cases[i].stride_hack) q.strides[0] = INT64_C(1) << 62;
     fa_tensor k = tu_view_bshd(dummy, cases[i].dt, cases[i].b, 16, cases[i].h, cases[i].d), v = k;
     fa_tensor out = q;
+    out.data = out_at;
     fa_run_info_init(&info);
     size_t bytes = 0;
     for (int call = 0; call < 3; ++call) {

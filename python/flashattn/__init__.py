@@ -370,7 +370,11 @@ def plan(q, k, v, **params) -> RunInfo:
     q = D.as_array(q, "q")
     call = _Call(q, params)
     tq, tk, tv = call.tensor(q, "q"), call.tensor(k, "k"), call.tensor(v, "v")
-    tout = C.FaTensor.from_buffer_copy(tq)  # same shape as out would have; never written
+    # out as a call would pass it, at an address no array of the process has (the upper half of
+    # the address space: no output may share memory with an input); a plan never touches it.
+    tout = C.FaTensor.from_buffer_copy(tq)
+    tout.data = 1 << 63
+    tout.byte_offset = 0
     tout.shape[tout.ndim - 1] = tv.shape[tv.ndim - 1]
     tout.strides[:] = [0] * C.FA_MAX_DIMS
     stride = 1

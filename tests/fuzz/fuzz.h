@@ -97,6 +97,14 @@ int back(call *c, slot *s, uint64_t seed);
 /* Writes the decoded index values into an index tensor's logical elements (1-D or 2-D). */
 void store_index(slot *s, const int32_t *vals, int64_t count);
 void free_call(call *c);
+/* Makes output o a view into j's buffer (its own shape, strides and dtype; a byte offset from
+   pick, aligned, such that all of it lies in j's buffer): 1, or 0 where it cannot fit. */
+int alias_into(slot *o, const slot *j, uint64_t pick);
+/* Whether o and j (views of one buffer, j's) have a byte in common: 1 or 0 (-1: no memory). */
+int shares_byte(const slot *o, const slot *j);
+/* A byte mask over n bytes of o's buffer: 1 where o's elements lie (free it), NULL without
+   memory. */
+unsigned char *footprint_of(const slot *o, size_t n);
 
 /* ----------------------------------------------------------------------------------------------
  * fuzz_decode.c

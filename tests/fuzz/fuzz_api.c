@@ -7,7 +7,8 @@
  * fa_backward_workspace_size: ranks, shapes, strides, byte offsets, dtypes, device kinds and ids
  * of every tensor, every fa_params field (varlen cu_seqlens, seqused_k, paged block tables, ALiBi
  * slopes, dropout, window, softcap, splits, workspace, backend, strict, struct sizes), the
- * fa_run_info and fa_kvcache_args struct sizes. A zero byte always picks the well-formed choice,
+ * fa_run_info and fa_kvcache_args struct sizes, and outputs aliased into another tensor's buffer
+ * (refused exactly when they share a byte). A zero byte always picks the well-formed choice,
  * so short inputs are valid calls and the mutations each break one thing at a time.
  *
  * The harness keeps the library's side of the contract honest: every tensor a call may read or
@@ -75,6 +76,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       return 0;
     }
     if (s[i].index) store_index(&s[i], c->idx_vals[i], 64);
+  }
+  /* Aliasing now and then: an output made a view into another tensor's buffer, where it fits.
+     The library must refuse the call when the two share a byte (FA_ERR_INVALID_ARGUMENT, naming
+     them), and may run it when they do not (interleaved layouts). */
+  int alias_o = -1, alias_j = -1, alias_shares = 0;
+  const uint8_t ab = u8(r);
+  if (ab && run) {
+    static const int outs[] = {S_OUT, S_LSE, S_DQ, S_DK, S_DV, S_K, S_V};
+    const int o = outs[ab % 7], j = (int)((ab >> 3) % S_COUNT);
+    if (s[o].used && s[o].output && s[j].used && s[j].buf && !s[j].index &&
+        alias_into(&s[o], &s[j], u64(r))) {
+      alias_o = o, alias_j = j;
+      alias_shares = shares_byte(&s[o], &s[j]);
+      if (alias_shares < 0) {
+        free_call(c);
+        return 0;
+      }
+    }
   }
   /* NaN / Inf in an input now and then: propagated, never a crash. */
   const uint8_t nanb = u8(r);
@@ -159,6 +178,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   check_failure(plan_st, "plan");
   char plan_msg[FA_REASON_LEN];
   snprintf(plan_msg, sizeof plan_msg, "%s", fa_last_error());
+  if (alias_o >= 0 && alias_shares && plan_st == FA_OK)
+    FAIL("slots %d and %d share memory but the plan accepts the call", alias_o, alias_j);
+  if (alias_o >= 0 && !alias_shares && plan_st != FA_OK && strstr(plan_msg, "share memory"))
+    FAIL("slots %d and %d share no byte but the plan says: %s", alias_o, alias_j, plan_msg);
   if (plan_st == FA_OK && strcmp(plan_info.backend_name, "cpu") != 0)
     FAIL("plan chose '%s' for host memory", plan_info.backend_name);
 
@@ -227,11 +250,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (s[i].snap && memcmp(s[i].snap, s[i].buf, s[i].bytes) != 0)
         FAIL("%s failed (%s: %s) but changed tensor slot %d", what, fa_status_string(st),
              fa_last_error(), i);
-  /* Inputs are never written, whatever the outcome (kvcache writes its caches, an output). */
+  /* Inputs are never written, whatever the outcome (kvcache writes its caches, an output); an
+     output aliased into an input's buffer writes only its own bytes there. */
   if (run && st == FA_OK)
-    for (int i = 0; i < S_COUNT; ++i)
-      if (s[i].snap && !s[i].output && memcmp(s[i].snap, s[i].buf, s[i].bytes) != 0)
-        FAIL("%s changed input slot %d", what, i);
+    for (int i = 0; i < S_COUNT; ++i) {
+      if (!s[i].snap || s[i].output) continue;
+      unsigned char *mask = i == alias_j ? footprint_of(&s[alias_o], s[i].bytes) : NULL;
+      for (size_t b = 0; b < s[i].bytes; ++b)
+        if (s[i].snap[b] != s[i].buf[b] && !(mask && mask[b]))
+          FAIL("%s changed input slot %d", what, i);
+      free(mask);
+    }
 
   free(ws);
   free_call(c);

@@ -227,6 +227,62 @@ int back(call *c, slot *s, uint64_t seed) {
   return 1;
 }
 
+int alias_into(slot *o, const slot *j, uint64_t pick) {
+  if (!o->buf || !j->buf || o == j || o->t.dtype == FA_I32) return 0;
+  const uint64_t es = fa_dtype_size(o->t.dtype);
+  const uint64_t own = addressed_bytes(&o->t) - o->t.byte_offset; /* from its first element */
+  if (es == 0 || own > j->bytes || logical_elems(&o->t) > 4096) return 0;
+  const uint64_t room = (j->bytes - own) / es;
+  o->t.data = j->buf;
+  o->t.byte_offset = (pick % (room + 1)) * es;
+  return 1;
+}
+
+/* Calls f(byte, arg) for every byte of every element of t, relative to its data pointer. */
+static void each_byte(const fa_tensor *t, void (*f)(uint64_t, void *), void *arg) {
+  const uint64_t es = fa_dtype_size(t->dtype);
+  int64_t idx[FA_MAX_DIMS] = {0};
+  if (logical_elems(t) == 0) return;
+  for (;;) {
+    uint64_t e = t->byte_offset;
+    for (int d = 0; d < t->ndim; ++d) e += (uint64_t)(idx[d] * t->strides[d]) * es;
+    for (uint64_t b = 0; b < es; ++b) f(e + b, arg);
+    int d = t->ndim - 1;
+    while (d >= 0 && ++idx[d] == t->shape[d]) idx[d--] = 0;
+    if (d < 0) return;
+  }
+}
+typedef struct footprint {
+  unsigned char *mask;
+  uint64_t n;
+  int hit;
+} footprint;
+static void mark_byte(uint64_t b, void *arg) {
+  footprint *f = arg;
+  if (b < f->n) f->mask[b] = 1;
+}
+static void test_byte(uint64_t b, void *arg) {
+  footprint *f = arg;
+  if (b < f->n && f->mask[b]) f->hit = 1;
+}
+
+unsigned char *footprint_of(const slot *o, size_t n) {
+  unsigned char *mask = calloc(n ? n : 1, 1);
+  if (!mask) return NULL;
+  footprint f = {mask, n, 0};
+  each_byte(&o->t, mark_byte, &f);
+  return mask;
+}
+
+int shares_byte(const slot *o, const slot *j) {
+  unsigned char *mask = footprint_of(o, j->bytes);
+  if (!mask) return -1;
+  footprint f = {mask, j->bytes, 0};
+  each_byte(&j->t, test_byte, &f);
+  free(mask);
+  return f.hit;
+}
+
 /* Writes the decoded index values into an index tensor's logical elements (1-D or 2-D). */
 void store_index(slot *s, const int32_t *vals, int64_t count) {
   if (!s->buf || s->t.dtype != FA_I32) return;
