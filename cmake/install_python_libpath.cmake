@@ -7,7 +7,8 @@ foreach(v FA_PY_PKGDIR FA_LIBDIR)
   if(NOT IS_ABSOLUTE "${${v}}")
     set(${v} "${CMAKE_INSTALL_PREFIX}/${${v}}")
   endif()
-  cmake_path(ABSOLUTE_PATH ${v} NORMALIZE) # a relative --prefix is relative to the current directory
+  # A relative --prefix is relative to the current directory.
+  cmake_path(ABSOLUTE_PATH ${v} NORMALIZE)
   string(REGEX REPLACE "(.)/$" "\\1" ${v} "${${v}}")
 endforeach()
 file(RELATIVE_PATH fa_rel "${FA_PY_PKGDIR}" "${FA_LIBDIR}/${FA_LIBRARY_NAME}")

@@ -144,8 +144,8 @@ def main() -> int:
         cmake = sys.argv[5] if len(sys.argv) > 5 else "cmake"
         site, root = install_cmake(tree, work, sys.argv[4], cmake, env)
     env["PYTHONPATH"] = site
-    r = run([sys.executable, "-s", "-c", CHECK, site, root], "import and call the installed package",
-            env=env, cwd=work, timeout=300)
+    r = run([sys.executable, "-s", "-c", CHECK, site, root],
+            "import and call the installed package", env=env, cwd=work, timeout=300)
     print(r.stdout.strip())
     print("PASS")
     return 0
