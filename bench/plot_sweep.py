@@ -39,8 +39,14 @@ def from_fa_bench(data: dict) -> dict:
         results.append({"pass": r["pass"], "causal": bool(r["causal"]), "hdim": r["head_dim"],
                         "seqlen": r["seqlen"], "batch": r["batch"], "heads": r["heads"],
                         "ours": ours})
+    # The label names the backend asked for and, when that was AUTO, the ones that ran.
+    backend = data.get("backend_requested", "")
+    ran = sorted({r["backend"] for r in data.get("results", [])
+                  if r.get("ok") and r.get("backend")})
+    if ran and backend in ("", "auto"):
+        backend = f"{backend}: {', '.join(ran)}" if backend else ", ".join(ran)
     meta = {"tool": "fa-bench", "dtype": data.get("dtype"), "version": data.get("version"),
-            "library": {"backend_requested": data.get("backend_requested", "")}, "peers": []}
+            "library": {"backend_requested": backend}, "peers": []}
     return {"meta": meta, "results": results}
 
 

@@ -9,8 +9,15 @@
 #   <bindir>/fa-info, fa-bench
 #   <libdir>/cmake/FlashAttn/FlashAttnConfig.cmake, ...ConfigVersion.cmake, FlashAttnTargets.cmake
 #   <libdir>/pkgconfig/flashattn.pc
+#   <FA_INSTALL_PYTHONDIR>/flashattn/*.py           the Python package (component python), with
+#                                                    _libpath.txt: where the library is from there
 # Everything is relocatable: `cmake --install build --prefix /any/where` works without
-# reconfiguring (the package files and the programs' RUNPATH are relative).
+# reconfiguring (the package files, the Python package's _libpath.txt and the programs' RUNPATH are
+# relative).
+#
+# Under scikit-build-core (pyproject.toml: `pip install .`, SKBUILD set) the prefix is the Python
+# package's own directory: the package's files at its top, the library in lib/ as one file named by
+# its SONAME (a wheel keeps no symbolic links), the plugins in lib/flashattn/plugins/.
 # Included from the top-level CMakeLists.txt after every target is defined; GNUInstallDirs and
 # FA_PLUGIN_SUBDIR come from there (before core/, whose build_config.h carries the subdir).
 include(CMakePackageConfigHelpers)
@@ -24,6 +31,10 @@ file(RELATIVE_PATH fa_bin_to_lib /fa/${CMAKE_INSTALL_BINDIR} /fa/${CMAKE_INSTALL
 file(RELATIVE_PATH fa_plugin_to_lib /fa/${FA_INSTALL_PLUGINDIR} /fa/${CMAKE_INSTALL_LIBDIR})
 string(REGEX REPLACE "/$" "" fa_plugin_to_lib "${fa_plugin_to_lib}")
 
+if(SKBUILD)
+  # One file, libflashattn.so.<major>, instead of the versioned file and its SONAME link.
+  set_target_properties(flashattn PROPERTIES VERSION ${PROJECT_VERSION_MAJOR})
+endif()
 install(TARGETS flashattn EXPORT FlashAttnTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT dev
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/flashattn)
@@ -78,3 +89,20 @@ configure_file(${PROJECT_SOURCE_DIR}/cmake/flashattn.pc.in ${CMAKE_CURRENT_BINAR
   @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/flashattn.pc
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
+
+# The Python package (python/flashattn, pure Python over ctypes) into FA_INSTALL_PYTHONDIR/flashattn
+# (the top-level CMakeLists.txt sets it), or, under scikit-build-core, into the prefix itself.
+# _libpath.txt is written at install time with the library's path relative to the package, which
+# python/flashattn/_capi.py loads before looking anywhere else.
+if(SKBUILD)
+  set(fa_py_pkgdir .)
+else()
+  set(fa_py_pkgdir ${FA_INSTALL_PYTHONDIR}/flashattn)
+endif()
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/flashattn/ DESTINATION ${fa_py_pkgdir}
+  COMPONENT python FILES_MATCHING PATTERN "*.py"
+  PATTERN "__pycache__" EXCLUDE)
+install(CODE "set(FA_PY_PKGDIR \"${fa_py_pkgdir}\")
+set(FA_LIBDIR \"${CMAKE_INSTALL_LIBDIR}\")
+set(FA_LIBRARY_NAME \"$<TARGET_SONAME_FILE_NAME:flashattn>\")
+include(\"${PROJECT_SOURCE_DIR}/cmake/install_python_libpath.cmake\")" COMPONENT python)

@@ -3,15 +3,18 @@
  *
  * Each backend is a shared object libfa_<name>.so. The registry looks, in order, in the
  * directories of FA_PLUGIN_PATH (absolute paths only), in FA_PLUGIN_SUBDIR below the directory of
- * libflashattn.so itself (found with dladdr: the install tree, lib/flashattn/plugins) and beside
- * it (the build tree), never in the current directory. The first file found is the one tried; if it
- * fails (dlopen error, no entry symbol, another ABI, probe says unavailable) the backend is
- * unavailable with that reason, rather than silently trying a different file. Loading happens once
- * per process (pthread_once), on the first call that needs a backend; afterwards the slots are
- * read-only.
+ * libflashattn.so itself (the install tree, lib/flashattn/plugins) and beside it (the build tree),
+ * never in the current directory. The library's own directory comes from dladdr when the library
+ * is loaded and is made absolute with realpath then: a library opened by a relative path (dlopen,
+ * LD_LIBRARY_PATH) has a relative name in dladdr's answer, which a later chdir would point
+ * elsewhere. The first file found is the one tried; if it fails (dlopen error, no entry symbol,
+ * another ABI, probe says unavailable) the backend is unavailable with that reason, rather than
+ * silently trying a different file. Loading happens once per process (pthread_once), on the first
+ * call that needs a backend; afterwards the slots are read-only.
  */
-#define _GNU_SOURCE /* dladdr */
+#define _GNU_SOURCE /* dladdr, realpath */
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +27,40 @@
 
 /* Indexed by backend id; filled from core/backends.c's table when the plugins are loaded. */
 static fa_backend_slot slots[FA_BACKEND_COUNT_];
+
+/* The absolute directory of libflashattn.so, resolved when the library is loaded; "" when it could
+   not be, with the reason in self_dir_why. */
+static char self_dir[512];
+static char self_dir_why[256];
+
+__attribute__((constructor)) static void find_self_dir(void) {
+  Dl_info info;
+  if (!dladdr((void *)&fa_registry_slot, &info) || !info.dli_fname) {
+    snprintf(self_dir_why, sizeof self_dir_why, "dladdr does not know libflashattn's file");
+    return;
+  }
+  const char *slash = strrchr(info.dli_fname, '/');
+  if (!slash) {
+    snprintf(self_dir_why, sizeof self_dir_why,
+             "dladdr names libflashattn's file '%s' without a directory", info.dli_fname);
+    return;
+  }
+  char dir[PATH_MAX];
+  int n = snprintf(dir, sizeof dir, "%.*s", (int)(slash - info.dli_fname), info.dli_fname);
+  if (n == 0) snprintf(dir, sizeof dir, "/"); /* the library is in the root directory */
+  char abs[PATH_MAX];
+  if (!realpath(dir, abs)) {
+    snprintf(self_dir_why, sizeof self_dir_why, "libflashattn's directory '%s' cannot be resolved",
+             dir);
+    return;
+  }
+  if (strlen(abs) >= sizeof self_dir) {
+    snprintf(self_dir_why, sizeof self_dir_why, "libflashattn's directory is longer than %zu bytes",
+             sizeof self_dir - 1);
+    return;
+  }
+  snprintf(self_dir, sizeof self_dir, "%s", abs);
+}
 
 #define MAX_DIRS 16
 typedef struct search_dirs {
@@ -87,14 +124,12 @@ static void find_search_dirs(search_dirs *d) {
     }
     env = end ? end + 1 : NULL;
   }
-  Dl_info info;
-  if (dladdr((void *)&fa_registry_slot, &info) && info.dli_fname && info.dli_fname[0] == '/') {
-    const char *slash = strrchr(info.dli_fname, '/');
-    int len = (int)(slash - info.dli_fname);
+  if (self_dir[0]) {
     char sub[512];
-    int n = snprintf(sub, sizeof sub, "%.*s/%s", len, info.dli_fname, FA_PLUGIN_SUBDIR);
+    int n = snprintf(sub, sizeof sub, "%s%s%s", self_dir, strcmp(self_dir, "/") ? "/" : "",
+                     FA_PLUGIN_SUBDIR);
     if (n > 0 && (size_t)n < sizeof sub) add_dir(d, sub, (size_t)n, 0, NULL);
-    add_dir(d, info.dli_fname, (size_t)len, 0, NULL);
+    add_dir(d, self_dir, strlen(self_dir), 0, NULL);
   }
 }
 
@@ -181,8 +216,9 @@ static void load_slot(fa_backend_slot *s, const char *build_reason, const search
   if (build_reason[0])
     snprintf(s->reason, sizeof s->reason, "%s", build_reason);
   else
-    snprintf(s->reason, sizeof s->reason, "plugin %s not found (looked in: %s)", file,
-             dirs->count ? where : "no directory");
+    snprintf(s->reason, sizeof s->reason, "plugin %s not found (looked in: %s)%s%s", file,
+             dirs->count ? where : "no directory",
+             self_dir_why[0] ? "; not beside the library: " : "", self_dir_why);
   if (dirs->ignored[0]) {
     size_t used = strlen(s->reason);
     snprintf(s->reason + used, sizeof s->reason - used, "; FA_PLUGIN_PATH entries ignored: %s",

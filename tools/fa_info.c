@@ -1,10 +1,13 @@
 /*
  * fa_info.c: `fa-info` prints what the library knows about its backends, as fa_backend_info()
- * reports it: the first thing to run when a backend is not used, because the reason is there.
+ * reports it: the first thing to run when a backend is not used, because the reason is there. Then,
+ * for each kind of memory, the backend AUTO picks for a small plain forward there (what
+ * fa_plan_forward answers, the decision a call makes) or why none can run it.
  *
  * Usage: fa-info
  * Exit status: 0 when at least one backend is available, 1 when none is, 2 on an API error.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -42,12 +45,67 @@ static void print_list(const char *label, const char *list, char sep, int one_pe
   printf("\n");
 }
 
+/* A contiguous tensor at a made-up address: fa_plan_forward validates and decides without reading
+   or writing any data, and each tensor gets an address range of its own as in a real call. */
+static fa_tensor planned_tensor(fa_device dev, fa_dtype dtype, int ndim, const int64_t *shape,
+                                int index) {
+  fa_tensor t;
+  memset(&t, 0, sizeof t);
+  t.data = (void *)(uintptr_t)(0x10000000u + 0x1000000u * (unsigned)index);
+  t.device = dev;
+  t.dtype = dtype;
+  t.ndim = ndim;
+  int64_t stride = 1;
+  for (int i = ndim - 1; i >= 0; --i) {
+    t.shape[i] = shape[i];
+    t.strides[i] = stride;
+    stride *= shape[i];
+  }
+  return t;
+}
+
+/* AUTO's choice for a bf16 forward of [1, 128, 4, 64] with lse on device 0 of each memory kind. */
+static void print_auto_choices(void) {
+  static const struct {
+    fa_device_kind kind;
+    const char *label;
+  } kinds[] = {{FA_DEVICE_CPU, "host memory"},
+               {FA_DEVICE_CUDA, "CUDA memory"},
+               {FA_DEVICE_HIP, "HIP memory"},
+               {FA_DEVICE_OPENCL, "OpenCL buffers"}};
+  const int64_t shape[4] = {1, 128, 4, 64}, lse_shape[3] = {1, 4, 128};
+  printf("\nAUTO's choice for a bf16 forward of [1, 128, 4, 64] (fa_plan_forward), per memory:\n");
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; ++i) {
+    fa_device dev = {kinds[i].kind, 0};
+    fa_tensor q = planned_tensor(dev, FA_BF16, 4, shape, 0);
+    fa_tensor k = planned_tensor(dev, FA_BF16, 4, shape, 1);
+    fa_tensor v = planned_tensor(dev, FA_BF16, 4, shape, 2);
+    fa_tensor out = planned_tensor(dev, FA_BF16, 4, shape, 3);
+    fa_tensor lse = planned_tensor(dev, FA_F32, 3, lse_shape, 4);
+    fa_params p;
+    fa_params_init(&p);
+    fa_run_info plan;
+    fa_run_info_init(&plan);
+    fa_status st = fa_plan_forward(&p, &q, &k, &v, &out, &lse, &plan);
+    printf("  %-16s ", kinds[i].label);
+    if (st != FA_OK) {
+      printf("none: %s\n", fa_last_error());
+      continue;
+    }
+    printf("%s, kernel %s, tile %dx%d\n", plan.backend_name, plan.kernel, (int)plan.tile_m,
+           (int)plan.tile_n);
+    if (plan.rejected[0]) printf("  %-16s passed over: %s\n", "", plan.rejected);
+  }
+}
+
 int main(int argc, char **argv) {
   (void)argv;
   if (argc > 1) {
     printf(
         "usage: fa-info\nPrints the library version and every backend it knows: whether it is\n"
-        "available (or exactly why not), its plugin, devices, kernels, dtypes and features.\n");
+        "available (or exactly why not), its plugin, devices, kernels, dtypes and features;\n"
+        "then, for each kind of memory, the backend AUTO picks for a small forward there\n"
+        "(or why none can run it).\n");
     return 0;
   }
   int major, minor, patch;
@@ -93,5 +151,6 @@ int main(int argc, char **argv) {
   printf("\n%d of %d backends available.", available, (int)count);
   if (!available) printf(" Set FA_PLUGIN_PATH to the directory holding libfa_<name>.so?");
   printf("\n");
+  print_auto_choices();
   return available ? 0 : 1;
 }

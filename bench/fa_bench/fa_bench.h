@@ -24,6 +24,10 @@
 
 enum { MAX_LIST = 16 };
 
+/* Which shape options the command line set (options.given): the others take their defaults, the
+   CPU-sized ones when the tensors live in host memory (apply_host_defaults). */
+enum { GIVEN_HDIMS = 1, GIVEN_SEQLENS = 2, GIVEN_TOKENS = 4, GIVEN_HIDDEN = 8 };
+
 typedef struct options {
   int32_t backend;
   fa_dtype dtype;
@@ -37,11 +41,18 @@ typedef struct options {
   int decode;       /* decode mode: fa_forward_kvcache, one query token */
   int64_t kv_heads; /* decode: KV heads (0: as many as query heads) */
   int splits;       /* params.num_splits (0: the backend chooses) */
+  int given;        /* GIVEN_* bits */
+  int full;         /* --full: FlashAttention's GPU sweep whatever the memory */
+  int list;         /* --list: print the sweep's shapes and exit */
+  int progress_s;   /* progress on stderr once a sweep has run this long (-1: never) */
 } options;
 
 /* options.c: fills o from argv; 0 (after a message on stderr) on a bad command line. --help
    prints the usage and exits. */
 int parse_args(int argc, char **argv, options *o);
+/* For a sweep in host memory without --full: the CPU-sized set for every shape option the command
+   line left at its default. Returns whether anything changed. */
+int apply_host_defaults(options *o);
 
 /* ---- memory.c ---------------------------------------------------------------------------- */
 

@@ -51,9 +51,18 @@ int main(int argc, char **argv) {
   printf("# fa-bench: flashattn-c %s, backend %s, dtype %s, median of %d (after %d warmup)\n",
          fa_version(NULL, NULL, NULL), fa_backend_name(o.backend), fa_dtype_name(o.dtype), o.iters,
          o.warmup);
-  /* The CUDA backend computes on CUDA memory: the tensors go there, and the clock waits for the
-     device. Everything else keeps host memory. */
-  if (o.backend == FA_BACKEND_CUDA) g_dev.kind = FA_DEVICE_CUDA;
+  /* The CUDA backend computes on CUDA memory, the OpenCL backend on OpenCL buffers: the tensors go
+     there, and the clock waits for the device. Everything else keeps host memory, where the sweep
+     takes CPU-sized defaults (FlashAttention's sweep there takes hours on a few cores). */
+  fa_device_kind kind = o.backend == FA_BACKEND_CUDA     ? FA_DEVICE_CUDA
+                        : o.backend == FA_BACKEND_OPENCL ? FA_DEVICE_OPENCL
+                                                         : FA_DEVICE_CPU;
+  if (kind == FA_DEVICE_CPU && apply_host_defaults(&o))
+    printf(
+        "# host memory: the CPU-sized sweep (the defaults of --hdims, --seqlens, --tokens and "
+        "--hidden for host memory); --full runs FlashAttention's 16k-token sweep\n");
+  if (o.list) return run_sweep(&o);
+  if (kind == FA_DEVICE_CUDA) g_dev.kind = FA_DEVICE_CUDA;
   if (o.backend == FA_BACKEND_OPENCL) {
     char why[256];
     if (devmem_default_device(FA_DEVICE_OPENCL, &g_dev, why, sizeof why) != 0) {

@@ -13,11 +13,14 @@ static void usage(FILE *f) {
           "usage: fa-bench [options]\n"
           "  --backend NAME     auto (default), cpu, cuda, hip, opencl\n"
           "  --dtype T          bf16 (default), f16, f32\n"
-          "  --hdims LIST       head dims, default 64,128,256\n"
-          "  --seqlens LIST     default 512,1024,2048,4096,8192,16384\n"
+          "  --hdims LIST       head dims, default 64,128,256 (host memory: 64,128)\n"
+          "  --seqlens LIST     default 512,1024,2048,4096,8192,16384 (host memory:\n"
+          "                     256,512,1024,2048)\n"
           "  --causal LIST      0,1 (default): non-causal and causal\n"
-          "  --tokens N         batch * seqlen, default 16384 (batch = max(1, N / seqlen))\n"
-          "  --hidden N         heads * head_dim, default 2048 (heads = max(1, N / head_dim))\n"
+          "  --tokens N         batch * seqlen, default 16384 (host memory: 2048;\n"
+          "                     batch = max(1, N / seqlen))\n"
+          "  --hidden N         heads * head_dim, default 2048 (host memory: 1024;\n"
+          "                     heads = max(1, N / head_dim))\n"
           "  --batch N          fixed batch (overrides --tokens)\n"
           "  --heads N          fixed heads (overrides --hidden)\n"
           "  --pass LIST        fwd,bwd (default) or one of them\n"
@@ -30,6 +33,12 @@ static void usage(FILE *f) {
           "                     and GFLOP/s (4*B*H*keys*D)\n"
           "  --kv-heads N       decode: KV heads (default: --heads); heads must be a multiple\n"
           "  --splits N         params.num_splits (0 = the backend chooses, 1 = no split)\n"
+          "  --full             FlashAttention's sweep (the defaults above) also in host memory,\n"
+          "                     where the sweep otherwise takes the CPU-sized defaults: the full\n"
+          "                     one takes hours on a few CPU cores\n"
+          "  --list             print the sweep's shapes and their GFLOP, run nothing\n"
+          "  --progress S       'shape i/N, elapsed, ETA' on stderr after each shape once the\n"
+          "                     sweep has run S seconds (default 10; -1: never)\n"
           "FLOPs: forward 4*B*H*S*S*D (halved when causal), backward 2.5x forward.\n");
 }
 
@@ -64,6 +73,33 @@ static void defaults(options *o) {
   o->warmup = 1;
   o->iters = 5;
   o->window = -1;
+  o->progress_s = 10;
+}
+
+int apply_host_defaults(options *o) {
+  if (o->full || o->decode) return 0;
+  int changed = 0;
+  if (!(o->given & GIVEN_HDIMS)) {
+    static const int64_t hd[] = {64, 128};
+    memcpy(o->hdims, hd, sizeof hd);
+    o->n_hdims = 2;
+    changed = 1;
+  }
+  if (!(o->given & GIVEN_SEQLENS)) {
+    static const int64_t sl[] = {256, 512, 1024, 2048};
+    memcpy(o->seqlens, sl, sizeof sl);
+    o->n_seqlens = 4;
+    changed = 1;
+  }
+  if (!(o->given & GIVEN_TOKENS) && !o->batch) {
+    o->tokens = 2048;
+    changed = 1;
+  }
+  if (!(o->given & GIVEN_HIDDEN) && !o->heads) {
+    o->hidden = 1024;
+    changed = 1;
+  }
+  return changed;
 }
 
 /* One option with its value v; 0 when the value is bad, -1 when the option is unknown. */
@@ -83,14 +119,18 @@ static int parse_one(options *o, const char *a, const char *v) {
       ok = 0;
   } else if (!strcmp(a, "--hdims")) {
     ok = parse_list(v, 1, 1024, o->hdims, MAX_LIST, &o->n_hdims);
+    o->given |= GIVEN_HDIMS;
   } else if (!strcmp(a, "--seqlens")) {
     ok = parse_list(v, 1, 1 << 22, o->seqlens, MAX_LIST, &o->n_seqlens);
+    o->given |= GIVEN_SEQLENS;
   } else if (!strcmp(a, "--causal")) {
     ok = parse_list(v, 0, 1, o->causal, 2, &o->n_causal);
   } else if (!strcmp(a, "--tokens")) {
     ok = cli_parse_i64(v, 1, INT64_C(1) << 32, &o->tokens);
+    o->given |= GIVEN_TOKENS;
   } else if (!strcmp(a, "--hidden")) {
     ok = cli_parse_i64(v, 1, 1 << 20, &o->hidden);
+    o->given |= GIVEN_HIDDEN;
   } else if (!strcmp(a, "--batch")) {
     ok = cli_parse_i64(v, 1, 1 << 20, &o->batch);
   } else if (!strcmp(a, "--heads")) {
@@ -114,6 +154,9 @@ static int parse_one(options *o, const char *a, const char *v) {
   } else if (!strcmp(a, "--splits")) {
     ok = cli_parse_i64(v, 0, 1024, &x);
     o->splits = (int)x;
+  } else if (!strcmp(a, "--progress")) {
+    ok = cli_parse_i64(v, -1, 1000000, &x);
+    o->progress_s = (int)x;
   } else {
     return -1;
   }
@@ -128,8 +171,12 @@ int parse_args(int argc, char **argv, options *o) {
       usage(stdout);
       exit(0);
     }
-    if (!strcmp(a, "--decode")) {
-      o->decode = 1;
+    int *flag = !strcmp(a, "--decode") ? &o->decode
+                : !strcmp(a, "--full") ? &o->full
+                : !strcmp(a, "--list") ? &o->list
+                                       : NULL;
+    if (flag) {
+      *flag = 1;
       continue;
     }
     if (!v) {
@@ -147,6 +194,10 @@ int parse_args(int argc, char **argv, options *o) {
       fprintf(stderr, "fa-bench: bad value for %s: '%s'\n", a, v);
       return 0;
     }
+  }
+  if (o->list && o->decode) {
+    fprintf(stderr, "fa-bench: --list lists the sweep's shapes; it does not apply to --decode\n");
+    return 0;
   }
   return 1;
 }

@@ -130,26 +130,44 @@ def text(b: bytes) -> str:
     return b.decode("utf-8", "replace")
 
 
+def _installed_library() -> str | None:
+    """The library installed with this package, or None in a source tree. `pip install` and
+    `cmake --install` write _libpath.txt beside this file: the library's path relative to it."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    record = os.path.join(here, "_libpath.txt")
+    if not os.path.exists(record):
+        return None
+    with open(record) as f:
+        rel = f.read().strip()
+    if not rel:
+        raise OSError(f"{record} is empty: reinstall the flashattn package")
+    return os.path.normpath(os.path.join(here, rel))
+
+
 def _candidates() -> list[str]:
     """Where libflashattn is looked for, in order (see find_library)."""
     env = os.environ.get("FLASHATTN_LIBRARY")
     if env:
         return [env]
+    installed = _installed_library()
+    if installed:
+        # An installed package uses its own library, never another one found elsewhere.
+        return [installed]
     here = os.path.dirname(os.path.abspath(__file__))
     repo = os.path.dirname(os.path.dirname(here))
-    found = [
+    return [
         # The dynamic linker's search (LD_LIBRARY_PATH, ldconfig: an installed tree).
         "libflashattn.so.0",
         # This source tree's release build (README: cmake --preset release).
         os.path.join(repo, "build", "release", "lib", "libflashattn.so"),
     ]
-    return found
 
 
 def find_library() -> str:
-    """The library the binding loads: $FLASHATTN_LIBRARY (a path) if set, else libflashattn.so.0
-    through the dynamic linker (an installed tree on its search path), else this source tree's
-    build/release/lib/libflashattn.so."""
+    """The library the binding loads: $FLASHATTN_LIBRARY (a path) if set; else, for a package
+    installed by pip or cmake --install, the library installed with it (its plugins lie beside
+    it); else, in a source tree, libflashattn.so.0 through the dynamic linker (an installed tree on
+    its search path), else the tree's build/release/lib/libflashattn.so."""
     errors = []
     for c in _candidates():
         try:
