@@ -198,8 +198,9 @@ fwd.register_autograd(_fwd_backward, setup_context=_fwd_setup)
 
 
 class _Attention(torch.autograd.Function):
-    """fwd and bwd as one autograd.Function: what forward_op records. The same formula as fwd's
-    register_autograd, without the per-call cost of torch.library's autograd wrapper."""
+    """fwd and bwd as one autograd.Function: what forward_op records in eager mode. The same
+    formula as fwd's register_autograd (which torch.compile traces), without the per-call cost of
+    torch.library's autograd wrapper."""
 
     @staticmethod
     def forward(ctx, q, k, v, alibi, cu_q, cu_k, seqused, table, rng, return_lse, *scalars):
@@ -328,9 +329,14 @@ def forward_op(q, k, v, params: dict, return_lse: bool, draw_seed: bool, call: s
     a = op_arguments(params, call)
     if draw_seed and a["dropout_p"]:
         a["rng_state"] = draw_rng_state()
-    out, lse = _Attention.apply(q, k, v, a["alibi_slopes"], a["cu_seqlens_q"], a["cu_seqlens_k"],
-                                a["seqused_k"], a["block_table"], a["rng_state"], return_lse,
-                                *(a[name] for name in _FWD_SCALARS))
+    if _is_compiling():  # traced: the operator itself (Dynamo's autograd.Function support
+        # refuses one tensor passed twice, as in self-attention or cu_seqlens_q = cu_seqlens_k)
+        out, lse = fwd(q, k, v, **a, return_lse=return_lse)
+    else:
+        out, lse = _Attention.apply(q, k, v, a["alibi_slopes"], a["cu_seqlens_q"],
+                                    a["cu_seqlens_k"], a["seqused_k"], a["block_table"],
+                                    a["rng_state"], return_lse,
+                                    *(a[name] for name in _FWD_SCALARS))
     return (out, lse) if return_lse else out
 
 
