@@ -11,11 +11,17 @@ saves q, k, v, out, the LSE and the dropout state (rng_state: int64 [seed, offse
 which recomputes the scores from the saved LSE and the same dropout mask. The LSE output is
 differentiable when the caller asked for it (return_lse): its gradient is a second library
 backward whose dout carries dLSE against a unit value column (dS = P * dLSE, no dropout). bwd has
-no gradient of its own: differentiating it raises.
+no gradient of its own: differentiating it raises. On GPU devices the backward copies a
+broadcast or last-dim-strided incoming gradient to a contiguous tensor (the GPU kernels read
+rows with vector loads); every other tensor is passed with its strides.
 
-The public calls (_api, flash_attn_interface) use these operators where a call on torch tensors
-has to be traced or differentiated (needs_op) and the binding directly otherwise: eager calls
-without gradients skip the dispatcher.
+The public calls (_api, flash_attn_interface) choose per call on torch tensors:
+  - traced (torch.compile, another tracer, a dispatch mode, a functorch transform): the
+    operators, fwd differentiable through its register_autograd;
+  - plain eager, autograd recording (grad mode on, an input requires grad): _Attention, an
+    autograd.Function over the operators' implementations with the same formula (no dispatcher,
+    no torch.library autograd wrapper: a fraction of their per-call cost);
+  - plain eager otherwise: the binding directly (_call), nothing recorded.
 """
 
 from typing import Optional
@@ -32,16 +38,22 @@ _dispatch_mode = torch.utils._python_dispatch._get_current_dispatch_mode
 _functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
 
 
-def needs_op(q, k, v, alibi_slopes=None) -> bool:
-    """Whether a call on these tensors goes through the custom operators: under torch.compile or
-    another tracer (fake or functional tensors, a dispatch mode, a functorch transform), or when
-    autograd is to record it (grad mode on and an input, alibi_slopes included, requires grad:
-    the operators' path then refuses grad-requiring slopes)."""
+def traced(q, k, v) -> bool:
+    """Whether something watches calls on these tensors: torch.compile or another tracer (fake
+    or functional tensors, a dispatch mode, a functorch transform). Such calls go through the
+    operators themselves."""
     if _is_compiling():
         return True
     if type(q) not in _PLAIN or type(k) not in _PLAIN or type(v) not in _PLAIN:
         return True
-    if _dispatch_mode() is not None or _functorch_wrapped(q):
+    return _dispatch_mode() is not None or _functorch_wrapped(q)
+
+
+def needs_op(q, k, v, alibi_slopes=None) -> bool:
+    """Whether a call on these tensors goes through the operators' path: traced, or autograd is
+    to record it (grad mode on and an input, alibi_slopes included, requires grad: that path
+    then refuses grad-requiring slopes)."""
+    if traced(q, k, v):
         return True
     return torch.is_grad_enabled() and (
         q.requires_grad or k.requires_grad or v.requires_grad
@@ -104,8 +116,7 @@ _FWD_SCALARS = ("softmax_scale", "causal", "causal_align", "window_left", "windo
                 "deterministic", "backend", "strict", "kernel_family")
 
 
-@torch.library.custom_op("flashattn::fwd", mutates_args=())
-def fwd(q: Tensor, k: Tensor, v: Tensor, alibi_slopes: Optional[Tensor],
+def _fwd_impl(q: Tensor, k: Tensor, v: Tensor, alibi_slopes: Optional[Tensor],
         cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
         seqused_k: Optional[Tensor], block_table: Optional[Tensor], rng_state: Optional[Tensor],
         softmax_scale: float, causal: bool, causal_align: int, window_left: int,
@@ -121,6 +132,9 @@ def fwd(q: Tensor, k: Tensor, v: Tensor, alibi_slopes: Optional[Tensor],
     return out, lse
 
 
+fwd = torch.library.custom_op("flashattn::fwd", mutates_args=())(_fwd_impl)
+
+
 def _lse_shape(q: Tensor, varlen: bool):
     return (q.shape[1], q.shape[0]) if varlen else (q.shape[0], q.shape[2], q.shape[1])
 
@@ -132,8 +146,7 @@ def _fwd_fake(q, k, v, alibi_slopes, cu_seqlens_q, *args):
     return out, lse
 
 
-@torch.library.custom_op("flashattn::bwd", mutates_args=())
-def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
+def _bwd_impl(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
         dlse: Optional[Tensor], alibi_slopes: Optional[Tensor], cu_seqlens_q: Optional[Tensor],
         cu_seqlens_k: Optional[Tensor], seqused_k: Optional[Tensor],
         block_table: Optional[Tensor], rng_state: Optional[Tensor], softmax_scale: float,
@@ -163,6 +176,9 @@ def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
     return dq, dk, dv
 
 
+bwd = torch.library.custom_op("flashattn::bwd", mutates_args=())(_bwd_impl)
+
+
 @bwd.register_fake
 def _bwd_fake(dout, q, k, v, *args):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
@@ -176,12 +192,16 @@ def _save(ctx, tensors, out, lse, scalars, return_lse):
     ctx.return_lse = return_lse
 
 
-def _grads(ctx, dout, dlse):
-    """(dq, dk, dv) through bwd from what _save kept."""
+def _grads(ctx, dout, dlse, backward=None):
+    """(dq, dk, dv) through bwd (or the given implementation) from what _save kept."""
     q, k, v, out, lse, alibi, cu_q, cu_k, seqused, table, rng = ctx.saved_tensors
     if dout is None:
         dout = torch.zeros_like(out)
-    return bwd(dout, q, k, v, out, lse, dlse if ctx.return_lse else None, alibi, cu_q, cu_k,
+    elif not dout.is_cpu and (dout.stride(-1) != 1 or 0 in dout.stride()):
+        # autograd's broadcast or strided gradient (out.sum().backward() hands a stride-0 one):
+        # copied, since GPU kernels read rows with vector loads (the CPU takes any strides)
+        dout = dout.contiguous()
+    return (backward or bwd)(dout, q, k, v, out, lse, dlse if ctx.return_lse else None, alibi, cu_q, cu_k,
                seqused, table, rng, *ctx.scalars)
 
 
@@ -198,13 +218,15 @@ fwd.register_autograd(_fwd_backward, setup_context=_fwd_setup)
 
 
 class _Attention(torch.autograd.Function):
-    """fwd and bwd as one autograd.Function: what forward_op records in eager mode. The same
-    formula as fwd's register_autograd (which torch.compile traces), without the per-call cost of
-    torch.library's autograd wrapper."""
+    """The operators' implementations as one autograd.Function: what forward_op records in plain
+    eager mode (nothing traces there, so the dispatcher is skipped). The same formula as fwd's
+    register_autograd, which traced calls use, without the per-call cost of torch.library's
+    autograd wrapper and the dispatcher."""
 
     @staticmethod
     def forward(ctx, q, k, v, alibi, cu_q, cu_k, seqused, table, rng, return_lse, *scalars):
-        out, lse = fwd(q, k, v, alibi, cu_q, cu_k, seqused, table, rng, *scalars, return_lse)
+        out, lse = _fwd_impl(q, k, v, alibi, cu_q, cu_k, seqused, table, rng, *scalars,
+                             return_lse)
         _save(ctx, (q, k, v, alibi, cu_q, cu_k, seqused, table, rng), out, lse, scalars,
               return_lse)
         if not return_lse:
@@ -213,7 +235,9 @@ class _Attention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dout, dlse):
-        return _grads(ctx, dout, dlse) + (None,) * (7 + len(ctx.scalars))
+        if grad_wanted(dout, dlse):  # create_graph: bwd, whose own backward refuses
+            return _grads(ctx, dout, dlse) + (None,) * (7 + len(ctx.scalars))
+        return _grads(ctx, dout, dlse, _bwd_impl) + (None,) * (7 + len(ctx.scalars))
 
 
 def _bwd_setup(ctx, inputs, output):
@@ -228,8 +252,7 @@ def _bwd_backward(ctx, *grads):
 bwd.register_autograd(_bwd_backward, setup_context=_bwd_setup)
 
 
-@torch.library.custom_op("flashattn::fwd_kvcache", mutates_args=("k_cache", "v_cache"))
-def fwd_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k_new: Optional[Tensor],
+def _fwd_kvcache_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, k_new: Optional[Tensor],
                 v_new: Optional[Tensor], cache_seqlens: Tensor, rotary_cos: Optional[Tensor],
                 rotary_sin: Optional[Tensor], rotary_interleaved: bool,
                 alibi_slopes: Optional[Tensor], block_table: Optional[Tensor],
@@ -245,6 +268,10 @@ def fwd_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k_new: Optional[Ten
     out, lse, _ = _call.forward_kvcache(q, k_cache, v_cache, kv, rotary_interleaved, None, None,
                                         p)
     return out, lse
+
+
+fwd_kvcache = torch.library.custom_op("flashattn::fwd_kvcache",
+                                      mutates_args=("k_cache", "v_cache"))(_fwd_kvcache_impl)
 
 
 @fwd_kvcache.register_fake
@@ -329,8 +356,7 @@ def forward_op(q, k, v, params: dict, return_lse: bool, draw_seed: bool, call: s
     a = op_arguments(params, call)
     if draw_seed and a["dropout_p"]:
         a["rng_state"] = draw_rng_state()
-    if _is_compiling():  # traced: the operator itself (Dynamo's autograd.Function support
-        # refuses one tensor passed twice, as in self-attention or cu_seqlens_q = cu_seqlens_k)
+    if traced(q, k, v):  # the operator itself, differentiable by its register_autograd
         out, lse = fwd(q, k, v, **a, return_lse=return_lse)
     else:
         out, lse = _Attention.apply(q, k, v, a["alibi_slopes"], a["cu_seqlens_q"],

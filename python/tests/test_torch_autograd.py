@@ -232,6 +232,19 @@ class TestNoSilentDetach(unittest.TestCase):
             g.sum().backward()
         self.assertIn("double backward", cm.exception.message)
 
+    def test_under_a_dispatch_mode(self):
+        """A dispatch mode watching (FlopCounterMode): the operators with their autograd
+        formula, the same gradients as the eager path."""
+        from torch.utils.flop_counter import FlopCounterMode
+
+        q = self.q
+        fa.flash_attn_func(q, q, q, causal=True).square().sum().backward()
+        want, q.grad = q.grad, None
+        with FlopCounterMode(display=False):
+            out = fa.flash_attn_func(q, q, q, causal=True)
+            out.square().sum().backward()
+        self.assertTrue(torch.equal(q.grad, want))
+
     def test_custom_op_direct_call_is_differentiable(self):
         from flashattn import _torch_ops as ops
 

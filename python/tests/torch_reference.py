@@ -15,16 +15,22 @@ import unittest
 
 try:
     import torch
+
+    _MISSING = ""
 except ImportError:
     torch = None
+    _MISSING = f"PyTorch is not installed for {sys.executable}"
+except Exception as e:  # noqa: BLE001 - a broken installation: said in the skip reason
+    torch = None
+    _MISSING = f"PyTorch cannot be imported by {sys.executable}: {e!r}"
 
 
 def require_torch():
-    """Skips the calling test module (with the reason) when PyTorch cannot be imported."""
+    """Skips the calling test module (with the reason) when PyTorch cannot be imported; CI adds
+    why it has none in FLASHATTN_TORCH_MISSING."""
     if torch is None:
-        reason = f"PyTorch is not installed for {sys.executable}"
         extra = os.environ.get("FLASHATTN_TORCH_MISSING")
-        raise unittest.SkipTest(reason + (f" ({extra})" if extra else ""))
+        raise unittest.SkipTest(_MISSING + (f" ({extra})" if extra else ""))
 
 
 def reference(q, k, v, *, scale=None, causal=False, top_left=False, window=(-1, -1), softcap=0.0,
