@@ -174,8 +174,7 @@ class _Plan:
     def bind(self, addresses, stream) -> None:
         for t, a in zip(self.tensors, addresses):
             t.data = a
-        if self.gpu:
-            self.params.stream = stream
+        self.params.stream = stream
         if self.ws is not None:
             t = self.tensors[self.ws]
             self.params.workspace = (t.data or 0) + t.byte_offset

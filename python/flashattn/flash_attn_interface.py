@@ -31,6 +31,8 @@ flash_attn_varlen_func with block_table passes the key lengths to the library as
 
 from __future__ import annotations
 
+import numbers
+
 from . import _api, _call
 from ._call import invalid, unsupported
 
@@ -204,7 +206,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         p["num_splits"] = int(num_splits)
     if return_softmax_lse:
         p["return_lse"] = True
-    if cache_seqlens is None or isinstance(cache_seqlens, int):
+    if cache_seqlens is None or isinstance(cache_seqlens, numbers.Integral):
         capacity = k_cache.shape[1] if block_table is None \
             else block_table.shape[1] * k_cache.shape[1]
         cache_seqlens = _full_int32(q, q.shape[0],

@@ -107,6 +107,13 @@ class TestCalls(unittest.TestCase):
             assert_close(self, out[b:b + 1], wo, 2e-5, f"out {b}")
             assert_close(self, lse[b:b + 1], wl, 1e-4, f"lse {b}")
 
+    def test_stream_on_the_cpu(self):
+        q = rand(1, 4, 1, 8)
+        assert_close(self, fa.attention(q, q, q, stream=0), reference(q, q, q)[0], 2e-5, "out")
+        with self.assertRaises(fa.FlashAttnError) as cm:  # the CPU backend takes no stream
+            fa.attention(q, q, q, stream=5)
+        self.assertIn("stream", cm.exception.message)
+
     def test_read_only_output_refused(self):
         q = rand(1, 4, 1, 8)
         out = np.zeros_like(q)
