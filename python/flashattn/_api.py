@@ -205,7 +205,8 @@ def attention_kvcache(q, k_cache, v_cache, cache_seqlens, *, k_new=None, v_new=N
     kv = _kv_args(cache_seqlens, k_new, v_new, rotary_cos, rotary_sin)
     if is_torch(q, k_cache, v_cache):
         ops = torch_ops()
-        ops.refuse_grad("attention_kvcache", q, k_cache, v_cache, k_new, v_new)
+        ops.refuse_grad("attention_kvcache", q, k_cache, v_cache, k_new, v_new, rotary_cos,
+                        rotary_sin, params.get("alibi_slopes"))
         if ops.needs_op(q, k_cache, v_cache):
             if out is not None or lse is not None or return_info:
                 raise unsupported("attention_kvcache", "out=/lse=/return_info=True are not "

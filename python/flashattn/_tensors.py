@@ -47,9 +47,18 @@ def describe(obj, name: str, keep: list, stream=None):
 
 
 def describe_output(obj, name: str, keep: list, stream=None):
-    """describe() for an array the call writes: a read-only NumPy array is refused."""
-    if type(obj).__module__ == "numpy" and not obj.flags.writeable:
+    """describe() for an array the call writes: a read-only NumPy array is refused, and so is a
+    torch tensor that requires grad while grad mode is on (written outside autograd's record)."""
+    mod = type(obj).__module__
+    if mod == "numpy" and not obj.flags.writeable:
         raise ViewError(C.FA_ERR_INVALID_ARGUMENT, f"{name}: the array is read-only")
+    if mod.startswith("torch") and getattr(obj, "requires_grad", False):
+        import torch
+
+        if torch.is_grad_enabled():
+            raise ViewError(C.FA_ERR_UNSUPPORTED,
+                            f"{name}: the tensor requires grad, and the call would write it in "
+                            f"place without autograd recording it (use torch.no_grad())")
     return describe(obj, name, keep, stream)
 
 

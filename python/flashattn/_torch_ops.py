@@ -117,12 +117,13 @@ _FWD_SCALARS = ("softmax_scale", "causal", "causal_align", "window_left", "windo
 
 
 def _fwd_impl(q: Tensor, k: Tensor, v: Tensor, alibi_slopes: Optional[Tensor],
-        cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
-        seqused_k: Optional[Tensor], block_table: Optional[Tensor], rng_state: Optional[Tensor],
-        softmax_scale: float, causal: bool, causal_align: int, window_left: int,
-        window_right: int, softcap: float, dropout_p: float, max_seqlen_q: int, max_seqlen_k: int,
-        page_size: int, num_splits: int, deterministic: bool, backend: int, strict: bool,
-        kernel_family: str, return_lse: bool) -> tuple[Tensor, Tensor]:
+              cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
+              seqused_k: Optional[Tensor], block_table: Optional[Tensor],
+              rng_state: Optional[Tensor], softmax_scale: float, causal: bool,
+              causal_align: int, window_left: int, window_right: int, softcap: float,
+              dropout_p: float, max_seqlen_q: int, max_seqlen_k: int, page_size: int,
+              num_splits: int, deterministic: bool, backend: int, strict: bool,
+              kernel_family: str, return_lse: bool) -> tuple[Tensor, Tensor]:
     p = _params(alibi_slopes, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, rng_state,
                 softmax_scale, causal, causal_align, window_left, window_right, softcap,
                 dropout_p, max_seqlen_q, max_seqlen_k, page_size, num_splits, deterministic,
@@ -147,13 +148,14 @@ def _fwd_fake(q, k, v, alibi_slopes, cu_seqlens_q, *args):
 
 
 def _bwd_impl(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
-        dlse: Optional[Tensor], alibi_slopes: Optional[Tensor], cu_seqlens_q: Optional[Tensor],
-        cu_seqlens_k: Optional[Tensor], seqused_k: Optional[Tensor],
-        block_table: Optional[Tensor], rng_state: Optional[Tensor], softmax_scale: float,
-        causal: bool, causal_align: int, window_left: int, window_right: int, softcap: float,
-        dropout_p: float, max_seqlen_q: int, max_seqlen_k: int, page_size: int, num_splits: int,
-        deterministic: bool, backend: int, strict: bool,
-        kernel_family: str) -> tuple[Tensor, Tensor, Tensor]:
+              dlse: Optional[Tensor], alibi_slopes: Optional[Tensor],
+              cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
+              seqused_k: Optional[Tensor], block_table: Optional[Tensor],
+              rng_state: Optional[Tensor], softmax_scale: float, causal: bool,
+              causal_align: int, window_left: int, window_right: int, softcap: float,
+              dropout_p: float, max_seqlen_q: int, max_seqlen_k: int, page_size: int,
+              num_splits: int, deterministic: bool, backend: int, strict: bool,
+              kernel_family: str) -> tuple[Tensor, Tensor, Tensor]:
     args = (alibi_slopes, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, rng_state,
             softmax_scale, causal, causal_align, window_left, window_right, softcap, dropout_p,
             max_seqlen_q, max_seqlen_k, page_size, num_splits, deterministic, backend, strict,
@@ -201,8 +203,8 @@ def _grads(ctx, dout, dlse, backward=None):
         # autograd's broadcast or strided gradient (out.sum().backward() hands a stride-0 one):
         # copied, since GPU kernels read rows with vector loads (the CPU takes any strides)
         dout = dout.contiguous()
-    return (backward or bwd)(dout, q, k, v, out, lse, dlse if ctx.return_lse else None, alibi, cu_q, cu_k,
-               seqused, table, rng, *ctx.scalars)
+    return (backward or bwd)(dout, q, k, v, out, lse, dlse if ctx.return_lse else None, alibi,
+                             cu_q, cu_k, seqused, table, rng, *ctx.scalars)
 
 
 def _fwd_setup(ctx, inputs, output):
@@ -235,7 +237,7 @@ class _Attention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dout, dlse):
-        if grad_wanted(dout, dlse):  # create_graph: bwd, whose own backward refuses
+        if torch.is_grad_enabled():  # create_graph: through bwd, whose backward refuses
             return _grads(ctx, dout, dlse) + (None,) * (7 + len(ctx.scalars))
         return _grads(ctx, dout, dlse, _bwd_impl) + (None,) * (7 + len(ctx.scalars))
 
@@ -253,12 +255,13 @@ bwd.register_autograd(_bwd_backward, setup_context=_bwd_setup)
 
 
 def _fwd_kvcache_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, k_new: Optional[Tensor],
-                v_new: Optional[Tensor], cache_seqlens: Tensor, rotary_cos: Optional[Tensor],
-                rotary_sin: Optional[Tensor], rotary_interleaved: bool,
-                alibi_slopes: Optional[Tensor], block_table: Optional[Tensor],
-                softmax_scale: float, causal: bool, causal_align: int, window_left: int,
-                window_right: int, softcap: float, num_splits: int, backend: int, strict: bool,
-                kernel_family: str) -> tuple[Tensor, Tensor]:
+                      v_new: Optional[Tensor], cache_seqlens: Tensor,
+                      rotary_cos: Optional[Tensor], rotary_sin: Optional[Tensor],
+                      rotary_interleaved: bool, alibi_slopes: Optional[Tensor],
+                      block_table: Optional[Tensor], softmax_scale: float, causal: bool,
+                      causal_align: int, window_left: int, window_right: int, softcap: float,
+                      num_splits: int, backend: int, strict: bool,
+                      kernel_family: str) -> tuple[Tensor, Tensor]:
     p = _params(alibi_slopes, None, None, None, block_table, None, softmax_scale, causal,
                 causal_align, window_left, window_right, softcap, 0.0, 0, 0, 0, num_splits,
                 False, backend, strict, kernel_family)

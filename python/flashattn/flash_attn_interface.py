@@ -1,6 +1,6 @@
 """FlashAttention's Python entry points over flashattn-c, and an SDPA-style call.
 
-    from flashattn import flash_attn_func        # instead of: from flash_attn import flash_attn_func
+    from flashattn import flash_attn_func   # instead of: from flash_attn import flash_attn_func
     out = flash_attn_func(q, k, v, causal=True)  # q [batch, seqlen, heads, dim]
 
 The names, argument order, defaults, layouts and conventions are FlashAttention 2's

@@ -201,6 +201,13 @@ class TestNoSilentDetach(unittest.TestCase):
         p = q.detach()
         self.assert_refused(lambda: fa.attention(p, p, p, alibi_slopes=slopes), "alibi_slopes")
 
+    def test_grad_requiring_output_refused(self):
+        p = self.q.detach()
+        out = torch.empty(1, 4, 2, 8, requires_grad=True)
+        self.assert_refused(lambda: fa.attention(p, p, p, out=out), "out: the tensor requires grad")
+        with torch.no_grad():
+            self.assertIs(fa.attention(p, p, p, out=out), out)
+
     def test_backward_and_kvcache_refuse_grad(self):
         q = self.q
         with torch.no_grad():
@@ -226,11 +233,13 @@ class TestNoSilentDetach(unittest.TestCase):
 
     def test_double_backward_is_refused(self):
         q = self.q
-        out = fa.attention(q, q, q)
-        (g,) = torch.autograd.grad(out.square().sum(), q, create_graph=True)
-        with self.assertRaises(fa.FlashAttnError) as cm:
-            g.sum().backward()
-        self.assertIn("double backward", cm.exception.message)
+        for loss in (lambda o: o.square().sum(), lambda o: o.sum()):  # dout with/without grad
+            out = fa.attention(q, q, q)
+            (g,) = torch.autograd.grad(loss(out), q, create_graph=True)
+            self.assertIsNotNone(g.grad_fn)
+            with self.assertRaises(fa.FlashAttnError) as cm:
+                g.sum().backward()
+            self.assertIn("double backward", cm.exception.message)
 
     def test_under_a_dispatch_mode(self):
         """A dispatch mode watching (FlopCounterMode): the operators with their autograd

@@ -23,7 +23,7 @@ def randn(*shape, seed=0, dtype=torch.float64):
 
 
 class Block(torch.nn.Module):
-    """x [b, s, model] -> causal self-attention (GQA: 4 query heads, 2 KV heads) -> [b, s, model]."""
+    """x [b, s, model] -> causal self-attention (GQA: 4 query, 2 KV heads) -> [b, s, model]."""
 
     def __init__(self, attend, model=32, heads=4, kv_heads=2):
         super().__init__()
