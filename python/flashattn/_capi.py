@@ -91,6 +91,18 @@ class FaParams(ctypes.Structure):
     ]
 
 
+class FaKvcacheArgs(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("k_new", TensorPtr),
+        ("v_new", TensorPtr),
+        ("cache_seqlens", TensorPtr),
+        ("rotary_cos", TensorPtr),
+        ("rotary_sin", TensorPtr),
+        ("rotary_interleaved", ctypes.c_int32),
+    ]
+
+
 class FaRunInfo(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_size_t),
@@ -197,9 +209,14 @@ class Library:
             "fa_params_init": (None, [P(FaParams)]),
             "fa_run_info_init": (None, [P(FaRunInfo)]),
             "fa_backend_desc_init": (None, [P(FaBackendDesc)]),
+            "fa_kvcache_args_init": (None, [P(FaKvcacheArgs)]),
             "fa_forward": (c_enum, [P(FaParams), T, T, T, T, T, P(FaRunInfo)]),
             "fa_backward": (c_enum, [P(FaParams), T, T, T, T, T, T, T, T, T, P(FaRunInfo)]),
+            "fa_forward_kvcache": (c_enum, [P(FaParams), T, T, T, P(FaKvcacheArgs), T, T,
+                                            P(FaRunInfo)]),
             "fa_plan_forward": (c_enum, [P(FaParams), T, T, T, T, T, P(FaRunInfo)]),
+            "fa_plan_forward_kvcache": (c_enum, [P(FaParams), T, T, T, P(FaKvcacheArgs), T, T,
+                                                 P(FaRunInfo)]),
             "fa_plan_backward": (c_enum, [P(FaParams), T, T, T, T, T, T, T, T, T, P(FaRunInfo)]),
             "fa_backend_info": (c_enum, [P(FaBackendDesc), ctypes.c_int32, P(ctypes.c_int32)]),
             "fa_backend_from_name": (c_enum, [ctypes.c_char_p, P(ctypes.c_int32)]),
@@ -227,6 +244,7 @@ class Library:
             (self.dll.fa_params_init, FaParams),
             (self.dll.fa_run_info_init, FaRunInfo),
             (self.dll.fa_backend_desc_init, FaBackendDesc),
+            (self.dll.fa_kvcache_args_init, FaKvcacheArgs),
         ):
             n = self._library_sizeof(init, ctype)
             if n != ctypes.sizeof(ctype):

@@ -85,7 +85,14 @@ def as_array(obj, name: str):
     """obj itself if it speaks DLPack, else numpy.asarray(obj) (lists, scalars, buffers)."""
     if hasattr(obj, "__dlpack__"):
         if _module(obj) == "torch" and getattr(obj, "requires_grad", False):
-            obj = obj.detach()  # torch refuses to export a tensor that requires grad
+            import torch
+
+            if torch.is_grad_enabled():
+                raise ViewError(C.FA_ERR_UNSUPPORTED,
+                                f"{name}: the tensor requires grad, and a DLPack view would "
+                                f"detach it; differentiable calls go through flashattn.attention "
+                                f"on torch.Tensor inputs (or use torch.no_grad())")
+            obj = obj.detach()  # grad mode off: autograd records nothing anyway
         return obj
     try:
         import numpy as np

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Runs the binding's tests (CTest: python.binding). Exit 77 (skipped) when NumPy is missing,
-1 when a test fails. FLASHATTN_LIBRARY names the library to test (CTest sets the build's)."""
+1 when a test fails. FLASHATTN_LIBRARY names the library to test (CTest sets the build's). The
+PyTorch tests (test_torch_*.py) are skipped, each module with the reason, when torch cannot be
+imported; bench_host_overhead.py is a benchmark, not run here."""
 
 import os
 import sys
@@ -14,6 +16,13 @@ try:
 except ImportError:
     print("skipped: NumPy is not installed for", sys.executable, "(apt-get install python3-numpy)")
     sys.exit(77)
+
+try:
+    import torch
+
+    print(f"python {sys.version.split()[0]} ({sys.executable}), torch {torch.__version__}")
+except Exception as e:  # noqa: BLE001 - the torch tests say why they are skipped
+    print(f"python {sys.version.split()[0]} ({sys.executable}), no torch: {e!r}")
 
 suite = unittest.defaultTestLoader.discover(HERE, pattern="test_*.py")
 result = unittest.TextTestRunner(verbosity=2).run(suite)

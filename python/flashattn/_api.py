@@ -1,0 +1,240 @@
+"""The binding's public calls (re-exported by flashattn/__init__.py)."""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from dataclasses import dataclass, field
+
+from . import _call
+from . import _capi as C
+from ._call import FlashAttnError, error, library, unsupported
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What ran (fa_run_info)."""
+
+    backend: str
+    backend_id: int
+    device_kind: str
+    device_id: int
+    kernel: str
+    tile_m: int
+    tile_n: int
+    num_splits: int
+    deterministic: bool
+    workspace_bytes: int
+    fell_back: bool
+    rejected: str
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """One backend the library knows, loaded or not (fa_backend_desc)."""
+
+    id: int
+    name: str
+    available: bool
+    reason: str
+    plugin_path: str
+    device_count: int
+    devices: str
+    arch: str
+    kernel_families: list = field(default_factory=list)
+    dtypes: list = field(default_factory=list)
+    features: list = field(default_factory=list)
+    unsupported: str = ""
+
+
+def version() -> str:
+    return library().version()
+
+
+def release() -> None:
+    """Frees the backends' workspaces and cached resources (fa_release)."""
+    library().dll.fa_release()
+
+
+def _split(s: str) -> list:
+    return [x for x in s.split(",") if x]
+
+
+def backend_info() -> list:
+    """Every backend the library knows, as BackendInfo objects."""
+    lib = library()
+    n = 16
+    descs = (C.FaBackendDesc * n)()
+    for d in descs:
+        lib.dll.fa_backend_desc_init(ctypes.byref(d))
+    count = ctypes.c_int32()
+    st = lib.dll.fa_backend_info(descs, n, ctypes.byref(count))
+    if st != C.FA_OK:
+        raise error("fa_backend_info", st)
+    return [
+        BackendInfo(
+            id=d.id,
+            name=C.text(d.name),
+            available=bool(d.available),
+            reason=C.text(d.reason),
+            plugin_path=C.text(d.plugin_path),
+            device_count=d.device_count,
+            devices=C.text(d.devices),
+            arch=C.text(d.arch),
+            kernel_families=_split(C.text(d.kernel_families)),
+            dtypes=_split(C.text(d.dtypes)),
+            features=_split(C.text(d.features)),
+            unsupported=C.text(d.unsupported),
+        )
+        for d in descs[: min(count.value, n)]
+    ]
+
+
+def run_info(info: C.FaRunInfo) -> RunInfo:
+    return RunInfo(
+        backend=C.text(info.backend_name),
+        backend_id=info.backend,
+        device_kind=C.text(library().dll.fa_device_kind_name(info.device.kind)),
+        device_id=info.device.id,
+        kernel=C.text(info.kernel),
+        tile_m=info.tile_m,
+        tile_n=info.tile_n,
+        num_splits=info.num_splits,
+        deterministic=bool(info.deterministic),
+        workspace_bytes=info.workspace_bytes,
+        fell_back=bool(info.fell_back),
+        rejected=C.text(info.rejected),
+    )
+
+
+_ops = None
+
+
+def torch_ops():
+    """flashattn._torch_ops (imports PyTorch; asked for only with torch tensors in hand)."""
+    global _ops
+    if _ops is None:
+        from . import _torch_ops
+
+        _ops = _torch_ops
+    return _ops
+
+
+def is_torch(*xs) -> bool:
+    """Whether any of xs is a torch.Tensor (PyTorch already imported by the caller)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    tensor = torch.Tensor
+    for x in xs:
+        if isinstance(x, tensor):
+            return True
+    return False
+
+
+def attention(q, k, v, *, out=None, lse=None, return_info: bool = False, **params):
+    """out = softmax(q·kᵀ·scale + mask)·v (fa_forward).
+
+    q [batch, seqlen_q, heads_q, dim], k [batch, seqlen_k, heads_kv, dim], v [..., dim_v]; packed
+    [total, heads, dim] with cu_seqlens_q/k. Returns out, or (out, lse) with return_lse=True (lse
+    float32 [batch, heads_q, seqlen_q]; [heads_q, total_q] packed; a given lse= is written too),
+    plus a RunInfo last with return_info=True. params: see PARAMS.
+
+    PyTorch tensors that require grad (with grad mode on) make the call differentiable: it goes
+    through the flashattn::fwd operator and autograd records it (gradients of q, k, v, and of
+    the lse when return_lse=True). Under torch.compile the same operator is traced. On that path
+    out=, lse=, return_info=True, stream= and workspace= are refused (FA_ERR_UNSUPPORTED), and so
+    are alibi_slopes that require grad (no gradient is computed for them).
+    """
+    if is_torch(q, k, v):
+        ops = torch_ops()
+        if ops.needs_op(q, k, v, params.get("alibi_slopes")):
+            return ops.attention(q, k, v, out, lse, return_info, params)
+    out, lse, info = _call.forward(q, k, v, out, lse, params)
+    result = (out, lse) if params.get("return_lse") else out
+    if return_info:
+        return (*(result if isinstance(result, tuple) else (result,)), run_info(info))
+    return result
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max_seqlen_k: int,
+                     **kwargs):
+    """attention() on packed sequences: q [total_q, heads_q, dim], k/v [total_k, heads_kv, dim],
+    sequence b at rows cu_seqlens_q[b]..cu_seqlens_q[b+1] (int32 [batch + 1]); lse (return_lse)
+    is [heads_q, total_q]. Differentiable as attention()."""
+    return attention(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                     max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, **kwargs)
+
+
+def attention_backward(dout, q, k, v, out, lse, *, dq=None, dk=None, dv=None,
+                       return_info: bool = False, **params):
+    """Gradients (dq, dk, dv) of attention (fa_backward), from the forward's out and lse; params
+    must be the forward call's. Returns (dq, dk, dv), plus a RunInfo last with return_info=True.
+    Not differentiable itself: PyTorch inputs that require grad (grad mode on) are refused."""
+    if is_torch(q, k, v, dout, out, lse):
+        ops = torch_ops()
+        if ops.needs_op(q, k, v) or ops.grad_wanted(dout, out, lse):
+            return ops.attention_backward(dout, q, k, v, out, lse, (dq, dk, dv), return_info,
+                                          params)
+    dq, dk, dv, info = _call.backward(dout, q, k, v, out, lse, dq, dk, dv, params)
+    if return_info:
+        return dq, dk, dv, run_info(info)
+    return dq, dk, dv
+
+
+def _kv_args(cache_seqlens, k_new, v_new, rotary_cos, rotary_sin) -> dict:
+    return {"k_new": k_new, "v_new": v_new, "cache_seqlens": cache_seqlens,
+            "rotary_cos": rotary_cos, "rotary_sin": rotary_sin}
+
+
+def attention_kvcache(q, k_cache, v_cache, cache_seqlens, *, k_new=None, v_new=None,
+                      rotary_cos=None, rotary_sin=None, rotary_interleaved: bool = False,
+                      out=None, lse=None, return_info: bool = False, **params):
+    """Decoding / incremental attention over a KV cache (fa_forward_kvcache).
+
+    q [batch, seqlen_q, heads_q, dim]; k_cache/v_cache [batch, capacity, heads_kv, dim(_v)], or
+    pages [blocks, page_size, heads_kv, dim] with block_table=; cache_seqlens int32 [batch]: the
+    tokens already in each sequence's cache. k_new/v_new [batch, seqlen_new, heads_kv, dim], when
+    given, are first written into the caches (in place) at cache_seqlens[b].., rotated by
+    rotary_cos/rotary_sin [max_position, rotary_dim / 2] when given (rotary_interleaved: pairs
+    (0,1),(2,3)..., else (i, i + rotary_dim/2)); q is rotated too. Then q attends to keys
+    [0, cache_seqlens[b] + seqlen_new), causal masks aligned bottom-right to that length. Returns
+    out, or (out, lse) with return_lse=True, plus a RunInfo with return_info=True. No backward
+    exists: PyTorch inputs that require grad (grad mode on) are refused.
+    """
+    kv = _kv_args(cache_seqlens, k_new, v_new, rotary_cos, rotary_sin)
+    if is_torch(q, k_cache, v_cache):
+        ops = torch_ops()
+        ops.refuse_grad("attention_kvcache", q, k_cache, v_cache, k_new, v_new, rotary_cos,
+                        rotary_sin, params.get("alibi_slopes"))
+        if ops.needs_op(q, k_cache, v_cache):
+            if out is not None or lse is not None or return_info:
+                raise unsupported("attention_kvcache", "out=/lse=/return_info=True are not "
+                                  "available when the call is traced")
+            p = {k_: v_ for k_, v_ in params.items() if k_ != "return_lse"}
+            return ops.kvcache_op(q, k_cache, v_cache, kv, rotary_interleaved, p,
+                                  bool(params.get("return_lse")), "attention_kvcache")
+    out, lse, info = _call.forward_kvcache(q, k_cache, v_cache, kv, rotary_interleaved, out, lse,
+                                           params)
+    result = (out, lse) if params.get("return_lse") else out
+    if return_info:
+        return (*(result if isinstance(result, tuple) else (result,)), run_info(info))
+    return result
+
+
+def plan(q, k, v, **params) -> RunInfo:
+    """What attention(q, k, v, **params) would run, without running it (fa_plan_forward)."""
+    return run_info(_call.forward(q, k, v, None, None, params, plan_only=True)[2])
+
+
+def plan_kvcache(q, k_cache, v_cache, cache_seqlens, *, k_new=None, v_new=None, rotary_cos=None,
+                 rotary_sin=None, rotary_interleaved: bool = False, **params) -> RunInfo:
+    """What attention_kvcache(...) would run, without running it (fa_plan_forward_kvcache)."""
+    kv = _kv_args(cache_seqlens, k_new, v_new, rotary_cos, rotary_sin)
+    return run_info(_call.forward_kvcache(q, k_cache, v_cache, kv, rotary_interleaved, None,
+                                          None, params, plan_only=True)[2])
+
+
+__all__ = ["FlashAttnError", "RunInfo", "BackendInfo", "attention", "attention_varlen",
+           "attention_backward", "attention_kvcache", "plan", "plan_kvcache", "backend_info",
+           "version", "release"]

@@ -1,0 +1,463 @@
+"""The library's calls on described arrays (_tensors), with their ctypes structs cached.
+
+A call's signature is the layout key of every tensor it passes and its scalar parameters. The
+first call of a signature builds a _Plan: the fa_params, every fa_tensor (fa_kvcache_args and
+fa_run_info too) and the ctypes arguments of the C call; later calls of the signature store the
+data addresses and the stream, allocate their outputs and call. Plans are kept per thread (two
+threads never share a struct), at most _MAX_PLANS per thread. A call with an array read through
+DLPack, or whose parameters cannot be hashed, builds its plan afresh and does not keep it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+from . import _capi as C
+from . import _dlpack as D
+from . import _tensors as T
+from ._tensors import ViewError
+
+_MAX_PLANS = 1024
+_local = threading.local()
+_lib = None
+_lib_lock = threading.Lock()
+
+# Every field of fa_params (except struct_size) and what it accepts.
+PARAMS = {
+    "softmax_scale": "float; 0 or None: 1/sqrt(head_dim)",
+    "causal": "bool",
+    "causal_align": "'bottom_right' (default) | 'top_left' | 0 | 1",
+    "window_enabled": "bool; implied by window_left/window_right",
+    "window_left": "int, keys left of the diagonal (inclusive); -1 unbounded",
+    "window_right": "int, keys right of the diagonal (inclusive); -1 unbounded",
+    "softcap": "float; > 0: tanh softcapping",
+    "alibi_slopes": "float32 array [heads_q] or [batch, heads_q]",
+    "dropout_p": "float in [0, 1)",
+    "dropout_seed": "int",
+    "dropout_offset": "int",
+    "cu_seqlens_q": "int32 array [batch + 1] (packed q/out [total_q, heads, dim])",
+    "cu_seqlens_k": "int32 array [batch + 1] (packed k/v)",
+    "seqused_k": "int32 array [batch]",
+    "max_seqlen_q": "int",
+    "max_seqlen_k": "int",
+    "block_table": "int32 array [batch, max_blocks] (paged k/v)",
+    "page_size": "int",
+    "num_splits": "int; 0: backend's choice",
+    "deterministic": "bool",
+    "return_lse": "bool; attention() then returns (out, lse)",
+    "stream": "int handle (cudaStream_t, ...) or an object with .cuda_stream / .ptr; "
+    "default: torch's / cupy's current stream for their CUDA tensors",
+    "backend": "'auto' | 'cpu' | 'cuda' | 'hip' | 'opencl' | an fa_backend_id",
+    "strict": "bool; refuse instead of falling back",
+    "kernel_family": "str, e.g. 'fa2'",
+    "workspace": "a writable DLPack array used as scratch (workspace_size: its bytes)",
+    "workspace_size": "int; bytes at workspace (default: the whole array)",
+}
+TENSOR_PARAMS = ("alibi_slopes", "cu_seqlens_q", "cu_seqlens_k", "seqused_k", "block_table",
+                 "workspace")
+_TENSOR_PARAMS = frozenset(TENSOR_PARAMS)
+_GPU = (C.FA_DEVICE_CUDA, C.FA_DEVICE_HIP)
+
+
+class FlashAttnError(RuntimeError):
+    """A call that failed: status (fa_status value), status_name ("FA_ERR_UNSUPPORTED"), message
+    (fa_last_error(), naming the argument and the constraint) and call ("fa_forward")."""
+
+    def __init__(self, call: str, status: int, status_name: str, message: str):
+        super().__init__(f"{call}: {status_name}: {message}")
+        self.call = call
+        self.status = status
+        self.status_name = status_name
+        self.message = message
+
+
+def unsupported(call: str, message: str) -> FlashAttnError:
+    """The error of a feature this binding cannot honour (FA_ERR_UNSUPPORTED)."""
+    return FlashAttnError(call, C.FA_ERR_UNSUPPORTED, "FA_ERR_UNSUPPORTED", message)
+
+
+def invalid(call: str, message: str) -> FlashAttnError:
+    """The error of an argument that breaks a constraint (FA_ERR_INVALID_ARGUMENT)."""
+    return FlashAttnError(call, C.FA_ERR_INVALID_ARGUMENT, "FA_ERR_INVALID_ARGUMENT", message)
+
+
+def library() -> C.Library:
+    """The loaded library (loaded on first use)."""
+    global _lib
+    if _lib is None:
+        with _lib_lock:
+            if _lib is None:
+                _lib = C.Library()
+    return _lib
+
+
+def error(call: str, status: int) -> FlashAttnError:
+    lib = library()
+    return FlashAttnError(call, status, lib.status_name(status), lib.last_error())
+
+
+def view_error(e: ViewError) -> FlashAttnError:
+    return FlashAttnError("flashattn", e.status, C.STATUS_NAMES.get(e.status, "?"), str(e))
+
+
+def _backend_id(value) -> int:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        i = ctypes.c_int32()
+        st = library().dll.fa_backend_from_name(value.encode(), ctypes.byref(i))
+        if st != C.FA_OK:
+            raise error("fa_backend_from_name", st)
+        return i.value
+    raise TypeError(f"backend must be a name or an int, not {type(value).__name__}")
+
+
+def stream_handle(value) -> int:
+    if isinstance(value, int):
+        return value
+    for attr in ("cuda_stream", "ptr", "handle"):
+        if hasattr(value, attr):
+            return int(getattr(value, attr))
+    raise TypeError(f"stream must be an int handle or have .cuda_stream/.ptr, not {type(value)}")
+
+
+def _params_struct(params: dict, tensors: dict) -> C.FaParams:
+    """fa_params of a call's keywords; tensors maps the tensor keywords to their fa_tensor."""
+    unknown = sorted(set(params) - set(PARAMS))
+    if unknown:
+        raise TypeError(f"unknown flashattn parameter(s) {unknown}; known: {sorted(PARAMS)}")
+    p = C.FaParams()
+    library().dll.fa_params_init(ctypes.byref(p))
+    for name, value in params.items():
+        if value is None or name == "stream":
+            continue
+        if name == "workspace":
+            t = tensors[name]
+            if params.get("workspace_size") is None:  # bytes of the whole array
+                elems = 1
+                for i in range(t.ndim):
+                    elems *= t.shape[i]
+                p.workspace_size = elems * {1: 4, 2: 2, 3: 2, 4: 4}[t.dtype]
+        elif name in _TENSOR_PARAMS:
+            setattr(p, name, ctypes.pointer(tensors[name]))
+        elif name == "causal_align":
+            if isinstance(value, str):
+                aligns = {"bottom_right": 0, "top_left": 1}
+                if value not in aligns:
+                    raise ValueError(f"causal_align must be one of {sorted(aligns)}")
+                value = aligns[value]
+            p.causal_align = int(value)
+        elif name == "backend":
+            p.backend = _backend_id(value)
+        elif name == "kernel_family":
+            p.kernel_family = str(value).encode()  # kept alive by the struct
+        elif name in ("softmax_scale", "softcap", "dropout_p"):
+            setattr(p, name, float(value))
+        else:  # integers and booleans
+            setattr(p, name, int(value))
+    if (params.get("window_left") is not None or params.get("window_right") is not None) \
+            and params.get("window_enabled") is None:
+        p.window_enabled = 1
+        if params.get("window_left") is None:
+            p.window_left = -1
+        if params.get("window_right") is None:
+            p.window_right = -1
+    return p
+
+
+class _Plan:
+    """The ctypes structs of one signature (see the module's docstring)."""
+
+    __slots__ = ("tensors", "params", "kv", "info", "args", "shapes", "gpu", "ws")
+
+    def bind(self, addresses, stream) -> None:
+        for t, a in zip(self.tensors, addresses):
+            t.data = a
+        self.params.stream = stream
+        if self.ws is not None:
+            t = self.tensors[self.ws]
+            self.params.workspace = (t.data or 0) + t.byte_offset
+
+
+def _scan(params: dict, keep: list, stream):
+    """The hashable key of a call's keywords, the names and keys of its tensor keywords and their
+    addresses."""
+    if not params:
+        return (), (), ()
+    items, names, keys, addrs = [], [], [], []
+    for name, value in params.items():
+        if name in _TENSOR_PARAMS:
+            if value is None:
+                continue
+            key, addr = T.describe(value, "params." + name, keep, stream)
+            names.append(name)
+            keys.append(key)
+            addrs.append(addr)
+            items.append((name, key))
+        elif name != "stream":
+            items.append((name, value))
+    items.sort(key=lambda kv: kv[0])
+    return tuple(items), tuple(zip(names, keys)), tuple(addrs)
+
+
+def _plan(sig, keep: list, build):
+    """The cached plan of sig, or build() (kept unless an array was read through DLPack)."""
+    if keep:
+        return build()
+    try:
+        cache = _local.plans
+    except AttributeError:
+        cache = _local.plans = {}
+    try:
+        plan = cache.get(sig)
+    except TypeError:  # an unhashable parameter value: built afresh (and refused if invalid)
+        return build()
+    if plan is None:
+        plan = build()
+        if len(cache) >= _MAX_PLANS:
+            cache.clear()
+        cache[sig] = plan
+    return plan
+
+
+def _new_plan(tensors: list, params: dict, pslots: tuple) -> _Plan:
+    """A plan's fa_tensor copies (call slots, then tensor keywords) and fa_params."""
+    plan = _Plan()
+    ptensors = [C.FaTensor.from_buffer_copy(T.template(k, "params." + n)) for n, k in pslots]
+    plan.tensors = tensors + ptensors
+    plan.params = _params_struct(params, {n: t for (n, _), t in zip(pslots, ptensors)})
+    plan.kv = None
+    plan.info = C.FaRunInfo()
+    library().dll.fa_run_info_init(ctypes.byref(plan.info))
+    plan.gpu = tensors[0].device.kind in _GPU
+    plan.ws = len(tensors) + [n for n, _ in pslots].index("workspace") \
+        if params.get("workspace") is not None else None
+    return plan
+
+
+def _copy(key, name):
+    return C.FaTensor.from_buffer_copy(T.template(key, name))
+
+
+def _stream(params: dict):
+    s = params.get("stream")
+    return None if s is None else stream_handle(s)
+
+
+def _call_stream(plan: _Plan, explicit, like):
+    if explicit is not None:
+        return explicit
+    return (D.current_stream(like) or None) if plan.gpu else None
+
+
+def _lse_shape(q: C.FaTensor, params: dict) -> tuple:
+    s = T.shape_of(q)
+    if params.get("cu_seqlens_q") is not None:  # packed q: lse unpadded [heads, total_q]
+        return (s[1], s[0])
+    return (s[0], s[2], s[1])
+
+
+def _alloc(like, name, shape, float32, keep, explicit, cached):
+    """(array, address) of a new output beside `like`."""
+    try:
+        arr = T.empty(like, shape, float32)
+    except ViewError as e:
+        raise view_error(e) from None
+    if cached:
+        return arr, T.address(arr)
+    _, addr = T.describe(arr, name, keep, explicit)
+    return arr, addr
+
+
+def forward(q, k, v, out, lse, params: dict, plan_only: bool = False):
+    """fa_forward (fa_plan_forward with plan_only): (out, lse or None, RunInfo struct)."""
+    keep: list = []
+    explicit = _stream(params)
+    want_lse = not plan_only and (bool(params.get("return_lse")) or lse is not None)
+    try:
+        kq, aq = T.describe(q, "q", keep, explicit)
+        kk, ak = T.describe(k, "k", keep, explicit)
+        kv, av = T.describe(v, "v", keep, explicit)
+        ko = kl = None
+        ao = al = None
+        if out is not None:
+            ko, ao = T.describe_output(out, "out", keep, explicit)
+        if lse is not None:
+            kl, al = T.describe_output(lse, "lse", keep, explicit)
+        pkey, pslots, paddrs = _scan(params, keep, explicit)
+
+        def build():
+            tq, tk, tv = _copy(kq, "q"), _copy(kk, "k"), _copy(kv, "v")
+            out_shape = T.shape_of(tq)[:-1] + (tv.shape[tv.ndim - 1],)
+            tout = _copy(ko, "out") if ko is not None else T.contiguous(tq, out_shape, tq.dtype)
+            lse_shape = _lse_shape(tq, params)
+            tlse = None
+            if kl is not None:
+                tlse = _copy(kl, "lse")
+            elif want_lse:
+                tlse = T.contiguous(tq, lse_shape, C.FA_F32)
+            slots = [tq, tk, tv, tout] + ([tlse] if tlse is not None else [])
+            plan = _new_plan(slots, params, pslots)
+            plan.shapes = (out_shape, lse_shape)
+            if plan_only:
+                # out at an address no array of the process has (the upper half of the address
+                # space: no output may share memory with an input); a plan never touches it.
+                tout.data = 1 << 63
+            r = ctypes.byref
+            plan.args = (r(plan.params), r(tq), r(tk), r(tv), r(tout),
+                         r(tlse) if tlse is not None else None, r(plan.info))
+            return plan
+
+        cached = not keep
+        plan = _plan(("plan" if plan_only else "fwd", kq, kk, kv, ko, kl, want_lse, pkey), keep,
+                     build)
+        if plan_only:
+            ao = 1 << 63
+        elif out is None:
+            out, ao = _alloc(q, "out", plan.shapes[0], False, keep, explicit, cached)
+        addrs = (aq, ak, av, ao)
+        if want_lse:
+            if lse is None:
+                lse, al = _alloc(q, "lse", plan.shapes[1], True, keep, explicit, cached)
+            addrs += (al,)
+        plan.bind(addrs + paddrs, _call_stream(plan, explicit, q))
+    except ViewError as e:
+        raise view_error(e) from None
+    lib = library()
+    fn = lib.dll.fa_plan_forward if plan_only else lib.dll.fa_forward
+    st = fn(*plan.args)
+    if st != C.FA_OK:
+        raise error("fa_plan_forward" if plan_only else "fa_forward", st)
+    return out, (lse if want_lse else None), plan.info
+
+
+def backward(dout, q, k, v, out, lse, dq, dk, dv, params: dict):
+    """fa_backward: (dq, dk, dv, RunInfo struct)."""
+    keep: list = []
+    explicit = _stream(params)
+    try:
+        keys, addrs = [], []
+        for name, obj in (("q", q), ("k", k), ("v", v), ("out", out), ("lse", lse),
+                          ("dout", dout)):
+            key, addr = T.describe(obj, name, keep, explicit)
+            keys.append(key)
+            addrs.append(addr)
+        given = []
+        for name, obj in (("dq", dq), ("dk", dk), ("dv", dv)):
+            key, addr = T.describe_output(obj, name, keep, explicit) if obj is not None \
+                else (None, None)
+            given.append(key)
+            addrs.append(addr)
+        pkey, pslots, paddrs = _scan(params, keep, explicit)
+
+        def build():
+            ts = [_copy(key, name) for key, name in zip(keys, ("q", "k", "v", "out", "lse",
+                                                               "dout"))]
+            for i, name in enumerate(("dq", "dk", "dv")):
+                like = ts[i]
+                ts.append(_copy(given[i], name) if given[i] is not None
+                          else T.contiguous(like, T.shape_of(like), like.dtype))
+            plan = _new_plan(ts, params, pslots)
+            plan.shapes = tuple(T.shape_of(ts[i]) for i in range(3))
+            r = ctypes.byref
+            plan.args = (r(plan.params),) + tuple(r(t) for t in ts) + (r(plan.info),)
+            return plan
+
+        cached = not keep
+        plan = _plan(("bwd", *keys, *given, pkey), keep, build)
+        grads = [dq, dk, dv]
+        for i, (like, name) in enumerate(((q, "dq"), (k, "dk"), (v, "dv"))):
+            if grads[i] is None:
+                grads[i], addrs[6 + i] = _alloc(like, name, plan.shapes[i], False, keep, explicit,
+                                                cached)
+        plan.bind(tuple(addrs) + paddrs, _call_stream(plan, explicit, q))
+    except ViewError as e:
+        raise view_error(e) from None
+    st = library().dll.fa_backward(*plan.args)
+    if st != C.FA_OK:
+        raise error("fa_backward", st)
+    return grads[0], grads[1], grads[2], plan.info
+
+
+_KV_FIELDS = ("k_new", "v_new", "cache_seqlens", "rotary_cos", "rotary_sin")
+
+
+def forward_kvcache(q, k_cache, v_cache, kv: dict, rotary_interleaved: bool, out, lse,
+                    params: dict, plan_only: bool = False):
+    """fa_forward_kvcache (fa_plan_forward_kvcache with plan_only): (out, lse or None, RunInfo
+    struct). kv maps fa_kvcache_args' tensor fields (_KV_FIELDS) to arrays or None."""
+    keep: list = []
+    explicit = _stream(params)
+    want_lse = not plan_only and (bool(params.get("return_lse")) or lse is not None)
+    try:
+        keys, addrs, names = [], [], []
+        for name, obj in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+            describe = T.describe if name == "q" else T.describe_output  # the caches are written
+            key, addr = describe(obj, name, keep, explicit)
+            keys.append(key)
+            addrs.append(addr)
+        for name in _KV_FIELDS:
+            obj = kv.get(name)
+            if obj is not None:
+                key, addr = T.describe(obj, "kv." + name, keep, explicit)
+                names.append(name)
+                keys.append(key)
+                addrs.append(addr)
+        ko = kl = None
+        ao = al = None
+        if out is not None:
+            ko, ao = T.describe_output(out, "out", keep, explicit)
+        if lse is not None:
+            kl, al = T.describe_output(lse, "lse", keep, explicit)
+        pkey, pslots, paddrs = _scan(params, keep, explicit)
+
+        def build():
+            tq, tkc, tvc = (_copy(k, n) for k, n in zip(keys, ("q", "k_cache", "v_cache")))
+            tkv = [_copy(k, "kv." + n) for k, n in zip(keys[3:], names)]
+            out_shape = T.shape_of(tq)[:-1] + (tvc.shape[tvc.ndim - 1],)
+            tout = _copy(ko, "out") if ko is not None else T.contiguous(tq, out_shape, tq.dtype)
+            lse_shape = _lse_shape(tq, params)
+            tlse = None
+            if kl is not None:
+                tlse = _copy(kl, "lse")
+            elif want_lse:
+                tlse = T.contiguous(tq, lse_shape, C.FA_F32)
+            slots = [tq, tkc, tvc] + tkv + [tout] + ([tlse] if tlse is not None else [])
+            plan = _new_plan(slots, params, pslots)
+            plan.shapes = (out_shape, lse_shape)
+            args = C.FaKvcacheArgs()
+            library().dll.fa_kvcache_args_init(ctypes.byref(args))
+            for n, t in zip(names, tkv):
+                setattr(args, n, ctypes.pointer(t))
+            args.rotary_interleaved = int(bool(rotary_interleaved))
+            plan.kv = args
+            if plan_only:
+                tout.data = 1 << 63  # as forward()'s plan
+            r = ctypes.byref
+            plan.args = (r(plan.params), r(tq), r(tkc), r(tvc), r(args), r(tout),
+                         r(tlse) if tlse is not None else None, r(plan.info))
+            return plan
+
+        cached = not keep
+        sig = ("kvplan" if plan_only else "kv", *keys, tuple(names), bool(rotary_interleaved),
+               ko, kl, want_lse, pkey)
+        plan = _plan(sig, keep, build)
+        if plan_only:
+            ao = 1 << 63
+        elif out is None:
+            out, ao = _alloc(q, "out", plan.shapes[0], False, keep, explicit, cached)
+        addrs.append(ao)
+        if want_lse:
+            if lse is None:
+                lse, al = _alloc(q, "lse", plan.shapes[1], True, keep, explicit, cached)
+            addrs.append(al)
+        plan.bind(tuple(addrs) + paddrs, _call_stream(plan, explicit, q))
+    except ViewError as e:
+        raise view_error(e) from None
+    lib = library()
+    fn = lib.dll.fa_plan_forward_kvcache if plan_only else lib.dll.fa_forward_kvcache
+    st = fn(*plan.args)
+    if st != C.FA_OK:
+        raise error("fa_plan_forward_kvcache" if plan_only else "fa_forward_kvcache", st)
+    return out, (lse if want_lse else None), plan.info

@@ -1,0 +1,97 @@
+"""The PyTorch integration on CUDA tensors (run where PyTorch sees a GPU and the library's cuda
+backend is available; skipped otherwise): autograd and torch.compile through the cuda backend, a
+broadcast incoming gradient, PyTorch's current stream, the KV-cache call, against PyTorch's SDPA
+in float32 (relative L2 error of bf16 results)."""
+
+from __future__ import annotations
+
+import unittest
+
+import torch_reference as R
+
+R.require_torch()
+
+import torch  # noqa: E402
+
+import flashattn as fa  # noqa: E402
+
+
+def setUpModule():
+    if not torch.cuda.is_available():
+        raise unittest.SkipTest("no CUDA device for PyTorch")
+    if not any(b.name == "cuda" and b.available for b in fa.backend_info()):
+        raise unittest.SkipTest("the library's cuda backend is not available")
+
+
+def sdpa_bshd(q, k, v, causal):
+    """SDPA in float32 on [batch, seqlen, heads, dim] tensors (bottom-right causal: L == S)."""
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q.float().transpose(1, 2), k.float().transpose(1, 2), v.float().transpose(1, 2),
+        is_causal=causal, enable_gqa=True)
+    return out.transpose(1, 2)
+
+
+def rel(got, want) -> float:
+    return ((got.float() - want.float()).norm() / want.float().norm()).item()
+
+
+class TestCuda(unittest.TestCase):
+    def tensors(self, seed=0, shape_q=(2, 256, 8, 128), shape_kv=(2, 256, 2, 128)):
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        q = torch.randn(*shape_q, device="cuda", dtype=torch.bfloat16, generator=g)
+        k = torch.randn(*shape_kv, device="cuda", dtype=torch.bfloat16, generator=g)
+        v = torch.randn(*shape_kv, device="cuda", dtype=torch.bfloat16, generator=g)
+        return [t.requires_grad_() for t in (q, k, v)]
+
+    def check_grads(self, fn):
+        q, k, v = self.tensors()
+        out = fn(q, k, v)
+        dout = torch.randn_like(out)
+        out.backward(dout)
+        qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
+        ref = sdpa_bshd(qf, kf, vf, True)
+        ref.backward(dout.float())
+        for name, got, want in (("out", out, ref), ("dq", q.grad, qf.grad),
+                                ("dk", k.grad, kf.grad), ("dv", v.grad, vf.grad)):
+            self.assertLess(rel(got, want), 2e-2, name)
+
+    def test_autograd(self):
+        self.check_grads(lambda q, k, v: fa.flash_attn_func(q, k, v, causal=True))
+
+    def test_compiled(self):
+        compiled = torch.compile(lambda q, k, v: fa.flash_attn_func(q, k, v, causal=True),
+                                 fullgraph=True)
+        self.check_grads(compiled)
+
+    def test_broadcast_incoming_gradient(self):
+        """out.sum().backward(): autograd hands a stride-0 gradient, copied for the kernels."""
+        q, k, v = self.tensors(1)
+        fa.flash_attn_func(q, k, v, causal=True).float().sum().backward()
+        qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
+        sdpa_bshd(qf, kf, vf, True).sum().backward()
+        self.assertLess(rel(q.grad, qf.grad), 2e-2)
+
+    def test_current_stream(self):
+        q, k, v = (t.detach() for t in self.tensors(2))
+        want = fa.flash_attn_func(q, k, v, causal=True)
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            got = fa.flash_attn_func(q, k, v, causal=True)
+        torch.cuda.current_stream().wait_stream(stream)
+        self.assertTrue(torch.equal(got, want))
+
+    def test_kvcache_decode(self):
+        with torch.no_grad():
+            q, k, v = (t.detach() for t in self.tensors(3, (2, 1, 8, 128), (2, 1, 2, 128)))
+            k_cache = torch.randn(2, 512, 2, 128, device="cuda", dtype=torch.bfloat16)
+            v_cache = torch.randn_like(k_cache)
+            out = fa.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=100,
+                                             causal=True)
+            self.assertTrue(torch.equal(k_cache[:, 100], k[:, 0]))
+            want = sdpa_bshd(q, k_cache[:, :101], v_cache[:, :101], False)
+            self.assertLess(rel(out, want), 2e-2)
+
+
+if __name__ == "__main__":
+    unittest.main()
