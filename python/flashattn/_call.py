@@ -270,6 +270,47 @@ def _alloc(like, name, shape, float32, keep, explicit, cached):
     return arr, addr
 
 
+def _describe_out_lse(out, lse, keep, explicit):
+    """The caller's out and lse where given: (out key, out address, lse key, lse address), None
+    for one not given."""
+    ko = ao = kl = al = None
+    if out is not None:
+        ko, ao = T.describe_output(out, "out", keep, explicit)
+    if lse is not None:
+        kl, al = T.describe_output(lse, "lse", keep, explicit)
+    return ko, ao, kl, al
+
+
+def _out_lse_structs(tq, tv, ko, kl, want_lse, params):
+    """A new plan's out and lse structs (the caller's, else contiguous ones where q lives; lse None
+    when not wanted) and their shapes: out [..., v's head_dim], lse as _lse_shape says."""
+    out_shape = T.shape_of(tq)[:-1] + (tv.shape[tv.ndim - 1],)
+    tout = _copy(ko, "out") if ko is not None else T.contiguous(tq, out_shape, tq.dtype)
+    lse_shape = _lse_shape(tq, params)
+    tlse = None
+    if kl is not None:
+        tlse = _copy(kl, "lse")
+    elif want_lse:
+        tlse = T.contiguous(tq, lse_shape, C.FA_F32)
+    return tout, tlse, out_shape, lse_shape
+
+
+def _out_lse_addresses(q, out, lse, ao, al, plan, plan_only, want_lse, keep, explicit):
+    """(out, lse, their addresses for plan.bind): outputs not given are allocated beside q; a plan
+    only gets out at an address it never touches."""
+    cached = not keep
+    if plan_only:
+        ao = 1 << 63
+    elif out is None:
+        out, ao = _alloc(q, "out", plan.shapes[0], False, keep, explicit, cached)
+    tail = (ao,)
+    if want_lse:
+        if lse is None:
+            lse, al = _alloc(q, "lse", plan.shapes[1], True, keep, explicit, cached)
+        tail += (al,)
+    return out, lse, tail
+
+
 def forward(q, k, v, out, lse, params: dict, plan_only: bool = False):
     """fa_forward (fa_plan_forward with plan_only): (out, lse or None, RunInfo struct)."""
     keep: list = []
@@ -279,24 +320,12 @@ def forward(q, k, v, out, lse, params: dict, plan_only: bool = False):
         kq, aq = T.describe(q, "q", keep, explicit)
         kk, ak = T.describe(k, "k", keep, explicit)
         kv, av = T.describe(v, "v", keep, explicit)
-        ko = kl = None
-        ao = al = None
-        if out is not None:
-            ko, ao = T.describe_output(out, "out", keep, explicit)
-        if lse is not None:
-            kl, al = T.describe_output(lse, "lse", keep, explicit)
+        ko, ao, kl, al = _describe_out_lse(out, lse, keep, explicit)
         pkey, pslots, paddrs = _scan(params, keep, explicit)
 
         def build():
             tq, tk, tv = _copy(kq, "q"), _copy(kk, "k"), _copy(kv, "v")
-            out_shape = T.shape_of(tq)[:-1] + (tv.shape[tv.ndim - 1],)
-            tout = _copy(ko, "out") if ko is not None else T.contiguous(tq, out_shape, tq.dtype)
-            lse_shape = _lse_shape(tq, params)
-            tlse = None
-            if kl is not None:
-                tlse = _copy(kl, "lse")
-            elif want_lse:
-                tlse = T.contiguous(tq, lse_shape, C.FA_F32)
+            tout, tlse, out_shape, lse_shape = _out_lse_structs(tq, tv, ko, kl, want_lse, params)
             slots = [tq, tk, tv, tout] + ([tlse] if tlse is not None else [])
             plan = _new_plan(slots, params, pslots)
             plan.shapes = (out_shape, lse_shape)
@@ -309,19 +338,11 @@ def forward(q, k, v, out, lse, params: dict, plan_only: bool = False):
                          r(tlse) if tlse is not None else None, r(plan.info))
             return plan
 
-        cached = not keep
         plan = _plan(("plan" if plan_only else "fwd", kq, kk, kv, ko, kl, want_lse, pkey), keep,
                      build)
-        if plan_only:
-            ao = 1 << 63
-        elif out is None:
-            out, ao = _alloc(q, "out", plan.shapes[0], False, keep, explicit, cached)
-        addrs = (aq, ak, av, ao)
-        if want_lse:
-            if lse is None:
-                lse, al = _alloc(q, "lse", plan.shapes[1], True, keep, explicit, cached)
-            addrs += (al,)
-        plan.bind(addrs + paddrs, _call_stream(plan, explicit, q))
+        out, lse, tail = _out_lse_addresses(q, out, lse, ao, al, plan, plan_only, want_lse, keep,
+                                            explicit)
+        plan.bind((aq, ak, av) + tail + paddrs, _call_stream(plan, explicit, q))
     except ViewError as e:
         raise view_error(e) from None
     lib = library()
@@ -404,25 +425,13 @@ def forward_kvcache(q, k_cache, v_cache, kv: dict, rotary_interleaved: bool, out
                 names.append(name)
                 keys.append(key)
                 addrs.append(addr)
-        ko = kl = None
-        ao = al = None
-        if out is not None:
-            ko, ao = T.describe_output(out, "out", keep, explicit)
-        if lse is not None:
-            kl, al = T.describe_output(lse, "lse", keep, explicit)
+        ko, ao, kl, al = _describe_out_lse(out, lse, keep, explicit)
         pkey, pslots, paddrs = _scan(params, keep, explicit)
 
         def build():
             tq, tkc, tvc = (_copy(k, n) for k, n in zip(keys, ("q", "k_cache", "v_cache")))
             tkv = [_copy(k, "kv." + n) for k, n in zip(keys[3:], names)]
-            out_shape = T.shape_of(tq)[:-1] + (tvc.shape[tvc.ndim - 1],)
-            tout = _copy(ko, "out") if ko is not None else T.contiguous(tq, out_shape, tq.dtype)
-            lse_shape = _lse_shape(tq, params)
-            tlse = None
-            if kl is not None:
-                tlse = _copy(kl, "lse")
-            elif want_lse:
-                tlse = T.contiguous(tq, lse_shape, C.FA_F32)
+            tout, tlse, out_shape, lse_shape = _out_lse_structs(tq, tvc, ko, kl, want_lse, params)
             slots = [tq, tkc, tvc] + tkv + [tout] + ([tlse] if tlse is not None else [])
             plan = _new_plan(slots, params, pslots)
             plan.shapes = (out_shape, lse_shape)
@@ -439,20 +448,12 @@ def forward_kvcache(q, k_cache, v_cache, kv: dict, rotary_interleaved: bool, out
                          r(tlse) if tlse is not None else None, r(plan.info))
             return plan
 
-        cached = not keep
         sig = ("kvplan" if plan_only else "kv", *keys, tuple(names), bool(rotary_interleaved),
                ko, kl, want_lse, pkey)
         plan = _plan(sig, keep, build)
-        if plan_only:
-            ao = 1 << 63
-        elif out is None:
-            out, ao = _alloc(q, "out", plan.shapes[0], False, keep, explicit, cached)
-        addrs.append(ao)
-        if want_lse:
-            if lse is None:
-                lse, al = _alloc(q, "lse", plan.shapes[1], True, keep, explicit, cached)
-            addrs.append(al)
-        plan.bind(tuple(addrs) + paddrs, _call_stream(plan, explicit, q))
+        out, lse, tail = _out_lse_addresses(q, out, lse, ao, al, plan, plan_only, want_lse, keep,
+                                            explicit)
+        plan.bind(tuple(addrs) + tail + paddrs, _call_stream(plan, explicit, q))
     except ViewError as e:
         raise view_error(e) from None
     lib = library()
