@@ -50,7 +50,6 @@ from ._api import (
     version,
 )
 from ._call import PARAMS, FlashAttnError, library
-from . import flash_attn_interface
 from .flash_attn_interface import (
     flash_attn_func,
     flash_attn_kvpacked_func,
@@ -77,5 +76,12 @@ __all__ = [
     "RunInfo",
     "BackendInfo",
     "PARAMS",
-    *flash_attn_interface.__all__,
+    "flash_attn_func",
+    "flash_attn_varlen_func",
+    "flash_attn_with_kvcache",
+    "flash_attn_qkvpacked_func",
+    "flash_attn_kvpacked_func",
+    "flash_attn_varlen_qkvpacked_func",
+    "flash_attn_varlen_kvpacked_func",
+    "scaled_dot_product_attention",
 ]
