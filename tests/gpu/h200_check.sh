@@ -335,15 +335,17 @@ if [ "$DO_SASS" -eq 1 ]; then
     # main loop (no LDL/STL between a kernel's first and last HGMMA; a spill in the per-tile
     # set-up is listed in fa3_sass.txt but allowed). Column 5: the MUFU.EX2 between the main
     # loop's wait for S (DEPBAR.LE gsb0, 0x1) and the next wait, i.e. the softmax under the
-    # previous P V; a PINNED kernel (flags & 128, the template's last argument) must have some
-    # (NOPIN otherwise: ptxas hoisted the wait after all).
-    awk 'function flags_of(f, s) { s = f; sub(/EEv12fa3_fwd_args.*/, "", s); sub(/.*Li/, "", s);
+    # previous P V; a kernel with FA3_PINNED_SOFTMAX in its flags (the template's last argument)
+    # must have some (NOPIN otherwise: ptxas hoisted the wait after all).
+    pinned=$(sed -n 's/^#define FA3_PINNED_SOFTMAX \([0-9]*\).*/\1/p' backends/cuda/fa3_sm90/fa3_tile_size.h)
+    awk -v pinned="${pinned:-0}" 'function flags_of(f, s) { s = f; sub(/EEv12fa3_fwd_args.*/, "", s); sub(/.*Li/, "", s);
            return s + 0 }
          /Function : /{if (fn ~ /fa3_fwd_kernel/) report(); fn=$NF; n=0; first=0; last=0; w1=0;
            mu=0; under=0; delete ls}
-         function report(  st) { loop=0; for (i in ls) if (i > first && i < last) loop++;
+         function report(  st) { loop=0; for (i in ls) if (i + 0 > first && i + 0 < last) loop++;
            st = first > 0 ? "ok" : "NOHG";
-           if (st == "ok" && int(flags_of(fn) / 128) % 2 == 1 && under == 0) st = "NOPIN";
+           if (st == "ok" && (pinned == 0 || int(flags_of(fn) / pinned) % 2 == 1) && under == 0)
+             st = "NOPIN";
            printf "%-6s %6d %6d %6d %6d  %s\n", st, hg, length(ls), loop, under, fn;
            hg=0 }
          fn ~ /fa3_fwd_kernel/ { n++; if ($0 ~ /HGMMA/) { hg++; if (!first) first=n; last=n }
@@ -352,14 +354,16 @@ if [ "$DO_SASS" -eq 1 ]; then
            else if (w1 == 1 && $0 ~ /WARPGROUP\.DEPBAR/) { w1 = 2; under = mu }
            else if (w1 == 1 && $0 ~ /MUFU\.EX2/) mu++ }
          END{if (fn ~ /fa3_fwd_kernel/) report()}' "$TMP/sass.txt" > "$OUT/fa3_sass.txt"
-    # The backward kernels (fa3_bwd_kernel): HGMMA, the dQ bulk reduction (UBLKRED) and dS by
-    # stmatrix (STSM) present, no LDL/STL between the first and last HGMMA (the consumers' loop;
+    # The backward kernels (fa3_bwd_kernel): HGMMA, the dQ bulk reduction (UBLKRED: the narrow
+    # kernels, head dims 64 and 128; the wide one adds dQ from registers) and dS by stmatrix (STSM)
+    # present, no LDL/STL between the first and last HGMMA (the consumers' loop;
     # the producer's code after it may spill a word). Columns: status, HGMMA, UBLKRED, STSM,
     # LDL/STL in the loop, kernel.
     awk '/Function : /{if (fn ~ /fa3_bwd_kernel/) report(); fn=$NF; n=0; first=0; last=0;
            hg=0; red=0; stsm=0; delete ls}
-         function report(  st, loop) { loop=0; for (i in ls) if (i > first && i < last) loop++;
-           st = hg > 0 && red > 0 && stsm > 0 ? "ok" : "MISSING";
+         function report(  st, loop, wide) { loop=0; for (i in ls) if (i + 0 > first && i + 0 < last) loop++;
+           wide = fn ~ /Li256E/;
+           st = hg > 0 && (red > 0 || wide) && stsm > 0 ? "ok" : "MISSING";
            printf "%-7s %6d %4d %4d %4d  %s\n", st, hg, red, stsm, loop, fn }
          fn ~ /fa3_bwd_kernel/ { n++; if ($0 ~ /HGMMA/) { hg++; if (!first) first=n; last=n }
            if ($0 ~ /UBLKRED/) red++; if ($0 ~ /STSM/) stsm++

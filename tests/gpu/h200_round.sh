@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# h200_round.sh: the GPU checks and the peer sweep in one run on a GPU machine, from a tree built
+# elsewhere (carry the build's lib/, bin/ and tests/CTestTestfile.cmake):
+#   1. tests/gpu/h200_check.sh --build $BUILD $CHECK_ARGS      -> check.txt, check_logs.tgz
+#   2. with PYTHON=1: python/tests/run_tests.py (the PyTorch CUDA tests included) and
+#      examples/torch_train_step.py cuda                         -> python.txt
+#   3. with SWEEP=1: bench/peer.py --check $SWEEP_ARGS           -> sweep.txt, sweep.json, sweep.png
+#   4. with EXTRA="cmd": that command's output                   -> extra.txt
+# then prints the summaries last. Files in $OUT: at most the seven above.
+#
+#   BUILD=build/dev CHECK_ARGS="--no-fa3" PYTHON=1 SWEEP=1 bash tests/gpu/h200_round.sh
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+OUT=${OUT:-/tmp/out}
+BUILD=${BUILD:-build/release}
+mkdir -p "$OUT"
+export OUT
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
+  --format=csv > "$OUT/check.txt" 2>&1
+start=$(date +%s)
+check_rc=0
+if [ "${CHECK:-1}" = 1 ]; then
+  # shellcheck disable=SC2086 # CHECK_ARGS is a list of options
+  OUT="$OUT/check" bash tests/gpu/h200_check.sh --build "$BUILD" ${CHECK_ARGS:-} >> "$OUT/check.txt" 2>&1
+  check_rc=$?
+  tar -C "$OUT" -czf "$OUT/check_logs.tgz" check && rm -rf "$OUT/check"
+fi
+echo "check: $(($(date +%s) - start)) s" >> "$OUT/check.txt"
+
+lib=$PWD/$BUILD/lib/libflashattn.so
+py_rc=0
+if [ "${PYTHON:-0}" = 1 ]; then
+  {
+    FLASHATTN_LIBRARY=$lib timeout 300 python3 python/tests/run_tests.py 2>&1
+    echo "python tests: exit status $?"
+    FLASHATTN_LIBRARY=$lib PYTHONPATH=$PWD/python timeout 120 python3 examples/torch_train_step.py cuda 2>&1
+    echo "torch_train_step cuda: exit status $?"
+  } > "$OUT/python.txt"
+  grep -q "exit status [1-9]" "$OUT/python.txt" && py_rc=1
+fi
+
+sweep_rc=0
+if [ "${SWEEP:-0}" = 1 ]; then
+  # shellcheck disable=SC2086 # SWEEP_ARGS is a list of options
+  PYTHONUNBUFFERED=1 timeout 420 python3 bench/peer.py --check --lib "$lib" ${SWEEP_ARGS:-} \
+    --json "$OUT/sweep.json" --png "$OUT/sweep.png" > "$OUT/sweep.txt" 2>&1
+  sweep_rc=$?
+fi
+
+if [ -n "${EXTRA:-}" ]; then
+  LD_LIBRARY_PATH="$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" bash -c "$EXTRA" > "$OUT/extra.txt" 2>&1
+  echo "extra: exit status $?" >> "$OUT/extra.txt"
+fi
+
+head -2 "$OUT/check.txt"
+tail -40 "$OUT/check.txt"
+[ -f "$OUT/python.txt" ] && grep -E "^(Ran|OK|FAILED|FAIL:|ERROR:)|exit status|skipped" "$OUT/python.txt" | head -30
+[ -f "$OUT/extra.txt" ] && tail -30 "$OUT/extra.txt"
+[ -f "$OUT/sweep.txt" ] && tail -50 "$OUT/sweep.txt"
+echo "h200_round: check rc=$check_rc python rc=$py_rc sweep rc=$sweep_rc"
