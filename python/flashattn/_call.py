@@ -245,6 +245,16 @@ def _stream(params: dict):
     return None if s is None else stream_handle(s)
 
 
+def _dlpack_stream(explicit, like):
+    """The stream the arrays are read for: None (the direct readers, cached plans) when there is
+    no explicit stream or it is the current stream of like's device (PyTorch's, CuPy's), where
+    DLPack's handshake between producer and consumer streams has nothing to order; else the
+    explicit stream, and every array goes through DLPack."""
+    if explicit is None or explicit == D.current_stream(like):
+        return None
+    return explicit
+
+
 def _call_stream(plan: _Plan, explicit, like):
     if explicit is not None:
         return explicit
@@ -315,13 +325,14 @@ def forward(q, k, v, out, lse, params: dict, plan_only: bool = False):
     """fa_forward (fa_plan_forward with plan_only): (out, lse or None, RunInfo struct)."""
     keep: list = []
     explicit = _stream(params)
+    via = _dlpack_stream(explicit, q)
     want_lse = not plan_only and (bool(params.get("return_lse")) or lse is not None)
     try:
-        kq, aq = T.describe(q, "q", keep, explicit)
-        kk, ak = T.describe(k, "k", keep, explicit)
-        kv, av = T.describe(v, "v", keep, explicit)
-        ko, ao, kl, al = _describe_out_lse(out, lse, keep, explicit)
-        pkey, pslots, paddrs = _scan(params, keep, explicit)
+        kq, aq = T.describe(q, "q", keep, via)
+        kk, ak = T.describe(k, "k", keep, via)
+        kv, av = T.describe(v, "v", keep, via)
+        ko, ao, kl, al = _describe_out_lse(out, lse, keep, via)
+        pkey, pslots, paddrs = _scan(params, keep, via)
 
         def build():
             tq, tk, tv = _copy(kq, "q"), _copy(kk, "k"), _copy(kv, "v")
@@ -341,7 +352,7 @@ def forward(q, k, v, out, lse, params: dict, plan_only: bool = False):
         plan = _plan(("plan" if plan_only else "fwd", kq, kk, kv, ko, kl, want_lse, pkey), keep,
                      build)
         out, lse, tail = _out_lse_addresses(q, out, lse, ao, al, plan, plan_only, want_lse, keep,
-                                            explicit)
+                                            via)
         plan.bind((aq, ak, av) + tail + paddrs, _call_stream(plan, explicit, q))
     except ViewError as e:
         raise view_error(e) from None
@@ -357,20 +368,21 @@ def backward(dout, q, k, v, out, lse, dq, dk, dv, params: dict):
     """fa_backward: (dq, dk, dv, RunInfo struct)."""
     keep: list = []
     explicit = _stream(params)
+    via = _dlpack_stream(explicit, q)
     try:
         keys, addrs = [], []
         for name, obj in (("q", q), ("k", k), ("v", v), ("out", out), ("lse", lse),
                           ("dout", dout)):
-            key, addr = T.describe(obj, name, keep, explicit)
+            key, addr = T.describe(obj, name, keep, via)
             keys.append(key)
             addrs.append(addr)
         given = []
         for name, obj in (("dq", dq), ("dk", dk), ("dv", dv)):
-            key, addr = T.describe_output(obj, name, keep, explicit) if obj is not None \
+            key, addr = T.describe_output(obj, name, keep, via) if obj is not None \
                 else (None, None)
             given.append(key)
             addrs.append(addr)
-        pkey, pslots, paddrs = _scan(params, keep, explicit)
+        pkey, pslots, paddrs = _scan(params, keep, via)
 
         def build():
             ts = [_copy(key, name) for key, name in zip(keys, ("q", "k", "v", "out", "lse",
@@ -390,7 +402,7 @@ def backward(dout, q, k, v, out, lse, dq, dk, dv, params: dict):
         grads = [dq, dk, dv]
         for i, (like, name) in enumerate(((q, "dq"), (k, "dk"), (v, "dv"))):
             if grads[i] is None:
-                grads[i], addrs[6 + i] = _alloc(like, name, plan.shapes[i], False, keep, explicit,
+                grads[i], addrs[6 + i] = _alloc(like, name, plan.shapes[i], False, keep, via,
                                                 cached)
         plan.bind(tuple(addrs) + paddrs, _call_stream(plan, explicit, q))
     except ViewError as e:
@@ -410,23 +422,24 @@ def forward_kvcache(q, k_cache, v_cache, kv: dict, rotary_interleaved: bool, out
     struct). kv maps fa_kvcache_args' tensor fields (_KV_FIELDS) to arrays or None."""
     keep: list = []
     explicit = _stream(params)
+    via = _dlpack_stream(explicit, q)
     want_lse = not plan_only and (bool(params.get("return_lse")) or lse is not None)
     try:
         keys, addrs, names = [], [], []
         for name, obj in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
             describe = T.describe if name == "q" else T.describe_output  # the caches are written
-            key, addr = describe(obj, name, keep, explicit)
+            key, addr = describe(obj, name, keep, via)
             keys.append(key)
             addrs.append(addr)
         for name in _KV_FIELDS:
             obj = kv.get(name)
             if obj is not None:
-                key, addr = T.describe(obj, "kv." + name, keep, explicit)
+                key, addr = T.describe(obj, "kv." + name, keep, via)
                 names.append(name)
                 keys.append(key)
                 addrs.append(addr)
-        ko, ao, kl, al = _describe_out_lse(out, lse, keep, explicit)
-        pkey, pslots, paddrs = _scan(params, keep, explicit)
+        ko, ao, kl, al = _describe_out_lse(out, lse, keep, via)
+        pkey, pslots, paddrs = _scan(params, keep, via)
 
         def build():
             tq, tkc, tvc = (_copy(k, n) for k, n in zip(keys, ("q", "k_cache", "v_cache")))
@@ -452,7 +465,7 @@ def forward_kvcache(q, k_cache, v_cache, kv: dict, rotary_interleaved: bool, out
                ko, kl, want_lse, pkey)
         plan = _plan(sig, keep, build)
         out, lse, tail = _out_lse_addresses(q, out, lse, ao, al, plan, plan_only, want_lse, keep,
-                                            explicit)
+                                            via)
         plan.bind(tuple(addrs) + tail + paddrs, _call_stream(plan, explicit, q))
     except ViewError as e:
         raise view_error(e) from None
