@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # h200_check.sh: the CUDA backend's checks on a GPU machine, from an already-built tree.
 #
-#   tests/gpu/h200_check.sh [--build DIR] [--quick] [--no-conformance] [--no-sanitize] [--no-sass] [--no-fa3] [--sm80-build DIR]
+#   tests/gpu/h200_check.sh [--build DIR] [--quick] [--no-conformance] [--no-sanitize] [--no-load] [--no-sass] [--no-fa3] [--sm80-build DIR]
 #
 # Runs only binaries (never cmake or nvcc): the build folder (default build/release) must come
 # with the repository, built with the CUDA backend. Steps, each PASS / FAIL / SKIP in the summary
@@ -35,6 +35,15 @@
 #   oom          fault injection under memcheck: cuda_smoke --exhaust-memory takes the device's
 #                memory first; the backward must return FA_ERR_OUT_OF_MEMORY and write nothing,
 #                then succeed once the memory is back
+#   load         bin/cuda_load --seconds 60: 8 threads x 4 CUDA streams of forward + backward
+#                calls (deterministic) on 8 mixed problems, every result bitwise against the same
+#                call made serially first; device memory free before and after (64 MiB slack) and
+#                the stream-ordered pool's bytes in use; log in $OUT/load.log
+#   load.oom     bin/cuda_load --exhaust-memory --seconds 0: the forward of a causal hd128
+#                problem (fa3's dynamic schedule needs a workspace) with the device's memory
+#                taken must return FA_ERR_OUT_OF_MEMORY and write nothing, then succeed and match;
+#                SKIP where that forward needs no workspace (no fa3 on the GPU); log appended to
+#                $OUT/load.log (--no-load skips both)
 #   fa3cfg.<name>, fa3san.<name>
 #                every fa3 forward configuration (fa3_tile_size.h) forced by FA_CUDA_FA3_CONFIG: the
 #                conformance cases of its head dims; racecheck + synccheck on cuda_smoke
@@ -51,7 +60,8 @@
 # machine.txt (nvidia-smi -L, fa-info), conformance_cuda.log, conformance_cuda_skips.txt (skips
 # counted by reason), sanitizer.log (the three runs), sass_counts.txt, summary.txt. The SASS dump
 # itself stays in a temporary folder (tens of MB). Exit status: 0 when no step failed. Each step
-# has a time limit (together 7.5 minutes); the whole script took 45 s on an H200.
+# has a time limit (together 10 minutes); the whole script took 45 s on an H200 before the load
+# steps (about 70 s more: load runs for 60 s).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 
@@ -59,6 +69,7 @@ BUILD=build/release
 QUICK=0
 DO_CONF=1
 DO_SAN=1
+DO_LOAD=1
 DO_SASS=1
 DO_FA3=1
 SM80_BUILD=
@@ -69,6 +80,7 @@ while [ $# -gt 0 ]; do
     --quick) QUICK=1 ;;
     --no-conformance) DO_CONF=0 ;;
     --no-sanitize) DO_SAN=0 ;;
+    --no-load) DO_LOAD=0 ;;
     --no-sass) DO_SASS=0 ;;
     --no-fa3) DO_FA3=0 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -234,6 +246,46 @@ if [ "$DO_SAN" -eq 1 ]; then
   fi
 else
   for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom; do record "$s" SKIP "--no-sanitize"; done
+fi
+
+# --- load ------------------------------------------------------------------------------------
+# load_step NAME SECONDS ARGS...: bin/cuda_load ARGS under a time limit, its output appended to
+# $OUT/load.log. The CUDA backend must be available (77 is a failure here); a SKIP line of the
+# program (the OOM check where the forward needs no workspace) makes the step a SKIP.
+load_step() {
+  local name=$1 secs=$2 log="$OUT/load.log" rc skipped
+  shift 2
+  echo "$BIN/cuda_load $*"
+  timeout "$secs" "$BIN/cuda_load" "$@" > "$TMP/$name.log" 2>&1
+  rc=$?
+  { echo "=== $name: cuda_load $* (exit status $rc)"; cat "$TMP/$name.log"; echo; } >> "$log"
+  tail -12 "$TMP/$name.log"
+  skipped=$(grep -m1 '^SKIP forward without device memory' "$TMP/$name.log" | sed 's/^SKIP //')
+  if [ "$rc" -eq 124 ]; then
+    record "$name" FAIL "timed out after $secs s (see $log)"
+  elif [ "$rc" -eq 77 ]; then
+    record "$name" FAIL "skipped: $(grep -m1 '^SKIP' "$TMP/$name.log")"
+  elif [ "$rc" -ne 0 ]; then
+    record "$name" FAIL "exit status $rc: $(grep -m1 '^FAIL' "$TMP/$name.log") (see $log)"
+  elif [ -n "$skipped" ]; then
+    record "$name" SKIP "$skipped"
+  elif [ "$name" = load ]; then
+    record "$name" PASS "$(grep -m1 '^load: ' "$TMP/$name.log" | sed 's/^load: //')"
+  else
+    record "$name" PASS "$(grep -c '^PASS' "$TMP/$name.log") checks passed: $(grep -m1 '^PASS forward without device memory' "$TMP/$name.log" | sed 's/^PASS //')"
+  fi
+}
+if [ "$DO_LOAD" -eq 1 ]; then
+  banner "cuda_load"
+  : > "$OUT/load.log"
+  if need_bin cuda_load; then
+    load_step load 100 --seconds 60
+    load_step load.oom 60 --exhaust-memory --seconds 0
+  else
+    for s in load load.oom; do record "$s" FAIL "cuda_load not built"; done
+  fi
+else
+  for s in load load.oom; do record "$s" SKIP "--no-load"; done
 fi
 
 # --- fa3 configurations -------------------------------------------------------------------
