@@ -16,15 +16,16 @@
 #include "fa3_sm90/fa3_args.h"
 
 /* The kernels read rows with 16-byte copies: the last dimension contiguous, every other stride a
-   multiple of 8 elements and the first element 16-byte aligned. */
+   multiple of 8 elements and the first element 16-byte aligned (packed tensors have 3 dims). */
 static int refuse_layout(const char *name, const fa_tensor *t, fa_decision *out) {
   if (!t) return 0;
-  if (t->strides[3] != 1) {
-    fa_core_refuse(out, "%s.strides[3] = %lld: cuda.fa2 needs the head dim contiguous (stride 1)",
-                   name, (long long)t->strides[3]);
+  const int last = t->ndim - 1;
+  if (t->strides[last] != 1) {
+    fa_core_refuse(out, "%s.strides[%d] = %lld: cuda.fa2 needs the head dim contiguous (stride 1)",
+                   name, last, (long long)t->strides[last]);
     return 1;
   }
-  for (int i = 0; i < 3; ++i)
+  for (int i = 0; i < last; ++i)
     if (t->strides[i] % 8 != 0) {
       fa_core_refuse(
           out, "%s.strides[%d] = %lld: cuda.fa2 needs strides that are multiples of 8 elements",
@@ -53,15 +54,21 @@ static int refuse_params(const fa_request *req, fa_decision *out) {
     return fa_core_refuse(out, "ALiBi (alibi_slopes) is not supported by cuda.fa2"), 1;
   if (p->dropout_p > 0.0f)
     return fa_core_refuse(out, "dropout (dropout_p > 0) is not supported by cuda.fa2"), 1;
-  if (p->cu_seqlens_q || p->cu_seqlens_k)
-    return fa_core_refuse(out, "varlen (cu_seqlens_q/k) is not supported by cuda.fa2"), 1;
-  if (p->seqused_k) return fa_core_refuse(out, "seqused_k is not supported by cuda.fa2"), 1;
-  if (p->block_table)
-    return fa_core_refuse(out, "paged KV (block_table) is not supported by cuda.fa2"), 1;
-  if (p->num_splits > 1) {
-    fa_core_refuse(out, "num_splits = %d: split-KV is not supported by cuda.fa2 (0 or 1)",
-                   (int)p->num_splits);
-    return 1;
+  /* The forward runs them (cuda_seqs.c); the backward not yet. */
+  if (req->op == FA_OP_BACKWARD) {
+    if (p->cu_seqlens_q || p->cu_seqlens_k)
+      return fa_core_refuse(out, "varlen (cu_seqlens_q/k) in the backward is not supported by "
+                                 "cuda (its forward runs it)"),
+             1;
+    if (p->seqused_k)
+      return fa_core_refuse(out, "seqused_k in the backward is not supported by cuda"), 1;
+    if (p->block_table)
+      return fa_core_refuse(out, "paged KV (block_table) in the backward is not supported by cuda"),
+             1;
+    if (p->num_splits > 1)
+      return fa_core_refuse(out, "num_splits = %d: the backward has no split-KV (0 or 1)",
+                            (int)p->num_splits),
+             1;
   }
   return 0;
 }
@@ -170,7 +177,7 @@ static int fa3_takes(const fa_request *req, const cuda_device_info *dev, int *co
 #endif
 }
 
-static const char *dtype_name(fa_dtype dt) {
+const char *cuda_dtype_name(fa_dtype dt) {
   return dt == FA_F16 ? "f16" : (dt == FA_BF16 ? "bf16" : NULL);
 }
 
@@ -195,13 +202,9 @@ static const cuda_device_info *device_of(const fa_request *req, fa_decision *out
 
 /* What every CUDA kernel needs of a request; 1 when it is refused. */
 static int refuse_request(const fa_request *req, fa_decision *out) {
-  if (!dtype_name(req->dtype)) {
+  if (!cuda_dtype_name(req->dtype)) {
     fa_core_refuse(out, "dtype %s is not supported by cuda.fa2 (f16, bf16)",
                    fa_dtype_name(req->dtype));
-    return 1;
-  }
-  if (req->op != FA_OP_FORWARD && req->op != FA_OP_BACKWARD) {
-    fa_core_refuse(out, "fa_forward_kvcache is not supported by cuda.fa2");
     return 1;
   }
   if (req->head_dim_v != req->head_dim) {
@@ -237,6 +240,10 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
   memset(out, 0, sizeof *out);
   const cuda_device_info *dev = device_of(req, out);
   if (!dev || refuse_request(req, out)) return;
+  if (cuda_seqs_wanted(req, dev)) {
+    cuda_seqs_decide(req, dev, out);
+    return;
+  }
   const int fwd = req->op == FA_OP_FORWARD;
   cuda_choice ch;
   memset(&ch, 0, sizeof ch);
@@ -298,7 +305,7 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
   char pack[16] = "";
   if (heads_per_tile > 1) snprintf(pack, sizeof pack, ".gqa%d", heads_per_tile);
   snprintf(out->kernel, sizeof out->kernel, "cuda.%s.%s.%s.hd%lld%s%s%s%s",
-           fa3 ? "fa3.sm90" : "fa2.sm80", fwd ? "fwd" : "bwd", dtype_name(req->dtype),
+           fa3 ? "fa3.sm90" : "fa2.sm80", fwd ? "fwd" : "bwd", cuda_dtype_name(req->dtype),
            (long long)req->head_dim, p->causal ? ".causal" : "", p->window_enabled ? ".window" : "",
            p->softcap > 0.0f ? ".softcap" : "", pack);
   fa_decision_put(out, &ch, sizeof ch);

@@ -46,8 +46,30 @@ typedef struct cuda_choice {
   int32_t fa3_config;  /* the fa3 forward's configuration (fa3_fwd_config_id), else -1 */
   int32_t grid;        /* fa3: the persistent grid's blocks (cuda_fa3_grid) */
   fa2_tile_config fa2; /* fa2: the tiles of the size class that runs */
+  int32_t seqs;        /* 1: the forward over sequences (cuda_seqs.c, fa2_fwd_splitkv.cuh) */
+  int32_t splits;      /* seqs: key pieces */
+  int32_t pack;        /* seqs: query heads a tile packs */
 } cuda_choice;
 FA_DECISION_PAYLOAD_FITS(cuda_choice);
+
+/* The forward over sequences (cuda_seqs.c): whether a request takes it (varlen, seqused_k, paged
+   K/V, num_splits > 1, fa_forward_kvcache, and a dense forward with num_splits 0 where split-KV
+   pays: decoding), its decision, and its run. */
+int cuda_seqs_wanted(const fa_request *req, const cuda_device_info *dev);
+void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_decision *out);
+fa_status cuda_seqs_run(const fa_request *req, const fa_decision *decision, const cuda_choice *ch,
+                        void *workspace);
+
+/* "f16", "bf16", or NULL for a dtype the kernels do not take. */
+const char *cuda_dtype_name(fa_dtype dt);
+
+/* Shared by the run paths (cuda_plugin.c): a CUDA error as the call's status and message; the
+   caller's workspace or one from the stream-ordered pool, and its return; a workspace pointer
+   aligned to CUDA_WORKSPACE_ALIGN. */
+fa_status cuda_failure(int cuda_error, const char *what);
+fa_status cuda_workspace_take(void *given, size_t bytes, void *stream, void **ws);
+int cuda_workspace_give_back(void *given, void *ws, void *stream, int e);
+void *cuda_workspace_aligned(void *ws);
 
 void cuda_probe(fa_plugin_probe *out);
 void cuda_decide(const fa_request *req, fa_decision *out);

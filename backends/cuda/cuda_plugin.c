@@ -20,7 +20,8 @@
 static pthread_mutex_t prepared_lock = PTHREAD_MUTEX_INITIALIZER;
 static int prepared[CUDA_MAX_DEVICES]; /* 1: kernel attributes set on that device */
 
-static fa_status cuda_failure(cudaError_t e, const char *what) {
+fa_status cuda_failure(int cuda_error, const char *what) {
+  const cudaError_t e = (cudaError_t)cuda_error;
   cudaGetLastError(); /* a launch error is not sticky: clear it for the caller's next call */
   fa_status st = e == cudaErrorMemoryAllocation ? FA_ERR_OUT_OF_MEMORY : FA_ERR_BACKEND_FAILURE;
   return fa_core_set_error(st, "cuda: %s failed: %s (%s)", what, cudaGetErrorName(e),
@@ -48,7 +49,7 @@ static fa_status prepare_device(int id) {
     if (e == 0) prepared[id] = 1;
   }
   pthread_mutex_unlock(&prepared_lock);
-  return e == 0 ? FA_OK : cuda_failure((cudaError_t)e, "preparing the fa2/fa3 kernels");
+  return e == 0 ? FA_OK : cuda_failure(e, "preparing the fa2/fa3 kernels");
 }
 
 static void fill_strides(const fa_tensor *t, cuda_strides *s) {
@@ -61,18 +62,18 @@ static void *tensor_ptr(const fa_tensor *t) { return fa_tensor_base(t); }
 
 /* Without the caller's workspace, device memory from the stream-ordered pool: freed in stream
    order after the kernels, reused by the pool for the next call, returned by fa_release. */
-static fa_status workspace_take(void *given, size_t bytes, cudaStream_t stream, void **ws) {
+fa_status cuda_workspace_take(void *given, size_t bytes, void *stream, void **ws) {
   *ws = given;
   if (given || bytes == 0) return FA_OK;
-  cudaError_t e = cudaMallocAsync(ws, bytes, stream);
+  cudaError_t e = cudaMallocAsync(ws, bytes, (cudaStream_t)stream);
   return e == cudaSuccess ? FA_OK : cuda_failure(e, "allocating the workspace");
 }
-static int workspace_give_back(void *given, void *ws, cudaStream_t stream, int e) {
+int cuda_workspace_give_back(void *given, void *ws, void *stream, int e) {
   if (!ws || ws == given) return e;
-  cudaError_t f = cudaFreeAsync(ws, stream);
+  cudaError_t f = cudaFreeAsync(ws, (cudaStream_t)stream);
   return e == 0 && f != cudaSuccess ? (int)f : e;
 }
-static void *aligned(void *ws) {
+void *cuda_workspace_aligned(void *ws) {
   return ws ? (void *)(((uintptr_t)ws + CUDA_WORKSPACE_ALIGN - 1) &
                        ~(uintptr_t)(CUDA_WORKSPACE_ALIGN - 1))
             : NULL;
@@ -113,14 +114,14 @@ static fa_status run_forward(const fa_request *req, const fa_decision *decision,
     /* The dynamic schedule's tile counter */
     cudaStream_t stream = (cudaStream_t)a.p.stream;
     void *ws;
-    fa_status st = workspace_take(workspace, decision->workspace_bytes, stream, &ws);
+    fa_status st = cuda_workspace_take(workspace, decision->workspace_bytes, stream, &ws);
     if (st != FA_OK) return st;
-    x.tile_counter = ws_bytes ? (int32_t *)aligned(ws) : NULL;
+    x.tile_counter = ws_bytes ? (int32_t *)cuda_workspace_aligned(ws) : NULL;
     char err[200];
     int e = fa3_fwd_launch(&x, cfg, err, sizeof err);
-    e = workspace_give_back(workspace, ws, stream, e);
+    e = cuda_workspace_give_back(workspace, ws, stream, e);
     if (e < 0) return fa_core_set_error(FA_ERR_INTERNAL, "cuda: the fa3 forward: %s", err);
-    return e == 0 ? FA_OK : cuda_failure((cudaError_t)e, "the fa3 forward launch");
+    return e == 0 ? FA_OK : cuda_failure(e, "the fa3 forward launch");
   }
 #endif
   fa2_fwd_fn fn = fa2_fwd_for(ch->fa2.head_dim_padded);
@@ -130,7 +131,7 @@ static fa_status run_forward(const fa_request *req, const fa_decision *decision,
                              decision->kernel);
   a.size_class = ch->fa2.size_class;
   int e = fn(&a);
-  return e == 0 ? FA_OK : cuda_failure((cudaError_t)e, "the fa2 forward launch");
+  return e == 0 ? FA_OK : cuda_failure(e, "the fa2 forward launch");
 }
 
 static fa_status run_backward(const fa_request *req, const fa_decision *decision,
@@ -172,7 +173,7 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
                              decision->kernel);
   cudaStream_t stream = (cudaStream_t)a.p.stream;
   void *ws;
-  fa_status st = workspace_take(workspace, decision->workspace_bytes, stream, &ws);
+  fa_status st = cuda_workspace_take(workspace, decision->workspace_bytes, stream, &ws);
   if (st != FA_OK) return st;
   int e;
   char err[200] = "";
@@ -183,14 +184,14 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
     memset(&x, 0, sizeof x);
     x.a = a;
     x.grid_blocks = ch->grid; /* the persistent grid, where fa3_bwd_grid_blocks says it pays */
-    e = fa3_bwd_launch(&x, aligned(ws), err, sizeof err);
+    e = fa3_bwd_launch(&x, cuda_workspace_aligned(ws), err, sizeof err);
   } else
 #endif
-    e = fa2_bwd_launch(&a, ch->fa2.tile_n, aligned(ws));
-  e = workspace_give_back(workspace, ws, stream, e);
+    e = fa2_bwd_launch(&a, ch->fa2.tile_n, cuda_workspace_aligned(ws));
+  e = cuda_workspace_give_back(workspace, ws, stream, e);
   if (e < 0) return fa_core_set_error(FA_ERR_INTERNAL, "cuda: the fa3 backward: %s", err);
   return e == 0 ? FA_OK
-                : cuda_failure((cudaError_t)e, fa3 ? "the fa3 backward" : "the fa2 backward");
+                : cuda_failure(e, fa3 ? "the fa3 backward" : "the fa2 backward");
 }
 
 fa_status cuda_run(const fa_request *req, const fa_decision *decision, void *workspace) {
@@ -206,8 +207,9 @@ fa_status cuda_run(const fa_request *req, const fa_decision *decision, void *wor
   fa_decision_get(decision, &ch, sizeof ch);
   fa_status st = prepare_device(id);
   if (st == FA_OK)
-    st = req->op == FA_OP_FORWARD ? run_forward(req, decision, &ch, workspace)
-                                  : run_backward(req, decision, &ch, workspace);
+    st = ch.seqs                      ? cuda_seqs_run(req, decision, &ch, workspace)
+         : req->op == FA_OP_FORWARD ? run_forward(req, decision, &ch, workspace)
+                                    : run_backward(req, decision, &ch, workspace);
   if (previous != id) cudaSetDevice(previous);
   return st;
 }

@@ -267,7 +267,7 @@ typedef struct kernel_facts {
   const char *op; /* "fwd", "bwd" or "kvcache" */
   fa_dtype dtype;
   int64_t hq, hkv, sq, sk, d, dv; /* sq, sk: the dense extents */
-  int causal, window, softcap, alibi, dropout, varlen, paged;
+  int causal, window, softcap, alibi, dropout, varlen, paged, seqused;
   int rows_path; /* kvcache on the CPU: the few-query-rows path applies */
 } kernel_facts;
 

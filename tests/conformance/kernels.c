@@ -11,7 +11,10 @@
  *           device not run as sm_80, head dims 64, 96, 128, 192 and 256, no softcap, at least one
  *           key, the backward at least one query row, kernel_family not fa2), else "fa2.sm80";
  *           ".gqa<P>" (fa3 forwards only) packs P query heads of a group in a tile, P a power of
- *           two dividing heads_q / heads_kv. --kernel-prefix replaces "cuda.<family>".
+ *           two dividing heads_q / heads_kv. --kernel-prefix replaces "cuda.<family>". The
+ *           forward over sequences (varlen, seqused_k, paged K/V, num_splits > 1) is always
+ *           "cuda.fa2.sm80.fwd.<dtype>.hd<D>[.causal][.window][.softcap][.varlen][.paged]
+ *           [.split<S>][.gqa<P>]".
  *   opencl  "opencl.flash.<op>.<dtype>.hd<D>[.causal][.window][.softcap]"
  *
  * Ops whose naming the suite does not know (kvcache on cuda and opencl, any op of another
@@ -123,6 +126,7 @@ kernel_facts facts_of_fcase(const fcase *c, const char *op) {
   k.dropout = c->dropout > 0.0f;
   k.varlen = c->varlen;
   k.paged = c->page > 0;
+  k.seqused = c->seqused != 0;
   /* fa_forward_kvcache's few-query-rows path on the CPU: at most 16 query rows, every head's rows
      in one task of at most 128, head dims multiples of 16 (the suite's caches have contiguous
      rows). */
@@ -152,11 +156,22 @@ static void gpu_suffix(const kernel_facts *k, char *buf, size_t n) {
            k->causal ? ".causal" : "", k->window ? ".window" : "", k->softcap ? ".softcap" : "");
 }
 
-static void cuda_expect(const backend_ctx *bk, const kernel_facts *k, kernel_expect *e) {
+static void cuda_expect(const backend_ctx *bk, const kernel_facts *k, int splits,
+                        kernel_expect *e) {
   const int fwd = !strcmp(k->op, "fwd");
   if (!fwd && strcmp(k->op, "bwd") != 0) return;
   char suffix[FA_KERNEL_LEN];
   gpu_suffix(k, suffix, sizeof suffix);
+  /* The forward over sequences: fa2's, whatever the device. */
+  if (fwd && (k->varlen || k->paged || k->seqused || splits > 1)) {
+    char split[24] = "";
+    if (splits > 1) snprintf(split, sizeof split, ".split%d", splits);
+    snprintf(e->name[0], sizeof e->name[0], "cuda.fa2.sm80.%s%s%s%s", suffix,
+             k->varlen ? ".varlen" : "", k->paged ? ".paged" : "", split);
+    e->gqa[0] = 1;
+    e->n = 1;
+    return;
+  }
   if (bk->cuda_prefix) {
     snprintf(e->name[0], sizeof e->name[0], "%s.%s", bk->cuda_prefix, suffix);
     e->gqa[0] = fwd && !strcmp(bk->cuda_prefix, "cuda.fa3.sm90");
@@ -215,7 +230,7 @@ void check_info(report *rep, const backend_ctx *bk, const kernel_facts *k, const
   if (!strcmp(bk->name, "cpu"))
     cpu_expect(k, info->num_splits, &e);
   else if (!strcmp(bk->name, "cuda"))
-    cuda_expect(bk, k, &e);
+    cuda_expect(bk, k, info->num_splits, &e);
   else if (!strcmp(bk->name, "opencl"))
     opencl_expect(k, &e);
   if (e.n) {

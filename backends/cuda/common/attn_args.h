@@ -54,6 +54,66 @@ typedef struct cuda_fwd_args {
   int32_t size_class; /* FA2_WIDE or FA2_COMPACT (fa2_tiles.h): which tiles run */
 } cuda_fwd_args;
 
+/* The forward over sequences of their own lengths (fa2_sm80/fa2_fwd_splitkv.cuh): packed rows
+   (cu_seqlens), used keys (seqused_k), paged K/V (block_table), a KV cache's lengths
+   (fa_forward_kvcache), and the keys cut into `splits` pieces whose partial results a combine
+   kernel merges. The lengths and tables live in device memory and are read by the kernels; every
+   index read from them is bounded before use, so out-of-range values give wrong results for their
+   sequence, never an access outside the tensors. f.p holds the largest lengths (seqlen_q, the
+   grid's; seqlen_k, what a sequence may address) and f.p.mask is unused: each sequence's mask is
+   made from the fields below and its own lengths (core/math/mask.h). */
+typedef struct cuda_seq_args {
+  cuda_fwd_args f; /* q (or its rotated copy), k, v (or the caches), out, lse and their strides:
+                      packed tensors have batch stride 0 and row stride strides[0] */
+  const int32_t *cu_q, *cu_k; /* [batch + 1] starts of packed rows, or NULL (padded) */
+  int32_t total_q, total_k;   /* rows of packed q and k (the bound of cu_q, cu_k) */
+  const int32_t *seqused_k;   /* [batch] keys used, or NULL */
+  const int32_t *cache_seqlens; /* [batch] (kvcache): keys = cache_seqlens[b] + seqlen_new */
+  int32_t cache_seqlens_stride;
+  int32_t seqlen_new;
+  const int32_t *block_table; /* [batch, pages] page of each page_size keys, or NULL */
+  int64_t bt_batch, bt_page;  /* its strides */
+  int32_t bt_pages, page_size, num_blocks;
+  int32_t causal, causal_align, window_enabled;
+  int64_t window_left, window_right;
+  int32_t lse_packed; /* lse is [heads_q, total_q] (row cu_q[b] + i) */
+  int32_t pack;       /* query heads of one K/V head in a tile (a power of two); rows per head:
+                         64 / pack */
+  int32_t splits;     /* key pieces; > 1: partial results into o_part, lse_part */
+  float *o_part;      /* [splits][batch][heads_q][seqlen_q][head_dim] */
+  float *lse_part;    /* [splits][batch][heads_q][seqlen_q] */
+} cuda_seq_args;
+
+/* The K/V append and rotary embedding of fa_forward_kvcache (common/kvcache_append.cu): token t
+   of k_new/v_new into cache position cache_seqlens[b] + t (through the block table when paged),
+   the keys rotated; q rotated into q_rot ([batch, seqlen_q, heads_q, head_dim], contiguous). */
+typedef struct cuda_kvcache_args {
+  const void *k_new, *v_new;
+  cuda_strides kn_str, vn_str;
+  void *k_cache, *v_cache;
+  cuda_strides kc_str, vc_str; /* paged: batch = the page stride */
+  const void *q;
+  cuda_strides q_str;
+  void *q_rot; /* NULL: q is not rotated */
+  const void *rot_cos, *rot_sin;
+  int64_t cos_row, cos_col, sin_row, sin_col; /* strides */
+  int32_t rot_rows, rotary_dim, rot_interleaved, rot_f32; /* rot_f32: tables in f32, else q's */
+  int32_t per_row_q; /* q's token t at cache_seqlens[b] + t (causal or window), else at
+                        cache_seqlens[b] */
+  const int32_t *cache_seqlens;
+  int32_t cache_seqlens_stride;
+  int32_t capacity; /* positions a sequence's cache holds */
+  const int32_t *block_table;
+  int64_t bt_batch, bt_page;
+  int32_t page_size, num_blocks;
+  int32_t batch, seqlen_new, seqlen_q, heads_q, heads_kv, head_dim, bf16;
+  void *stream;
+} cuda_kvcache_args;
+
+/* Launchers (cudaError_t values): the append and q's rotation; the partial results' merge. */
+int cuda_kvcache_append_launch(const cuda_kvcache_args *a);
+int cuda_splitkv_combine_launch(const cuda_seq_args *a);
+
 /* Layouts of a row of the backward's fp32 dQ accumulator (head_dim_padded columns):
    CUDA_DQ_NATURAL  column c at c (per-thread pairs of atomics: sm_80 code);
    CUDA_DQ_ROTATED  8-column chunks rotated by the row's index r within its query tile

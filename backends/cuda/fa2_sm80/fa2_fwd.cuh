@@ -6,9 +6,8 @@
  * cp.async ring, or (KVS = 1) through one buffer each, V's copy overlapping S = Q Kᵀ and the next
  * K's overlapping P V. Per key tile each warp computes S = Q Kᵀ for its rows with mma.sync
  * m16n8k16, applies softcap and the mask (core/math/score.h, core/math/mask.h; only on tiles the
- * mask cuts), updates its rows' running max and sum in the log2 domain (exp2 of one FMA per score),
- * and adds P V with P taken straight from the S accumulators (the C fragment of two n8 blocks is
- * the A fragment of one k16 step). The row sums stay per thread until the end. O and the LSE are
+ * mask cuts), then the online softmax and P V of fa2_fwd_step.cuh. The row sums stay per thread
+ * until the end. O and the LSE are
  * written once, O through the warp's own rows of the Q tile so that its stores are 16 bytes wide.
  */
 #ifndef FA_CUDA_FA2_FWD_CUH
@@ -22,8 +21,9 @@
 #include "core/math/mask.h"
 #include "core/math/score.h"
 #include "core/math/softmax.h"
-#include "fa2_args.h"
 #include "../common/attn_common.cuh"
+#include "fa2_args.h"
+#include "fa2_fwd_step.cuh"
 #include "fa2_tiles.h"
 
 template <typename Tr, int HD, int BM, int BN, int NW, int KVS>
@@ -164,79 +164,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_fwd_kernel(const cuda_fwd_args a)
     if (cls != FA_TILE_EMPTY) {
       if (capped) softcap_tile(s, a.p.scale, a.p.softcap);
 
-      if (cls == FA_TILE_PARTIAL) {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-#pragma unroll
-            for (int nb = 0; nb < NB; ++nb)
-#pragma unroll
-              for (int c = 0; c < 2; ++c) {
-                const int j = c0 + nb * 8 + 2 * t + c;
-                if (j < row_lo[mt][r] || j >= row_hi[mt][r]) s[mt][nb][2 * r + c] = -INFINITY;
-              }
-          }
-      }
-
-      /* Online softmax, per row (a row's 8-key pieces sit in the 4 threads of a quad). */
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          float mx = row_max[mt][r];
-#pragma unroll
-          for (int nb = 0; nb < NB; ++nb)
-            mx = fmaxf(mx, fmaxf(s[mt][nb][2 * r], s[mt][nb][2 * r + 1]));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          const float ms = fa_softmax_safe_max(mx) * sl2;
-          const float alpha =
-              row_max[mt][r] == -INFINITY ? 0.0f : fast_exp2(row_max[mt][r] * sl2 - ms);
-          row_max[mt][r] = mx;
-          float sum = 0.0f;
-#pragma unroll
-          for (int nb = 0; nb < NB; ++nb)
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-              const float p = fast_exp2(s[mt][nb][2 * r + c] * sl2 - ms);
-              s[mt][nb][2 * r + c] = p;
-              sum += p;
-            }
-          row_sum[mt][r] = row_sum[mt][r] * alpha + sum;
-#pragma unroll
-          for (int db = 0; db < DB; ++db) {
-            o[mt][db][2 * r] *= alpha;
-            o[mt][db][2 * r + 1] *= alpha;
-          }
-        }
-
-        /* O += P V: P from registers, V through ldmatrix.trans. */
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) {
-        uint32_t pa[MT][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          pa[mt][0] = Tr::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-          pa[mt][1] = Tr::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-          pa[mt][2] = Tr::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-          pa[mt][3] = Tr::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-        }
-#pragma unroll
-        for (int db2 = 0; db2 < DB / 2; ++db2) {
-          {
-            uint32_t vb[4];
-            const int mi = lane >> 3;
-            ldmatrix_x4_trans(vb, smem_u32(tV + TL::off8(kk * 16 + (mi & 1) * 8, lane & 7,
-                                                         db2 * 16 + (mi >> 1) * 8)));
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-              mma_16816<Tr>(o[mt][2 * db2], pa[mt], vb);
-              mma_16816<Tr>(o[mt][2 * db2 + 1], pa[mt], vb + 2);
-            }
-          }
-        }
-      }
+      if (cls == FA_TILE_PARTIAL) fa2_mask_scores(s, c0, row_lo, row_hi, t);
+      fa2_softmax_pv<Tr, MT, NB, DB, TL>(s, o, row_max, row_sum, sl2, tV, lane);
     }
   }
   cp_async_wait<0>();

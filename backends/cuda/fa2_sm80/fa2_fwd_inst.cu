@@ -1,12 +1,14 @@
 /*
- * fa2_fwd_inst.cu / the kernels of one padded head dim (FA2_HD, set by the build): forward and
- * backward for f16 and bf16, their launchers and their shared-memory opt-in. Built once per head
+ * fa2_fwd_inst.cu / the kernels of one padded head dim (FA2_HD, set by the build): forward,
+ * backward and the forward over sequences (fa2_fwd_splitkv.cuh) for f16 and bf16, their launchers
+ * and their shared-memory opt-in. Built once per head
  * dim so the eight head dims compile in parallel.
  */
 #include <cuda_runtime.h>
 
 #include "fa2_bwd.cuh"
 #include "fa2_fwd.cuh"
+#include "fa2_fwd_splitkv.cuh"
 #include "fa2_launch.h"
 
 #ifndef FA2_HD
@@ -97,6 +99,17 @@ int bwd(const cuda_bwd_args *a, int grid_x) {
                                       : bwd_class<Tr, FA2_WIDE>(a, grid_x);
 }
 
+/* The forward over sequences: grid (query blocks, query head groups, sequences x key pieces). */
+template <typename Tr>
+int splitkv(const cuda_seq_args *a) {
+  const int rows = FA2_SPLITKV_TILE_M / a->pack;
+  const dim3 grid((unsigned)((a->f.p.seqlen_q + rows - 1) / rows),
+                  (unsigned)(a->f.p.heads_q / a->pack), (unsigned)(a->f.p.batch * a->splits));
+  fa2_splitkv_kernel<Tr, HD><<<grid, 128, FA2_SPLITKV_SMEM(HD),
+                               static_cast<cudaStream_t>(a->f.p.stream)>>>(*a);
+  return (int)cudaGetLastError();
+}
+
 /* A kernel whose shared memory exceeds the device's limit is skipped, not an error: decide()
    refuses its shapes (fa2_host.c computes the same sizes), and the other kernels run. */
 template <typename Tr, int C>
@@ -118,7 +131,11 @@ cudaError_t prepare_class(int smem_limit, int cc_major) {
 template <typename Tr>
 cudaError_t prepare(int smem_limit, int cc_major) {
   cudaError_t e = prepare_class<Tr, FA2_WIDE>(smem_limit, cc_major);
-  return e == cudaSuccess ? prepare_class<Tr, FA2_COMPACT>(smem_limit, cc_major) : e;
+  if (e == cudaSuccess) e = prepare_class<Tr, FA2_COMPACT>(smem_limit, cc_major);
+  if (e == cudaSuccess && (int64_t)FA2_SPLITKV_SMEM(HD) <= smem_limit)
+    e = cudaFuncSetAttribute(fa2_splitkv_kernel<Tr, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)FA2_SPLITKV_SMEM(HD));
+  return e;
 }
 
 }  // namespace
@@ -129,6 +146,11 @@ extern "C" int FA2_CAT(fa2_fwd_launch_hd, FA2_HD)(const cuda_fwd_args *a) {
 
 extern "C" int FA2_CAT(fa2_bwd_main_launch_hd, FA2_HD)(const cuda_bwd_args *a, int grid_x) {
   return a->p.bf16 ? bwd<fa_bf16>(a, grid_x) : bwd<fa_f16>(a, grid_x);
+}
+
+extern "C" int FA2_CAT(fa2_splitkv_launch_hd, FA2_HD)(const cuda_seq_args *a) {
+  if (a->f.p.seqlen_q == 0 || a->f.p.heads_q == 0 || a->f.p.batch == 0) return 0;
+  return a->f.p.bf16 ? splitkv<fa_bf16>(a) : splitkv<fa_f16>(a);
 }
 
 extern "C" int FA2_CAT(fa2_prepare_hd, FA2_HD)(int smem_limit, int cc_major) {

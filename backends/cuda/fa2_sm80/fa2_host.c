@@ -82,6 +82,10 @@ fa2_bwd_fn fa2_bwd_main_for(int head_dim_padded) {
   FA2_TABLE(fa2_bwd_main_launch_hd)
 }
 
+fa2_splitkv_fn fa2_splitkv_for(int head_dim_padded) {
+  FA2_TABLE(fa2_splitkv_launch_hd)
+}
+
 int fa2_prepare_device(int smem_limit, int cc_major) {
   static const fa2_prepare_fn all[] = {fa2_prepare_hd32,  fa2_prepare_hd64,  fa2_prepare_hd96,
                                        fa2_prepare_hd128, fa2_prepare_hd160, fa2_prepare_hd192,
