@@ -93,6 +93,12 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
       refuse_index("cu_seqlens_k", p->cu_seqlens_k, out) ||
       refuse_index("seqused_k", p->seqused_k, out))
     return;
+  /* The append reads the new tokens' rows element by element along a contiguous head dim. */
+  if (req->op == FA_OP_KVCACHE && req->kv->k_new &&
+      (req->kv->k_new->strides[3] != 1 || req->kv->v_new->strides[3] != 1)) {
+    fa_core_refuse(out, "kv.k_new/v_new: cuda needs the head dim contiguous (stride 1)");
+    return;
+  }
   const int32_t hd = FA2_PAD_HD((int32_t)req->head_dim);
   const size_t smem = FA2_SPLITKV_SMEM(hd);
   if ((int64_t)smem > dev->smem_optin) {
