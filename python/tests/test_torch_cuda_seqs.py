@@ -1,0 +1,149 @@
+"""The CUDA backend's forward over sequences against the CPU backend (the oracle for these calls):
+varlen packing, seqused_k, paged K/V with shuffled and shared pages, split-KV (1..64 pieces and
+the backend's own choice), and fa_forward_kvcache with appends that cross page boundaries and
+rotary embedding (interleaved and not). Inputs bf16, drawn fresh; the caches after an append must
+be bitwise equal on both backends (the same rounding rule); outputs and LSEs within bf16's
+rounding of each other (relative L2 error) and every row's LSE within 1e-3. Each call must run
+the CUDA kernel it names. Skipped without a GPU for PyTorch or without the cuda backend."""
+
+from __future__ import annotations
+
+import unittest
+
+import torch_reference as R
+
+R.require_torch()
+
+import torch  # noqa: E402
+
+import flashattn as fa  # noqa: E402
+
+
+def setUpModule():
+    if not torch.cuda.is_available():
+        raise unittest.SkipTest("no CUDA device for PyTorch")
+    if not any(b.name == "cuda" and b.available for b in fa.backend_info()):
+        raise unittest.SkipTest("the library's cuda backend is not available")
+
+
+def rel(a, b):
+    a, b = a.double().cpu(), b.double().cpu()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+class TestCudaSeqs(unittest.TestCase):
+    TOL = 2e-2  # bf16: both backends round P and O once
+
+    def both(self, call, *tensors, **kw):
+        """call(*tensors, backend=..., **kw) on CUDA copies and on the CPU (tensor keywords moved
+        too): (cuda results with the run info, cpu results, cuda tensors, cpu tensors); tensors
+        are cloned so in-place caches start equal."""
+        gpu = [t.cuda().clone() if torch.is_tensor(t) else t for t in tensors]
+        cpu = [t.cpu().clone() if torch.is_tensor(t) else t for t in tensors]
+        kg = {n: t.cuda() if torch.is_tensor(t) else t for n, t in kw.items()}
+        kc = {n: t.cpu() if torch.is_tensor(t) else t for n, t in kw.items()}
+        rg = call(*gpu, backend="cuda", strict=True, return_info=True, **kg)
+        rc = call(*cpu, backend="cpu", strict=True, **kc)
+        torch.cuda.synchronize()
+        return rg, rc, gpu, cpu
+
+    def check_out(self, rg, rc, what):
+        (og, lg, info), (oc, lc) = rg, rc
+        self.assertLess(rel(og, oc), self.TOL, f"{what}: out")
+        finite = torch.isfinite(lc)
+        self.assertTrue(torch.equal(finite, torch.isfinite(lg.cpu())), f"{what}: lse -inf rows")
+        self.assertLess((lg.cpu()[finite] - lc[finite]).abs().max().item(), 1e-3, f"{what}: lse")
+        self.assertTrue(info.kernel.startswith("cuda.fa2.sm80.fwd.bf16"), info.kernel)
+        return info
+
+    def test_varlen(self):
+        torch.manual_seed(1)
+        lens_q, lens_k = [1, 100, 0, 333, 64], [7, 100, 5, 400, 1000]
+        cq = torch.tensor([0] + list(torch.tensor(lens_q).cumsum(0)), dtype=torch.int32)
+        ck = torch.tensor([0] + list(torch.tensor(lens_k).cumsum(0)), dtype=torch.int32)
+        q = torch.randn(int(cq[-1]), 8, 64, dtype=torch.bfloat16)
+        k = torch.randn(int(ck[-1]), 2, 64, dtype=torch.bfloat16)
+        v = torch.randn_like(k)
+        for causal in (False, True):
+            for window in (None, (50, 0)):
+                kw = dict(causal=causal, return_lse=True)
+                if window:
+                    kw.update(window_left=window[0], window_right=window[1])
+                rg, rc, _, _ = self.both(lambda *a, **x: fa.attention_varlen(
+                    *a, max(lens_q), max(lens_k), **x), q, k, v, cq, ck, **kw)
+                info = self.check_out(rg, rc, f"varlen causal={causal} window={window}")
+                self.assertIn(".varlen", info.kernel)
+
+    def test_paged_shuffled_shared(self):
+        torch.manual_seed(2)
+        batch, page, pages = 3, 16, 40
+        kc = torch.randn(pages, page, 2, 128, dtype=torch.bfloat16)
+        vc = torch.randn_like(kc)
+        table = torch.randperm(pages)[:batch * 10].reshape(batch, 10).to(torch.int32)
+        table[1, :4] = table[0, :4]  # a shared prefix
+        used = torch.tensor([160, 70, 1], dtype=torch.int32)
+        q = torch.randn(batch, 3, 8, 128, dtype=torch.bfloat16)
+        for splits in (1, 3, 0):
+            rg, rc, _, _ = self.both(lambda *a, **x: fa.attention(*a, **x), q, kc, vc,
+                                     block_table=table, seqused_k=used, max_seqlen_k=160,
+                                     page_size=page, causal=True, num_splits=splits,
+                                     return_lse=True)
+            info = self.check_out(rg, rc, f"paged splits={splits}")
+            self.assertIn(".paged", info.kernel)
+
+    def test_splits_equal_unsplit(self):
+        torch.manual_seed(3)
+        q = torch.randn(2, 1, 32, 128, dtype=torch.bfloat16).cuda()
+        k = torch.randn(2, 3000, 8, 128, dtype=torch.bfloat16).cuda()
+        v = torch.randn_like(k)
+        one, l1 = fa.attention(q, k, v, num_splits=1, return_lse=True, backend="cuda", strict=True)
+        for s in (2, 7, 16, 64, 0):
+            o, l, info = fa.attention(q, k, v, num_splits=s, return_lse=True, backend="cuda",
+                                      strict=True, return_info=True)
+            self.assertLess(rel(o, one), self.TOL, f"splits {s}")
+            self.assertLess((l - l1).abs().max().item(), 1e-4, f"splits {s}: lse")
+            if s > 1:
+                self.assertEqual(info.num_splits, s)
+
+    def run_kvcache(self, paged, rotary, interleaved):
+        torch.manual_seed(4 + 2 * paged + rotary)
+        batch, heads, kvh, d, new = 3, 8, 2, 64, 5
+        lens = torch.tensor([0, 13, 30], dtype=torch.int32)  # appends cross 16-key pages
+        q = torch.randn(batch, new, heads, d, dtype=torch.bfloat16)
+        kn = torch.randn(batch, new, kvh, d, dtype=torch.bfloat16)
+        vn = torch.randn_like(kn)
+        kw = dict(causal=True, return_lse=True)
+        if paged:
+            page = 16
+            kc = torch.randn(12, page, kvh, d, dtype=torch.bfloat16)
+            table = torch.randperm(12)[:batch * 3].reshape(batch, 3).to(torch.int32)
+            kw.update(block_table=table, page_size=page)
+        else:
+            kc = torch.randn(batch, 48, kvh, d, dtype=torch.bfloat16)
+        vc = torch.randn_like(kc)
+        if rotary:
+            pos = torch.arange(64, dtype=torch.float32)[:, None]
+            freq = 1.0 / (10000 ** (torch.arange(0, 32, 2, dtype=torch.float32) / 32))
+            kw.update(rotary_cos=torch.cos(pos * freq), rotary_sin=torch.sin(pos * freq),
+                      rotary_interleaved=interleaved)
+        rg, rc, g, c = self.both(lambda *a, **x: fa.attention_kvcache(*a, **x), q, kc, vc, lens,
+                                 k_new=kn, v_new=vn, **kw)
+        what = f"kvcache paged={paged} rotary={rotary} interleaved={interleaved}"
+        info = self.check_out(rg, rc, what)
+        self.assertIn(".kvcache", info.kernel)
+        self.assertTrue(torch.equal(g[1].cpu(), c[1]), f"{what}: k_cache after the append")
+        self.assertTrue(torch.equal(g[2].cpu(), c[2]), f"{what}: v_cache after the append")
+
+    def test_kvcache_dense(self):
+        self.run_kvcache(False, False, False)
+
+    def test_kvcache_paged_rotary(self):
+        self.run_kvcache(True, True, False)
+        self.run_kvcache(True, True, True)
+
+    def test_kvcache_dense_rotary_interleaved(self):
+        self.run_kvcache(False, True, True)
+
+
+if __name__ == "__main__":
+    unittest.main()
