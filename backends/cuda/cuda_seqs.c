@@ -22,59 +22,24 @@ static int64_t key_capacity(const fa_request *req) {
   return req->seqlen_k;
 }
 
-/* How the forward over sequences runs a request: the padded head dim, rows and keys of a tile,
-   the query heads it packs, its shared memory, the blocks without split-KV and the blocks the
-   device holds at once. */
-typedef struct seq_shape {
-  int32_t hd, tile_m, tile_n, pack;
-  size_t smem;
-  int64_t blocks, slots;
-} seq_shape;
-
-/* The query heads a tile of tile_m rows packs: the largest power of two that divides the group
-   and whose rows of every position fit the tile. */
-static int32_t pack_for(const fa_request *req, int64_t tile_m) {
+/* The query heads a tile packs: the largest power of two that divides the group and whose rows
+   of every position fit the 64-row tile. */
+static int32_t pack_of(const fa_request *req) {
   const int64_t group = req->heads_q / req->heads_kv;
   int32_t pack = 1;
-  while (group % (2 * pack) == 0 && req->seqlen_q * 2 * pack <= tile_m) pack *= 2;
+  while (group % (2 * pack) == 0 && req->seqlen_q * 2 * pack <= FA2_SPLITKV_TILE_M) pack *= 2;
   return pack;
 }
 
-/* One warp (16 rows) where a step's packed rows fit it (decoding), else four. */
-static void shape_of(const fa_request *req, const cuda_device_info *dev, seq_shape *s) {
-  s->hd = FA2_PAD_HD((int32_t)req->head_dim);
-  s->tile_n = FA2_SPLITKV_TILE_N(s->hd);
-  const int32_t pack64 = pack_for(req, FA2_SPLITKV_TILE_M);
-  s->tile_m = req->seqlen_q * pack64 <= FA2_SPLITKV_TILE_M_DECODE ? FA2_SPLITKV_TILE_M_DECODE
-                                                                  : FA2_SPLITKV_TILE_M;
-  s->pack = pack_for(req, s->tile_m);
-  s->smem = FA2_SPLITKV_SMEM(s->hd, s->tile_m);
-  const int64_t rows_per_head = s->tile_m / s->pack;
-  s->blocks =
-      (req->seqlen_q + rows_per_head - 1) / rows_per_head * (req->heads_q / s->pack) * req->batch;
-  int64_t per_sm = s->smem > 0 ? dev->smem_optin / (int64_t)s->smem : 1;
-  const int64_t max_per_sm = s->tile_m == FA2_SPLITKV_TILE_M_DECODE ? 8 : 4;
-  if (per_sm > max_per_sm) per_sm = max_per_sm;
-  s->slots = (per_sm < 1 ? 1 : per_sm) * dev->sm_count;
-}
-
-/* Key pieces when the caller leaves the choice (num_splits 0), where the blocks would not fill
-   the device once: the fewest whose waves are at least 85% full (of the best count's
-   fullness), each piece at least 4 key tiles, at most 64 pieces. */
-static int32_t auto_splits(const seq_shape *s, int64_t key_tiles) {
-  if (s->blocks <= 0 || s->blocks >= s->slots) return 1;
-  int64_t most = key_tiles / 4;
-  if (most > 64) most = 64;
-  double eff[65], best = 0.0;
-  for (int64_t n = 1; n <= most; ++n) {
-    const double waves = (double)(s->blocks * n) / (double)s->slots;
-    const double whole = (double)((s->blocks * n + s->slots - 1) / s->slots);
-    eff[n] = waves / whole;
-    if (eff[n] > best) best = eff[n];
-  }
-  for (int64_t n = 1; n <= most; ++n)
-    if (eff[n] >= 0.85 * best) return (int32_t)n;
-  return 1;
+/* Key pieces when the caller leaves the choice (num_splits 0): enough blocks for two per SM,
+   each piece at least 4 key tiles, at most 64 pieces. */
+static int32_t auto_splits(const fa_request *req, int64_t blocks, int64_t key_tiles, int sms) {
+  if (blocks <= 0 || blocks >= sms) return 1;
+  int64_t s = (2 * (int64_t)sms + blocks - 1) / blocks;
+  if (s > key_tiles / 4) s = key_tiles / 4;
+  if (s > 64) s = 64;
+  (void)req;
+  return s < 1 ? 1 : (int32_t)s;
 }
 
 int cuda_seqs_wanted(const fa_request *req, const cuda_device_info *dev) {
@@ -86,10 +51,12 @@ int cuda_seqs_wanted(const fa_request *req, const cuda_device_info *dev) {
   /* A dense forward with the choice left to the backend: split-KV where the rows of a step fit
      one tile per group of heads and too few blocks would run without it (decoding). */
   if (p->num_splits != 0 || p->kernel_family) return 0;
-  seq_shape s;
-  shape_of(req, dev, &s);
-  if (req->seqlen_q > s.tile_m / s.pack) return 0;
-  return auto_splits(&s, (req->seqlen_k + s.tile_n - 1) / s.tile_n) > 1;
+  const int32_t pack = pack_of(req);
+  if (req->seqlen_q > FA2_SPLITKV_TILE_M / pack) return 0;
+  const int32_t hd = FA2_PAD_HD((int32_t)req->head_dim);
+  const int64_t tile_n = FA2_SPLITKV_TILE_N(hd);
+  return auto_splits(req, req->heads_q / pack * req->batch, (req->seqlen_k + tile_n - 1) / tile_n,
+                     dev->sm_count) > 1;
 }
 
 /* Index tensors the kernels read element by element: contiguous (stride 1) but the block
@@ -132,13 +99,13 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
     fa_core_refuse(out, "kv.k_new/v_new: cuda needs the head dim contiguous (stride 1)");
     return;
   }
-  seq_shape sh;
-  shape_of(req, dev, &sh);
-  if ((int64_t)sh.smem > dev->smem_optin) {
+  const int32_t hd = FA2_PAD_HD((int32_t)req->head_dim);
+  const size_t smem = FA2_SPLITKV_SMEM(hd);
+  if ((int64_t)smem > dev->smem_optin) {
     fa_core_refuse(out,
                    "cuda.fa2's forward over sequences at head_dim %lld needs %zu KiB of shared "
                    "memory; %s allows %d KiB",
-                   (long long)req->head_dim, sh.smem / 1024, dev->name,
+                   (long long)req->head_dim, smem / 1024, dev->name,
                    (int)(dev->smem_optin / 1024));
     return;
   }
@@ -147,8 +114,14 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
     fa_core_refuse(out, "sequences of 2^31 - 256 keys or rows and more are not supported by cuda");
     return;
   }
-  const int32_t splits =
-      p->num_splits >= 1 ? p->num_splits : auto_splits(&sh, (cap + sh.tile_n - 1) / sh.tile_n);
+  const int32_t pack = pack_of(req);
+  const int32_t tile_n = FA2_SPLITKV_TILE_N(hd);
+  const int64_t rows_per_head = FA2_SPLITKV_TILE_M / pack;
+  const int64_t blocks = (req->seqlen_q + rows_per_head - 1) / rows_per_head *
+                         (req->heads_q / pack) * req->batch;
+  int32_t splits = p->num_splits >= 1
+                       ? p->num_splits
+                       : auto_splits(req, blocks, (cap + tile_n - 1) / tile_n, dev->sm_count);
   if ((int64_t)splits * req->batch > 65535) {
     fa_core_refuse(out, "num_splits %d x batch %lld > 65535 (cuda grid limit)", (int)splits,
                    (long long)req->batch);
@@ -163,22 +136,22 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
   ch.fa3_config = -1;
   ch.seqs = 1;
   ch.splits = splits;
-  ch.pack = sh.pack;
-  ch.fa2.head_dim_padded = sh.hd;
-  ch.fa2.tile_m = sh.tile_m;
-  ch.fa2.tile_n = sh.tile_n;
-  ch.fa2.warps = sh.tile_m / 16;
-  ch.fa2.smem_bytes = sh.smem;
+  ch.pack = pack;
+  ch.fa2.head_dim_padded = hd;
+  ch.fa2.tile_m = FA2_SPLITKV_TILE_M;
+  ch.fa2.tile_n = tile_n;
+  ch.fa2.warps = 4;
+  ch.fa2.smem_bytes = smem;
   fa_decision_put(out, &ch, sizeof ch);
   out->supported = 1;
-  out->tile_m = sh.tile_m;
-  out->tile_n = sh.tile_n;
+  out->tile_m = FA2_SPLITKV_TILE_M;
+  out->tile_n = tile_n;
   out->num_splits = splits;
   out->deterministic = 1; /* fixed tiles and pieces, merged in piece order */
   out->workspace_bytes = part + qrot ? part + qrot + CUDA_WORKSPACE_ALIGN : 0;
   char split[16] = "", gqa[16] = "";
   if (splits > 1) snprintf(split, sizeof split, ".split%d", (int)splits);
-  if (sh.pack > 1) snprintf(gqa, sizeof gqa, ".gqa%d", (int)sh.pack);
+  if (pack > 1) snprintf(gqa, sizeof gqa, ".gqa%d", (int)pack);
   snprintf(out->kernel, sizeof out->kernel, "cuda.fa2.sm80.fwd.%s.hd%lld%s%s%s%s%s%s%s%s",
            cuda_dtype_name(req->dtype), (long long)req->head_dim, p->causal ? ".causal" : "",
            p->window_enabled ? ".window" : "", p->softcap > 0.0f ? ".softcap" : "",
@@ -314,7 +287,6 @@ fa_status cuda_seqs_run(const fa_request *req, const fa_decision *decision, cons
   A.window_left = p->window_left;
   A.window_right = p->window_right;
   A.lse_packed = req->lse_packed;
-  A.tile_m = ch->fa2.tile_m;
   A.pack = ch->pack;
   A.splits = ch->splits;
 

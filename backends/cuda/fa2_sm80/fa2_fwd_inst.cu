@@ -99,20 +99,15 @@ int bwd(const cuda_bwd_args *a, int grid_x) {
                                       : bwd_class<Tr, FA2_WIDE>(a, grid_x);
 }
 
-/* The forward over sequences: grid (query blocks, query head groups, sequences x key pieces);
-   one warp where a->tile_m is FA2_SPLITKV_TILE_M_DECODE, else four. */
-template <typename Tr, int NW>
-int splitkv_warps(const cuda_seq_args *a) {
-  const int rows = 16 * NW / a->pack;
-  const dim3 grid((unsigned)((a->f.p.seqlen_q + rows - 1) / rows),
-                  (unsigned)(a->f.p.heads_q / a->pack), (unsigned)(a->f.p.batch * a->splits));
-  fa2_splitkv_kernel<Tr, HD, NW><<<grid, 32 * NW, FA2_SPLITKV_SMEM(HD, 16 * NW),
-                                   static_cast<cudaStream_t>(a->f.p.stream)>>>(*a);
-  return (int)cudaGetLastError();
-}
+/* The forward over sequences: grid (query blocks, query head groups, sequences x key pieces). */
 template <typename Tr>
 int splitkv(const cuda_seq_args *a) {
-  return a->tile_m == FA2_SPLITKV_TILE_M_DECODE ? splitkv_warps<Tr, 1>(a) : splitkv_warps<Tr, 4>(a);
+  const int rows = FA2_SPLITKV_TILE_M / a->pack;
+  const dim3 grid((unsigned)((a->f.p.seqlen_q + rows - 1) / rows),
+                  (unsigned)(a->f.p.heads_q / a->pack), (unsigned)(a->f.p.batch * a->splits));
+  fa2_splitkv_kernel<Tr, HD><<<grid, 128, FA2_SPLITKV_SMEM(HD),
+                               static_cast<cudaStream_t>(a->f.p.stream)>>>(*a);
+  return (int)cudaGetLastError();
 }
 
 /* A kernel whose shared memory exceeds the device's limit is skipped, not an error: decide()
@@ -137,14 +132,9 @@ template <typename Tr>
 cudaError_t prepare(int smem_limit, int cc_major) {
   cudaError_t e = prepare_class<Tr, FA2_WIDE>(smem_limit, cc_major);
   if (e == cudaSuccess) e = prepare_class<Tr, FA2_COMPACT>(smem_limit, cc_major);
-  if (e == cudaSuccess && (int64_t)FA2_SPLITKV_SMEM(HD, 64) <= smem_limit)
-    e = cudaFuncSetAttribute(fa2_splitkv_kernel<Tr, HD, 4>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)FA2_SPLITKV_SMEM(HD, 64));
-  if (e == cudaSuccess && (int64_t)FA2_SPLITKV_SMEM(HD, 16) <= smem_limit)
-    e = cudaFuncSetAttribute(fa2_splitkv_kernel<Tr, HD, 1>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)FA2_SPLITKV_SMEM(HD, 16));
+  if (e == cudaSuccess && (int64_t)FA2_SPLITKV_SMEM(HD) <= smem_limit)
+    e = cudaFuncSetAttribute(fa2_splitkv_kernel<Tr, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)FA2_SPLITKV_SMEM(HD));
   return e;
 }
 

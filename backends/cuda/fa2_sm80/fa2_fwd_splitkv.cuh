@@ -3,10 +3,9 @@
  * inference side of the CUDA backend (sm_80 and newer): packed rows (cu_seqlens), used keys
  * (seqused_k), paged K/V (block_table), a KV cache's lengths, and split-KV (Flash-Decoding).
  *
- * One block of NW warps (16 rows each) per (query block, group of query heads, sequence, key
- * piece). The block's BM = 16 NW rows are BM / pack positions of each of pack query heads that
- * share a K/V head (GQA packing: a decoding step's rows of all of them), so each K/V tile is read
- * once for the group.
+ * One block of 4 warps per (query block, group of query heads, sequence, key piece). The block's
+ * 64 rows are 64 / pack positions of each of pack query heads that share a K/V head (GQA
+ * packing: a decoding step's rows of all of them), so each K/V tile is read once for the group.
  * Each sequence's lengths, mask and rows are read from the device tables; every index from them
  * is bounded before use (cuda_seq_args). The key tiles the block's rows see are cut into `splits`
  * pieces; with more than one, each block writes its rows' normalised partial output and LSE in
@@ -74,14 +73,14 @@ __device__ __forceinline__ void splitkv_seq_of(const cuda_seq_args &A, int b, sp
   S.sk = splitkv_clamp(sk, 0, cap);
 }
 
-/* The BM x HD Q tile: row r is position m0 + (r mod rows per head) of query head
+/* The 64 x HD Q tile: row r is position m0 + (r mod rows per head) of query head
    h0 + r / rows per head (rph_log2: log2 of rows per head); rows past the sequence and columns
    past d are zero-filled by the copy. */
-template <int BM, int HD, int NT, typename TL, typename E>
+template <int HD, int NT, typename TL, typename E>
 __device__ __forceinline__ void splitkv_load_q(E *sQ, const E *q, const cuda_strides &st,
                                                const splitkv_seq &S, int h0, int m0, int rph_log2,
                                                int d, int tid) {
-  typedef tile_walk<BM, HD, NT> W;
+  typedef tile_walk<FA2_SPLITKV_TILE_M, HD, NT> W;
   const W w = {tid};
   if (!w.active()) return;
   const int col = w.col(), r0 = w.r0();
@@ -142,13 +141,11 @@ __device__ __forceinline__ void splitkv_load_kv(E *sK, E *sV, const cuda_seq_arg
   }
 }
 
-template <typename Tr, int HD, int NW>
-__global__ void __launch_bounds__(NW * 32) fa2_splitkv_kernel(const cuda_seq_args A) {
+template <typename Tr, int HD>
+__global__ void __launch_bounds__(128) fa2_splitkv_kernel(const cuda_seq_args A) {
   typedef typename Tr::elem E;
-  constexpr int BM = 16 * NW, BN = FA2_SPLITKV_TILE_N(HD);
-  constexpr int NT = 32 * NW, MT = 1;
-  constexpr int BM_LOG2 = NW == 1 ? 4 : NW == 2 ? 5 : 6;
-  static_assert(NW == 1 || NW == 2 || NW == 4, "one, two or four warps");
+  constexpr int BM = FA2_SPLITKV_TILE_M, BN = FA2_SPLITKV_TILE_N(HD);
+  constexpr int NT = 128, MT = 1;
   typedef typename smem_tile_layout<HD, FA2_SWIZZLED(HD)>::type TL;
   constexpr int LD = TL::LD;
   constexpr int NB = BN / 8; /* n8 blocks of keys in S */
@@ -164,8 +161,8 @@ __global__ void __launch_bounds__(NW * 32) fa2_splitkv_kernel(const cuda_seq_arg
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int b = (int)blockIdx.z / A.splits, split = (int)blockIdx.z - b * A.splits;
-  int rph_log2 = BM_LOG2;
-  while ((1 << (BM_LOG2 - rph_log2)) < A.pack) --rph_log2; /* rows per head: BM / pack */
+  int rph_log2 = 6;
+  while ((1 << (6 - rph_log2)) < A.pack) --rph_log2; /* rows per head: 64 / pack */
   const int h0 = (int)blockIdx.y * A.pack;
   const int hk = h0 / (f.p.heads_q / f.p.heads_kv);
   const int m0 = (int)blockIdx.x << rph_log2;
@@ -213,7 +210,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_splitkv_kernel(const cuda_seq_arg
   row_max[0][0] = row_max[0][1] = -INFINITY;
   row_sum[0][0] = row_sum[0][1] = 0.0f;
 
-  splitkv_load_q<BM, HD, NT, TL>(sQ, static_cast<const E *>(f.q), f.q_str, S, h0, m0, rph_log2, d,
+  splitkv_load_q<HD, NT, TL>(sQ, static_cast<const E *>(f.q), f.q_str, S, h0, m0, rph_log2, d,
                              tid);
   if (nb0 < nb1) splitkv_load_kv<BN, HD, NT, TL>(sK, sV, A, S, nb0 * BN, hk, d, tid);
   cp_async_commit();

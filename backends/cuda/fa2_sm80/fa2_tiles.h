@@ -87,14 +87,12 @@
 #define FA2_BWD_SMEM_STAGED(hd, c, staged) \
   (FA2_BWD_SMEM(hd, c) + ((staged) ? FA2_BWD_DQ_STAGE_SMEM(hd, c) : (size_t)0))
 
-/* The forward over sequences (fa2_fwd_splitkv.cuh): 16 query rows a warp, 4 warps (64 rows) or,
-   where a step's rows fit 16 (decoding), one warp, so that the tensor cores are not kept busy
-   with empty rows while K and V stream; with GQA packing, tile_m / pack positions of each of pack
-   query heads. Keys in tiles of 64 up to head dim 128 and 32 above, K and V in two stages. */
+/* The forward over sequences (fa2_fwd_splitkv.cuh): 64 query rows (4 warps of 16; with GQA
+   packing, 64 / pack positions of each of pack query heads), keys in tiles of 64 up to head dim
+   128 and 32 above, K and V in two stages. */
 #define FA2_SPLITKV_TILE_M 64
-#define FA2_SPLITKV_TILE_M_DECODE 16
 #define FA2_SPLITKV_TILE_N(hd) ((hd) <= 128 ? 64 : 32)
-#define FA2_SPLITKV_SMEM(hd, tile_m) \
-  ((size_t)((tile_m) + 4 * FA2_SPLITKV_TILE_N(hd)) * FA2_TILE_LD(hd) * 2)
+#define FA2_SPLITKV_SMEM(hd) \
+  ((size_t)(FA2_SPLITKV_TILE_M + 4 * FA2_SPLITKV_TILE_N(hd)) * FA2_TILE_LD(hd) * 2)
 
 #endif /* FA_CUDA_FA2_TILES_H */
