@@ -33,7 +33,9 @@
  * two layout properties of the data tensors (q, k, v, out, dout, gradients; lse and index tensors
  * may have any layout) that the suite probes itself at start-up, one fa_plan_forward each,
  * printed: strided_last_dim (the last dimension not contiguous) and unaligned (the first element
- * or a stride other than the last not a multiple of 16 bytes). The backend is asked with fa_plan_*
+ * or a stride other than the last not a multiple of 16 bytes). The feature cases give their
+ * tensors contiguous layouts where the backend refused a probe (fit_layout): they test features,
+ * the plain cases layouts. The backend is asked with fa_plan_*
  * before the float64 reference, so a skip costs nothing. A case it refuses with
  * FA_ERR_UNSUPPORTED while some need is not listed (or probed as refused) is printed as
  * "SKIP <case>: <needs> not supported (<call>: <reason>)" and counted as skipped, never passed; a

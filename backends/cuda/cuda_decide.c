@@ -57,8 +57,9 @@ static int refuse_params(const fa_request *req, fa_decision *out) {
   /* The forward runs them (cuda_seqs.c); the backward not yet. */
   if (req->op == FA_OP_BACKWARD) {
     if (p->cu_seqlens_q || p->cu_seqlens_k)
-      return fa_core_refuse(out, "varlen (cu_seqlens_q/k) in the backward is not supported by "
-                                 "cuda (its forward runs it)"),
+      return fa_core_refuse(out,
+                            "varlen (cu_seqlens_q/k) in the backward is not supported by "
+                            "cuda (its forward runs it)"),
              1;
     if (p->seqused_k)
       return fa_core_refuse(out, "seqused_k in the backward is not supported by cuda"), 1;

@@ -190,8 +190,7 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
     e = fa2_bwd_launch(&a, ch->fa2.tile_n, cuda_workspace_aligned(ws));
   e = cuda_workspace_give_back(workspace, ws, stream, e);
   if (e < 0) return fa_core_set_error(FA_ERR_INTERNAL, "cuda: the fa3 backward: %s", err);
-  return e == 0 ? FA_OK
-                : cuda_failure(e, fa3 ? "the fa3 backward" : "the fa2 backward");
+  return e == 0 ? FA_OK : cuda_failure(e, fa3 ? "the fa3 backward" : "the fa2 backward");
 }
 
 fa_status cuda_run(const fa_request *req, const fa_decision *decision, void *workspace) {
@@ -207,7 +206,7 @@ fa_status cuda_run(const fa_request *req, const fa_decision *decision, void *wor
   fa_decision_get(decision, &ch, sizeof ch);
   fa_status st = prepare_device(id);
   if (st == FA_OK)
-    st = ch.seqs                      ? cuda_seqs_run(req, decision, &ch, workspace)
+    st = ch.seqs                    ? cuda_seqs_run(req, decision, &ch, workspace)
          : req->op == FA_OP_FORWARD ? run_forward(req, decision, &ch, workspace)
                                     : run_backward(req, decision, &ch, workspace);
   if (previous != id) cudaSetDevice(previous);

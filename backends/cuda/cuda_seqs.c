@@ -12,7 +12,6 @@
 #include "fa2_sm80/fa2_launch.h"
 #include "fa2_sm80/fa2_tiles.h"
 
-
 /* The keys a sequence may address: the cache's positions for fa_forward_kvcache (its pages'
    through a block table), else the request's key count. */
 static int64_t key_capacity(const fa_request *req) {
@@ -75,8 +74,8 @@ static int refuse_index(const char *name, const fa_tensor *t, fa_decision *out) 
 static void seq_workspace(const fa_request *req, int32_t splits, size_t *part, size_t *qrot) {
   const size_t rows = (size_t)req->batch * (size_t)req->heads_q * (size_t)req->seqlen_q;
   const size_t a = CUDA_WORKSPACE_ALIGN;
-  *part = splits > 1 ? ((size_t)splits * rows * ((size_t)req->head_dim + 1) * 4 + a - 1) / a * a
-                     : 0;
+  *part =
+      splits > 1 ? ((size_t)splits * rows * ((size_t)req->head_dim + 1) * 4 + a - 1) / a * a : 0;
   *qrot = req->op == FA_OP_KVCACHE && req->rotary_dim > 0
               ? (rows * (size_t)req->head_dim * 2 + a - 1) / a * a
               : 0;
@@ -85,8 +84,9 @@ static void seq_workspace(const fa_request *req, int32_t splits, size_t *part, s
 void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_decision *out) {
   const fa_params *p = req->params;
   if (p->kernel_family && strcmp(p->kernel_family, "fa3") == 0) {
-    fa_core_refuse(out, "kernel_family fa3: cuda.fa3 has no varlen, paged KV, split-KV or "
-                        "KV-cache path (cuda.fa2 runs them)");
+    fa_core_refuse(out,
+                   "kernel_family fa3: cuda.fa3 has no varlen, paged KV, split-KV or "
+                   "KV-cache path (cuda.fa2 runs them)");
     return;
   }
   if (refuse_index("cu_seqlens_q", p->cu_seqlens_q, out) ||
@@ -105,8 +105,7 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
     fa_core_refuse(out,
                    "cuda.fa2's forward over sequences at head_dim %lld needs %zu KiB of shared "
                    "memory; %s allows %d KiB",
-                   (long long)req->head_dim, smem / 1024, dev->name,
-                   (int)(dev->smem_optin / 1024));
+                   (long long)req->head_dim, smem / 1024, dev->name, (int)(dev->smem_optin / 1024));
     return;
   }
   const int64_t cap = key_capacity(req);
@@ -117,8 +116,8 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
   const int32_t pack = pack_of(req);
   const int32_t tile_n = FA2_SPLITKV_TILE_N(hd);
   const int64_t rows_per_head = FA2_SPLITKV_TILE_M / pack;
-  const int64_t blocks = (req->seqlen_q + rows_per_head - 1) / rows_per_head *
-                         (req->heads_q / pack) * req->batch;
+  const int64_t blocks =
+      (req->seqlen_q + rows_per_head - 1) / rows_per_head * (req->heads_q / pack) * req->batch;
   int32_t splits = p->num_splits >= 1
                        ? p->num_splits
                        : auto_splits(req, blocks, (cap + tile_n - 1) / tile_n, dev->sm_count);
@@ -296,8 +295,8 @@ fa_status cuda_seqs_run(const fa_request *req, const fa_decision *decision, cons
   char *w = (char *)cuda_workspace_aligned(ws);
   if (part) {
     A.o_part = (float *)w;
-    A.lse_part = A.o_part + (size_t)ch->splits * req->batch * req->heads_q * req->seqlen_q *
-                                req->head_dim;
+    A.lse_part =
+        A.o_part + (size_t)ch->splits * req->batch * req->heads_q * req->seqlen_q * req->head_dim;
   }
   int e = 0;
   if (req->op == FA_OP_KVCACHE) {

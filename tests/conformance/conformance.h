@@ -157,6 +157,10 @@ void need_family(needs *nd, const backend_ctx *bk, int fwd_only, int64_t d, int6
 
 /* A call the backend refused: R_SKIP with the reason in skip when some need is not served (and
    none of those is required by --require); R_FAIL otherwise. */
+/* The layout a feature case gives a tensor on this backend: its own, or contiguous where the
+   backend refused that layout's probe (strided last dim, unaligned rows), so that the case tests
+   its feature there instead of being skipped for a layout the plain cases cover. */
+tu_layout_kind fit_layout(const backend_ctx *bk, tu_layout_kind kind);
 int refusal(report *rep, const backend_ctx *bk, const needs *nd, const char *call, fa_status st,
             char *skip, size_t sn);
 

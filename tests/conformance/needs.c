@@ -140,3 +140,9 @@ int refusal(report *rep, const backend_ctx *bk, const needs *nd, const char *cal
   snprintf(skip, sn, "%s not supported (%s: %s)", missing, call, fa_last_error());
   return R_SKIP;
 }
+
+tu_layout_kind fit_layout(const backend_ctx *bk, tu_layout_kind kind) {
+  if (kind == TU_STRIDED && !bk->probe_ok[P_STRIDED_LAST_DIM]) return TU_CONTIGUOUS;
+  if (kind == TU_PADDED && !bk->probe_ok[P_UNALIGNED]) return TU_CONTIGUOUS;
+  return kind;
+}

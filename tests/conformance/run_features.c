@@ -149,10 +149,10 @@ int run_fcase(const fcase *c, frun *R, uint64_t run_seed) {
   const int64_t l3[3] = {B, c->hq, mq}, l2[2] = {c->hq, total_q};
   tu_rng rng;
   tu_rng_init(&rng, tu_seed_for(run_seed, c->name));
-#define ALLOC(i, nd, shape, kind)                                           \
-  if (tu_alloc(&t[i], (i) == F_LSE ? FA_F32 : c->dtype, nd, shape, kind)) { \
-    fail(&rep, "out of memory allocating %s", f_names[i]);                  \
-    goto done;                                                              \
+#define ALLOC(i, nd, shape, kind)                                                           \
+  if (tu_alloc(&t[i], (i) == F_LSE ? FA_F32 : c->dtype, nd, shape, fit_layout(bk, kind))) { \
+    fail(&rep, "out of memory allocating %s", f_names[i]);                                  \
+    goto done;                                                                              \
   }
   ALLOC(F_QD, 4, qd, dense_q ? tensor_layout(c->layout, T_Q) : TU_CONTIGUOUS);
   ALLOC(F_KD, 4, kd, dense_k ? tensor_layout(c->layout, T_K) : TU_CONTIGUOUS);

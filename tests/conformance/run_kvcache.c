@@ -77,14 +77,14 @@ int run_kvcase(const fcase *c, frun *R, uint64_t run_seed) {
   tu_rng rng;
   tu_rng_init(&rng, tu_seed_for(run_seed, c->name));
   int bad = 0;
-  bad |= tu_alloc(&t[K_Q], c->dtype, 4, qs, TU_PADDED);
+  bad |= tu_alloc(&t[K_Q], c->dtype, 4, qs, fit_layout(bk, TU_PADDED));
   bad |= tu_alloc(&t[K_QR], c->dtype, 4, qs, TU_CONTIGUOUS);
   bad |= tu_alloc(&t[K_KC], c->dtype, 4, kc, paged ? TU_CONTIGUOUS : TU_PERMUTED);
   bad |= tu_alloc(&t[K_VC], c->dtype, 4, vc, TU_CONTIGUOUS);
   bad |= tu_alloc(&t[K_KD], c->dtype, 4, kd, TU_CONTIGUOUS);
   bad |= tu_alloc(&t[K_VD], c->dtype, 4, vd, TU_CONTIGUOUS);
   if (sn) {
-    bad |= tu_alloc(&t[K_KN], c->dtype, 4, kn, TU_STRIDED);
+    bad |= tu_alloc(&t[K_KN], c->dtype, 4, kn, fit_layout(bk, TU_STRIDED));
     bad |= tu_alloc(&t[K_VN], c->dtype, 4, vn, TU_CONTIGUOUS);
   }
   if (c->rot) {

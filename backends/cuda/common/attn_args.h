@@ -65,9 +65,9 @@ typedef struct cuda_fwd_args {
 typedef struct cuda_seq_args {
   cuda_fwd_args f; /* q (or its rotated copy), k, v (or the caches), out, lse and their strides:
                       packed tensors have batch stride 0 and row stride strides[0] */
-  const int32_t *cu_q, *cu_k; /* [batch + 1] starts of packed rows, or NULL (padded) */
-  int32_t total_q, total_k;   /* rows of packed q and k (the bound of cu_q, cu_k) */
-  const int32_t *seqused_k;   /* [batch] keys used, or NULL */
+  const int32_t *cu_q, *cu_k;   /* [batch + 1] starts of packed rows, or NULL (padded) */
+  int32_t total_q, total_k;     /* rows of packed q and k (the bound of cu_q, cu_k) */
+  const int32_t *seqused_k;     /* [batch] keys used, or NULL */
   const int32_t *cache_seqlens; /* [batch] (kvcache): keys = cache_seqlens[b] + seqlen_new */
   int32_t cache_seqlens_stride;
   int32_t seqlen_new;
@@ -96,7 +96,7 @@ typedef struct cuda_kvcache_args {
   cuda_strides q_str;
   void *q_rot; /* NULL: q is not rotated */
   const void *rot_cos, *rot_sin;
-  int64_t cos_row, cos_col, sin_row, sin_col; /* strides */
+  int64_t cos_row, cos_col, sin_row, sin_col;             /* strides */
   int32_t rot_rows, rotary_dim, rot_interleaved, rot_f32; /* rot_f32: tables in f32, else q's */
   int32_t per_row_q; /* q's token t at cache_seqlens[b] + t (causal or window), else at
                         cache_seqlens[b] */

@@ -82,10 +82,10 @@ __global__ void __launch_bounds__(AUX_THREADS) kvcache_append(const cuda_kvcache
       }
     }
     if (kc >= 0) {
-      const E *kn = static_cast<const E *>(a.k_new) + (int64_t)b * a.kn_str.batch +
-                    (int64_t)t * a.kn_str.row;
-      const E *vn = static_cast<const E *>(a.v_new) + (int64_t)b * a.vn_str.batch +
-                    (int64_t)t * a.vn_str.row;
+      const E *kn =
+          static_cast<const E *>(a.k_new) + (int64_t)b * a.kn_str.batch + (int64_t)t * a.kn_str.row;
+      const E *vn =
+          static_cast<const E *>(a.v_new) + (int64_t)b * a.vn_str.batch + (int64_t)t * a.vn_str.row;
       E *kd = static_cast<E *>(a.k_cache) + kc;
       E *vd = static_cast<E *>(a.v_cache) + vc;
       for (int i = threadIdx.x; i < a.heads_kv * d; i += blockDim.x) {
@@ -98,8 +98,8 @@ __global__ void __launch_bounds__(AUX_THREADS) kvcache_append(const cuda_kvcache
   }
   if (t < a.seqlen_q && a.q_rot) {
     const int pos = len + (a.per_row_q ? t : 0);
-    const E *q = static_cast<const E *>(a.q) + (int64_t)b * a.q_str.batch +
-                 (int64_t)t * a.q_str.row;
+    const E *q =
+        static_cast<const E *>(a.q) + (int64_t)b * a.q_str.batch + (int64_t)t * a.q_str.row;
     E *qd = static_cast<E *>(a.q_rot) + ((int64_t)b * a.seqlen_q + t) * a.heads_q * d;
     for (int i = threadIdx.x; i < a.heads_q * d; i += blockDim.x) {
       const int h = i / d, c = i - h * d;
@@ -156,11 +156,10 @@ __global__ void __launch_bounds__(AUX_THREADS) splitkv_combine(const cuda_seq_ar
     if (c < d) *reinterpret_cast<uint32_t *>(out + c) = Tr::pack(acc[k][0], acc[k][1]);
   }
   if (f.lse && lane == 0) {
-    const int64_t at = A.lse_packed ? (int64_t)h * f.lse_str.head +
-                                          (int64_t)(q_start + i) * f.lse_str.row
-                                    : (int64_t)b * f.lse_str.batch +
-                                          (int64_t)h * f.lse_str.head +
-                                          (int64_t)i * f.lse_str.row;
+    const int64_t at = A.lse_packed
+                           ? (int64_t)h * f.lse_str.head + (int64_t)(q_start + i) * f.lse_str.row
+                           : (int64_t)b * f.lse_str.batch + (int64_t)h * f.lse_str.head +
+                                 (int64_t)i * f.lse_str.row;
     f.lse[at] = lse;
   }
 }

@@ -105,8 +105,8 @@ int splitkv(const cuda_seq_args *a) {
   const int rows = FA2_SPLITKV_TILE_M / a->pack;
   const dim3 grid((unsigned)((a->f.p.seqlen_q + rows - 1) / rows),
                   (unsigned)(a->f.p.heads_q / a->pack), (unsigned)(a->f.p.batch * a->splits));
-  fa2_splitkv_kernel<Tr, HD><<<grid, 128, FA2_SPLITKV_SMEM(HD),
-                               static_cast<cudaStream_t>(a->f.p.stream)>>>(*a);
+  fa2_splitkv_kernel<Tr, HD>
+      <<<grid, 128, FA2_SPLITKV_SMEM(HD), static_cast<cudaStream_t>(a->f.p.stream)>>>(*a);
   return (int)cudaGetLastError();
 }
 
@@ -133,7 +133,8 @@ cudaError_t prepare(int smem_limit, int cc_major) {
   cudaError_t e = prepare_class<Tr, FA2_WIDE>(smem_limit, cc_major);
   if (e == cudaSuccess) e = prepare_class<Tr, FA2_COMPACT>(smem_limit, cc_major);
   if (e == cudaSuccess && (int64_t)FA2_SPLITKV_SMEM(HD) <= smem_limit)
-    e = cudaFuncSetAttribute(fa2_splitkv_kernel<Tr, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    e = cudaFuncSetAttribute(fa2_splitkv_kernel<Tr, HD>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)FA2_SPLITKV_SMEM(HD));
   return e;
 }

@@ -210,8 +210,7 @@ __global__ void __launch_bounds__(128) fa2_splitkv_kernel(const cuda_seq_args A)
   row_max[0][0] = row_max[0][1] = -INFINITY;
   row_sum[0][0] = row_sum[0][1] = 0.0f;
 
-  splitkv_load_q<HD, NT, TL>(sQ, static_cast<const E *>(f.q), f.q_str, S, h0, m0, rph_log2, d,
-                             tid);
+  splitkv_load_q<HD, NT, TL>(sQ, static_cast<const E *>(f.q), f.q_str, S, h0, m0, rph_log2, d, tid);
   if (nb0 < nb1) splitkv_load_kv<BN, HD, NT, TL>(sK, sV, A, S, nb0 * BN, hk, d, tid);
   cp_async_commit();
 
@@ -290,8 +289,7 @@ __global__ void __launch_bounds__(128) fa2_splitkv_kernel(const cuda_seq_args A)
       const int h = h0 + row_head[r];
       const int64_t at = A.lse_packed ? (int64_t)h * f.lse_str.head +
                                             (int64_t)(S.q_start + row_pos[r]) * f.lse_str.row
-                                      : (int64_t)b * f.lse_str.batch +
-                                            (int64_t)h * f.lse_str.head +
+                                      : (int64_t)b * f.lse_str.batch + (int64_t)h * f.lse_str.head +
                                             (int64_t)row_pos[r] * f.lse_str.row;
       f.lse[at] = lse[r];
     }

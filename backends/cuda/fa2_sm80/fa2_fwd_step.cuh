@@ -46,13 +46,11 @@ __device__ __forceinline__ void fa2_softmax_pv(float (&s)[MT][NB][4], float (&o)
     for (int r = 0; r < 2; ++r) {
       float mx = row_max[mt][r];
 #pragma unroll
-      for (int nb = 0; nb < NB; ++nb)
-        mx = fmaxf(mx, fmaxf(s[mt][nb][2 * r], s[mt][nb][2 * r + 1]));
+      for (int nb = 0; nb < NB; ++nb) mx = fmaxf(mx, fmaxf(s[mt][nb][2 * r], s[mt][nb][2 * r + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float ms = fa_softmax_safe_max(mx) * sl2;
-      const float alpha =
-          row_max[mt][r] == -INFINITY ? 0.0f : fast_exp2(row_max[mt][r] * sl2 - ms);
+      const float alpha = row_max[mt][r] == -INFINITY ? 0.0f : fast_exp2(row_max[mt][r] * sl2 - ms);
       row_max[mt][r] = mx;
       float sum = 0.0f;
 #pragma unroll

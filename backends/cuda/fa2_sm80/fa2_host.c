@@ -78,9 +78,7 @@ int fa2_bwd_config(int32_t head_dim, int cc_major, int64_t smem_limit, fa2_tile_
 
 fa2_fwd_fn fa2_fwd_for(int head_dim_padded){FA2_TABLE(fa2_fwd_launch_hd)}
 
-fa2_bwd_fn fa2_bwd_main_for(int head_dim_padded) {
-  FA2_TABLE(fa2_bwd_main_launch_hd)
-}
+fa2_bwd_fn fa2_bwd_main_for(int head_dim_padded){FA2_TABLE(fa2_bwd_main_launch_hd)}
 
 fa2_splitkv_fn fa2_splitkv_for(int head_dim_padded) {
   FA2_TABLE(fa2_splitkv_launch_hd)
