@@ -17,10 +17,7 @@ import flashattn as fa  # noqa: E402
 
 
 def setUpModule():
-    if not torch.cuda.is_available():
-        raise unittest.SkipTest("no CUDA device for PyTorch")
-    if not any(b.name == "cuda" and b.available for b in fa.backend_info()):
-        raise unittest.SkipTest("the library's cuda backend is not available")
+    R.require_cuda(fa)
 
 
 def sdpa_bshd(q, k, v, causal):

@@ -33,6 +33,15 @@ def require_torch():
         raise unittest.SkipTest(_MISSING + (f" ({extra})" if extra else ""))
 
 
+def require_cuda(fa):
+    """Skips the calling test module (with the reason) without a GPU for PyTorch or without the
+    library's cuda backend (fa: the flashattn module)."""
+    if not torch.cuda.is_available():
+        raise unittest.SkipTest("no CUDA device for PyTorch")
+    if not any(b.name == "cuda" and b.available for b in fa.backend_info()):
+        raise unittest.SkipTest("the library's cuda backend is not available")
+
+
 def reference(q, k, v, *, scale=None, causal=False, top_left=False, window=(-1, -1), softcap=0.0,
               alibi=None, keep_mask=None, dropout_p=0.0):
     """(out, lse) of q [b, sq, hq, d], k [b, sk, hk, d], v [b, sk, hk, dv] in their own dtype.

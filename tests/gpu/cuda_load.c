@@ -57,6 +57,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cuda_backend.h"
 #include "flash_attn.h"
 #include "reference.h"
 #include "tensor_util.h"
@@ -630,20 +631,10 @@ int main(int argc, char **argv) {
   g_streams = (int)nstreams;
 
   /* Skip (77) where the CUDA backend cannot run, with the library's reason. */
-  fa_backend_desc descs[FA_BACKEND_COUNT_ + 4];
-  int32_t count = 0;
-  for (size_t i = 0; i < sizeof descs / sizeof descs[0]; ++i) fa_backend_desc_init(&descs[i]);
-  if (fa_backend_info(descs, (int32_t)(sizeof descs / sizeof descs[0]), &count) != FA_OK) {
-    printf("FAIL fa_backend_info: %s\n", fa_last_error());
-    return 1;
-  }
-  const fa_backend_desc *cuda = NULL;
-  for (int32_t i = 0; i < count && i < (int32_t)(sizeof descs / sizeof descs[0]); ++i)
-    if (descs[i].id == FA_BACKEND_CUDA) cuda = &descs[i];
-  if (!cuda || !cuda->available) {
-    printf("SKIP: cuda: %s\n", cuda ? cuda->reason : "not known to this library");
-    return 77;
-  }
+  fa_backend_desc cuda_desc;
+  const int unavailable = cuda_backend_or_skip(&cuda_desc);
+  if (unavailable) return unavailable;
+  const fa_backend_desc *cuda = &cuda_desc;
   printf("cuda_load: %s (%s); %d problems; %ld s on %ld threads x %ld streams%s\n", cuda->devices,
          cuda->arch, NPROB, seconds, nthreads, nstreams, exhaust ? "; --exhaust-memory" : "");
   fflush(stdout);
