@@ -1,9 +1,11 @@
 /*
  * decode.c: fa-bench --decode. One query token per sequence attends to a full KV cache through
  * fa_forward_kvcache (no new tokens appended): q [batch, 1, heads, hdim], caches [batch, seqlen,
- * kv-heads, hdim] with cache_seqlens = seqlen. Reported: the median time, tokens/s (batch / time),
- * GB/s of the K and V a call must read, and GFLOP/s counted as 4 * batch * heads * keys * hdim
- * (q.k and p.v for each key of each query head).
+ * kv-heads, hdim] with cache_seqlens = seqlen, or with --page-size P pages [batch * ceil(seqlen /
+ * P), P, kv-heads, hdim] reached through a block table whose entries are a random permutation of
+ * the pages (no two sequences' pages adjacent by construction). Reported: the median time, tokens/s
+ * (batch / time), GB/s of the K and V a call must read, and GFLOP/s counted as 4 * batch * heads *
+ * keys * hdim (q.k and p.v for each key of each query head).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +20,13 @@ typedef struct decode_shape {
 
 /* Times one shape on filled tensors and prints the rest of its row; 1 when it failed. */
 static int time_decode(const options *o, const decode_shape *x, buffer *q, buffer *kc, buffer *vc,
-                       buffer *out, buffer *lse, buffer *cs) {
+                       buffer *out, buffer *lse, buffer *cs, buffer *table) {
   fa_params params;
   fa_params_init(&params);
+  if (o->page_size > 0) {
+    params.block_table = &table->t;
+    params.page_size = o->page_size;
+  }
   params.backend = o->backend;
   params.strict = o->backend != FA_BACKEND_AUTO;
   params.num_splits = o->splits;
@@ -70,13 +76,32 @@ static int time_decode(const options *o, const decode_shape *x, buffer *q, buffe
 
 /* Allocates and fills one shape's tensors, times it, frees them; 1 when it failed. */
 static int run_shape(const options *o, const decode_shape *x) {
-  buffer q, kc, vc, out, lse, cs;
-  const int64_t qs[4] = {x->b, 1, x->h, x->d}, ks[4] = {x->b, x->s, x->hkv, x->d};
-  const int64_t ls[3] = {x->b, x->h, 1}, bs[1] = {x->b};
+  buffer q, kc, vc, out, lse, cs, table;
+  const int64_t page = o->page_size, pages = page > 0 ? (x->s + page - 1) / page : 0;
+  const int64_t qs[4] = {x->b, 1, x->h, x->d};
+  const int64_t ks[4] = {page > 0 ? x->b * pages : x->b, page > 0 ? page : x->s, x->hkv, x->d};
+  const int64_t ls[3] = {x->b, x->h, 1}, bs[1] = {x->b}, ts[2] = {x->b, pages > 0 ? pages : 1};
   int ok = buffer_alloc(&q, o->dtype, 4, qs) & buffer_alloc(&kc, o->dtype, 4, ks) &
            buffer_alloc(&vc, o->dtype, 4, ks) & buffer_alloc(&out, o->dtype, 4, qs) &
-           buffer_alloc(&lse, FA_F32, 3, ls) & buffer_alloc(&cs, FA_I32, 1, bs);
+           buffer_alloc(&lse, FA_F32, 3, ls) & buffer_alloc(&cs, FA_I32, 1, bs) &
+           buffer_alloc(&table, FA_I32, 2, ts);
   ok = ok && fill_random(&q) && fill_random(&kc) && fill_random(&vc);
+  int32_t *entries = ok && page > 0 ? (int32_t *)buffer_host(&table) : NULL;
+  if (entries) { /* a random permutation of the pages (Fisher-Yates, a fixed LCG) */
+    const int64_t n = x->b * pages;
+    uint64_t r = 0x9E3779B97F4A7C15u;
+    for (int64_t i = 0; i < n; ++i) entries[i] = (int32_t)i;
+    for (int64_t i = n - 1; i > 0; --i) {
+      r = r * 6364136223846793005u + 1442695040888963407u;
+      const int64_t j = (int64_t)((r >> 33) % (uint64_t)(i + 1));
+      const int32_t t = entries[i];
+      entries[i] = entries[j];
+      entries[j] = t;
+    }
+    ok = buffer_upload(&table, entries);
+  } else if (page > 0) {
+    ok = 0;
+  }
   int32_t *lens = ok ? (int32_t *)buffer_host(&cs) : NULL;
   if (lens) {
     for (int64_t i = 0; i < x->b; ++i) lens[i] = (int32_t)x->s;
@@ -89,7 +114,7 @@ static int run_shape(const options *o, const decode_shape *x) {
     printf("%s for this shape\n", g_mem_err);
     failed = 1;
   } else {
-    failed = time_decode(o, x, &q, &kc, &vc, &out, &lse, &cs);
+    failed = time_decode(o, x, &q, &kc, &vc, &out, &lse, &cs, &table);
   }
   buffer_free(&q);
   buffer_free(&kc);
@@ -97,6 +122,7 @@ static int run_shape(const options *o, const decode_shape *x) {
   buffer_free(&out);
   buffer_free(&lse);
   buffer_free(&cs);
+  buffer_free(&table);
   return failed;
 }
 

@@ -37,14 +37,15 @@ typedef struct options {
   int fwd, bwd;
   int warmup, iters;
   const char *json;
-  int64_t window;   /* >= 0: causal sliding window of this many keys to the left; -1: none */
-  int decode;       /* decode mode: fa_forward_kvcache, one query token */
-  int64_t kv_heads; /* decode: KV heads (0: as many as query heads) */
-  int splits;       /* params.num_splits (0: the backend chooses) */
-  int given;        /* GIVEN_* bits */
-  int full;         /* --full: FlashAttention's GPU sweep whatever the memory */
-  int list;         /* --list: print the sweep's shapes and exit */
-  int progress_s;   /* progress on stderr once a sweep has run this long (-1: never) */
+  int64_t window;    /* >= 0: causal sliding window of this many keys to the left; -1: none */
+  int decode;        /* decode mode: fa_forward_kvcache, one query token */
+  int64_t kv_heads;  /* decode: KV heads (0: as many as query heads) */
+  int64_t page_size; /* decode: pages of this many keys through a block table (0: dense) */
+  int splits;        /* params.num_splits (0: the backend chooses) */
+  int given;         /* GIVEN_* bits */
+  int full;          /* --full: FlashAttention's GPU sweep whatever the memory */
+  int list;          /* --list: print the sweep's shapes and exit */
+  int progress_s;    /* progress on stderr once a sweep has run this long (-1: never) */
 } options;
 
 /* options.c: fills o from argv; 0 (after a message on stderr) on a bad command line. --help

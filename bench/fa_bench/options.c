@@ -32,6 +32,8 @@ static void usage(FILE *f) {
           "                     keys (fa_forward_kvcache, no new tokens); tokens/s, GB/s of K+V\n"
           "                     and GFLOP/s (4*B*H*keys*D)\n"
           "  --kv-heads N       decode: KV heads (default: --heads); heads must be a multiple\n"
+          "  --page-size N      decode: the cache in pages of N keys through a shuffled block\n"
+          "                     table (params.block_table; 0 = a dense cache, the default)\n"
           "  --splits N         params.num_splits (0 = the backend chooses, 1 = no split)\n"
           "  --full             FlashAttention's sweep (the defaults above) also in host memory,\n"
           "                     where the sweep otherwise takes the CPU-sized defaults: the full\n"
@@ -151,6 +153,8 @@ static int parse_one(options *o, const char *a, const char *v) {
     ok = cli_parse_i64(v, 0, INT64_C(1) << 40, &o->window);
   } else if (!strcmp(a, "--kv-heads")) {
     ok = cli_parse_i64(v, 1, 1 << 16, &o->kv_heads);
+  } else if (!strcmp(a, "--page-size")) {
+    ok = cli_parse_i64(v, 0, 1 << 20, &o->page_size);
   } else if (!strcmp(a, "--splits")) {
     ok = cli_parse_i64(v, 0, 1024, &x);
     o->splits = (int)x;
