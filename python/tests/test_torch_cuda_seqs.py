@@ -4,7 +4,9 @@ the backend's own choice), and fa_forward_kvcache with appends that cross page b
 rotary embedding (interleaved and not). Inputs bf16, drawn fresh; the caches after an append must
 be bitwise equal on both backends (the same rounding rule); outputs and LSEs within bf16's
 rounding of each other (relative L2 error) and every row's LSE within 1e-3. Each call must run
-the CUDA kernel it names. Skipped without a GPU for PyTorch or without the cuda backend."""
+the CUDA kernel it names. Then out-of-range device tables (block table entries, decreasing
+cu_seqlens, cache lengths past the cache): the call returns and writes nothing outside its
+outputs and caches. Skipped without a GPU for PyTorch or without the cuda backend."""
 
 from __future__ import annotations
 
@@ -144,3 +146,68 @@ class TestCudaSeqs(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestCudaBadTables(unittest.TestCase):
+    """Out-of-range values in device-resident tables (which the library cannot read on the host)
+    must not corrupt memory: the call returns, and nothing outside the outputs and caches changes
+    (guard rows around them keep their pattern). Run under compute-sanitizer memcheck on a GPU
+    machine this also shows no out-of-bounds access."""
+
+    G = 4  # guard rows on each side
+
+    def guarded(self, shape, fill=None):
+        """A tensor of shape inside a buffer with G guard rows of a pattern on each side of dim
+        0: (tensor, check) where check() says whether the guards kept their pattern."""
+        g = self.G
+        base = torch.full((shape[0] + 2 * g,) + tuple(shape[1:]), 7.0, dtype=torch.bfloat16,
+                          device="cuda")
+        t = base[g:g + shape[0]]
+        if fill is not None:
+            t.copy_(fill)
+
+        def check():
+            torch.cuda.synchronize()
+            return bool((base[:g] == 7.0).all() and (base[g + shape[0]:] == 7.0).all())
+        return t, check
+
+    def test_block_table_out_of_range(self):
+        torch.manual_seed(5)
+        kc, kgood = self.guarded((6, 16, 2, 64), torch.randn(6, 16, 2, 64))
+        vc, vgood = self.guarded((6, 16, 2, 64), torch.randn(6, 16, 2, 64))
+        table = torch.tensor([[0, -5, 1], [6, 2, 1 << 30]], dtype=torch.int32, device="cuda")
+        q = torch.randn(2, 1, 4, 64, dtype=torch.bfloat16, device="cuda")
+        kn = torch.randn(2, 20, 2, 64, dtype=torch.bfloat16, device="cuda")
+        lens = torch.tensor([10, 20], dtype=torch.int32, device="cuda")
+        out, check_out = self.guarded((2, 1, 4, 64))
+        fa.attention_kvcache(q, kc, vc, lens, k_new=kn, v_new=kn.clone(), block_table=table,
+                             page_size=16, causal=True, out=out, backend="cuda", strict=True)
+        self.assertTrue(kgood() and vgood() and check_out(), "a write outside the caches or out")
+        out2, check2 = self.guarded((2, 1, 4, 64))
+        fa.attention(q, kc, vc, block_table=table, page_size=16, max_seqlen_k=48,
+                     seqused_k=torch.tensor([48, 40], dtype=torch.int32, device="cuda"),
+                     out=out2, backend="cuda", strict=True)
+        self.assertTrue(check2() and kgood() and vgood())
+
+    def test_cu_seqlens_decreasing(self):
+        torch.manual_seed(6)
+        q = torch.randn(80, 4, 64, dtype=torch.bfloat16, device="cuda")
+        k = torch.randn(90, 2, 64, dtype=torch.bfloat16, device="cuda")
+        cq = torch.tensor([0, 50, 20, 80], dtype=torch.int32, device="cuda")
+        ck = torch.tensor([0, 90, -7, 1 << 30], dtype=torch.int32, device="cuda")
+        out, check = self.guarded((80, 4, 64))
+        for splits in (1, 3):
+            fa.attention_varlen(q, k, k.clone(), cq, ck, 60, 90, out=out, num_splits=splits,
+                                backend="cuda", strict=True)
+            self.assertTrue(check(), f"splits {splits}: a write outside out")
+
+    def test_cache_lengths_past_the_cache(self):
+        torch.manual_seed(7)
+        kc, kgood = self.guarded((2, 32, 2, 64), torch.randn(2, 32, 2, 64))
+        vc, vgood = self.guarded((2, 32, 2, 64), torch.randn(2, 32, 2, 64))
+        q = torch.randn(2, 3, 4, 64, dtype=torch.bfloat16, device="cuda")
+        kn = torch.randn(2, 3, 2, 64, dtype=torch.bfloat16, device="cuda")
+        lens = torch.tensor([31, -100], dtype=torch.int32, device="cuda")
+        fa.attention_kvcache(q, kc, vc, lens, k_new=kn, v_new=kn.clone(), causal=True,
+                             backend="cuda", strict=True)
+        self.assertTrue(kgood() and vgood(), "an append wrote outside the caches")
