@@ -5,8 +5,11 @@
 #   2. with PYTHON=1: python/tests/run_tests.py (the PyTorch CUDA tests included) and
 #      examples/torch_train_step.py cuda                         -> python.txt
 #   3. with SWEEP=1: bench/peer.py --check $SWEEP_ARGS           -> sweep.txt, sweep.json, sweep.png
-#   4. with EXTRA="cmd": that command's output                   -> extra.txt
-# then prints the summaries last. Files in $OUT: at most the seven above.
+#   4. with DECODE=1: decoding against the peers (bench/peer.py --seqlen-q 1: GQA 32:8 and MHA,
+#      head dims 64/128/256, batch 1/8/64, 4k-128k keys) and fa-bench --decode on dense and
+#      paged caches (page sizes 16 and 64)                       -> decode.txt
+#   5. with EXTRA="cmd": that command's output                   -> extra.txt
+# then prints the summaries last. Files in $OUT: at most the eight above.
 #
 #   BUILD=build/dev CHECK_ARGS="--no-fa3" PYTHON=1 SWEEP=1 bash tests/gpu/h200_round.sh
 set -u
@@ -48,6 +51,23 @@ if [ "${SWEEP:-0}" = 1 ]; then
   sweep_rc=$?
 fi
 
+if [ "${DECODE:-0}" = 1 ]; then
+  {
+    for shape in "--batch 8 --kv-heads 8" "--batch 8 --kv-heads 32" "--batch 1 --kv-heads 8" \
+      "--batch 64 --kv-heads 8"; do
+      # shellcheck disable=SC2086 # shape is a list of options
+      PYTHONUNBUFFERED=1 timeout 200 python3 bench/peer.py --check --lib "$lib" --pass fwd \
+        --seqlen-q 1 --heads 32 --hdims 64,128,256 --causal 0 \
+        --seqlens 4096,8192,32768,131072 $shape 2>&1 | grep -E "^ *(64|128|256) |FAIL|rror"
+    done
+    for page in 0 64 16; do
+      LD_LIBRARY_PATH="$PWD/$BUILD/lib" timeout 120 "$BUILD/bin/fa-bench" --backend cuda --decode \
+        --hdims 128 --seqlens 8192,32768,131072 --heads 32 --kv-heads 8 --batch 8 \
+        --page-size "$page" 2>&1 | grep -E "^ *128 |failed"
+    done
+  } > "$OUT/decode.txt" 2>&1
+fi
+
 if [ -n "${EXTRA:-}" ]; then
   LD_LIBRARY_PATH="$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" bash -c "$EXTRA" > "$OUT/extra.txt" 2>&1
   echo "extra: exit status $?" >> "$OUT/extra.txt"
@@ -57,5 +77,6 @@ head -2 "$OUT/check.txt"
 tail -40 "$OUT/check.txt"
 [ -f "$OUT/python.txt" ] && grep -E "^(Ran|OK|FAILED|FAIL:|ERROR:)|exit status|skipped" "$OUT/python.txt" | head -30
 [ -f "$OUT/extra.txt" ] && tail -30 "$OUT/extra.txt"
+[ -f "$OUT/decode.txt" ] && cat "$OUT/decode.txt"
 [ -f "$OUT/sweep.txt" ] && tail -50 "$OUT/sweep.txt"
 echo "h200_round: check rc=$check_rc python rc=$py_rc sweep rc=$sweep_rc"
