@@ -653,10 +653,11 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     # Before any OpenMP runtime starts: ours reads it through omp_get_max_threads, torch at import.
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
-    os.makedirs(args.workdir, exist_ok=True)
-    if os.path.commonpath([os.path.abspath(args.workdir), REPO]) == REPO:
+    if os.path.commonpath([os.path.realpath(args.workdir), os.path.realpath(REPO)]) == \
+            os.path.realpath(REPO):
         log(f"--workdir {args.workdir} is inside the repository; the peers are built outside it")
         return 2
+    os.makedirs(args.workdir, exist_ok=True)
     meta = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "cpu": cpu_model(), "logical_cpus": os.cpu_count(), "threads": args.threads,
             "commit": git_commit(), "host": platform.node(), "python": platform.python_version(),
