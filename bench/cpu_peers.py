@@ -33,7 +33,10 @@ implementation holds its own copy in its own layout, so none reads another's cac
   allocates its output.
 
 Timing (as bench/peer_run.py on the GPU): per shape each implementation is called once untimed
-(and its output checked against an f32 reference computed from the same rounded inputs), then all
+(and its output checked against an f32 reference computed from the same rounded inputs: relative
+L2 error at most --tol for ours, --peer-tol for the peers, whose looser bound still catches a peer
+that computes something else; ggml's CPU kernel accumulates softmax(QK)V in f16 when V is f16,
+which costs it about 2.7e-2 over 32k keys on one thread), then all
 of them in turn for --settle-ms, then --rounds rounds whose order rotates by one each round; in a
 round an implementation runs `calls` calls back to back (about --rep-ms) and its time is the wall
 clock over `calls`; the median of its rounds counts. GB/s counts the K and V bytes a call must
@@ -148,7 +151,11 @@ def parse_args(argv):
                     help="untimed alternating calls before the rounds (default 300 ms)")
     ap.add_argument("--max-calls", type=int, default=500, help="cap on the calls of a round")
     ap.add_argument("--tol", type=float, default=2e-2,
-                    help="relative L2 error of an output against the f32 reference (default 2e-2)")
+                    help="largest relative L2 error of our output against the f32 reference "
+                         "(default 2e-2)")
+    ap.add_argument("--peer-tol", type=float, default=1e-1,
+                    help="the same for a peer (default 1e-1: it catches a peer computing "
+                         "something else, not ggml's f16 accumulation over long caches)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cc", default=os.environ.get("CC", "cc"),
                     help="C compiler for the ggml harness and the probe (default $CC or cc)")
@@ -551,10 +558,11 @@ def run_shape(ctx, sh, args) -> tuple[dict, list[str]]:
         ref_dt = "f16" if im.family == "ggml" else im.dtype
         if ref_dt not in refs:
             refs[ref_dt] = reference(torch, inputs["q32"], inputs["k32"], inputs["v32"], ref_dt)
-        im.rec["check"] = check(torch, im, refs[ref_dt], args.tol)
+        tol = args.tol if im.family == "ours" else args.peer_tol
+        im.rec["check"] = check(torch, im, refs[ref_dt], tol)
         if not im.rec["check"]["ok"]:
             problems.append(f"{label}: {key}: output differs from the f32 reference "
-                            f"(rel L2 {im.rec['check']['rel_l2']:.3g} > {args.tol})")
+                            f"(rel L2 {im.rec['check']['rel_l2']:.3g} > {tol})")
         rec["impls"][key] = im.rec
         impls.append(im)
     try:
