@@ -6,6 +6,7 @@
  *   timing.c   one shape's problem and the timed calls of fa_forward / fa_backward
  *   sweep.c    the training sweep (forward and backward over head dims, lengths, masks)
  *   decode.c   decode mode (fa_forward_kvcache, one query token per sequence)
+ *   varlen.c   varlen mode (packed sequences of mixed lengths against the same padded)
  *   json.c     the JSON record of the sweep
  *   main.c     the header lines, where the tensors live, and the choice of mode
  *
@@ -39,6 +40,7 @@ typedef struct options {
   const char *json;
   int64_t window;    /* >= 0: causal sliding window of this many keys to the left; -1: none */
   int decode;        /* decode mode: fa_forward_kvcache, one query token */
+  int varlen;        /* varlen mode: packed sequences of mixed lengths */
   int64_t kv_heads;  /* decode: KV heads (0: as many as query heads) */
   int64_t page_size; /* decode: pages of this many keys through a block table (0: dense) */
   int splits;        /* params.num_splits (0: the backend chooses) */
@@ -89,6 +91,7 @@ typedef struct measurement {
 
 typedef struct problem {
   buffer q, k, v, out, lse, dout, dq, dk, dv;
+  buffer cu; /* varlen: cu_seqlens of q and k (unused otherwise) */
   fa_params params;
 } problem;
 
@@ -100,10 +103,11 @@ void free_problem(problem *p);
 /* Times o->iters calls of the forward (bwd 0) or the backward after o->warmup untimed ones. */
 void measure(problem *p, int bwd, const options *o, double flops, measurement *m);
 
-/* ---- sweep.c, decode.c: the modes; each returns the exit status ---------------------------- */
+/* ---- sweep.c, decode.c, varlen.c: the modes; each returns the exit status ----------------- */
 
 int run_sweep(const options *o);
 int run_decode(const options *o);
+int run_varlen(const options *o);
 
 /* ---- json.c ------------------------------------------------------------------------------ */
 

@@ -91,5 +91,5 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  return o.decode ? run_decode(&o) : run_sweep(&o);
+  return o.decode ? run_decode(&o) : o.varlen ? run_varlen(&o) : run_sweep(&o);
 }

@@ -31,6 +31,9 @@ static void usage(FILE *f) {
           "  --decode           decode: 1 query token per sequence over a KV cache of --seqlens\n"
           "                     keys (fa_forward_kvcache, no new tokens); tokens/s, GB/s of K+V\n"
           "                     and GFLOP/s (4*B*H*keys*D)\n"
+          "  --varlen           varlen: for each --seqlens S, packed sequences (cu_seqlens) of\n"
+          "                     lengths between min(100, S) and S filling --tokens, against the\n"
+          "                     same sequences padded to S; FLOPs over the real lengths\n"
           "  --kv-heads N       decode: KV heads (default: --heads); heads must be a multiple\n"
           "  --page-size N      decode: the cache in pages of N keys through a shuffled block\n"
           "                     table (params.block_table; 0 = a dense cache, the default)\n"
@@ -175,10 +178,11 @@ int parse_args(int argc, char **argv, options *o) {
       usage(stdout);
       exit(0);
     }
-    int *flag = !strcmp(a, "--decode") ? &o->decode
-                : !strcmp(a, "--full") ? &o->full
-                : !strcmp(a, "--list") ? &o->list
-                                       : NULL;
+    int *flag = !strcmp(a, "--decode")   ? &o->decode
+                : !strcmp(a, "--varlen") ? &o->varlen
+                : !strcmp(a, "--full")   ? &o->full
+                : !strcmp(a, "--list")   ? &o->list
+                                         : NULL;
     if (flag) {
       *flag = 1;
       continue;
@@ -199,8 +203,12 @@ int parse_args(int argc, char **argv, options *o) {
       return 0;
     }
   }
-  if (o->list && o->decode) {
-    fprintf(stderr, "fa-bench: --list lists the sweep's shapes; it does not apply to --decode\n");
+  if (o->list && (o->decode || o->varlen)) {
+    fprintf(stderr, "fa-bench: --list lists the sweep's shapes; not with --decode or --varlen\n");
+    return 0;
+  }
+  if (o->decode && o->varlen) {
+    fprintf(stderr, "fa-bench: --decode and --varlen are separate modes\n");
     return 0;
   }
   return 1;

@@ -45,7 +45,7 @@ int make_problem(problem *p, const options *o, int64_t b, int64_t s, int64_t h, 
 }
 
 void free_problem(problem *p) {
-  buffer *all[] = {&p->q, &p->k, &p->v, &p->out, &p->lse, &p->dout, &p->dq, &p->dk, &p->dv};
+  buffer *all[] = {&p->q, &p->k, &p->v, &p->out, &p->lse, &p->dout, &p->dq, &p->dk, &p->dv, &p->cu};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) buffer_free(all[i]);
 }
 

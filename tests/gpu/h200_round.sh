@@ -7,7 +7,8 @@
 #   3. with SWEEP=1: bench/peer.py --check $SWEEP_ARGS           -> sweep.txt, sweep.json, sweep.png
 #   4. with DECODE=1: decoding against the peers (bench/peer.py --seqlen-q 1: GQA 32:8 and MHA,
 #      head dims 64/128/256, batch 1/8/64, 4k-128k keys) and fa-bench --decode on dense and
-#      paged caches (page sizes 16 and 64)                       -> decode.txt
+#      paged caches (page sizes 16 and 64), fa-bench --varlen (packed against padded prefill)
+#                                                                -> decode.txt
 #   5. with EXTRA="cmd": that command's output                   -> extra.txt
 # then prints the summaries last. Files in $OUT: at most the eight above.
 #
@@ -65,6 +66,8 @@ if [ "${DECODE:-0}" = 1 ]; then
         --hdims 128 --seqlens 8192,32768,131072 --heads 32 --kv-heads 8 --batch 8 \
         --page-size "$page" 2>&1 | grep -E "^ *128 |failed"
     done
+    LD_LIBRARY_PATH="$PWD/$BUILD/lib" timeout 200 "$BUILD/bin/fa-bench" --backend cuda --varlen \
+      --pass fwd --hdims 64,128,256 --seqlens 1024,8192 2>&1 | grep -E "^ *(64|128|256) |failed"
   } > "$OUT/decode.txt" 2>&1
 fi
 
