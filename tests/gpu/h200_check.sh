@@ -56,12 +56,14 @@
 #                and last HGMMA, and a PINNED one the softmax under its P V ($OUT/fa3_sass.txt);
 #                every fa3 backward kernel HGMMA, UBLKRED and STSM, no LDL/STL between its first
 #                and last HGMMA ($OUT/fa3_bwd_sass.txt)
-# Files in $OUT (default /tmp/out; six, so a tool that fetches at most eight keeps them all):
-# machine.txt (nvidia-smi -L, fa-info), conformance_cuda.log, conformance_cuda_skips.txt (skips
-# counted by reason), sanitizer.log (the three runs), sass_counts.txt, summary.txt. The SASS dump
-# itself stays in a temporary folder (tens of MB). Exit status: 0 when no step failed. Each step
-# has a time limit (together 10 minutes); the whole script took 45 s on an H200 before the load
-# steps (about 70 s more: load runs for 60 s).
+# Files in $OUT (default /tmp/out; more than a tool that fetches at most eight files keeps, so
+# tests/gpu/h200_round.sh archives them): machine.txt (nvidia-smi -L, fa-info), the conformance
+# logs (conformance_cuda.log, .a100, .sm86, .fa3) and conformance_cuda_skips.txt (skips counted by
+# reason), sanitizer.log, sass_counts.txt, fa3_sass.txt, fa3_bwd_sass.txt, fa3_configs.log,
+# load.log, summary.txt. The SASS dump itself stays in a temporary folder (tens of MB). Exit
+# status: 0 when no step failed. Each step has a time limit; on the H200 the steps up to the SASS
+# check took 109 s without the fa3 configurations, which took about 150 s more (2026-12-05), and
+# the load steps about 70 s more (load runs for 60 s).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 
