@@ -62,7 +62,7 @@
 # reason), sanitizer.log, sass_counts.txt, fa3_sass.txt, fa3_bwd_sass.txt, fa3_configs.log,
 # load.log, summary.txt. The SASS dump itself stays in a temporary folder (tens of MB). Exit
 # status: 0 when no step failed. Each step has a time limit; on the H200 the steps up to the SASS
-# check took 109 s without the fa3 configurations, which took about 150 s more (2026-12-05), and
+# check took 109 s without the fa3 configurations, which took about 250 s more (2026-12-05), and
 # the load steps about 70 s more (load runs for 60 s).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
