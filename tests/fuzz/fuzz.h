@@ -101,6 +101,9 @@ void free_call(call *c);
    pick, aligned, such that all of it lies in j's buffer): 1, or 0 where it cannot fit. */
 int alias_into(slot *o, const slot *j, uint64_t pick);
 /* Whether o and j (views of one buffer, j's) have a byte in common: 1 or 0 (-1: no memory). */
+/* Prints a slot's tensor (dtype, shape:stride pairs, offset, buffer) on stderr: what a failure
+   report needs to read the layout behind it. */
+void describe_slot(const char *what, const slot *s);
 int shares_byte(const slot *o, const slot *j);
 /* A byte mask over n bytes of o's buffer: 1 where o's elements lie (free it), NULL without
    memory. */

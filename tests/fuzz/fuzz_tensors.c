@@ -308,3 +308,13 @@ void free_call(call *c) {
     free(c->s[i].snap);
   }
 }
+
+void describe_slot(const char *what, const slot *s) {
+  const fa_tensor *t = &s->t;
+  fprintf(stderr, "fuzz_api: %s: dtype %d, ndim %d, byte_offset %llu, buffer %zu bytes at %p;",
+          what, (int)t->dtype, (int)t->ndim, (unsigned long long)t->byte_offset, s->bytes,
+          (void *)s->buf);
+  for (int i = 0; i < t->ndim && i < FA_MAX_DIMS; ++i)
+    fprintf(stderr, " [%lld:%lld]", (long long)t->shape[i], (long long)t->strides[i]);
+  fprintf(stderr, " data %p\n", t->data);
+}
