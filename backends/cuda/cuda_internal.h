@@ -83,6 +83,14 @@ int32_t cuda_fa3_grid(const cuda_device_info *dev);
 /* The kernels' view of a request's sizes, scale, softcap and mask (core/math/mask.h's form). */
 cuda_problem cuda_problem_of(const fa_request *req);
 
+/* A tensor's strides as the kernels take them: [batch, row, head] of a 4-D tensor; a packed
+   [total, heads, dim] one has batch stride 0. */
+void cuda_strides_of(const fa_tensor *t, cuda_strides *s);
+
+/* The forward's arguments of a request: q, k, v, out and lse (NULL without data; packed
+   [heads_q, total_q] where req->lse_packed) with their strides, and cuda_problem_of. */
+void cuda_fwd_args_of(const fa_request *req, cuda_fwd_args *a);
+
 /* The deterministic backward's number of dQ accumulators for fa2 (cuda_sizing.c). */
 int32_t cuda_bwd_dq_splits(const fa_request *req, int32_t tile_n, int32_t sm_count);
 

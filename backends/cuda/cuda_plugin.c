@@ -52,12 +52,6 @@ static fa_status prepare_device(int id) {
   return e == 0 ? FA_OK : cuda_failure(e, "preparing the fa2/fa3 kernels");
 }
 
-static void fill_strides(const fa_tensor *t, cuda_strides *s) {
-  s->batch = t->strides[0];
-  s->row = t->strides[1];
-  s->head = t->strides[2];
-}
-
 static void *tensor_ptr(const fa_tensor *t) { return fa_tensor_base(t); }
 
 /* Without the caller's workspace, device memory from the stream-ordered pool: freed in stream
@@ -82,22 +76,7 @@ void *cuda_workspace_aligned(void *ws) {
 static fa_status run_forward(const fa_request *req, const fa_decision *decision,
                              const cuda_choice *ch, void *workspace) {
   cuda_fwd_args a;
-  memset(&a, 0, sizeof a);
-  a.q = tensor_ptr(req->q);
-  a.k = tensor_ptr(req->k);
-  a.v = tensor_ptr(req->v);
-  a.out = tensor_ptr(req->out);
-  fill_strides(req->q, &a.q_str);
-  fill_strides(req->k, &a.k_str);
-  fill_strides(req->v, &a.v_str);
-  fill_strides(req->out, &a.o_str);
-  if (req->lse) {
-    a.lse = (float *)tensor_ptr(req->lse);
-    a.lse_str.batch = req->lse->strides[0];
-    a.lse_str.head = req->lse->strides[1];
-    a.lse_str.row = req->lse->strides[2];
-  }
-  a.p = cuda_problem_of(req);
+  cuda_fwd_args_of(req, &a);
 #if FA_CUDA_HAS_FA3
   if (ch->family == CUDA_FA3) {
     /* The tensor maps need 64-byte alignment: static storage per call would not be reentrant. */
@@ -147,14 +126,14 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
   a.dq = tensor_ptr(req->dq);
   a.dk = tensor_ptr(req->dk);
   a.dv = tensor_ptr(req->dv);
-  fill_strides(req->q, &a.q_str);
-  fill_strides(req->k, &a.k_str);
-  fill_strides(req->v, &a.v_str);
-  fill_strides(req->out, &a.o_str);
-  fill_strides(req->dout, &a.do_str);
-  fill_strides(req->dq, &a.dq_str);
-  fill_strides(req->dk, &a.dk_str);
-  fill_strides(req->dv, &a.dv_str);
+  cuda_strides_of(req->q, &a.q_str);
+  cuda_strides_of(req->k, &a.k_str);
+  cuda_strides_of(req->v, &a.v_str);
+  cuda_strides_of(req->out, &a.o_str);
+  cuda_strides_of(req->dout, &a.do_str);
+  cuda_strides_of(req->dq, &a.dq_str);
+  cuda_strides_of(req->dk, &a.dk_str);
+  cuda_strides_of(req->dv, &a.dv_str);
   a.lse_str.batch = req->lse->strides[0];
   a.lse_str.head = req->lse->strides[1];
   a.lse_str.row = req->lse->strides[2];

@@ -158,18 +158,6 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
            split, req->op == FA_OP_KVCACHE ? ".kvcache" : "", gqa);
 }
 
-static void strides_of(const fa_tensor *t, cuda_strides *s) {
-  if (t->ndim == 3) { /* packed [total, heads, dim] */
-    s->batch = 0;
-    s->row = t->strides[0];
-    s->head = t->strides[1];
-  } else {
-    s->batch = t->strides[0];
-    s->row = t->strides[1];
-    s->head = t->strides[2];
-  }
-}
-
 static const int32_t *index_ptr(const fa_tensor *t) {
   return t ? (const int32_t *)fa_tensor_base(t) : NULL;
 }
@@ -183,15 +171,15 @@ static int append_kvcache(const fa_request *req, void *q_rot) {
   if (kv->k_new && req->seqlen_new > 0) {
     a.k_new = fa_tensor_base(kv->k_new);
     a.v_new = fa_tensor_base(kv->v_new);
-    strides_of(kv->k_new, &a.kn_str);
-    strides_of(kv->v_new, &a.vn_str);
+    cuda_strides_of(kv->k_new, &a.kn_str);
+    cuda_strides_of(kv->v_new, &a.vn_str);
   }
   a.k_cache = fa_tensor_base(req->k);
   a.v_cache = fa_tensor_base(req->v);
-  strides_of(req->k, &a.kc_str);
-  strides_of(req->v, &a.vc_str);
+  cuda_strides_of(req->k, &a.kc_str);
+  cuda_strides_of(req->v, &a.vc_str);
   a.q = fa_tensor_base(req->q);
-  strides_of(req->q, &a.q_str);
+  cuda_strides_of(req->q, &a.q_str);
   a.q_rot = q_rot;
   if (req->rotary_dim > 0) {
     const fa_tensor *c = kv->rotary_cos, *s = kv->rotary_sin;
@@ -240,26 +228,7 @@ fa_status cuda_seqs_run(const fa_request *req, const fa_decision *decision, cons
   cuda_seq_args A;
   memset(&A, 0, sizeof A);
   cuda_fwd_args *f = &A.f;
-  f->q = fa_tensor_base(req->q);
-  f->k = fa_tensor_base(req->k);
-  f->v = fa_tensor_base(req->v);
-  f->out = fa_tensor_base(req->out);
-  strides_of(req->q, &f->q_str);
-  strides_of(req->k, &f->k_str);
-  strides_of(req->v, &f->v_str);
-  strides_of(req->out, &f->o_str);
-  if (req->lse && req->lse->data) {
-    f->lse = (float *)fa_tensor_base(req->lse);
-    if (req->lse_packed) { /* [heads_q, total_q] */
-      f->lse_str.head = req->lse->strides[0];
-      f->lse_str.row = req->lse->strides[1];
-    } else {
-      f->lse_str.batch = req->lse->strides[0];
-      f->lse_str.head = req->lse->strides[1];
-      f->lse_str.row = req->lse->strides[2];
-    }
-  }
-  f->p = cuda_problem_of(req);
+  cuda_fwd_args_of(req, f);
   f->p.seqlen_k = (int32_t)key_capacity(req);
   A.cu_q = index_ptr(p->cu_seqlens_q);
   A.cu_k = index_ptr(p->cu_seqlens_k);

@@ -1,7 +1,7 @@
 /*
- * cuda_sizing.c: what decide() and run() compute alike from a request and a decision: the
- * kernels' view of the problem, the backward's workspace sizing (fa2 and fa3), the persistent
- * grid. Pure: no device work.
+ * cuda_sizing.c: what decide() and the run paths compute alike from a request and a decision: the
+ * kernels' view of the problem and of the forward's tensors, the backward's workspace sizing (fa2
+ * and fa3), the persistent grid. Pure: no device work.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +49,38 @@ cuda_problem cuda_problem_of(const fa_request *req) {
   pb.bf16 = req->dtype == FA_BF16;
   pb.stream = p->stream;
   return pb;
+}
+
+void cuda_strides_of(const fa_tensor *t, cuda_strides *s) {
+  const int packed = t->ndim == 3;
+  s->batch = packed ? 0 : t->strides[0];
+  s->row = t->strides[packed ? 0 : 1];
+  s->head = t->strides[packed ? 1 : 2];
+}
+
+void cuda_fwd_args_of(const fa_request *req, cuda_fwd_args *a) {
+  memset(a, 0, sizeof *a);
+  a->q = fa_tensor_base(req->q);
+  a->k = fa_tensor_base(req->k);
+  a->v = fa_tensor_base(req->v);
+  a->out = fa_tensor_base(req->out);
+  cuda_strides_of(req->q, &a->q_str);
+  cuda_strides_of(req->k, &a->k_str);
+  cuda_strides_of(req->v, &a->v_str);
+  cuda_strides_of(req->out, &a->o_str);
+  if (req->lse && req->lse->data) {
+    const fa_tensor *l = req->lse;
+    a->lse = (float *)fa_tensor_base(l);
+    if (req->lse_packed) { /* [heads_q, total_q] */
+      a->lse_str.head = l->strides[0];
+      a->lse_str.row = l->strides[1];
+    } else {
+      a->lse_str.batch = l->strides[0];
+      a->lse_str.head = l->strides[1];
+      a->lse_str.row = l->strides[2];
+    }
+  }
+  a->p = cuda_problem_of(req);
 }
 
 void cuda_bwd_sizing(const fa_request *req, const fa2_tile_config *cfg, int32_t deterministic,
