@@ -97,6 +97,13 @@ def error(call: str, status: int) -> FlashAttnError:
     return FlashAttnError(call, status, lib.status_name(status), lib.last_error())
 
 
+def _invoke(name: str, plan) -> None:
+    """Calls the C function `name` with a plan's arguments; FlashAttnError on any status but FA_OK."""
+    st = getattr(library().dll, name)(*plan.args)
+    if st != C.FA_OK:
+        raise error(name, st)
+
+
 def view_error(e: ViewError) -> FlashAttnError:
     return FlashAttnError("flashattn", e.status, C.STATUS_NAMES.get(e.status, "?"), str(e))
 
@@ -356,11 +363,7 @@ def forward(q, k, v, out, lse, params: dict, plan_only: bool = False):
         plan.bind((aq, ak, av) + tail + paddrs, _call_stream(plan, explicit, q))
     except ViewError as e:
         raise view_error(e) from None
-    lib = library()
-    fn = lib.dll.fa_plan_forward if plan_only else lib.dll.fa_forward
-    st = fn(*plan.args)
-    if st != C.FA_OK:
-        raise error("fa_plan_forward" if plan_only else "fa_forward", st)
+    _invoke("fa_plan_forward" if plan_only else "fa_forward", plan)
     return out, (lse if want_lse else None), plan.info
 
 
@@ -407,9 +410,7 @@ def backward(dout, q, k, v, out, lse, dq, dk, dv, params: dict):
         plan.bind(tuple(addrs) + paddrs, _call_stream(plan, explicit, q))
     except ViewError as e:
         raise view_error(e) from None
-    st = library().dll.fa_backward(*plan.args)
-    if st != C.FA_OK:
-        raise error("fa_backward", st)
+    _invoke("fa_backward", plan)
     return grads[0], grads[1], grads[2], plan.info
 
 
@@ -469,9 +470,5 @@ def forward_kvcache(q, k_cache, v_cache, kv: dict, rotary_interleaved: bool, out
         plan.bind(tuple(addrs) + tail + paddrs, _call_stream(plan, explicit, q))
     except ViewError as e:
         raise view_error(e) from None
-    lib = library()
-    fn = lib.dll.fa_plan_forward_kvcache if plan_only else lib.dll.fa_forward_kvcache
-    st = fn(*plan.args)
-    if st != C.FA_OK:
-        raise error("fa_plan_forward_kvcache" if plan_only else "fa_forward_kvcache", st)
+    _invoke("fa_plan_forward_kvcache" if plan_only else "fa_forward_kvcache", plan)
     return out, (lse if want_lse else None), plan.info
