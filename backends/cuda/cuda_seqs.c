@@ -32,12 +32,11 @@ static int32_t pack_of(const fa_request *req) {
 
 /* Key pieces when the caller leaves the choice (num_splits 0): enough blocks for two per SM,
    each piece at least 4 key tiles, at most 64 pieces. */
-static int32_t auto_splits(const fa_request *req, int64_t blocks, int64_t key_tiles, int sms) {
+static int32_t auto_splits(int64_t blocks, int64_t key_tiles, int sms) {
   if (blocks <= 0 || blocks >= sms) return 1;
   int64_t s = (2 * (int64_t)sms + blocks - 1) / blocks;
   if (s > key_tiles / 4) s = key_tiles / 4;
   if (s > 64) s = 64;
-  (void)req;
   return s < 1 ? 1 : (int32_t)s;
 }
 
@@ -54,7 +53,7 @@ int cuda_seqs_wanted(const fa_request *req, const cuda_device_info *dev) {
   if (req->seqlen_q > FA2_SPLITKV_TILE_M / pack) return 0;
   const int32_t hd = FA2_PAD_HD((int32_t)req->head_dim);
   const int64_t tile_n = FA2_SPLITKV_TILE_N(hd);
-  return auto_splits(req, req->heads_q / pack * req->batch, (req->seqlen_k + tile_n - 1) / tile_n,
+  return auto_splits(req->heads_q / pack * req->batch, (req->seqlen_k + tile_n - 1) / tile_n,
                      dev->sm_count) > 1;
 }
 
@@ -120,7 +119,7 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
       (req->seqlen_q + rows_per_head - 1) / rows_per_head * (req->heads_q / pack) * req->batch;
   int32_t splits = p->num_splits >= 1
                        ? p->num_splits
-                       : auto_splits(req, blocks, (cap + tile_n - 1) / tile_n, dev->sm_count);
+                       : auto_splits(blocks, (cap + tile_n - 1) / tile_n, dev->sm_count);
   if ((int64_t)splits * req->batch > 65535) {
     fa_core_refuse(out, "num_splits %d x batch %lld > 65535 (cuda grid limit)", (int)splits,
                    (long long)req->batch);
