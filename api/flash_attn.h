@@ -37,6 +37,15 @@
  *     taken as the total; a padded lse still has max_seqlen_q columns). With a block_table,
  *     max_seqlen_k may not exceed the keys a table row addresses (block_table.shape[1] * page).
  *     A window side at least seqlen_q + seqlen_k wide is the unbounded side (-1).
+ *   - Index tensors (cu_seqlens_q/k, seqused_k, block_table, kv.cache_seqlens) in host memory are
+ *     checked on every call: offsets start at 0, never decrease, stay within the packed total and
+ *     max_seqlen; pages within [0, k.shape[0]); used keys within a sequence's keys; cache lengths
+ *     plus new tokens within the cache (and the rotary tables). A bad value is
+ *     FA_ERR_INVALID_ARGUMENT naming it. Index tensors in device memory are not read by the host
+ *     unless params.check_indices is set, which copies them to the host and checks them the same
+ *     way before anything is written (a synchronisation of the stream; FA_ERR_UNSUPPORTED while
+ *     the stream captures a graph). Unchecked, an out-of-range device value gives unspecified
+ *     results for its sequence and never an access outside the tensors (docs/backends.md).
  *
  * Errors: every call returns an fa_status; on failure fa_last_error() gives a message naming the
  * argument and the constraint. No call aborts, prints, or writes outside its outputs on bad input.
@@ -70,7 +79,7 @@ extern "C" {
 #endif
 
 #define FA_VERSION_MAJOR 0
-#define FA_VERSION_MINOR 1
+#define FA_VERSION_MINOR 2
 #define FA_VERSION_PATCH 0
 
 /** Status of every call. FA_OK is 0; every other value is an error. */
@@ -182,6 +191,10 @@ typedef struct fa_params {
       *kernel_family;    /**< NULL = backend's choice; else e.g. "fa2", "fa3" (backend-specific) */
   void *workspace;       /**< caller-owned scratch, or NULL to let the backend allocate */
   size_t workspace_size; /**< bytes at workspace; see fa_forward_workspace_size */
+
+  /* --- since 0.2 --- */
+  int32_t check_indices; /**< non-zero: index tensors in device memory are read back and checked
+                             (see "Index tensors" above); costs a copy and a synchronisation */
 } fa_params;
 
 /** Sets every field to its default: zero, except struct_size. */

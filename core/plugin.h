@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define FA_PLUGIN_ABI_VERSION 2u
+#define FA_PLUGIN_ABI_VERSION 3u
 #define FA_PLUGIN_ENTRY_SYMBOL "fa_plugin_entry"
 
 #define FA_DECISION_PAYLOAD_BYTES 64
@@ -140,6 +140,13 @@ FA_API void fa_core_refuse(fa_decision *out, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+
+/* Checks the values of a request's index tensors (cu_seqlens_q/k, seqused_k, block_table,
+   kv.cache_seqlens) as the core checks host ones on every call: each that is in host memory
+   (device.kind FA_DEVICE_CPU) is read. A device backend honouring params.check_indices passes a
+   copy of the request whose index tensors are host copies of its device ones. FA_OK, or
+   FA_ERR_INVALID_ARGUMENT naming the first bad value. */
+FA_API fa_status fa_core_check_indices(const fa_request *req);
 
 /* Starts a probe's answer: whether the backend can run, why not, how many devices; the device
    list empty for fa_probe_add_device. */

@@ -299,8 +299,7 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
 
   int64_t seqlen_new = 0, rotary_dim = 0;
   if (op == FA_OP_KVCACHE) {
-    TRY(fa_check_kvcache(a, p, kv, batch, seqlen_q, seqlen_k, heads_kv, head_dim, head_dim_v,
-                         &seqlen_new, &rotary_dim));
+    TRY(fa_check_kvcache(a, kv, batch, heads_kv, head_dim, head_dim_v, &seqlen_new, &rotary_dim));
     /* The caches are written (the new tokens appended in place): no two of their elements may
        share memory, and neither may lse's. */
     TRY(fa_check_no_self_overlap("k_cache", k));
@@ -308,7 +307,6 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
     if (lse) TRY(fa_check_no_self_overlap("lse", lse));
   }
   TRY(check_outputs_apart(op, a, p, kv));
-  TRY(fa_check_host_indices(p, batch, k, seqlen_k));
 
   memset(req, 0, sizeof *req);
   req->op = op;
@@ -340,5 +338,5 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
   req->head_dim = head_dim;
   req->head_dim_v = head_dim_v;
   req->scale = p->softmax_scale > 0.0f ? p->softmax_scale : (float)(1.0 / sqrt((double)head_dim));
-  return FA_OK;
+  return fa_core_check_indices(req);
 }

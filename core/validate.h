@@ -50,16 +50,10 @@ fa_status fa_resolve_versioned(const char *name, const char *type, const char *i
    too). A paged call's page size is stored in p->page_size. */
 fa_status fa_resolve_lengths(fa_params *p, const fa_tensor *q, const fa_tensor *k, fa_device dev,
                              int64_t *batch, int64_t *seqlen_q, int64_t *seqlen_k);
-/* Index values a host backend will dereference: block_table entries inside the pool, seqused_k
-   within the keys there are. Checked where the host can read them. */
-fa_status fa_check_host_indices(const fa_params *p, int64_t batch, const fa_tensor *k,
-                                int64_t seqlen_k);
-
 /* validate_kvcache.c: fa_forward_kvcache's own arguments (the new tokens, the cache lengths, the
-   rotary tables), resolved into *kv. */
-fa_status fa_check_kvcache(const fa_call_args *a, const fa_params *p, fa_kvcache_args *kv,
-                           int64_t batch, int64_t seqlen_q, int64_t capacity, int64_t heads_kv,
-                           int64_t head_dim, int64_t head_dim_v, int64_t *seqlen_new,
-                           int64_t *rotary_dim);
+   rotary tables), resolved into *kv; their values are fa_core_check_indices'. */
+fa_status fa_check_kvcache(const fa_call_args *a, fa_kvcache_args *kv, int64_t batch,
+                           int64_t heads_kv, int64_t head_dim, int64_t head_dim_v,
+                           int64_t *seqlen_new, int64_t *rotary_dim);
 
 #endif /* FA_CORE_VALIDATE_H */

@@ -16,10 +16,9 @@ static fa_status resolve_kvcache_args(const fa_kvcache_args *user, fa_kvcache_ar
 }
 
 /* fa_forward_kvcache's own arguments: the new tokens, the cache lengths and the rotary tables. */
-fa_status fa_check_kvcache(const fa_call_args *a, const fa_params *p, fa_kvcache_args *kv,
-                           int64_t batch, int64_t seqlen_q, int64_t capacity, int64_t heads_kv,
-                           int64_t head_dim, int64_t head_dim_v, int64_t *seqlen_new,
-                           int64_t *rotary_dim) {
+fa_status fa_check_kvcache(const fa_call_args *a, fa_kvcache_args *kv, int64_t batch,
+                           int64_t heads_kv, int64_t head_dim, int64_t head_dim_v,
+                           int64_t *seqlen_new, int64_t *rotary_dim) {
   TRY(resolve_kvcache_args(a->kv, kv));
   const fa_device dev = a->q->device;
   TRY(fa_check_index("kv.cache_seqlens", kv->cache_seqlens, 1, dev));
@@ -61,26 +60,6 @@ fa_status fa_check_kvcache(const fa_call_args *a, const fa_params *p, fa_kvcache
                                "kv.rotary_cos.shape[1] = %lld: the rotary dim (twice it) must be "
                                "in [2, head_dim = %lld]",
                                (long long)kv->rotary_cos->shape[1], (long long)head_dim);
-  }
-  /* Host-readable lengths: the append must fit the cache, the positions the tables. */
-  if (kv->cache_seqlens->device.kind == FA_DEVICE_CPU) {
-    int64_t rows_q = (p->causal || p->window_enabled) ? seqlen_q : 1;
-    for (int64_t b = 0; b < batch; ++b) {
-      int32_t len = fa_read_i32(kv->cache_seqlens, b);
-      if (len < 0 || len + *seqlen_new > capacity)
-        return fa_core_set_error(INVALID,
-                                 "kv.cache_seqlens[%lld] = %d: with %lld new tokens it must stay "
-                                 "within the cache's %lld positions",
-                                 (long long)b, (int)len, (long long)*seqlen_new,
-                                 (long long)capacity);
-      int64_t last = len + (*seqlen_new > rows_q ? *seqlen_new : rows_q);
-      if (kv->rotary_cos && last > kv->rotary_cos->shape[0])
-        return fa_core_set_error(INVALID,
-                                 "kv.rotary_cos.shape[0] = %lld but sequence %lld needs positions "
-                                 "up to %lld",
-                                 (long long)kv->rotary_cos->shape[0], (long long)b,
-                                 (long long)(last - 1));
-    }
   }
   return FA_OK;
 }

@@ -63,6 +63,10 @@ fa_status cuda_seqs_run(const fa_request *req, const fa_decision *decision, cons
 /* "f16", "bf16", or NULL for a dtype the kernels do not take. */
 const char *cuda_dtype_name(fa_dtype dt);
 
+/* params.check_indices (cuda_check_indices.c): the request's index tensors read back and checked
+   by the core's rule; FA_OK when none is given. */
+fa_status cuda_check_indices(const fa_request *req);
+
 /* Shared by the run paths (cuda_plugin.c): a CUDA error as the call's status and message; the
    caller's workspace or one from the stream-ordered pool, and its return; a workspace pointer
    aligned to CUDA_WORKSPACE_ALIGN. */

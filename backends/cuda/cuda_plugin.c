@@ -184,6 +184,7 @@ fa_status cuda_run(const fa_request *req, const fa_decision *decision, void *wor
   cuda_choice ch;
   fa_decision_get(decision, &ch, sizeof ch);
   fa_status st = prepare_device(id);
+  if (st == FA_OK && req->params->check_indices) st = cuda_check_indices(req);
   if (st == FA_OK)
     st = ch.seqs                    ? cuda_seqs_run(req, decision, &ch, workspace)
          : req->op == FA_OP_FORWARD ? run_forward(req, decision, &ch, workspace)

@@ -53,6 +53,8 @@ PARAMS = {
     "kernel_family": "str, e.g. 'fa2'",
     "workspace": "a writable DLPack array used as scratch (workspace_size: its bytes)",
     "workspace_size": "int; bytes at workspace (default: the whole array)",
+    "check_indices": "bool; copy index arrays in device memory to the host and check them "
+    "(a synchronisation); host ones are always checked",
 }
 TENSOR_PARAMS = ("alibi_slopes", "cu_seqlens_q", "cu_seqlens_k", "seqused_k", "block_table",
                  "workspace")

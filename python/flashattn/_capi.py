@@ -88,6 +88,7 @@ class FaParams(ctypes.Structure):
         ("kernel_family", ctypes.c_char_p),
         ("workspace", ctypes.c_void_p),
         ("workspace_size", ctypes.c_size_t),
+        ("check_indices", ctypes.c_int32),
     ]
 
 
@@ -252,8 +253,8 @@ class Library:
         major = ctypes.c_int()
         minor = ctypes.c_int()
         self.dll.fa_version(ctypes.byref(major), ctypes.byref(minor), None)
-        if (major.value, minor.value) != (0, 1):
-            bad.append(f"library version {major.value}.{minor.value}, binding written for 0.1")
+        if (major.value, minor.value) != (0, 2):
+            bad.append(f"library version {major.value}.{minor.value}, binding written for 0.2")
         if bad:
             raise OSError(f"flashattn binding does not match {self.path}: " + "; ".join(bad))
 

@@ -299,6 +299,10 @@ def op_arguments(params: dict, call: str) -> dict:
             raise unsupported(call, f"{name}= is not available when the call is traced or "
                               f"differentiated (the operator runs on PyTorch's current stream "
                               f"and allocates through PyTorch)")
+    if params.get("check_indices"):
+        raise unsupported(call, "check_indices= is not available when the call is traced or "
+                          "differentiated (it reads the index tensors back with a "
+                          "synchronisation): check them in an eager call under torch.no_grad()")
     for name in ("alibi_slopes", "cu_seqlens_q", "cu_seqlens_k", "seqused_k", "block_table"):
         value = params.get(name)
         if value is not None and not isinstance(value, Tensor):

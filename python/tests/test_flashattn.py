@@ -174,6 +174,16 @@ class TestForward(unittest.TestCase):
             assert_close(self, out[None, sq], wo, 2e-5, f"out of sequence {b}")
             assert_close(self, lse[:, sq], wl[0], 1e-4, f"lse of sequence {b}")
         self.assertEqual((lens_q, lens_k), ([3, 5], [4, 6]))
+        # Host index arrays are checked on every call: check_indices changes nothing here.
+        again = fa.attention(q, k, v, cu_seqlens_q=cq, cu_seqlens_k=ck, max_seqlen_q=5,
+                             max_seqlen_k=6, causal=True, check_indices=True)
+        np.testing.assert_array_equal(again, out)
+        for check in (False, True):
+            with self.assertRaises(fa.FlashAttnError) as cm:
+                fa.attention(q, k, v, cu_seqlens_q=np.array([0, 5, 3], np.int32),
+                             cu_seqlens_k=ck, max_seqlen_q=5, max_seqlen_k=6,
+                             check_indices=check)
+            self.assertIn("params.cu_seqlens_q[2] = 3 is less than", cm.exception.message)
 
     def test_dropout_reproducible(self):
         q, k, v = rand(1, 8, 2, 8), rand(1, 8, 2, 8), rand(1, 8, 2, 8)

@@ -197,6 +197,7 @@ class TestNoSilentDetach(unittest.TestCase):
         self.assert_refused(lambda: fa.attention(q, q, q, out=torch.empty(1, 4, 2, 8)), "out=")
         self.assert_refused(lambda: fa.attention(q, q, q, return_info=True), "return_info")
         self.assert_refused(lambda: fa.attention(q, q, q, stream=0), "stream=")
+        self.assert_refused(lambda: fa.attention(q, q, q, check_indices=True), "check_indices=")
         slopes = torch.ones(2, requires_grad=True)
         p = q.detach()
         self.assert_refused(lambda: fa.attention(p, p, p, alibi_slopes=slopes), "alibi_slopes")

@@ -5,8 +5,9 @@ rotary embedding (interleaved and not). Inputs bf16, drawn fresh; the caches aft
 be bitwise equal on both backends (the same rounding rule); outputs and LSEs within bf16's
 rounding of each other (relative L2 error) and every row's LSE within 1e-3. Each call must run
 the CUDA kernel it names. Then out-of-range device tables (block table entries, decreasing
-cu_seqlens, cache lengths past the cache): the call returns and writes nothing outside its
-outputs and caches. Skipped without a GPU for PyTorch or without the cuda backend."""
+cu_seqlens, cache lengths past the cache): with check_indices the call is refused naming the bad
+value and writes nothing; without it, the call returns and writes nothing outside its outputs and
+caches. Skipped without a GPU for PyTorch or without the cuda backend."""
 
 from __future__ import annotations
 
@@ -171,6 +172,18 @@ class TestCudaBadTables(unittest.TestCase):
             return bool((base[:g] == 7.0).all() and (base[g + shape[0]:] == 7.0).all())
         return t, check
 
+    def refused(self, call, expect, *outputs):
+        """call(check_indices=True) raises FA_ERR_INVALID_ARGUMENT naming expect and leaves the
+        outputs (tensors, with their guards' checks) bitwise as they were."""
+        before = [t.clone() for t in outputs]
+        with self.assertRaises(fa.FlashAttnError) as cm:
+            call(check_indices=True)
+        self.assertEqual(cm.exception.status_name, "FA_ERR_INVALID_ARGUMENT")
+        self.assertIn(expect, str(cm.exception))
+        torch.cuda.synchronize()
+        for t, b in zip(outputs, before):
+            self.assertTrue(torch.equal(t, b), f"check mode changed an output ({expect})")
+
     def test_block_table_out_of_range(self):
         torch.manual_seed(5)
         kc, kgood = self.guarded((6, 16, 2, 64), torch.randn(6, 16, 2, 64))
@@ -180,13 +193,22 @@ class TestCudaBadTables(unittest.TestCase):
         kn = torch.randn(2, 20, 2, 64, dtype=torch.bfloat16, device="cuda")
         lens = torch.tensor([10, 20], dtype=torch.int32, device="cuda")
         out, check_out = self.guarded((2, 1, 4, 64))
-        fa.attention_kvcache(q, kc, vc, lens, k_new=kn, v_new=kn.clone(), block_table=table,
-                             page_size=16, causal=True, out=out, backend="cuda", strict=True)
+
+        def append(**kw):
+            fa.attention_kvcache(q, kc, vc, lens, k_new=kn, v_new=kn.clone(), block_table=table,
+                                 page_size=16, causal=True, out=out, backend="cuda", strict=True,
+                                 **kw)
+        self.refused(append, "params.block_table[0][1] = -5", kc, vc, out)
+        append()
         self.assertTrue(kgood() and vgood() and check_out(), "a write outside the caches or out")
         out2, check2 = self.guarded((2, 1, 4, 64))
-        fa.attention(q, kc, vc, block_table=table, page_size=16, max_seqlen_k=48,
-                     seqused_k=torch.tensor([48, 40], dtype=torch.int32, device="cuda"),
-                     out=out2, backend="cuda", strict=True)
+
+        def paged(**kw):
+            fa.attention(q, kc, vc, block_table=table, page_size=16, max_seqlen_k=48,
+                         seqused_k=torch.tensor([48, 40], dtype=torch.int32, device="cuda"),
+                         out=out2, backend="cuda", strict=True, **kw)
+        self.refused(paged, "params.block_table[0][1] = -5", out2)
+        paged()
         self.assertTrue(check2() and kgood() and vgood())
 
     def test_cu_seqlens_decreasing(self):
@@ -197,8 +219,11 @@ class TestCudaBadTables(unittest.TestCase):
         ck = torch.tensor([0, 90, -7, 1 << 30], dtype=torch.int32, device="cuda")
         out, check = self.guarded((80, 4, 64))
         for splits in (1, 3):
-            fa.attention_varlen(q, k, k.clone(), cq, ck, 60, 90, out=out, num_splits=splits,
-                                backend="cuda", strict=True)
+            def varlen(**kw):
+                fa.attention_varlen(q, k, k.clone(), cq, ck, 60, 90, out=out, num_splits=splits,
+                                    backend="cuda", strict=True, **kw)
+            self.refused(varlen, "params.cu_seqlens_q[2] = 20 is less than", out)
+            varlen()
             self.assertTrue(check(), f"splits {splits}: a write outside out")
 
     def test_cache_lengths_past_the_cache(self):
@@ -208,6 +233,9 @@ class TestCudaBadTables(unittest.TestCase):
         q = torch.randn(2, 3, 4, 64, dtype=torch.bfloat16, device="cuda")
         kn = torch.randn(2, 3, 2, 64, dtype=torch.bfloat16, device="cuda")
         lens = torch.tensor([31, -100], dtype=torch.int32, device="cuda")
-        fa.attention_kvcache(q, kc, vc, lens, k_new=kn, v_new=kn.clone(), causal=True,
-                             backend="cuda", strict=True)
+        def append(**kw):
+            fa.attention_kvcache(q, kc, vc, lens, k_new=kn, v_new=kn.clone(), causal=True,
+                                 backend="cuda", strict=True, **kw)
+        self.refused(append, "kv.cache_seqlens[0] = 31", kc, vc)
+        append()
         self.assertTrue(kgood() and vgood(), "an append wrote outside the caches")

@@ -239,6 +239,7 @@ unsigned char *decode_params(reader *r, const problem *pb, fa_params *p) {
   p->deterministic = (f >> 3) & 1;
   p->return_lse = (f >> 4) & 1;
   if (f & 32) p->stream = g_dummy; /* no meaning for host memory */
+  p->check_indices = (f >> 7) & 1;
   if (f & 64) {
     static const char *const fam[] = {"flash", "fa2", "", "flash.x"};
     p->kernel_family = fam[u8(r) % 4];

@@ -32,6 +32,10 @@
 #                hd64 seqlen 600 and hd256 seqlen 700, non-causal: the backward's balanced last
 #                wave with every key tile cut into pieces (fa2_tail.c)
 #   synccheck    compute-sanitizer --tool synccheck on the first of those
+#   memcheck.tables
+#                memcheck on bin/cuda_bad_tables: out-of-range block tables, cu_seqlens, seqused_k
+#                and cache lengths in device memory, refused with params.check_indices and
+#                harmless without it (no access outside the tensors)
 #   oom          fault injection under memcheck: cuda_smoke --exhaust-memory takes the device's
 #                memory first; the backward must return FA_ERR_OUT_OF_MEMORY and write nothing,
 #                then succeed once the memory is back
@@ -191,18 +195,18 @@ else
 fi
 
 # --- compute-sanitizer -----------------------------------------------------------------------
-sanitize() { # step tool log args...
-  local step=$1 tool=$2 log=$3
+sanitize() { # step tool log args... (of bin/cuda_smoke, or of bin/$SAN_PROG)
+  local step=$1 tool=$2 log=$3 prog=${SAN_PROG:-cuda_smoke}
   shift 3
   local extra=()
   [ "$tool" = memcheck ] && extra=(--leak-check full)
   # The fault-injection run fails CUDA calls on purpose: those API errors are its subject (the
   # program checks how each is handled), not sanitizer findings; memory errors still count.
   [ "$step" = oom ] && extra+=(--report-api-errors no)
-  local cmd="$SANITIZER --tool $tool ${extra[*]} $BIN/cuda_smoke $*"
+  local cmd="$SANITIZER --tool $tool ${extra[*]} $BIN/$prog $*"
   echo "$cmd"
   timeout 70 "$SANITIZER" --tool "$tool" "${extra[@]}" --error-exitcode 86 \
-    "$BIN/cuda_smoke" "$@" > "$TMP/$log" 2>&1
+    "$BIN/$prog" "$@" > "$TMP/$log" 2>&1
   local rc=$?
   { echo "=== $step: $cmd (exit status $rc)"; cat "$TMP/$log"; echo; } >> "$OUT/sanitizer.log"
   tail -25 "$TMP/$log"
@@ -215,16 +219,16 @@ sanitize() { # step tool log args...
   elif [ "$rc" -eq 124 ]; then
     record "$step" FAIL "timed out after 70 s (see $OUT/sanitizer.log)"
   else
-    record "$step" FAIL "cuda_smoke exit status $rc: $(grep -m1 -E '^(FAIL|SKIP)' "$TMP/$log") (see $OUT/sanitizer.log)"
+    record "$step" FAIL "$prog exit status $rc: $(grep -m1 -E '^(FAIL|SKIP)' "$TMP/$log") (see $OUT/sanitizer.log)"
   fi
 }
 if [ "$DO_SAN" -eq 1 ]; then
   banner "compute-sanitizer"
   SANITIZER=$(find_tool compute-sanitizer)
   if [ -z "$SANITIZER" ]; then
-    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom; do record "$s" FAIL "compute-sanitizer not found"; done
+    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables; do record "$s" FAIL "compute-sanitizer not found"; done
   elif ! need_bin cuda_smoke; then
-    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom; do record "$s" FAIL "cuda_smoke not built"; done
+    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables; do record "$s" FAIL "cuda_smoke not built"; done
   else
     "$SANITIZER" --version | tail -1
     sanitize memcheck memcheck memcheck.log
@@ -245,9 +249,15 @@ if [ "$DO_SAN" -eq 1 ]; then
       --seqlen 200 --causal 1
     sanitize synccheck synccheck synccheck.log
     sanitize oom memcheck oom.log --exhaust-memory
+    # Out-of-range device index tensors, with and without params.check_indices.
+    if need_bin cuda_bad_tables; then
+      SAN_PROG=cuda_bad_tables sanitize memcheck.tables memcheck memcheck_tables.log
+    else
+      record memcheck.tables FAIL "cuda_bad_tables not built"
+    fi
   fi
 else
-  for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom; do record "$s" SKIP "--no-sanitize"; done
+  for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables; do record "$s" SKIP "--no-sanitize"; done
 fi
 
 # --- load ------------------------------------------------------------------------------------
