@@ -2,7 +2,8 @@
  * cuda_seqs.c: the forward over sequences of their own lengths (fa2_sm80/fa2_fwd_splitkv.cuh):
  * packed rows (cu_seqlens_q/k), used keys (seqused_k), paged K/V (block_table), split-KV
  * (num_splits) and fa_forward_kvcache (the append and rotary embedding of common/seq_aux.cu
- * first). Its decision (tiles, GQA packing, key pieces, workspace) and its run.
+ * first); decoding steps on fa2_sm80/fa2_fwd_decode.cuh. Its decision (kernel, tiles, GQA
+ * packing, key pieces, workspace) and its run.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -40,6 +41,28 @@ static int32_t auto_splits(int64_t blocks, int64_t key_tiles, int sms) {
   return s < 1 ? 1 : (int32_t)s;
 }
 
+/* The kernel's tiles: fa2_fwd_decode.cuh's 16 rows where a step's rows (positions x packed
+   heads) fit them and its shared memory fits the device, else fa2_fwd_splitkv.cuh's 64. */
+typedef struct seq_tiles {
+  int32_t hd, tile_m, tile_n, pack;
+  size_t smem;
+} seq_tiles;
+
+static void tiles_of(const fa_request *req, const cuda_device_info *dev, seq_tiles *t) {
+  t->hd = FA2_PAD_HD((int32_t)req->head_dim);
+  t->pack = pack_of(req);
+  if (req->seqlen_q * t->pack <= FA2_DECODE_TILE_M &&
+      (int64_t)FA2_DECODE_SMEM(t->hd) <= dev->smem_optin) {
+    t->tile_m = FA2_DECODE_TILE_M;
+    t->tile_n = FA2_DECODE_TILE_N;
+    t->smem = FA2_DECODE_SMEM(t->hd);
+  } else {
+    t->tile_m = FA2_SPLITKV_TILE_M;
+    t->tile_n = FA2_SPLITKV_TILE_N(t->hd);
+    t->smem = FA2_SPLITKV_SMEM(t->hd);
+  }
+}
+
 int cuda_seqs_wanted(const fa_request *req, const cuda_device_info *dev) {
   const fa_params *p = req->params;
   if (req->op == FA_OP_KVCACHE) return 1;
@@ -49,11 +72,10 @@ int cuda_seqs_wanted(const fa_request *req, const cuda_device_info *dev) {
   /* A dense forward with the choice left to the backend: split-KV where the rows of a step fit
      one tile per group of heads and too few blocks would run without it (decoding). */
   if (p->num_splits != 0 || p->kernel_family) return 0;
-  const int32_t pack = pack_of(req);
-  if (req->seqlen_q > FA2_SPLITKV_TILE_M / pack) return 0;
-  const int32_t hd = FA2_PAD_HD((int32_t)req->head_dim);
-  const int64_t tile_n = FA2_SPLITKV_TILE_N(hd);
-  return auto_splits(req->heads_q / pack * req->batch, (req->seqlen_k + tile_n - 1) / tile_n,
+  seq_tiles t;
+  tiles_of(req, dev, &t);
+  if (req->seqlen_q > FA2_SPLITKV_TILE_M / t.pack) return 0;
+  return auto_splits(req->heads_q / t.pack * req->batch, (req->seqlen_k + t.tile_n - 1) / t.tile_n,
                      dev->sm_count) > 1;
 }
 
@@ -98,13 +120,14 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
     fa_core_refuse(out, "kv.k_new/v_new: cuda needs the head dim contiguous (stride 1)");
     return;
   }
-  const int32_t hd = FA2_PAD_HD((int32_t)req->head_dim);
-  const size_t smem = FA2_SPLITKV_SMEM(hd);
-  if ((int64_t)smem > dev->smem_optin) {
+  seq_tiles tl;
+  tiles_of(req, dev, &tl);
+  if ((int64_t)tl.smem > dev->smem_optin) {
     fa_core_refuse(out,
                    "cuda.fa2's forward over sequences at head_dim %lld needs %zu KiB of shared "
                    "memory; %s allows %d KiB",
-                   (long long)req->head_dim, smem / 1024, dev->name, (int)(dev->smem_optin / 1024));
+                   (long long)req->head_dim, tl.smem / 1024, dev->name,
+                   (int)(dev->smem_optin / 1024));
     return;
   }
   const int64_t cap = key_capacity(req);
@@ -112,9 +135,8 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
     fa_core_refuse(out, "sequences of 2^31 - 256 keys or rows and more are not supported by cuda");
     return;
   }
-  const int32_t pack = pack_of(req);
-  const int32_t tile_n = FA2_SPLITKV_TILE_N(hd);
-  const int64_t rows_per_head = FA2_SPLITKV_TILE_M / pack;
+  const int32_t pack = tl.pack, tile_n = tl.tile_n;
+  const int64_t rows_per_head = tl.tile_m / pack;
   const int64_t blocks =
       (req->seqlen_q + rows_per_head - 1) / rows_per_head * (req->heads_q / pack) * req->batch;
   int32_t splits = p->num_splits >= 1
@@ -135,14 +157,14 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
   ch.seqs = 1;
   ch.splits = splits;
   ch.pack = pack;
-  ch.fa2.head_dim_padded = hd;
-  ch.fa2.tile_m = FA2_SPLITKV_TILE_M;
+  ch.fa2.head_dim_padded = tl.hd;
+  ch.fa2.tile_m = tl.tile_m;
   ch.fa2.tile_n = tile_n;
   ch.fa2.warps = 4;
-  ch.fa2.smem_bytes = smem;
+  ch.fa2.smem_bytes = tl.smem;
   fa_decision_put(out, &ch, sizeof ch);
   out->supported = 1;
-  out->tile_m = FA2_SPLITKV_TILE_M;
+  out->tile_m = tl.tile_m;
   out->tile_n = tile_n;
   out->num_splits = splits;
   out->deterministic = 1; /* fixed tiles and pieces, merged in piece order */
@@ -150,8 +172,9 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
   char split[16] = "", gqa[16] = "";
   if (splits > 1) snprintf(split, sizeof split, ".split%d", (int)splits);
   if (pack > 1) snprintf(gqa, sizeof gqa, ".gqa%d", (int)pack);
-  snprintf(out->kernel, sizeof out->kernel, "cuda.fa2.sm80.fwd.%s.hd%lld%s%s%s%s%s%s%s%s",
-           cuda_dtype_name(req->dtype), (long long)req->head_dim, p->causal ? ".causal" : "",
+  snprintf(out->kernel, sizeof out->kernel, "cuda.fa2.sm80.fwd.%s.hd%lld%s%s%s%s%s%s%s%s%s",
+           cuda_dtype_name(req->dtype), (long long)req->head_dim,
+           tl.tile_m == FA2_DECODE_TILE_M ? ".rows16" : "", p->causal ? ".causal" : "",
            p->window_enabled ? ".window" : "", p->softcap > 0.0f ? ".softcap" : "",
            p->cu_seqlens_q || p->cu_seqlens_k ? ".varlen" : "", p->block_table ? ".paged" : "",
            split, req->op == FA_OP_KVCACHE ? ".kvcache" : "", gqa);
@@ -254,6 +277,7 @@ fa_status cuda_seqs_run(const fa_request *req, const fa_decision *decision, cons
   A.window_left = p->window_left;
   A.window_right = p->window_right;
   A.lse_packed = req->lse_packed;
+  A.tile_m = ch->fa2.tile_m;
   A.pack = ch->pack;
   A.splits = ch->splits;
 

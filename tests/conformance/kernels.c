@@ -13,8 +13,9 @@
  *           ".gqa<P>" (fa3 forwards only) packs P query heads of a group in a tile, P a power of
  *           two dividing heads_q / heads_kv. --kernel-prefix replaces "cuda.<family>". The
  *           forward over sequences (varlen, seqused_k, paged K/V, num_splits > 1) is always
- *           "cuda.fa2.sm80.fwd.<dtype>.hd<D>[.causal][.window][.softcap][.varlen][.paged]
- *           [.split<S>][.gqa<P>]".
+ *           "cuda.fa2.sm80.fwd.<dtype>.hd<D>[.rows16][.causal][.window][.softcap][.varlen]
+ *           [.paged][.split<S>][.gqa<P>]", ".rows16" (the decoding kernel) possible where a
+ *           sequence has at most 16 query rows.
  *   opencl  "opencl.flash.<op>.<dtype>.hd<D>[.causal][.window][.softcap]"
  *
  * Ops whose naming the suite does not know (kvcache on cuda and opencl, any op of another
@@ -164,12 +165,24 @@ static void cuda_expect(const backend_ctx *bk, const kernel_facts *k, int splits
   gpu_suffix(k, suffix, sizeof suffix);
   /* The forward over sequences: fa2's, whatever the device. */
   if (fwd && (k->varlen || k->paged || k->seqused || splits > 1)) {
-    char split[24] = "";
+    char split[24] = "", hd[24], rest[FA_KERNEL_LEN];
     if (splits > 1) snprintf(split, sizeof split, ".split%d", splits);
-    snprintf(e->name[0], sizeof e->name[0], "cuda.fa2.sm80.%s%s%s%s", suffix,
-             k->varlen ? ".varlen" : "", k->paged ? ".paged" : "", split);
+    snprintf(hd, sizeof hd, ".hd%lld", (long long)k->d);
+    /* suffix is "<op>.<dtype>.hd<D><mask>": the mask part after the head dim. */
+    const char *after_hd = strstr(suffix, hd) + strlen(hd);
+    snprintf(rest, sizeof rest, "%s%s%s", k->varlen ? ".varlen" : "", k->paged ? ".paged" : "",
+             split);
+    snprintf(e->name[0], sizeof e->name[0], "cuda.fa2.sm80.%s%s", suffix, rest);
     e->gqa[0] = 1;
     e->n = 1;
+    /* Decoding steps (rows x packed heads within 16, where its shared memory fits) may run the
+       16-row kernel, named ".rows16" after the head dim. */
+    if (k->sq <= 16) {
+      snprintf(e->name[1], sizeof e->name[1], "cuda.fa2.sm80.%.*s.rows16%s%s",
+               (int)(after_hd - suffix), suffix, after_hd, rest);
+      e->gqa[1] = 1;
+      e->n = 2;
+    }
     return;
   }
   if (bk->cuda_prefix) {
