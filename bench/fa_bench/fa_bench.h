@@ -85,6 +85,8 @@ int fill_random(buffer *b);
 typedef struct measurement {
   int ok;
   double ms_median, ms_min, tflops;
+  double b2b_ms;  /* per call, o->iters calls back to back (no synchronisation between them) */
+  double host_us; /* host time per call issuing them */
   fa_run_info info;
   char error[FA_REASON_LEN + 64];
 } measurement;

@@ -45,6 +45,7 @@ void json_record(FILE *f, int first, const options *o, int64_t batch, int64_t se
   if (m->ok) {
     fprintf(f, "\"ok\": true, \"ms_median\": %.6g, \"ms_min\": %.6g, \"tflops\": %.6g, ",
             m->ms_median, m->ms_min, m->tflops);
+    fprintf(f, "\"b2b_ms\": %.6g, \"host_us\": %.6g, ", m->b2b_ms, m->host_us);
     fprintf(f, "\"backend\": ");
     json_string(f, m->info.backend_name);
     fprintf(f, ", \"kernel\": ");

@@ -22,9 +22,9 @@ static double visible_pairs(int64_t s, int causal, int64_t window) {
 
 static void print_result(const measurement *m) {
   if (m->ok)
-    printf("%10.3f %8.4f | ", m->ms_median, m->tflops);
+    printf("%10.3f %8.4f %8.3f %7.1f | ", m->ms_median, m->tflops, m->b2b_ms, m->host_us);
   else
-    printf("%10s %8s | ", "-", "-");
+    printf("%10s %8s %8s %7s | ", "-", "-", "-", "-");
 }
 
 /* One shape of the sweep: its place in the lists, its batch and heads, its FLOPs. */
@@ -104,8 +104,9 @@ int run_sweep(const options *o) {
     work_total += shape_work(o, &x);
   }
 
-  printf("\n%-6s %5s %6s %5s %5s | %10s %8s | %10s %8s | %s\n", "causal", "hdim", "seqlen", "batch",
-         "heads", "fwd ms", "TFLOP/s", "bwd ms", "TFLOP/s", "kernel (fwd; bwd), tile (fwd; bwd)");
+  printf("\n%-6s %5s %6s %5s %5s | %10s %8s %8s %7s | %10s %8s %8s %7s | %s\n", "causal", "hdim",
+         "seqlen", "batch", "heads", "fwd ms", "TFLOP/s", "b2b ms", "host us", "bwd ms", "TFLOP/s",
+         "b2b ms", "host us", "kernel (fwd; bwd), tile (fwd; bwd)");
   for (int i = 0; i < total; ++i) {
     shape x = shape_at(o, i);
     int causal = x.causal;
@@ -131,13 +132,13 @@ int run_sweep(const options *o) {
     if (o->fwd)
       print_result(&mf);
     else
-      printf("%10s %8s | ", "", "");
+      printf("%10s %8s %8s %7s | ", "", "", "", "");
     fflush(stdout);
     if (o->bwd && mf.ok) {
       measure(&p, 1, o, x.bwd_flops, &mb);
       print_result(&mb);
     } else {
-      printf("%10s %8s | ", "", "");
+      printf("%10s %8s %8s %7s | ", "", "", "", "");
     }
     if (mf.ok) {
       printf("%s", mf.info.kernel);
