@@ -53,6 +53,9 @@
 #                conformance cases of its head dims; racecheck + synccheck on cuda_smoke
 #                (--no-fa3 skips them; FA3_CHECK_CONFIGS="a b" checks those only); log in
 #                $OUT/fa3_configs.log
+#   graph        bin/cuda_graph: fa_forward + fa_backward and a decoding step of fa_forward_kvcache
+#                captured in CUDA graphs and replayed with new inputs (and, for decoding, cache
+#                lengths advanced in device memory), bitwise equal to eager calls
 #   sm90probe    bin/sm90_probe: TMA loads, mbarrier, wgmma with both descriptor forms vs float64
 #   sass         cuobjdump --dump-sass lib/libfa_cuda.so: HMMA instructions must be there; LDL/STL
 #                (local-memory spills) counted, per kernel, in $OUT/sass_counts.txt; every fa3
@@ -366,6 +369,19 @@ if [ -x "$BUILD/bin/sm90_probe" ]; then
   cat "$TMP/sm90_probe.txt"
 else
   record sm90probe SKIP "bin/sm90_probe not built"
+fi
+
+# --- CUDA graphs -----------------------------------------------------------------------------
+if need_bin cuda_graph; then
+  banner "cuda_graph"
+  if timeout 120 "$BIN/cuda_graph" > "$TMP/cuda_graph.txt" 2>&1; then
+    record graph PASS "$(tail -1 "$TMP/cuda_graph.txt")"
+  else
+    record graph FAIL "$(grep -m1 -E '^(FAIL|SKIP)' "$TMP/cuda_graph.txt")"
+  fi
+  cat "$TMP/cuda_graph.txt"
+else
+  record graph FAIL "cuda_graph not built"
 fi
 
 # --- SASS ------------------------------------------------------------------------------------
