@@ -69,11 +69,13 @@ int cuda_seqs_wanted(const fa_request *req, const cuda_device_info *dev) {
   if (req->op != FA_OP_FORWARD) return 0;
   if (p->cu_seqlens_q || p->cu_seqlens_k || p->seqused_k || p->block_table || p->num_splits > 1)
     return 1;
-  /* A dense forward with the choice left to the backend: split-KV where the rows of a step fit
-     one tile per group of heads and too few blocks would run without it (decoding). */
+  /* A dense forward with the choice left to the backend: the decoding kernel where a step's rows
+     fit it, split-KV where the rows fit one tile per group of heads and too few blocks would run
+     without it. */
   if (p->num_splits != 0 || p->kernel_family) return 0;
   seq_tiles t;
   tiles_of(req, dev, &t);
+  if (t.tile_m == FA2_DECODE_TILE_M) return 1;
   if (req->seqlen_q > FA2_SPLITKV_TILE_M / t.pack) return 0;
   return auto_splits(req->heads_q / t.pack * req->batch, (req->seqlen_k + t.tile_n - 1) / t.tile_n,
                      dev->sm_count) > 1;
