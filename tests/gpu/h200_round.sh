@@ -6,7 +6,8 @@
 #      examples/torch_train_step.py cuda                         -> python.txt
 #   3. with SWEEP=1: bench/peer.py --check $SWEEP_ARGS           -> sweep.txt, sweep.json, sweep.png
 #   4. with DECODE=1: decoding against the peers (bench/peer.py --seqlen-q 1: GQA 32:8 and MHA,
-#      head dims 64/128/256, batch 1/8/64, 4k-128k keys) and fa-bench --decode on dense and
+#      head dims 64/128/256, batch 1/8/64, 4k-128k keys; DECODE_SHAPES="opts;opts" for other
+#      batch / kv-heads choices) and fa-bench --decode on dense and
 #      paged caches (page sizes 16 and 64), fa-bench --varlen (packed against padded prefill)
 #                                                                -> decode.txt
 #   5. with EXTRA="cmd": that command's output                   -> extra.txt
@@ -54,8 +55,8 @@ fi
 
 if [ "${DECODE:-0}" = 1 ]; then
   {
-    for shape in "--batch 8 --kv-heads 8" "--batch 8 --kv-heads 32" "--batch 1 --kv-heads 8" \
-      "--batch 64 --kv-heads 8"; do
+    IFS=';' read -r -a shapes <<< "${DECODE_SHAPES:---batch 8 --kv-heads 8;--batch 8 --kv-heads 32;--batch 1 --kv-heads 8;--batch 64 --kv-heads 8}"
+    for shape in "${shapes[@]}"; do
       # shellcheck disable=SC2086 # shape is a list of options
       PYTHONUNBUFFERED=1 timeout 200 python3 bench/peer.py --check --lib "$lib" --pass fwd \
         --seqlen-q 1 --heads 32 --hdims 64,128,256 --causal 0 \
