@@ -31,14 +31,23 @@ static int32_t pack_of(const fa_request *req) {
   return pack;
 }
 
-/* Key pieces when the caller leaves the choice (num_splits 0): enough blocks for two per SM,
-   each piece at least 4 key tiles, at most 64 pieces. */
-static int32_t auto_splits(int64_t blocks, int64_t key_tiles, int sms) {
-  if (blocks <= 0 || blocks >= sms) return 1;
-  int64_t s = (2 * (int64_t)sms + blocks - 1) / blocks;
+/* Key pieces when the caller leaves the choice (num_splits 0), where the blocks would not fill
+   the device's block slots (the blocks its SMs hold at once): as many as fill them once without
+   starting a second, mostly empty wave, each piece at least 4 key tiles, at most 64 pieces. */
+static int32_t auto_splits(int64_t blocks, int64_t key_tiles, int64_t slots) {
+  if (blocks <= 0 || blocks >= slots) return 1;
+  int64_t s = slots / blocks;
   if (s > key_tiles / 4) s = key_tiles / 4;
   if (s > 64) s = 64;
   return s < 1 ? 1 : (int32_t)s;
+}
+
+/* Blocks of smem bytes the device holds at once: an SM has its opt-in limit plus the 1 KiB each
+   block reserves, and at most 16 blocks of 4 warps. */
+static int64_t block_slots(const cuda_device_info *dev, size_t smem) {
+  int64_t per_sm = ((int64_t)dev->smem_optin + 1024) / ((int64_t)smem + 1024);
+  if (per_sm > 16) per_sm = 16;
+  return (per_sm < 1 ? 1 : per_sm) * dev->sm_count;
 }
 
 /* The kernel's tiles: fa2_fwd_decode.cuh's 16 rows where a step's rows (positions x packed
@@ -78,7 +87,7 @@ int cuda_seqs_wanted(const fa_request *req, const cuda_device_info *dev) {
   if (t.tile_m == FA2_DECODE_TILE_M) return 1;
   if (req->seqlen_q > FA2_SPLITKV_TILE_M / t.pack) return 0;
   return auto_splits(req->heads_q / t.pack * req->batch, (req->seqlen_k + t.tile_n - 1) / t.tile_n,
-                     dev->sm_count) > 1;
+                     block_slots(dev, t.smem)) > 1;
 }
 
 /* Index tensors the kernels read element by element: contiguous (stride 1) but the block
@@ -141,9 +150,9 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
   const int64_t rows_per_head = tl.tile_m / pack;
   const int64_t blocks =
       (req->seqlen_q + rows_per_head - 1) / rows_per_head * (req->heads_q / pack) * req->batch;
-  int32_t splits = p->num_splits >= 1
-                       ? p->num_splits
-                       : auto_splits(blocks, (cap + tile_n - 1) / tile_n, dev->sm_count);
+  int32_t splits = p->num_splits >= 1 ? p->num_splits
+                                      : auto_splits(blocks, (cap + tile_n - 1) / tile_n,
+                                                    block_slots(dev, tl.smem));
   if ((int64_t)splits * req->batch > 65535) {
     fa_core_refuse(out, "num_splits %d x batch %lld > 65535 (cuda grid limit)", (int)splits,
                    (long long)req->batch);
