@@ -1,7 +1,8 @@
 /*
  * cuda_load.c: the CUDA backend under load through the public API: many host threads, each with
- * several CUDA streams, calling fa_forward and fa_backward at once on a fixed set of mixed
- * problems, every result compared bitwise with the same call made serially first
+ * several CUDA streams, calling fa_forward and fa_backward, and fa_forward_kvcache, at once on a
+ * fixed set of mixed problems, every result compared bitwise with the same call made serially
+ * first
  * (tests/gpu/h200_check.sh runs it: steps load and load.oom).
  *
  *   cuda_load [--seconds S] [--threads T] [--streams N] [--exhaust-memory]
@@ -12,7 +13,12 @@
  *    with params.strict, params.backend = cuda, params.deterministic (the backward's dQ summed in
  *    a fixed order, so that its results are bitwise reproducible) and a stream of their own. The
  * results are copied to the host and checked against a float64 reference (the conformance suite's
- * pass rule), so that the bitwise comparisons below compare with correct values.
+ * pass rule), so that the bitwise comparisons below compare with correct values. Two decoding
+ * problems call fa_forward_kvcache instead: new tokens appended to paged caches through a
+ * shuffled block table, with per-sequence cache lengths, both in device memory; their outputs
+ * are out, lse and the two caches (each call first copies pristine caches into its own on its
+ * stream). Their serial results are checked for consistency only here (the conformance suite
+ * holds fa_forward_kvcache on cuda to the CPU backend's results).
  * 2. Warm-up: one forward + backward on every stream of every thread, compared like the load's.
  * 3. Load: T threads (default 8) x N streams each (default 4, cudaStreamNonBlocking) for S seconds
  *    (default 60). Each thread cycles over its streams and over the problems in an order of its
@@ -84,16 +90,21 @@ typedef struct problem_def {
   fa_dtype dtype;
   int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
   int causal;
+  int kvcache; /* 1: fa_forward_kvcache, seqlen_q new tokens into paged caches of seqlen_k keys */
 } problem_def;
+
+enum { KV_PAGE = 64 }; /* the decoding problems' page size */
 
 /* Mixed on purpose: both dtypes, the head dims of each fa3 kernel (96 runs on 128's), both masks,
    GQA (8 query heads over 2 KV heads) and MHA, lengths off the tiles (100, 333, 1000) and one
-   problem with fewer queries than keys (the causal mask aligned bottom-right). */
+   problem with fewer queries than keys (the causal mask aligned bottom-right); then two decoding
+   problems (one new token, GQA 32:8; four new tokens, GQA 16:2). */
 static const problem_def defs[] = {
-    {FA_BF16, 2, 1000, 1000, 8, 2, 64, 1}, {FA_F16, 2, 333, 333, 4, 4, 128, 0},
-    {FA_BF16, 1, 333, 333, 8, 2, 128, 1},  {FA_F16, 1, 100, 100, 4, 4, 256, 1},
-    {FA_BF16, 1, 1000, 1000, 8, 2, 96, 0}, {FA_F16, 3, 100, 100, 4, 4, 64, 0},
-    {FA_BF16, 1, 333, 333, 8, 2, 256, 0},  {FA_F16, 1, 100, 1000, 8, 2, 128, 1},
+    {FA_BF16, 2, 1000, 1000, 8, 2, 64, 1, 0}, {FA_F16, 2, 333, 333, 4, 4, 128, 0, 0},
+    {FA_BF16, 1, 333, 333, 8, 2, 128, 1, 0},  {FA_F16, 1, 100, 100, 4, 4, 256, 1, 0},
+    {FA_BF16, 1, 1000, 1000, 8, 2, 96, 0, 0}, {FA_F16, 3, 100, 100, 4, 4, 64, 0, 0},
+    {FA_BF16, 1, 333, 333, 8, 2, 256, 0, 0},  {FA_F16, 1, 100, 1000, 8, 2, 128, 1, 0},
+    {FA_BF16, 4, 1, 512, 32, 8, 128, 1, 1},   {FA_F16, 3, 4, 768, 16, 2, 64, 1, 1},
 };
 enum { NPROB = (int)(sizeof defs / sizeof defs[0]) };
 /* The --exhaust-memory problem: causal at head dim 128, the fa3 forward's dynamic schedule. */
@@ -110,6 +121,9 @@ typedef struct problem {
   size_t bytes[O_COUNT];
   char fwd_kernel[FA_KERNEL_LEN], bwd_kernel[FA_KERNEL_LEN];
   size_t fwd_workspace;
+  /* Decoding problems: pristine caches, the block table and the cache lengths (device). */
+  void *cache_dev[2], *table_dev, *lens_dev;
+  fa_tensor table_t, lens_t;
 } problem;
 
 /* One stream of one thread, with its own outputs. */
@@ -221,20 +235,29 @@ static fa_tensor view(void *data, fa_dtype dtype, int ndim, const int64_t *shape
   return t;
 }
 
+/* q, k (a decoding problem's new tokens) and lse; the caches of a decoding problem (pages of
+   KV_PAGE keys, seqlen_k / KV_PAGE per sequence). */
 static void shapes_of(const problem_def *d, int64_t q[4], int64_t k[4], int64_t lse[3]) {
   q[0] = d->batch, q[1] = d->seqlen_q, q[2] = d->heads_q, q[3] = d->head_dim;
-  k[0] = d->batch, k[1] = d->seqlen_k, k[2] = d->heads_kv, k[3] = d->head_dim;
+  k[0] = d->batch, k[1] = d->kvcache ? d->seqlen_q : d->seqlen_k, k[2] = d->heads_kv;
+  k[3] = d->head_dim;
   lse[0] = d->batch, lse[1] = d->heads_q, lse[2] = d->seqlen_q;
 }
+static void cache_shape_of(const problem_def *d, int64_t c[4]) {
+  c[0] = d->batch * (d->seqlen_k / KV_PAGE), c[1] = KV_PAGE, c[2] = d->heads_kv;
+  c[3] = d->head_dim;
+}
 
-/* The output views of problem p over the buffers dev. */
+/* The output views of problem p over the buffers dev (a decoding problem: out, lse, the K and V
+   caches in the places of dq and dk; nothing in dv's). */
 static void out_views(const problem *p, void *const dev[O_COUNT], fa_tensor t[O_COUNT]) {
-  int64_t qs[4], ks[4], ls[3];
+  int64_t qs[4], ks[4], ls[3], cs[4];
   shapes_of(&p->d, qs, ks, ls);
+  cache_shape_of(&p->d, cs);
   t[O_OUT] = view(dev[O_OUT], p->d.dtype, 4, qs);
   t[O_LSE] = view(dev[O_LSE], FA_F32, 3, ls);
-  t[O_DQ] = view(dev[O_DQ], p->d.dtype, 4, qs);
-  t[O_DK] = view(dev[O_DK], p->d.dtype, 4, ks);
+  t[O_DQ] = view(dev[O_DQ], p->d.dtype, 4, p->d.kvcache ? cs : qs);
+  t[O_DK] = view(dev[O_DK], p->d.dtype, 4, p->d.kvcache ? cs : ks);
   t[O_DV] = view(dev[O_DV], p->d.dtype, 4, ks);
 }
 
@@ -246,7 +269,32 @@ static fa_params params_for(const problem *p, cudaStream_t stream) {
   params.deterministic = 1;
   params.causal = p->d.causal;
   params.stream = (void *)stream;
+  if (p->d.kvcache) params.block_table = &p->table_t;
   return params;
+}
+
+/* A decoding problem's call: pristine caches copied into the slot's (dev[O_DQ], dev[O_DK]) on
+   stream, then fa_forward_kvcache appends into them. */
+static fa_status issue_kvcache(const problem *p, cudaStream_t stream, void *const dev[O_COUNT],
+                               fa_run_info *fi, char *err, size_t n) {
+  fa_tensor t[O_COUNT];
+  out_views(p, dev, t);
+  for (int c = 0; c < 2; ++c)
+    if (!cuda_ok(cudaMemcpyAsync(dev[O_DQ + c], p->cache_dev[c], p->bytes[O_DQ + c],
+                                 cudaMemcpyDeviceToDevice, stream),
+                 "cudaMemcpyAsync(caches)", err, n))
+      return FA_ERR_BACKEND_FAILURE;
+  const fa_params params = params_for(p, stream);
+  fa_kvcache_args kv;
+  fa_kvcache_args_init(&kv);
+  kv.k_new = &p->in_t[I_K];
+  kv.v_new = &p->in_t[I_V];
+  kv.cache_seqlens = &p->lens_t;
+  const fa_status st =
+      fa_forward_kvcache(&params, &p->in_t[I_Q], &t[O_DQ], &t[O_DK], &kv, &t[O_OUT], &t[O_LSE], fi);
+  if (st != FA_OK)
+    snprintf(err, n, "fa_forward_kvcache: %s: %s", fa_status_string(st), fa_last_error());
+  return st;
 }
 
 /* Poisons the outputs at dev, then queues p's forward and backward on stream (the backward
@@ -263,6 +311,10 @@ static int issue(const problem *p, cudaStream_t stream, void *const dev[O_COUNT]
       *st = FA_ERR_BACKEND_FAILURE;
       return 0;
     }
+  if (p->d.kvcache) {
+    *st = issue_kvcache(p, stream, dev, fi, err, n);
+    return 1;
+  }
   fa_tensor t[O_COUNT];
   out_views(p, dev, t);
   const fa_params params = params_for(p, stream);
@@ -362,19 +414,72 @@ static void *work(void *arg) {
   return NULL;
 }
 
-/* Inputs in CUDA memory, the serial forward and backward, their results on the host and against
-   the float64 reference. Returns 0 when the problem can be used. */
+/* A decoding problem's pristine caches (random), its block table (every sequence's pages
+   shuffled over the pool) and cache lengths (room left for the new tokens), in device memory.
+   Returns 0 on success. */
+static int make_decoding_tables(problem *p, tu_rng *rng, const int64_t cs[4]) {
+  char err[256];
+  const problem_def *d = &p->d;
+  const int64_t per_seq = d->seqlen_k / KV_PAGE, pages = d->batch * per_seq;
+  int32_t *table = malloc(sizeof(int32_t) * (size_t)pages), lens[64];
+  tu_tensor cache;
+  memset(&cache, 0, sizeof cache);
+  int ok = table && d->batch <= 64 && tu_alloc(&cache, d->dtype, 4, cs, TU_CONTIGUOUS) == 0;
+  for (int64_t i = 0; ok && i < pages; ++i) table[i] = (int32_t)i;
+  for (int64_t i = pages - 1; ok && i > 0; --i) {
+    const int64_t j = (int64_t)(tu_rng_u64(rng) % (uint64_t)(i + 1));
+    const int32_t x = table[i];
+    table[i] = table[j], table[j] = x;
+  }
+  for (int64_t b = 0; ok && b < d->batch; ++b)
+    lens[b] = (int32_t)((d->seqlen_k - d->seqlen_q) - (b * 97) % (d->seqlen_k / 2));
+  const size_t cache_bytes = cache.buf_elems * cache.elem_bytes;
+  for (int c = 0; c < 2 && ok; ++c) {
+    tu_fill_random(&cache, rng);
+    ok = cuda_ok(cudaMalloc(&p->cache_dev[c], cache_bytes), "cudaMalloc", err, sizeof err) &&
+         cuda_ok(cudaMemcpy(p->cache_dev[c], cache.buf, cache_bytes, cudaMemcpyHostToDevice),
+                 "cudaMemcpy", err, sizeof err);
+  }
+  ok = ok &&
+       cuda_ok(cudaMalloc(&p->table_dev, sizeof(int32_t) * (size_t)pages), "cudaMalloc", err,
+               sizeof err) &&
+       cuda_ok(
+           cudaMemcpy(p->table_dev, table, sizeof(int32_t) * (size_t)pages, cudaMemcpyHostToDevice),
+           "cudaMemcpy", err, sizeof err) &&
+       cuda_ok(cudaMalloc(&p->lens_dev, sizeof(int32_t) * (size_t)d->batch), "cudaMalloc", err,
+               sizeof err) &&
+       cuda_ok(cudaMemcpy(p->lens_dev, lens, sizeof(int32_t) * (size_t)d->batch,
+                          cudaMemcpyHostToDevice),
+               "cudaMemcpy", err, sizeof err);
+  free(table);
+  tu_free(&cache);
+  if (!ok) {
+    check(0, p->label, "the decoding problem's caches and tables");
+    return -1;
+  }
+  const int64_t ts[2] = {d->batch, per_seq}, ls[1] = {d->batch};
+  p->table_t = view(p->table_dev, FA_I32, 2, ts);
+  p->lens_t = view(p->lens_dev, FA_I32, 1, ls);
+  return 0;
+}
+
+/* Inputs in CUDA memory, the serial forward and backward (or the decoding call), their results on
+   the host and (training problems) against the float64 reference. Returns 0 when the problem can
+   be used. */
 static int make_reference(problem *p, int index, cudaStream_t stream) {
   char err[FA_REASON_LEN + 128], what[160], detail[FA_REASON_LEN + 256];
   const problem_def *d = &p->d;
-  snprintf(p->label, sizeof p->label, "p%d %s hd%lld b%lld h%lld/%lld s%lld/%lld %s", index,
-           fa_dtype_name(d->dtype), (long long)d->head_dim, (long long)d->batch,
-           (long long)d->heads_q, (long long)d->heads_kv, (long long)d->seqlen_q,
-           (long long)d->seqlen_k, d->causal ? "causal" : "non-causal");
-  int64_t qs[4], ks[4], ls[3];
+  snprintf(p->label, sizeof p->label, "p%d %s%s hd%lld b%lld h%lld/%lld s%lld/%lld %s", index,
+           d->kvcache ? "kvcache " : "", fa_dtype_name(d->dtype), (long long)d->head_dim,
+           (long long)d->batch, (long long)d->heads_q, (long long)d->heads_kv,
+           (long long)d->seqlen_q, (long long)d->seqlen_k, d->causal ? "causal" : "non-causal");
+  int64_t qs[4], ks[4], ls[3], cs[4];
+  static const int64_t one[4] = {1, 1, 1, 1};
   shapes_of(d, qs, ks, ls);
+  cache_shape_of(d, cs);
   const int64_t *in_shapes[I_COUNT] = {qs, ks, ks, qs};
-  const int64_t *out_shapes[O_COUNT] = {qs, ls, qs, ks, ks};
+  const int64_t *out_shapes[O_COUNT] = {qs, ls, d->kvcache ? cs : qs, d->kvcache ? cs : ks,
+                                        d->kvcache ? one : ks};
   tu_rng rng;
   tu_rng_init(&rng, 0x10adull * 1000 + (uint64_t)index);
   for (int i = 0; i < I_COUNT; ++i) {
@@ -392,13 +497,14 @@ static int make_reference(problem *p, int index, cudaStream_t stream) {
     }
     p->in_t[i] = view(p->in_dev[i], d->dtype, 4, in_shapes[i]);
   }
+  if (d->kvcache && make_decoding_tables(p, &rng, cs) != 0) return -1;
   for (int o = 0; o < O_COUNT; ++o) {
     if (tu_alloc(&p->ref[o], o == O_LSE ? FA_F32 : d->dtype, o == O_LSE ? 3 : 4, out_shapes[o],
                  TU_CONTIGUOUS)) {
       check(0, p->label, "host allocation");
       return -1;
     }
-    p->bytes[o] = p->ref[o].buf_elems * p->ref[o].elem_bytes;
+    p->bytes[o] = d->kvcache && o == O_DV ? 0 : p->ref[o].buf_elems * p->ref[o].elem_bytes;
     if (p->bytes[o] > g_max_bytes[o]) g_max_bytes[o] = p->bytes[o];
   }
   /* The serial calls write into buffers of their own, freed once their results are copied. */
@@ -435,6 +541,13 @@ static int make_reference(problem *p, int index, cudaStream_t stream) {
   snprintf(p->fwd_kernel, sizeof p->fwd_kernel, "%s", fi.kernel);
   snprintf(p->bwd_kernel, sizeof p->bwd_kernel, "%s", bi.kernel);
   p->fwd_workspace = fi.workspace_bytes;
+  if (d->kvcache) {
+    snprintf(what, sizeof what, "%s: %s, deterministic", p->label, fi.kernel);
+    snprintf(detail, sizeof detail, "run report: deterministic %d, workspace %zu bytes",
+             (int)fi.deterministic, fi.workspace_bytes);
+    check(fi.deterministic && strstr(fi.kernel, ".kvcache") != NULL, what, detail);
+    return fi.deterministic ? 0 : -1;
+  }
   snprintf(what, sizeof what, "%s: %s + %s, deterministic", p->label, fi.kernel, bi.kernel);
   snprintf(detail, sizeof detail,
            "run reports: forward deterministic %d, workspace %zu bytes; backward deterministic "
@@ -667,7 +780,8 @@ int main(int argc, char **argv) {
   }
   snprintf(detail, sizeof detail, "%d of %d", nusable, NPROB);
   check(nusable == NPROB,
-        "every problem's serial calls succeed, deterministic, within the float64 tolerance",
+        "every problem's serial calls succeed, deterministic; the training problems within the "
+        "float64 tolerance",
         detail);
   if (nusable == 0) goto done;
 
@@ -827,6 +941,10 @@ done:
       tu_free(&g_prob[i].in[k]);
     }
     for (int o = 0; o < O_COUNT; ++o) tu_free(&g_prob[i].ref[o]);
+    for (int c = 0; c < 2; ++c)
+      if (g_prob[i].cache_dev[c]) cudaFree(g_prob[i].cache_dev[c]);
+    if (g_prob[i].table_dev) cudaFree(g_prob[i].table_dev);
+    if (g_prob[i].lens_dev) cudaFree(g_prob[i].lens_dev);
   }
   if (main_stream) cudaStreamDestroy(main_stream);
   fa_release();

@@ -39,7 +39,7 @@
 #   oom          fault injection under memcheck: cuda_smoke --exhaust-memory takes the device's
 #                memory first; the backward must return FA_ERR_OUT_OF_MEMORY and write nothing,
 #                then succeed once the memory is back
-#   load         bin/cuda_load --seconds 60: 8 threads x 4 CUDA streams of forward + backward
+#   load         bin/cuda_load --seconds 60: 8 threads x 4 CUDA streams of forward + backward (and fa_forward_kvcache)
 #                calls (deterministic) on 8 mixed problems, every result bitwise against the same
 #                call made serially first; device memory free before and after (64 MiB slack) and
 #                the stream-ordered pool's bytes in use; log in $OUT/load.log
