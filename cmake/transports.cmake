@@ -6,8 +6,10 @@
 # implementation (an int in MPICH, a pointer in Open MPI), so libfa_mpi.so works only with the MPI
 # it was compiled against: configure with that MPI's compiler wrappers or MPI_HOME when several are
 # installed.
-find_package(MPI COMPONENTS C QUIET)
 option(FA_TRANSPORT_MPI "Build the MPI transport plugin of the ring calls" ON)
+if(FA_TRANSPORT_MPI)
+  find_package(MPI COMPONENTS C QUIET)
+endif()
 set(FA_MPI_REASON "")
 if(NOT FA_TRANSPORT_MPI)
   set(FA_MPI_REASON "not built: disabled at configure time (FA_TRANSPORT_MPI=OFF)")
