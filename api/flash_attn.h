@@ -426,6 +426,10 @@ FA_API void fa_ring_args_init(fa_ring_args *ring);
  * params.deterministic the results are bitwise reproducible for a given world size.
  * @param params  as fa_forward's
  * @param ring    the communicator and layout
+ * @param q,k,v   this rank's shards: [batch, seqlen, heads, dim] with the local seqlen
+ * @param out     this rank's rows of the output, shaped as q (head_dim_v)
+ * @param lse     optional float32 [batch, heads_q, seqlen_q]: this rank's rows of the global LSE
+ *                (required by fa_ring_backward)
  * @param info    optional; the run report of the diagonal block's fa_forward call
  */
 FA_API fa_status fa_ring_forward(const fa_params *params, const fa_ring_args *ring,
@@ -436,8 +440,14 @@ FA_API fa_status fa_ring_forward(const fa_params *params, const fa_ring_args *ri
  * Backward pass of fa_ring_forward over the same shards: out and lse are this rank's rows of
  * fa_ring_forward's results (the global LSE makes every block's backward exact). dq accumulates
  * on its rank; dk and dv accumulate (in float32) as they travel around the ring with their K/V
- * blocks and return to the rank that owns them. Same rules and refusals as fa_ring_forward;
- * lse is required.
+ * blocks and return to the rank that owns them. Same rules and refusals as fa_ring_forward.
+ * @param params         as fa_ring_forward's (the same mask and scale)
+ * @param ring           the communicator and layout, as fa_ring_forward's
+ * @param q,k,v          this rank's shards, as given to fa_ring_forward
+ * @param out,lse        fa_ring_forward's results on this rank (lse required)
+ * @param dout           the gradient of out on this rank
+ * @param dq,dk,dv       the gradients of this rank's shards of q, k and v
+ * @param info           optional; the run report of the diagonal block's fa_backward call
  */
 FA_API fa_status fa_ring_backward(const fa_params *params, const fa_ring_args *ring,
                                   const fa_tensor *q, const fa_tensor *k, const fa_tensor *v,
