@@ -202,6 +202,36 @@ static void refusals(void) {
   test_case_end();
 }
 
+/* Empty shards are defined as for fa_forward: seqlen 0 succeeds and writes nothing. */
+static void empty_shards(void) {
+  test_case_begin("empty shards (seqlen 0, both layouts)");
+  const int64_t s[4] = {1, 1, 2, 8}, sl[3] = {1, 2, 1};
+  enum { Q, K, V, O, DO, DQ, DK, DV, N };
+  tu_tensor t[N], lse;
+  for (int i = 0; i < N; ++i) {
+    tu_alloc(&t[i], FA_F32, 4, s, TU_CONTIGUOUS);
+    t[i].t.shape[1] = 0;
+  }
+  tu_alloc(&lse, FA_F32, 3, sl, TU_CONTIGUOUS);
+  lse.t.shape[2] = 0;
+  for (int32_t layout = FA_RING_CONTIGUOUS; layout <= FA_RING_ZIGZAG; ++layout) {
+    fa_ring_args ring = self_ring();
+    ring.layout = layout;
+    fa_params p;
+    fa_params_init(&p);
+    p.causal = layout;
+    fa_status st = fa_ring_forward(&p, &ring, &t[Q].t, &t[K].t, &t[V].t, &t[O].t, &lse.t, NULL);
+    if (st == FA_OK)
+      st = fa_ring_backward(&p, &ring, &t[Q].t, &t[K].t, &t[V].t, &t[O].t, &lse.t, &t[DO].t,
+                            &t[DQ].t, &t[DK].t, &t[DV].t, NULL);
+    if (st != FA_OK)
+      test_fail("layout %d: %s: %s", (int)layout, fa_status_string(st), fa_last_error());
+  }
+  for (int i = 0; i < N; ++i) tu_free(&t[i]);
+  tu_free(&lse);
+  test_case_end();
+}
+
 static void transport_info(void) {
   test_case_begin("fa_transport_info");
   fa_transport_desc d[4];
@@ -238,6 +268,7 @@ int main(void) {
   ring_cases(seed);
   bitwise_case(seed);
   refusals();
+  empty_shards();
   transport_info();
   return test_summary("test_ring");
 }
