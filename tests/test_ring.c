@@ -184,6 +184,24 @@ static void refusals(void) {
   c.p.workspace_size = sizeof scratch;
   expect("workspace", &c, 0, FA_ERR_UNSUPPORTED, "params.workspace");
   fa_params_init(&c.p);
+  /* The MPI transport in a process that has not initialised MPI (this one). */
+  fa_transport_desc mpi[4];
+  int32_t count = 0;
+  for (int i = 0; i < 4; ++i) fa_transport_desc_init(&mpi[i]);
+  fa_transport_info(mpi, 4, &count);
+  for (int i = 0; i < count && i < 4; ++i) {
+    if (mpi[i].kind != FA_TRANSPORT_MPI) continue;
+    long not_a_comm = 0;
+    c.ring.transport = FA_TRANSPORT_MPI;
+    c.ring.comm = &not_a_comm;
+    if (mpi[i].available)
+      expect("MPI not initialised", &c, 0, FA_ERR_INVALID_ARGUMENT, "MPI is not initialised");
+    else
+      expect("MPI unavailable", &c, 0, FA_ERR_UNSUPPORTED, "ring.transport = mpi");
+    c.ring.comm = NULL;
+    if (mpi[i].available) expect("MPI with comm NULL", &c, 0, FA_ERR_INVALID_ARGUMENT, "ring.comm");
+    c.ring = self_ring();
+  }
   c.k.t.shape[3] = 8;
   expect("k's head_dim", &c, 0, FA_ERR_INVALID_ARGUMENT, "k.shape[3]");
   call_free(&c);
