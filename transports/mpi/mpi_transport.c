@@ -36,8 +36,23 @@ static fa_status mpi_failed(const char *what, int rc) {
   return fa_core_set_error(FA_ERR_BACKEND_FAILURE, "mpi transport: %s failed: %s", what, msg);
 }
 
+/* The MPI family whose MPI_Comm this plugin was compiled for. Open MPI's handles are pointers;
+   MPICH and the MPIs built on it (Intel MPI, MVAPICH, Cray MPICH) share MPICH's integer handles. */
+#if defined(OMPI_MAJOR_VERSION)
+#define BUILT_FOR "Open MPI"
+#define SAME_FAMILY(version) (strstr((version), "Open MPI") != NULL)
+#elif defined(MPICH_VERSION)
+#define BUILT_FOR "MPICH"
+#define SAME_FAMILY(version) (strstr((version), "Open MPI") == NULL)
+#else
+#define BUILT_FOR "this MPI"
+#define SAME_FAMILY(version) 1
+#endif
+
 static void mpi_probe(fa_transport_probe *out) {
-  /* MPI_Get_library_version may be called before MPI_Init (MPI-3). */
+  /* MPI_Get_library_version may be called before MPI_Init (MPI-3). In a process that already
+     holds another MPI library, the symbol resolves to that one, so its answer names the MPI the
+     application runs with. */
   char version[MPI_MAX_LIBRARY_VERSION_STRING];
   int len = 0;
   version[0] = '\0';
@@ -45,8 +60,13 @@ static void mpi_probe(fa_transport_probe *out) {
   version[strcspn(version, ",\n")] = '\0';
   int major = 0, minor = 0;
   MPI_Get_version(&major, &minor);
-  out->available = 1;
   snprintf(out->runtime, sizeof out->runtime, "%s (MPI %d.%d)", version, major, minor);
+  out->available = SAME_FAMILY(version);
+  if (!out->available)
+    snprintf(out->reason, sizeof out->reason,
+             "libfa_mpi.so was built against " BUILT_FOR
+             " but this process runs %s, whose MPI_Comm differs: rebuild flashattn with that MPI",
+             version);
 }
 
 static fa_status mpi_open(void *handle, void *stream, void **comm, int32_t *rank, int32_t *world) {
