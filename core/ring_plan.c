@@ -3,7 +3,7 @@
  *
  * Contiguous shards: the shard of an earlier rank lies wholly in the past (every key seen), the
  * rank's own shard is the causal diagonal, a later rank's shard lies in the future (skipped), so
- * rank r computes r + 1 blocks and the last rank does all the work.
+ * rank r computes the diagonal and r whole blocks: the work grows with the rank.
  *
  * Zig-zag shards (rank r holds chunks r and 2w-1-r of c tokens each, c = n/2): against its own
  * shard a rank's local causal mask is the right one, because chunk r precedes chunk 2w-1-r; the
