@@ -368,6 +368,116 @@ FA_API fa_status fa_backend_from_name(const char *name, int32_t *id);
 FA_API void fa_release(void);
 
 /* ---------------------------------------------------------------------------------------------
+ * Context parallelism: ring attention over several processes (docs/ring.md)
+ * ------------------------------------------------------------------------------------------- */
+
+/** How ranks exchange K/V blocks. MPI and NCCL are plugins loaded at run time (libfa_<name>.so). */
+typedef enum fa_transport_kind {
+  FA_TRANSPORT_INVALID = 0,
+  FA_TRANSPORT_SELF = 1,  /**< one rank, no communication library: the ring run on one process */
+  FA_TRANSPORT_MPI = 2,   /**< host tensors between processes; comm is the address of an MPI_Comm */
+  FA_TRANSPORT_NCCL = 3,  /**< reserved: device tensors over NCCL/RCCL (comm an ncclComm_t, the
+                               stream params.stream); not part of this build */
+  FA_TRANSPORT_COUNT_ = 4 /**< number of kinds; not a transport */
+} fa_transport_kind;
+
+/** Which part of the global sequence a rank holds. The global sequence is world * n tokens for
+    local shards of n tokens. */
+typedef enum fa_ring_layout {
+  FA_RING_CONTIGUOUS = 0, /**< rank r holds tokens [r*n, (r+1)*n) */
+  FA_RING_ZIGZAG = 1      /**< n even, chunks of c = n/2 tokens: rank r holds chunk r then chunk
+                               2*world-1-r, so with a causal mask every rank does the same work */
+} fa_ring_layout;
+
+/**
+ * The communicator of a ring call. Set struct_size with fa_ring_args_init. Every rank of the
+ * communicator calls the same ring function with the same params, layout and shapes.
+ */
+typedef struct fa_ring_args {
+  size_t struct_size;
+  int32_t transport; /**< fa_transport_kind */
+  void *comm;        /**< FA_TRANSPORT_MPI: the address of the caller's MPI_Comm (MPI_Comm *);
+                          FA_TRANSPORT_SELF: NULL */
+  int32_t layout;    /**< fa_ring_layout */
+  int32_t world;     /**< 0: rank and world come from the communicator; else both are checked
+                          against it (FA_ERR_INVALID_ARGUMENT when they differ) */
+  int32_t rank;      /**< with world > 0: this process's rank */
+} fa_ring_args;
+
+FA_API void fa_ring_args_init(fa_ring_args *ring);
+
+/**
+ * Forward pass over a sequence sharded across the ranks of ring->comm (ring attention). Each rank
+ * passes its local shards, shaped as fa_forward's tensors with seqlen_q and seqlen_k the local
+ * lengths (every rank the same): the K/V shards travel around the ring, each step's block is
+ * computed by fa_forward and merged into the running output by its LSE (core/math/softmax.h), and
+ * the next block's transfer overlaps the current block's compute. out and lse are the rows of the
+ * whole-sequence attention that this rank's queries own, as fa_forward on the whole sequence would
+ * give them (up to the rounding of the merge).
+ *
+ * The call is collective: every rank checks its arguments, then the ranks agree (one small
+ * reduction) before any output is written, so a refusal on one rank is returned on every rank
+ * (the others' message says so). Blocks run in float32 on the host (bf16/f16 inputs are widened
+ * exactly; outputs rounded once). With a causal mask, seqlen_q must equal seqlen_k (self-attention
+ * shards; the two causal alignments coincide). Refused with FA_ERR_UNSUPPORTED, naming the field:
+ * dropout, sliding windows, ALiBi, varlen, seqused_k, paged KV, params.workspace, and tensors
+ * outside host memory (device tensors need the NCCL transport, not part of this build).
+ * Deterministic: the summation order is fixed by the ring (block i merged at step i), so with
+ * params.deterministic the results are bitwise reproducible for a given world size.
+ * @param params  as fa_forward's
+ * @param ring    the communicator and layout
+ * @param q,k,v   this rank's shards: [batch, seqlen, heads, dim] with the local seqlen
+ * @param out     this rank's rows of the output, shaped as q (head_dim_v)
+ * @param lse     optional float32 [batch, heads_q, seqlen_q]: this rank's rows of the global LSE
+ *                (required by fa_ring_backward)
+ * @param info    optional; the run report of the diagonal block's fa_forward call
+ */
+FA_API fa_status fa_ring_forward(const fa_params *params, const fa_ring_args *ring,
+                                 const fa_tensor *q, const fa_tensor *k, const fa_tensor *v,
+                                 fa_tensor *out, fa_tensor *lse, fa_run_info *info);
+
+/**
+ * Backward pass of fa_ring_forward over the same shards: out and lse are this rank's rows of
+ * fa_ring_forward's results (the global LSE makes every block's backward exact). dq accumulates
+ * on its rank; dk and dv accumulate (in float32) as they travel around the ring with their K/V
+ * blocks and return to the rank that owns them. Same rules and refusals as fa_ring_forward.
+ * @param params         as fa_ring_forward's (the same mask and scale)
+ * @param ring           the communicator and layout, as fa_ring_forward's
+ * @param q,k,v          this rank's shards, as given to fa_ring_forward
+ * @param out,lse        fa_ring_forward's results on this rank (lse required)
+ * @param dout           the gradient of out on this rank
+ * @param dq,dk,dv       the gradients of this rank's shards of q, k and v
+ * @param info           optional; the run report of the diagonal block's fa_backward call
+ */
+FA_API fa_status fa_ring_backward(const fa_params *params, const fa_ring_args *ring,
+                                  const fa_tensor *q, const fa_tensor *k, const fa_tensor *v,
+                                  const fa_tensor *out, const fa_tensor *lse, const fa_tensor *dout,
+                                  fa_tensor *dq, fa_tensor *dk, fa_tensor *dv, fa_run_info *info);
+
+/** One transport the library knows, loaded or not. Set struct_size with fa_transport_desc_init. */
+typedef struct fa_transport_desc {
+  size_t struct_size;
+  int32_t kind;               /**< fa_transport_kind */
+  char name[FA_NAME_LEN];     /**< "self", "mpi", "nccl" */
+  int32_t available;          /**< non-zero when ring calls can use it now */
+  char reason[FA_REASON_LEN]; /**< when unavailable: exactly why (not built, plugin missing, ...) */
+  char plugin_path[512];      /**< the shared object loaded or looked for ("" for self) */
+  int32_t memory;             /**< fa_device_kind of the tensors it carries */
+  char runtime[256];          /**< the communication library, e.g. "Open MPI v4.1.4" */
+} fa_transport_desc;
+
+FA_API void fa_transport_desc_init(fa_transport_desc *desc);
+
+/**
+ * Describes every transport the library knows (loading their plugins on first use), as
+ * fa_backend_info does for backends.
+ * @param out      array of capacity descriptors, each with struct_size set
+ * @param capacity number of descriptors out has room for
+ * @param count    set to the number of transports known
+ */
+FA_API fa_status fa_transport_info(fa_transport_desc *out, int32_t capacity, int32_t *count);
+
+/* ---------------------------------------------------------------------------------------------
  * Errors and version
  * ------------------------------------------------------------------------------------------- */
 

@@ -41,7 +41,8 @@ install(TARGETS flashattn EXPORT FlashAttnTargets
 install(FILES ${PROJECT_SOURCE_DIR}/api/flash_attn.h ${PROJECT_SOURCE_DIR}/api/flash_attn_dlpack.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/flashattn COMPONENT dev)
 
-foreach(b ${FA_BACKENDS})
+# The backends' plugins and the ring's transport plugins (cmake/transports.cmake), side by side.
+foreach(b ${FA_BACKENDS} MPI)
   string(TOLOWER fa_${b} plugin)
   if(TARGET ${plugin})
     set_target_properties(${plugin} PROPERTIES INSTALL_RPATH "$ORIGIN/${fa_plugin_to_lib}")

@@ -53,6 +53,12 @@ typedef struct fa_backend_slot {
  * is not a backend. Slots live for the whole process and are read-only after loading. */
 const fa_backend_slot *fa_registry_slot(int32_t id);
 
+/* Where plugin `file` (libfa_<name>.so) is, searched as the backends' plugins are: 1 with its path;
+ * 0 with the reason (refused as untrusted, with path set; or not found, then build_reason when
+ * non-empty, else where it was looked for). For the transports (core/transports.c). */
+int fa_plugin_locate(const char *file, const char *build_reason, char *path, size_t path_len,
+                     char *reason, size_t reason_len);
+
 /* features.c: fills slot->features / slot->unsupported by asking the plugin's decide(). */
 void fa_features_probe(fa_backend_slot *slot);
 

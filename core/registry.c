@@ -185,27 +185,28 @@ static void load_from(fa_backend_slot *s, const char *path) {
   fa_features_probe(s);
 }
 
-static void load_slot(fa_backend_slot *s, const char *build_reason, const search_dirs *dirs) {
-  char file[64];
-  snprintf(file, sizeof file, "libfa_%s.so", s->name);
+/* Looks for `file` along dirs: 1 with its path when found and trusted; 0 with the reason when it is
+   refused, or not found (then build_reason, if the build lacks it, else where it was looked for).
+ */
+static int locate(const search_dirs *dirs, const char *file, const char *build_reason, char *path,
+                  size_t path_len, char *reason, size_t reason_len) {
   for (int i = 0; i < dirs->count; ++i) {
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s", dirs->dir[i], file);
-    if (access(path, F_OK) == 0) {
+    char candidate[600];
+    snprintf(candidate, sizeof candidate, "%s/%s", dirs->dir[i], file);
+    if (access(candidate, F_OK) == 0) {
       char buf[128];
       const char *why = dirs->refused[i][0] ? dirs->refused[i]
-                        : dirs->from_env[i] ? untrusted(path, buf, sizeof buf)
+                        : dirs->from_env[i] ? untrusted(candidate, buf, sizeof buf)
                                             : NULL;
+      snprintf(path, path_len, "%s", candidate);
       if (why) {
-        snprintf(s->path, sizeof s->path, "%s", path);
-        snprintf(s->reason, sizeof s->reason,
+        snprintf(reason, reason_len,
                  "plugin %s refused: %s%s (a plugin from FA_PLUGIN_PATH and its directory must "
                  "be owned by root or this user and not be world-writable)",
-                 path, dirs->refused[i][0] ? "its directory is " : "", why);
-        return;
+                 candidate, dirs->refused[i][0] ? "its directory is " : "", why);
+        return 0;
       }
-      load_from(s, path);
-      return;
+      return 1;
     }
   }
   char where[700] = "";
@@ -214,16 +215,36 @@ static void load_slot(fa_backend_slot *s, const char *build_reason, const search
     snprintf(where + used, sizeof where - used, "%s%s", i ? ", " : "", dirs->dir[i]);
   }
   if (build_reason[0])
-    snprintf(s->reason, sizeof s->reason, "%s", build_reason);
+    snprintf(reason, reason_len, "%s", build_reason);
   else
-    snprintf(s->reason, sizeof s->reason, "plugin %s not found (looked in: %s)%s%s", file,
+    snprintf(reason, reason_len, "plugin %s not found (looked in: %s)%s%s", file,
              dirs->count ? where : "no directory",
              self_dir_why[0] ? "; not beside the library: " : "", self_dir_why);
   if (dirs->ignored[0]) {
-    size_t used = strlen(s->reason);
-    snprintf(s->reason + used, sizeof s->reason - used, "; FA_PLUGIN_PATH entries ignored: %s",
+    size_t used = strlen(reason);
+    snprintf(reason + used, reason_len - used, "; FA_PLUGIN_PATH entries ignored: %s",
              dirs->ignored);
   }
+  return 0;
+}
+
+int fa_plugin_locate(const char *file, const char *build_reason, char *path, size_t path_len,
+                     char *reason, size_t reason_len) {
+  search_dirs dirs;
+  find_search_dirs(&dirs);
+  path[0] = '\0';
+  return locate(&dirs, file, build_reason, path, path_len, reason, reason_len);
+}
+
+static void load_slot(fa_backend_slot *s, const char *build_reason, const search_dirs *dirs) {
+  char file[64];
+  snprintf(file, sizeof file, "libfa_%s.so", s->name);
+  char path[sizeof s->path];
+  path[0] = '\0';
+  if (locate(dirs, file, build_reason, path, sizeof path, s->reason, sizeof s->reason))
+    load_from(s, path);
+  else
+    snprintf(s->path, sizeof s->path, "%s", path);
 }
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;

@@ -98,12 +98,31 @@ static void print_auto_choices(void) {
   }
 }
 
+/* The ring calls' transports (fa_transport_info): which can run, or exactly why not. */
+static void print_transports(void) {
+  fa_transport_desc t[FA_TRANSPORT_COUNT_];
+  for (int i = 0; i < FA_TRANSPORT_COUNT_; ++i) fa_transport_desc_init(&t[i]);
+  int32_t count = 0;
+  if (fa_transport_info(t, FA_TRANSPORT_COUNT_, &count) != FA_OK) {
+    printf("\nring transports: fa_transport_info failed: %s\n", fa_last_error());
+    return;
+  }
+  if (count > FA_TRANSPORT_COUNT_) count = FA_TRANSPORT_COUNT_;
+  printf("\nring transports (fa_ring_forward / fa_ring_backward):\n");
+  for (int32_t i = 0; i < count; ++i)
+    printf("  %s (%s tensors): %s%s%s%s\n", t[i].name, fa_device_kind_name(t[i].memory),
+           t[i].available ? "available, " : "unavailable: ",
+           t[i].available ? t[i].runtime : t[i].reason, t[i].plugin_path[0] ? "; plugin " : "",
+           t[i].plugin_path);
+}
+
 int main(int argc, char **argv) {
   (void)argv;
   if (argc > 1) {
     printf(
         "usage: fa-info\nPrints the library version and every backend it knows: whether it is\n"
         "available (or exactly why not), its plugin, devices, kernels, dtypes and features;\n"
+        "the ring calls' transports (self, mpi, nccl) and whether each can run;\n"
         "then, for each kind of memory, the backend AUTO picks for a small forward there\n"
         "(or why none can run it).\n");
     return 0;
@@ -151,6 +170,7 @@ int main(int argc, char **argv) {
   printf("\n%d of %d backends available.", available, (int)count);
   if (!available) printf(" Set FA_PLUGIN_PATH to the directory holding libfa_<name>.so?");
   printf("\n");
+  print_transports();
   print_auto_choices();
   return available ? 0 : 1;
 }

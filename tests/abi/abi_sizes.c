@@ -24,6 +24,8 @@ int main(void) {
   SIZE(fa_run_info);
   SIZE(fa_kvcache_args);
   SIZE(fa_backend_desc);
+  SIZE(fa_ring_args);
+  SIZE(fa_transport_desc);
   SIZE(fa_status);
   SIZE(fa_dtype);
   SIZE(fa_device_kind);
@@ -36,6 +38,11 @@ int main(void) {
   CONST(FA_DEVICE_OPENCL);
   CONST(FA_BACKEND_COUNT_);
   CONST(FA_CAUSAL_TOP_LEFT);
+  CONST(FA_TRANSPORT_SELF);
+  CONST(FA_TRANSPORT_MPI);
+  CONST(FA_TRANSPORT_NCCL);
+  CONST(FA_TRANSPORT_COUNT_);
+  CONST(FA_RING_ZIGZAG);
   /* Plugin contract (core/plugin.h): governed by FA_PLUGIN_ABI_VERSION. */
   PLUGIN_SIZE(fa_request);
   PLUGIN_SIZE(fa_decision);

@@ -110,6 +110,15 @@ int shares_byte(const slot *o, const slot *j);
 unsigned char *footprint_of(const slot *o, size_t n);
 
 /* ----------------------------------------------------------------------------------------------
+ * fuzz_ring.c
+ * -------------------------------------------------------------------------------------------- */
+
+/* After a forward (op 0) or backward (op 1) that ran with status plain: the same arguments through
+   fa_ring_forward / fa_ring_backward on the self transport, with their oracles. Every slot with a
+   snapshot must have one (snapshots are re-taken). */
+void fuzz_ring_check(call *c, const fa_params *pp, fa_run_info *info, fa_status plain);
+
+/* ----------------------------------------------------------------------------------------------
  * fuzz_decode.c
  * -------------------------------------------------------------------------------------------- */
 

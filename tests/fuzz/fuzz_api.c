@@ -4,7 +4,8 @@
  *
  * One input decodes to one call of fa_forward, fa_backward, fa_forward_kvcache, fa_plan_forward,
  * fa_plan_backward, fa_plan_forward_kvcache, fa_forward_workspace_size or
- * fa_backward_workspace_size: ranks, shapes, strides, byte offsets, dtypes, device kinds and ids
+ * fa_backward_workspace_size (a forward or backward is then also made through the ring calls on one
+ * rank, fuzz_ring.c): ranks, shapes, strides, byte offsets, dtypes, device kinds and ids
  * of every tensor, every fa_params field (varlen cu_seqlens, seqused_k, paged block tables, ALiBi
  * slopes, dropout, window, softcap, splits, workspace, backend, strict, struct sizes), the
  * fa_run_info and fa_kvcache_args struct sizes, and outputs aliased into another tensor's buffer
@@ -291,6 +292,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           FAIL("%s changed input slot %d", what, i);
       free(mask);
     }
+
+  if (run && (c->op == 0 || c->op == 1)) fuzz_ring_check(c, pp, info, st);
 
   free(ws);
   free_call(c);

@@ -1,0 +1,84 @@
+/*
+ * ring.h: what the files of the ring (context parallelism) share: the transports' table
+ * (transports.c), the block each ring step computes (ring_plan.c), host tensors in float32
+ * (ring_tensor.c), and the two passes (ring_forward.c, ring_backward.c) behind core/ring.c's
+ * entry points.
+ */
+#ifndef FA_CORE_RING_H
+#define FA_CORE_RING_H
+
+#include "internal.h"
+#include "transport.h"
+
+/* transports.c: one slot per fa_transport_kind, loaded once; read-only afterwards. */
+typedef struct fa_transport_slot {
+  int32_t kind;
+  const char *name;
+  fa_device_kind memory;   /* the memory its exchanges carry */
+  const fa_transport *ops; /* NULL when unavailable */
+  fa_transport_probe probe;
+  char reason[FA_REASON_LEN];
+  char path[512];
+} fa_transport_slot;
+
+/* The slot of a transport kind (loading the plugins on first use), or NULL for a value that is not
+   a transport. */
+const fa_transport_slot *fa_transport_slot_of(int32_t kind);
+
+/* ring_plan.c: the one attention block a ring step computes. At step t rank `rank` holds the K/V
+   shard of rank (rank - t) mod world; the block is rows [q_row0, q_row0 + q_rows) of the local
+   queries against rows [k_row0, k_row0 + k_rows) of that shard, causal (the diagonal) or not.
+   q_rows == 0: nothing of that shard is seen (it lies in the future). */
+typedef struct fa_ring_block {
+  int64_t q_row0, q_rows, k_row0, k_rows;
+  int32_t causal;
+} fa_ring_block;
+
+fa_ring_block fa_ring_plan_block(int32_t layout, int32_t causal, int32_t rank, int32_t src,
+                                 int64_t seqlen_q, int64_t seqlen_k);
+
+/* ring_tensor.c: host tensors the ring owns: contiguous [d0, d1, d2, d3] (or 3-D) buffers. */
+
+/* A contiguous host fa_tensor over data. */
+fa_tensor fa_ring_view(void *data, fa_dtype dtype, int ndim, const int64_t *shape);
+/* t restricted to rows [row0, row0 + rows) of dimension dim (same strides, byte_offset moved). */
+fa_tensor fa_ring_rows(const fa_tensor *t, int dim, int64_t row0, int64_t rows);
+/* Copies src (any strides, f32/f16/bf16) into dst_f32, contiguous float32 of src's shape. */
+void fa_ring_to_f32(const fa_tensor *src, float *dst_f32);
+/* Copies src (any strides) into dst, contiguous in src's own dtype (the bytes that travel). */
+void fa_ring_pack(const fa_tensor *src, void *dst);
+/* Converts n contiguous elements of dtype at src to float32. */
+void fa_ring_widen(const void *src, fa_dtype dtype, int64_t n, float *dst);
+/* Writes contiguous float32 values (dst's shape) into dst (any strides), rounding to its dtype. */
+void fa_ring_from_f32(const float *src, fa_tensor *dst);
+/* Elements of a tensor (the product of its shape). */
+int64_t fa_ring_numel(const fa_tensor *t);
+
+/* ring_forward.c / ring_backward.c: the passes, after core/ring.c has validated the arguments,
+   opened the communicator and the ranks have agreed. The context holds what both need. */
+typedef struct fa_ring_ctx {
+  const fa_transport *ops;
+  void *comm;
+  int32_t rank, world, layout;
+  fa_params params; /* resolved, as the block calls use them */
+  const fa_request *req;
+} fa_ring_ctx;
+
+/* Buffers of a pass, allocated before the ranks agree so that running out of memory is a refusal
+   every rank sees, not a failure in the middle of the ring. */
+typedef struct fa_ring_forward_bufs fa_ring_forward_bufs;
+typedef struct fa_ring_backward_bufs fa_ring_backward_bufs;
+
+/* Allocates the forward's buffers and checks (fa_plan_forward) that a backend runs its float32
+   blocks; NULL with the error set otherwise. */
+fa_status fa_ring_forward_prepare(const fa_ring_ctx *ctx, fa_ring_forward_bufs **bufs);
+fa_status fa_ring_forward_run(const fa_ring_ctx *ctx, fa_ring_forward_bufs *bufs,
+                              fa_run_info *info);
+void fa_ring_forward_free(fa_ring_forward_bufs *bufs);
+
+fa_status fa_ring_backward_prepare(const fa_ring_ctx *ctx, fa_ring_backward_bufs **bufs);
+fa_status fa_ring_backward_run(const fa_ring_ctx *ctx, fa_ring_backward_bufs *bufs,
+                               fa_run_info *info);
+void fa_ring_backward_free(fa_ring_backward_bufs *bufs);
+
+#endif /* FA_CORE_RING_H */

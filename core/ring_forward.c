@@ -1,0 +1,163 @@
+/*
+ * ring_forward.c: the forward ring. At step t the rank holds the K/V shard of rank (rank - t) mod
+ * world; it starts passing that shard on to the next rank (and receiving the following one from
+ * the previous rank), computes its block with fa_forward in float32, merges the block's output
+ * into the running one by the LSEs (fa_softmax_merge_lse, core/math/softmax.h), then waits for the
+ * exchange. The merge order is the step order, the same on every run.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "math/softmax.h"
+#include "ring.h"
+
+struct fa_ring_forward_bufs {
+  void *kv[2];          /* packed K then V of a shard, in the inputs' dtype; one travels */
+  size_t kv_bytes;      /* bytes of one packed shard */
+  float *q, *k, *v;     /* float32 copies: the local queries, the current shard */
+  float *acc, *acc_lse; /* running output [b, nq, hq, dv] and LSE [b, hq, nq] */
+  float *blk, *blk_lse; /* one block's output and LSE, same shapes */
+  int64_t shape_q[4], shape_k[4], shape_v[4], shape_o[4], shape_lse[3];
+};
+
+void fa_ring_forward_free(fa_ring_forward_bufs *b) {
+  if (!b) return;
+  free(b->kv[0]);
+  free(b->kv[1]);
+  free(b->q);
+  free(b->k);
+  free(b->v);
+  free(b->acc);
+  free(b->acc_lse);
+  free(b->blk);
+  free(b->blk_lse);
+  free(b);
+}
+
+static int64_t prod(const int64_t *s, int n) {
+  int64_t p = 1;
+  for (int i = 0; i < n; ++i) p *= s[i];
+  return p;
+}
+
+/* malloc of n elements of size bytes, at least one byte (empty tensors still get a pointer). */
+static void *alloc(int64_t n, size_t size) { return malloc(n > 0 ? (size_t)n * size : 1); }
+
+fa_status fa_ring_forward_prepare(const fa_ring_ctx *ctx, fa_ring_forward_bufs **out) {
+  const fa_request *r = ctx->req;
+  fa_ring_forward_bufs *b = calloc(1, sizeof *b);
+  if (!b) return fa_core_set_error(FA_ERR_OUT_OF_MEMORY, "ring: no memory for its buffers");
+  const int64_t sq[4] = {r->batch, r->seqlen_q, r->heads_q, r->head_dim};
+  const int64_t sk[4] = {r->batch, r->seqlen_k, r->heads_kv, r->head_dim};
+  const int64_t sv[4] = {r->batch, r->seqlen_k, r->heads_kv, r->head_dim_v};
+  const int64_t so[4] = {r->batch, r->seqlen_q, r->heads_q, r->head_dim_v};
+  const int64_t sl[3] = {r->batch, r->heads_q, r->seqlen_q};
+  memcpy(b->shape_q, sq, sizeof sq);
+  memcpy(b->shape_k, sk, sizeof sk);
+  memcpy(b->shape_v, sv, sizeof sv);
+  memcpy(b->shape_o, so, sizeof so);
+  memcpy(b->shape_lse, sl, sizeof sl);
+  const size_t elem = fa_dtype_size(r->dtype);
+  b->kv_bytes = (size_t)(prod(sk, 4) + prod(sv, 4)) * elem;
+  b->kv[0] = alloc((int64_t)b->kv_bytes, 1);
+  b->kv[1] = alloc((int64_t)b->kv_bytes, 1);
+  b->q = alloc(prod(sq, 4), sizeof(float));
+  b->k = alloc(prod(sk, 4), sizeof(float));
+  b->v = alloc(prod(sv, 4), sizeof(float));
+  b->acc = alloc(prod(so, 4), sizeof(float));
+  b->blk = alloc(prod(so, 4), sizeof(float));
+  b->acc_lse = alloc(prod(sl, 3), sizeof(float));
+  b->blk_lse = alloc(prod(sl, 3), sizeof(float));
+  if (!b->kv[0] || !b->kv[1] || !b->q || !b->k || !b->v || !b->acc || !b->blk || !b->acc_lse ||
+      !b->blk_lse) {
+    fa_ring_forward_free(b);
+    return fa_core_set_error(FA_ERR_OUT_OF_MEMORY, "ring: no memory for its buffers");
+  }
+  /* The blocks are float32 calls of the caller's params: a backend must take them. */
+  fa_tensor q = fa_ring_view(b->q, FA_F32, 4, sq), k = fa_ring_view(b->k, FA_F32, 4, sk);
+  fa_tensor v = fa_ring_view(b->v, FA_F32, 4, sv), o = fa_ring_view(b->blk, FA_F32, 4, so);
+  fa_tensor l = fa_ring_view(b->blk_lse, FA_F32, 3, sl);
+  fa_run_info plan;
+  fa_run_info_init(&plan);
+  fa_status st = fa_plan_forward(&ctx->params, &q, &k, &v, &o, &l, &plan);
+  if (st != FA_OK) {
+    fa_ring_forward_free(b);
+    return st;
+  }
+  *out = b;
+  return FA_OK;
+}
+
+/* Merges rows [row0, row0 + rows) of the block into the running output and LSE. */
+static void merge_rows(const fa_ring_forward_bufs *b, int64_t row0, int64_t rows) {
+  const int64_t B = b->shape_o[0], N = b->shape_o[1], H = b->shape_o[2], D = b->shape_o[3];
+  for (int64_t z = 0; z < B; ++z)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = row0; i < row0 + rows; ++i) {
+        float *lse = &b->acc_lse[(z * H + h) * N + i];
+        float w1, w2;
+        *lse = fa_softmax_merge_lse(*lse, b->blk_lse[(z * H + h) * N + i], &w1, &w2);
+        float *o = &b->acc[((z * N + i) * H + h) * D];
+        const float *x = &b->blk[((z * N + i) * H + h) * D];
+        for (int64_t d = 0; d < D; ++d) o[d] = w1 * o[d] + w2 * x[d];
+      }
+}
+
+fa_status fa_ring_forward_run(const fa_ring_ctx *ctx, fa_ring_forward_bufs *b, fa_run_info *info) {
+  const fa_request *r = ctx->req;
+  const int32_t next = (ctx->rank + 1) % ctx->world;
+  const int32_t prev = (ctx->rank + ctx->world - 1) % ctx->world;
+  const int64_t nk = prod(b->shape_k, 4), nv = prod(b->shape_v, 4);
+  const size_t elem = fa_dtype_size(r->dtype);
+
+  fa_ring_to_f32(r->q, b->q);
+  fa_ring_pack(r->k, b->kv[0]);
+  fa_ring_pack(r->v, (char *)b->kv[0] + (size_t)nk * elem);
+  memset(b->acc, 0, (size_t)prod(b->shape_o, 4) * sizeof(float));
+  for (int64_t i = 0; i < prod(b->shape_lse, 3); ++i) b->acc_lse[i] = -INFINITY;
+
+  fa_tensor q = fa_ring_view(b->q, FA_F32, 4, b->shape_q);
+  fa_tensor k = fa_ring_view(b->k, FA_F32, 4, b->shape_k);
+  fa_tensor v = fa_ring_view(b->v, FA_F32, 4, b->shape_v);
+  fa_tensor o = fa_ring_view(b->blk, FA_F32, 4, b->shape_o);
+  fa_tensor l = fa_ring_view(b->blk_lse, FA_F32, 3, b->shape_lse);
+  int cur = 0;
+  for (int32_t t = 0; t < ctx->world; ++t) {
+    void *pending = NULL;
+    fa_status st;
+    if (t + 1 < ctx->world) {
+      st = ctx->ops->exchange_start(ctx->comm, FA_RING_CHANNEL_KV, b->kv[cur], next, b->kv[!cur],
+                                    prev, b->kv_bytes, &pending);
+      if (st != FA_OK) return st;
+    }
+    const int32_t src = (ctx->rank - t + ctx->world) % ctx->world;
+    fa_ring_block blk = fa_ring_plan_block(ctx->layout, ctx->params.causal, ctx->rank, src,
+                                           r->seqlen_q, r->seqlen_k);
+    if (blk.q_rows > 0) {
+      fa_ring_widen(b->kv[cur], r->dtype, nk, b->k);
+      fa_ring_widen((char *)b->kv[cur] + (size_t)nk * elem, r->dtype, nv, b->v);
+      fa_params p = ctx->params;
+      p.causal = blk.causal;
+      fa_tensor qb = fa_ring_rows(&q, 1, blk.q_row0, blk.q_rows);
+      fa_tensor kb = fa_ring_rows(&k, 1, blk.k_row0, blk.k_rows);
+      fa_tensor vb = fa_ring_rows(&v, 1, blk.k_row0, blk.k_rows);
+      fa_tensor ob = fa_ring_rows(&o, 1, blk.q_row0, blk.q_rows);
+      fa_tensor lb = fa_ring_rows(&l, 2, blk.q_row0, blk.q_rows);
+      st = fa_forward(&p, &qb, &kb, &vb, &ob, &lb, t == 0 ? info : NULL);
+      if (st != FA_OK) {
+        if (pending) ctx->ops->exchange_wait(ctx->comm, pending);
+        return st;
+      }
+      merge_rows(b, blk.q_row0, blk.q_rows);
+    }
+    if (pending) {
+      st = ctx->ops->exchange_wait(ctx->comm, pending);
+      if (st != FA_OK) return st;
+    }
+    cur = !cur;
+  }
+  fa_ring_from_f32(b->acc, (fa_tensor *)r->out);
+  if (r->lse) fa_ring_from_f32(b->acc_lse, (fa_tensor *)r->lse);
+  return FA_OK;
+}

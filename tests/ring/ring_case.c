@@ -1,0 +1,220 @@
+/*
+ * ring_case.c: see ring_case.h.
+ */
+#include "ring_case.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reference.h"
+
+static const ring_case *g_case;
+static int g_rank;
+static ring_result *g_res;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+static void
+fail(const char *fmt, ...) {
+  ++g_res->failures;
+  va_list ap;
+  va_start(ap, fmt);
+  printf("  [rank %d] %s: ", g_rank, g_case->name);
+  vprintf(fmt, ap);
+  printf("\n");
+  fflush(stdout);
+  va_end(ap);
+}
+
+/* The global position of local row i of a shard of n rows. */
+static int64_t global_row(int32_t layout, int rank, int world, int64_t n, int64_t i) {
+  if (layout == FA_RING_CONTIGUOUS) return rank * n + i;
+  const int64_t c = n / 2;
+  return i < c ? rank * c + i : (2 * (int64_t)world - 1 - rank) * c + (i - c);
+}
+
+/* For each element of a local tensor of shape (seq dim `seq` of n rows), its flat index in the
+   global tensor of the same shape with world * n rows. */
+static int64_t *global_index(const int64_t *shape, int ndim, int seq, const ring_case *c, int rank,
+                             int world, int64_t *count) {
+  int64_t n = 1;
+  for (int d = 0; d < ndim; ++d) n *= shape[d];
+  int64_t *map = malloc((size_t)n * sizeof *map);
+  if (!map) return NULL;
+  int64_t idx[4] = {0, 0, 0, 0};
+  for (int64_t f = 0; f < n; ++f) {
+    int64_t g = 0;
+    for (int d = 0; d < ndim; ++d) {
+      const int64_t extent = d == seq ? shape[d] * world : shape[d];
+      const int64_t at = d == seq ? global_row(c->layout, rank, world, shape[d], idx[d]) : idx[d];
+      g = g * extent + at;
+    }
+    map[f] = g;
+    for (int d = ndim - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  *count = n;
+  return map;
+}
+
+static void copy_shard(tu_tensor *local, const tu_tensor *global, const int64_t *map, int64_t n) {
+  for (int64_t f = 0; f < n; ++f) tu_set_flat(local, f, tu_get_flat(global, map[f]));
+}
+
+/* Checks one output of this rank against the reference (pass rule) and the one-process result. */
+static void check(int which, const tu_tensor *got_t, const ref_result *r64, const ref_result *rst,
+                  const ref_problem *rp, const tu_tensor *one, const int64_t *map, int64_t n) {
+  double *got = malloc((size_t)n * sizeof *got), *ref = malloc((size_t)n * sizeof *ref);
+  double *naive = malloc((size_t)n * sizeof *naive), *mag = malloc((size_t)n * sizeof *mag);
+  unsigned char *masked = malloc((size_t)n);
+  unsigned char *gmask = ref_masked_map(rp, (ref_which)which);
+  if (!got || !ref || !naive || !mag || !masked || !gmask) {
+    fail("%s: out of memory", ref_which_name((ref_which)which));
+  } else {
+    tu_read_all(got_t, got);
+    for (int64_t f = 0; f < n; ++f) {
+      ref[f] = r64->t[which][map[f]];
+      naive[f] = rst->t[which][map[f]];
+      mag[f] = r64->mag[which] ? r64->mag[which][map[f]] : 0.0;
+      masked[f] = gmask[map[f]];
+    }
+    ref_check chk;
+    ref_check_values(got, n, ref, naive, r64->mag[which] ? mag : NULL, masked, g_case->dtype, &chk);
+    g_res->err[which] = chk.max_err;
+    g_res->tol[which] = chk.tol;
+    if (!chk.pass)
+      fail("%s: max error %.3g > tolerance %.3g at local element %lld (got %.6g, want %.6g) %s",
+           ref_which_name((ref_which)which), chk.max_err, chk.tol, (long long)chk.worst,
+           chk.worst_got, chk.worst_want, chk.why);
+    double worst = 0.0;
+    for (int64_t f = 0; f < n; ++f) {
+      const double o = tu_get_flat(one, map[f]);
+      if (got[f] == o) continue; /* equal infinities too */
+      const double d = fabs(got[f] - o);
+      if (!(d <= worst)) worst = d; /* NaN sticks */
+    }
+    g_res->vs_one[which] = worst;
+    if (!(worst <= chk.tol))
+      fail("%s: differs from the one-process result by %.3g > tolerance %.3g",
+           ref_which_name((ref_which)which), worst, chk.tol);
+  }
+  free(got);
+  free(ref);
+  free(naive);
+  free(mag);
+  free(masked);
+  free(gmask);
+}
+
+enum { Q, K, V, DO, O, LSE, DQ, DK, DV, N_T };
+
+void ring_case_run(const ring_case *c, uint64_t seed, const fa_ring_args *comm, int rank, int world,
+                   ring_result *res) {
+  memset(res, 0, sizeof *res);
+  fa_ring_args shard_ring = *comm;
+  shard_ring.layout = c->layout;
+  const fa_ring_args *ring = &shard_ring;
+  g_case = c;
+  g_rank = rank;
+  g_res = res;
+  const int64_t b = c->batch, n = c->seqlen, S = n * world;
+  const int64_t hq = c->heads_q, hkv = c->heads_kv, d = c->head_dim, dv = c->head_dim_v;
+  const int64_t shapes[N_T][4] = {{b, n, hq, d},  {b, n, hkv, d}, {b, n, hkv, dv},
+                                  {b, n, hq, dv}, {b, n, hq, dv}, {b, hq, n, 0},
+                                  {b, n, hq, d},  {b, n, hkv, d}, {b, n, hkv, dv}};
+  tu_tensor g[N_T], l[N_T], again;
+  memset(g, 0, sizeof g);
+  memset(l, 0, sizeof l);
+  memset(&again, 0, sizeof again);
+  int64_t *map[N_T] = {NULL};
+  int64_t count[N_T] = {0};
+  ref_result r64, rst;
+  memset(&r64, 0, sizeof r64);
+  memset(&rst, 0, sizeof rst);
+  int ok = 1;
+  for (int i = 0; i < N_T && ok; ++i) {
+    const int nd = i == LSE ? 3 : 4, seq = i == LSE ? 2 : 1;
+    int64_t gs[4];
+    memcpy(gs, shapes[i], sizeof gs);
+    gs[seq] *= world;
+    const fa_dtype dt = i == LSE ? FA_F32 : c->dtype;
+    ok = tu_alloc(&g[i], dt, nd, gs, TU_CONTIGUOUS) == 0 &&
+         tu_alloc(&l[i], dt, nd, shapes[i], c->shards) == 0 &&
+         (map[i] = global_index(shapes[i], nd, seq, c, rank, world, &count[i])) != NULL;
+  }
+  ok = ok && tu_alloc(&again, c->dtype, 4, shapes[O], c->shards) == 0;
+  if (!ok) {
+    fail("out of memory");
+    goto done;
+  }
+  tu_rng rng;
+  tu_rng_init(&rng, tu_seed_for(seed, c->name));
+  for (int i = Q; i <= DO; ++i) {
+    tu_fill_random(&g[i], &rng);
+    copy_shard(&l[i], &g[i], map[i], count[i]);
+  }
+  for (int i = O; i < N_T; ++i) tu_poison(&l[i]);
+
+  fa_params p;
+  fa_params_init(&p);
+  p.causal = c->causal;
+  p.deterministic = 1;
+  if (fa_forward(&p, &g[Q].t, &g[K].t, &g[V].t, &g[O].t, &g[LSE].t, NULL) != FA_OK ||
+      fa_backward(&p, &g[Q].t, &g[K].t, &g[V].t, &g[O].t, &g[LSE].t, &g[DO].t, &g[DQ].t, &g[DK].t,
+                  &g[DV].t, NULL) != FA_OK) {
+    fail("one-process call failed: %s", fa_last_error());
+    goto done;
+  }
+  ref_problem rp = {b, S, S, hq, hkv, d, dv, ref_resolve_scale(0.0f, d), c->causal, 0};
+  if (ref_attention(&rp, REF_F64, &g[Q], &g[K], &g[V], &g[DO], &r64, 1) != 0 ||
+      ref_attention(&rp, REF_STORAGE, &g[Q], &g[K], &g[V], &g[DO], &rst, 1) != 0) {
+    fail("reference: out of memory");
+    goto done;
+  }
+
+  fa_status st = fa_ring_forward(&p, ring, &l[Q].t, &l[K].t, &l[V].t, &l[O].t, &l[LSE].t, NULL);
+  if (st != FA_OK) {
+    fail("fa_ring_forward: %s: %s", fa_status_string(st), fa_last_error());
+    goto done;
+  }
+  st = fa_ring_backward(&p, ring, &l[Q].t, &l[K].t, &l[V].t, &l[O].t, &l[LSE].t, &l[DO].t, &l[DQ].t,
+                        &l[DK].t, &l[DV].t, NULL);
+  if (st != FA_OK) {
+    fail("fa_ring_backward: %s: %s", fa_status_string(st), fa_last_error());
+    goto done;
+  }
+  for (int i = O; i < N_T; ++i) {
+    char msg[160];
+    if (tu_gaps_intact(&l[i], msg, sizeof msg) != 1)
+      fail("a gap of an output was written: %s", msg);
+  }
+  const int which_of[N_T] = {-1, -1, -1, -1, REF_OUT, REF_LSE, REF_DQ, REF_DK, REF_DV};
+  for (int i = O; i < N_T; ++i) check(which_of[i], &l[i], &r64, &rst, &rp, &g[i], map[i], count[i]);
+
+  /* The ring's order of summation is fixed: a second run gives the same bits. */
+  st = fa_ring_forward(&p, ring, &l[Q].t, &l[K].t, &l[V].t, &again.t, NULL, NULL);
+  if (st != FA_OK)
+    fail("second fa_ring_forward: %s: %s", fa_status_string(st), fa_last_error());
+  else
+    for (int64_t f = 0; f < count[O]; ++f)
+      if (tu_get_flat(&again, f) != tu_get_flat(&l[O], f) &&
+          !(isnan(tu_get_flat(&again, f)) && isnan(tu_get_flat(&l[O], f)))) {
+        fail("out differs between two runs at local element %lld", (long long)f);
+        break;
+      }
+done:
+  for (int i = 0; i < N_T; ++i) {
+    tu_free(&g[i]);
+    tu_free(&l[i]);
+    free(map[i]);
+  }
+  tu_free(&again);
+  ref_result_free(&r64);
+  ref_result_free(&rst);
+}
