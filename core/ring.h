@@ -41,6 +41,16 @@ fa_ring_block fa_ring_plan_block(int32_t layout, int32_t causal, int32_t rank, i
 
 /* A contiguous host fa_tensor over data. */
 fa_tensor fa_ring_view(void *data, fa_dtype dtype, int ndim, const int64_t *shape);
+
+/* A shard's shapes: q, k, v, out [batch, rows, heads, dim], lse [batch, heads_q, rows]; their
+   element counts; and malloc of n elements of size bytes, at least one byte (an empty tensor
+   still gets a pointer). */
+typedef struct fa_ring_shapes {
+  int64_t q[4], k[4], v[4], o[4], lse[3];
+  int64_t nq, nk, nv, no, nlse;
+} fa_ring_shapes;
+void fa_ring_shapes_of(const fa_request *r, fa_ring_shapes *s);
+void *fa_ring_alloc(int64_t n, size_t size);
 /* t restricted to rows [row0, row0 + rows) of dimension dim (same strides, byte_offset moved). */
 fa_tensor fa_ring_rows(const fa_tensor *t, int dim, int64_t row0, int64_t rows);
 /* Copies src (any strides, f32/f16/bf16) into dst_f32, contiguous float32 of src's shape. */

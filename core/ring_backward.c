@@ -19,7 +19,7 @@ struct fa_ring_backward_bufs {
   size_t dkv_bytes;
   float *q, *o, *dout, *lse, *k, *v; /* float32 copies */
   float *dq, *dq_blk, *dk_blk, *dv_blk;
-  int64_t shape_q[4], shape_k[4], shape_v[4], shape_o[4], shape_lse[3];
+  fa_ring_shapes sh;
 };
 
 void fa_ring_backward_free(fa_ring_backward_bufs *b) {
@@ -30,56 +30,40 @@ void fa_ring_backward_free(fa_ring_backward_bufs *b) {
   free(b);
 }
 
-static int64_t prod(const int64_t *s, int n) {
-  int64_t p = 1;
-  for (int i = 0; i < n; ++i) p *= s[i];
-  return p;
-}
-
-static void *alloc(int64_t n, size_t size) { return malloc(n > 0 ? (size_t)n * size : 1); }
-
 fa_status fa_ring_backward_prepare(const fa_ring_ctx *ctx, fa_ring_backward_bufs **out) {
   const fa_request *r = ctx->req;
   fa_ring_backward_bufs *b = calloc(1, sizeof *b);
   if (!b) return fa_core_set_error(FA_ERR_OUT_OF_MEMORY, "ring: no memory for its buffers");
-  const int64_t sq[4] = {r->batch, r->seqlen_q, r->heads_q, r->head_dim};
-  const int64_t sk[4] = {r->batch, r->seqlen_k, r->heads_kv, r->head_dim};
-  const int64_t sv[4] = {r->batch, r->seqlen_k, r->heads_kv, r->head_dim_v};
-  const int64_t so[4] = {r->batch, r->seqlen_q, r->heads_q, r->head_dim_v};
-  const int64_t sl[3] = {r->batch, r->heads_q, r->seqlen_q};
-  memcpy(b->shape_q, sq, sizeof sq);
-  memcpy(b->shape_k, sk, sizeof sk);
-  memcpy(b->shape_v, sv, sizeof sv);
-  memcpy(b->shape_o, so, sizeof so);
-  memcpy(b->shape_lse, sl, sizeof sl);
-  const int64_t nq = prod(sq, 4), nk = prod(sk, 4), nv = prod(sv, 4), no = prod(so, 4);
+  fa_ring_shapes_of(r, &b->sh);
+  const int64_t nq = b->sh.nq, nk = b->sh.nk, nv = b->sh.nv, no = b->sh.no;
   b->kv_bytes = (size_t)(nk + nv) * fa_dtype_size(r->dtype);
   b->dkv_bytes = (size_t)(nk + nv) * sizeof(float);
-  b->kv[0] = alloc((int64_t)b->kv_bytes, 1);
-  b->kv[1] = alloc((int64_t)b->kv_bytes, 1);
-  b->dkv[0] = alloc(nk + nv, sizeof(float));
-  b->dkv[1] = alloc(nk + nv, sizeof(float));
-  b->q = alloc(nq, sizeof(float));
-  b->dq = alloc(nq, sizeof(float));
-  b->dq_blk = alloc(nq, sizeof(float));
-  b->o = alloc(no, sizeof(float));
-  b->dout = alloc(no, sizeof(float));
-  b->lse = alloc(prod(sl, 3), sizeof(float));
-  b->k = alloc(nk, sizeof(float));
-  b->dk_blk = alloc(nk, sizeof(float));
-  b->v = alloc(nv, sizeof(float));
-  b->dv_blk = alloc(nv, sizeof(float));
+  b->kv[0] = fa_ring_alloc((int64_t)b->kv_bytes, 1);
+  b->kv[1] = fa_ring_alloc((int64_t)b->kv_bytes, 1);
+  b->dkv[0] = fa_ring_alloc(nk + nv, sizeof(float));
+  b->dkv[1] = fa_ring_alloc(nk + nv, sizeof(float));
+  b->q = fa_ring_alloc(nq, sizeof(float));
+  b->dq = fa_ring_alloc(nq, sizeof(float));
+  b->dq_blk = fa_ring_alloc(nq, sizeof(float));
+  b->o = fa_ring_alloc(no, sizeof(float));
+  b->dout = fa_ring_alloc(no, sizeof(float));
+  b->lse = fa_ring_alloc(b->sh.nlse, sizeof(float));
+  b->k = fa_ring_alloc(nk, sizeof(float));
+  b->dk_blk = fa_ring_alloc(nk, sizeof(float));
+  b->v = fa_ring_alloc(nv, sizeof(float));
+  b->dv_blk = fa_ring_alloc(nv, sizeof(float));
   if (!b->kv[0] || !b->kv[1] || !b->dkv[0] || !b->dkv[1] || !b->q || !b->dq || !b->dq_blk ||
       !b->o || !b->dout || !b->lse || !b->k || !b->dk_blk || !b->v || !b->dv_blk) {
     fa_ring_backward_free(b);
     return fa_core_set_error(FA_ERR_OUT_OF_MEMORY, "ring: no memory for its buffers");
   }
-  fa_tensor q = fa_ring_view(b->q, FA_F32, 4, sq), k = fa_ring_view(b->k, FA_F32, 4, sk);
-  fa_tensor v = fa_ring_view(b->v, FA_F32, 4, sv), o = fa_ring_view(b->o, FA_F32, 4, so);
-  fa_tensor l = fa_ring_view(b->lse, FA_F32, 3, sl), d = fa_ring_view(b->dout, FA_F32, 4, so);
-  fa_tensor dq = fa_ring_view(b->dq_blk, FA_F32, 4, sq);
-  fa_tensor dk = fa_ring_view(b->dk_blk, FA_F32, 4, sk);
-  fa_tensor dv = fa_ring_view(b->dv_blk, FA_F32, 4, sv);
+  fa_tensor q = fa_ring_view(b->q, FA_F32, 4, b->sh.q), k = fa_ring_view(b->k, FA_F32, 4, b->sh.k);
+  fa_tensor v = fa_ring_view(b->v, FA_F32, 4, b->sh.v), o = fa_ring_view(b->o, FA_F32, 4, b->sh.o);
+  fa_tensor l = fa_ring_view(b->lse, FA_F32, 3, b->sh.lse),
+            d = fa_ring_view(b->dout, FA_F32, 4, b->sh.o);
+  fa_tensor dq = fa_ring_view(b->dq_blk, FA_F32, 4, b->sh.q);
+  fa_tensor dk = fa_ring_view(b->dk_blk, FA_F32, 4, b->sh.k);
+  fa_tensor dv = fa_ring_view(b->dv_blk, FA_F32, 4, b->sh.v);
   fa_run_info plan;
   fa_run_info_init(&plan);
   fa_status st = fa_plan_backward(&ctx->params, &q, &k, &v, &o, &l, &d, &dq, &dk, &dv, &plan);
@@ -105,7 +89,7 @@ fa_status fa_ring_backward_run(const fa_ring_ctx *ctx, fa_ring_backward_bufs *b,
   const fa_request *r = ctx->req;
   const int32_t next = (ctx->rank + 1) % ctx->world;
   const int32_t prev = (ctx->rank + ctx->world - 1) % ctx->world;
-  const int64_t nk = prod(b->shape_k, 4), nv = prod(b->shape_v, 4);
+  const int64_t nk = b->sh.nk, nv = b->sh.nv;
   const int64_t B = r->batch, NQ = r->seqlen_q, NK = r->seqlen_k;
   const size_t elem = fa_dtype_size(r->dtype);
 
@@ -115,18 +99,18 @@ fa_status fa_ring_backward_run(const fa_ring_ctx *ctx, fa_ring_backward_bufs *b,
   fa_ring_to_f32(r->lse, b->lse);
   fa_ring_pack(r->k, b->kv[0]);
   fa_ring_pack(r->v, (char *)b->kv[0] + (size_t)nk * elem);
-  memset(b->dq, 0, (size_t)prod(b->shape_q, 4) * sizeof(float));
+  memset(b->dq, 0, (size_t)b->sh.nq * sizeof(float));
   memset(b->dkv[0], 0, b->dkv_bytes);
 
-  fa_tensor q = fa_ring_view(b->q, FA_F32, 4, b->shape_q);
-  fa_tensor k = fa_ring_view(b->k, FA_F32, 4, b->shape_k);
-  fa_tensor v = fa_ring_view(b->v, FA_F32, 4, b->shape_v);
-  fa_tensor o = fa_ring_view(b->o, FA_F32, 4, b->shape_o);
-  fa_tensor d = fa_ring_view(b->dout, FA_F32, 4, b->shape_o);
-  fa_tensor l = fa_ring_view(b->lse, FA_F32, 3, b->shape_lse);
-  fa_tensor dq = fa_ring_view(b->dq_blk, FA_F32, 4, b->shape_q);
-  fa_tensor dk = fa_ring_view(b->dk_blk, FA_F32, 4, b->shape_k);
-  fa_tensor dv = fa_ring_view(b->dv_blk, FA_F32, 4, b->shape_v);
+  fa_tensor q = fa_ring_view(b->q, FA_F32, 4, b->sh.q);
+  fa_tensor k = fa_ring_view(b->k, FA_F32, 4, b->sh.k);
+  fa_tensor v = fa_ring_view(b->v, FA_F32, 4, b->sh.v);
+  fa_tensor o = fa_ring_view(b->o, FA_F32, 4, b->sh.o);
+  fa_tensor d = fa_ring_view(b->dout, FA_F32, 4, b->sh.o);
+  fa_tensor l = fa_ring_view(b->lse, FA_F32, 3, b->sh.lse);
+  fa_tensor dq = fa_ring_view(b->dq_blk, FA_F32, 4, b->sh.q);
+  fa_tensor dk = fa_ring_view(b->dk_blk, FA_F32, 4, b->sh.k);
+  fa_tensor dv = fa_ring_view(b->dv_blk, FA_F32, 4, b->sh.v);
   int cur = 0, dcur = 0;
   void *dkv_pending = NULL; /* the previous step's dk/dv exchange, into dkv[dcur] */
   fa_status st = FA_OK;

@@ -18,7 +18,7 @@ struct fa_ring_forward_bufs {
   float *q, *k, *v;     /* float32 copies: the local queries, the current shard */
   float *acc, *acc_lse; /* running output [b, nq, hq, dv] and LSE [b, hq, nq] */
   float *blk, *blk_lse; /* one block's output and LSE, same shapes */
-  int64_t shape_q[4], shape_k[4], shape_v[4], shape_o[4], shape_lse[3];
+  fa_ring_shapes sh;
 };
 
 void fa_ring_forward_free(fa_ring_forward_bufs *b) {
@@ -35,49 +35,32 @@ void fa_ring_forward_free(fa_ring_forward_bufs *b) {
   free(b);
 }
 
-static int64_t prod(const int64_t *s, int n) {
-  int64_t p = 1;
-  for (int i = 0; i < n; ++i) p *= s[i];
-  return p;
-}
-
-/* malloc of n elements of size bytes, at least one byte (empty tensors still get a pointer). */
-static void *alloc(int64_t n, size_t size) { return malloc(n > 0 ? (size_t)n * size : 1); }
-
 fa_status fa_ring_forward_prepare(const fa_ring_ctx *ctx, fa_ring_forward_bufs **out) {
   const fa_request *r = ctx->req;
   fa_ring_forward_bufs *b = calloc(1, sizeof *b);
   if (!b) return fa_core_set_error(FA_ERR_OUT_OF_MEMORY, "ring: no memory for its buffers");
-  const int64_t sq[4] = {r->batch, r->seqlen_q, r->heads_q, r->head_dim};
-  const int64_t sk[4] = {r->batch, r->seqlen_k, r->heads_kv, r->head_dim};
-  const int64_t sv[4] = {r->batch, r->seqlen_k, r->heads_kv, r->head_dim_v};
-  const int64_t so[4] = {r->batch, r->seqlen_q, r->heads_q, r->head_dim_v};
-  const int64_t sl[3] = {r->batch, r->heads_q, r->seqlen_q};
-  memcpy(b->shape_q, sq, sizeof sq);
-  memcpy(b->shape_k, sk, sizeof sk);
-  memcpy(b->shape_v, sv, sizeof sv);
-  memcpy(b->shape_o, so, sizeof so);
-  memcpy(b->shape_lse, sl, sizeof sl);
+  fa_ring_shapes_of(r, &b->sh);
   const size_t elem = fa_dtype_size(r->dtype);
-  b->kv_bytes = (size_t)(prod(sk, 4) + prod(sv, 4)) * elem;
-  b->kv[0] = alloc((int64_t)b->kv_bytes, 1);
-  b->kv[1] = alloc((int64_t)b->kv_bytes, 1);
-  b->q = alloc(prod(sq, 4), sizeof(float));
-  b->k = alloc(prod(sk, 4), sizeof(float));
-  b->v = alloc(prod(sv, 4), sizeof(float));
-  b->acc = alloc(prod(so, 4), sizeof(float));
-  b->blk = alloc(prod(so, 4), sizeof(float));
-  b->acc_lse = alloc(prod(sl, 3), sizeof(float));
-  b->blk_lse = alloc(prod(sl, 3), sizeof(float));
+  b->kv_bytes = (size_t)(b->sh.nk + b->sh.nv) * elem;
+  b->kv[0] = fa_ring_alloc((int64_t)b->kv_bytes, 1);
+  b->kv[1] = fa_ring_alloc((int64_t)b->kv_bytes, 1);
+  b->q = fa_ring_alloc(b->sh.nq, sizeof(float));
+  b->k = fa_ring_alloc(b->sh.nk, sizeof(float));
+  b->v = fa_ring_alloc(b->sh.nv, sizeof(float));
+  b->acc = fa_ring_alloc(b->sh.no, sizeof(float));
+  b->blk = fa_ring_alloc(b->sh.no, sizeof(float));
+  b->acc_lse = fa_ring_alloc(b->sh.nlse, sizeof(float));
+  b->blk_lse = fa_ring_alloc(b->sh.nlse, sizeof(float));
   if (!b->kv[0] || !b->kv[1] || !b->q || !b->k || !b->v || !b->acc || !b->blk || !b->acc_lse ||
       !b->blk_lse) {
     fa_ring_forward_free(b);
     return fa_core_set_error(FA_ERR_OUT_OF_MEMORY, "ring: no memory for its buffers");
   }
   /* The blocks are float32 calls of the caller's params: a backend must take them. */
-  fa_tensor q = fa_ring_view(b->q, FA_F32, 4, sq), k = fa_ring_view(b->k, FA_F32, 4, sk);
-  fa_tensor v = fa_ring_view(b->v, FA_F32, 4, sv), o = fa_ring_view(b->blk, FA_F32, 4, so);
-  fa_tensor l = fa_ring_view(b->blk_lse, FA_F32, 3, sl);
+  fa_tensor q = fa_ring_view(b->q, FA_F32, 4, b->sh.q), k = fa_ring_view(b->k, FA_F32, 4, b->sh.k);
+  fa_tensor v = fa_ring_view(b->v, FA_F32, 4, b->sh.v),
+            o = fa_ring_view(b->blk, FA_F32, 4, b->sh.o);
+  fa_tensor l = fa_ring_view(b->blk_lse, FA_F32, 3, b->sh.lse);
   fa_run_info plan;
   fa_run_info_init(&plan);
   fa_status st = fa_plan_forward(&ctx->params, &q, &k, &v, &o, &l, &plan);
@@ -91,7 +74,7 @@ fa_status fa_ring_forward_prepare(const fa_ring_ctx *ctx, fa_ring_forward_bufs *
 
 /* Merges rows [row0, row0 + rows) of the block into the running output and LSE. */
 static void merge_rows(const fa_ring_forward_bufs *b, int64_t row0, int64_t rows) {
-  const int64_t B = b->shape_o[0], N = b->shape_o[1], H = b->shape_o[2], D = b->shape_o[3];
+  const int64_t B = b->sh.o[0], N = b->sh.o[1], H = b->sh.o[2], D = b->sh.o[3];
   for (int64_t z = 0; z < B; ++z)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = row0; i < row0 + rows; ++i) {
@@ -108,20 +91,20 @@ fa_status fa_ring_forward_run(const fa_ring_ctx *ctx, fa_ring_forward_bufs *b, f
   const fa_request *r = ctx->req;
   const int32_t next = (ctx->rank + 1) % ctx->world;
   const int32_t prev = (ctx->rank + ctx->world - 1) % ctx->world;
-  const int64_t nk = prod(b->shape_k, 4), nv = prod(b->shape_v, 4);
+  const int64_t nk = b->sh.nk, nv = b->sh.nv;
   const size_t elem = fa_dtype_size(r->dtype);
 
   fa_ring_to_f32(r->q, b->q);
   fa_ring_pack(r->k, b->kv[0]);
   fa_ring_pack(r->v, (char *)b->kv[0] + (size_t)nk * elem);
-  memset(b->acc, 0, (size_t)prod(b->shape_o, 4) * sizeof(float));
-  for (int64_t i = 0; i < prod(b->shape_lse, 3); ++i) b->acc_lse[i] = -INFINITY;
+  memset(b->acc, 0, (size_t)b->sh.no * sizeof(float));
+  for (int64_t i = 0; i < b->sh.nlse; ++i) b->acc_lse[i] = -INFINITY;
 
-  fa_tensor q = fa_ring_view(b->q, FA_F32, 4, b->shape_q);
-  fa_tensor k = fa_ring_view(b->k, FA_F32, 4, b->shape_k);
-  fa_tensor v = fa_ring_view(b->v, FA_F32, 4, b->shape_v);
-  fa_tensor o = fa_ring_view(b->blk, FA_F32, 4, b->shape_o);
-  fa_tensor l = fa_ring_view(b->blk_lse, FA_F32, 3, b->shape_lse);
+  fa_tensor q = fa_ring_view(b->q, FA_F32, 4, b->sh.q);
+  fa_tensor k = fa_ring_view(b->k, FA_F32, 4, b->sh.k);
+  fa_tensor v = fa_ring_view(b->v, FA_F32, 4, b->sh.v);
+  fa_tensor o = fa_ring_view(b->blk, FA_F32, 4, b->sh.o);
+  fa_tensor l = fa_ring_view(b->blk_lse, FA_F32, 3, b->sh.lse);
   int cur = 0;
   for (int32_t t = 0; t < ctx->world; ++t) {
     void *pending = NULL;

@@ -3,6 +3,7 @@
  * dtype; the ring computes on contiguous float32 copies (bf16/f16 widen exactly) and sends K/V
  * packed contiguously in their own dtype, so only the bytes of the elements travel.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "math/dtype.h"
@@ -23,6 +24,29 @@ fa_tensor fa_ring_view(void *data, fa_dtype dtype, int ndim, const int64_t *shap
   }
   return t;
 }
+
+static int64_t count(const int64_t *shape, int n) {
+  int64_t c = 1;
+  for (int i = 0; i < n; ++i) c *= shape[i];
+  return c;
+}
+
+void fa_ring_shapes_of(const fa_request *r, fa_ring_shapes *s) {
+  const int64_t q[4] = {r->batch, r->seqlen_q, r->heads_q, r->head_dim};
+  const int64_t k[4] = {r->batch, r->seqlen_k, r->heads_kv, r->head_dim};
+  const int64_t v[4] = {r->batch, r->seqlen_k, r->heads_kv, r->head_dim_v};
+  const int64_t o[4] = {r->batch, r->seqlen_q, r->heads_q, r->head_dim_v};
+  const int64_t l[3] = {r->batch, r->heads_q, r->seqlen_q};
+  memcpy(s->q, q, sizeof q);
+  memcpy(s->k, k, sizeof k);
+  memcpy(s->v, v, sizeof v);
+  memcpy(s->o, o, sizeof o);
+  memcpy(s->lse, l, sizeof l);
+  s->nq = count(q, 4), s->nk = count(k, 4), s->nv = count(v, 4), s->no = count(o, 4);
+  s->nlse = count(l, 3);
+}
+
+void *fa_ring_alloc(int64_t n, size_t size) { return malloc(n > 0 ? (size_t)n * size : 1); }
 
 fa_tensor fa_ring_rows(const fa_tensor *t, int dim, int64_t row0, int64_t rows) {
   fa_tensor r = *t;
