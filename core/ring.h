@@ -74,6 +74,14 @@ typedef struct fa_ring_ctx {
   const fa_request *req;
 } fa_ring_ctx;
 
+/* ring_plan.c: a step's start, the same in both passes: the K/V exchange for step t + 1 posted
+   (kv_cur sent to the next rank, kv_next received from the previous; not on the last step,
+   where *pending is NULL) and the block step t computes. */
+fa_status fa_ring_step_begin(const fa_ring_ctx *ctx, int32_t t, void *kv_cur, void *kv_next,
+                             size_t kv_bytes, void **pending, fa_ring_block *blk);
+/* ring_tensor.c: a packed K/V shard (K's nk elements, then V's nv) widened to float32. */
+void fa_ring_widen_kv(const void *kv, fa_dtype dtype, int64_t nk, int64_t nv, float *k, float *v);
+
 /* Buffers of a pass, allocated before the ranks agree so that running out of memory is a refusal
    every rank sees, not a failure in the middle of the ring. */
 typedef struct fa_ring_forward_bufs fa_ring_forward_bufs;

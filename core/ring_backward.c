@@ -116,16 +116,11 @@ fa_status fa_ring_backward_run(const fa_ring_ctx *ctx, fa_ring_backward_bufs *b,
   fa_status st = FA_OK;
   for (int32_t t = 0; t < ctx->world && st == FA_OK; ++t) {
     void *pending = NULL;
-    if (t + 1 < ctx->world) {
-      st = ctx->ops->exchange_start(ctx->comm, FA_RING_CHANNEL_KV, b->kv[cur], next, b->kv[!cur],
-                                    prev, b->kv_bytes, &pending);
-      if (st != FA_OK) break;
-    }
-    const int32_t src = (ctx->rank - t + ctx->world) % ctx->world;
-    fa_ring_block blk = fa_ring_plan_block(ctx->layout, ctx->params.causal, ctx->rank, src, NQ, NK);
+    fa_ring_block blk;
+    st = fa_ring_step_begin(ctx, t, b->kv[cur], b->kv[!cur], b->kv_bytes, &pending, &blk);
+    if (st != FA_OK) break;
     if (blk.q_rows > 0) {
-      fa_ring_widen(b->kv[cur], r->dtype, nk, b->k);
-      fa_ring_widen((char *)b->kv[cur] + (size_t)nk * elem, r->dtype, nv, b->v);
+      fa_ring_widen_kv(b->kv[cur], r->dtype, nk, nv, b->k, b->v);
       fa_params p = ctx->params;
       p.causal = blk.causal;
       fa_tensor qb = fa_ring_rows(&q, 1, blk.q_row0, blk.q_rows);

@@ -89,8 +89,6 @@ static void merge_rows(const fa_ring_forward_bufs *b, int64_t row0, int64_t rows
 
 fa_status fa_ring_forward_run(const fa_ring_ctx *ctx, fa_ring_forward_bufs *b, fa_run_info *info) {
   const fa_request *r = ctx->req;
-  const int32_t next = (ctx->rank + 1) % ctx->world;
-  const int32_t prev = (ctx->rank + ctx->world - 1) % ctx->world;
   const int64_t nk = b->sh.nk, nv = b->sh.nv;
   const size_t elem = fa_dtype_size(r->dtype);
 
@@ -109,17 +107,11 @@ fa_status fa_ring_forward_run(const fa_ring_ctx *ctx, fa_ring_forward_bufs *b, f
   for (int32_t t = 0; t < ctx->world; ++t) {
     void *pending = NULL;
     fa_status st;
-    if (t + 1 < ctx->world) {
-      st = ctx->ops->exchange_start(ctx->comm, FA_RING_CHANNEL_KV, b->kv[cur], next, b->kv[!cur],
-                                    prev, b->kv_bytes, &pending);
-      if (st != FA_OK) return st;
-    }
-    const int32_t src = (ctx->rank - t + ctx->world) % ctx->world;
-    fa_ring_block blk = fa_ring_plan_block(ctx->layout, ctx->params.causal, ctx->rank, src,
-                                           r->seqlen_q, r->seqlen_k);
+    fa_ring_block blk;
+    st = fa_ring_step_begin(ctx, t, b->kv[cur], b->kv[!cur], b->kv_bytes, &pending, &blk);
+    if (st != FA_OK) return st;
     if (blk.q_rows > 0) {
-      fa_ring_widen(b->kv[cur], r->dtype, nk, b->k);
-      fa_ring_widen((char *)b->kv[cur] + (size_t)nk * elem, r->dtype, nv, b->v);
+      fa_ring_widen_kv(b->kv[cur], r->dtype, nk, nv, b->k, b->v);
       fa_params p = ctx->params;
       p.causal = blk.causal;
       fa_tensor qb = fa_ring_rows(&q, 1, blk.q_row0, blk.q_rows);

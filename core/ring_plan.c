@@ -31,3 +31,19 @@ fa_ring_block fa_ring_plan_block(int32_t layout, int32_t causal, int32_t rank, i
   fa_ring_block none = {0, 0, 0, 0, 0};
   return src < rank ? all : none;
 }
+
+fa_status fa_ring_step_begin(const fa_ring_ctx *ctx, int32_t t, void *kv_cur, void *kv_next,
+                             size_t kv_bytes, void **pending, fa_ring_block *blk) {
+  *pending = NULL;
+  if (t + 1 < ctx->world) {
+    const int32_t next = (ctx->rank + 1) % ctx->world;
+    const int32_t prev = (ctx->rank + ctx->world - 1) % ctx->world;
+    const fa_status st = ctx->ops->exchange_start(ctx->comm, FA_RING_CHANNEL_KV, kv_cur, next,
+                                                  kv_next, prev, kv_bytes, pending);
+    if (st != FA_OK) return st;
+  }
+  const int32_t src = (ctx->rank - t + ctx->world) % ctx->world;
+  *blk = fa_ring_plan_block(ctx->layout, ctx->params.causal, ctx->rank, src, ctx->req->seqlen_q,
+                            ctx->req->seqlen_k);
+  return FA_OK;
+}

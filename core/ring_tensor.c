@@ -146,3 +146,8 @@ void fa_ring_from_f32(const float *src, fa_tensor *dst) {
   if (!w.base) return;
   FOR_EACH(w, p, flat) store(p, dst->dtype, src[flat]);
 }
+
+void fa_ring_widen_kv(const void *kv, fa_dtype dtype, int64_t nk, int64_t nv, float *k, float *v) {
+  fa_ring_widen(kv, dtype, nk, k);
+  fa_ring_widen((const char *)kv + (size_t)nk * fa_dtype_size(dtype), dtype, nv, v);
+}
