@@ -71,6 +71,31 @@ INLINE void v_sums(vf a[NACC], float out[NACC]) {
   _mm512_storeu_ps(out, _mm512_shuffle_f32x4(f, f, 0xd8));
 }
 
+/* bf16 rows 32 elements at a time: a 64-byte load's 32-bit lane i holds elements 2i (low half)
+   and 2i + 1 (high half), and a bf16 is the high half of its fp32, so one shift and one mask
+   widen all 32 (two instructions where element order costs four). The fp32 side meets them in
+   the same split: even columns in one vector, odd in the other. */
+#define HAVE_BF16_PAIRS 1
+INLINE void v_bf16_pairs(const uint16_t *p, vf *even, vf *odd) {
+  const __m512i w = _mm512_loadu_si512((const void *)p);
+  *even = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  *odd = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32((int)0xffff0000u)));
+}
+/* fp32 elements p[0..32) as their even and odd halves, and back. */
+INLINE void v_split_pairs(const float *p, vf *even, vf *odd) {
+  const __m512i ie = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i io = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  const vf lo = _mm512_loadu_ps(p), hi = _mm512_loadu_ps(p + 16);
+  *even = _mm512_permutex2var_ps(lo, ie, hi);
+  *odd = _mm512_permutex2var_ps(lo, io, hi);
+}
+INLINE void v_join_pairs(float *p, vf even, vf odd) {
+  const __m512i il = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i ih = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+  _mm512_storeu_ps(p, _mm512_permutex2var_ps(even, il, odd));
+  _mm512_storeu_ps(p + 16, _mm512_permutex2var_ps(even, ih, odd));
+}
+
 #elif defined(__AVX2__) && defined(__FMA__)
 #define VL 8
 #define NACC 8 /* 16 ymm registers: 8 accumulators leave room for the loads */
@@ -280,6 +305,46 @@ INLINE void pv_block(const int RC, const int W, const int DT, int nc, const floa
     for (int w = 0; w < W; ++w) v_store(o + r * ldo + c0 + w * VL, acc[r * W + w]);
 }
 
+#ifdef HAVE_BF16_PAIRS
+/* pv_block for bf16 rows and an even W: each 32 columns widened as their even and odd halves
+   (v_bf16_pairs), o's columns split the same way for the block and joined back after it. Every
+   column sums the same products in the same order as pv_block. */
+INLINE void pv_block_bf16_pairs(const int RC, const int W, int nc, const float *p, ptrdiff_t ldp,
+                                const void *const *vrow, int c0, float *o, ptrdiff_t ldo) {
+  vf acc[NACC];
+  for (int r = 0; r < RC; ++r)
+    for (int w = 0; w < W; w += 2)
+      v_split_pairs(o + r * ldo + c0 + w * VL, &acc[r * W + w], &acc[r * W + w + 1]);
+  for (int j = 0; j < nc; ++j) {
+    const uint16_t *row = (const uint16_t *)vrow[j] + c0;
+    for (int w = 0; w < W; w += 2) {
+      vf even, odd;
+      v_bf16_pairs(row + w * VL, &even, &odd);
+      for (int r = 0; r < RC; ++r) {
+        const vf pj = v_set1(p[r * ldp + j]);
+        acc[r * W + w] = v_fma(pj, even, acc[r * W + w]);
+        acc[r * W + w + 1] = v_fma(pj, odd, acc[r * W + w + 1]);
+      }
+    }
+  }
+  for (int r = 0; r < RC; ++r)
+    for (int w = 0; w < W; w += 2)
+      v_join_pairs(o + r * ldo + c0 + w * VL, acc[r * W + w], acc[r * W + w + 1]);
+}
+#endif
+
+/* One block of pv_rc: the bf16 pair form where it applies. */
+INLINE void pv_any(const int RC, const int W, const int DT, int nc, const float *p, ptrdiff_t ldp,
+                   const void *const *vrow, int c0, float *o, ptrdiff_t ldo) {
+#ifdef HAVE_BF16_PAIRS
+  if (DT == CPU_ELEM_BF16 && W % 2 == 0) {
+    pv_block_bf16_pairs(RC, W, nc, p, ldp, vrow, c0, o, ldo);
+    return;
+  }
+#endif
+  pv_block(RC, W, DT, nc, p, ldp, vrow, c0, o, ldo);
+}
+
 /* The dv / VL column vectors in blocks of WMAX (RC x WMAX accumulators, at most NACC), then the
    rest (fewer than WMAX) in blocks of 4, 2, 1. */
 INLINE void pv_rc(const int RC, const int DT, int nc, int dv, const float *p, ptrdiff_t ldp,
@@ -287,16 +352,16 @@ INLINE void pv_rc(const int RC, const int DT, int nc, int dv, const float *p, pt
   const int WMAX = NACC / RC > 8 ? 8 : NACC / RC;
   const int nv = dv / VL;
   int v0 = 0;
-  for (; nv - v0 >= WMAX; v0 += WMAX) pv_block(RC, WMAX, DT, nc, p, ldp, vrow, v0 * VL, o, ldo);
+  for (; nv - v0 >= WMAX; v0 += WMAX) pv_any(RC, WMAX, DT, nc, p, ldp, vrow, v0 * VL, o, ldo);
   if (WMAX > 4 && nv - v0 >= 4) {
-    pv_block(RC, 4, DT, nc, p, ldp, vrow, v0 * VL, o, ldo);
+    pv_any(RC, 4, DT, nc, p, ldp, vrow, v0 * VL, o, ldo);
     v0 += 4;
   }
   if (WMAX > 2 && nv - v0 >= 2) {
-    pv_block(RC, 2, DT, nc, p, ldp, vrow, v0 * VL, o, ldo);
+    pv_any(RC, 2, DT, nc, p, ldp, vrow, v0 * VL, o, ldo);
     v0 += 2;
   }
-  if (WMAX > 1 && nv - v0 >= 1) pv_block(RC, 1, DT, nc, p, ldp, vrow, v0 * VL, o, ldo);
+  if (WMAX > 1 && nv - v0 >= 1) pv_any(RC, 1, DT, nc, p, ldp, vrow, v0 * VL, o, ldo);
 }
 
 INLINE void pv_dt(const int DT, int rows, int nc, int dv, const float *p, ptrdiff_t ldp,
