@@ -13,9 +13,11 @@
  * then one transposing reduction turns the NACC vectors into NACC scores. pv_rows: per block of
  * output columns, the rows' accumulators stay in registers over all keys of the block.
  *
- * Summation order: each score is the same lane-wise FMA chain over head-dim chunks and the same
- * fixed tree over lanes, whatever the row count or the key's position in its group; each output
- * column sums the keys in key order. Head dims are multiples of 16 (decide() sends others to the
+ * Summation order: each score is a lane-wise FMA chain over head-dim chunks (two chains, added at
+ * the end, in a group of one row) and a fixed tree over lanes, whatever the key's position in its
+ * group; each output column sums the keys in key order. bf16 rows at head dims that are multiples
+ * of 32 (AVX-512) are read 32 elements at a time as their even and odd halves, each score's chain
+ * then running over those halves. Head dims are multiples of 16 (decide() sends others to the
  * tile path), so no chunk is partial for any vector width here (16, 8, 4 or 1 lanes).
  */
 #include <stdint.h>
@@ -242,6 +244,81 @@ INLINE void dot_rc(const int RC, const int DT, int nc, int d, const float *q, pt
   }
 }
 
+#ifdef HAVE_BF16_PAIRS
+/* dot_group for bf16 keys and a head dim that is a multiple of 32, q already split into pairs
+   (qp: per 32 columns, the 16 even ones then the 16 odd ones): each key's 32 elements widened by
+   v_bf16_pairs meet q's halves as they are. With one row the even and odd products run as two
+   chains (added at the end), else as one. */
+INLINE void dot_group_bf16_pairs(const int RC, int d, const float *qp, ptrdiff_t ldq,
+                                 const void *const *k, float out[NACC]) {
+  const int KG = NACC / RC, P = KG < KEYS_PER_PASS ? KG : KEYS_PER_PASS;
+  const int SPLIT = RC == 1 ? 2 : 1;
+  vf acc[NACC];
+  for (int kp = 0; kp < KG; kp += P) {
+    const uint16_t *kr[KEYS_PER_PASS];
+    for (int kk = 0; kk < P; ++kk) kr[kk] = (const uint16_t *)k[kp + kk];
+    vf a[2 * NACC];
+    for (int x = 0; x < SPLIT * P * RC; ++x) a[x] = v_zero();
+    for (int c = 0; c < d; c += 2 * VL)
+      for (int kk = 0; kk < P; ++kk) {
+        vf even, odd;
+        v_bf16_pairs(kr[kk] + c, &even, &odd);
+        for (int r = 0; r < RC; ++r) {
+          vf *te = &a[kk * RC + r], *to = &a[(SPLIT - 1) * P * RC + kk * RC + r];
+          *te = v_fma(v_f32(qp + r * ldq + c), even, *te);
+          *to = v_fma(v_f32(qp + r * ldq + c + VL), odd, *to);
+        }
+      }
+    for (int x = 0; x < P * RC; ++x)
+      acc[kp * RC + x] = SPLIT == 2 ? v_add(a[x], a[P * RC + x]) : a[x];
+  }
+  v_sums(acc, out);
+}
+
+INLINE void dot_rc_bf16_pairs(const int RC, int nc, int d, const float *qp, ptrdiff_t ldq,
+                              const void *const *krow, float *s, ptrdiff_t lds) {
+  const int KG = NACC / RC;
+  for (int j0 = 0; j0 < nc; j0 += KG) {
+    const void *k[NACC];
+    for (int kk = 0; kk < KG; ++kk) k[kk] = krow[j0 + kk < nc ? j0 + kk : nc - 1];
+    float out[NACC];
+    dot_group_bf16_pairs(RC, d, qp, ldq, k, out);
+    const int n = nc - j0 < KG ? nc - j0 : KG;
+    for (int kk = 0; kk < n; ++kk)
+      for (int r = 0; r < RC; ++r) s[r * lds + j0 + kk] = out[kk * RC + r];
+  }
+}
+
+/* Rows in groups of 8, 4, 2, 1, each group's q split into pairs first (a head dim of at most
+   CPU_ROWS_PAIRS_D). */
+#define CPU_ROWS_PAIRS_D 256
+INLINE void dot_bf16_pairs(int rows, int nc, int d, const float *q, ptrdiff_t ldq,
+                           const void *const *krow, float *s, ptrdiff_t lds) {
+  float qp[8 * CPU_ROWS_PAIRS_D] __attribute__((aligned(64)));
+  for (int r0 = 0; r0 < rows;) {
+    const int rc = rows - r0 >= 8 ? 8 : rows - r0 >= 4 ? 4 : rows - r0 >= 2 ? 2 : 1;
+    for (int r = 0; r < rc; ++r)
+      for (int c = 0; c < d; c += 2 * VL) {
+        vf even, odd;
+        v_split_pairs(q + (r0 + r) * ldq + c, &even, &odd);
+        v_store(qp + r * d + c, even);
+        v_store(qp + r * d + c + VL, odd);
+      }
+    const float *qr = qp;
+    float *sr = s + r0 * lds;
+    if (rc == 8)
+      dot_rc_bf16_pairs(8, nc, d, qr, d, krow, sr, lds);
+    else if (rc == 4)
+      dot_rc_bf16_pairs(4, nc, d, qr, d, krow, sr, lds);
+    else if (rc == 2)
+      dot_rc_bf16_pairs(2, nc, d, qr, d, krow, sr, lds);
+    else
+      dot_rc_bf16_pairs(1, nc, d, qr, d, krow, sr, lds);
+    r0 += rc;
+  }
+}
+#endif
+
 INLINE void dot_dt(const int DT, int rows, int nc, int d, const float *q, ptrdiff_t ldq,
                    const void *const *krow, float *s, ptrdiff_t lds) {
   /* Rows in groups of 8, 4, 2, 1 (each group re-reads the block's keys, from L1). */
@@ -274,6 +351,12 @@ INLINE void dot_d(const int DT, int rows, int nc, int d, const float *q, ptrdiff
 void CPU_KFN(dot_rows)(int rows, int nc, int d, const float *q, ptrdiff_t ldq, int dtype,
                        const void *const *krow, float *s, ptrdiff_t lds) {
   if (nc <= 0) return;
+#ifdef HAVE_BF16_PAIRS
+  if (dtype == CPU_ELEM_BF16 && d % (2 * VL) == 0 && d <= CPU_ROWS_PAIRS_D) {
+    dot_bf16_pairs(rows, nc, d, q, ldq, krow, s, lds);
+    return;
+  }
+#endif
   if (dtype == CPU_ELEM_F16)
     dot_d(CPU_ELEM_F16, rows, nc, d, q, ldq, krow, s, lds);
   else if (dtype == CPU_ELEM_BF16)
