@@ -117,7 +117,7 @@ static fa_status choose(const fa_request *req, choice *c) {
                            c->rejected);
 }
 
-static fa_status check_info(const fa_run_info *info) {
+fa_status fa_check_run_info(const fa_run_info *info) {
   if (info && info->struct_size < sizeof(fa_run_info))
     return fa_core_set_error(FA_ERR_INVALID_ARGUMENT,
                              "info.struct_size = %zu but fa_run_info has %zu bytes: initialise it "
@@ -178,7 +178,7 @@ static fa_status execute(fa_op op, const fa_params *params, const fa_call_args *
                          fa_run_info *info) {
   prepared pr;
   fa_core_clear_error();
-  fa_status st = check_info(info);
+  fa_status st = fa_check_run_info(info);
   if (st != FA_OK) return st;
   st = prepare(op, params, args, &pr);
   if (st != FA_OK) return st;
@@ -219,7 +219,7 @@ static fa_status plan(fa_op op, const fa_params *params, const fa_call_args *arg
                       fa_run_info *info, size_t *bytes) {
   prepared pr;
   fa_core_clear_error();
-  fa_status st = check_info(info);
+  fa_status st = fa_check_run_info(info);
   if (st != FA_OK) return st;
   if (!info && !bytes) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "plan: NULL output");
   st = prepare(op, params, args, &pr);

@@ -9,6 +9,9 @@
 /* error.c */
 void fa_core_clear_error(void);
 
+/* api.c: an fa_run_info the caller passes (NULL allowed) is one of this version's size. */
+fa_status fa_check_run_info(const fa_run_info *info);
+
 /* validate.c: every argument checked once. On success *req is filled (pointing into *params_out,
  * which holds the caller's params resolved to this version's struct). */
 typedef struct fa_call_args {

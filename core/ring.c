@@ -155,11 +155,7 @@ static fa_status prepare_local(fa_ring_ctx *ctx, const fa_ring_args *ring, const
 static fa_status ring_call(fa_op op, const fa_params *params, const fa_ring_args *user_ring,
                            const fa_call_args *args, fa_run_info *info) {
   fa_core_clear_error();
-  if (info && info->struct_size < sizeof(fa_run_info))
-    return fa_core_set_error(INVALID,
-                             "info.struct_size = %zu but fa_run_info has %zu bytes: initialise it "
-                             "with fa_run_info_init()",
-                             info->struct_size, sizeof(fa_run_info));
+  TRY(fa_check_run_info(info));
   fa_ring_args ring;
   TRY(resolve_ring(user_ring, &ring));
   fa_ring_ctx ctx;
