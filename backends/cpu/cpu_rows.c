@@ -229,21 +229,6 @@ INLINE void dot_group(const int RC, const int DT, int d, const float *q, ptrdiff
   v_sums(acc, out);
 }
 
-INLINE void dot_rc(const int RC, const int DT, int nc, int d, const float *q, ptrdiff_t ldq,
-                   const void *const *krow, float *s, ptrdiff_t lds) {
-  const int KG = NACC / RC;
-  for (int j0 = 0; j0 < nc; j0 += KG) {
-    const void *k[NACC];
-    /* A last, short group repeats the last key; its extra sums are not stored. */
-    for (int kk = 0; kk < KG; ++kk) k[kk] = krow[j0 + kk < nc ? j0 + kk : nc - 1];
-    float out[NACC];
-    dot_group(RC, DT, d, q, ldq, k, out);
-    const int n = nc - j0 < KG ? nc - j0 : KG;
-    for (int kk = 0; kk < n; ++kk)
-      for (int r = 0; r < RC; ++r) s[r * lds + j0 + kk] = out[kk * RC + r];
-  }
-}
-
 #ifdef HAVE_BF16_PAIRS
 /* dot_group for bf16 keys and a head dim that is a multiple of 32, q already split into pairs
    (qp: per 32 columns, the 16 even ones then the 16 odd ones): each key's 32 elements widened by
@@ -275,49 +260,38 @@ INLINE void dot_group_bf16_pairs(const int RC, int d, const float *qp, ptrdiff_t
   v_sums(acc, out);
 }
 
-INLINE void dot_rc_bf16_pairs(const int RC, int nc, int d, const float *qp, ptrdiff_t ldq,
-                              const void *const *krow, float *s, ptrdiff_t lds) {
+#endif
+
+/* An element kind of this file only: bf16 keys read as their even and odd halves against q split
+   into pairs (dot_bf16_pairs). */
+#define ELEM_BF16_PAIRS (-1)
+
+/* One group of dot_rc: the pair form for ELEM_BF16_PAIRS. */
+INLINE void dot_group_any(const int RC, const int DT, int d, const float *q, ptrdiff_t ldq,
+                          const void *const *k, float out[NACC]) {
+#ifdef HAVE_BF16_PAIRS
+  if (DT == ELEM_BF16_PAIRS) {
+    dot_group_bf16_pairs(RC, d, q, ldq, k, out);
+    return;
+  }
+#endif
+  dot_group(RC, DT, d, q, ldq, k, out);
+}
+
+INLINE void dot_rc(const int RC, const int DT, int nc, int d, const float *q, ptrdiff_t ldq,
+                   const void *const *krow, float *s, ptrdiff_t lds) {
   const int KG = NACC / RC;
   for (int j0 = 0; j0 < nc; j0 += KG) {
     const void *k[NACC];
+    /* A last, short group repeats the last key; its extra sums are not stored. */
     for (int kk = 0; kk < KG; ++kk) k[kk] = krow[j0 + kk < nc ? j0 + kk : nc - 1];
     float out[NACC];
-    dot_group_bf16_pairs(RC, d, qp, ldq, k, out);
+    dot_group_any(RC, DT, d, q, ldq, k, out);
     const int n = nc - j0 < KG ? nc - j0 : KG;
     for (int kk = 0; kk < n; ++kk)
       for (int r = 0; r < RC; ++r) s[r * lds + j0 + kk] = out[kk * RC + r];
   }
 }
-
-/* Rows in groups of 8, 4, 2, 1, each group's q split into pairs first (a head dim of at most
-   CPU_ROWS_PAIRS_D). */
-#define CPU_ROWS_PAIRS_D 256
-INLINE void dot_bf16_pairs(int rows, int nc, int d, const float *q, ptrdiff_t ldq,
-                           const void *const *krow, float *s, ptrdiff_t lds) {
-  float qp[8 * CPU_ROWS_PAIRS_D] __attribute__((aligned(64)));
-  for (int r0 = 0; r0 < rows;) {
-    const int rc = rows - r0 >= 8 ? 8 : rows - r0 >= 4 ? 4 : rows - r0 >= 2 ? 2 : 1;
-    for (int r = 0; r < rc; ++r)
-      for (int c = 0; c < d; c += 2 * VL) {
-        vf even, odd;
-        v_split_pairs(q + (r0 + r) * ldq + c, &even, &odd);
-        v_store(qp + r * d + c, even);
-        v_store(qp + r * d + c + VL, odd);
-      }
-    const float *qr = qp;
-    float *sr = s + r0 * lds;
-    if (rc == 8)
-      dot_rc_bf16_pairs(8, nc, d, qr, d, krow, sr, lds);
-    else if (rc == 4)
-      dot_rc_bf16_pairs(4, nc, d, qr, d, krow, sr, lds);
-    else if (rc == 2)
-      dot_rc_bf16_pairs(2, nc, d, qr, d, krow, sr, lds);
-    else
-      dot_rc_bf16_pairs(1, nc, d, qr, d, krow, sr, lds);
-    r0 += rc;
-  }
-}
-#endif
 
 INLINE void dot_dt(const int DT, int rows, int nc, int d, const float *q, ptrdiff_t ldq,
                    const void *const *krow, float *s, ptrdiff_t lds) {
@@ -334,6 +308,27 @@ INLINE void dot_dt(const int DT, int rows, int nc, int d, const float *q, ptrdif
   }
   if (rows - r0 >= 1) dot_rc(1, DT, nc, d, q + r0 * ldq, ldq, krow, s + r0 * lds, lds);
 }
+
+#ifdef HAVE_BF16_PAIRS
+/* dot_dt over bf16 keys in their pair form: q split into pairs 8 rows at a time (a head dim of at
+   most CPU_ROWS_PAIRS_D), each 8 rows then grouped by dot_dt as any rows are. */
+#define CPU_ROWS_PAIRS_D 256
+INLINE void dot_bf16_pairs(int rows, int nc, int d, const float *q, ptrdiff_t ldq,
+                           const void *const *krow, float *s, ptrdiff_t lds) {
+  float qp[8 * CPU_ROWS_PAIRS_D] __attribute__((aligned(64)));
+  for (int r0 = 0; r0 < rows; r0 += 8) {
+    const int rc = rows - r0 < 8 ? rows - r0 : 8;
+    for (int r = 0; r < rc; ++r)
+      for (int c = 0; c < d; c += 2 * VL) {
+        vf even, odd;
+        v_split_pairs(q + (r0 + r) * ldq + c, &even, &odd);
+        v_store(qp + r * d + c, even);
+        v_store(qp + r * d + c + VL, odd);
+      }
+    dot_dt(ELEM_BF16_PAIRS, rc, nc, d, qp, d, krow, s + r0 * lds, lds);
+  }
+}
+#endif
 
 /* The head dim as a constant for the common 64 and 128: the head-dim loop of a group is then
    unrolled whole (it runs only 2-8 chunks, so its loop overhead and the chains' drain would be a
