@@ -226,6 +226,22 @@ int tu_alloc_layout(tu_tensor *x, fa_dtype dtype, int ndim, const int64_t *shape
   return 0;
 }
 
+fa_tensor tu_view(void *data, fa_dtype dtype, fa_device dev, int ndim, const int64_t *shape) {
+  fa_tensor t;
+  memset(&t, 0, sizeof t);
+  t.data = data;
+  t.device = dev;
+  t.dtype = dtype;
+  t.ndim = ndim;
+  uint64_t stride = 1; /* unsigned, as in tu_view_bshd */
+  for (int d = ndim - 1; d >= 0; --d) {
+    t.shape[d] = shape[d];
+    t.strides[d] = (int64_t)stride;
+    stride *= (uint64_t)shape[d];
+  }
+  return t;
+}
+
 fa_tensor tu_view_bshd(void *data, fa_dtype dtype, int64_t b, int64_t s, int64_t h, int64_t d) {
   fa_tensor t;
   memset(&t, 0, sizeof t);

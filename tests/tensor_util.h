@@ -100,6 +100,8 @@ int64_t tu_numel(const tu_tensor *x); /* logical elements */
 /* A host (FA_DEVICE_CPU) fa_tensor over caller memory laid out contiguously as
    (batch, seqlen, heads, head_dim), the API's default layout. */
 fa_tensor tu_view_bshd(void *data, fa_dtype dtype, int64_t b, int64_t s, int64_t h, int64_t d);
+/* A contiguous (row-major) fa_tensor of ndim dims over caller memory on dev. */
+fa_tensor tu_view(void *data, fa_dtype dtype, fa_device dev, int ndim, const int64_t *shape);
 
 /* Element access by logical index (ndim entries) or by flat row-major logical index. Values are
    converted exactly from storage to double; stores round to the storage dtype (nearest even). */

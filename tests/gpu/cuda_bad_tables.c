@@ -143,43 +143,23 @@ static int kept(problem *pb, int whole, char *why, size_t n) {
   return 1;
 }
 
+/* A contiguous CUDA tensor over data. */
+static fa_tensor on_gpu(void *data, fa_dtype dtype, int ndim, const int64_t *shape) {
+  const fa_device cuda0 = {FA_DEVICE_CUDA, 0};
+  return tu_view(data, dtype, cuda0, ndim, shape);
+}
 static fa_tensor tensor4(void *data, int64_t a, int64_t b, int64_t c, int64_t d) {
-  fa_tensor t = tu_view_bshd(data, FA_BF16, a, b, c, d);
-  t.device.kind = FA_DEVICE_CUDA;
-  return t;
+  const int64_t shape[4] = {a, b, c, d};
+  return on_gpu(data, FA_BF16, 4, shape);
 }
-
-static fa_tensor index1(void *data, int64_t n) {
-  fa_tensor t;
-  memset(&t, 0, sizeof t);
-  t.data = data;
-  t.dtype = FA_I32;
-  t.device.kind = FA_DEVICE_CUDA;
-  t.ndim = 1;
-  t.shape[0] = n;
-  t.strides[0] = 1;
-  return t;
-}
-
+static fa_tensor index1(void *data, int64_t n) { return on_gpu(data, FA_I32, 1, &n); }
 static fa_tensor index2(void *data, int64_t rows, int64_t cols) {
-  fa_tensor t = index1(data, rows);
-  t.ndim = 2;
-  t.shape[1] = cols;
-  t.strides[0] = cols;
-  t.strides[1] = 1;
-  return t;
+  const int64_t shape[2] = {rows, cols};
+  return on_gpu(data, FA_I32, 2, shape);
 }
-
 static fa_tensor lse_f32(void *data, int64_t b, int64_t h, int64_t s) {
-  fa_tensor t = index1(data, b);
-  t.dtype = FA_F32;
-  t.ndim = 3;
-  t.shape[1] = h;
-  t.shape[2] = s;
-  t.strides[2] = 1;
-  t.strides[1] = s;
-  t.strides[0] = h * s;
-  return t;
+  const int64_t shape[3] = {b, h, s};
+  return on_gpu(data, FA_F32, 3, shape);
 }
 
 static void *table(problem *pb, const int32_t *v, int64_t n) {
@@ -323,22 +303,13 @@ static void case_varlen(const char *name, const int32_t cq[4], const int32_t ck[
   call c;
   begin(&pb, &c, name, 0, seed);
   const size_t qb = (size_t)(80 * HQ * D) * 2, kb = (size_t)(90 * HKV * D) * 2;
-  c.q = tensor4(region_new(&pb, qb, NULL, 0), 1, 80, HQ, D);
-  c.out = tensor4(region_new(&pb, qb, NULL, 1), 1, 80, HQ, D);
-  c.k = tensor4(region_new(&pb, kb, NULL, 0), 1, 90, HKV, D);
-  c.v = tensor4(region_new(&pb, kb, NULL, 0), 1, 90, HKV, D);
-  fa_tensor *packed[4] = {&c.q, &c.out, &c.k, &c.v};
-  for (int i = 0; i < 4; ++i) { /* [total, heads, dim] */
-    fa_tensor *t = packed[i];
-    t->ndim = 3;
-    for (int d = 0; d < 3; ++d) {
-      t->shape[d] = t->shape[d + 1];
-      t->strides[d] = t->strides[d + 1];
-    }
-  }
+  const int64_t qs[3] = {80, HQ, D}, ks[3] = {90, HKV, D}, ls[2] = {HQ, 80};
+  c.q = on_gpu(region_new(&pb, qb, NULL, 0), FA_BF16, 3, qs);
+  c.out = on_gpu(region_new(&pb, qb, NULL, 1), FA_BF16, 3, qs);
+  c.k = on_gpu(region_new(&pb, kb, NULL, 0), FA_BF16, 3, ks);
+  c.v = on_gpu(region_new(&pb, kb, NULL, 0), FA_BF16, 3, ks);
   /* lse unpadded [HQ, total_q] */
-  c.lse = index2(region_new(&pb, (size_t)(HQ * 80) * 4, NULL, 1), HQ, 80);
-  c.lse.dtype = FA_F32;
+  c.lse = on_gpu(region_new(&pb, (size_t)(HQ * 80) * 4, NULL, 1), FA_F32, 2, ls);
   c.tabs[0] = index1(table(&pb, cq, 4), 4);
   c.tabs[1] = index1(table(&pb, ck, 4), 4);
   c.p.cu_seqlens_q = &c.tabs[0];
@@ -365,16 +336,9 @@ static void case_cache_lengths(const char *name, const int32_t lens[2], int64_t 
   c.kv.cache_seqlens = &c.tabs[0];
   if (rot_rows) {
     const size_t bytes = (size_t)(rot_rows * (D / 2)) * 2;
-    c.cos_t = tensor4(region_new(&pb, bytes, NULL, 0), 1, 1, rot_rows, D / 2);
-    c.sin_t = tensor4(region_new(&pb, bytes, NULL, 0), 1, 1, rot_rows, D / 2);
-    fa_tensor *rt[2] = {&c.cos_t, &c.sin_t};
-    for (int i = 0; i < 2; ++i) {
-      rt[i]->ndim = 2;
-      rt[i]->shape[0] = rot_rows;
-      rt[i]->shape[1] = D / 2;
-      rt[i]->strides[0] = D / 2;
-      rt[i]->strides[1] = 1;
-    }
+    const int64_t rs[2] = {rot_rows, D / 2};
+    c.cos_t = on_gpu(region_new(&pb, bytes, NULL, 0), FA_BF16, 2, rs);
+    c.sin_t = on_gpu(region_new(&pb, bytes, NULL, 0), FA_BF16, 2, rs);
     c.kv.rotary_cos = &c.cos_t;
     c.kv.rotary_sin = &c.sin_t;
   }

@@ -80,35 +80,23 @@ static int same(const dbuf *a, const dbuf *b) {
   return ok;
 }
 
-static fa_tensor t4(const dbuf *b, fa_dtype dt, int64_t n0, int64_t n1, int64_t n2, int64_t n3) {
-  fa_tensor t = tu_view_bshd(b->p, dt, n0, n1, n2, n3);
-  t.device.kind = FA_DEVICE_CUDA;
-  return t;
+/* A contiguous CUDA tensor over b: bf16 [n0, n1, n2, n3]; lse f32 [n0, n1, n2]; int32 [n0] or
+   [n0, n1]. */
+static fa_tensor on_gpu(const dbuf *b, fa_dtype dt, int ndim, const int64_t *shape) {
+  const fa_device cuda0 = {FA_DEVICE_CUDA, 0};
+  return tu_view(b->p, dt, cuda0, ndim, shape);
 }
-
+static fa_tensor t4(const dbuf *b, int64_t n0, int64_t n1, int64_t n2, int64_t n3) {
+  const int64_t shape[4] = {n0, n1, n2, n3};
+  return on_gpu(b, FA_BF16, 4, shape);
+}
 static fa_tensor lse3(const dbuf *b, int64_t n0, int64_t n1, int64_t n2) {
-  fa_tensor t;
-  memset(&t, 0, sizeof t);
-  t.data = b->p;
-  t.dtype = FA_F32;
-  t.device.kind = FA_DEVICE_CUDA;
-  t.ndim = 3;
-  t.shape[0] = n0, t.shape[1] = n1, t.shape[2] = n2;
-  t.strides[0] = n1 * n2, t.strides[1] = n2, t.strides[2] = 1;
-  return t;
+  const int64_t shape[3] = {n0, n1, n2};
+  return on_gpu(b, FA_F32, 3, shape);
 }
-
 static fa_tensor i32(const dbuf *b, int ndim, int64_t n0, int64_t n1) {
-  fa_tensor t;
-  memset(&t, 0, sizeof t);
-  t.data = b->p;
-  t.dtype = FA_I32;
-  t.device.kind = FA_DEVICE_CUDA;
-  t.ndim = ndim;
-  t.shape[0] = n0;
-  t.strides[0] = ndim == 2 ? n1 : 1;
-  if (ndim == 2) t.shape[1] = n1, t.strides[1] = 1;
-  return t;
+  const int64_t shape[2] = {n0, n1};
+  return on_gpu(b, FA_I32, ndim, shape);
 }
 
 /* --- 1. forward + backward ------------------------------------------------------------------ */
@@ -128,8 +116,7 @@ static int train_alloc(train *x) {
     if (!dalloc(&x->b[i], sizes[i])) return 0;
   for (int i = 0; i < NBUF; ++i) {
     const int kv = i == K || i == V || i == DK || i == DV;
-    x->t[i] =
-        i == LSE ? lse3(&x->b[i], B_, HQ_, S_) : t4(&x->b[i], FA_BF16, B_, S_, kv ? HKV_ : HQ_, D_);
+    x->t[i] = i == LSE ? lse3(&x->b[i], B_, HQ_, S_) : t4(&x->b[i], B_, S_, kv ? HKV_ : HQ_, D_);
   }
   return 1;
 }
@@ -238,9 +225,9 @@ static int decoder_alloc(decoder *x) {
   if (!dalloc(&x->kc, cache) || !dalloc(&x->vc, cache) || !dalloc(&x->out, ob) ||
       !dalloc(&x->lse, (size_t)DB_ * DHQ * 4))
     return 0;
-  x->tkc = t4(&x->kc, FA_BF16, PAGES, PAGE, DHKV, D_);
-  x->tvc = t4(&x->vc, FA_BF16, PAGES, PAGE, DHKV, D_);
-  x->tout = t4(&x->out, FA_BF16, DB_, 1, DHQ, D_);
+  x->tkc = t4(&x->kc, PAGES, PAGE, DHKV, D_);
+  x->tvc = t4(&x->vc, PAGES, PAGE, DHKV, D_);
+  x->tout = t4(&x->out, DB_, 1, DHQ, D_);
   x->tlse = lse3(&x->lse, DB_, DHQ, 1);
   return 1;
 }
@@ -285,8 +272,8 @@ static void part_decode(void) {
     check(0, name, "setup failed");
     goto done;
   }
-  fa_tensor tq = t4(&q, FA_BF16, DB_, 1, DHQ, D_), tkn = t4(&kn, FA_BF16, DB_, 1, DHKV, D_),
-            tvn = t4(&vn, FA_BF16, DB_, 1, DHKV, D_), tt = i32(&table, 2, DB_, PER_SEQ),
+  fa_tensor tq = t4(&q, DB_, 1, DHQ, D_), tkn = t4(&kn, DB_, 1, DHKV, D_),
+            tvn = t4(&vn, DB_, 1, DHKV, D_), tt = i32(&table, 2, DB_, PER_SEQ),
             tl = i32(&lens, 1, DB_, 0);
   fa_params p;
   fa_params_init(&p);

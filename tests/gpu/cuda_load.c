@@ -219,20 +219,8 @@ static int pool_reset_high(char *err, size_t n) {
 
 /* A contiguous CUDA tensor over data. */
 static fa_tensor view(void *data, fa_dtype dtype, int ndim, const int64_t *shape) {
-  fa_tensor t;
-  memset(&t, 0, sizeof t);
-  t.data = data;
-  t.device.kind = FA_DEVICE_CUDA;
-  t.device.id = 0;
-  t.dtype = dtype;
-  t.ndim = ndim;
-  int64_t stride = 1;
-  for (int d = ndim - 1; d >= 0; --d) {
-    t.shape[d] = shape[d];
-    t.strides[d] = stride;
-    stride *= shape[d];
-  }
-  return t;
+  const fa_device cuda0 = {FA_DEVICE_CUDA, 0};
+  return tu_view(data, dtype, cuda0, ndim, shape);
 }
 
 /* q, k (a decoding problem's new tokens) and lse; the caches of a decoding problem (pages of

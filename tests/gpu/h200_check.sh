@@ -357,32 +357,28 @@ else
   record fa3cfg SKIP "--no-fa3"
 fi
 
-# --- Hopper building blocks ---------------------------------------------------------------
-# bin/sm90_probe: TMA, mbarrier and wgmma (K-major and MN-major descriptors) vs float64.
-if [ -x "$BUILD/bin/sm90_probe" ]; then
-  banner "sm90_probe"
-  if timeout 60 "$BUILD/bin/sm90_probe" > "$TMP/sm90_probe.txt" 2>&1; then
-    record sm90probe PASS "$(tail -1 "$TMP/sm90_probe.txt")"
-  else
-    record sm90probe FAIL "$(grep -m1 FAIL "$TMP/sm90_probe.txt")"
+# --- test programs -------------------------------------------------------------------------
+# program_step STEP PROGRAM SECONDS MISSING: bin/PROGRAM under a time limit; PASS with its last
+# line, else FAIL with its first FAIL or SKIP line; MISSING (SKIP or FAIL) where it is not built.
+program_step() {
+  local step=$1 prog=$2 secs=$3 missing=$4 log="$TMP/$2.txt"
+  if [ ! -x "$BIN/$prog" ]; then
+    record "$step" "$missing" "bin/$prog not built"
+    return
   fi
-  cat "$TMP/sm90_probe.txt"
-else
-  record sm90probe SKIP "bin/sm90_probe not built"
-fi
-
-# --- CUDA graphs -----------------------------------------------------------------------------
-if need_bin cuda_graph; then
-  banner "cuda_graph"
-  if timeout 120 "$BIN/cuda_graph" > "$TMP/cuda_graph.txt" 2>&1; then
-    record graph PASS "$(tail -1 "$TMP/cuda_graph.txt")"
+  banner "$prog"
+  if timeout "$secs" "$BIN/$prog" > "$log" 2>&1; then
+    record "$step" PASS "$(tail -1 "$log")"
   else
-    record graph FAIL "$(grep -m1 -E '^(FAIL|SKIP)' "$TMP/cuda_graph.txt")"
+    record "$step" FAIL "$(grep -m1 -E '^(FAIL|SKIP)' "$log")"
   fi
-  cat "$TMP/cuda_graph.txt"
-else
-  record graph FAIL "cuda_graph not built"
-fi
+  cat "$log"
+}
+# bin/sm90_probe: TMA, mbarrier and wgmma (K-major and MN-major descriptors) vs float64 (built
+# only with an sm_90a-capable toolkit).
+program_step sm90probe sm90_probe 60 SKIP
+# bin/cuda_graph: the calls captured in CUDA graphs and replayed against eager calls.
+program_step graph cuda_graph 120 FAIL
 
 # --- SASS ------------------------------------------------------------------------------------
 if [ "$DO_SASS" -eq 1 ]; then
