@@ -79,7 +79,7 @@ extern "C" {
 #endif
 
 #define FA_VERSION_MAJOR 0
-#define FA_VERSION_MINOR 2
+#define FA_VERSION_MINOR 3
 #define FA_VERSION_PATCH 0
 
 /** Status of every call. FA_OK is 0; every other value is an error. */
@@ -93,13 +93,19 @@ typedef enum fa_status {
   FA_ERR_INTERNAL = 6             /**< a bug in this library: please report it */
 } fa_status;
 
-/** Element types. Storage types of q/k/v/out/grads are F32, F16 and BF16; accumulation is fp32. */
+/**
+ * Element types. Storage types of q/k/v/out/grads are F32, F16 and BF16; accumulation is fp32.
+ * The FP8 types are inputs of fa_forward only (q, k, v, with descales; out f16 or bf16) and
+ * fa_quantize's output; docs/fp8.md. Their encodings are the OCP 8-bit floating point formats.
+ */
 typedef enum fa_dtype {
   FA_DTYPE_INVALID = 0,
   FA_F32 = 1,
   FA_F16 = 2,
   FA_BF16 = 3,
-  FA_I32 = 4 /**< index tensors: cu_seqlens, seqused_k, block_table */
+  FA_I32 = 4,    /**< index tensors: cu_seqlens, seqused_k, block_table */
+  FA_F8E4M3 = 5, /**< FP8 E4M3 ("e4m3fn"): no infinities, largest finite 448, NaN 0x7f/0xff */
+  FA_F8E5M2 = 6  /**< FP8 E5M2: IEEE-like, largest finite 57344 */
 } fa_dtype;
 
 /** Where a tensor's memory lives; the kind decides which backends may touch it. */
@@ -195,6 +201,16 @@ typedef struct fa_params {
   /* --- since 0.2 --- */
   int32_t check_indices; /**< non-zero: index tensors in device memory are read back and checked
                              (see "Index tensors" above); costs a copy and a synchronisation */
+
+  /* --- since 0.3: FP8 inputs (q, k, v of dtype FA_F8E4M3 / FA_F8E5M2; docs/fp8.md) --- */
+  const fa_tensor *q_descale; /**< float32 [batch or 1, heads_q or 1, blocks]: an element of q
+                                   stands for its stored value times the descale of its (batch,
+                                   head, row / descale_rows_q); NULL: 1. FP8 q only */
+  const fa_tensor *k_descale; /**< float32 [batch or 1, heads_kv or 1, blocks], rows of
+                                   descale_rows_k keys; NULL: 1. FP8 k only */
+  const fa_tensor *v_descale; /**< as k_descale, for v */
+  int64_t descale_rows_q;     /**< query rows per descale block; 0: one block per sequence */
+  int64_t descale_rows_k;     /**< key rows per descale block of k and v; 0: one block */
 } fa_params;
 
 /** Sets every field to its default: zero, except struct_size. */
@@ -236,8 +252,10 @@ FA_API void fa_run_info_init(fa_run_info *info);
 /**
  * Forward pass: out = softmax(q·kᵀ·scale + mask)·v, and lse = log(sum(exp(scores))) per query row.
  * @param params  options; NULL means defaults (as fa_params_init)
- * @param q,k,v   inputs as in the conventions above; same dtype and device
- * @param out     output, same dtype and device as q
+ * @param q,k,v   inputs as in the conventions above; same dtype and device. FP8 (FA_F8E4M3 or
+ *                FA_F8E5M2, all three the same) stands for stored value x params' descale; then
+ *                the tensors are dense (no cu_seqlens or block_table) and the call is forward only
+ * @param out     output, same dtype and device as q; for FP8 inputs f16 or bf16
  * @param lse     optional float32 [batch, heads_q, seqlen_q] output (required by fa_backward)
  * @param info    optional; filled with what ran (backend, kernel, tiles, rejected candidates)
  */
@@ -322,6 +340,46 @@ FA_API fa_status fa_backward_workspace_size(const fa_params *params, const fa_te
                                             const fa_tensor *dout, const fa_tensor *dq,
                                             const fa_tensor *dk, const fa_tensor *dv,
                                             size_t *bytes);
+
+/* ---------------------------------------------------------------------------------------------
+ * FP8 quantization with incoherent processing (docs/fp8.md)
+ * ------------------------------------------------------------------------------------------- */
+
+/** Options of fa_quantize. Set struct_size with fa_quantize_args_init. */
+typedef struct fa_quantize_args {
+  size_t struct_size;
+  int64_t block_rows;   /**< rows (tokens) per descale block: descale.shape[2] must be
+                             ceil(seqlen / block_rows); 0: one block per sequence */
+  int32_t rotate;       /**< non-zero: each row (a head's vector) is multiplied first by the
+                             random-signed Hadamard matrix of rotate_seed (head_dim a power of 2) */
+  uint64_t rotate_seed; /**< the signs of the rotation; the same seed gives the same matrix on
+                             every backend, so rotate q and k with one seed */
+  int32_t backend;      /**< fa_backend_id; AUTO: the backends that own x's memory, in order */
+  int32_t strict;       /**< non-zero: only the first candidate backend */
+  void *stream;         /**< as fa_params.stream */
+} fa_quantize_args;
+
+FA_API void fa_quantize_args_init(fa_quantize_args *args);
+
+/**
+ * Quantizes x to FP8 with a scale per block of rows (FlashAttention-3's block quantization),
+ * optionally after the incoherent processing rotation: y = x·M with M = diag(s)·H/sqrt(d), H the
+ * d x d Sylvester Hadamard matrix and s the seeded random signs (docs/fp8.md gives the exact rule).
+ * Since M is orthogonal, rotating q and k with the same seed leaves q·kᵀ unchanged while outliers
+ * spread over all channels. Each descale element is amax / (largest finite FP8 value) over the
+ * rotated elements it covers (its batch, head and block of rows; a dimension of size 1 in descale
+ * covers every batch or head), or 1 where that is 0; y = round-to-nearest-even(x·M / descale),
+ * saturated to the finite range (NaN stays NaN). fa_forward takes y with descale as q_descale (or
+ * k_descale, v_descale) and block_rows as descale_rows_q (descale_rows_k).
+ * With y of dtype f32, f16 or bf16, the call only rotates (descale must be NULL, block_rows 0).
+ * @param args     options; NULL: defaults (no rotation, one block, AUTO backend)
+ * @param x        [batch, seqlen, heads, head_dim], f32, f16 or bf16
+ * @param y        same shape and device as x; FA_F8E4M3 or FA_F8E5M2 (or a float type, see above)
+ * @param descale  float32 [batch or 1, heads or 1, blocks] on x's device; required for FP8 y
+ * @param info     optional; filled with what ran
+ */
+FA_API fa_status fa_quantize(const fa_quantize_args *args, const fa_tensor *x, fa_tensor *y,
+                             fa_tensor *descale, fa_run_info *info);
 
 /* ---------------------------------------------------------------------------------------------
  * Backends
@@ -484,7 +542,8 @@ FA_API fa_status fa_transport_info(fa_transport_desc *out, int32_t capacity, int
 /** The message of this thread's last failed call ("" if none). Valid until the next call. */
 FA_API const char *fa_last_error(void);
 
-/** "f32", "f16", "bf16", "i32", or "invalid" for a value that is not an fa_dtype. */
+/** "f32", "f16", "bf16", "i32", "f8e4m3", "f8e5m2", or "invalid" for a value that is not an
+    fa_dtype. */
 FA_API const char *fa_dtype_name(int32_t dtype);
 
 /** Bytes of one element of dtype; 0 for a value that is not an fa_dtype. */

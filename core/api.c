@@ -67,9 +67,9 @@ typedef struct choice {
   char rejected[FA_REASON_LEN];
 } choice;
 
-static void note_rejected(choice *c, const char *name, const char *why) {
-  size_t used = strlen(c->rejected);
-  snprintf(c->rejected + used, sizeof c->rejected - used, "%s%s: %s", used ? "; " : "", name, why);
+void fa_note_rejected(char *list, size_t size, const char *name, const char *why) {
+  size_t used = strlen(list);
+  if (used + 1 < size) snprintf(list + used, size - used, "%s%s: %s", used ? "; " : "", name, why);
 }
 
 /* Picks the backend and kernel. With a named backend it is tried first; without strict, AUTO's
@@ -79,13 +79,7 @@ static fa_status choose(const fa_request *req, choice *c) {
   memset(c, 0, sizeof *c);
   const fa_params *p = req->params;
   int32_t order[FA_BACKEND_COUNT_];
-  int n = 0;
-  if (p->backend != FA_BACKEND_AUTO) order[n++] = p->backend;
-  for (int i = 0; i < fa_backend_def_count(); ++i) {
-    const fa_backend_def *def = fa_backend_def_at(i);
-    if (def->id != p->backend && def->owns == req->device.kind) order[n++] = def->id;
-  }
-  if (p->strict && n > 1) n = 1;
+  const int n = fa_backend_candidates(p->backend, req->device.kind, p->strict, order);
 
   int any_refused = 0;
   for (int i = 0; i < n; ++i) {
@@ -107,7 +101,7 @@ static fa_status choose(const fa_request *req, choice *c) {
       snprintf(why, sizeof why, "%s", c->decision.reason);
       any_refused = 1;
     }
-    note_rejected(c, s->name, why);
+    fa_note_rejected(c->rejected, sizeof c->rejected, s->name, why);
   }
   fa_status st = any_refused ? FA_ERR_UNSUPPORTED : FA_ERR_BACKEND_UNAVAILABLE;
   if (n == 0)

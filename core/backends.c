@@ -36,3 +36,12 @@ int fa_device_kind_known(int32_t kind) {
     if ((int32_t)defs[i].owns == kind) return 1;
   return 0;
 }
+
+int fa_backend_candidates(int32_t backend, fa_device_kind memory, int32_t strict,
+                          int32_t order[FA_BACKEND_COUNT_]) {
+  int n = 0;
+  if (backend != FA_BACKEND_AUTO) order[n++] = backend;
+  for (int i = 0; i < fa_backend_def_count(); ++i)
+    if (defs[i].id != backend && defs[i].owns == memory) order[n++] = defs[i].id;
+  return strict && n > 1 ? 1 : n;
+}

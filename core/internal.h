@@ -38,6 +38,10 @@ const fa_backend_def *fa_backend_def_at(int i);
 const fa_backend_def *fa_backend_def_of(int32_t id);
 /* Whether some backend computes on this fa_device_kind. */
 int fa_device_kind_known(int32_t kind);
+/* The backends a call tries, in order: `backend` first unless AUTO, then AUTO's order among those
+   that own `memory`; with strict only the first. Returns how many were written to order. */
+int fa_backend_candidates(int32_t backend, fa_device_kind memory, int32_t strict,
+                          int32_t order[FA_BACKEND_COUNT_]);
 
 /* registry.c: the backends' plugins, loaded lazily and once. */
 typedef struct fa_backend_slot {
@@ -61,6 +65,9 @@ const fa_backend_slot *fa_registry_slot(int32_t id);
  * non-empty, else where it was looked for). For the transports (core/transports.c). */
 int fa_plugin_locate(const char *file, const char *build_reason, char *path, size_t path_len,
                      char *reason, size_t reason_len);
+
+/* api.c: the backend list of a run report, "name: why; name: why". */
+void fa_note_rejected(char *list, size_t size, const char *name, const char *why);
 
 /* features.c: fills slot->features / slot->unsupported by asking the plugin's decide(). */
 void fa_features_probe(fa_backend_slot *slot);

@@ -12,6 +12,10 @@ const char *fa_dtype_name(int32_t dtype) {
       return "bf16";
     case FA_I32:
       return "i32";
+    case FA_F8E4M3:
+      return "f8e4m3";
+    case FA_F8E5M2:
+      return "f8e5m2";
     default:
       return "invalid";
   }
@@ -27,6 +31,9 @@ size_t fa_dtype_size(int32_t dtype) {
       return 2;
     case FA_I32:
       return 4;
+    case FA_F8E4M3:
+    case FA_F8E5M2:
+      return 1;
     default:
       return 0;
   }

@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define FA_PLUGIN_ABI_VERSION 3u
+#define FA_PLUGIN_ABI_VERSION 4u
 #define FA_PLUGIN_ENTRY_SYMBOL "fa_plugin_entry"
 
 #define FA_DECISION_PAYLOAD_BYTES 64
@@ -47,6 +47,15 @@ typedef struct fa_request {
   int64_t seqlen_new;        /* tokens appended per sequence (0 without k_new) */
   int64_t rotary_dim;        /* 0 without rotary tables */
 } fa_request;
+
+/** A validated fa_quantize call (core/quantize.c). */
+typedef struct fa_quantize_request {
+  const fa_quantize_args *args;     /* resolved; never NULL */
+  const fa_tensor *x, *y, *descale; /* descale is NULL when y is not FP8 */
+  fa_device device;
+  int64_t batch, seqlen, heads, head_dim;
+  int32_t log2_dim; /* with args->rotate: head_dim = 2^log2_dim */
+} fa_quantize_request;
 
 /** What decide() answers. */
 typedef struct fa_decision {
@@ -106,23 +115,28 @@ typedef struct fa_plugin {
   fa_status (*run)(const fa_request *req, const fa_decision *decision, void *workspace);
   /* Frees cached resources (fa_release). May be NULL. */
   void (*release)(void);
+  /* fa_quantize: writes y (and descale) and names the kernel that ran in kernel[FA_KERNEL_LEN];
+     or, before writing anything, returns FA_ERR_UNSUPPORTED with the reason (fa_core_set_error).
+     NULL: the backend does not offer fa_quantize. */
+  fa_status (*quantize)(const fa_quantize_request *req, char *kernel);
 } fa_plugin;
 
 typedef const fa_plugin *(*fa_plugin_entry_fn)(uint32_t core_abi_version);
 
 /* Defines a plugin's table and its exported entry point, which hands the table only to a core of
    the same plugin ABI. */
-#define FA_PLUGIN_DEFINE(backend_id, name, probe, decide, run, release) \
-  FA_API const fa_plugin *fa_plugin_entry(uint32_t core_abi_version) {  \
-    static const fa_plugin table = {FA_PLUGIN_ABI_VERSION,              \
-                                    (uint32_t)sizeof(fa_plugin),        \
-                                    (backend_id),                       \
-                                    (name),                             \
-                                    (probe),                            \
-                                    (decide),                           \
-                                    (run),                              \
-                                    (release)};                         \
-    return core_abi_version == FA_PLUGIN_ABI_VERSION ? &table : NULL;   \
+#define FA_PLUGIN_DEFINE(backend_id, name, probe, decide, run, release, quantize) \
+  FA_API const fa_plugin *fa_plugin_entry(uint32_t core_abi_version) {            \
+    static const fa_plugin table = {FA_PLUGIN_ABI_VERSION,                        \
+                                    (uint32_t)sizeof(fa_plugin),                  \
+                                    (backend_id),                                 \
+                                    (name),                                       \
+                                    (probe),                                      \
+                                    (decide),                                     \
+                                    (run),                                        \
+                                    (release),                                    \
+                                    (quantize)};                                  \
+    return core_abi_version == FA_PLUGIN_ABI_VERSION ? &table : NULL;             \
   }
 
 /* --- services the core library exports to plugins (declared here, not in the public header) --- */

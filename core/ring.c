@@ -71,6 +71,10 @@ static fa_status check_ring_support(const fa_request *req, const fa_ring_args *r
   if (p->block_table)
     return fa_core_set_error(FA_ERR_UNSUPPORTED,
                              "params.block_table: the ring does not support paged KV");
+  if (fa_dtype_is_fp8(req->dtype))
+    return fa_core_set_error(FA_ERR_UNSUPPORTED,
+                             "q.dtype = %s: the ring does not support FP8 inputs (f32, f16, bf16)",
+                             fa_dtype_name(req->dtype));
   if (p->workspace)
     return fa_core_set_error(FA_ERR_UNSUPPORTED,
                              "params.workspace: the ring allocates its own buffers; pass NULL");

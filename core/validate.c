@@ -12,8 +12,6 @@
 
 #include "validate.h"
 
-#define FA_MAX_HEAD_DIM 1024
-
 /* Copies a caller's versioned struct (struct_size first) into this version's. A smaller one is
  * uninitialised or from no version of this library: refused. A larger one comes from a newer
  * header: the fields this version does not know must all be zero, never silently ignored. */
@@ -135,6 +133,9 @@ static fa_status check_outputs_apart(fa_op op, const fa_call_args *a, const fa_p
   ADD("params.cu_seqlens_k", p->cu_seqlens_k);
   ADD("params.seqused_k", p->seqused_k);
   ADD("params.block_table", p->block_table);
+  ADD("params.q_descale", p->q_descale);
+  ADD("params.k_descale", p->k_descale);
+  ADD("params.v_descale", p->v_descale);
 #undef ADD
   return fa_check_outputs_apart(names, ts, n, n_out);
 }
@@ -173,12 +174,16 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
 
   const fa_tensor *q = a->q, *k = a->k, *v = a->v, *out = a->out;
   const fa_device dev = q->device;
-  if (q->dtype != FA_F32 && q->dtype != FA_F16 && q->dtype != FA_BF16)
-    return fa_core_set_error(INVALID, "q.dtype = %s but must be f32, f16 or bf16",
+  const int fp8 = fa_dtype_is_fp8(q->dtype);
+  if (!fp8 && q->dtype != FA_F32 && q->dtype != FA_F16 && q->dtype != FA_BF16)
+    return fa_core_set_error(INVALID, "q.dtype = %s but must be f32, f16, bf16, f8e4m3 or f8e5m2",
                              fa_dtype_name(q->dtype));
   TRY(fa_expect_dtype("k", k, q->dtype, "as q"));
   TRY(fa_expect_dtype("v", v, q->dtype, "as q"));
-  TRY(fa_expect_dtype("out", out, q->dtype, "as q"));
+  if (fp8)
+    TRY(fa_check_fp8_call(op, q->dtype, p, out));
+  else
+    TRY(fa_expect_dtype("out", out, q->dtype, "as q"));
   TRY(fa_expect_device("k", k, dev));
   TRY(fa_expect_device("v", v, dev));
   TRY(fa_expect_device("out", out, dev));
@@ -287,6 +292,7 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
     TRY(fa_check_no_self_overlap("out", out));
   }
   if (lse && op == FA_OP_FORWARD) TRY(fa_check_no_self_overlap("lse", lse));
+  TRY(fa_check_descales(p, q->dtype, dev, batch, heads_q, heads_kv, seqlen_q, seqlen_k));
 
   /* A window side at least seqlen_q + seqlen_k wide cuts nothing: it is the unbounded side
      (-1), exactly, for every row and alignment, and the mask arithmetic stays far from 2^63. */

@@ -10,6 +10,7 @@
 #include "internal.h"
 
 #define INVALID FA_ERR_INVALID_ARGUMENT
+#define FA_MAX_HEAD_DIM 1024
 
 #define TRY(expr)                 \
   do {                            \
@@ -55,5 +56,19 @@ fa_status fa_resolve_lengths(fa_params *p, const fa_tensor *q, const fa_tensor *
 fa_status fa_check_kvcache(const fa_call_args *a, fa_kvcache_args *kv, int64_t batch,
                            int64_t heads_kv, int64_t head_dim, int64_t head_dim_v,
                            int64_t *seqlen_new, int64_t *rotary_dim);
+
+/* validate_fp8.c: FP8 inputs. */
+
+static inline int fa_dtype_is_fp8(fa_dtype dt) { return dt == FA_F8E4M3 || dt == FA_F8E5M2; }
+/* What an FP8 call may be: fa_forward on dense tensors, out f16 or bf16. */
+fa_status fa_check_fp8_call(fa_op op, fa_dtype dt, const fa_params *p, const fa_tensor *out);
+/* The descales of a call with inputs of dtype `dt`: present only for FP8, each a float32
+   [batch or 1, heads or 1, blocks] on dev with blocks = ceil(seqlen / rows) (1 for rows 0). */
+fa_status fa_check_descales(const fa_params *p, fa_dtype dt, fa_device dev, int64_t batch,
+                            int64_t heads_q, int64_t heads_kv, int64_t seqlen_q, int64_t seqlen_k);
+/* One descale tensor as above; rows_name names the field or argument that gives `rows`. */
+fa_status fa_check_descale(const char *name, const fa_tensor *t, fa_device dev, int64_t batch,
+                           int64_t heads, const char *heads_name, int64_t seqlen, int64_t rows,
+                           const char *rows_name);
 
 #endif /* FA_CORE_VALIDATE_H */

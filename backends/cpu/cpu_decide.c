@@ -116,8 +116,38 @@ static void kernel_name(const fa_request *req, const cpu_problem *pb, const char
            p->block_table ? ".paged" : "", split);
 }
 
+/* FP8 inputs: the float32 request on dequantized copies (cpu_fp8.c), decided as any, with the
+   copies added to its workspace and the FP8 dtype in the kernel's name. */
+static void decide_fp8(const fa_request *req, fa_decision *out) {
+  cpu_fp8_inner in;
+  if (!cpu_fp8_inner_init(req, NULL, &in)) {
+    fa_core_refuse(out, "%s inputs: their float32 copies would exceed the address space",
+                   fa_dtype_name(req->dtype));
+    return;
+  }
+  cpu_decide(&in.req, out);
+  if (!out->supported) return;
+  cpu_choice choice;
+  fa_decision_get(out, &choice, sizeof choice);
+  choice.fp8 = 1;
+  fa_decision_put(out, &choice, sizeof choice);
+  out->workspace_bytes += in.bytes + CPU_FP8_ALIGN; /* the copies, aligned in any workspace */
+  char name[FA_KERNEL_LEN];
+  const char *f32 = strstr(out->kernel, ".f32.");
+  if (f32) {
+    snprintf(name, sizeof name, "%.*s.%s.%s", (int)(f32 - out->kernel), out->kernel,
+             fa_dtype_name(req->dtype), f32 + 5);
+    snprintf(out->kernel, sizeof out->kernel, "%s", name);
+  }
+}
+
 void cpu_decide(const fa_request *req, fa_decision *out) {
   memset(out, 0, sizeof *out);
+  if ((req->dtype == FA_F8E4M3 || req->dtype == FA_F8E5M2) && req->device.kind == FA_DEVICE_CPU &&
+      req->op == FA_OP_FORWARD) {
+    decide_fp8(req, out);
+    return;
+  }
   const char *dtype = storage_dtype_name(req->dtype);
   if (req->device.kind != FA_DEVICE_CPU) {
     fa_core_refuse(out, "tensors are in %s memory; cpu.flash reads host memory only",
@@ -148,7 +178,7 @@ void cpu_decide(const fa_request *req, fa_decision *out) {
   int64_t dmax = req->head_dim > req->head_dim_v ? req->head_dim : req->head_dim_v;
   fa_tile_limits limits = {cpu_fast_memory_bytes(), 4, 4, 4, CPU_PLAN_TILE_M, CPU_MAX_TILE_N};
   fa_tile_plan tiles = fa_plan_tiles(&limits, dmax);
-  cpu_choice choice = {cpu_kernels_get(), 0, 0, 1, cpu_rows_path(req), 0};
+  cpu_choice choice = {cpu_kernels_get(), 0, 0, 1, cpu_rows_path(req), 0, 0};
   choice.bf16dp = cpu_bf16dp_applies(req, choice.kern);
   /* Decoding's few rows: one query tile holds every head's rows (cpu_decode.c), whatever the cache
      budget. */

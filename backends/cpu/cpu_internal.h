@@ -36,6 +36,7 @@ typedef struct cpu_choice {
   int32_t splits;                 /* forward: key-range chunks per query tile (1 = no split-KV) */
   int32_t rows_path;              /* the few-query-rows path (cpu_rows_path) */
   int32_t bf16dp;                 /* the bf16 products (cpu_bf16dp_applies) */
+  int32_t fp8;                    /* FP8 inputs, run as the float32 request of cpu_fp8.c */
 } cpu_choice;
 FA_DECISION_PAYLOAD_FITS(cpu_choice);
 
@@ -203,5 +204,24 @@ size_t cpu_fast_memory_bytes(void);
 /* The plugin table's functions (fa_plugin in core/plugin.h). */
 void cpu_probe(fa_plugin_probe *out);
 void cpu_decide(const fa_request *req, fa_decision *out);
+
+/* cpu_fp8.c: an FP8 forward runs as a float32 request on dequantized copies of q, k, v, with a
+   float32 out, all contiguous at the start of the workspace (`bytes` of them). */
+#define CPU_FP8_ALIGN 64 /* bytes; each copy starts at such a boundary */
+typedef struct cpu_fp8_inner {
+  fa_params params;
+  fa_tensor q, k, v, out;
+  fa_request req;
+  size_t bytes;
+} cpu_fp8_inner;
+/* Builds the float32 request of an FP8 one with its copies at base (NULL: shapes only, for
+   decide). 0 when the copies' size does not fit in size_t. */
+int cpu_fp8_inner_init(const fa_request *req, char *base, cpu_fp8_inner *in);
+void cpu_fp8_dequantize(const fa_request *req, const cpu_fp8_inner *in);
+/* The float32 output rounded into req->out. */
+void cpu_fp8_store_out(const fa_request *req, const cpu_fp8_inner *in);
+
+/* cpu_quantize.c: the plugin's fa_quantize. */
+fa_status cpu_quantize(const fa_quantize_request *req, char *kernel);
 
 #endif /* FA_CPU_INTERNAL_H */

@@ -3,13 +3,38 @@
  * runs and records it in the decision's payload (cpu_choice); run() reads it back, checks that it
  * is one the kernels can carry out, then runs the pass.
  */
+#include <stdint.h>
+
 #include "cpu_internal.h"
+
+static fa_status run_pass(const fa_request *req, const cpu_choice *c, void *workspace,
+                          size_t workspace_bytes);
 
 static fa_status cpu_run(const fa_request *req, const fa_decision *decision, void *workspace) {
   if (!decision->supported)
     return fa_core_set_error(FA_ERR_UNSUPPORTED, "cpu: %s", decision->reason);
   cpu_choice choice;
   fa_decision_get(decision, &choice, sizeof choice);
+  if (!choice.fp8) return run_pass(req, &choice, workspace, decision->workspace_bytes);
+  /* FP8 inputs: dequantized copies first in the workspace, the float32 pass's scratch after */
+  cpu_fp8_inner in;
+  char *base =
+      (char *)(((uintptr_t)workspace + CPU_FP8_ALIGN - 1) & ~(uintptr_t)(CPU_FP8_ALIGN - 1));
+  const size_t lead = (size_t)(base - (char *)workspace);
+  if (req->op != FA_OP_FORWARD || !workspace || !cpu_fp8_inner_init(req, base, &in) ||
+      lead + in.bytes > decision->workspace_bytes)
+    return fa_core_set_error(FA_ERR_INTERNAL, "cpu: FP8 decision for a request it does not fit");
+  cpu_fp8_dequantize(req, &in);
+  choice.fp8 = 0;
+  fa_status st =
+      run_pass(&in.req, &choice, base + in.bytes, decision->workspace_bytes - lead - in.bytes);
+  if (st == FA_OK) cpu_fp8_store_out(req, &in);
+  return st;
+}
+
+static fa_status run_pass(const fa_request *req, const cpu_choice *c, void *workspace,
+                          size_t workspace_bytes) {
+  const cpu_choice choice = *c;
   /* Guards the fixed-size row buffers of the kernels against a decision made elsewhere. */
   if (!choice.kern || choice.tile_m < 1 || choice.tile_m > CPU_MAX_TILE_M || choice.tile_n < 1 ||
       choice.tile_n > CPU_MAX_TILE_N || req->head_dim < 1 || req->head_dim > CPU_MAX_HEAD_DIM ||
@@ -28,7 +53,7 @@ static fa_status cpu_run(const fa_request *req, const fa_decision *decision, voi
   cpu_problem pb;
   cpu_problem_init(&pb, req, &choice);
   cpu_workspace ws;
-  fa_status st = cpu_workspace_split(&pb, req->op, workspace, decision->workspace_bytes, &ws);
+  fa_status st = cpu_workspace_split(&pb, req->op, workspace, workspace_bytes, &ws);
   if (st != FA_OK) return st;
   if (req->op == FA_OP_BACKWARD) return cpu_backward(req, &pb, &ws);
   /* fa_forward_kvcache: the new tokens are in the cache before any query reads it. */
@@ -36,4 +61,4 @@ static fa_status cpu_run(const fa_request *req, const fa_decision *decision, voi
   return cpu_forward(req, &pb, &ws);
 }
 
-FA_PLUGIN_DEFINE(FA_BACKEND_CPU, "cpu", cpu_probe, cpu_decide, cpu_run, NULL)
+FA_PLUGIN_DEFINE(FA_BACKEND_CPU, "cpu", cpu_probe, cpu_decide, cpu_run, NULL, cpu_quantize)

@@ -27,7 +27,7 @@ STATUS_NAMES = {
     FA_ERR_INTERNAL: "FA_ERR_INTERNAL",
 }
 
-FA_F32, FA_F16, FA_BF16, FA_I32 = 1, 2, 3, 4
+FA_F32, FA_F16, FA_BF16, FA_I32, FA_F8E4M3, FA_F8E5M2 = 1, 2, 3, 4, 5, 6
 FA_DEVICE_CPU, FA_DEVICE_CUDA, FA_DEVICE_HIP, FA_DEVICE_OPENCL = 1, 2, 3, 4
 FA_BACKEND_AUTO, FA_BACKEND_CPU, FA_BACKEND_CUDA, FA_BACKEND_HIP, FA_BACKEND_OPENCL = 0, 1, 2, 3, 4
 FA_CAUSAL_BOTTOM_RIGHT, FA_CAUSAL_TOP_LEFT = 0, 1
@@ -89,6 +89,11 @@ class FaParams(ctypes.Structure):
         ("workspace", ctypes.c_void_p),
         ("workspace_size", ctypes.c_size_t),
         ("check_indices", ctypes.c_int32),
+        ("q_descale", TensorPtr),
+        ("k_descale", TensorPtr),
+        ("v_descale", TensorPtr),
+        ("descale_rows_q", ctypes.c_int64),
+        ("descale_rows_k", ctypes.c_int64),
     ]
 
 
@@ -101,6 +106,18 @@ class FaKvcacheArgs(ctypes.Structure):
         ("rotary_cos", TensorPtr),
         ("rotary_sin", TensorPtr),
         ("rotary_interleaved", ctypes.c_int32),
+    ]
+
+
+class FaQuantizeArgs(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("block_rows", ctypes.c_int64),
+        ("rotate", ctypes.c_int32),
+        ("rotate_seed", ctypes.c_uint64),
+        ("backend", ctypes.c_int32),
+        ("strict", ctypes.c_int32),
+        ("stream", ctypes.c_void_p),
     ]
 
 
@@ -211,6 +228,8 @@ class Library:
             "fa_run_info_init": (None, [P(FaRunInfo)]),
             "fa_backend_desc_init": (None, [P(FaBackendDesc)]),
             "fa_kvcache_args_init": (None, [P(FaKvcacheArgs)]),
+            "fa_quantize_args_init": (None, [P(FaQuantizeArgs)]),
+            "fa_quantize": (c_enum, [P(FaQuantizeArgs), T, T, T, P(FaRunInfo)]),
             "fa_forward": (c_enum, [P(FaParams), T, T, T, T, T, P(FaRunInfo)]),
             "fa_backward": (c_enum, [P(FaParams), T, T, T, T, T, T, T, T, T, P(FaRunInfo)]),
             "fa_forward_kvcache": (c_enum, [P(FaParams), T, T, T, P(FaKvcacheArgs), T, T,
@@ -246,6 +265,7 @@ class Library:
             (self.dll.fa_run_info_init, FaRunInfo),
             (self.dll.fa_backend_desc_init, FaBackendDesc),
             (self.dll.fa_kvcache_args_init, FaKvcacheArgs),
+            (self.dll.fa_quantize_args_init, FaQuantizeArgs),
         ):
             n = self._library_sizeof(init, ctype)
             if n != ctypes.sizeof(ctype):
@@ -253,8 +273,8 @@ class Library:
         major = ctypes.c_int()
         minor = ctypes.c_int()
         self.dll.fa_version(ctypes.byref(major), ctypes.byref(minor), None)
-        if (major.value, minor.value) != (0, 2):
-            bad.append(f"library version {major.value}.{minor.value}, binding written for 0.2")
+        if (major.value, minor.value) != (0, 3):
+            bad.append(f"library version {major.value}.{minor.value}, binding written for 0.3")
         if bad:
             raise OSError(f"flashattn binding does not match {self.path}: " + "; ".join(bad))
 

@@ -23,6 +23,7 @@ int main(void) {
   SIZE(fa_params);
   SIZE(fa_run_info);
   SIZE(fa_kvcache_args);
+  SIZE(fa_quantize_args);
   SIZE(fa_backend_desc);
   SIZE(fa_ring_args);
   SIZE(fa_transport_desc);
@@ -35,6 +36,8 @@ int main(void) {
   CONST(FA_REASON_LEN);
   CONST(FA_ERR_INTERNAL);
   CONST(FA_I32);
+  CONST(FA_F8E4M3);
+  CONST(FA_F8E5M2);
   CONST(FA_DEVICE_OPENCL);
   CONST(FA_BACKEND_COUNT_);
   CONST(FA_CAUSAL_TOP_LEFT);
@@ -48,6 +51,7 @@ int main(void) {
   PLUGIN_SIZE(fa_decision);
   PLUGIN_SIZE(fa_plugin_probe);
   PLUGIN_SIZE(fa_plugin);
+  PLUGIN_SIZE(fa_quantize_request);
   PLUGIN_CONST(FA_OP_KVCACHE);
   return 0;
 }

@@ -1,0 +1,139 @@
+/*
+ * cpu_quantize.c: fa_quantize on host memory (docs/fp8.md). Each row (one head's vector of a
+ * token) is widened to fp32 and rotated (core/math/hadamard.h) when asked; for FP8 output a first
+ * pass finds each descale block's largest finite magnitude, a second divides by the descale and
+ * rounds (core/math/fp8.h). The rows are rotated in both passes rather than kept, so the call
+ * needs no scratch beyond one row per thread.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/math/fp8.h"
+#include "core/math/hadamard.h"
+#include "cpu_internal.h"
+#include "cpu_tensor.h"
+
+#define QUANT_MAX_DIM 1024 /* FA_MAX_HEAD_DIM, checked by the core */
+
+typedef struct quant_job {
+  const fa_quantize_request *req;
+  const cpu_kernels *kern;
+  unsigned char signs[QUANT_MAX_DIM];
+} quant_job;
+
+/* Row (b, t, h) of x in fp32, rotated when asked. */
+static void load_rotated(const quant_job *j, int64_t b, int64_t t, int64_t h, float *row) {
+  const fa_tensor *x = j->req->x;
+  cpu_load_row(j->kern, x->dtype, fa_tensor_base(x),
+               b * x->strides[0] + t * x->strides[1] + h * x->strides[2], x->strides[3],
+               j->req->head_dim, row);
+  if (j->req->args->rotate) fa_hadamard_rotate_row(row, (uint32_t)j->req->log2_dim, j->signs);
+}
+
+static float *descale_ptr(const fa_tensor *d, int64_t b, int64_t h, int64_t blk) {
+  return (float *)fa_tensor_base(d) + b * d->strides[0] + h * d->strides[1] + blk * d->strides[2];
+}
+
+/* The largest finite |value| of the rows one descale element covers: batches [b0, b1), heads
+   [h0, h1), tokens [t0, t1). Parallel over the tokens when `team` (few elements, many rows). */
+static float block_amax(const quant_job *j, int64_t b0, int64_t b1, int64_t h0, int64_t h1,
+                        int64_t t0, int64_t t1, int team) {
+  const int64_t D = j->req->head_dim;
+  float amax = 0.0f;
+#pragma omp parallel for collapse(2) reduction(max : amax) schedule(static) if (team)
+  for (int64_t b = b0; b < b1; ++b)
+    for (int64_t t = t0; t < t1; ++t)
+      for (int64_t h = h0; h < h1; ++h) {
+        float row[QUANT_MAX_DIM];
+        load_rotated(j, b, t, h, row);
+        for (int64_t c = 0; c < D; ++c) {
+          const float a = fabsf(row[c]);
+          if (a > amax && a <= 3.4028235e38f) amax = a; /* NaN and infinities left out */
+        }
+      }
+  return amax;
+}
+
+static void find_descales(const quant_job *j) {
+  const fa_quantize_request *r = j->req;
+  const fa_tensor *d = r->descale;
+  const int64_t nb = d->shape[0], nh = d->shape[1], nblk = d->shape[2];
+  const int64_t rows = r->args->block_rows > 0 ? r->args->block_rows : r->seqlen;
+  const float fmax = r->y->dtype == FA_F8E4M3 ? FA_F8E4M3_MAX : FA_F8E5M2_MAX;
+  const int64_t n = nb * nh * nblk;
+  const int team = n < 4 * (int64_t)omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic, 1) if (!team)
+  for (int64_t e = 0; e < n; ++e) {
+    const int64_t b = e / (nh * nblk), h = e / nblk % nh, blk = e % nblk;
+    const int64_t b0 = nb > 1 ? b : 0, b1 = nb > 1 ? b + 1 : r->batch;
+    const int64_t h0 = nh > 1 ? h : 0, h1 = nh > 1 ? h + 1 : r->heads;
+    const int64_t t0 = blk * rows, t1 = t0 + rows < r->seqlen ? t0 + rows : r->seqlen;
+    const float scale = block_amax(j, b0, b1, h0, h1, t0, t1, team) / fmax;
+    /* 1 where the block is all zeros (or its descale underflows): any value quantizes it alike */
+    *descale_ptr(d, b, h, blk) = scale > 0.0f ? scale : 1.0f;
+  }
+}
+
+static void store_rows(const quant_job *j) {
+  const fa_quantize_request *r = j->req;
+  const fa_tensor *y = r->y, *d = r->descale;
+  const int64_t D = r->head_dim;
+  const int64_t rows = r->args->block_rows > 0 ? r->args->block_rows : r->seqlen;
+  char *base = (char *)fa_tensor_base(y);
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < r->batch; ++b)
+    for (int64_t t = 0; t < r->seqlen; ++t)
+      for (int64_t h = 0; h < r->heads; ++h) {
+        float row[QUANT_MAX_DIM];
+        load_rotated(j, b, t, h, row);
+        const int64_t off = b * y->strides[0] + t * y->strides[1] + h * y->strides[2];
+        if (!d) {
+          cpu_store_row(y->dtype, base, off, y->strides[3], D, row, 1.0f);
+          continue;
+        }
+        const float s = *descale_ptr(d, d->shape[0] > 1 ? b : 0, d->shape[1] > 1 ? h : 0,
+                                     rows > 0 ? t / rows : 0);
+        uint8_t *out = (uint8_t *)base + off;
+        for (int64_t c = 0; c < D; ++c) {
+          const float v = row[c] / s;
+          out[c * y->strides[3]] =
+              y->dtype == FA_F8E4M3 ? fa_f32_to_f8e4m3(v) : fa_f32_to_f8e5m2(v);
+        }
+      }
+}
+
+fa_status cpu_quantize(const fa_quantize_request *req, char *kernel) {
+  if (req->device.kind != FA_DEVICE_CPU)
+    return fa_core_set_error(FA_ERR_UNSUPPORTED,
+                             "tensors are in %s memory; cpu reads host memory only",
+                             fa_device_kind_name(req->device.kind));
+  if (req->args->stream)
+    return fa_core_set_error(FA_ERR_UNSUPPORTED,
+                             "args.stream is set: cpu runs on the calling thread and takes no "
+                             "stream (NULL)");
+  if (req->head_dim > QUANT_MAX_DIM)
+    return fa_core_set_error(FA_ERR_UNSUPPORTED, "x.shape[3] = %lld > %d for cpu.quantize",
+                             (long long)req->head_dim, QUANT_MAX_DIM);
+  quant_job j;
+  j.req = req;
+  j.kern = cpu_kernels_get();
+  if (req->args->rotate)
+    for (int64_t c = 0; c < req->head_dim; ++c)
+      j.signs[c] = (unsigned char)fa_hadamard_sign_negative(req->args->rotate_seed, (uint32_t)c);
+  if (req->descale && req->batch * req->seqlen * req->heads > 0) find_descales(&j);
+  store_rows(&j);
+  const fa_tensor *d = req->descale;
+  char blocks[48] = "";
+  if (d && d->shape[0] == 1 && d->shape[1] == 1 && d->shape[2] == 1)
+    snprintf(blocks, sizeof blocks, ".per_tensor");
+  else if (d && req->args->block_rows > 0)
+    snprintf(blocks, sizeof blocks, ".block%lld", (long long)req->args->block_rows);
+  else if (d)
+    snprintf(blocks, sizeof blocks, ".per_head");
+  snprintf(kernel, FA_KERNEL_LEN, "cpu.quantize.%s.%s.hd%lld%s%s", fa_dtype_name(req->x->dtype),
+           fa_dtype_name(req->y->dtype), (long long)req->head_dim,
+           req->args->rotate ? ".rotate" : "", blocks);
+  return FA_OK;
+}
