@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/math/dtype.h"
+#include "core/math/fp8.h"
 
 /* ----------------------------------------------------------------------------------------------
  * Random numbers
@@ -315,6 +316,10 @@ static double load(const tu_tensor *x, int64_t off) {
       memcpy(&i, p, 4);
       return i;
     }
+    case FA_F8E4M3:
+      return fa_f8e4m3_to_f32(*p);
+    case FA_F8E5M2:
+      return fa_f8e5m2_to_f32(*p);
     default:
       return NAN;
   }
@@ -345,6 +350,12 @@ static void store(tu_tensor *x, int64_t off, double value) {
       memcpy(p, &i, 4);
       break;
     }
+    case FA_F8E4M3:
+      *p = fa_f32_to_f8e4m3((float)value);
+      break;
+    case FA_F8E5M2:
+      *p = fa_f32_to_f8e5m2((float)value);
+      break;
     default:
       break;
   }
@@ -458,6 +469,12 @@ void tu_poison(tu_tensor *x) {
       memcpy(pat, &h, 2);
       break;
     }
+    case FA_F8E4M3:
+      pat[0] = 0x7f;
+      break;
+    case FA_F8E5M2:
+      pat[0] = 0x7e;
+      break;
     default: {
       uint32_t u = 0x7fe5a5a5u;
       memcpy(pat, &u, 4);

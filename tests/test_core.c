@@ -27,6 +27,8 @@ static void test_enum_names(void) {
             {FA_F16, "f16", 2},
             {FA_BF16, "bf16", 2},
             {FA_I32, "i32", 4},
+            {FA_F8E4M3, "f8e4m3", 1},
+            {FA_F8E5M2, "f8e5m2", 1},
             {FA_DTYPE_INVALID, "invalid", 0},
             {77, "invalid", 0},
             {-1, "invalid", 0}};
@@ -70,6 +72,8 @@ int main(int argc, char **argv) {
   test_softcap_grad_forms();
   test_dtype_rounding();
   test_dtype_round_trip();
+  test_fp8_conversions();
+  test_hadamard_rotation();
   test_enum_names();
   test_plan_invariants();
 

@@ -29,6 +29,10 @@ void test_softcap_grad_forms(void);
 void test_dtype_rounding(void);
 void test_dtype_round_trip(void);
 
+/* fp8.c */
+void test_fp8_conversions(void);
+void test_hadamard_rotation(void);
+
 /* plan.c */
 void test_plan_invariants(void);
 
