@@ -57,6 +57,9 @@ enum {
   S_VNEW,
   S_COS,
   S_SIN,
+  S_QDS, /* FP8 descales */
+  S_KDS,
+  S_VDS,
   S_COUNT
 };
 
@@ -127,7 +130,7 @@ typedef struct problem {
   uint8_t kind; /* the layout byte */
   int run, bwd, kvc, varlen, paged, seqused, alibi, lse_packed;
   int64_t batch, sq, sk, hkv, hq, d, dv, page;
-  fa_dtype dt;
+  fa_dtype dt, out_dt;        /* out_dt differs from dt for FP8 inputs */
   int32_t len_q[8], len_k[8]; /* per-sequence lengths (varlen) */
   int64_t tq, tk, mq, mk;     /* their totals and maxima */
 } problem;

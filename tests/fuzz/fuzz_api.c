@@ -7,7 +7,8 @@
  * fa_backward_workspace_size (a forward or backward is then also made through the ring calls on one
  * rank, fuzz_ring.c): ranks, shapes, strides, byte offsets, dtypes, device kinds and ids
  * of every tensor, every fa_params field (varlen cu_seqlens, seqused_k, paged block tables, ALiBi
- * slopes, dropout, window, softcap, splits, workspace, backend, strict, struct sizes), the
+ * slopes, FP8 inputs and their descales, dropout, window, softcap, splits, workspace, backend,
+ * strict, struct sizes), the
  * fa_run_info and fa_kvcache_args struct sizes, and outputs aliased into another tensor's buffer
  * (refused exactly when they share a byte). A zero byte always picks the well-formed choice,
  * so short inputs are valid calls and the mutations each break one thing at a time.
@@ -60,6 +61,12 @@ static int call_receives(int j, const fa_params *pp, const fa_kvcache_args *kvp,
       return kvcache && FIELD_IN(kvp, fa_kvcache_args, rotary_cos);
     case S_SIN:
       return kvcache && FIELD_IN(kvp, fa_kvcache_args, rotary_sin);
+    case S_QDS:
+      return FIELD_IN(pp, fa_params, q_descale);
+    case S_KDS:
+      return FIELD_IN(pp, fa_params, k_descale);
+    case S_VDS:
+      return FIELD_IN(pp, fa_params, v_descale);
     default:
       return 1;
   }
@@ -131,6 +138,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   p.seqused_k = s[S_USED].used ? &s[S_USED].t : NULL;
   p.block_table = s[S_TABLE].used ? &s[S_TABLE].t : NULL;
   p.alibi_slopes = s[S_ALIBI].used ? &s[S_ALIBI].t : NULL;
+  p.q_descale = s[S_QDS].used ? &s[S_QDS].t : NULL;
+  p.k_descale = s[S_KDS].used ? &s[S_KDS].t : NULL;
+  p.v_descale = s[S_VDS].used ? &s[S_VDS].t : NULL;
 
   /* Versioned structs: the size the caller says is the size of the memory behind it. */
   _Alignas(16) unsigned char pbuf[sizeof(fa_params) + 64];

@@ -10,7 +10,7 @@
 
 #include "fuzz.h"
 
-static const fa_dtype dtypes[] = {FA_F32, FA_F16, FA_BF16};
+static const fa_dtype dtypes[] = {FA_F32, FA_F16, FA_BF16, FA_F8E4M3, FA_F8E5M2};
 static const int64_t head_dims[] = {8, 1, 4, 16, 3, 32, 64, 5, 576, 512, 577, 1024, 1025, 0, 2};
 #define N_HD ((int)(sizeof head_dims / sizeof head_dims[0]))
 
@@ -34,7 +34,11 @@ void decode_problem(reader *r, call *c, problem *pb) {
   int64_t hkv = 1 + u8(r) % 3, hq = hkv * (1 + u8(r) % 4);
   int64_t d = head_dims[u8(r) % N_HD], dv_pick = u8(r),
           dv = dv_pick ? head_dims[dv_pick % N_HD] : d;
-  const fa_dtype dt = dtypes[u8(r) % 3];
+  const uint8_t dtb = u8(r);
+  const fa_dtype dt = dtypes[dtb % 5];
+  /* FP8 inputs give an f16 or bf16 output; now and then another dtype, which is refused */
+  static const fa_dtype fp8_outs[] = {FA_BF16, FA_F16, FA_F32, FA_F8E4M3};
+  pb->out_dt = dt == FA_F8E4M3 || dt == FA_F8E5M2 ? fp8_outs[(dtb >> 3) % 4] : dt;
   if (c->huge) {
     uint8_t which = u8(r);
     if (which & 1) sq = pick_big(r);
@@ -102,7 +106,7 @@ void decode_tensors(reader *r, call *c, problem *pb, fa_params *p) {
   set_shape(&s[S_Q], qdim, qshape, dt);
   set_shape(&s[S_K], kdim, kshape, dt);
   set_shape(&s[S_V], kdim, vshape, dt);
-  set_shape(&s[S_OUT], qdim, oshape, dt);
+  set_shape(&s[S_OUT], qdim, oshape, pb->out_dt);
   s[S_OUT].output = !bwd;
   if (kvc) s[S_K].output = s[S_V].output = 1;
 
@@ -159,6 +163,24 @@ void decode_tensors(reader *r, call *c, problem *pb, fa_params *p) {
     s[S_TABLE].index = 1;
     for (int64_t i = 0; i < batch * blocks_per_seq && i < 64; ++i)
       c->idx_vals[S_TABLE][i] = (int32_t)(u8(r) % pages_total);
+  }
+  if (dt == FA_F8E4M3 || dt == FA_F8E5M2) {
+    /* Descales [batch or 1, heads or 1, blocks] with blocks of rows_q / rows_k rows; a bit set
+       breaks one extent (the mutations break the rest). */
+    const uint8_t db = u8(r);
+    static const int64_t rows[] = {0, 16, 1, 7, 64, -1, 3, 1000};
+    p->descale_rows_q = rows[db % 8];
+    p->descale_rows_k = rows[(db >> 3) % 8];
+    const int64_t lq = varlen ? mq : sq, lk = varlen ? mk : sk;
+    const int64_t rq = p->descale_rows_q, rk = p->descale_rows_k;
+    const int64_t bq = rq > 0 ? lq / rq + (lq % rq != 0) : 1;
+    const int64_t bk = rk > 0 ? lk / rk + (lk % rk != 0) : 1;
+    const uint8_t shapes = u8(r);
+    int64_t qd[3] = {(shapes & 1) ? 1 : batch, (shapes & 2) ? 1 : hq, bq + ((shapes >> 6) == 1)};
+    int64_t kd[3] = {(shapes & 4) ? 1 : batch, (shapes & 8) ? 1 : hkv, bk + ((shapes >> 6) == 2)};
+    if (!(db & 0x40)) set_shape(&s[S_QDS], 3, qd, FA_F32);
+    if (!(shapes & 16)) set_shape(&s[S_KDS], 3, kd, FA_F32);
+    if (!(shapes & 32)) set_shape(&s[S_VDS], 3, kd, (db & 0x80) ? FA_F16 : FA_F32);
   }
   if (alibi) {
     if (kind & 32) {
