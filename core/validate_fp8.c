@@ -42,7 +42,7 @@ fa_status fa_check_descale(const char *name, const fa_tensor *t, fa_device dev, 
   if (t->shape[1] != 1 && t->shape[1] != heads)
     return fa_core_set_error(INVALID, "%s.shape[1] = %lld but must be 1 or %s, %lld", name,
                              (long long)t->shape[1], heads_name, (long long)heads);
-  const int64_t blocks = rows > 0 ? (seqlen + rows - 1) / rows : 1;
+  const int64_t blocks = rows > 0 ? seqlen / rows + (seqlen % rows != 0) : 1;
   if (t->shape[2] != blocks)
     return fa_core_set_error(INVALID,
                              "%s.shape[2] = %lld but must be %lld: ceil(seqlen %lld / %s %lld)%s",

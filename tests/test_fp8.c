@@ -544,6 +544,55 @@ static void test_refusals(void) {
   test_case_end();
 }
 
+/* Empty FP8 problems behave as the header says for every dtype: batch 0 writes nothing, no keys
+   give output 0 and LSE -inf; tensors without elements have data NULL. */
+static void test_empty(void) {
+  test_case_begin("FP8 empty problems: batch 0, no keys; fa_quantize of nothing");
+  const fa_device cpu = {FA_DEVICE_CPU, 0};
+  fa_params p;
+  fa_params_init(&p);
+  p.backend = FA_BACKEND_CPU;
+  p.strict = 1;
+  /* batch 0 */
+  const int64_t s0[4] = {0, 4, 2, 16}, l0[3] = {0, 2, 4};
+  fa_tensor q = tu_view(NULL, FA_F8E4M3, cpu, 4, s0), o = tu_view(NULL, FA_BF16, cpu, 4, s0);
+  fa_tensor l = tu_view(NULL, FA_F32, cpu, 3, l0);
+  fa_status st = fa_forward(&p, &q, &q, &q, &o, &l, NULL);
+  if (st != FA_OK) test_fail("batch 0: %s", fa_last_error());
+  /* no keys: out 0, lse -inf */
+  const int64_t sq[4] = {1, 3, 2, 16}, sk[4] = {1, 0, 2, 16}, ls[3] = {1, 2, 3};
+  tu_tensor qq, out, lse;
+  tu_alloc(&qq, FA_F8E4M3, 4, sq, TU_CONTIGUOUS);
+  tu_alloc(&out, FA_F16, 4, sq, TU_CONTIGUOUS);
+  tu_alloc(&lse, FA_F32, 3, ls, TU_CONTIGUOUS);
+  for (int64_t i = 0; i < tu_numel(&qq); ++i) tu_set_flat(&qq, i, 1.0);
+  tu_poison(&out);
+  tu_poison(&lse);
+  fa_tensor k = tu_view(NULL, FA_F8E4M3, cpu, 4, sk);
+  st = fa_forward(&p, &qq.t, &k, &k, &out.t, &lse.t, NULL);
+  if (st != FA_OK) test_fail("no keys: %s", fa_last_error());
+  for (int64_t i = 0; i < tu_numel(&out); ++i)
+    if (tu_get_flat(&out, i) != 0.0) {
+      test_fail("no keys: out[%lld] = %g, want 0", (long long)i, tu_get_flat(&out, i));
+      break;
+    }
+  for (int64_t i = 0; i < tu_numel(&lse); ++i)
+    if (tu_get_flat(&lse, i) != -INFINITY) {
+      test_fail("no keys: lse[%lld] = %g, want -inf", (long long)i, tu_get_flat(&lse, i));
+      break;
+    }
+  /* fa_quantize of nothing */
+  const int64_t d0[3] = {1, 1, 1};
+  float one = -1.0f;
+  fa_tensor x = tu_view(NULL, FA_F32, cpu, 4, s0), y = tu_view(NULL, FA_F8E4M3, cpu, 4, s0);
+  fa_tensor ds = tu_view(&one, FA_F32, cpu, 3, d0);
+  st = fa_quantize(NULL, &x, &y, &ds, NULL);
+  if (st != FA_OK) test_fail("fa_quantize of batch 0: %s", fa_last_error());
+  if (one != 1.0f) test_fail("fa_quantize of batch 0: descale %g, want 1 (amax 0)", (double)one);
+  tu_free(&qq), tu_free(&out), tu_free(&lse);
+  test_case_end();
+}
+
 /* ------------------------------------------------------------------------------------------- */
 
 /* RMSE of out against the float64 attention of the unquantized inputs. */
@@ -648,6 +697,7 @@ int main(int argc, char **argv) {
   test_quantize();
   test_forward();
   test_refusals();
+  test_empty();
   test_accuracy(1024);
   return test_summary("test_fp8");
 }

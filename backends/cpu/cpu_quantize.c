@@ -69,7 +69,7 @@ static void find_descales(const quant_job *j) {
     const int64_t b = e / (nh * nblk), h = e / nblk % nh, blk = e % nblk;
     const int64_t b0 = nb > 1 ? b : 0, b1 = nb > 1 ? b + 1 : r->batch;
     const int64_t h0 = nh > 1 ? h : 0, h1 = nh > 1 ? h + 1 : r->heads;
-    const int64_t t0 = blk * rows, t1 = t0 + rows < r->seqlen ? t0 + rows : r->seqlen;
+    const int64_t t0 = blk * rows, t1 = rows < r->seqlen - t0 ? t0 + rows : r->seqlen;
     const float scale = block_amax(j, b0, b1, h0, h1, t0, t1, team) / fmax;
     /* 1 where the block is all zeros (or its descale underflows): any value quantizes it alike */
     *descale_ptr(d, b, h, blk) = scale > 0.0f ? scale : 1.0f;
@@ -122,7 +122,7 @@ fa_status cpu_quantize(const fa_quantize_request *req, char *kernel) {
   if (req->args->rotate)
     for (int64_t c = 0; c < req->head_dim; ++c)
       j.signs[c] = (unsigned char)fa_hadamard_sign_negative(req->args->rotate_seed, (uint32_t)c);
-  if (req->descale && req->batch * req->seqlen * req->heads > 0) find_descales(&j);
+  if (req->descale) find_descales(&j); /* a block without elements gets 1 too */
   store_rows(&j);
   const fa_tensor *d = req->descale;
   char blocks[48] = "";

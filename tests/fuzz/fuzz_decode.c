@@ -176,8 +176,10 @@ void decode_tensors(reader *r, call *c, problem *pb, fa_params *p) {
     const int64_t bq = rq > 0 ? lq / rq + (lq % rq != 0) : 1;
     const int64_t bk = rk > 0 ? lk / rk + (lk % rk != 0) : 1;
     const uint8_t shapes = u8(r);
-    int64_t qd[3] = {(shapes & 1) ? 1 : batch, (shapes & 2) ? 1 : hq, bq + ((shapes >> 6) == 1)};
-    int64_t kd[3] = {(shapes & 4) ? 1 : batch, (shapes & 8) ? 1 : hkv, bk + ((shapes >> 6) == 2)};
+    int64_t qd[3] = {(shapes & 1) ? 1 : batch, (shapes & 2) ? 1 : hq,
+                     sat_add(bq, (shapes >> 6) == 1)};
+    int64_t kd[3] = {(shapes & 4) ? 1 : batch, (shapes & 8) ? 1 : hkv,
+                     sat_add(bk, (shapes >> 6) == 2)};
     if (!(db & 0x40)) set_shape(&s[S_QDS], 3, qd, FA_F32);
     if (!(shapes & 16)) set_shape(&s[S_KDS], 3, kd, FA_F32);
     if (!(shapes & 32)) set_shape(&s[S_VDS], 3, kd, (db & 0x80) ? FA_F16 : FA_F32);
