@@ -21,13 +21,14 @@ static fa_status cpu_run(const fa_request *req, const fa_decision *decision, voi
   char *base =
       (char *)(((uintptr_t)workspace + CPU_FP8_ALIGN - 1) & ~(uintptr_t)(CPU_FP8_ALIGN - 1));
   const size_t lead = (size_t)(base - (char *)workspace);
+  /* decide() asked for the copies, CPU_FP8_ALIGN bytes to align them, and the pass's scratch */
   if (req->op != FA_OP_FORWARD || !workspace || !cpu_fp8_inner_init(req, base, &in) ||
-      lead + in.bytes > decision->workspace_bytes)
+      in.bytes + CPU_FP8_ALIGN > decision->workspace_bytes || lead >= CPU_FP8_ALIGN)
     return fa_core_set_error(FA_ERR_INTERNAL, "cpu: FP8 decision for a request it does not fit");
   cpu_fp8_dequantize(req, &in);
   choice.fp8 = 0;
-  fa_status st =
-      run_pass(&in.req, &choice, base + in.bytes, decision->workspace_bytes - lead - in.bytes);
+  fa_status st = run_pass(&in.req, &choice, base + in.bytes,
+                          decision->workspace_bytes - CPU_FP8_ALIGN - in.bytes);
   if (st == FA_OK) cpu_fp8_store_out(req, &in);
   return st;
 }
