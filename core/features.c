@@ -134,6 +134,7 @@ typedef enum feature {
   F_PAGED,
   F_SPLIT_KV,
   F_KVCACHE,
+  F_FP8,
   F_COUNT
 } feature;
 
@@ -143,7 +144,7 @@ static const char *const feature_names[F_COUNT] = {
     "gqa",      "mqa",           "hd256",  "hd512",
     "dv_ne_dk", "deterministic", "window", "softcap",
     "alibi",    "dropout",       "varlen", "paged_kv",
-    "split_kv", "kvcache"};
+    "split_kv", "kvcache",       "fp8"};
 
 /* Turns the base call into the probe for one feature. */
 static void shape_feature(probe_call *c, feature f, fa_device dev, fa_dtype dt) {
@@ -255,6 +256,10 @@ static void shape_feature(probe_call *c, feature f, fa_device dev, fa_dtype dt) 
       c->op = FA_OP_KVCACHE;
       break;
     }
+    case F_FP8: /* e4m3 inputs with a bf16 output (docs/fp8.md) */
+      base_call(c, dev, FA_F8E4M3, FA_OP_FORWARD);
+      shape4(&c->out, dev, FA_BF16, B, S, H, D);
+      break;
     default:
       break;
   }

@@ -65,5 +65,5 @@ void cpu_probe(fa_plugin_probe *out) {
                       cpu_kernels_amx_note());
   snprintf(out->arch, sizeof out->arch, "%s", CPU_ARCH);
   snprintf(out->kernel_families, sizeof out->kernel_families, "flash");
-  snprintf(out->dtypes, sizeof out->dtypes, "f32,f16,bf16");
+  snprintf(out->dtypes, sizeof out->dtypes, "f32,f16,bf16,f8e4m3,f8e5m2");
 }
