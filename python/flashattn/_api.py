@@ -276,14 +276,15 @@ def quantize_fp8(x, *, dtype=None, block_rows: int = 0, per_tensor: bool = False
     multiplied by M = diag(s)·H/sqrt(head_dim), H the Sylvester Hadamard matrix and s random
     signs drawn from seed (head_dim a power of two; rotate q and k with the same seed: M is
     orthogonal, so q·kᵀ is unchanged while outliers spread over the channels). Then, with
-    z = x·M (x without rotate) in float32: descale = amax(|z|) / largest finite FP8 over the elements a
-    descale covers (NaN and infinities left out), or 1 where that is 0, and y = z / descale
-    rounded to nearest even and saturated to the finite range (NaN stays NaN); so y × descale
-    is z up to FP8 rounding. y is allocated with the FP8 dtype where x lives: torch's
-    float8_e4m3fn / float8_e5m2 for torch tensors, ml_dtypes' for NumPy arrays (ml_dtypes must
-    be installed); or out=(y, descale) passes both arrays, written in place and returned (y's
-    dtype is then the FP8 dtype). A RunInfo comes last with return_info=True. Not
-    differentiable: torch inputs that require grad (grad mode on) are refused."""
+    z = x·M (x without rotate) in float32: descale = amax(|z|) / largest finite FP8 over the
+    elements a descale covers (NaN and infinities left out), or 1 where that is 0 (or
+    underflows), and y = z / descale rounded to nearest even and saturated to the finite range
+    (NaN stays NaN); so y × descale is z up to FP8 rounding. y is allocated with the FP8 dtype
+    where x lives: torch's float8_e4m3fn / float8_e5m2 for torch tensors, ml_dtypes' for NumPy
+    arrays (ml_dtypes must be installed); or out=(y, descale) passes both arrays, written in
+    place and returned (y's dtype is then the FP8 dtype). A RunInfo comes last with
+    return_info=True. Not differentiable: torch inputs that require grad (grad mode on) are
+    refused."""
     call = "quantize_fp8"
     y = descale = None
     if out is not None:

@@ -318,12 +318,13 @@ def refuse_fp8_grad(call: str, q, k, v, params: dict) -> None:
 
 def _fwd_fp8_impl(q: Tensor, k: Tensor, v: Tensor, q_descale: Optional[Tensor],
                   k_descale: Optional[Tensor], v_descale: Optional[Tensor],
-                  alibi_slopes: Optional[Tensor], rng_state: Optional[Tensor],
-                  descale_rows_q: int, descale_rows_k: int, softmax_scale: float, causal: bool,
-                  causal_align: int, window_left: int, window_right: int, softcap: float,
-                  dropout_p: float, num_splits: int, deterministic: bool, backend: int,
-                  strict: bool, kernel_family: str) -> tuple[Tensor, Tensor]:
-    p = _params(alibi_slopes, None, None, None, None, rng_state, softmax_scale, causal,
+                  alibi_slopes: Optional[Tensor], seqused_k: Optional[Tensor],
+                  rng_state: Optional[Tensor], descale_rows_q: int, descale_rows_k: int,
+                  softmax_scale: float, causal: bool, causal_align: int, window_left: int,
+                  window_right: int, softcap: float, dropout_p: float, num_splits: int,
+                  deterministic: bool, backend: int, strict: bool,
+                  kernel_family: str) -> tuple[Tensor, Tensor]:
+    p = _params(alibi_slopes, None, None, seqused_k, None, rng_state, softmax_scale, causal,
                 causal_align, window_left, window_right, softcap, dropout_p, 0, 0, 0, num_splits,
                 deterministic, backend, strict, kernel_family)
     for name, value in (("q_descale", q_descale), ("k_descale", k_descale),
@@ -475,8 +476,8 @@ def fp8_arguments(params: dict, call: str) -> dict:
     what FP8 inputs cannot have (varlen, paged KV: refused, naming it), plus the descales."""
     rest = {n: v_ for n, v_ in params.items() if n not in _DESCALE_PARAMS}
     a = op_arguments(rest, call)
-    for name in ("cu_seqlens_q", "cu_seqlens_k", "seqused_k", "block_table", "max_seqlen_q",
-                 "max_seqlen_k", "page_size"):
+    for name in ("cu_seqlens_q", "cu_seqlens_k", "block_table", "max_seqlen_q", "max_seqlen_k",
+                 "page_size"):
         if a.pop(name):
             raise unsupported(call, f"params.{name} is set: FP8 inputs are dense [batch, "
                               f"seqlen, heads, dim] tensors (no varlen or paged KV with FP8)")

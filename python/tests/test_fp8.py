@@ -383,6 +383,32 @@ class TestAttention(Seeded):
                            dequantize(v, vs, 0).float(), **kw)
         self.assertTrue(torch.equal(got, f32.to(torch.bfloat16)))
 
+    def test_seqused_k(self):
+        """Dense FP8 keys with seqused_k: sequence b sees its first seqused_k[b] keys, eager and
+        traced alike."""
+        _, q, qs = quantized(self, (2, 5, 2, 16), E4M3, 2)
+        _, k, ks = quantized(self, (2, 9, 2, 16), E4M3, 4)
+        _, v, vs = quantized(self, (2, 9, 2, 16), E4M3, 4)
+        used = torch.tensor([4, 9], dtype=torch.int32)
+        kw = {"descale_rows_q": 2, "descale_rows_k": 4, "causal": True}
+
+        def run(q_, k_, v_, qs_, ks_, vs_, **extra):
+            return fa.attention(q_, k_, v_, q_descale=qs_, k_descale=ks_, v_descale=vs_, **kw,
+                                **extra)
+
+        got = run(q, k, v, qs, ks, vs, seqused_k=used)
+        for b in range(2):
+            n = int(used[b])
+            nblk = -(-n // 4)
+            one = slice(b, b + 1)
+            want = run(q[one], k[one, :n], v[one, :n], qs[one], ks[one, :, :nblk],
+                       vs[one, :, :nblk])
+            self.assertTrue(torch.equal(got[one], want), f"sequence {b}")
+        torch._dynamo.reset()
+        compiled = torch.compile(lambda *t: run(*t, seqused_k=used), fullgraph=True,
+                                 backend="aot_eager")(q, k, v, qs, ks, vs)
+        self.assertTrue(torch.equal(compiled, got))
+
     def test_strided_fp8_views(self):
         self.attention_case(view=lambda t: t[:, :, :, ::2], d=32, rows_q=4)
 
