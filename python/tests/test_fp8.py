@@ -409,6 +409,21 @@ class TestAttention(Seeded):
                                  backend="aot_eager")(q, k, v, qs, ks, vs)
         self.assertTrue(torch.equal(compiled, got))
 
+    def test_descales_rebound_per_call(self):
+        """The structs cached for a signature take each call's descale arrays: doubling v's
+        descales doubles out exactly; doubling k's changes it."""
+        _, q, qs = quantized(self, (1, 6, 2, 16), E4M3, 3)
+        _, k, ks = quantized(self, (1, 6, 2, 16), E4M3)
+        _, v, vs = quantized(self, (1, 6, 2, 16), E4M3)
+        kw = {"descale_rows_q": 3}
+        base = fa.attention(q, k, v, q_descale=qs, k_descale=ks, v_descale=vs, **kw)
+        double_v = fa.attention(q, k, v, q_descale=qs, k_descale=ks, v_descale=vs * 2, **kw)
+        self.assertTrue(torch.equal(double_v, base * 2))
+        double_k = fa.attention(q, k, v, q_descale=qs, k_descale=ks * 2, v_descale=vs, **kw)
+        self.assertFalse(torch.equal(double_k, base))
+        self.assertTrue(torch.equal(fa.attention(q, k, v, q_descale=qs, k_descale=ks,
+                                                 v_descale=vs, **kw), base))
+
     def test_strided_fp8_views(self):
         self.attention_case(view=lambda t: t[:, :, :, ::2], d=32, rows_q=4)
 
