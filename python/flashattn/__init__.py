@@ -8,6 +8,12 @@
     out = flashattn.attention_kvcache(q, k_cache, v_cache, cache_seqlens, k_new=k, v_new=v)
     for b in flashattn.backend_info(): print(b.name, b.available, b.reason)
 
+    qf, qs = flashattn.quantize_fp8(q, block_rows=64, rotate=True, seed=s)   # FP8 + descales
+    kf, ks = flashattn.quantize_fp8(k, rotate=True, seed=s)
+    vf, vs = flashattn.quantize_fp8(v)
+    out = flashattn.attention(qf, kf, vf, q_descale=qs, k_descale=ks, v_descale=vs,
+                              descale_rows_q=64)                        # out bfloat16
+
     from flashattn import flash_attn_func                # FlashAttention's names and conventions
     out = flash_attn_func(q, k, v, causal=True)          # torch tensors: differentiable, compilable
 
@@ -27,6 +33,12 @@ entry points (flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache, 
 and an SDPA-style call (scaled_dot_product_attention), re-exported here. A call that cannot do
 what it is asked raises (FlashAttnError, FA_ERR_UNSUPPORTED), never detaches or converts silently.
 
+FP8: quantize_fp8 turns float32/float16/bfloat16 tensors into FP8 (float8_e4m3fn or
+float8_e5m2: torch's dtypes, ml_dtypes' for NumPy) with float32 descales per block of rows,
+optionally after the seeded Hadamard rotation of incoherent processing (hadamard_rotate alone
+rotates); attention() takes FP8 q, k, v with those descales (q_descale=, ..., descale_rows_q=),
+forward only, its out bfloat16 unless out= passes float16.
+
 Each distinct signature (the tensors' dtypes, devices, shapes and strides, and the scalar
 parameters) builds its ctypes structs once per thread; later calls only store addresses.
 
@@ -44,8 +56,10 @@ from ._api import (
     attention_kvcache,
     attention_varlen,
     backend_info,
+    hadamard_rotate,
     plan,
     plan_kvcache,
+    quantize_fp8,
     release,
     version,
 )
@@ -68,6 +82,8 @@ __all__ = [
     "attention_kvcache",
     "plan",
     "plan_kvcache",
+    "quantize_fp8",
+    "hadamard_rotate",
     "backend_info",
     "version",
     "release",

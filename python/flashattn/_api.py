@@ -140,6 +140,13 @@ def attention(q, k, v, *, out=None, lse=None, return_info: bool = False, **param
     float32 [batch, heads_q, seqlen_q]; [heads_q, total_q] packed; a given lse= is written too),
     plus a RunInfo last with return_info=True. params: see PARAMS.
 
+    FP8 inputs (q, k, v all float8_e4m3fn or all float8_e5m2: torch's dtypes, or ml_dtypes' for
+    NumPy; dense [batch, seqlen, heads, dim] only) stand for their stored values times the
+    descales q_descale, k_descale, v_descale (float32 [batch or 1, heads or 1, blocks], blocks of
+    descale_rows_q / descale_rows_k rows; None: 1), as quantize_fp8 returns them: the result is
+    attention on those products. Their out is bfloat16 unless out= passes a float16 (or bfloat16)
+    array; forward only (no gradients: torch inputs that require grad are refused).
+
     PyTorch tensors that require grad (with grad mode on) make the call differentiable: it goes
     through the flashattn::fwd operator and autograd records it (gradients of q, k, v, and of
     the lse when return_lse=True). Under torch.compile the same operator is traced. On that path
@@ -150,6 +157,7 @@ def attention(q, k, v, *, out=None, lse=None, return_info: bool = False, **param
         ops = torch_ops()
         if ops.needs_op(q, k, v, params.get("alibi_slopes")):
             return ops.attention(q, k, v, out, lse, return_info, params)
+        ops.refuse_fp8_grad("attention", q, k, v, params)
     out, lse, info = _call.forward(q, k, v, out, lse, params)
     result = (out, lse) if params.get("return_lse") else out
     if return_info:
@@ -222,6 +230,117 @@ def attention_kvcache(q, k_cache, v_cache, cache_seqlens, *, k_new=None, v_new=N
     return result
 
 
+def _refuse_traced_info(call: str, refused: bool) -> None:
+    if refused:
+        raise unsupported(call, "out= and return_info=True are not available when the call is "
+                          "traced (it goes through the flashattn::quantize operator)")
+
+
+def _fp8_dtype(dtype) -> int:
+    """The fa_dtype of an FP8 dtype given as torch's or ml_dtypes' dtype or by name."""
+    if dtype is None:
+        return C.FA_F8E4M3
+    if isinstance(dtype, str):
+        name = dtype
+    elif isinstance(dtype, type):
+        name = dtype.__name__  # ml_dtypes' scalar types
+    else:
+        name = str(dtype).rsplit(".", 1)[-1]  # torch.float8_e4m3fn, numpy.dtype
+    names = {"float8_e4m3fn": C.FA_F8E4M3, "e4m3": C.FA_F8E4M3, "f8e4m3": C.FA_F8E4M3,
+             "float8_e5m2": C.FA_F8E5M2, "e5m2": C.FA_F8E5M2, "f8e5m2": C.FA_F8E5M2}
+    if name not in names:
+        raise ValueError(f"dtype {dtype!r} is not an FP8 dtype: float8_e4m3fn (e4m3) or "
+                         f"float8_e5m2 (e5m2)")
+    return names[name]
+
+
+def _quantize_shape(call: str, x) -> tuple:
+    shape = tuple(int(n) for n in x.shape)
+    if len(shape) != 4:
+        raise _call.invalid(call, f"x.shape = {list(shape)}: x must be [batch, seqlen, heads, "
+                            f"head_dim]")
+    return shape
+
+
+def quantize_fp8(x, *, dtype=None, block_rows: int = 0, per_tensor: bool = False,
+                 rotate: bool = False, seed: int = 0, backend=None, strict: bool = False,
+                 out=None, return_info: bool = False):
+    """(y, descale): x [batch, seqlen, heads, head_dim] (float32, float16 or bfloat16) quantized
+    to FP8 with one scale per block of rows (fa_quantize), ready for attention(y_q, y_k, y_v,
+    q_descale=.., k_descale=.., v_descale=.., descale_rows_q=block_rows, ...).
+
+    dtype: float8_e4m3fn (default; largest finite 448) or float8_e5m2 (57344), as torch's dtype,
+    ml_dtypes' or a name ("e4m3", "e5m2"). descale is float32 [batch, heads, blocks], blocks =
+    ceil(seqlen / block_rows) (block_rows 0: 1, a scale per (batch, head)), or [1, 1, 1] with
+    per_tensor (then block_rows must be 0). With rotate, each row (a head's vector) is first
+    multiplied by M = diag(s)·H/sqrt(head_dim), H the Sylvester Hadamard matrix and s random
+    signs drawn from seed (head_dim a power of two; rotate q and k with the same seed: M is
+    orthogonal, so q·kᵀ is unchanged while outliers spread over the channels). Then, with
+    z = x·M (x without rotate) in float32: descale = amax(|z|) / largest finite FP8 over the
+    elements a descale covers (NaN and infinities left out), or 1 where that is 0 (or
+    underflows), and y = z / descale rounded to nearest even and saturated to the finite range
+    (NaN stays NaN); so y × descale is z up to FP8 rounding. y is allocated with the FP8 dtype
+    where x lives: torch's float8_e4m3fn / float8_e5m2 for torch tensors, ml_dtypes' for NumPy
+    arrays (ml_dtypes must be installed); or out=(y, descale) passes both arrays, written in
+    place and returned (y's dtype is then the FP8 dtype). A RunInfo comes last with
+    return_info=True. Not differentiable: torch inputs that require grad (grad mode on) are
+    refused."""
+    call = "quantize_fp8"
+    y = descale = None
+    if out is not None:
+        y, descale = out
+        y_dtype = _fp8_dtype(y.dtype)
+        if dtype is not None and _fp8_dtype(dtype) != y_dtype:
+            raise ValueError(f"quantize_fp8: dtype {dtype} but out's y is {y.dtype}")
+    else:
+        y_dtype = _fp8_dtype(dtype)
+    b, s, h, _ = _quantize_shape(call, x)
+    block_rows = int(block_rows)
+    if per_tensor:
+        if block_rows:
+            raise ValueError("quantize_fp8: per_tensor=True takes one scale for the whole "
+                             "tensor: block_rows must be 0")
+        shape = (1, 1, 1)
+    else:
+        shape = (b, h, -(-s // block_rows) if block_rows > 0 else 1)
+    if descale is not None and tuple(int(n) for n in descale.shape) != shape:
+        raise _call.invalid(call, f"out[1] (descale) has shape {list(descale.shape)} but must be "
+                            f"{list(shape)}: [1, 1, 1] per tensor, else [batch, heads, "
+                            f"ceil(seqlen / block_rows) or 1]")
+    opts = {"block_rows": block_rows, "rotate": bool(rotate), "rotate_seed": int(seed),
+            "backend": backend, "strict": bool(strict)}
+    if is_torch(x, y, descale):
+        ops = torch_ops()
+        ops.refuse_grad(call, x, y, descale)
+        if ops.is_traced(x, y, descale):
+            _refuse_traced_info(call, return_info or out is not None)
+            return ops.quantize_op(call, x, y_dtype, shape, opts)
+    y, descale, info = _call.quantize(x, y, descale, y_dtype, shape, opts)
+    return (y, descale, run_info(info)) if return_info else (y, descale)
+
+
+def hadamard_rotate(x, seed: int, *, out=None, backend=None, strict: bool = False,
+                    return_info: bool = False):
+    """x·M for every row of x [batch, seqlen, heads, head_dim] (float32, float16 or bfloat16;
+    head_dim a power of two), M = diag(s)·H/sqrt(head_dim) the rotation quantize_fp8(rotate=True,
+    seed=seed) applies (fa_quantize with a float output): in float32 the signs, then the
+    butterfly stages of H, then a multiplication by 1/sqrt(head_dim); the result rounded once to
+    out's dtype. Returns out (given, of a float dtype and x's shape, or allocated with x's
+    dtype), plus a RunInfo with return_info=True. M is orthogonal (M·Mᵀ = I): rotating q and k
+    with one seed leaves q·kᵀ unchanged, and every row keeps its norm."""
+    call = "hadamard_rotate"
+    _quantize_shape(call, x)
+    opts = {"rotate": True, "rotate_seed": int(seed), "backend": backend, "strict": bool(strict)}
+    if is_torch(x, out):
+        ops = torch_ops()
+        ops.refuse_grad(call, x, out)
+        if ops.is_traced(x, out):
+            _refuse_traced_info(call, return_info or out is not None)
+            return ops.quantize_op(call, x, None, None, opts)[0]
+    y, _, info = _call.quantize(x, out, None, None, None, opts)
+    return (y, run_info(info)) if return_info else y
+
+
 def plan(q, k, v, **params) -> RunInfo:
     """What attention(q, k, v, **params) would run, without running it (fa_plan_forward)."""
     return run_info(_call.forward(q, k, v, None, None, params, plan_only=True)[2])
@@ -237,4 +356,4 @@ def plan_kvcache(q, k_cache, v_cache, cache_seqlens, *, k_new=None, v_new=None, 
 
 __all__ = ["FlashAttnError", "RunInfo", "BackendInfo", "attention", "attention_varlen",
            "attention_backward", "attention_kvcache", "plan", "plan_kvcache", "backend_info",
-           "version", "release"]
+           "version", "release", "quantize_fp8", "hadamard_rotate"]

@@ -55,11 +55,23 @@ PARAMS = {
     "workspace_size": "int; bytes at workspace (default: the whole array)",
     "check_indices": "bool; copy index arrays in device memory to the host and check them "
     "(a synchronisation); host ones are always checked",
+    "q_descale": "float32 array [batch or 1, heads_q or 1, blocks] (FP8 q): an element of q "
+    "stands for its stored value times the descale of its batch, head and block of "
+    "descale_rows_q rows; None: 1",
+    "k_descale": "float32 array [batch or 1, heads_kv or 1, blocks] (FP8 k), blocks of "
+    "descale_rows_k keys; None: 1",
+    "v_descale": "float32 array [batch or 1, heads_kv or 1, blocks] (FP8 v), as k_descale",
+    "descale_rows_q": "int, query rows per q_descale block; 0: one block (blocks = "
+    "ceil(seqlen_q / rows))",
+    "descale_rows_k": "int, key rows per k_descale/v_descale block; 0: one block",
 }
 TENSOR_PARAMS = ("alibi_slopes", "cu_seqlens_q", "cu_seqlens_k", "seqused_k", "block_table",
-                 "workspace")
+                 "workspace", "q_descale", "k_descale", "v_descale")
 _TENSOR_PARAMS = frozenset(TENSOR_PARAMS)
 _GPU = (C.FA_DEVICE_CUDA, C.FA_DEVICE_HIP)
+FP8 = (C.FA_F8E4M3, C.FA_F8E5M2)
+_DTYPE_BYTES = {C.FA_F32: 4, C.FA_F16: 2, C.FA_BF16: 2, C.FA_I32: 4, C.FA_F8E4M3: 1,
+                C.FA_F8E5M2: 1}
 
 
 class FlashAttnError(RuntimeError):
@@ -147,7 +159,7 @@ def _params_struct(params: dict, tensors: dict) -> C.FaParams:
                 elems = 1
                 for i in range(t.ndim):
                     elems *= t.shape[i]
-                p.workspace_size = elems * {1: 4, 2: 2, 3: 2, 4: 4}[t.dtype]
+                p.workspace_size = elems * _DTYPE_BYTES[t.dtype]
         elif name in _TENSOR_PARAMS:
             setattr(p, name, ctypes.pointer(tensors[name]))
         elif name == "causal_align":
@@ -178,7 +190,7 @@ def _params_struct(params: dict, tensors: dict) -> C.FaParams:
 class _Plan:
     """The ctypes structs of one signature (see the module's docstring)."""
 
-    __slots__ = ("tensors", "params", "kv", "info", "args", "shapes", "gpu", "ws")
+    __slots__ = ("tensors", "params", "kv", "info", "args", "shapes", "gpu", "ws", "odtype")
 
     def bind(self, addresses, stream) -> None:
         for t, a in zip(self.tensors, addresses):
@@ -242,6 +254,7 @@ def _new_plan(tensors: list, params: dict, pslots: tuple) -> _Plan:
     plan.gpu = tensors[0].device.kind in _GPU
     plan.ws = len(tensors) + [n for n, _ in pslots].index("workspace") \
         if params.get("workspace") is not None else None
+    plan.odtype = None
     return plan
 
 
@@ -277,10 +290,11 @@ def _lse_shape(q: C.FaTensor, params: dict) -> tuple:
     return (s[0], s[2], s[1])
 
 
-def _alloc(like, name, shape, float32, keep, explicit, cached):
-    """(array, address) of a new output beside `like`."""
+def _alloc(like, name, shape, dtype, keep, explicit, cached):
+    """(array, address) of a new output beside `like`, of like's dtype (dtype None) or the
+    fa_dtype dtype."""
     try:
-        arr = T.empty(like, shape, float32)
+        arr = T.empty(like, shape, dtype)
     except ViewError as e:
         raise view_error(e) from None
     if cached:
@@ -300,11 +314,20 @@ def _describe_out_lse(out, lse, keep, explicit):
     return ko, ao, kl, al
 
 
+def out_dtype(q_dtype: int) -> int | None:
+    """The dtype of an output allocated for q's dtype: bfloat16 for FP8 q (whose output must be
+    f16 or bf16; bf16 keeps FP8's range), else None (q's own)."""
+    return C.FA_BF16 if q_dtype in FP8 else None
+
+
 def _out_lse_structs(tq, tv, ko, kl, want_lse, params):
-    """A new plan's out and lse structs (the caller's, else contiguous ones where q lives; lse None
-    when not wanted) and their shapes: out [..., v's head_dim], lse as _lse_shape says."""
+    """A new plan's out and lse structs (the caller's, else contiguous ones where q lives, of q's
+    dtype or out_dtype's; lse None when not wanted) and their shapes: out [..., v's head_dim], lse
+    as _lse_shape says."""
     out_shape = T.shape_of(tq)[:-1] + (tv.shape[tv.ndim - 1],)
-    tout = _copy(ko, "out") if ko is not None else T.contiguous(tq, out_shape, tq.dtype)
+    odt = out_dtype(tq.dtype)
+    tout = _copy(ko, "out") if ko is not None \
+        else T.contiguous(tq, out_shape, tq.dtype if odt is None else odt)
     lse_shape = _lse_shape(tq, params)
     tlse = None
     if kl is not None:
@@ -321,11 +344,11 @@ def _out_lse_addresses(q, out, lse, ao, al, plan, plan_only, want_lse, keep, exp
     if plan_only:
         ao = 1 << 63
     elif out is None:
-        out, ao = _alloc(q, "out", plan.shapes[0], False, keep, explicit, cached)
+        out, ao = _alloc(q, "out", plan.shapes[0], plan.odtype, keep, explicit, cached)
     tail = (ao,)
     if want_lse:
         if lse is None:
-            lse, al = _alloc(q, "lse", plan.shapes[1], True, keep, explicit, cached)
+            lse, al = _alloc(q, "lse", plan.shapes[1], C.FA_F32, keep, explicit, cached)
         tail += (al,)
     return out, lse, tail
 
@@ -349,6 +372,7 @@ def forward(q, k, v, out, lse, params: dict, plan_only: bool = False):
             slots = [tq, tk, tv, tout] + ([tlse] if tlse is not None else [])
             plan = _new_plan(slots, params, pslots)
             plan.shapes = (out_shape, lse_shape)
+            plan.odtype = out_dtype(tq.dtype)
             if plan_only:
                 # out at an address no array of the process has (the upper half of the address
                 # space: no output may share memory with an input); a plan never touches it.
@@ -407,7 +431,7 @@ def backward(dout, q, k, v, out, lse, dq, dk, dv, params: dict):
         grads = [dq, dk, dv]
         for i, (like, name) in enumerate(((q, "dq"), (k, "dk"), (v, "dv"))):
             if grads[i] is None:
-                grads[i], addrs[6 + i] = _alloc(like, name, plan.shapes[i], False, keep, via,
+                grads[i], addrs[6 + i] = _alloc(like, name, plan.shapes[i], None, keep, via,
                                                 cached)
         plan.bind(tuple(addrs) + paddrs, _call_stream(plan, explicit, q))
     except ViewError as e:
@@ -451,6 +475,7 @@ def forward_kvcache(q, k_cache, v_cache, kv: dict, rotary_interleaved: bool, out
             slots = [tq, tkc, tvc] + tkv + [tout] + ([tlse] if tlse is not None else [])
             plan = _new_plan(slots, params, pslots)
             plan.shapes = (out_shape, lse_shape)
+            plan.odtype = out_dtype(tq.dtype)
             args = C.FaKvcacheArgs()
             library().dll.fa_kvcache_args_init(ctypes.byref(args))
             for n, t in zip(names, tkv):
@@ -474,3 +499,70 @@ def forward_kvcache(q, k_cache, v_cache, kv: dict, rotary_interleaved: bool, out
         raise view_error(e) from None
     _invoke("fa_plan_forward_kvcache" if plan_only else "fa_forward_kvcache", plan)
     return out, (lse if want_lse else None), plan.info
+
+
+_QUANTIZE_OPTIONS = ("block_rows", "rotate", "rotate_seed", "backend", "strict")
+
+
+def quantize(x, y, descale, y_dtype: int | None, descale_shape, opts: dict):
+    """fa_quantize: (y, descale or None, RunInfo struct). Where not passed, y (of the fa_dtype
+    y_dtype, None: x's) and, with descale_shape, descale (float32) are allocated beside x. opts:
+    fa_quantize_args' fields (_QUANTIZE_OPTIONS) and stream."""
+    keep: list = []
+    explicit = _stream(opts)
+    via = _dlpack_stream(explicit, x)
+    want_descale = descale is not None or descale_shape is not None
+    try:
+        kx, ax = T.describe(x, "x", keep, via)
+        ky = ay = kd = ad = None
+        if y is not None:
+            ky, ay = T.describe_output(y, "y", keep, via)
+        if descale is not None:
+            kd, ad = T.describe_output(descale, "descale", keep, via)
+        okey = tuple((n, opts.get(n)) for n in _QUANTIZE_OPTIONS)
+
+        def build():
+            tx = _copy(kx, "x")
+            shape = T.shape_of(tx)
+            ty = _copy(ky, "y") if ky is not None \
+                else T.contiguous(tx, shape, tx.dtype if y_dtype is None else y_dtype)
+            td = None
+            if kd is not None:
+                td = _copy(kd, "descale")
+            elif descale_shape is not None:
+                td = T.contiguous(tx, descale_shape, C.FA_F32)
+            a = C.FaQuantizeArgs()
+            library().dll.fa_quantize_args_init(ctypes.byref(a))
+            a.block_rows = int(opts.get("block_rows") or 0)
+            a.rotate = int(bool(opts.get("rotate")))
+            a.rotate_seed = int(opts.get("rotate_seed") or 0) & ((1 << 64) - 1)
+            a.backend = _backend_id(opts.get("backend") or 0)
+            a.strict = int(bool(opts.get("strict")))
+            plan = _Plan()
+            plan.tensors = [tx, ty] + ([td] if td is not None else [])
+            plan.params = a  # bind() stores the stream in it, as in fa_params
+            plan.kv = None
+            plan.info = C.FaRunInfo()
+            library().dll.fa_run_info_init(ctypes.byref(plan.info))
+            plan.gpu = tx.device.kind in _GPU
+            plan.ws = None
+            plan.odtype = y_dtype
+            plan.shapes = (shape, descale_shape)
+            r = ctypes.byref
+            plan.args = (r(a), r(tx), r(ty), r(td) if td is not None else None, r(plan.info))
+            return plan
+
+        plan = _plan(("quant", kx, ky, kd, y_dtype, descale_shape, okey), keep, build)
+        cached = not keep
+        if y is None:
+            y, ay = _alloc(x, "y", plan.shapes[0], y_dtype, keep, via, cached)
+        addrs = (ax, ay)
+        if want_descale:
+            if descale is None:
+                descale, ad = _alloc(x, "descale", descale_shape, C.FA_F32, keep, via, cached)
+            addrs += (ad,)
+        plan.bind(addrs, _call_stream(plan, explicit, x))
+    except ViewError as e:
+        raise view_error(e) from None
+    _invoke("fa_quantize", plan)
+    return y, descale, plan.info

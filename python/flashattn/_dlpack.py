@@ -15,6 +15,7 @@ from . import _capi as C
 # DLPack (dlpack.h) constants.
 kDLCPU, kDLCUDA, kDLCUDAHost, kDLOpenCL, kDLROCM, kDLCUDAManaged = 1, 2, 3, 4, 10, 13
 kDLInt, kDLUInt, kDLFloat, kDLBfloat = 0, 1, 2, 4
+kDLFloat8_e4m3fn, kDLFloat8_e5m2 = 10, 12  # DLPack 1.1: OCP FP8 ("e4m3fn": no infinities)
 
 _DEVICE_KINDS = {
     kDLCPU: C.FA_DEVICE_CPU,
@@ -25,7 +26,17 @@ _DEVICE_KINDS = {
     kDLOpenCL: C.FA_DEVICE_OPENCL,
 }
 _DTYPES = {(kDLFloat, 32): C.FA_F32, (kDLFloat, 16): C.FA_F16, (kDLBfloat, 16): C.FA_BF16,
-           (kDLInt, 32): C.FA_I32}
+           (kDLInt, 32): C.FA_I32, (kDLFloat8_e4m3fn, 8): C.FA_F8E4M3,
+           (kDLFloat8_e5m2, 8): C.FA_F8E5M2}
+
+# Every array library spells the library's dtypes with these names (NumPy through ml_dtypes for
+# bfloat16 and the FP8 types).
+DTYPE_NAMES = {C.FA_F32: "float32", C.FA_F16: "float16", C.FA_BF16: "bfloat16", C.FA_I32: "int32",
+               C.FA_F8E4M3: "float8_e4m3fn", C.FA_F8E5M2: "float8_e5m2"}
+
+# The dtypes an array may have, for the messages that refuse one.
+ALLOWED_DTYPES = ("float32, float16, bfloat16 or int32 (and the FP8 float8_e4m3fn, float8_e5m2 "
+                  "for attention's q, k, v and quantize_fp8's output)")
 
 
 class DLDevice(ctypes.Structure):
@@ -131,8 +142,8 @@ def view(obj, name: str, keep: list, stream=None) -> C.FaTensor:
                         f"{name}: DLPack device type {t.device.device_type} has no flashattn backend")
     if t.dtype.lanes != 1 or (t.dtype.code, t.dtype.bits) not in _DTYPES:
         raise ViewError(C.FA_ERR_UNSUPPORTED,
-                        f"{name}: dtype (DLPack code {t.dtype.code}, {t.dtype.bits} bits) must be "
-                        f"float32, float16, bfloat16 or int32")
+                        f"{name}: dtype (DLPack code {t.dtype.code}, {t.dtype.bits} bits, "
+                        f"{t.dtype.lanes} lanes) must be {ALLOWED_DTYPES}")
     out = C.FaTensor()
     out.data = t.data
     out.byte_offset = t.byte_offset
@@ -152,27 +163,54 @@ def shape_of(t: C.FaTensor) -> tuple[int, ...]:
     return tuple(t.shape[i] for i in range(t.ndim))
 
 
+def numpy_dtype(dtype: str):
+    """The NumPy dtype of one of DTYPE_NAMES' names: NumPy's own, or ml_dtypes' for bfloat16 and
+    the FP8 types (refused with the reason when ml_dtypes is not installed)."""
+    import numpy as np
+
+    if dtype in ("float32", "float16", "int32"):
+        return np.dtype(dtype)
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise ViewError(C.FA_ERR_UNSUPPORTED,
+                        f"NumPy has no {dtype} dtype of its own: install ml_dtypes (pip install "
+                        f"ml_dtypes), whose {dtype} arrays the library reads") from None
+    return np.dtype(getattr(ml_dtypes, dtype))
+
+
 def empty_like_namespace(like, shape: tuple[int, ...], dtype: str):
-    """A new uninitialised array of shape and dtype ("like" or "float32") where `like` lives, from
-    like's own library: NumPy for CPU inputs that are not PyTorch/CuPy, torch/cupy otherwise."""
+    """A new uninitialised array of shape where `like` lives, from like's own library: NumPy for
+    CPU inputs that are not PyTorch/CuPy, torch/cupy otherwise. dtype is "like" (like's dtype) or
+    a name of DTYPE_NAMES."""
     mod = _module(like)
     kind, dev = device_of(like)
     if mod == "torch":
         import torch
 
-        dt = like.dtype if dtype == "like" else torch.float32
+        dt = like.dtype if dtype == "like" else getattr(torch, dtype)
         return torch.empty(shape, dtype=dt, device=like.device)
     if mod == "cupy":
         import cupy
 
-        dt = like.dtype if dtype == "like" else cupy.float32
+        if dtype == "like":
+            dt = like.dtype
+        elif dtype in ("float32", "float16", "int32"):
+            dt = getattr(cupy, dtype)
+        else:
+            raise ViewError(C.FA_ERR_UNSUPPORTED,
+                            f"cannot allocate a {dtype} output for a cupy input: pass the output "
+                            f"array (out=)")
         with cupy.cuda.Device(dev):
             return cupy.empty(shape, dtype=dt)
     if kind in (kDLCPU, kDLCUDAHost):
         import numpy as np
 
-        src = like if mod == "numpy" else np.from_dlpack(like)
-        dt = src.dtype if dtype == "like" else np.float32
+        if dtype == "like":
+            src = like if mod == "numpy" else np.from_dlpack(like)
+            dt = src.dtype
+        else:
+            dt = numpy_dtype(dtype)
         return np.empty(shape, dtype=dt)
     raise ViewError(C.FA_ERR_UNSUPPORTED,
                     f"cannot allocate an output on DLPack device {kind} for a {mod} input: pass "

@@ -67,13 +67,13 @@ def address(obj) -> int:
     return _readers[type(obj)][1](obj)
 
 
-def empty(like, shape: tuple, float32: bool):
+def empty(like, shape: tuple, dtype: int | None = None):
     """A new uninitialised array of shape where `like` lives, from like's own library, of like's
-    dtype or float32."""
+    dtype (dtype None) or of the fa_dtype dtype."""
     r = _readers.get(type(like))
     if r is None:
         r = _reader_for(type(like))
-    return r[2](like, shape, float32)
+    return r[2](like, shape, dtype)
 
 
 def template(key, name: str) -> C.FaTensor:
@@ -120,11 +120,17 @@ def _check_ndim(name: str, shape: tuple) -> None:
 # --- NumPy --------------------------------------------------------------------------------------
 
 
+# ml_dtypes' extension types, by their dtype's name (NumPy has none of them).
+_NUMPY_EXTENSION_DTYPES = {"bfloat16": C.FA_BF16, "float8_e4m3fn": C.FA_F8E4M3,
+                           "float8_e5m2": C.FA_F8E5M2}
+
+
 def _numpy_fa_dtype(dt):
     if not dt.isnative:
         return None
-    if dt.name == "bfloat16":  # ml_dtypes' bfloat16
-        return C.FA_BF16
+    ext = _NUMPY_EXTENSION_DTYPES.get(dt.name)
+    if ext is not None:
+        return ext
     return {("f", 4): C.FA_F32, ("f", 2): C.FA_F16, ("i", 4): C.FA_I32}.get((dt.kind, dt.itemsize))
 
 
@@ -134,8 +140,8 @@ def _numpy_template(key, name: str) -> C.FaTensor:
     fa_dtype = _numpy_fa_dtype(dt)
     if fa_dtype is None:
         raise ViewError(C.FA_ERR_UNSUPPORTED,
-                        f"{name}: dtype {dt} must be float32, float16, bfloat16 or int32 "
-                        f"(native byte order)")
+                        f"{name}: dtype {dt} must be {D.ALLOWED_DTYPES}, in native byte "
+                        f"order")
     size = dt.itemsize
     if any(s % size for s in strides):
         raise ViewError(C.FA_ERR_INVALID_ARGUMENT,
@@ -177,8 +183,8 @@ def _numpy_reader():
     def desc(a, name, keep):
         return ("n", a.dtype, a.shape, a.strides), addr(a)
 
-    def alloc(like, shape, float32):
-        return np.empty(shape, np.float32 if float32 else like.dtype)
+    def alloc(like, shape, dtype):
+        return np.empty(shape, like.dtype if dtype is None else D.numpy_dtype(D.DTYPE_NAMES[dtype]))
 
     return desc, addr, alloc
 
@@ -186,16 +192,32 @@ def _numpy_reader():
 # --- PyTorch ------------------------------------------------------------------------------------
 
 
+_torch_dtypes: dict = {}
+
+
+def torch_dtypes() -> dict:
+    """torch dtype -> fa_dtype, FP8 included where this PyTorch has the types."""
+    if not _torch_dtypes:
+        import torch
+
+        dts = {torch.float32: C.FA_F32, torch.float16: C.FA_F16, torch.bfloat16: C.FA_BF16,
+               torch.int32: C.FA_I32}
+        for name, fa_dtype in (("float8_e4m3fn", C.FA_F8E4M3), ("float8_e5m2", C.FA_F8E5M2)):
+            dt = getattr(torch, name, None)
+            if dt is not None:
+                dts[dt] = fa_dtype
+        _torch_dtypes.update(dts)
+    return _torch_dtypes
+
+
 def _torch_template(key, name: str) -> C.FaTensor:
     import torch
 
     _, dt, dev, shape, strides = key
     _check_ndim(name, shape)
-    fa_dtype = {torch.float32: C.FA_F32, torch.float16: C.FA_F16, torch.bfloat16: C.FA_BF16,
-                torch.int32: C.FA_I32}.get(dt)
+    fa_dtype = torch_dtypes().get(dt)
     if fa_dtype is None:
-        raise ViewError(C.FA_ERR_UNSUPPORTED,
-                        f"{name}: dtype {dt} must be float32, float16, bfloat16 or int32")
+        raise ViewError(C.FA_ERR_UNSUPPORTED, f"{name}: dtype {dt} must be {D.ALLOWED_DTYPES}")
     t = C.FaTensor()
     if dev < 0:
         t.device.kind = C.FA_DEVICE_CPU
@@ -222,8 +244,8 @@ def _torch_reader():
     def addr(t):
         return t.data_ptr()
 
-    def alloc(like, shape, float32):
-        dt = torch.float32 if float32 else like.dtype
+    def alloc(like, shape, dtype):
+        dt = like.dtype if dtype is None else getattr(torch, D.DTYPE_NAMES[dtype])
         if like.is_cpu:
             return torch.empty(shape, dtype=dt)
         return torch.empty(shape, dtype=dt, device=like.device)
@@ -247,9 +269,9 @@ def _generic_reader():
     def addr(obj):
         raise TypeError("address() of a DLPack-only array")  # empty() outputs are described
 
-    def alloc(like, shape, float32):
+    def alloc(like, shape, dtype):
         return D.empty_like_namespace(D.as_array(like, "like"), shape,
-                                      "float32" if float32 else "like")
+                                      "like" if dtype is None else D.DTYPE_NAMES[dtype])
 
     return desc, addr, alloc
 

@@ -3,6 +3,9 @@
     flashattn::fwd          (q, k, v, ...) -> (out, lse)        differentiable (flashattn::bwd)
     flashattn::bwd          (dout, q, k, v, out, lse, dlse, ...) -> (dq, dk, dv)
     flashattn::fwd_kvcache  (q, k_cache!, v_cache!, ...) -> (out, lse), writes the caches
+    flashattn::fwd_fp8      (q, k, v, q_descale, k_descale, v_descale, ...) -> (out, lse),
+                            FP8 inputs (out bfloat16), forward only
+    flashattn::quantize     (x, ...) -> (y, descale), quantize_fp8 / hadamard_rotate
 
 Each has a fake kernel (shapes only), so torch.compile traces them without graph breaks, and
 their implementation is the binding's direct call (_call) on the tensors' memory, strides passed
@@ -22,6 +25,9 @@ The public calls (_api, flash_attn_interface) choose per call on torch tensors:
     autograd.Function over the operators' implementations with the same formula (no dispatcher,
     no torch.library autograd wrapper: a fraction of their per-call cost);
   - plain eager otherwise: the binding directly (_call), nothing recorded.
+
+FP8 inputs have no backward pass: a call on FP8 tensors that autograd would record is refused
+(never detached); traced, FP8 attention goes through fwd_fp8, which has no autograd formula.
 """
 
 from typing import Optional
@@ -33,6 +39,10 @@ from . import _call
 from ._call import PARAMS, invalid, unsupported
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+FP8_DTYPES = frozenset(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2")
+                       if hasattr(torch, n))
+_DESCALE_PARAMS = ("q_descale", "k_descale", "v_descale", "descale_rows_q", "descale_rows_k")
+_DESCALES = ("q_descale", "k_descale", "v_descale")
 _is_compiling = torch.compiler.is_compiling
 _dispatch_mode = torch.utils._python_dispatch._get_current_dispatch_mode
 _functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
@@ -283,6 +293,98 @@ def _fwd_kvcache_fake(q, k_cache, v_cache, *args):
     return out, q.new_empty(_lse_shape(q, False), dtype=torch.float32)
 
 
+def is_fp8(*tensors) -> bool:
+    """Whether any of tensors (None entries allowed) has an FP8 dtype."""
+    for t in tensors:
+        if isinstance(t, Tensor) and t.dtype in FP8_DTYPES:
+            return True
+    return False
+
+
+def refuse_fp8_grad(call: str, q, k, v, params: dict) -> None:
+    """Refuses FP8 inputs on a call autograd would record (the library has no FP8 backward), and
+    descales that require grad (no gradient is computed for them)."""
+    if (q.dtype in FP8_DTYPES or k.dtype in FP8_DTYPES or v.dtype in FP8_DTYPES) \
+            and grad_wanted(q, k, v):
+        raise unsupported(call, f"FP8 inputs (q.dtype {q.dtype}) have no backward pass, but an "
+                          f"input requires grad: detach the FP8 tensors or call under "
+                          f"torch.no_grad() (FP8 attention is forward only)")
+    for name in _DESCALES:
+        d = params.get(name)
+        if d is not None and grad_wanted(d):
+            raise unsupported(call, f"{name} requires grad, but no gradient is computed for the "
+                              f"descales: detach them")
+
+
+def _fwd_fp8_impl(q: Tensor, k: Tensor, v: Tensor, q_descale: Optional[Tensor],
+                  k_descale: Optional[Tensor], v_descale: Optional[Tensor],
+                  alibi_slopes: Optional[Tensor], seqused_k: Optional[Tensor],
+                  rng_state: Optional[Tensor], descale_rows_q: int, descale_rows_k: int,
+                  softmax_scale: float, causal: bool, causal_align: int, window_left: int,
+                  window_right: int, softcap: float, dropout_p: float, num_splits: int,
+                  deterministic: bool, backend: int, strict: bool,
+                  kernel_family: str) -> tuple[Tensor, Tensor]:
+    p = _params(alibi_slopes, None, None, seqused_k, None, rng_state, softmax_scale, causal,
+                causal_align, window_left, window_right, softcap, dropout_p, 0, 0, 0, num_splits,
+                deterministic, backend, strict, kernel_family)
+    for name, value in (("q_descale", q_descale), ("k_descale", k_descale),
+                        ("v_descale", v_descale), ("descale_rows_q", descale_rows_q),
+                        ("descale_rows_k", descale_rows_k)):
+        if value is not None and (isinstance(value, Tensor) or value):
+            p[name] = value
+    p["return_lse"] = True
+    out, lse, _ = _call.forward(q, k, v, None, None, p)
+    return out, lse
+
+
+fwd_fp8 = torch.library.custom_op("flashattn::fwd_fp8", mutates_args=())(_fwd_fp8_impl)
+
+
+@fwd_fp8.register_fake
+def _fwd_fp8_fake(q, k, v, *args):
+    out = q.new_empty(tuple(q.shape[:-1]) + (v.shape[-1],), dtype=torch.bfloat16)
+    return out, q.new_empty(_lse_shape(q, False), dtype=torch.float32)
+
+
+def _quantize_impl(x: Tensor, y_dtype: int, descale_shape: list[int], block_rows: int,
+                   rotate: bool, seed: int, backend: int, strict: bool) -> tuple[Tensor, Tensor]:
+    """(y, descale) of fa_quantize; y_dtype an fa_dtype, or 0 for x's (rotation only, descale
+    then an empty placeholder)."""
+    opts = {"block_rows": block_rows, "rotate": rotate, "rotate_seed": seed & ((1 << 64) - 1),
+            "backend": backend, "strict": strict}
+    if not y_dtype:
+        y, _, _ = _call.quantize(x, None, None, None, None, opts)
+        return y, x.new_empty((0,), dtype=torch.float32)
+    y, d, _ = _call.quantize(x, None, None, y_dtype, tuple(descale_shape), opts)
+    return y, d
+
+
+quantize = torch.library.custom_op("flashattn::quantize", mutates_args=())(_quantize_impl)
+
+
+@quantize.register_fake
+def _quantize_fake(x, y_dtype, descale_shape, *args):
+    if not y_dtype:
+        return x.new_empty(x.shape), x.new_empty((0,), dtype=torch.float32)
+    from ._dlpack import DTYPE_NAMES
+
+    y = x.new_empty(x.shape, dtype=getattr(torch, DTYPE_NAMES[y_dtype]))
+    return y, x.new_empty(tuple(descale_shape), dtype=torch.float32)
+
+
+def quantize_op(call: str, x, y_dtype, descale_shape, opts: dict):
+    """(y, descale) through flashattn::quantize (traced calls); refused where autograd would
+    record the call (quantization has no gradient). The uint64 seed travels as the int64 of its
+    bits (the schema's int)."""
+    refuse_grad(call, x)
+    seed = int(opts.get("rotate_seed") or 0) & ((1 << 64) - 1)
+    if seed >= 1 << 63:
+        seed -= 1 << 64
+    return quantize(x, int(y_dtype or 0), list(descale_shape or ()),
+                    int(opts.get("block_rows") or 0), bool(opts.get("rotate")), seed,
+                    _call._backend_id(opts.get("backend") or 0), bool(opts.get("strict")))
+
+
 # --- the binding's keyword dicts onto the operators ---------------------------------------------
 
 _NOT_ON_OPS = ("stream", "workspace", "workspace_size")
@@ -290,10 +392,16 @@ _NOT_ON_OPS = ("stream", "workspace", "workspace_size")
 
 def op_arguments(params: dict, call: str) -> dict:
     """fwd's keyword arguments (after q, k, v) of attention()'s keywords. Explicit dropout seeds
-    become rng_state; what the operators cannot carry is refused, naming it."""
+    become rng_state; what the operators cannot carry is refused, naming it (the descales of FP8
+    inputs are fp8_arguments')."""
     unknown = sorted(set(params) - set(PARAMS))
     if unknown:
         raise TypeError(f"unknown flashattn parameter(s) {unknown}; known: {sorted(PARAMS)}")
+    for name in _DESCALE_PARAMS:
+        value = params.get(name)
+        if value is not None and (not isinstance(value, (bool, int)) or value):
+            raise invalid(call, f"params.{name} is set but the inputs are not FP8: descales "
+                          f"belong to FP8 inputs (float8_e4m3fn / float8_e5m2)")
     for name in _NOT_ON_OPS:
         if params.get(name) is not None:
             raise unsupported(call, f"{name}= is not available when the call is traced or "
@@ -357,9 +465,43 @@ def refuse_grad(call: str, *tensors) -> None:
                           "call it under torch.no_grad() or torch.inference_mode()")
 
 
+def is_traced(*tensors) -> bool:
+    """traced() for any number of tensors (None entries allowed)."""
+    ts = [t for t in tensors if t is not None]
+    return any(traced(t, t, t) for t in ts)
+
+
+def fp8_arguments(params: dict, call: str) -> dict:
+    """fwd_fp8's keyword arguments (after q, k, v) of attention()'s keywords: op_arguments' less
+    what FP8 inputs cannot have (varlen, paged KV: refused, naming it), plus the descales."""
+    rest = {n: v_ for n, v_ in params.items() if n not in _DESCALE_PARAMS}
+    a = op_arguments(rest, call)
+    for name in ("cu_seqlens_q", "cu_seqlens_k", "block_table", "max_seqlen_q", "max_seqlen_k",
+                 "page_size"):
+        if a.pop(name):
+            raise unsupported(call, f"params.{name} is set: FP8 inputs are dense [batch, "
+                              f"seqlen, heads, dim] tensors (no varlen or paged KV with FP8)")
+    for name in ("q_descale", "k_descale", "v_descale"):
+        value = params.get(name)
+        if value is not None and not isinstance(value, Tensor):
+            raise TypeError(f"{call}: {name} must be a torch.Tensor when q is one")
+        a[name] = value
+    a["descale_rows_q"] = int(params.get("descale_rows_q") or 0)
+    a["descale_rows_k"] = int(params.get("descale_rows_k") or 0)
+    return a
+
+
 def forward_op(q, k, v, params: dict, return_lse: bool, draw_seed: bool, call: str):
-    """out, or (out, lse), through flashattn::fwd. draw_seed: a dropout mask's seed and offset
-    come from PyTorch's generator (traced with the graph) instead of params."""
+    """out, or (out, lse), through flashattn::fwd (flashattn::fwd_fp8 for FP8 inputs, which
+    autograd may not record). draw_seed: a dropout mask's seed and offset come from PyTorch's
+    generator (traced with the graph) instead of params."""
+    if q.dtype in FP8_DTYPES or k.dtype in FP8_DTYPES or v.dtype in FP8_DTYPES:
+        refuse_fp8_grad(call, q, k, v, params)
+        a = fp8_arguments(params, call)
+        if draw_seed and a["dropout_p"]:
+            a["rng_state"] = draw_rng_state()
+        out, lse = fwd_fp8(q, k, v, **a)
+        return (out, lse) if return_lse else out
     a = op_arguments(params, call)
     if draw_seed and a["dropout_p"]:
         a["rng_state"] = draw_rng_state()
@@ -375,6 +517,7 @@ def forward_op(q, k, v, params: dict, return_lse: bool, draw_seed: bool, call: s
 
 def attention(q, k, v, out, lse, return_info: bool, params: dict):
     """flashattn.attention on tensors that need the operators (needs_op)."""
+    refuse_fp8_grad("attention", q, k, v, params)
     if out is not None or lse is not None:
         raise unsupported("attention", "out=/lse= cannot be written in place when the call is "
                           "traced or differentiated (inputs require grad): leave them out")
@@ -388,6 +531,9 @@ def attention(q, k, v, out, lse, return_info: bool, params: dict):
 
 def attention_backward(dout, q, k, v, out, lse, grads, return_info: bool, params: dict):
     """flashattn.attention_backward on tensors that need the operators (traced or recorded)."""
+    if is_fp8(q, k, v):
+        raise unsupported("attention_backward", f"q.dtype = {q.dtype}: FP8 inputs have no "
+                          f"backward pass (FP8 attention is forward only)")
     if grad_wanted(dout, q, k, v, out, lse):
         raise unsupported("attention_backward", "the backward pass is not differentiable (its "
                           "inputs require grad): call it under torch.no_grad(), or let autograd "
@@ -403,6 +549,9 @@ def attention_backward(dout, q, k, v, out, lse, grads, return_info: bool, params
 def kvcache_op(q, k_cache, v_cache, kv: dict, rotary_interleaved: bool, params: dict,
                return_lse: bool, call: str):
     """fa_forward_kvcache through flashattn::fwd_kvcache: out, or (out, lse)."""
+    if is_fp8(q, k_cache, v_cache, kv.get("k_new"), kv.get("v_new")):
+        raise unsupported(call, f"q.dtype = {q.dtype}: FP8 inputs are taken by attention only "
+                          f"(no FP8 KV cache)")
     args = op_arguments(params, call)
     for name in ("cu_seqlens_q", "cu_seqlens_k", "seqused_k", "max_seqlen_q", "max_seqlen_k",
                  "page_size", "deterministic"):
@@ -418,4 +567,4 @@ def kvcache_op(q, k_cache, v_cache, kv: dict, rotary_interleaved: bool, params: 
     return (out, lse) if return_lse else out
 
 
-__all__ = ["fwd", "bwd", "fwd_kvcache", "needs_op", "grad_wanted"]
+__all__ = ["fwd", "bwd", "fwd_kvcache", "fwd_fp8", "quantize", "needs_op", "grad_wanted"]

@@ -25,6 +25,13 @@ cache_leftpad (not in the library's KV-cache call), softmax_scale=0.0 (the libra
 1/sqrt(head_dim)), attn_mask in the SDPA-style call. The KV-cache call has no backward pass, so
 inputs that require grad (grad mode on) are refused there.
 
+FP8 (FlashAttention 3's q_descale/k_descale/v_descale keywords of flash_attn_func and its packed
+forms): q, k, v of dtype float8_e4m3fn (or float8_e5m2), descales float32 of FlashAttention 3's
+shape [batch, heads_kv] (one scale per sequence and KV head; query head h takes that of KV head
+h // (heads / heads_kv)) or of the library's [batch or 1, heads or 1, blocks] (passed as they
+are; one block per sequence here). The output is bfloat16, forward only: FP8 inputs that require
+grad are refused.
+
 flash_attn_varlen_func with block_table passes the key lengths to the library as seqused_k
 (cu_seqlens_k[1:] - cu_seqlens_k[:-1], computed here), the library's form for paged keys.
 """
@@ -84,6 +91,7 @@ def _forward(call, q, k, v, params: dict):
         ops = _api.torch_ops()
         if ops.needs_op(q, k, v, params.get("alibi_slopes")):
             return ops.forward_op(q, k, v, params, False, True, call)
+        ops.refuse_fp8_grad(call, q, k, v, params)
         if params.get("dropout_p"):
             params["dropout_seed"], params["dropout_offset"] = ops.draw_rng_state().tolist()
     elif params.get("dropout_p"):
@@ -94,31 +102,69 @@ def _forward(call, q, k, v, params: dict):
     return _call.forward(q, k, v, None, None, params)[0]
 
 
+def _descale(call, name, d, heads_q, heads_kv):
+    """A descale in the library's form [batch or 1, heads or 1, blocks]: FlashAttention 3's
+    [batch, heads_kv] becomes [batch, heads_kv, 1] (a view), for q [batch, heads_q, 1] with each
+    KV head's scale repeated for its query heads (a copy of batch x heads_q floats)."""
+    if d is None or d.ndim == 3:
+        return d
+    if d.ndim != 2:
+        raise invalid(call, f"{name} must be FlashAttention 3's [batch, heads_kv] or the "
+                      f"library's [batch or 1, heads or 1, blocks], not {d.ndim}-D")
+    d = d[:, :, None]
+    if name == "q_descale" and heads_q != heads_kv and d.shape[1] == heads_kv:
+        g = heads_q // heads_kv
+        if _api.is_torch(d):
+            return d.repeat_interleave(g, dim=1)
+        import numpy as np
+
+        return np.repeat(d, g, axis=1)
+    return d
+
+
+def _fp8_params(call, p: dict, q, k, q_descale, k_descale, v_descale) -> dict:
+    """p with the descales given, in the library's form."""
+    if q_descale is None and k_descale is None and v_descale is None:
+        return p
+    for name, d in (("q_descale", q_descale), ("k_descale", k_descale),
+                    ("v_descale", v_descale)):
+        if d is not None:
+            p[name] = _descale(call, name, d, q.shape[-2], k.shape[-2])
+    return p
+
+
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
                     window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False,
-                    return_attn_probs=False):
+                    return_attn_probs=False, *, q_descale=None, k_descale=None, v_descale=None):
     """q [batch, seqlen_q, heads, dim], k/v [batch, seqlen_k, heads_kv, dim] -> out
-    [batch, seqlen_q, heads, dim_v] (FlashAttention's flash_attn_func)."""
-    p = _params("flash_attn_func", dropout_p, softmax_scale, causal, window_size, softcap,
-                alibi_slopes, deterministic, return_attn_probs)
-    return _forward("flash_attn_func", q, k, v, p)
+    [batch, seqlen_q, heads, dim_v] (FlashAttention's flash_attn_func). FP8 q/k/v take
+    q_descale/k_descale/v_descale (FlashAttention 3's keywords; see the module's docstring) and
+    give a bfloat16 out."""
+    call = "flash_attn_func"
+    p = _params(call, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                deterministic, return_attn_probs)
+    return _forward(call, q, k, v, _fp8_params(call, p, q, k, q_descale, k_descale, v_descale))
 
 
 def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False,
                               window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                              deterministic=False, return_attn_probs=False):
+                              deterministic=False, return_attn_probs=False, *, q_descale=None,
+                              k_descale=None, v_descale=None):
     """qkv [batch, seqlen, 3, heads, dim] (viewed, not split into copies)."""
     return flash_attn_func(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], dropout_p, softmax_scale,
                            causal, window_size, softcap, alibi_slopes, deterministic,
-                           return_attn_probs)
+                           return_attn_probs, q_descale=q_descale, k_descale=k_descale,
+                           v_descale=v_descale)
 
 
 def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False,
                              window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                             deterministic=False, return_attn_probs=False):
+                             deterministic=False, return_attn_probs=False, *, q_descale=None,
+                             k_descale=None, v_descale=None):
     """kv [batch, seqlen_k, 2, heads_kv, dim] (viewed)."""
     return flash_attn_func(q, kv[:, :, 0], kv[:, :, 1], dropout_p, softmax_scale, causal,
-                           window_size, softcap, alibi_slopes, deterministic, return_attn_probs)
+                           window_size, softcap, alibi_slopes, deterministic, return_attn_probs,
+                           q_descale=q_descale, k_descale=k_descale, v_descale=v_descale)
 
 
 def _seqlens(cu):

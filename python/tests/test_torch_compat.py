@@ -24,10 +24,11 @@ def randn(*shape, seed=0):
 
 TAIL = ["dropout_p", "softmax_scale", "causal", "window_size", "softcap", "alibi_slopes",
         "deterministic", "return_attn_probs"]
+FP8 = ["q_descale", "k_descale", "v_descale"]  # FlashAttention 3's, keyword-only here
 SIGNATURES = {  # FlashAttention 2.7's argument lists
-    "flash_attn_func": ["q", "k", "v"] + TAIL,
-    "flash_attn_qkvpacked_func": ["qkv"] + TAIL,
-    "flash_attn_kvpacked_func": ["q", "kv"] + TAIL,
+    "flash_attn_func": ["q", "k", "v"] + TAIL + FP8,
+    "flash_attn_qkvpacked_func": ["qkv"] + TAIL + FP8,
+    "flash_attn_kvpacked_func": ["q", "kv"] + TAIL + FP8,
     "flash_attn_varlen_func": ["q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q",
                                "max_seqlen_k"] + TAIL + ["block_table"],
     "flash_attn_varlen_qkvpacked_func": ["qkv", "cu_seqlens", "max_seqlen"] + TAIL,
@@ -48,7 +49,11 @@ class TestSignatures(unittest.TestCase):
         for name, params in SIGNATURES.items():
             fn = getattr(fa, name)
             self.assertIs(fn, getattr(fi, name))
-            self.assertEqual(list(inspect.signature(fn).parameters), params, name)
+            sig = inspect.signature(fn).parameters
+            self.assertEqual(list(sig), params, name)
+            for p in FP8:
+                if p in sig:  # after FlashAttention 2's positional arguments, kept in place
+                    self.assertEqual(sig[p].kind, inspect.Parameter.KEYWORD_ONLY, f"{name}: {p}")
 
     def test_positional_arguments(self):
         q = randn(1, 5, 2, 8).float()
