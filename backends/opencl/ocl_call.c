@@ -1,9 +1,9 @@
 /*
- * ocl_call.c: what every call of the plugin (run()) does around its kernels. The context
- * is the buffers' own (clGetMemObjectInfo); the device is fa_tensor.device.id of the probe's list,
- * which must belong to that context; the queue is the caller's stream (a cl_command_queue, left
- * running as a CUDA stream would be) or one the plugin makes per call and finishes before
- * returning. On PoCL every call is finished before it returns, one at a time
+ * ocl_call.c: what every call of the plugin (run(), fa_quantize) does around its kernels. The
+ * context is the buffers' own (clGetMemObjectInfo); the device is fa_tensor.device.id of the
+ * probe's list, which must belong to that context; the queue is the caller's stream (a
+ * cl_command_queue, left running as a CUDA stream would be) or one the plugin makes per call and
+ * finishes before returning. On PoCL every call is finished before it returns, one at a time
  * (ocl_device_info.serialize_runs says why).
  */
 #include <pthread.h>

@@ -25,6 +25,10 @@ typedef struct ocl_device_info {
   cl_ulong local_mem;
   size_t max_work_group;
   int fp16; /* cl_khr_fp16: noted only; f16 storage works without it (vload_half) */
+  /* CL_DEVICE_SINGLE_FP_CONFIG: fa_quantize needs CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT (IEEE
+     division) for FP8 and CL_FP_DENORM (subnormals kept, as on the host) to match the CPU
+     backend bit for bit */
+  cl_device_fp_config single_fp;
   /* PoCL: the plugin's runs on it go one at a time, each finished before the next starts. PoCL
      (3.x, 5.x) keeps one loaded binary per (kernel, work-group size, widest grid) and releases a
      finished command's reference on the first entry of the kernel and work-group size it finds,
@@ -81,6 +85,9 @@ FA_DECISION_PAYLOAD_FITS(ocl_choice);
    FA_ERR_BACKEND_FAILURE with the build log on a build failure. */
 fa_status ocl_program_get(cl_context ctx, const ocl_device_info *dev, int head_dim, int dtype_code,
                           ocl_tiles tiles, cl_program *out);
+/* fa_quantize's program (kernels/quantize.cl) for (context, device), cached the same way; built
+   with -cl-fp32-correctly-rounded-divide-sqrt where the device has it. */
+fa_status ocl_quantize_program_get(cl_context ctx, const ocl_device_info *dev, cl_program *out);
 void ocl_program_release_all(void);
 
 /* One call's context and queue (ocl_call.c). */
@@ -121,5 +128,6 @@ static inline void ocl_arg(ocl_args *a, size_t size, const void *value) {
 void ocl_probe(fa_plugin_probe *out);
 void ocl_decide(const fa_request *req, fa_decision *out);
 fa_status ocl_run(const fa_request *req, const fa_decision *decision, void *workspace);
+fa_status ocl_quantize(const fa_quantize_request *req, char *kernel);
 
 #endif /* FA_OPENCL_INTERNAL_H */

@@ -1,6 +1,7 @@
 /*
- * ocl_plugin.c: the OpenCL backend's entry point and run(). ocl_call.c gives each call its context,
- * device check and queue (params.stream or the plugin's own) and, on PoCL, its turn.
+ * ocl_plugin.c: the OpenCL backend's entry point (its table; fa_quantize is ocl_quantize.c's) and
+ * run(). ocl_call.c gives each call its context, device check and queue (params.stream or the
+ * plugin's own) and, on PoCL, its turn.
  */
 #include <stdio.h>
 #include <string.h>
@@ -234,4 +235,5 @@ fa_status ocl_run(const fa_request *req, const fa_decision *decision, void *work
 
 static void ocl_release(void) { ocl_program_release_all(); }
 
-FA_PLUGIN_DEFINE(FA_BACKEND_OPENCL, "opencl", ocl_probe, ocl_decide, ocl_run, ocl_release, NULL)
+FA_PLUGIN_DEFINE(FA_BACKEND_OPENCL, "opencl", ocl_probe, ocl_decide, ocl_run, ocl_release,
+                 ocl_quantize)
