@@ -25,6 +25,10 @@ typedef struct ocl_device_info {
   cl_ulong local_mem;
   size_t max_work_group;
   int fp16; /* cl_khr_fp16: noted only; f16 storage works without it (vload_half) */
+  /* CL_DEVICE_SINGLE_FP_CONFIG: fa_quantize needs CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT (IEEE
+     division) for FP8 and CL_FP_DENORM (subnormals kept, as on the host) to match the CPU
+     backend bit for bit */
+  cl_device_fp_config single_fp;
   /* PoCL: the plugin's runs on it go one at a time, each finished before the next starts. PoCL
      (3.x, 5.x) keeps one loaded binary per (kernel, work-group size, widest grid) and releases a
      finished command's reference on the first entry of the kernel and work-group size it finds,
@@ -81,10 +85,49 @@ FA_DECISION_PAYLOAD_FITS(ocl_choice);
    FA_ERR_BACKEND_FAILURE with the build log on a build failure. */
 fa_status ocl_program_get(cl_context ctx, const ocl_device_info *dev, int head_dim, int dtype_code,
                           ocl_tiles tiles, cl_program *out);
+/* fa_quantize's program (kernels/quantize.cl) for (context, device), cached the same way; built
+   with -cl-fp32-correctly-rounded-divide-sqrt where the device has it. */
+fa_status ocl_quantize_program_get(cl_context ctx, const ocl_device_info *dev, cl_program *out);
 void ocl_program_release_all(void);
+
+/* One call's context and queue (ocl_call.c). */
+typedef struct ocl_call {
+  const ocl_device_info *dev;
+  cl_context ctx;
+  cl_command_queue queue;
+  int own_queue;
+} ocl_call;
+/* FA_ERR_OUT_OF_MEMORY or FA_ERR_BACKEND_FAILURE naming the OpenCL call that failed with e. */
+fa_status ocl_fail(cl_int e, const char *what);
+/* A 4-D tensor as the kernels take it: (element offset, the four strides, 0, 0, 0); and a 3-D one
+   (LSE, descale) as (element offset, the three strides), all 0 for NULL. */
+cl_long8 ocl_desc4(const fa_tensor *t);
+cl_long4 ocl_desc3(const fa_tensor *t);
+/* c->ctx: the context of first's buffer (first_name in messages), which must hold dev, device
+   dev_id of the tensor named dev_tensor. */
+fa_status ocl_call_context(ocl_call *c, const ocl_device_info *dev, const char *dev_tensor,
+                           int32_t dev_id, const fa_tensor *first, const char *first_name);
+/* c->queue: stream (a cl_command_queue) or one made for the call; on PoCL the call's turn. */
+fa_status ocl_call_start(ocl_call *c, void *stream);
+/* After the call's kernels: finishes an own queue (and any on PoCL) and releases what start took;
+   returns st, or the finish's error. */
+fa_status ocl_call_end(ocl_call *c, fa_status st);
+
+/* Kernel arguments appended in order; the first error is kept. */
+typedef struct ocl_args {
+  cl_kernel k;
+  cl_uint n;
+  cl_int err;
+} ocl_args;
+
+static inline void ocl_arg(ocl_args *a, size_t size, const void *value) {
+  if (a->err == CL_SUCCESS) a->err = clSetKernelArg(a->k, a->n, size, value);
+  a->n++;
+}
 
 void ocl_probe(fa_plugin_probe *out);
 void ocl_decide(const fa_request *req, fa_decision *out);
 fa_status ocl_run(const fa_request *req, const fa_decision *decision, void *workspace);
+fa_status ocl_quantize(const fa_quantize_request *req, char *kernel);
 
 #endif /* FA_OPENCL_INTERNAL_H */

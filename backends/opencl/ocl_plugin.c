@@ -1,11 +1,8 @@
 /*
- * ocl_plugin.c: the OpenCL backend's entry point and run(). The context is the buffers' own
- * (clGetMemObjectInfo); the device is fa_tensor.device.id of the probe's list, which must belong
- * to that context; the queue is params.stream (a cl_command_queue, left running as a CUDA stream
- * would be) or one the plugin makes per call and finishes before returning. On PoCL every run is
- * finished before it returns, one at a time (ocl_device_info.serialize_runs says why).
+ * ocl_plugin.c: the OpenCL backend's entry point (its table; fa_quantize is ocl_quantize.c's) and
+ * run(). ocl_call.c gives each call its context, device check and queue (params.stream or the
+ * plugin's own) and, on PoCL, its turn.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,48 +11,7 @@
 
 enum { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2 };
 
-/* Held through a run on a device with serialize_runs. */
-static pthread_mutex_t serial_runs = PTHREAD_MUTEX_INITIALIZER;
-
-static fa_status cl_fail(cl_int e, const char *what) {
-  fa_status st = (e == CL_OUT_OF_HOST_MEMORY || e == CL_MEM_OBJECT_ALLOCATION_FAILURE ||
-                  e == CL_OUT_OF_RESOURCES)
-                     ? FA_ERR_OUT_OF_MEMORY
-                     : FA_ERR_BACKEND_FAILURE;
-  return fa_core_set_error(st, "opencl: %s failed: %s (%d)", what, ocl_error_name(e), (int)e);
-}
-
 static cl_mem mem_of(const fa_tensor *t) { return (cl_mem)t->data; }
-
-/* (element offset, batch, row, head, dim) strides in elements, as the kernels take them. */
-static cl_long8 desc_of(const fa_tensor *t) {
-  cl_long8 d;
-  memset(&d, 0, sizeof d);
-  d.s[0] = (cl_long)(t->byte_offset / fa_dtype_size(t->dtype));
-  for (int i = 0; i < 4; ++i) d.s[1 + i] = (cl_long)t->strides[i];
-  return d;
-}
-
-static cl_long4 lse_desc_of(const fa_tensor *t) {
-  cl_long4 d;
-  memset(&d, 0, sizeof d);
-  if (!t) return d;
-  d.s[0] = (cl_long)(t->byte_offset / sizeof(float));
-  for (int i = 0; i < 3; ++i) d.s[1 + i] = (cl_long)t->strides[i];
-  return d;
-}
-
-/* Arguments appended in order; the first error is kept. */
-typedef struct arg_list {
-  cl_kernel k;
-  cl_uint n;
-  cl_int err;
-} arg_list;
-
-static void arg(arg_list *a, size_t size, const void *value) {
-  if (a->err == CL_SUCCESS) a->err = clSetKernelArg(a->k, a->n, size, value);
-  a->n++;
-}
 
 typedef struct shape_args {
   cl_int seqlen_q, seqlen_k, heads_q, heads_kv;
@@ -79,23 +35,23 @@ static shape_args shape_of(const fa_request *req) {
   return s;
 }
 
-static void shape_args_add(arg_list *a, const shape_args *s, int with_kv_heads) {
-  arg(a, sizeof s->seqlen_q, &s->seqlen_q);
-  arg(a, sizeof s->seqlen_k, &s->seqlen_k);
-  arg(a, sizeof s->heads_q, &s->heads_q);
-  if (with_kv_heads) arg(a, sizeof s->heads_kv, &s->heads_kv);
-  arg(a, sizeof s->scale, &s->scale);
-  arg(a, sizeof s->softcap, &s->softcap);
-  arg(a, sizeof s->shift, &s->shift);
-  arg(a, sizeof s->left, &s->left);
-  arg(a, sizeof s->right, &s->right);
+static void shape_args_add(ocl_args *a, const shape_args *s, int with_kv_heads) {
+  ocl_arg(a, sizeof s->seqlen_q, &s->seqlen_q);
+  ocl_arg(a, sizeof s->seqlen_k, &s->seqlen_k);
+  ocl_arg(a, sizeof s->heads_q, &s->heads_q);
+  if (with_kv_heads) ocl_arg(a, sizeof s->heads_kv, &s->heads_kv);
+  ocl_arg(a, sizeof s->scale, &s->scale);
+  ocl_arg(a, sizeof s->softcap, &s->softcap);
+  ocl_arg(a, sizeof s->shift, &s->shift);
+  ocl_arg(a, sizeof s->left, &s->left);
+  ocl_arg(a, sizeof s->right, &s->right);
 }
 
-static void tensor_arg(arg_list *a, const fa_tensor *t, cl_long8 *desc) {
+static void tensor_arg(ocl_args *a, const fa_tensor *t, cl_long8 *desc) {
   cl_mem m = mem_of(t);
-  *desc = desc_of(t);
-  arg(a, sizeof m, &m);
-  arg(a, sizeof *desc, desc);
+  *desc = ocl_desc4(t);
+  ocl_arg(a, sizeof m, &m);
+  ocl_arg(a, sizeof *desc, desc);
 }
 
 /* A work-group of `wg` work-items per `tile` rows, for (rows, heads, batch). */
@@ -105,13 +61,11 @@ static fa_status enqueue(cl_command_queue queue, cl_kernel k, size_t rows, size_
   size_t global[3] = {(rows + tile - 1) / tile * wg, heads, batch};
   size_t local[3] = {wg, 1, 1};
   cl_int e = clEnqueueNDRangeKernel(queue, k, 3, NULL, global, local, 0, NULL, NULL);
-  return e == CL_SUCCESS ? FA_OK : cl_fail(e, what);
+  return e == CL_SUCCESS ? FA_OK : ocl_fail(e, what);
 }
 
 typedef struct run_ctx {
-  cl_context ctx;
-  cl_command_queue queue;
-  int own_queue;
+  ocl_call call; /* the buffers' context and the queue */
   cl_program program;
   ocl_tiles tiles;
 } run_ctx;
@@ -119,14 +73,14 @@ typedef struct run_ctx {
 static fa_status make_kernel(const run_ctx *rc, const char *name, cl_kernel *k) {
   cl_int e = CL_SUCCESS;
   *k = clCreateKernel(rc->program, name, &e);
-  return e == CL_SUCCESS ? FA_OK : cl_fail(e, name);
+  return e == CL_SUCCESS ? FA_OK : ocl_fail(e, name);
 }
 
 static fa_status run_forward(const fa_request *req, const run_ctx *rc) {
   cl_kernel k;
   fa_status st = make_kernel(rc, "fa_forward", &k);
   if (st != FA_OK) return st;
-  arg_list a = {k, 0, CL_SUCCESS};
+  ocl_args a = {k, 0, CL_SUCCESS};
   cl_long8 dq, dk, dv, dout;
   tensor_arg(&a, req->q, &dq);
   tensor_arg(&a, req->k, &dk);
@@ -134,16 +88,16 @@ static fa_status run_forward(const fa_request *req, const run_ctx *rc) {
   tensor_arg(&a, req->out, &dout);
   /* Without an LSE the kernel gets the output buffer in its place and never writes it. */
   cl_mem lse = req->lse ? mem_of(req->lse) : mem_of(req->out);
-  cl_long4 ls = lse_desc_of(req->lse);
+  cl_long4 ls = ocl_desc3(req->lse);
   cl_int has_lse = req->lse != NULL;
-  arg(&a, sizeof lse, &lse);
-  arg(&a, sizeof ls, &ls);
-  arg(&a, sizeof has_lse, &has_lse);
+  ocl_arg(&a, sizeof lse, &lse);
+  ocl_arg(&a, sizeof ls, &ls);
+  ocl_arg(&a, sizeof has_lse, &has_lse);
   shape_args s = shape_of(req);
   shape_args_add(&a, &s, 1);
-  if (a.err != CL_SUCCESS) st = cl_fail(a.err, "setting fa_forward's arguments");
+  if (a.err != CL_SUCCESS) st = ocl_fail(a.err, "setting fa_forward's arguments");
   if (st == FA_OK)
-    st = enqueue(rc->queue, k, (size_t)req->seqlen_q,
+    st = enqueue(rc->call.queue, k, (size_t)req->seqlen_q,
                  (size_t)(rc->tiles.cpu ? rc->tiles.br : OCL_GPU_FWD_ROWS),
                  (size_t)(rc->tiles.cpu ? rc->tiles.wg : OCL_GPU_FWD_WG), (size_t)req->heads_q,
                  (size_t)req->batch, "fa_forward");
@@ -153,24 +107,24 @@ static fa_status run_forward(const fa_request *req, const run_ctx *rc) {
 
 /* The inputs both gradient kernels take first: q, k, v, dout, the LSE and D. The descriptors
    live in the caller's storage (clSetKernelArg copies at once, but keep them valid anyway). */
-static void bwd_inputs_add(arg_list *a, const fa_request *req, const cl_mem *lse,
+static void bwd_inputs_add(ocl_args *a, const fa_request *req, const cl_mem *lse,
                            const cl_long4 *ls, const cl_mem *dsum, cl_long8 *dq, cl_long8 *dk,
                            cl_long8 *dv, cl_long8 *ddo) {
   tensor_arg(a, req->q, dq);
   tensor_arg(a, req->k, dk);
   tensor_arg(a, req->v, dv);
   tensor_arg(a, req->dout, ddo);
-  arg(a, sizeof *lse, lse);
-  arg(a, sizeof *ls, ls);
-  arg(a, sizeof *dsum, dsum);
+  ocl_arg(a, sizeof *lse, lse);
+  ocl_arg(a, sizeof *ls, ls);
+  ocl_arg(a, sizeof *dsum, dsum);
 }
 
 static fa_status run_backward(const fa_request *req, const run_ctx *rc) {
   const size_t rows = (size_t)(req->batch * req->heads_q * req->seqlen_q);
   cl_int e = CL_SUCCESS;
   cl_mem dsum =
-      clCreateBuffer(rc->ctx, CL_MEM_READ_WRITE, (rows ? rows : 1) * sizeof(float), NULL, &e);
-  if (e != CL_SUCCESS) return cl_fail(e, "creating the backward's D buffer");
+      clCreateBuffer(rc->call.ctx, CL_MEM_READ_WRITE, (rows ? rows : 1) * sizeof(float), NULL, &e);
+  if (e != CL_SUCCESS) return ocl_fail(e, "creating the backward's D buffer");
   cl_kernel kd = NULL, kkv = NULL, kq = NULL;
   fa_status st = make_kernel(rc, "fa_bwd_dot", &kd);
   if (st == FA_OK) st = make_kernel(rc, "fa_bwd_dkdv", &kkv);
@@ -178,41 +132,41 @@ static fa_status run_backward(const fa_request *req, const run_ctx *rc) {
   shape_args s = shape_of(req);
   cl_long8 d1, d2, d3, d4, d5, d6;
   cl_mem lse = req->lse ? mem_of(req->lse) : NULL;
-  cl_long4 ls = lse_desc_of(req->lse);
+  cl_long4 ls = ocl_desc3(req->lse);
   if (st == FA_OK) { /* D = rowsum(dO ∘ O) */
-    arg_list a = {kd, 0, CL_SUCCESS};
+    ocl_args a = {kd, 0, CL_SUCCESS};
     tensor_arg(&a, req->out, &d1);
     tensor_arg(&a, req->dout, &d2);
-    arg(&a, sizeof dsum, &dsum);
-    arg(&a, sizeof s.seqlen_q, &s.seqlen_q);
-    arg(&a, sizeof s.heads_q, &s.heads_q);
-    if (a.err != CL_SUCCESS) st = cl_fail(a.err, "setting fa_bwd_dot's arguments");
+    ocl_arg(&a, sizeof dsum, &dsum);
+    ocl_arg(&a, sizeof s.seqlen_q, &s.seqlen_q);
+    ocl_arg(&a, sizeof s.heads_q, &s.heads_q);
+    if (a.err != CL_SUCCESS) st = ocl_fail(a.err, "setting fa_bwd_dot's arguments");
     if (st == FA_OK && rows) {
       size_t global[3] = {(size_t)req->seqlen_q, (size_t)req->heads_q, (size_t)req->batch};
-      e = clEnqueueNDRangeKernel(rc->queue, kd, 3, NULL, global, NULL, 0, NULL, NULL);
-      if (e != CL_SUCCESS) st = cl_fail(e, "fa_bwd_dot");
+      e = clEnqueueNDRangeKernel(rc->call.queue, kd, 3, NULL, global, NULL, 0, NULL, NULL);
+      if (e != CL_SUCCESS) st = ocl_fail(e, "fa_bwd_dot");
     }
   }
   if (st == FA_OK) { /* dK, dV */
-    arg_list a = {kkv, 0, CL_SUCCESS};
+    ocl_args a = {kkv, 0, CL_SUCCESS};
     bwd_inputs_add(&a, req, &lse, &ls, &dsum, &d1, &d2, &d3, &d4);
     tensor_arg(&a, req->dk, &d5);
     tensor_arg(&a, req->dv, &d6);
     shape_args_add(&a, &s, 1);
-    if (a.err != CL_SUCCESS) st = cl_fail(a.err, "setting fa_bwd_dkdv's arguments");
+    if (a.err != CL_SUCCESS) st = ocl_fail(a.err, "setting fa_bwd_dkdv's arguments");
     if (st == FA_OK)
-      st = enqueue(rc->queue, kkv, (size_t)req->seqlen_k, (size_t)rc->tiles.br,
+      st = enqueue(rc->call.queue, kkv, (size_t)req->seqlen_k, (size_t)rc->tiles.br,
                    (size_t)rc->tiles.wg, (size_t)req->heads_kv, (size_t)req->batch, "fa_bwd_dkdv");
   }
   if (st == FA_OK) { /* dQ */
-    arg_list a = {kq, 0, CL_SUCCESS};
+    ocl_args a = {kq, 0, CL_SUCCESS};
     bwd_inputs_add(&a, req, &lse, &ls, &dsum, &d1, &d2, &d3, &d4);
     tensor_arg(&a, req->dq, &d5);
     shape_args_add(&a, &s, 1);
-    if (a.err != CL_SUCCESS) st = cl_fail(a.err, "setting fa_bwd_dq's arguments");
+    if (a.err != CL_SUCCESS) st = ocl_fail(a.err, "setting fa_bwd_dq's arguments");
     if (st == FA_OK)
-      st = enqueue(rc->queue, kq, (size_t)req->seqlen_q, (size_t)rc->tiles.br, (size_t)rc->tiles.wg,
-                   (size_t)req->heads_q, (size_t)req->batch, "fa_bwd_dq");
+      st = enqueue(rc->call.queue, kq, (size_t)req->seqlen_q, (size_t)rc->tiles.br,
+                   (size_t)rc->tiles.wg, (size_t)req->heads_q, (size_t)req->batch, "fa_bwd_dq");
   }
   if (kd) clReleaseKernel(kd);
   if (kkv) clReleaseKernel(kkv);
@@ -266,45 +220,20 @@ fa_status ocl_run(const fa_request *req, const fa_decision *decision, void *work
   if (!first) return FA_OK; /* no tensor has an element: nothing to read or write */
   run_ctx rc;
   memset(&rc, 0, sizeof rc);
-  cl_int e = clGetMemObjectInfo(mem_of(first), CL_MEM_CONTEXT, sizeof rc.ctx, &rc.ctx, NULL);
-  if (e != CL_SUCCESS)
-    return fa_core_set_error(FA_ERR_INVALID_ARGUMENT,
-                             "%s.data is not an OpenCL buffer (clGetMemObjectInfo: %s)", name,
-                             ocl_error_name(e));
-  cl_uint ndev = 0;
-  cl_device_id devs[OCL_MAX_DEVICES];
-  e = clGetContextInfo(rc.ctx, CL_CONTEXT_DEVICES, sizeof devs, devs, NULL);
-  clGetContextInfo(rc.ctx, CL_CONTEXT_NUM_DEVICES, sizeof ndev, &ndev, NULL);
-  int found = 0;
-  for (cl_uint i = 0; e == CL_SUCCESS && i < ndev && i < OCL_MAX_DEVICES; ++i)
-    found |= devs[i] == dev->id;
-  if (!found)
-    return fa_core_set_error(FA_ERR_INVALID_ARGUMENT,
-                             "q.device.id = %d (%s) is not a device of the buffers' OpenCL context",
-                             (int)req->device.id, dev->name);
-  rc.tiles = choice.tiles;
-  fa_status st = ocl_program_get(rc.ctx, dev, (int)req->head_dim, dtype_code(req->dtype), rc.tiles,
-                                 &rc.program);
+  fa_status st = ocl_call_context(&rc.call, dev, "q", req->device.id, first, name);
   if (st != FA_OK) return st;
-  rc.queue = (cl_command_queue)req->params->stream;
-  if (!rc.queue) {
-    rc.queue = clCreateCommandQueue(rc.ctx, dev->id, 0, &e);
-    if (e != CL_SUCCESS) return cl_fail(e, "clCreateCommandQueue");
-    rc.own_queue = 1;
-  }
-  /* On PoCL one run at a time, finished (the caller's queue too) before the next starts
-     (ocl_device_info.serialize_runs says why). */
-  if (dev->serialize_runs) pthread_mutex_lock(&serial_runs);
+  rc.tiles = choice.tiles;
+  st = ocl_program_get(rc.call.ctx, dev, (int)req->head_dim, dtype_code(req->dtype), rc.tiles,
+                       &rc.program);
+  if (st != FA_OK) return st;
+  st = ocl_call_start(&rc.call, req->params->stream);
+  if (st != FA_OK) return st;
   st = req->op == FA_OP_FORWARD ? run_forward(req, &rc) : run_backward(req, &rc);
-  if (rc.own_queue || dev->serialize_runs) {
-    e = clFinish(rc.queue);
-    if (st == FA_OK && e != CL_SUCCESS) st = cl_fail(e, "clFinish");
-  }
-  if (dev->serialize_runs) pthread_mutex_unlock(&serial_runs);
-  if (rc.own_queue) clReleaseCommandQueue(rc.queue);
+  st = ocl_call_end(&rc.call, st);
   return st;
 }
 
 static void ocl_release(void) { ocl_program_release_all(); }
 
-FA_PLUGIN_DEFINE(FA_BACKEND_OPENCL, "opencl", ocl_probe, ocl_decide, ocl_run, ocl_release, NULL)
+FA_PLUGIN_DEFINE(FA_BACKEND_OPENCL, "opencl", ocl_probe, ocl_decide, ocl_run, ocl_release,
+                 ocl_quantize)

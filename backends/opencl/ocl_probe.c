@@ -96,6 +96,7 @@ static void describe(cl_platform_id p, cl_device_id d, ocl_device_info *o) {
   char ext[4096] = "";
   clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, sizeof ext - 1, ext, NULL);
   o->fp16 = strstr(ext, "cl_khr_fp16") != NULL;
+  clGetDeviceInfo(d, CL_DEVICE_SINGLE_FP_CONFIG, sizeof o->single_fp, &o->single_fp, NULL);
   o->serialize_runs = strstr(o->platform_name, "Portable Computing Language") != NULL;
 }
 
