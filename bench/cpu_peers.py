@@ -19,7 +19,7 @@ implementation holds its own copy in its own layout, so none reads another's cac
 - ggml: ggml_flash_attn_ext on ggml's CPU backend, built by this script outside the repository
   (--workdir) from the llama-cpp-python source distribution pinned below (LLAMA_CPP_PYTHON,
   which vendors llama.cpp and its ggml), with GGML_NATIVE=ON, OpenMP, Release, no GPU backend;
-  bench/ggml_decode.c (ours) is compiled against it into a shared library. q is f32 (ggml's CPU
+  bench/ggml_attn.c (ours) is compiled against it into a shared library. q is f32 (ggml's CPU
   flash attention reads q as f32 and converts it itself), K and V f16 in the same layout as ours
   (llama.cpp's KV cache layout), out f32. Timed: one ggml_graph_compute of the planned one-node
   graph (its threadpool, work buffer and graph made beforehand); with batch 1 and at least 512 keys
@@ -258,21 +258,21 @@ def build_ggml(work: str, cc: str) -> dict:
         run_cmd(["cmake", "--build", build, "-j", jobs], "ggml build", logfile=logfile)
         with open(stamp, "w") as f:
             f.write(config)
-    harness = os.path.join(HERE, "ggml_decode.c")
-    so = os.path.join(work, "libggml_decode.so")
-    prog = os.path.join(work, "ggml-decode")
+    harness = os.path.join(HERE, "ggml_attn.c")
+    so = os.path.join(work, "libggml_attn.so")
+    prog = os.path.join(work, "ggml-attn")
     common = ["-std=c11", "-O2", "-Wall", "-Wextra", "-I", os.path.join(src, "include"), harness]
     link = ["-L", libdir, "-lggml", "-lggml-cpu", "-lggml-base", f"-Wl,-rpath,{libdir}", "-lm"]
     newest = max(os.path.getmtime(harness), os.path.getmtime(stamp))
     if not os.path.exists(so) or os.path.getmtime(so) < newest:
-        run_cmd([cc, "-shared", "-fPIC"] + common + ["-o", so] + link, "compiling ggml_decode.c")
-        run_cmd([cc, "-DGGML_DECODE_MAIN"] + common + ["-o", prog] + link,
-                "compiling ggml_decode.c (program)")
+        run_cmd([cc, "-shared", "-fPIC"] + common + ["-o", so] + link, "compiling ggml_attn.c")
+        run_cmd([cc, "-DGGML_ATTN_MAIN"] + common + ["-o", prog] + link,
+                "compiling ggml_attn.c (program)")
     return {"lib": so, "program": prog, "libdir": libdir, "source": src}
 
 
 class Ggml:
-    """bench/ggml_decode.c's shared library through ctypes."""
+    """bench/ggml_attn.c's shared library through ctypes."""
 
     def __init__(self, path: str):
         try:
@@ -280,20 +280,20 @@ class Ggml:
         except OSError as e:
             raise PeerUnavailable(f"cannot load {path}: {e}")
         P = ctypes.c_void_p
-        d.gd_create.restype = P
-        d.gd_create.argtypes = [ctypes.c_int] * 6 + [P, P, P, ctypes.c_char_p, ctypes.c_size_t]
-        d.gd_run.restype = ctypes.c_double
-        d.gd_run.argtypes = [P, ctypes.c_int]
-        d.gd_output.restype = ctypes.c_size_t
-        d.gd_output.argtypes = [P, P, ctypes.c_size_t]
-        d.gd_destroy.restype = None
-        d.gd_destroy.argtypes = [P]
-        d.gd_ggml_version.restype = ctypes.c_char_p
-        d.gd_ggml_version.argtypes = []
+        d.ga_create.restype = P
+        d.ga_create.argtypes = [ctypes.c_int] * 8 + [P, P, P, ctypes.c_char_p, ctypes.c_size_t]
+        d.ga_run.restype = ctypes.c_double
+        d.ga_run.argtypes = [P, ctypes.c_int]
+        d.ga_output.restype = ctypes.c_size_t
+        d.ga_output.argtypes = [P, P, ctypes.c_size_t]
+        d.ga_destroy.restype = None
+        d.ga_destroy.argtypes = [P]
+        d.ga_ggml_version.restype = ctypes.c_char_p
+        d.ga_ggml_version.argtypes = []
         self.dll = d
 
     def version(self) -> str:
-        return self.dll.gd_ggml_version().decode()
+        return self.dll.ga_ggml_version().decode()
 
 
 def find_read_bw(args, lib_path: str) -> str:
@@ -415,27 +415,27 @@ def make_ggml(gg, torch, inputs, sh, threads) -> Impl:
     k = inputs["k32"].to(torch.float16).contiguous()
     v = inputs["v32"].to(torch.float16).contiguous()
     err = ctypes.create_string_buffer(512)
-    p = gg.dll.gd_create(D, H, HKV, S, B, threads, q.data_ptr(), k.data_ptr(), v.data_ptr(), err,
-                         len(err))
+    p = gg.dll.ga_create(D, H, HKV, 1, S, B, 0, threads, q.data_ptr(), k.data_ptr(), v.data_ptr(),
+                         err, len(err))
     if not p:
-        raise RuntimeError(f"gd_create: {err.value.decode()}")
+        raise RuntimeError(f"ga_create: {err.value.decode()}")
     out = torch.empty(B, 1, H, D, dtype=torch.float32)
 
     def run(calls: int) -> float:
-        ms = gg.dll.gd_run(p, calls)
+        ms = gg.dll.ga_run(p, calls)
         if ms < 0:
             raise RuntimeError("ggml_graph_compute failed")
         return ms
 
     def output():
-        if gg.dll.gd_output(p, out.data_ptr(), out.numel()) != out.numel():
-            raise RuntimeError("gd_output: size mismatch")
+        if gg.dll.ga_output(p, out.data_ptr(), out.numel()) != out.numel():
+            raise RuntimeError("ga_output: size mismatch")
         return out
 
     run(1)
     impl = Impl("ggml_f16", "ggml", "f16", 2, run, output, {"q_dtype": "f32"})
     impl.keep = (q, k, v, out)
-    impl.close = lambda: gg.dll.gd_destroy(p)
+    impl.close = lambda: gg.dll.ga_destroy(p)
     return impl
 
 
