@@ -1,52 +1,81 @@
 #!/usr/bin/env python3
-"""cpu_peers.py: CPU decode attention of flashattn-c against ggml and PyTorch, in one run.
+"""cpu_peers.py: CPU attention of flashattn-c against ggml and PyTorch in one run: decode, prefill.
 
-Decode shapes: one query token per sequence over a full KV cache, head dim 128, 32 query heads over
-32 K/V heads (MHA) and over 8 (GQA), caches of 4096, 8192, 16384 and 32768 keys, batch 1, no mask.
-The three implementations run in one Python process on the same CPU threads (--threads, default
-2), in alternation, on the same input values. torch is imported first: in its Linux wheels its
-OpenMP runtime is a libgomp.so.1, which the library and ggml (both built with GCC's OpenMP) then
-bind to as well, so one thread team serves all three (the run prints the runtimes it mapped).
-The inputs are standard-normal f32 draws (no zeros) rounded to each implementation's dtype; each
-implementation holds its own copy in its own layout, so none reads another's cache lines.
+Two modes (--mode); in either the three implementations run in one Python process on the same CPU
+threads (--threads, default 2), in alternation, on the same input values.
 
-- ours: fa_forward_kvcache through the library's C API (ctypes, the struct mirror of
-  python/flashattn/_capi.py), backend cpu with strict, q, caches and out in f16 or bf16
-  (--dtypes), laid out [batch, cache, kv_heads, 128], lse f32, a caller workspace sized by the
-  first call's run report. Timed: one fa_forward_kvcache call (validation, dispatch, the kernel),
-  the tensor structs built beforehand; nothing is allocated inside it. OMP_NUM_THREADS = --threads
-  is set before any library is loaded.
+- decode (the default): one query token per sequence over a full KV cache, head dim 128, 32 query
+  heads over 32 K/V heads (MHA) and over 8 (GQA), caches of 4096, 8192, 16384 and 32768 keys,
+  batch 1, no mask. Reported: ms, and GB/s of the K and V a call must read.
+- prefill: seqlen_q = seqlen_k (--seqlens, default 1024 and 4096), head dims 64 and 128
+  (--hdims), 8 query heads over 8 K/V heads (MHA; --kv-heads adds GQA), batch 1, not causal and
+  causal (--causal). Reported: ms, and GFLOP/s = 4 * batch * heads * seqlen_q * seqlen_k *
+  head_dim / time, halved when causal (the FlashAttention papers' count, which FlashAttention's
+  benchmarks and fa-bench use; a causal square has (seqlen + 1) / (2 * seqlen) of the pairs, 0.1%
+  more than half at 1024).
+
+torch is imported first: in its Linux wheels its OpenMP runtime is a libgomp.so.1, which the
+library and ggml (both built with GCC's OpenMP) then bind to as well, so one thread team serves all
+three (the run prints the runtimes it mapped). The inputs are standard-normal f32 draws (no zeros)
+rounded to each implementation's dtype; each implementation holds its own copy in its own layout,
+so none reads another's cache lines.
+
+- ours: the library's C API through ctypes (the struct mirror of python/flashattn/_capi.py),
+  backend cpu with strict, q, K, V and out in one dtype of --dtypes (f16, bf16, f32), a caller
+  workspace sized by the first call's run report. Decode: fa_forward_kvcache, q [batch, 1, heads,
+  128], caches [batch, cache, kv_heads, 128], cache_seqlens = cache, lse f32; default f16 and
+  bf16. Prefill: fa_forward, q and out [batch, seqlen, heads, dim], K and V [batch, seqlen,
+  kv_heads, dim], params.causal when causal (aligned bottom-right, which is top-left when seqlen_q
+  = seqlen_k), no lse (return_lse 0, lse NULL: an inference prefill, which is what the peers
+  produce); default f16, bf16 and f32. Timed: one call (validation, dispatch, the kernel), the
+  tensor structs built beforehand; nothing is allocated inside it. OMP_NUM_THREADS = --threads is
+  set before any library is loaded.
 - ggml: ggml_flash_attn_ext on ggml's CPU backend, built by this script outside the repository
   (--workdir) from the llama-cpp-python source distribution pinned below (LLAMA_CPP_PYTHON,
   which vendors llama.cpp and its ggml), with GGML_NATIVE=ON, OpenMP, Release, no GPU backend;
-  bench/ggml_decode.c (ours) is compiled against it into a shared library. q is f32 (ggml's CPU
-  flash attention reads q as f32 and converts it itself), K and V f16 in the same layout as ours
-  (llama.cpp's KV cache layout), out f32. Timed: one ggml_graph_compute of the planned one-node
-  graph (its threadpool, work buffer and graph made beforehand); with batch 1 and at least 512 keys
-  this is ggml's split-KV decode path. llama.cpp also passes a KQ mask; here there is none, which
-  spares ggml the mask's reads.
+  bench/ggml_attn.c (ours) is compiled against it into a shared library. q is f32 holding the
+  f16-rounded values (ggml's CPU flash attention takes q as f32: its decode path rounds it to f16
+  itself, its tiled path computes in f32), K and V f16 in the same layout as ours (llama.cpp's KV
+  cache layout) and viewed as llama.cpp views them, out f32. Timed: one ggml_graph_compute of the
+  planned one-node graph (its threadpool, work buffer and graph made beforehand). Decode: with
+  batch 1 and at least 512 keys this is ggml's split-KV decode path; llama.cpp also passes a KQ
+  mask, here there is none, which spares ggml the mask's reads. Prefill: all seqlen_q query rows
+  in one graph (llama.cpp cuts a long prompt into micro-batches of n_ubatch tokens, 512 by
+  default, each over the keys so far), which with at least 64 rows is ggml's tiled path (64 query
+  rows x 64 keys a tile, K and V widened to f32, both products f32 GEMMs); not causal: no mask;
+  causal: the f16 KQ mask llama.cpp gives it, [seqlen_k, seqlen_q] in ggml's order (rows not
+  padded: this ggml has no GGML_KQ_MASK_PAD), -INF above the diagonal and 0 elsewhere, shared by
+  the heads, filled once before the timed calls (llama.cpp fills it once a batch for every
+  layer); ggml skips a tile whose mask is -INF throughout.
 - torch: torch.nn.functional.scaled_dot_product_attention on CPU tensors under no_grad,
   restricted to SDPBackend.FLASH_ATTENTION (torch's CPU flash kernel; the default backend where
-  that refuses), enable_gqa=True, K and V contiguous [batch, kv_heads, cache, 128] (the layout of a
-  PyTorch KV cache), torch.set_num_threads(--threads). Its dtypes (--torch-dtypes) default to f32,
-  where torch's CPU kernel is fastest, and bf16, the bytes ours reads. Timed: one SDPA call, which
-  allocates its output.
+  that refuses), enable_gqa when kv_heads < heads, q [batch, heads, seqlen_q, dim], K and V
+  contiguous [batch, kv_heads, keys, dim] (the layout of a PyTorch KV cache), is_causal when
+  causal (aligned top-left, the same as ours at seqlen_q = seqlen_k),
+  torch.set_num_threads(--threads). Its dtypes (--torch-dtypes) default to f32, where torch's CPU
+  kernel is fastest, and bf16, the bytes ours reads. Timed: one SDPA call, which allocates its
+  output.
 
 Timing (as bench/peer_run.py on the GPU): per shape each implementation is called once untimed
 (and its output checked against an f32 reference computed from the same rounded inputs: relative
 L2 error at most --tol for ours, --peer-tol for the peers, whose looser bound still catches a peer
-that computes something else; ggml's CPU kernel accumulates softmax(QK)V in f16 when V is f16,
-which costs it about 2.7e-2 over 32k keys on one thread), then all
-of them in turn for --settle-ms, then --rounds rounds whose order rotates by one each round; in a
-round an implementation runs `calls` calls back to back (about --rep-ms) and its time is the wall
-clock over `calls`; the median of its rounds counts. GB/s counts the K and V bytes a call must
-read (2 * batch * cache * kv_heads * 128 * element size), once. cpu-read-bw (bench/cpu_read_bw.c)
-measures the streaming-read rate of the same thread count before and after the shapes, so the
-decode GB/s can be read as a fraction of it; a cache whose K+V fits in the last-level cache can
-exceed it.
+that computes something else; in decode ggml's CPU kernel accumulates softmax(QK)V in f16 when V
+is f16, which costs it about 2.7e-2 over 32k keys on one thread; in prefill the reference and the
+check cover at most --ref-rows query rows, evenly spaced with the first and the last, every head,
+causal mask included), then all of them in turn for --settle-ms (at least one turn), then each
+once more (twice in decode) for an estimate of its call's time, then --rounds rounds whose order
+rotates by one each round; in a round an implementation runs `calls` calls back to back (about
+--rep-ms; at least two in decode, one in prefill) and its time is the wall clock over `calls`; the
+median of its rounds counts. Decode GB/s counts the K and V bytes a call must read (2 * batch *
+cache * kv_heads * 128 * element size), once. A probe runs before and after the shapes with the
+same thread count: in decode cpu-read-bw (bench/cpu_read_bw.c), the streaming-read rate, so the
+decode GB/s can be read as a fraction of it (a cache whose K+V fits in the last-level cache can
+exceed it); in prefill cpu-fma-peak (bench/cpu_fma_peak.c), the fp32 FMA rate of 512-bit vectors,
+the ceiling the CPU backend's GFLOP/s is quoted against (%peak: over the median of the two).
 
-Output: the machine, the table (ms and GB/s of each, ours / ggml and ours / torch's fastest dtype,
-> 1 = ours faster) and, with --json FILE, everything (metadata, every round, the checks).
+Output: the machine, the table (decode: ms and GB/s of each; prefill: ms and GFLOP/s of each;
+then ours / ggml and ours / torch's fastest dtype, a peer's ms over ours, > 1 = ours faster) and,
+with --json FILE, everything (metadata, every round, the checks).
 Exit status: 0; 1 when a call or an output check failed (the reason is printed); 2 when a peer
 cannot be built or loaded (the reason is printed).
 """
@@ -67,6 +96,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import typing
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -85,9 +115,18 @@ GGML_CMAKE_ARGS = [
     "-DGGML_BUILD_TESTS=OFF", "-DGGML_BUILD_EXAMPLES=OFF",
 ]
 
-SEQLENS = [4096, 8192, 16384, 32768]
-KV_HEADS = [32, 8]
-QUICK = [(32, 4096), (8, 4096)]  # (kv_heads, cache)
+# Each mode's defaults of the options that default to None.
+DEFAULTS = {
+    "decode": {"seqlens": [4096, 8192, 16384, 32768], "kv_heads": [32, 8], "heads": 32,
+               "hdims": [128], "causal": [0], "dtypes": ["f16", "bf16"],
+               "torch_dtypes": ["f32", "bf16"], "rounds": 5, "rep_ms": 200.0, "settle_ms": 300.0},
+    "prefill": {"seqlens": [1024, 4096], "kv_heads": [8], "heads": 8, "hdims": [64, 128],
+                "causal": [0, 1], "dtypes": ["f16", "bf16", "f32"],
+                "torch_dtypes": ["f32", "bf16"], "rounds": 5, "rep_ms": 200.0,
+                "settle_ms": 0.0},
+}
+QUICK = {"decode": [(32, 4096), (8, 4096)],             # (kv_heads, cache), head dim 128
+         "prefill": [(64, 512, 0), (128, 512, 1)]}      # (head dim, seqlen, causal)
 ELEM = {"f16": 2, "bf16": 2, "f32": 4}
 
 
@@ -112,10 +151,13 @@ def dtype_list(s: str) -> list[str]:
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(
-        description="Time CPU decode attention: flashattn-c (C API) against ggml's "
+        description="Time CPU decode or prefill attention: flashattn-c (C API) against ggml's "
                     "ggml_flash_attn_ext and PyTorch SDPA, in one process, in alternation.",
-        epilog="Exit status 1 when a call or an output check failed, 2 when a peer cannot be "
-               "built or loaded.")
+        epilog="Defaults marked decode/prefill depend on --mode. Exit status 1 when a call or an "
+               "output check failed, 2 when a peer cannot be built or loaded.")
+    ap.add_argument("--mode", choices=["decode", "prefill"], default="decode",
+                    help="decode: one query token over a KV cache (the default); prefill: "
+                         "seqlen_q = seqlen_k, causal and not")
     ap.add_argument("--threads", type=int, default=2, help="CPU threads of every implementation "
                     "(OMP_NUM_THREADS, ggml's n_threads, torch.set_num_threads); default 2")
     ap.add_argument("--workdir", default="/tmp/fa_cpu_peers",
@@ -125,31 +167,49 @@ def parse_args(argv):
                     help="libflashattn.so (default: $FLASHATTN_LIBRARY, else what "
                          "python/flashattn finds: build/release/lib/libflashattn.so)")
     ap.add_argument("--read-bw", default=None,
-                    help="cpu-read-bw program (default: bin/cpu-read-bw beside the library's "
-                         "lib/, else compiled from bench/cpu_read_bw.c into --workdir)")
+                    help="cpu-read-bw program, decode's probe (default: bin/cpu-read-bw beside "
+                         "the library's lib/, else compiled from bench/cpu_read_bw.c into "
+                         "--workdir)")
     ap.add_argument("--read-bw-mib", type=int, default=0,
                     help="buffer of the read-bandwidth probe in MiB (default: its own, 8x the "
                          "last-level cache)")
-    ap.add_argument("--seqlens", type=int_list, default=SEQLENS,
-                    help="cache lengths (default 4096,8192,16384,32768)")
-    ap.add_argument("--kv-heads", type=int_list, default=KV_HEADS,
-                    help="K/V heads per shape, each under --heads query heads (default 32,8)")
-    ap.add_argument("--heads", type=int, default=32, help="query heads (default 32)")
-    ap.add_argument("--hdim", type=int, default=128, help="head dim (default 128)")
+    ap.add_argument("--fma-peak", default=None,
+                    help="cpu-fma-peak program, prefill's probe (default: bin/cpu-fma-peak beside "
+                         "the library's lib/, else compiled from bench/cpu_fma_peak.c into "
+                         "--workdir)")
+    ap.add_argument("--seqlens", type=int_list, default=None,
+                    help="decode: cache lengths (default 4096,8192,16384,32768); prefill: "
+                         "seqlen_q = seqlen_k (default 1024,4096)")
+    ap.add_argument("--kv-heads", type=int_list, default=None,
+                    help="K/V heads per shape, each under --heads query heads (default decode "
+                         "32,8, prefill 8)")
+    ap.add_argument("--heads", type=int, default=None,
+                    help="query heads (default decode 32, prefill 8)")
+    ap.add_argument("--hdims", "--hdim", type=int_list, default=None,
+                    help="head dims (default decode 128, prefill 64,128)")
+    ap.add_argument("--causal", type=int_list, default=None,
+                    help="prefill: 0 (not causal), 1 (causal) or both (default 0,1)")
     ap.add_argument("--batch", type=int, default=1, help="batch (default 1)")
-    ap.add_argument("--dtypes", type=dtype_list, default=["f16", "bf16"],
-                    help="our dtypes (default f16,bf16; ggml is always f16)")
-    ap.add_argument("--torch-dtypes", type=dtype_list, default=["f32", "bf16"],
+    ap.add_argument("--dtypes", type=dtype_list, default=None,
+                    help="our dtypes (default decode f16,bf16, prefill f16,bf16,f32; ggml is "
+                         "always f32 q and f16 K/V)")
+    ap.add_argument("--torch-dtypes", type=dtype_list, default=None,
                     help="PyTorch's dtypes (default f32,bf16)")
     ap.add_argument("--splits", type=int, default=0, help="our num_splits (default 0: ours picks)")
     ap.add_argument("--quick", action="store_true",
-                    help=f"a smoke test: the 2 shapes (kv_heads, cache) {QUICK}")
-    ap.add_argument("--rounds", type=int, default=5, help="timed rounds (default 5)")
-    ap.add_argument("--rep-ms", type=float, default=200.0,
-                    help="back-to-back calls of one implementation in a round (default 200 ms)")
-    ap.add_argument("--settle-ms", type=float, default=300.0,
-                    help="untimed alternating calls before the rounds (default 300 ms)")
+                    help=f"a smoke test: decode's 2 shapes (kv_heads, cache) {QUICK['decode']}, "
+                         f"prefill's 2 shapes (hdim, seqlen, causal) {QUICK['prefill']}")
+    ap.add_argument("--rounds", type=int, default=None, help="timed rounds (default 5)")
+    ap.add_argument("--rep-ms", type=float, default=None,
+                    help="back-to-back calls of one implementation in a round (default 200 ms; at "
+                         "least 2 calls in decode, 1 in prefill)")
+    ap.add_argument("--settle-ms", type=float, default=None,
+                    help="untimed alternating calls before the rounds, at least one turn (default "
+                         "decode 300 ms, prefill 0: one turn)")
     ap.add_argument("--max-calls", type=int, default=500, help="cap on the calls of a round")
+    ap.add_argument("--ref-rows", type=int, default=512,
+                    help="prefill: query rows the f32 reference and the check cover, evenly "
+                         "spaced (default 512; all rows when there are no more)")
     ap.add_argument("--tol", type=float, default=2e-2,
                     help="largest relative L2 error of our output against the f32 reference "
                          "(default 2e-2)")
@@ -158,13 +218,22 @@ def parse_args(argv):
                          "something else, not ggml's f16 accumulation over long caches)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cc", default=os.environ.get("CC", "cc"),
-                    help="C compiler for the ggml harness and the probe (default $CC or cc)")
+                    help="C compiler for the ggml harness and the probes (default $CC or cc)")
     ap.add_argument("--json", default=None, help="write everything to this file")
     a = ap.parse_args(argv)
-    if a.threads < 1 or a.rounds < 1 or a.batch < 1:
-        ap.error("--threads, --rounds and --batch must be at least 1")
+    for key, value in DEFAULTS[a.mode].items():
+        if getattr(a, key) is None:
+            setattr(a, key, value)
+    if a.threads < 1 or a.rounds < 1 or a.batch < 1 or a.heads < 1 or a.ref_rows < 1:
+        ap.error("--threads, --rounds, --batch, --heads and --ref-rows must be at least 1")
     if any(h < 1 or a.heads % h for h in a.kv_heads):
         ap.error(f"every --kv-heads must divide --heads {a.heads}")
+    if any(x < 1 for x in a.seqlens + a.hdims):
+        ap.error("--seqlens and --hdims must be at least 1")
+    if any(c not in (0, 1) for c in a.causal) or not a.causal:
+        ap.error("--causal takes 0, 1 or 0,1")
+    if a.mode == "decode" and a.causal != [0]:
+        ap.error("--causal is a prefill option (decode's one query row sees every key)")
     return a
 
 
@@ -258,21 +327,21 @@ def build_ggml(work: str, cc: str) -> dict:
         run_cmd(["cmake", "--build", build, "-j", jobs], "ggml build", logfile=logfile)
         with open(stamp, "w") as f:
             f.write(config)
-    harness = os.path.join(HERE, "ggml_decode.c")
-    so = os.path.join(work, "libggml_decode.so")
-    prog = os.path.join(work, "ggml-decode")
+    harness = os.path.join(HERE, "ggml_attn.c")
+    so = os.path.join(work, "libggml_attn.so")
+    prog = os.path.join(work, "ggml-attn")
     common = ["-std=c11", "-O2", "-Wall", "-Wextra", "-I", os.path.join(src, "include"), harness]
     link = ["-L", libdir, "-lggml", "-lggml-cpu", "-lggml-base", f"-Wl,-rpath,{libdir}", "-lm"]
     newest = max(os.path.getmtime(harness), os.path.getmtime(stamp))
     if not os.path.exists(so) or os.path.getmtime(so) < newest:
-        run_cmd([cc, "-shared", "-fPIC"] + common + ["-o", so] + link, "compiling ggml_decode.c")
-        run_cmd([cc, "-DGGML_DECODE_MAIN"] + common + ["-o", prog] + link,
-                "compiling ggml_decode.c (program)")
+        run_cmd([cc, "-shared", "-fPIC"] + common + ["-o", so] + link, "compiling ggml_attn.c")
+        run_cmd([cc, "-DGGML_ATTN_MAIN"] + common + ["-o", prog] + link,
+                "compiling ggml_attn.c (program)")
     return {"lib": so, "program": prog, "libdir": libdir, "source": src}
 
 
 class Ggml:
-    """bench/ggml_decode.c's shared library through ctypes."""
+    """bench/ggml_attn.c's shared library through ctypes."""
 
     def __init__(self, path: str):
         try:
@@ -280,35 +349,37 @@ class Ggml:
         except OSError as e:
             raise PeerUnavailable(f"cannot load {path}: {e}")
         P = ctypes.c_void_p
-        d.gd_create.restype = P
-        d.gd_create.argtypes = [ctypes.c_int] * 6 + [P, P, P, ctypes.c_char_p, ctypes.c_size_t]
-        d.gd_run.restype = ctypes.c_double
-        d.gd_run.argtypes = [P, ctypes.c_int]
-        d.gd_output.restype = ctypes.c_size_t
-        d.gd_output.argtypes = [P, P, ctypes.c_size_t]
-        d.gd_destroy.restype = None
-        d.gd_destroy.argtypes = [P]
-        d.gd_ggml_version.restype = ctypes.c_char_p
-        d.gd_ggml_version.argtypes = []
+        d.ga_create.restype = P
+        d.ga_create.argtypes = [ctypes.c_int] * 8 + [P, P, P, ctypes.c_char_p, ctypes.c_size_t]
+        d.ga_run.restype = ctypes.c_double
+        d.ga_run.argtypes = [P, ctypes.c_int]
+        d.ga_output.restype = ctypes.c_size_t
+        d.ga_output.argtypes = [P, P, ctypes.c_size_t]
+        d.ga_destroy.restype = None
+        d.ga_destroy.argtypes = [P]
+        d.ga_ggml_version.restype = ctypes.c_char_p
+        d.ga_ggml_version.argtypes = []
         self.dll = d
 
     def version(self) -> str:
-        return self.dll.gd_ggml_version().decode()
+        return self.dll.ga_ggml_version().decode()
 
 
-def find_read_bw(args, lib_path: str) -> str:
-    """cpu-read-bw: --read-bw, the build's bin/ beside the library's lib/, or compiled here."""
-    if args.read_bw:
-        return args.read_bw
+def find_probe(args, lib_path: str, name: str) -> str:
+    """cpu-read-bw or cpu-fma-peak: the option naming it, the build's bin/ beside the library's
+    lib/, or compiled here from bench/."""
+    given = args.read_bw if name == "cpu-read-bw" else args.fma_peak
+    if given:
+        return given
     beside = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(lib_path))), "bin",
-                          "cpu-read-bw")
+                          name)
     if os.path.exists(beside):
         return beside
-    prog = os.path.join(args.workdir, "cpu-read-bw")
-    src = os.path.join(HERE, "cpu_read_bw.c")
+    prog = os.path.join(args.workdir, name)
+    src = os.path.join(HERE, name.replace("-", "_") + ".c")
     if not os.path.exists(prog) or os.path.getmtime(prog) < os.path.getmtime(src):
         run_cmd([args.cc, "-std=c11", "-O3", "-Wall", "-Wextra", "-fopenmp", src, "-o", prog],
-                "compiling cpu_read_bw.c")
+                f"compiling {os.path.basename(src)}")
     return prog
 
 
@@ -329,8 +400,39 @@ def read_bw(prog: str, threads: int, mib: int) -> dict:
             "isa": fields.get("isa", "?"), "llc_mib": float(fields.get("llc_mib", "0"))}
 
 
+def fma_peak(prog: str) -> dict:
+    """One cpu-fma-peak reading (its threads are OMP_NUM_THREADS, set to --threads)."""
+    try:
+        out = subprocess.run([prog], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        return {"error": f"{prog}: {e}"}
+    line = [x for x in out.splitlines() if x.startswith("fma_peak_gflops=")]
+    if not line:
+        return {"error": f"{prog} printed no summary: {out.strip()[-300:]}"}
+    fields = dict(kv.split("=", 1) for kv in line[0].split() if "=" in kv)
+    return {"gflops": float(fields["fma_peak_gflops"]), "threads": int(fields["threads"]),
+            "isa": fields.get("isa", "?")}
+
+
 # ---------------------------------------------------------------------------------------------
-# The implementations: each is (name, dtype, fn(calls) -> ms a call, output() -> f32 tensor)
+# The implementations: each is (name, dtype, fn(calls) -> ms a call, output() -> f32 tensor
+# [batch, seqlen_q, heads, dim])
+
+class Shape(typing.NamedTuple):
+    batch: int
+    seqlen_q: int   # 1 in decode
+    seqlen_k: int   # the cache in decode
+    heads: int
+    kv_heads: int
+    hdim: int
+    causal: int     # 0 in decode
+
+    def flop(self) -> float:
+        """4 * batch * heads * seqlen_q * seqlen_k * hdim, halved when causal."""
+        f = 4.0 * self.batch * self.heads * self.seqlen_q * self.seqlen_k * self.hdim
+        return f / 2 if self.causal else f
+
 
 class Impl:
     def __init__(self, key, family, dtype, elem, run, output, info=None):
@@ -339,17 +441,19 @@ class Impl:
         self.rec = {"impl": family, "dtype": dtype, **self.info}
 
 
-def make_ours(C, lib, torch, dt, inputs, sh, args) -> Impl:
-    """fa_forward_kvcache on ctypes structs built once over torch's CPU tensors."""
-    B, S, H, HKV, D = sh
-    tdt = {"f16": torch.float16, "bf16": torch.bfloat16}[dt]
-    fdt = {"f16": C.FA_F16, "bf16": C.FA_BF16}[dt]
-    q = inputs["q32"].to(tdt).contiguous()           # [B, 1, H, D]
-    k = inputs["k32"].to(tdt).contiguous()           # [B, S, HKV, D]
+TORCH_DT = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+
+
+def make_ours(C, lib, torch, dt, inputs, sh: Shape, args) -> Impl:
+    """fa_forward_kvcache (decode) or fa_forward (prefill) on ctypes structs built once over
+    torch's CPU tensors."""
+    decode = args.mode == "decode"
+    tdt = getattr(torch, TORCH_DT[dt])
+    fdt = {"f16": C.FA_F16, "bf16": C.FA_BF16, "f32": C.FA_F32}[dt]
+    q = inputs["q32"].to(tdt).contiguous()           # [B, Sq, H, D]
+    k = inputs["k32"].to(tdt).contiguous()           # [B, Sk, HKV, D]
     v = inputs["v32"].to(tdt).contiguous()
     out = torch.empty_like(q)
-    lse = torch.empty(B, H, 1, dtype=torch.float32)
-    lens = torch.full((B,), S, dtype=torch.int32)
 
     def tensor(t, dtype):
         ft = C.FaTensor()
@@ -363,25 +467,34 @@ def make_ours(C, lib, torch, dt, inputs, sh, args) -> Impl:
         return ft
 
     tq, tk, tv, to = (tensor(t, fdt) for t in (q, k, v, out))
-    tl, tc = tensor(lse, C.FA_F32), tensor(lens, C.FA_I32)
     params = C.FaParams()
     lib.dll.fa_params_init(ctypes.byref(params))
     params.backend = C.FA_BACKEND_CPU
     params.strict = 1
-    params.return_lse = 1
     params.num_splits = args.splits
-    kv = C.FaKvcacheArgs()
-    lib.dll.fa_kvcache_args_init(ctypes.byref(kv))
-    kv.cache_seqlens = ctypes.pointer(tc)
     info = C.FaRunInfo()
     lib.dll.fa_run_info_init(ctypes.byref(info))
-    f = lib.dll.fa_forward_kvcache
-    refs = [ctypes.byref(x) for x in (params, tq, tk, tv, kv, to, tl, info)]
+    if decode:
+        lse = torch.empty(sh.batch, sh.heads, 1, dtype=torch.float32)
+        lens = torch.full((sh.batch,), sh.seqlen_k, dtype=torch.int32)
+        tl, tc = tensor(lse, C.FA_F32), tensor(lens, C.FA_I32)
+        params.return_lse = 1
+        kv = C.FaKvcacheArgs()
+        lib.dll.fa_kvcache_args_init(ctypes.byref(kv))
+        kv.cache_seqlens = ctypes.pointer(tc)
+        name, f = "fa_forward_kvcache", lib.dll.fa_forward_kvcache
+        refs = [ctypes.byref(x) for x in (params, tq, tk, tv, kv, to, tl, info)]
+        keep = (lse, lens, tl, tc, kv)
+    else:
+        params.causal = sh.causal
+        name, f = "fa_forward", lib.dll.fa_forward
+        refs = [ctypes.byref(x) for x in (params, tq, tk, tv, to)] + [None, ctypes.byref(info)]
+        keep = ()
 
     def call_once():
         st = f(*refs)
         if st != C.FA_OK:
-            raise RuntimeError(f"fa_forward_kvcache: {lib.status_name(st)}: {lib.last_error()}")
+            raise RuntimeError(f"{name}: {lib.status_name(st)}: {lib.last_error()}")
 
     call_once()  # the run report sizes the workspace the timed calls get
     workspace = None
@@ -398,62 +511,61 @@ def make_ours(C, lib, torch, dt, inputs, sh, args) -> Impl:
         for _ in range(calls):
             st = f(*refs)
             if st != C.FA_OK:
-                raise RuntimeError(f"fa_forward_kvcache: {lib.status_name(st)}: "
-                                   f"{lib.last_error()}")
+                raise RuntimeError(f"{name}: {lib.status_name(st)}: {lib.last_error()}")
         return (time.perf_counter() - t0) * 1e3 / calls
 
-    keep = (q, k, v, out, lse, lens, workspace, tq, tk, tv, to, tl, tc, params, kv, info)
     impl = Impl(f"ours_{dt}", "ours", dt, ELEM[dt], run, lambda: out.float(), meta)
-    impl.keep = keep
+    impl.keep = (q, k, v, out, workspace, tq, tk, tv, to, params, info, refs, keep)
     return impl
 
 
-def make_ggml(gg, torch, inputs, sh, threads) -> Impl:
+def make_ggml(gg, torch, inputs, sh: Shape, threads) -> Impl:
     """ggml_flash_attn_ext over f32 q (the f16-rounded values) and f16 K/V in our layout."""
-    B, S, H, HKV, D = sh
+    B, Sq, Sk, H, HKV, D = sh.batch, sh.seqlen_q, sh.seqlen_k, sh.heads, sh.kv_heads, sh.hdim
     q = inputs["q32"].to(torch.float16).float().contiguous()
     k = inputs["k32"].to(torch.float16).contiguous()
     v = inputs["v32"].to(torch.float16).contiguous()
     err = ctypes.create_string_buffer(512)
-    p = gg.dll.gd_create(D, H, HKV, S, B, threads, q.data_ptr(), k.data_ptr(), v.data_ptr(), err,
-                         len(err))
+    p = gg.dll.ga_create(D, H, HKV, Sq, Sk, B, sh.causal, threads, q.data_ptr(), k.data_ptr(),
+                         v.data_ptr(), err, len(err))
     if not p:
-        raise RuntimeError(f"gd_create: {err.value.decode()}")
-    out = torch.empty(B, 1, H, D, dtype=torch.float32)
+        raise RuntimeError(f"ga_create: {err.value.decode()}")
+    out = torch.empty(B, Sq, H, D, dtype=torch.float32)
 
     def run(calls: int) -> float:
-        ms = gg.dll.gd_run(p, calls)
+        ms = gg.dll.ga_run(p, calls)
         if ms < 0:
             raise RuntimeError("ggml_graph_compute failed")
         return ms
 
     def output():
-        if gg.dll.gd_output(p, out.data_ptr(), out.numel()) != out.numel():
-            raise RuntimeError("gd_output: size mismatch")
+        if gg.dll.ga_output(p, out.data_ptr(), out.numel()) != out.numel():
+            raise RuntimeError("ga_output: size mismatch")
         return out
 
     run(1)
-    impl = Impl("ggml_f16", "ggml", "f16", 2, run, output, {"q_dtype": "f32"})
+    impl = Impl("ggml_f16", "ggml", "f16", 2, run, output,
+                {"q_dtype": "f32", "mask": "f16 causal" if sh.causal else "none"})
     impl.keep = (q, k, v, out)
-    impl.close = lambda: gg.dll.gd_destroy(p)
+    impl.close = lambda: gg.dll.ga_destroy(p)
     return impl
 
 
-def make_torch(torch, dt, inputs, sh) -> Impl:
-    """SDPA on [B, H, 1, D] q and contiguous [B, HKV, S, D] K/V, flash backend where it runs."""
+def make_torch(torch, dt, inputs, sh: Shape) -> Impl:
+    """SDPA on [B, H, Sq, D] q and contiguous [B, HKV, Sk, D] K/V, flash backend where it runs."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
 
-    B, S, H, HKV, D = sh
-    tdt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[dt]
-    q = inputs["q32"].to(tdt).transpose(1, 2).contiguous()   # [B, H, 1, D]
-    k = inputs["k32"].to(tdt).transpose(1, 2).contiguous()   # [B, HKV, S, D]
+    tdt = getattr(torch, TORCH_DT[dt])
+    q = inputs["q32"].to(tdt).transpose(1, 2).contiguous()   # [B, H, Sq, D]
+    k = inputs["k32"].to(tdt).transpose(1, 2).contiguous()   # [B, HKV, Sk, D]
     v = inputs["v32"].to(tdt).transpose(1, 2).contiguous()
-    gqa = HKV != H
+    gqa = sh.kv_heads != sh.heads
+    causal = bool(sh.causal)
     state = {"out": None, "backend": "FLASH_ATTENTION", "flash": True}
 
     def sdpa():
-        return F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
 
     def cm():
         if state["flash"]:
@@ -480,7 +592,7 @@ def make_torch(torch, dt, inputs, sh) -> Impl:
 
     impl = Impl(f"torch_{dt}", "torch", dt, ELEM[dt], run,
                 lambda: state["out"].transpose(1, 2).float(),
-                {"sdpa_backend": state["backend"], "enable_gqa": gqa})
+                {"sdpa_backend": state["backend"], "enable_gqa": gqa, "is_causal": causal})
     impl.keep = (q, k, v)
     return impl
 
@@ -488,38 +600,54 @@ def make_torch(torch, dt, inputs, sh) -> Impl:
 # ---------------------------------------------------------------------------------------------
 # One shape
 
-def reference(torch, q32, k32, v32, dt):
-    """Attention in f32 over inputs rounded to dt: [B, 1, H, D]."""
-    tdt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[dt]
-    q, k, v = (t.to(tdt).float() for t in (q32, k32, v32))
-    B, _, H, D = q.shape
-    HKV = k.shape[2]
+def ref_rows(torch, seqlen_q: int, most: int):
+    """The query rows the reference covers: all, or `most` evenly spaced with the first and
+    last."""
+    if seqlen_q <= most:
+        return torch.arange(seqlen_q)
+    return torch.linspace(0, seqlen_q - 1, most).round().long().unique()
+
+
+def reference(torch, q32, k32, v32, dt, rows, causal: int):
+    """Attention in f32 over inputs rounded to dt, for query rows `rows`: [B, len(rows), H, D].
+    Causal: row i sees keys j <= i + seqlen_k - seqlen_q."""
+    tdt = getattr(torch, TORCH_DT[dt])
+    q, k, v = (t.to(tdt).float() for t in (q32[:, rows], k32, v32))
+    B, R, H, D = q.shape
+    Sq, Sk, HKV = q32.shape[1], k.shape[1], k.shape[2]
     g = H // HKV
-    qh = q.view(B, HKV, g, D)                         # query heads of one K/V head together
-    s = torch.einsum("bhgd,bshd->bhgs", qh, k) / D ** 0.5
+    qh = q.view(B, R, HKV, g, D)                      # query heads of one K/V head together
+    s = torch.einsum("brhgd,bshd->bhgrs", qh, k) / D ** 0.5
+    if causal:
+        hidden = torch.arange(Sk)[None, :] > rows[:, None] + (Sk - Sq)     # [R, Sk]
+        s = s.masked_fill(hidden, float("-inf"))
     p = torch.softmax(s, dim=-1)
-    o = torch.einsum("bhgs,bshd->bhgd", p, v)
-    return o.reshape(B, 1, H, D).float()
+    o = torch.einsum("bhgrs,bshd->brhgd", p, v)
+    return o.reshape(B, R, H, D).float()
 
 
-def check(torch, impl: Impl, ref, tol: float) -> dict:
-    o = impl.output()
+def check(torch, impl: Impl, ref, rows, tol: float) -> dict:
+    o = impl.output()[:, rows]
     finite = bool(torch.isfinite(o).all().item())
     d = (o - ref).double()
     rel = (torch.linalg.vector_norm(d) / torch.linalg.vector_norm(ref.double())).item()
     ok = finite and rel <= tol
-    return {"rel_l2": rel if finite else float("nan"), "finite": finite, "ok": ok}
+    return {"rel_l2": rel if finite else float("nan"), "finite": finite, "ok": ok,
+            "rows_checked": len(rows)}
 
 
 def time_shape(impls: list, args) -> None:
     """The module docstring's protocol over impls (warm-up done by their makers)."""
+    least = 2 if args.mode == "decode" else 1
     t_end = time.perf_counter() + args.settle_ms / 1e3
-    while time.perf_counter() < t_end:
+    while True:
         for im in impls:
             im.run(1)
+        if time.perf_counter() >= t_end:
+            break
     for im in impls:
-        est = im.run(2)
-        im.rec["calls"] = max(2, min(args.max_calls, int(args.rep_ms / max(est, 1e-3))))
+        est = im.run(least)
+        im.rec["calls"] = max(least, min(args.max_calls, int(args.rep_ms / max(est, 1e-3))))
     for rd in range(args.rounds):
         k = rd % len(impls)
         for im in impls[k:] + impls[:k]:
@@ -528,18 +656,26 @@ def time_shape(impls: list, args) -> None:
         im.rec["ms"] = statistics.median(im.rec["ms_rounds"])
 
 
-def run_shape(ctx, sh, args) -> tuple[dict, list[str]]:
+def run_shape(ctx, sh: Shape, args) -> tuple[dict, list[str]]:
     torch, C, lib, gg = ctx["torch"], ctx["C"], ctx["lib"], ctx["ggml"]
-    B, S, H, HKV, D = sh
-    gen = torch.Generator().manual_seed(args.seed + 7919 * S + 131 * HKV)
+    B, Sq, Sk, H, HKV, D = sh.batch, sh.seqlen_q, sh.seqlen_k, sh.heads, sh.kv_heads, sh.hdim
+    decode = args.mode == "decode"
+    seed = args.seed + 7919 * Sk + 131 * HKV + (0 if decode else 17 * D)
+    gen = torch.Generator().manual_seed(seed)
 
     def randn(*shape):
         x = torch.randn(*shape, generator=gen)
         return torch.where(x == 0, torch.full_like(x, 0.5), x)  # no zeros a kernel could skip
 
-    inputs = {"q32": randn(B, 1, H, D), "k32": randn(B, S, HKV, D), "v32": randn(B, S, HKV, D)}
-    rec = {"batch": B, "cache": S, "heads": H, "kv_heads": HKV, "hdim": D,
-           "kv_mib": 2 * B * S * HKV * D * 2 / 2 ** 20, "impls": {}}
+    inputs = {"q32": randn(B, Sq, H, D), "k32": randn(B, Sk, HKV, D), "v32": randn(B, Sk, HKV, D)}
+    rec = {"batch": B, "seqlen_q": Sq, "cache" if decode else "seqlen_k": Sk, "heads": H,
+           "kv_heads": HKV, "hdim": D, "impls": {}}
+    if decode:
+        rec["kv_mib"] = 2 * B * Sk * HKV * D * 2 / 2 ** 20
+    else:
+        rec["causal"] = sh.causal
+        rec["flop"] = sh.flop()
+    rows = ref_rows(torch, Sq, args.ref_rows)
     problems, impls = [], []
     makers = [(f"ours_{dt}", lambda dt=dt: make_ours(C, lib, torch, dt, inputs, sh, args))
               for dt in args.dtypes]
@@ -547,7 +683,8 @@ def run_shape(ctx, sh, args) -> tuple[dict, list[str]]:
     makers += [(f"torch_{dt}", lambda dt=dt: make_torch(torch, dt, inputs, sh))
                for dt in args.torch_dtypes]
     refs = {}
-    label = f"{H}/{HKV} heads, cache {S}"
+    label = (f"{H}/{HKV} heads, cache {Sk}" if decode else
+             f"{H}/{HKV} heads, hdim {D}, seqlen {Sq}, {'causal' if sh.causal else 'not causal'}")
     for key, make in makers:
         try:
             im = make()
@@ -557,14 +694,16 @@ def run_shape(ctx, sh, args) -> tuple[dict, list[str]]:
             continue
         ref_dt = "f16" if im.family == "ggml" else im.dtype
         if ref_dt not in refs:
-            refs[ref_dt] = reference(torch, inputs["q32"], inputs["k32"], inputs["v32"], ref_dt)
+            refs[ref_dt] = reference(torch, inputs["q32"], inputs["k32"], inputs["v32"], ref_dt,
+                                     rows, sh.causal)
         tol = args.tol if im.family == "ours" else args.peer_tol
-        im.rec["check"] = check(torch, im, refs[ref_dt], tol)
+        im.rec["check"] = check(torch, im, refs[ref_dt], rows, tol)
         if not im.rec["check"]["ok"]:
             problems.append(f"{label}: {key}: output differs from the f32 reference "
                             f"(rel L2 {im.rec['check']['rel_l2']:.3g} > {tol})")
         rec["impls"][key] = im.rec
         impls.append(im)
+    refs.clear()
     try:
         time_shape(impls, args)
     except Exception as e:  # noqa: BLE001
@@ -573,9 +712,12 @@ def run_shape(ctx, sh, args) -> tuple[dict, list[str]]:
             im.rec.setdefault("error", str(e)[:500])
     for im in impls:
         if "ms" in im.rec:
-            kv_bytes = 2 * B * S * HKV * D * im.elem
-            im.rec["kv_bytes"] = kv_bytes
-            im.rec["gbs"] = kv_bytes / (im.rec["ms"] * 1e-3) / 1e9
+            if decode:
+                kv_bytes = 2 * B * Sk * HKV * D * im.elem
+                im.rec["kv_bytes"] = kv_bytes
+                im.rec["gbs"] = kv_bytes / (im.rec["ms"] * 1e-3) / 1e9
+            else:
+                im.rec["gflops"] = sh.flop() / (im.rec["ms"] * 1e-3) / 1e9
         if hasattr(im, "close"):
             im.close()
     return rec, problems
@@ -619,7 +761,7 @@ def git_commit() -> str:
 
 
 def print_table(results: list, args, bw: float | None) -> None:
-    """One row per shape: ms and GB/s of each, then the ratios (> 1 = ours faster)."""
+    """Decode: one row per shape, ms and GB/s of each, then the ratios (> 1 = ours faster)."""
     ours = [f"ours_{dt}" for dt in args.dtypes]
     torches = [f"torch_{dt}" for dt in args.torch_dtypes]
     cols = ["heads", "cache", "K+V MiB"]
@@ -655,6 +797,48 @@ def print_table(results: list, args, bw: float | None) -> None:
     print("ratios: a peer's ms / ours (> 1 = ours faster); /ggml against ggml f16, /torch against "
           "torch's fastest dtype of the row" + ("; %bw: GB/s over the read probe's median" if bw
                                                else ""))
+
+
+def print_table_prefill(results: list, args, peak: float | None) -> None:
+    """Prefill: one row per shape, ms and GFLOP/s of each, then the ratios (> 1 = ours faster)."""
+    ours = [f"ours_{dt}" for dt in args.dtypes]
+    torches = [f"torch_{dt}" for dt in args.torch_dtypes]
+    cols = ["heads", "hdim", "seqlen", "causal"]
+    for key in ours + ["ggml_f16"] + torches:
+        cols += [f"{key} ms", "GFLOP/s"]
+    if peak:
+        cols += [f"{k.split('_')[1]} %peak" for k in ours]
+    cols += [f"{k.split('_')[1]} /ggml" for k in ours] + [f"{k.split('_')[1]} /torch" for k in ours]
+    rows = []
+    for r in results:
+        im = r["impls"]
+        row = [f"{r['heads']}/{r['kv_heads']}", str(r["hdim"]), str(r["seqlen_q"]),
+               str(r["causal"])]
+
+        def ms(key, im=im):
+            return im.get(key, {}).get("ms")
+
+        for key in ours + ["ggml_f16"] + torches:
+            m, g = ms(key), im.get(key, {}).get("gflops")
+            row += [f"{m:.2f}" if m else "n/a", f"{g:.1f}" if g else "n/a"]
+        if peak:
+            for key in ours:
+                g = im.get(key, {}).get("gflops")
+                row.append(f"{100 * g / peak:.0f}%" if g else "n/a")
+        torch_best = min((ms(k) for k in torches if ms(k)), default=None)
+        for peer in ("ggml", "torch"):
+            for key in ours:
+                p = ms("ggml_f16") if peer == "ggml" else torch_best
+                row.append(f"{p / ms(key):.2f}" if p and ms(key) else "n/a")
+        rows.append(row)
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
+    print("  ".join(c.rjust(w) for c, w in zip(cols, widths)))
+    for r in rows:
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+    print("GFLOP/s: 4*batch*heads*seqlen_q*seqlen_k*hdim per call, halved when causal. ratios: a "
+          "peer's ms / ours (> 1 = ours faster); /ggml against ggml (f32 q, f16 K/V), /torch "
+          "against torch's fastest dtype of the row"
+          + ("; %peak: GFLOP/s over the FMA probe's median" if peak else ""))
 
 
 def main(argv=None) -> int:
@@ -696,21 +880,31 @@ def main(argv=None) -> int:
         return 1
     meta["library"] = {"path": lib.path, "version": lib.version()}
     meta["openmp_runtimes"] = openmp_runtimes()
+    decode = args.mode == "decode"
+    probe_name = "cpu-read-bw" if decode else "cpu-fma-peak"
     try:
-        bw_prog = find_read_bw(args, lib.path)
+        probe_prog = find_probe(args, lib.path, probe_name)
     except PeerUnavailable as e:
-        log(f"no read-bandwidth probe: {e}")
-        bw_prog = None
-    shapes = [(args.batch, s, args.heads, h, args.hdim) for h, s in QUICK] if args.quick else \
-        [(args.batch, s, args.heads, h, args.hdim) for h in args.kv_heads for s in args.seqlens]
+        log(f"no {probe_name} probe: {e}")
+        probe_prog = None
+    B, H = args.batch, args.heads
+    if decode:
+        quick = [(h, s, d) for h, s in QUICK["decode"] for d in args.hdims]
+        full = [(h, s, d) for d in args.hdims for h in args.kv_heads for s in args.seqlens]
+        shapes = [Shape(B, 1, s, H, h, d, 0) for h, s, d in (quick if args.quick else full)]
+    else:
+        quick = [(h, d, s, c) for h in args.kv_heads for d, s, c in QUICK["prefill"]]
+        full = [(h, d, s, c) for h in args.kv_heads for d in args.hdims for s in args.seqlens
+                for c in args.causal]
+        shapes = [Shape(B, s, s, H, h, d, c) for h, d, s, c in (quick if args.quick else full)]
 
     log(f"cpu: {meta['cpu']} ({meta['logical_cpus']} logical CPUs), threads {args.threads}, "
         f"torch {meta['torch']} ({meta['torch_cpu_capability']})")
     log(f"date {meta['date']}, commit {meta['commit']}, libflashattn {meta['library']['version']}"
         f", ggml {meta['ggml']} (llama-cpp-python {LLAMA_CPP_PYTHON} sdist)")
     log(f"OpenMP runtime(s) in this process: {', '.join(meta['openmp_runtimes']) or 'none'}")
-    doc = {"meta": meta, "args": {k: v for k, v in vars(args).items()}, "read_bw": [],
-           "results": [], "problems": []}
+    doc = {"meta": meta, "mode": args.mode, "args": {k: v for k, v in vars(args).items()},
+           "read_bw" if decode else "fma_peak": [], "results": [], "problems": []}
 
     def save():
         if args.json:
@@ -718,8 +912,10 @@ def main(argv=None) -> int:
                 json.dump(doc, f, indent=1)
 
     def probe(when):
-        if bw_prog:
-            r = read_bw(bw_prog, args.threads, args.read_bw_mib)
+        if not probe_prog:
+            return
+        if decode:
+            r = read_bw(probe_prog, args.threads, args.read_bw_mib)
             r["when"] = when
             doc["read_bw"].append(r)
             if "error" in r:
@@ -728,10 +924,25 @@ def main(argv=None) -> int:
                 log(f"read bandwidth ({when}, cpu-read-bw, {args.threads} threads, {r['mib']} MiB, "
                     f"{r['isa']}): best {r['best_gbs']:.1f} GB/s, median {r['median_gbs']:.1f} "
                     f"GB/s (last-level cache {r['llc_mib']:.0f} MiB)")
+        else:
+            r = fma_peak(probe_prog)
+            r["when"] = when
+            doc["fma_peak"].append(r)
+            if "error" in r:
+                log(f"FMA peak ({when}): {r['error']}")
+            else:
+                log(f"FMA peak ({when}, cpu-fma-peak, {r['threads']} threads, {r['isa']}): "
+                    f"{r['gflops']:.1f} GFLOP/s fp32")
 
     probe("before")
     for sh in shapes:
-        log(f"shape: batch {sh[0]}, cache {sh[1]}, heads {sh[2]}/{sh[3]}, hdim {sh[4]} ...")
+        if decode:
+            log(f"shape: batch {sh.batch}, cache {sh.seqlen_k}, heads {sh.heads}/{sh.kv_heads}, "
+                f"hdim {sh.hdim} ...")
+        else:
+            log(f"shape: batch {sh.batch}, seqlen {sh.seqlen_q}, heads {sh.heads}/{sh.kv_heads}, "
+                f"hdim {sh.hdim}, {'causal' if sh.causal else 'not causal'}, "
+                f"{sh.flop() / 1e9:.2f} GFLOP ...")
         rec, problems = run_shape({"torch": torch, "C": C, "lib": lib, "ggml": gg}, sh, args)
         doc["results"].append(rec)
         doc["problems"] += problems
@@ -739,18 +950,28 @@ def main(argv=None) -> int:
             log(f"  PROBLEM: {p}")
         for key, r in rec["impls"].items():
             if "ms" in r:
-                extra = r.get("kernel") or r.get("sdpa_backend") or f"q {r.get('q_dtype')}"
-                log(f"  {key:11s} {r['ms']:9.3f} ms {r['gbs']:7.2f} GB/s  rel L2 "
+                extra = r.get("kernel") or r.get("sdpa_backend") or \
+                    f"q {r.get('q_dtype')}, mask {r.get('mask')}"
+                rate = f"{r['gbs']:7.2f} GB/s" if decode else f"{r['gflops']:7.1f} GFLOP/s"
+                log(f"  {key:11s} {r['ms']:9.3f} ms {rate}  rel L2 "
                     f"{r['check']['rel_l2']:.1e}  {extra}")
         save()
     probe("after")
-    meds = [r["median_gbs"] for r in doc["read_bw"] if "median_gbs" in r]
-    bw = statistics.median(meds) if meds else None
     print()
-    log(f"CPU decode, same run: {meta['cpu']}, {args.threads} threads, {meta['date']}, commit "
-        f"{meta['commit']}, ggml {meta['ggml']}, torch {meta['torch']}"
-        + (f", read probe {bw:.1f} GB/s" if bw else ""))
-    print_table(doc["results"], args, bw)
+    if decode:
+        meds = [r["median_gbs"] for r in doc["read_bw"] if "median_gbs" in r]
+        bw = statistics.median(meds) if meds else None
+        log(f"CPU decode, same run: {meta['cpu']}, {args.threads} threads, {meta['date']}, commit "
+            f"{meta['commit']}, ggml {meta['ggml']}, torch {meta['torch']}"
+            + (f", read probe {bw:.1f} GB/s" if bw else ""))
+        print_table(doc["results"], args, bw)
+    else:
+        peaks = [r["gflops"] for r in doc["fma_peak"] if "gflops" in r]
+        peak = statistics.median(peaks) if peaks else None
+        log(f"CPU prefill, same run: {meta['cpu']}, {args.threads} threads, {meta['date']}, "
+            f"commit {meta['commit']}, ggml {meta['ggml']}, torch {meta['torch']}"
+            + (f", FMA probe {peak:.1f} GFLOP/s" if peak else ""))
+        print_table_prefill(doc["results"], args, peak)
     save()
     if doc["problems"]:
         log(f"\n{len(doc['problems'])} problem(s):")
