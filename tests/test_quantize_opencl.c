@@ -364,10 +364,9 @@ static void edges(env *e) {
     int rotate;
     fa_status expect;
   } cases[] = {
-      {"batch 0, descale per tensor (left as it is)", 0, 7, 2, 64, 0, D_TENSOR, FA_F8E4M3, 1,
+      {"batch 0, descale per tensor (1)", 0, 7, 2, 64, 0, D_TENSOR, FA_F8E4M3, 1, FA_OK},
+      {"seqlen 0, one block per sequence (descales 1)", 2, 0, 3, 64, 0, D_BATCH_HEAD, FA_F8E5M2, 0,
        FA_OK},
-      {"seqlen 0, one block per sequence (descale left as it is)", 2, 0, 3, 64, 0, D_BATCH_HEAD,
-       FA_F8E5M2, 0, FA_OK},
       {"seqlen 0 in blocks of 4 (no descale elements)", 2, 0, 3, 8, 4, D_BLOCK, FA_F8E4M3, 1,
        FA_OK},
       {"heads 0", 2, 5, 0, 16, 0, D_TENSOR, FA_F8E4M3, 0, FA_OK},

@@ -211,8 +211,9 @@ static fa_status launch(quant_launch *l, cl_program prog, const ocl_device_info 
   if (st == FA_OK) st = make_kernel(prog, "fa_quant_store", &ks);
   if (st == FA_OK && r->descale) st = make_kernel(prog, "fa_quant_descale", &kd);
   if (st == FA_OK) st = group_size(dev, ka, ks, &l->wg);
-  /* A head dim of 0 has rows but no elements: every descale is 1 and y has nothing to write. */
-  const int elements = r->head_dim > 0;
+  /* Without rows, or with a head dim of 0, there are no elements: every descale is 1 and y has
+     nothing to write. */
+  const int elements = r->head_dim > 0 && r->batch * r->seqlen * r->heads > 0;
   if (st == FA_OK && r->descale) st = descale_pass(l, kd, 0);
   if (st == FA_OK && r->descale && elements) st = amax_pass(l, ka);
   if (st == FA_OK && r->descale) st = descale_pass(l, kd, 1);
@@ -228,11 +229,12 @@ fa_status ocl_quantize(const fa_quantize_request *req, char *kernel) {
   fa_status st = refuse(req, s);
   if (st != FA_OK) return st;
   kernel_name(req, kernel);
-  /* No rows: nothing to read or write (the descales of an empty x are left as they are, as on
-     the CPU), and the tensors may carry no buffer at all. */
-  if (req->batch * req->seqlen * req->heads == 0) return FA_OK;
+  /* No rows: nothing to read; the descales, if they have elements, become 1 (their blocks' amax
+     is 0, as on the CPU). x and y may then carry no buffer at all. */
+  if (req->batch * req->seqlen * req->heads == 0 && (!req->descale || numel(req->descale) == 0))
+    return FA_OK;
   const ocl_device_info *dev = &s->devices[req->device.id];
-  /* x and y have elements unless the head dim is 0; then descale has them (one per block) */
+  /* x and y have elements unless empty; then descale has them (one per block) */
   const fa_tensor *first = numel(req->x) > 0 ? req->x : req->descale;
   const char *first_name = numel(req->x) > 0 ? "x" : "descale";
   if (!first) return FA_OK; /* head dim 0 and float y: nothing to write */
