@@ -47,13 +47,17 @@ FA_HOST_DEVICE fa_philox4 fa_philox4x32_10(fa_philox4 ctr, uint32_t key0, uint32
   return ctr;
 }
 
-/* Draws at or above this value are kept; p = 0 keeps everything. */
+/* Draws at or above this value are kept; p = 0 keeps everything. In double: OpenCL C has it only
+   with cl_khr_fp64, and a program of a device without it (which no OpenCL dropout needs) goes
+   without this function. */
+#if !defined(FA_OPENCL_C) || defined(cl_khr_fp64)
 FA_HOST_DEVICE uint32_t fa_dropout_threshold(float p) {
   double t = (double)p * 4294967296.0;
   if (t <= 0.0) return 0u;
   if (t >= 4294967295.0) return 4294967295u;
   return (uint32_t)t;
 }
+#endif
 
 /* The four draws for columns [col & ~3, (col & ~3) + 4) of one row. */
 FA_HOST_DEVICE fa_philox4 fa_dropout_draws(uint64_t seed, uint64_t offset, uint64_t bh,

@@ -1,6 +1,6 @@
 /*
  * quantize.cl: fa_quantize (ocl_quantize.c), in a program of its own: the prelude, the core/
- * headers for storage (dtype.h), the rotation (philox.h after fp64_shim.cl, hadamard.h) and FP8
+ * headers for storage (dtype.h), the rotation (philox.h, hadamard.h) and FP8
  * (fp8.h), then this. FP_CONTRACT OFF: no product is fused into a sum, as on the host.
  * The host builds it with -cl-fp32-correctly-rounded-divide-sqrt where the device has that, so
  * `/` is IEEE division as on the CPU backend; the FP8 case is refused elsewhere.
@@ -23,7 +23,6 @@
  *                     value in y's float dtype
  */
 #pragma OPENCL FP_CONTRACT OFF
-#undef double /* fp64_shim.cl's, for philox.h alone */
 
 #define QTILE 1024  /* local floats per tile: one row of FA_MAX_HEAD_DIM elements */
 #define QWG_MAX 256 /* the most work-items per work-group the host asks for */
