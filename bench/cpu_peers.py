@@ -784,19 +784,29 @@ def print_table(results: list, args, bw: float | None) -> None:
             if bw:
                 row.append(f"{100 * g / bw:.0f}%" if g else "n/a")
         row += [f"{ms(k):.3f}" if ms(k) else "n/a" for k in torches]
-        torch_best = min((ms(k) for k in torches if ms(k)), default=None)
-        for peer in ("ggml", "torch"):
-            for key in ours:
-                p = ms("ggml_f16") if peer == "ggml" else torch_best
-                row.append(f"{p / ms(key):.2f}" if p and ms(key) else "n/a")
+        row += ratio_cells(ms, ours, torches)
         rows.append(row)
+    print_rows(cols, rows)
+    print("ratios: a peer's ms / ours (> 1 = ours faster); /ggml against ggml f16, /torch against "
+          "torch's fastest dtype of the row" + ("; %bw: GB/s over the read probe's median" if bw
+                                               else ""))
+
+
+def ratio_cells(ms, ours: list, torches: list) -> list:
+    """A row's ratios: ggml's ms over each of ours, then torch's fastest dtype's over each."""
+    torch_best = min((ms(k) for k in torches if ms(k)), default=None)
+    cells = []
+    for peer in (ms("ggml_f16"), torch_best):
+        for key in ours:
+            cells.append(f"{peer / ms(key):.2f}" if peer and ms(key) else "n/a")
+    return cells
+
+
+def print_rows(cols: list, rows: list) -> None:
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
     print("  ".join(c.rjust(w) for c, w in zip(cols, widths)))
     for r in rows:
         print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
-    print("ratios: a peer's ms / ours (> 1 = ours faster); /ggml against ggml f16, /torch against "
-          "torch's fastest dtype of the row" + ("; %bw: GB/s over the read probe's median" if bw
-                                               else ""))
 
 
 def print_table_prefill(results: list, args, peak: float | None) -> None:
@@ -825,16 +835,9 @@ def print_table_prefill(results: list, args, peak: float | None) -> None:
             for key in ours:
                 g = im.get(key, {}).get("gflops")
                 row.append(f"{100 * g / peak:.0f}%" if g else "n/a")
-        torch_best = min((ms(k) for k in torches if ms(k)), default=None)
-        for peer in ("ggml", "torch"):
-            for key in ours:
-                p = ms("ggml_f16") if peer == "ggml" else torch_best
-                row.append(f"{p / ms(key):.2f}" if p and ms(key) else "n/a")
+        row += ratio_cells(ms, ours, torches)
         rows.append(row)
-    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
-    print("  ".join(c.rjust(w) for c, w in zip(cols, widths)))
-    for r in rows:
-        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+    print_rows(cols, rows)
     print("GFLOP/s: 4*batch*heads*seqlen_q*seqlen_k*hdim per call, halved when causal. ratios: a "
           "peer's ms / ours (> 1 = ours faster); /ggml against ggml (f32 q, f16 K/V), /torch "
           "against torch's fastest dtype of the row"

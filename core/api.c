@@ -72,6 +72,20 @@ void fa_note_rejected(char *list, size_t size, const char *name, const char *why
   if (used + 1 < size) snprintf(list + used, size - used, "%s%s: %s", used ? "; " : "", name, why);
 }
 
+int fa_slot_usable(const fa_backend_slot *s, fa_device_kind memory, char *why, size_t n,
+                   int *refused) {
+  if (!s->plugin) {
+    snprintf(why, n, "unavailable: %s", s->reason);
+    return 0;
+  }
+  if (s->owns != memory) {
+    snprintf(why, n, "cannot use %s memory (where the tensors live)", fa_device_kind_name(memory));
+    *refused = 1;
+    return 0;
+  }
+  return 1;
+}
+
 /* Picks the backend and kernel. With a named backend it is tried first; without strict, AUTO's
  * order (core/backends.c) follows, among the backends that own the tensors' memory. With strict,
  * only the first candidate is tried: no fallback at all. */
@@ -85,13 +99,7 @@ static fa_status choose(const fa_request *req, choice *c) {
   for (int i = 0; i < n; ++i) {
     const fa_backend_slot *s = fa_registry_slot(order[i]);
     char why[FA_REASON_LEN];
-    if (!s->plugin) {
-      snprintf(why, sizeof why, "unavailable: %s", s->reason);
-    } else if (s->owns != req->device.kind) {
-      snprintf(why, sizeof why, "cannot use %s memory (where the tensors live)",
-               fa_device_kind_name(req->device.kind));
-      any_refused = 1;
-    } else {
+    if (fa_slot_usable(s, req->device.kind, why, sizeof why, &any_refused)) {
       s->plugin->decide(req, &c->decision);
       if (c->decision.supported) {
         c->slot = s;

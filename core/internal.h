@@ -66,6 +66,10 @@ const fa_backend_slot *fa_registry_slot(int32_t id);
 int fa_plugin_locate(const char *file, const char *build_reason, char *path, size_t path_len,
                      char *reason, size_t reason_len);
 
+/* api.c: whether a candidate backend's plugin is loaded and computes on `memory`; else why not,
+   with *refused set when it is loaded (a refusal, not an unavailable backend). */
+int fa_slot_usable(const fa_backend_slot *s, fa_device_kind memory, char *why, size_t n,
+                   int *refused);
 /* api.c: the backend list of a run report, "name: why; name: why". */
 void fa_note_rejected(char *list, size_t size, const char *name, const char *why);
 

@@ -189,6 +189,23 @@ fa_probe_add_device(fa_plugin_probe *out, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* The run report's name of an fa_quantize kernel, the same form on every backend:
+   "<backend>.quantize.<x dtype>.<y dtype>.hd<D>[.rotate][.per_tensor|.block<rows>|.per_head]". */
+static inline void fa_quantize_kernel_name(const fa_quantize_request *req, const char *backend,
+                                           char *kernel) {
+  const fa_tensor *d = req->descale;
+  char blocks[48] = "";
+  if (d && d->shape[0] == 1 && d->shape[1] == 1 && d->shape[2] == 1)
+    snprintf(blocks, sizeof blocks, ".per_tensor");
+  else if (d && req->args->block_rows > 0)
+    snprintf(blocks, sizeof blocks, ".block%lld", (long long)req->args->block_rows);
+  else if (d)
+    snprintf(blocks, sizeof blocks, ".per_head");
+  snprintf(kernel, FA_KERNEL_LEN, "%s.quantize.%s.%s.hd%lld%s%s", backend,
+           fa_dtype_name(req->x->dtype), fa_dtype_name(req->y->dtype), (long long)req->head_dim,
+           req->args->rotate ? ".rotate" : "", blocks);
+}
+
 /* Element pointer arithmetic shared by host backends. */
 static inline void *fa_tensor_base(const fa_tensor *t) {
   /* A tensor without elements may have data NULL; arithmetic on a null pointer is undefined even

@@ -120,12 +120,8 @@ fa_status fa_quantize(const fa_quantize_args *args, const fa_tensor *x, fa_tenso
   for (int i = 0; i < n; ++i) {
     const fa_backend_slot *s = fa_registry_slot(order[i]);
     char why[FA_REASON_LEN];
-    if (!s->plugin) {
-      snprintf(why, sizeof why, "unavailable: %s", s->reason);
-    } else if (s->owns != req.device.kind) {
-      snprintf(why, sizeof why, "cannot use %s memory (where the tensors live)",
-               fa_device_kind_name(req.device.kind));
-      any_refused = 1;
+    if (!fa_slot_usable(s, req.device.kind, why, sizeof why, &any_refused)) {
+      /* unavailable, or not on this memory: why says which */
     } else if (!s->plugin->quantize) {
       snprintf(why, sizeof why, "fa_quantize is not offered by %s", s->name);
       any_refused = 1;

@@ -124,16 +124,6 @@ fa_status cpu_quantize(const fa_quantize_request *req, char *kernel) {
       j.signs[c] = (unsigned char)fa_hadamard_sign_negative(req->args->rotate_seed, (uint32_t)c);
   if (req->descale) find_descales(&j); /* a block without elements gets 1 too */
   store_rows(&j);
-  const fa_tensor *d = req->descale;
-  char blocks[48] = "";
-  if (d && d->shape[0] == 1 && d->shape[1] == 1 && d->shape[2] == 1)
-    snprintf(blocks, sizeof blocks, ".per_tensor");
-  else if (d && req->args->block_rows > 0)
-    snprintf(blocks, sizeof blocks, ".block%lld", (long long)req->args->block_rows);
-  else if (d)
-    snprintf(blocks, sizeof blocks, ".per_head");
-  snprintf(kernel, FA_KERNEL_LEN, "cpu.quantize.%s.%s.hd%lld%s%s", fa_dtype_name(req->x->dtype),
-           fa_dtype_name(req->y->dtype), (long long)req->head_dim,
-           req->args->rotate ? ".rotate" : "", blocks);
+  fa_quantize_kernel_name(req, "cpu", kernel);
   return FA_OK;
 }

@@ -48,21 +48,6 @@ static int64_t numel(const fa_tensor *t) {
 
 static int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* The kernel name the run report gives, as cpu.quantize's with opencl's prefix. */
-static void kernel_name(const fa_quantize_request *req, char *kernel) {
-  const fa_tensor *d = req->descale;
-  char blocks[48] = "";
-  if (d && d->shape[0] == 1 && d->shape[1] == 1 && d->shape[2] == 1)
-    snprintf(blocks, sizeof blocks, ".per_tensor");
-  else if (d && req->args->block_rows > 0)
-    snprintf(blocks, sizeof blocks, ".block%lld", (long long)req->args->block_rows);
-  else if (d)
-    snprintf(blocks, sizeof blocks, ".per_head");
-  snprintf(kernel, FA_KERNEL_LEN, "opencl.quantize.%s.%s.hd%lld%s%s", fa_dtype_name(req->x->dtype),
-           fa_dtype_name(req->y->dtype), (long long)req->head_dim,
-           req->args->rotate ? ".rotate" : "", blocks);
-}
-
 /* FA_ERR_UNSUPPORTED with the reason when this backend cannot give the CPU backend's bits. */
 static fa_status refuse(const fa_quantize_request *req, const ocl_state *s) {
   if (req->device.kind != FA_DEVICE_OPENCL)
@@ -228,7 +213,7 @@ fa_status ocl_quantize(const fa_quantize_request *req, char *kernel) {
   const ocl_state *s = ocl_state_get();
   fa_status st = refuse(req, s);
   if (st != FA_OK) return st;
-  kernel_name(req, kernel);
+  fa_quantize_kernel_name(req, "opencl", kernel);
   /* No rows: nothing to read; the descales, if they have elements, become 1 (their blocks' amax
      is 0, as on the CPU). x and y may then carry no buffer at all. */
   if (req->batch * req->seqlen * req->heads == 0 && (!req->descale || numel(req->descale) == 0))

@@ -53,24 +53,27 @@ FA_HOST_DEVICE uint32_t fa_fp8_magnitude(uint32_t a, uint32_t mbits, int32_t bia
   return (r >> drop) - ((uint32_t)(127 - bias) << mbits);
 }
 
-FA_HOST_DEVICE uint8_t fa_f32_to_f8e4m3(float f) {
+/* f as an FP8 code of `mbits` mantissa bits and exponent bias `bias`: NaN as nan_code, any value
+   at or above `sat` (the fp32 bits of the largest finite value) and anything rounding past it as
+   max_code, the largest finite code; the sign kept. */
+FA_HOST_DEVICE uint8_t fa_f32_to_fp8(float f, uint32_t mbits, int32_t bias, uint32_t sat,
+                                     uint32_t max_code, uint32_t nan_code) {
   const uint32_t u = fa_f32_to_bits(f);
   const uint32_t sign = (u >> 24) & 0x80u;
   const uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return (uint8_t)(sign | 0x7fu);  /* NaN */
-  if (a >= 0x43e00000u) return (uint8_t)(sign | 0x7eu); /* >= 448 (infinity too): 448 */
-  const uint32_t c = fa_fp8_magnitude(a, 3u, 7);
-  return (uint8_t)(sign | (c > 0x7eu ? 0x7eu : c));
+  if (a > 0x7f800000u) return (uint8_t)(sign | nan_code);
+  if (a >= sat) return (uint8_t)(sign | max_code);
+  const uint32_t c = fa_fp8_magnitude(a, mbits, bias);
+  return (uint8_t)(sign | (c > max_code ? max_code : c));
+}
+
+/* 0x43e00000 is 448.0f, 0x47600000 is 57344.0f (infinities included by the comparison) */
+FA_HOST_DEVICE uint8_t fa_f32_to_f8e4m3(float f) {
+  return fa_f32_to_fp8(f, 3u, 7, 0x43e00000u, 0x7eu, 0x7fu);
 }
 
 FA_HOST_DEVICE uint8_t fa_f32_to_f8e5m2(float f) {
-  const uint32_t u = fa_f32_to_bits(f);
-  const uint32_t sign = (u >> 24) & 0x80u;
-  const uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return (uint8_t)(sign | 0x7eu);  /* NaN */
-  if (a >= 0x47600000u) return (uint8_t)(sign | 0x7bu); /* >= 57344 (infinity too): 57344 */
-  const uint32_t c = fa_fp8_magnitude(a, 2u, 15);
-  return (uint8_t)(sign | (c > 0x7bu ? 0x7bu : c));
+  return fa_f32_to_fp8(f, 2u, 15, 0x47600000u, 0x7bu, 0x7eu);
 }
 
 #endif /* FA_CORE_FP8_H */
