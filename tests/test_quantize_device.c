@@ -1,8 +1,9 @@
 /*
- * test_quantize_opencl.c: fa_quantize on the OpenCL backend (opencl.quantize) against the CPU
- * backend's, byte for byte: y and descale, and the memory around them (every buffer starts with the
- * same random poison on both sides, so a stray write shows as a difference). The inputs are fresh
- * each run (the seed is printed; FA_TEST_SEED replays a run).
+ * test_quantize_device.c: fa_quantize on a device backend, OpenCL (opencl.quantize) or CUDA
+ * (cuda.quantize; argv[1] names it, opencl by default), against the CPU backend's, byte for byte: y
+ * and descale, and the memory around them (every buffer starts with the same random poison on both
+ * sides, so a stray write shows as a difference). The inputs are fresh each run (the seed is
+ * printed; FA_TEST_SEED replays a run).
  *
  * The matrix: x f32/f16/bf16; y e4m3/e5m2 with descales per tensor [1,1,1], per batch and head
  * [B,H,1], per head [1,H,1] and per block [B,H,ceil(S/rows)] with rows not dividing S, and y
@@ -12,12 +13,12 @@
  * head of subnormal-sized values or infinities (unrotated). Then: empty tensors (batch 0, seqlen 0,
  * heads 0 with NULL data: nothing written; head dim 0: every descale 1), and a head dim that is not
  * a power of two with rotation (FA_ERR_UNSUPPORTED from both backends, nothing written). Every
- * OpenCL call names the backend, strict, and its run report must name the OpenCL kernel, as the
- * CPU's name with "opencl" for "cpu".
+ * device call names the backend, strict, and its run report must name the device's kernel, as
+ * the CPU's name with the backend's for "cpu".
  *
  * A device without IEEE division or subnormals is refused by the plugin for FP8 output or any
  * arithmetic (its reason says which); those cases are counted as skipped there. Exits 77 where the
- * OpenCL backend or OpenCL device memory is not available.
+ * backend or its device memory is not available.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -51,16 +52,18 @@ typedef struct qcase {
 } qcase;
 
 typedef struct env {
+  int32_t backend;  /* FA_BACKEND_OPENCL or FA_BACKEND_CUDA */
+  const char *name; /* "opencl", "cuda" */
   fa_device dev;
   void *stream;
   tu_rng rng;
   int refused; /* cases the device refused (no IEEE division or subnormals) */
 } env;
 
-/* One tensor in host memory (the CPU's copy) and in a device buffer (the OpenCL's copy) with the
+/* One tensor in host memory (the CPU's copy) and in a device buffer (the device's copy) with the
    same layout and the same bytes. */
 typedef struct pair {
-  fa_tensor cpu, ocl;
+  fa_tensor cpu, on_dev;
   unsigned char *host;
   size_t bytes;
   void *dev;
@@ -99,8 +102,8 @@ static int pair_make(pair *p, env *e, fa_dtype dt, int ndim, const int64_t *shap
   memset(p, 0, sizeof *p);
   p->bytes = lay_out(&p->cpu, dt, ndim, shape, strided);
   p->cpu.device.kind = FA_DEVICE_CPU;
-  p->ocl = p->cpu;
-  p->ocl.device = e->dev;
+  p->on_dev = p->cpu;
+  p->on_dev.device = e->dev;
   if (numel_of(&p->cpu) == 0) return 0;
   p->host = (unsigned char *)malloc(p->bytes);
   if (!p->host) return test_fail("out of host memory"), -1;
@@ -109,7 +112,7 @@ static int pair_make(pair *p, env *e, fa_dtype dt, int ndim, const int64_t *shap
       devmem_copy_to_device(e->dev, p->dev, p->host, p->bytes, err, sizeof err) != 0)
     return test_fail("%s", err), -1;
   p->cpu.data = p->host;
-  p->ocl.data = p->dev;
+  p->on_dev.data = p->dev;
   return 0;
 }
 
@@ -189,8 +192,8 @@ static void compare(const pair *p, env *e, const char *what) {
     uint32_t a = 0, b = 0;
     memcpy(&a, p->host + i, es);
     memcpy(&b, got + i, es);
-    test_fail("%s: element %zu of the buffer: cpu 0x%0*x, opencl 0x%0*x", what, i / es,
-              (int)(2 * es), (unsigned)a, (int)(2 * es), (unsigned)b);
+    test_fail("%s: element %zu of the buffer: cpu 0x%0*x, %s 0x%0*x", what, i / es, (int)(2 * es),
+              (unsigned)a, e->name, (int)(2 * es), (unsigned)b);
   }
   if (bad > 3) test_add_failures(bad - 3);
   free(got);
@@ -202,7 +205,7 @@ static int refused_by_device(fa_status st) {
          (strstr(m, "CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT") || strstr(m, "CL_FP_DENORM"));
 }
 
-/* Both backends on the same inputs; OpenCL's y and descale must equal the CPU's byte for byte.
+/* Both backends on the same inputs; the device's y and descale must equal the CPU's byte for byte.
    expect: the status both must return. */
 static void run_case(env *e, const qcase *c, fa_status expect) {
   const int fp8 = c->ydt == FA_F8E4M3 || c->ydt == FA_F8E5M2;
@@ -228,35 +231,35 @@ static void run_case(env *e, const qcase *c, fa_status expect) {
   args.rotate_seed = c->seed;
   args.strict = 1;
   args.backend = FA_BACKEND_CPU;
-  fa_run_info cpu_info, ocl_info;
+  fa_run_info cpu_info, dev_info;
   fa_run_info_init(&cpu_info);
-  fa_run_info_init(&ocl_info);
+  fa_run_info_init(&dev_info);
   fa_status st = fa_quantize(&args, &x.cpu, &y.cpu, fp8 ? &ds.cpu : NULL, &cpu_info);
   if (st != expect) {
     test_fail("cpu: %s (%s), expected %s", fa_status_string(st), fa_last_error(),
               fa_status_string(expect));
     goto done;
   }
-  args.backend = FA_BACKEND_OPENCL;
+  args.backend = e->backend;
   args.stream = c->own_queue ? NULL : e->stream;
-  st = fa_quantize(&args, &x.ocl, &y.ocl, fp8 ? &ds.ocl : NULL, &ocl_info);
+  st = fa_quantize(&args, &x.on_dev, &y.on_dev, fp8 ? &ds.on_dev : NULL, &dev_info);
   if (refused_by_device(st) && expect == FA_OK) {
     if (e->refused++ == 0) printf("  (the device refuses this case: %s)\n", fa_last_error());
     goto done;
   }
   if (st != expect) {
-    test_fail("opencl: %s (%s), expected %s", fa_status_string(st), fa_last_error(),
+    test_fail("%s: %s (%s), expected %s", e->name, fa_status_string(st), fa_last_error(),
               fa_status_string(expect));
     goto done;
   }
   if (st == FA_OK) {
-    if (ocl_info.backend != FA_BACKEND_OPENCL)
-      test_fail("ran on %s, not opencl", ocl_info.backend_name);
+    if (dev_info.backend != e->backend)
+      test_fail("ran on %s, not %s", dev_info.backend_name, e->name);
     char want[FA_KERNEL_LEN];
-    snprintf(want, sizeof want, "opencl%s",
+    snprintf(want, sizeof want, "%s%s", e->name,
              strncmp(cpu_info.kernel, "cpu.", 4) == 0 ? cpu_info.kernel + 3 : "?");
-    if (strcmp(ocl_info.kernel, want) != 0)
-      test_fail("run report names kernel '%s', expected '%s' (cpu: '%s')", ocl_info.kernel, want,
+    if (strcmp(dev_info.kernel, want) != 0)
+      test_fail("run report names kernel '%s', expected '%s' (cpu: '%s')", dev_info.kernel, want,
                 cpu_info.kernel);
   }
   compare(&y, e, "y");
@@ -399,7 +402,15 @@ static void edges(env *e) {
   }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  const int cuda = argc > 1 && strcmp(argv[1], "cuda") == 0;
+  if (argc > 1 && !cuda && strcmp(argv[1], "opencl") != 0) {
+    printf("usage: test_quantize_device [opencl|cuda]\n");
+    return 2;
+  }
+  const int32_t backend = cuda ? FA_BACKEND_CUDA : FA_BACKEND_OPENCL;
+  const fa_device_kind kind = cuda ? FA_DEVICE_CUDA : FA_DEVICE_OPENCL;
+  const char *bname = cuda ? "cuda" : "opencl";
   fa_backend_desc descs[8];
   for (int i = 0; i < 8; ++i) fa_backend_desc_init(&descs[i]);
   int32_t count = 0;
@@ -407,14 +418,14 @@ int main(void) {
     printf("fa_backend_info: %s\n", fa_last_error());
     return 1;
   }
-  const fa_backend_desc *ocl = NULL, *cpu = NULL;
+  const fa_backend_desc *devb = NULL, *cpu = NULL;
   for (int32_t i = 0; i < count && i < 8; ++i) {
-    if (descs[i].id == FA_BACKEND_OPENCL) ocl = &descs[i];
+    if (descs[i].id == backend) devb = &descs[i];
     if (descs[i].id == FA_BACKEND_CPU) cpu = &descs[i];
   }
-  if (!ocl || !ocl->available || !devmem_supported(FA_DEVICE_OPENCL)) {
-    printf("skip: opencl: %s\n",
-           ocl && !ocl->available ? ocl->reason : "no OpenCL device memory in this build");
+  if (!devb || !devb->available || !devmem_supported(kind)) {
+    printf("skip: %s: %s\n", bname,
+           devb && !devb->available ? devb->reason : "no device memory of its kind in this build");
     return 77;
   }
   if (!cpu || !cpu->available) {
@@ -423,8 +434,10 @@ int main(void) {
   }
   env e;
   memset(&e, 0, sizeof e);
+  e.backend = backend;
+  e.name = bname;
   char err[256], name[160];
-  if (devmem_default_device(FA_DEVICE_OPENCL, &e.dev, err, sizeof err) != 0) {
+  if (devmem_default_device(kind, &e.dev, err, sizeof err) != 0) {
     printf("skip: %s\n", err);
     return 77;
   }
@@ -434,12 +447,12 @@ int main(void) {
   }
   if (devmem_device_name(e.dev, name, sizeof name, err, sizeof err) != 0) snprintf(name, 8, "?");
   const uint64_t seed = tu_run_seed();
-  printf("seed %#" PRIx64 " (FA_TEST_SEED=%#" PRIx64 " replays this run); device opencl:%d %s\n",
-         seed, seed, (int)e.dev.id, name);
-  tu_rng_init(&e.rng, tu_seed_for(seed, "test_quantize_opencl"));
+  printf("seed %#" PRIx64 " (FA_TEST_SEED=%#" PRIx64 " replays this run); device %s:%d %s\n", seed,
+         seed, bname, (int)e.dev.id, name);
+  tu_rng_init(&e.rng, tu_seed_for(seed, "test_quantize_device"));
   matrix(&e);
   edges(&e);
   if (e.refused) printf("%d case(s) refused by the device (see above)\n", e.refused);
   devmem_shutdown();
-  return test_summary("test_quantize_opencl");
+  return test_summary(cuda ? "test_quantize_device cuda" : "test_quantize_device opencl");
 }
