@@ -381,7 +381,9 @@ int main(int argc, char **argv) {
   for (int i = 0; i < F.n; ++i) {
     const fcase *c = &F.v[i];
     if (!case_selected(c->name, c->quick, quick, filter) || (keep_f && !keep_f[i])) continue;
-    ++counts[c->kvc ? run_kvcase(c, &R, seed) : run_fcase(c, &R, seed)];
+    ++counts[c->kvc   ? run_kvcase(c, &R, seed)
+             : c->fp8 ? run_fp8case(c, &R, seed)
+                      : run_fcase(c, &R, seed)];
   }
   fa_release();
   printf("conformance: %.1f s, seed %llu\n", now_s() - t0, (unsigned long long)seed);

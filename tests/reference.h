@@ -79,6 +79,18 @@ int ref_attention_ext(const ref_problem *p, const ref_ext *x, ref_precision prec
                       const tu_tensor *dout, ref_result *r, int threads);
 void ref_result_free(ref_result *r);
 
+/* FP8 inputs (fp8_inputs.c): src (a float tensor [b, s, h, d]) quantized to dt by the CPU
+   backend's fa_quantize with `rows` rows per descale block (0: one block), descales [b, h, blocks]
+   or, per_tensor, [1, 1, 1], rotated with `seed` when asked; x in `layout`, descale contiguous,
+   both snapshotted; deq holds x's values times their descales in float32, the values the FP8 call
+   stands for. Returns 0, or -1 (out of memory, or fa_last_error() says why). */
+typedef struct ref_fp8 {
+  tu_tensor x, descale, deq;
+} ref_fp8;
+int ref_fp8_inputs(const tu_tensor *src, fa_dtype dt, int64_t rows, int per_tensor, int rotate,
+                   uint64_t seed, tu_layout_kind layout, ref_fp8 *out);
+void ref_fp8_free(ref_fp8 *f);
+
 /* FA_TEST_THREADS when set, else the online CPU count (at least 1). */
 int ref_default_threads(void);
 

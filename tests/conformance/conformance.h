@@ -12,6 +12,7 @@
  *   fprep.c         the inputs of a feature case: reference problem, params, index tensors
  *   run_features.c  one feature case (window, softcap, ALiBi, dropout, varlen, paged, split-KV)
  *   run_kvcache.c   one fa_forward_kvcache case
+ *   run_fp8.c       one FP8 case: fa_quantize'd inputs, the forward against the dequantized ones
  *
  * The suite sees the library through api/flash_attn.h and the run report only: no backend's
  * internal header is included anywhere in it.
@@ -235,6 +236,11 @@ typedef struct fcase {
   int64_t rot;  /* rotary dim (0: none) */
   int inter;    /* rotary interleaved */
   int rot_f32;  /* rotary tables f32 (else q's dtype) */
+  /* FP8 inputs (fa_forward): q, k, v of dtype fp8, out of dtype `dtype` */
+  fa_dtype fp8;           /* 0: not an FP8 case */
+  int dsl;                /* descales: 0 none, 1 per tensor, 2 per (batch, head), 3 per block */
+  int64_t rows_q, rows_k; /* dsl 3: rows per descale block */
+  int rotate;             /* q and k rotated with one seed (incoherent processing) */
   double cost;
   int quick;
 } fcase;
@@ -310,6 +316,7 @@ typedef struct frun {
 } frun;
 
 int run_fcase(const fcase *c, frun *R, uint64_t run_seed);
+int run_fp8case(const fcase *c, frun *R, uint64_t run_seed);
 int run_kvcase(const fcase *c, frun *R, uint64_t run_seed);
 
 /* fprep.c: what run_fcase and run_kvcase share. */

@@ -1,7 +1,7 @@
 /*
  * fcases.c: the feature cases: sliding window, softcap, ALiBi, dropout, variable length (packed
  * q/k, both lse layouts, seqused_k), paged KV, split-KV, head dims up to 512, deterministic mode
- * and fa_forward_kvcache, each dtype, alone and combined; and their --quick subset.
+ * fa_forward_kvcache and FP8 inputs, each dtype, alone and combined; and their --quick subset.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +25,7 @@ int fcase_features(const fcase *c, const char **f, int max) {
   if (c->d > 256 || c->dv > 256) FEAT("hd512");
   if (c->bwd && !c->page) FEAT("bwd");
   if (c->determ) FEAT("deterministic");
+  if (c->fp8) FEAT("fp8");
 #undef FEAT
   return n;
 }
@@ -327,6 +328,32 @@ void build_fcases(fcase_list *L) {
     c.cache_len[0] = 1000, c.cache_len[1] = 3;
     fcase_add(L, c, "kvcache.paged1024");
   }
+  /* FP8 inputs (the case's dtype is out's): the descale layouts, rotated q and k, both formats,
+     masks and GQA, the head dims the GPU kernels have */
+  {
+    fcase c = fbase(FA_BF16, 2, 4, 2, 37, 53, 64, 64, CM_NONE);
+    c.bwd = 0, c.fp8 = FA_F8E4M3, c.dsl = 1;
+    fcase_add(L, c, "fp8.e4m3.per_tensor");
+    c = fbase(FA_F16, 2, 4, 4, 64, 64, 128, 128, CM_BR);
+    c.bwd = 0, c.fp8 = FA_F8E4M3, c.dsl = 2, c.layout = L_MIXED;
+    fcase_add(L, c, "fp8.e4m3.per_head");
+    c = fbase(FA_BF16, 1, 8, 2, 70, 129, 64, 64, CM_BR);
+    c.bwd = 0, c.fp8 = FA_F8E4M3, c.dsl = 3, c.rows_q = 16, c.rows_k = 32;
+    fcase_add(L, c, "fp8.e4m3.block16x32");
+    c = fbase(FA_BF16, 2, 2, 1, 40, 90, 128, 128, CM_NONE);
+    c.bwd = 0, c.fp8 = FA_F8E4M3, c.dsl = 3, c.rows_q = 8, c.rows_k = 24, c.rotate = 1;
+    c.win = 1, c.wl = 7, c.wr = 3;
+    fcase_add(L, c, "fp8.e4m3.rotated.window");
+    c = fbase(FA_BF16, 1, 4, 2, 130, 260, 256, 256, CM_BR);
+    c.bwd = 0, c.fp8 = FA_F8E4M3, c.dsl = 3, c.rows_q = 128, c.rows_k = 128, c.rotate = 1;
+    fcase_add(L, c, "fp8.e4m3.rotated.hd256");
+    c = fbase(FA_F16, 1, 3, 3, 33, 47, 64, 64, CM_TL);
+    c.bwd = 0, c.fp8 = FA_F8E5M2, c.dsl = 2;
+    fcase_add(L, c, "fp8.e5m2.per_head");
+    c = fbase(FA_BF16, 1, 2, 2, 20, 30, 64, 64, CM_NONE);
+    c.bwd = 0, c.fp8 = FA_F8E4M3, c.dsl = 0;
+    fcase_add(L, c, "fp8.e4m3.no_descale");
+  }
 }
 
 static int fcmp_cost(const void *a, const void *b) {
@@ -359,6 +386,7 @@ void mark_fquick(fcase_list *L) {
     if (c->rot && nt < 24) snprintf(tags[nt++], 48, "rot:%d", c->inter);
     if (c->page && nt < 24) snprintf(tags[nt++], 48, "page:%lld", (long long)c->page);
     if (c->splits >= 0 && nt < 24) snprintf(tags[nt++], 48, "splits:%d", c->splits);
+    if (c->fp8 && nt < 24) snprintf(tags[nt++], 48, "fp8:%d.%d", (int)c->fp8, c->dsl);
     int fresh = 0;
     for (int t = 0; t < nt; ++t) fresh |= !tag_has(&seen, tags[t]);
     if (!fresh) continue;

@@ -117,7 +117,7 @@ kernel_facts facts_of_fcase(const fcase *c, const char *op) {
   kernel_facts k;
   memset(&k, 0, sizeof k);
   k.op = op;
-  k.dtype = c->dtype;
+  k.dtype = c->fp8 ? c->fp8 : c->dtype; /* the inputs' dtype names the kernel */
   k.hq = c->hq, k.hkv = c->hkv, k.sq = fc_max_q(c), k.sk = fc_max_k(c), k.d = c->d, k.dv = c->dv;
   k.causal = c->cm != CM_NONE;
   k.window = c->win;
