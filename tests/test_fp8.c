@@ -421,7 +421,7 @@ static void test_refusals(void) {
 /* Empty FP8 problems behave as the header says for every dtype: batch 0 writes nothing, no keys
    give output 0 and LSE -inf; tensors without elements have data NULL. */
 static void test_empty(void) {
-  test_case_begin("FP8 empty problems: batch 0, no keys; fa_quantize of nothing");
+  test_case_begin("FP8 empty problems: batch 0, no keys; fa_quantize of nothing and of head dim 0");
   const fa_device cpu = {FA_DEVICE_CPU, 0};
   fa_params p;
   fa_params_init(&p);
@@ -463,6 +463,15 @@ static void test_empty(void) {
   st = fa_quantize(NULL, &x, &y, &ds, NULL);
   if (st != FA_OK) test_fail("fa_quantize of batch 0: %s", fa_last_error());
   if (one != 1.0f) test_fail("fa_quantize of batch 0: descale %g, want 1 (amax 0)", (double)one);
+  /* head dim 0: rows without elements, descales 1 */
+  const int64_t sd0[4] = {1, 3, 2, 0}, d2[3] = {1, 2, 1};
+  float two[2] = {-1.0f, -1.0f};
+  fa_tensor x0 = tu_view(NULL, FA_F32, cpu, 4, sd0), y0 = tu_view(NULL, FA_F8E4M3, cpu, 4, sd0);
+  fa_tensor ds2 = tu_view(two, FA_F32, cpu, 3, d2);
+  st = fa_quantize(NULL, &x0, &y0, &ds2, NULL);
+  if (st != FA_OK) test_fail("fa_quantize of head dim 0: %s", fa_last_error());
+  if (two[0] != 1.0f || two[1] != 1.0f)
+    test_fail("fa_quantize of head dim 0: descales %g %g, want 1", (double)two[0], (double)two[1]);
   tu_free(&qq), tu_free(&out), tu_free(&lse);
   test_case_end();
 }

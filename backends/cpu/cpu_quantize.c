@@ -42,6 +42,7 @@ static float block_amax(const quant_job *j, int64_t b0, int64_t b1, int64_t h0, 
                         int64_t t0, int64_t t1, int team) {
   const int64_t D = j->req->head_dim;
   float amax = 0.0f;
+  if (D == 0) return amax; /* rows without elements (x's data may be NULL) */
 #pragma omp parallel for collapse(2) reduction(max : amax) schedule(static) if (team)
   for (int64_t b = b0; b < b1; ++b)
     for (int64_t t = t0; t < t1; ++t)
@@ -82,6 +83,7 @@ static void store_rows(const quant_job *j) {
   const int64_t D = r->head_dim;
   const int64_t rows = r->args->block_rows > 0 ? r->args->block_rows : r->seqlen;
   char *base = (char *)fa_tensor_base(y);
+  if (D == 0) return; /* nothing to store (the data may be NULL) */
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < r->batch; ++b)
     for (int64_t t = 0; t < r->seqlen; ++t)

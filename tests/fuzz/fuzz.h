@@ -60,6 +60,8 @@ enum {
   S_QDS, /* FP8 descales */
   S_KDS,
   S_VDS,
+  S_QY, /* fa_quantize of q (fuzz_quantize.c): y and its descale */
+  S_QYD,
   S_COUNT
 };
 
@@ -133,6 +135,10 @@ typedef struct problem {
   fa_dtype dt, out_dt;        /* out_dt differs from dt for FP8 inputs */
   int32_t len_q[8], len_k[8]; /* per-sequence lengths (varlen) */
   int64_t tq, tk, mq, mk;     /* their totals and maxima */
+  /* fa_quantize of q after a forward (fuzz_quantize.c) */
+  int64_t quant_rows;
+  int32_t quant_rotate;
+  uint64_t quant_seed;
 } problem;
 
 /* The call, its layout and its sizes (the first bytes of the input). */
@@ -142,5 +148,10 @@ void decode_tensors(reader *r, call *c, problem *pb, fa_params *p);
 /* The fa_params fields (a byte per field group; 0 = the default) and the workspace: returns
    the workspace allocated for the call (free it after), or NULL. */
 unsigned char *decode_params(reader *r, const problem *pb, fa_params *p);
+
+/* fuzz_quantize.c: fa_quantize of q's slot into y and descale (S_QY, S_QYD) where decoded: a
+   status of fa_status, a message on failure, nothing written on failure, nothing but y and
+   descale written on success, the CPU backend named. */
+void fuzz_quantize_check(call *c, const problem *pb);
 
 #endif /* FA_TESTS_FUZZ_H */

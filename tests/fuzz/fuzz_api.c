@@ -5,10 +5,10 @@
  * One input decodes to one call of fa_forward, fa_backward, fa_forward_kvcache, fa_plan_forward,
  * fa_plan_backward, fa_plan_forward_kvcache, fa_forward_workspace_size or
  * fa_backward_workspace_size (a forward or backward is then also made through the ring calls on one
- * rank, fuzz_ring.c): ranks, shapes, strides, byte offsets, dtypes, device kinds and ids
- * of every tensor, every fa_params field (varlen cu_seqlens, seqused_k, paged block tables, ALiBi
- * slopes, FP8 inputs and their descales, dropout, window, softcap, splits, workspace, backend,
- * strict, struct sizes), the
+ * rank, fuzz_ring.c, and a forward's q is quantized by fa_quantize, fuzz_quantize.c): ranks,
+ * shapes, strides, byte offsets, dtypes, device kinds and ids of every tensor, every fa_params
+ * field (varlen cu_seqlens, seqused_k, paged block tables, ALiBi slopes, FP8 inputs and their
+ * descales, dropout, window, softcap, splits, workspace, backend, strict, struct sizes), the
  * fa_run_info and fa_kvcache_args struct sizes, and outputs aliased into another tensor's buffer
  * (refused exactly when they share a byte). A zero byte always picks the well-formed choice,
  * so short inputs are valid calls and the mutations each break one thing at a time.
@@ -67,6 +67,9 @@ static int call_receives(int j, const fa_params *pp, const fa_kvcache_args *kvp,
       return FIELD_IN(pp, fa_params, k_descale);
     case S_VDS:
       return FIELD_IN(pp, fa_params, v_descale);
+    case S_QY: /* fa_quantize's, after the call (fuzz_quantize.c) */
+    case S_QYD:
+      return 0;
     default:
       return 1;
   }
@@ -304,6 +307,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
 
   if (run && (c->op == 0 || c->op == 1)) fuzz_ring_check(c, pp, info, st);
+  if (run && c->op == 0) fuzz_quantize_check(c, &pb);
 
   free(ws);
   free_call(c);

@@ -218,6 +218,29 @@ void decode_tensors(reader *r, call *c, problem *pb, fa_params *p) {
       set_shape(&s[S_SIN], 2, a, rdt);
     }
   }
+  /* fa_quantize of q after a forward: y of q's shape in an FP8 or float dtype (or a bad one),
+     descales of a decoded block size where y is FP8 (or, now and then, where it is not) */
+  const uint8_t qb = u8(r);
+  if (qb && c->op == 0 && !varlen) {
+    static const fa_dtype ydts[] = {FA_F8E4M3, FA_F8E5M2, FA_F32, FA_BF16, FA_F16, FA_I32};
+    static const int64_t rows[] = {0, 16, 1, 7, 64, -1, 3, 1000};
+    const fa_dtype ydt = ydts[qb % 6];
+    const uint8_t qd = u8(r);
+    pb->quant_rows = rows[qd % 8];
+    pb->quant_rotate = (qd >> 3) & 1;
+    pb->quant_seed = (qd & 0x40) ? u64(r) : 0;
+    set_shape(&s[S_QY], 4, qshape, ydt);
+    s[S_QY].output = 1;
+    const int fp8y = ydt == FA_F8E4M3 || ydt == FA_F8E5M2;
+    if (fp8y != ((qd >> 4) & 1)) {
+      const int64_t rq = pb->quant_rows;
+      const int64_t blocks = rq > 0 ? sq / rq + (sq % rq != 0) : 1;
+      const int64_t a[3] = {(qd & 0x80) ? 1 : batch, (qd & 0x80) ? 1 : hq,
+                            (qb & 0x80) ? sat_add(blocks, 1) : blocks};
+      set_shape(&s[S_QYD], 3, a, FA_F32);
+      s[S_QYD].output = 1;
+    }
+  }
 }
 
 unsigned char *decode_params(reader *r, const problem *pb, fa_params *p) {
