@@ -453,6 +453,7 @@ int main(int argc, char **argv) {
   matrix(&e);
   edges(&e);
   if (e.refused) printf("%d case(s) refused by the device (see above)\n", e.refused);
+  fa_release();
   devmem_shutdown();
   return test_summary(cuda ? "test_quantize_device cuda" : "test_quantize_device opencl");
 }
