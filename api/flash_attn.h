@@ -359,6 +359,8 @@ typedef struct fa_quantize_args {
   void *stream;         /**< as fa_params.stream */
 } fa_quantize_args;
 
+/** Sets every field of args to its default (zero: no rotation, one block, AUTO backend), except
+    struct_size. */
 FA_API void fa_quantize_args_init(fa_quantize_args *args);
 
 /**
