@@ -27,7 +27,7 @@ enum { MAX_LIST = 16 };
 
 /* Which shape options the command line set (options.given): the others take their defaults, the
    CPU-sized ones when the tensors live in host memory (apply_host_defaults). */
-enum { GIVEN_HDIMS = 1, GIVEN_SEQLENS = 2, GIVEN_TOKENS = 4, GIVEN_HIDDEN = 8 };
+enum { GIVEN_HDIMS = 1, GIVEN_SEQLENS = 2, GIVEN_TOKENS = 4, GIVEN_HIDDEN = 8, GIVEN_PASS = 16 };
 
 typedef struct options {
   int32_t backend;
@@ -79,6 +79,8 @@ void *buffer_host(buffer *b);
 int buffer_upload(buffer *b, void *host);
 /* Standard-normal values, redrawn where they round to zero in the storage dtype. */
 int fill_random(buffer *b);
+/* Every element of a float32 buffer 1 (FP8 descales); 0 on a memory error. */
+int fill_ones(buffer *b);
 
 /* ---- timing.c ---------------------------------------------------------------------------- */
 
@@ -93,7 +95,8 @@ typedef struct measurement {
 
 typedef struct problem {
   buffer q, k, v, out, lse, dout, dq, dk, dv;
-  buffer cu; /* varlen: cu_seqlens of q and k (unused otherwise) */
+  buffer descale[3]; /* FP8 inputs: q's, k's and v's descales [batch, heads, 1] */
+  buffer cu;         /* varlen: cu_seqlens of q and k (unused otherwise) */
   fa_params params;
 } problem;
 

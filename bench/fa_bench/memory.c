@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/math/dtype.h"
+#include "core/math/fp8.h"
 #include "fa_bench.h"
 #include "tools/device_mem.h"
 
@@ -80,6 +81,13 @@ static float rng_normal(void) {
   return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
+int fill_ones(buffer *b) {
+  float *mem = buffer_host(b);
+  if (!mem || b->t.dtype != FA_F32) return 0;
+  for (int64_t i = 0; i < numel(&b->t); ++i) mem[i] = 1.0f;
+  return buffer_upload(b, mem);
+}
+
 /* Zeros are redrawn: a kernel that skipped work on zeros would otherwise look fast. */
 int fill_random(buffer *b) {
   void *mem = buffer_host(b);
@@ -91,6 +99,10 @@ int fill_random(buffer *b) {
       if (b->t.dtype == FA_F32) {
         if (x == 0.0f) continue;
         ((float *)mem)[i] = x;
+      } else if (b->t.dtype == FA_F8E4M3 || b->t.dtype == FA_F8E5M2) {
+        uint8_t c = b->t.dtype == FA_F8E4M3 ? fa_f32_to_f8e4m3(x) : fa_f32_to_f8e5m2(x);
+        if ((c & 0x7fu) == 0) continue;
+        ((uint8_t *)mem)[i] = c;
       } else {
         uint16_t h = b->t.dtype == FA_F16 ? fa_f32_to_f16(x) : fa_f32_to_bf16(x);
         if ((h & 0x7fffu) == 0) continue;

@@ -12,7 +12,9 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: fa-bench [options]\n"
           "  --backend NAME     auto (default), cpu, cuda, hip, opencl\n"
-          "  --dtype T          bf16 (default), f16, f32\n"
+          "  --dtype T          bf16 (default), f16, f32; f8e4m3 or f8e5m2: FP8 q, k, v with\n"
+          "                     descales of 1 per (batch, head) and a bf16 output (forward only:\n"
+          "                     --pass defaults to fwd; not with --decode or --varlen)\n"
           "  --hdims LIST       head dims, default 64,128,256 (host memory: 64,128)\n"
           "  --seqlens LIST     default 512,1024,2048,4096,8192,16384 (host memory:\n"
           "                     256,512,1024,2048)\n"
@@ -120,6 +122,10 @@ static int parse_one(options *o, const char *a, const char *v) {
       o->dtype = FA_F16;
     else if (!strcmp(v, "f32") || !strcmp(v, "fp32"))
       o->dtype = FA_F32;
+    else if (!strcmp(v, "f8e4m3") || !strcmp(v, "e4m3"))
+      o->dtype = FA_F8E4M3;
+    else if (!strcmp(v, "f8e5m2") || !strcmp(v, "e5m2"))
+      o->dtype = FA_F8E5M2;
     else
       ok = 0;
   } else if (!strcmp(a, "--hdims")) {
@@ -144,6 +150,7 @@ static int parse_one(options *o, const char *a, const char *v) {
     o->fwd = strstr(v, "fwd") != NULL;
     o->bwd = strstr(v, "bwd") != NULL;
     ok = o->fwd || o->bwd;
+    o->given |= GIVEN_PASS;
   } else if (!strcmp(a, "--warmup")) {
     ok = cli_parse_i64(v, 0, 1000, &x);
     o->warmup = (int)x;
@@ -210,6 +217,18 @@ int parse_args(int argc, char **argv, options *o) {
   if (o->decode && o->varlen) {
     fprintf(stderr, "fa-bench: --decode and --varlen are separate modes\n");
     return 0;
+  }
+  if (o->dtype == FA_F8E4M3 || o->dtype == FA_F8E5M2) {
+    /* FP8 inputs are dense and forward-only (docs/fp8.md) */
+    if (o->decode || o->varlen || (o->bwd && (o->given & GIVEN_PASS))) {
+      fprintf(stderr,
+              "fa-bench: --dtype %s is a dense forward: not with --decode, --varlen or "
+              "--pass bwd\n",
+              fa_dtype_name(o->dtype));
+      return 0;
+    }
+    o->fwd = 1;
+    o->bwd = 0;
   }
   return 1;
 }

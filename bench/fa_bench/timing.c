@@ -16,10 +16,15 @@
 int make_problem(problem *p, const options *o, int64_t b, int64_t s, int64_t h, int64_t d,
                  int causal) {
   memset(p, 0, sizeof *p);
-  int64_t e4[4] = {b, s, h, d}, e3[3] = {b, h, s};
+  int64_t e4[4] = {b, s, h, d}, e3[3] = {b, h, s}, ed[3] = {b, h, 1};
+  /* FP8 inputs write a bf16 output and carry their descales */
+  const int fp8 = o->dtype == FA_F8E4M3 || o->dtype == FA_F8E5M2;
   int ok = buffer_alloc(&p->q, o->dtype, 4, e4) && buffer_alloc(&p->k, o->dtype, 4, e4) &&
-           buffer_alloc(&p->v, o->dtype, 4, e4) && buffer_alloc(&p->out, o->dtype, 4, e4) &&
+           buffer_alloc(&p->v, o->dtype, 4, e4) &&
+           buffer_alloc(&p->out, fp8 ? FA_BF16 : o->dtype, 4, e4) &&
            buffer_alloc(&p->lse, FA_F32, 3, e3);
+  for (int i = 0; ok && fp8 && i < 3; ++i)
+    ok = buffer_alloc(&p->descale[i], FA_F32, 3, ed) && fill_ones(&p->descale[i]);
   if (ok && o->bwd)
     ok = buffer_alloc(&p->dout, o->dtype, 4, e4) && buffer_alloc(&p->dq, o->dtype, 4, e4) &&
          buffer_alloc(&p->dk, o->dtype, 4, e4) && buffer_alloc(&p->dv, o->dtype, 4, e4);
@@ -36,6 +41,11 @@ int make_problem(problem *p, const options *o, int64_t b, int64_t s, int64_t h, 
   p->params.strict = o->backend != FA_BACKEND_AUTO;
   p->params.return_lse = 1;
   p->params.num_splits = o->splits;
+  if (fp8) {
+    p->params.q_descale = &p->descale[0].t;
+    p->params.k_descale = &p->descale[1].t;
+    p->params.v_descale = &p->descale[2].t;
+  }
   if (o->window >= 0) {
     p->params.causal = 1;
     p->params.window_enabled = 1;
@@ -46,7 +56,8 @@ int make_problem(problem *p, const options *o, int64_t b, int64_t s, int64_t h, 
 }
 
 void free_problem(problem *p) {
-  buffer *all[] = {&p->q, &p->k, &p->v, &p->out, &p->lse, &p->dout, &p->dq, &p->dk, &p->dv, &p->cu};
+  buffer *all[] = {&p->q,  &p->k,  &p->v,  &p->out,        &p->lse,        &p->dout,      &p->dq,
+                   &p->dk, &p->dv, &p->cu, &p->descale[0], &p->descale[1], &p->descale[2]};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) buffer_free(all[i]);
 }
 
