@@ -383,18 +383,26 @@ def find_probe(args, lib_path: str, name: str) -> str:
     return prog
 
 
-def read_bw(prog: str, threads: int, mib: int) -> dict:
-    """One cpu-read-bw reading: its summary line's fields."""
-    cmd = [prog, "--threads", str(threads)] + (["--mib", str(mib)] if mib else [])
+def probe_fields(cmd: list, key: str) -> dict:
+    """The key=value fields of a probe's summary line (the one starting with key=), or
+    {"error": why}."""
     try:
         out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              check=True).stdout
     except (OSError, subprocess.CalledProcessError) as e:
         return {"error": f"{' '.join(cmd)}: {e}"}
-    line = [s for s in out.splitlines() if s.startswith("read_bw_gbs_best=")]
+    line = [x for x in out.splitlines() if x.startswith(key + "=")]
     if not line:
         return {"error": f"{' '.join(cmd)} printed no summary: {out.strip()[-300:]}"}
-    fields = dict(kv.split("=", 1) for kv in line[0].split() if "=" in kv)
+    return dict(kv.split("=", 1) for kv in line[0].split() if "=" in kv)
+
+
+def read_bw(prog: str, threads: int, mib: int) -> dict:
+    """One cpu-read-bw reading: its summary line's fields."""
+    cmd = [prog, "--threads", str(threads)] + (["--mib", str(mib)] if mib else [])
+    fields = probe_fields(cmd, "read_bw_gbs_best")
+    if "error" in fields:
+        return fields
     return {"best_gbs": float(fields["read_bw_gbs_best"]),
             "median_gbs": float(fields["read_bw_gbs_median"]), "mib": int(fields["mib"]),
             "isa": fields.get("isa", "?"), "llc_mib": float(fields.get("llc_mib", "0"))}
@@ -402,15 +410,9 @@ def read_bw(prog: str, threads: int, mib: int) -> dict:
 
 def fma_peak(prog: str) -> dict:
     """One cpu-fma-peak reading (its threads are OMP_NUM_THREADS, set to --threads)."""
-    try:
-        out = subprocess.run([prog], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             check=True).stdout
-    except (OSError, subprocess.CalledProcessError) as e:
-        return {"error": f"{prog}: {e}"}
-    line = [x for x in out.splitlines() if x.startswith("fma_peak_gflops=")]
-    if not line:
-        return {"error": f"{prog} printed no summary: {out.strip()[-300:]}"}
-    fields = dict(kv.split("=", 1) for kv in line[0].split() if "=" in kv)
+    fields = probe_fields([prog], "fma_peak_gflops")
+    if "error" in fields:
+        return fields
     return {"gflops": float(fields["fma_peak_gflops"]), "threads": int(fields["threads"]),
             "isa": fields.get("isa", "?")}
 
