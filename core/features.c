@@ -43,12 +43,8 @@ static void shape_n(fa_tensor *t, fa_device dev, fa_dtype dt, void *data, int nd
   t->device = dev;
   t->dtype = dt;
   t->ndim = ndim;
-  int64_t stride = 1;
-  for (int i = ndim - 1; i >= 0; --i) {
-    t->shape[i] = shape[i];
-    t->strides[i] = stride;
-    stride *= shape[i];
-  }
+  for (int i = 0; i < ndim; ++i) t->shape[i] = shape[i];
+  fa_tensor_set_contiguous(t);
 }
 
 /* A valid plain request: [B, S, H, D] everywhere, on the backend's memory. */

@@ -206,6 +206,17 @@ static inline void fa_quantize_kernel_name(const fa_quantize_request *req, const
            req->args->rotate ? ".rotate" : "", blocks);
 }
 
+/* Gives t (its shape set) the contiguous row-major strides; returns the elements they span, each
+   zero extent counted as 1. */
+static inline int64_t fa_tensor_set_contiguous(fa_tensor *t) {
+  int64_t stride = 1;
+  for (int i = t->ndim - 1; i >= 0; --i) {
+    t->strides[i] = stride;
+    stride *= t->shape[i] > 0 ? t->shape[i] : 1;
+  }
+  return stride;
+}
+
 /* Element pointer arithmetic shared by host backends. */
 static inline void *fa_tensor_base(const fa_tensor *t) {
   /* A tensor without elements may have data NULL; arithmetic on a null pointer is undefined even

@@ -16,12 +16,8 @@ fa_tensor fa_ring_view(void *data, fa_dtype dtype, int ndim, const int64_t *shap
   t.device.kind = FA_DEVICE_CPU;
   t.dtype = dtype;
   t.ndim = ndim;
-  int64_t stride = 1;
-  for (int d = ndim - 1; d >= 0; --d) {
-    t.shape[d] = shape[d];
-    t.strides[d] = stride;
-    stride *= shape[d];
-  }
+  for (int d = 0; d < ndim; ++d) t.shape[d] = shape[d];
+  fa_tensor_set_contiguous(&t);
   return t;
 }
 

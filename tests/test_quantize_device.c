@@ -11,10 +11,10 @@
  * seeds; head dims 1, 8, 64, 128, 256 (and 24 unrotated, 1024 the largest); contiguous and strided
  * x, y and descale; outliers (a few entries x100) in every case, and in some a head of zeros, a
  * head of subnormal-sized values or infinities (unrotated). Then: empty tensors (batch 0, seqlen 0,
- * heads 0 with NULL data: nothing written; head dim 0: every descale 1), and a head dim that is not
- * a power of two with rotation (FA_ERR_UNSUPPORTED from both backends, nothing written). Every
- * device call names the backend, strict, and its run report must name the device's kernel, as
- * the CPU's name with the backend's for "cpu".
+ * heads 0 with NULL data, and head dim 0: y untouched, every descale 1), and a head dim that is
+ * not a power of two with rotation (FA_ERR_UNSUPPORTED from both backends, nothing written). Each
+ * device call asks for its backend with params.strict set, and its run report must give the CPU's
+ * kernel name with the backend's name in place of "cpu".
  *
  * A device without IEEE division or subnormals is refused by the plugin for FP8 output or any
  * arithmetic (its reason says which); those cases are counted as skipped there. Exits 77 where the

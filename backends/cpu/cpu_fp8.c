@@ -13,22 +13,20 @@
 
 static size_t align_up(size_t n) { return (n + CPU_FP8_ALIGN - 1) / CPU_FP8_ALIGN * CPU_FP8_ALIGN; }
 
-/* A contiguous float32 tensor with t's shape and head dim `dim`, at data (NULL in decide). */
-static fa_tensor f32_like(const fa_tensor *t, float *data, size_t *bytes) {
-  fa_tensor f;
-  memset(&f, 0, sizeof f);
-  f.data = data;
-  f.device = t->device;
-  f.dtype = FA_F32;
-  f.ndim = t->ndim;
-  int64_t stride = 1;
-  for (int i = t->ndim - 1; i >= 0; --i) {
-    f.shape[i] = t->shape[i];
-    f.strides[i] = stride;
-    stride *= t->shape[i] > 0 ? t->shape[i] : 1;
-  }
-  *bytes = align_up((size_t)stride * sizeof(float));
-  return f;
+/* A contiguous float32 tensor with t's shape at data (NULL in decide), and its bytes rounded up to
+   CPU_FP8_ALIGN; 0 when they do not fit in size_t (validated shapes address < 2^63 one-byte
+   elements, not necessarily four bytes each). */
+static int f32_like(const fa_tensor *t, float *data, fa_tensor *f, size_t *bytes) {
+  memset(f, 0, sizeof *f);
+  f->data = data;
+  f->device = t->device;
+  f->dtype = FA_F32;
+  f->ndim = t->ndim;
+  for (int i = 0; i < t->ndim; ++i) f->shape[i] = t->shape[i];
+  const int64_t numel = fa_tensor_set_contiguous(f);
+  if ((uint64_t)numel > SIZE_MAX / 8) return 0;
+  *bytes = align_up((size_t)numel * sizeof(float));
+  return 1;
 }
 
 int cpu_fp8_inner_init(const fa_request *req, char *base, cpu_fp8_inner *in) {
@@ -37,14 +35,9 @@ int cpu_fp8_inner_init(const fa_request *req, char *base, cpu_fp8_inner *in) {
   size_t offset = 0;
   for (int i = 0; i < 4; ++i) {
     size_t bytes;
-    /* validated shapes address < 2^63 one-byte elements: four bytes each may not fit */
-    size_t numel = 1;
-    for (int d = 0; d < src[i]->ndim; ++d)
-      if (__builtin_mul_overflow(numel, (size_t)(src[i]->shape[d] > 0 ? src[i]->shape[d] : 1),
-                                 &numel))
-        return 0;
-    if (numel > SIZE_MAX / 8 || offset > SIZE_MAX / 2) return 0;
-    *dst[i] = f32_like(src[i], base ? (float *)(base + offset) : NULL, &bytes);
+    if (!f32_like(src[i], base ? (float *)(base + offset) : NULL, dst[i], &bytes) ||
+        offset > SIZE_MAX / 2)
+      return 0;
     offset += bytes;
   }
   in->bytes = offset;
@@ -61,22 +54,14 @@ int cpu_fp8_inner_init(const fa_request *req, char *base, cpu_fp8_inner *in) {
   return 1;
 }
 
-static float fp8_value(fa_dtype dt, uint8_t c) {
-  return dt == FA_F8E4M3 ? fa_f8e4m3_to_f32(c) : fa_f8e5m2_to_f32(c);
-}
-
-/* The descale of element (b, row, h): descale[b or 0][h or 0][row / rows]; 1 without a tensor. */
-static float descale_at(const fa_tensor *d, int64_t rows, int64_t b, int64_t h, int64_t row) {
-  if (!d) return 1.0f;
-  const float *p = (const float *)fa_tensor_base(d);
-  const int64_t blk = rows > 0 ? row / rows : 0;
-  return p[(d->shape[0] > 1 ? b : 0) * d->strides[0] + (d->shape[1] > 1 ? h : 0) * d->strides[1] +
-           blk * d->strides[2]];
-}
-
-/* src (FP8, [batch, seqlen, heads, dim], any strides) to dst (its contiguous float32 copy). */
+/* src (FP8, [batch, seqlen, heads, dim], any strides) to dst (its contiguous float32 copy): each
+   code's value from a table of the 256, times its descale (1 without a tensor). */
 static void dequantize(const fa_tensor *src, const fa_tensor *descale, int64_t rows,
                        const fa_tensor *dst) {
+  float value[256];
+  for (int c = 0; c < 256; ++c)
+    value[c] =
+        src->dtype == FA_F8E4M3 ? fa_f8e4m3_to_f32((uint8_t)c) : fa_f8e5m2_to_f32((uint8_t)c);
   const uint8_t *s = (const uint8_t *)fa_tensor_base(src);
   float *o = (float *)dst->data;
   const int64_t B = src->shape[0], S = src->shape[1], H = src->shape[2], D = src->shape[3];
@@ -84,11 +69,10 @@ static void dequantize(const fa_tensor *src, const fa_tensor *descale, int64_t r
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < S; ++t)
       for (int64_t h = 0; h < H; ++h) {
-        const float m = descale_at(descale, rows, b, h, t);
+        const float m = descale ? *cpu_descale_ptr(descale, rows, b, h, t) : 1.0f;
         const uint8_t *row = s + b * src->strides[0] + t * src->strides[1] + h * src->strides[2];
         float *out = o + ((b * S + t) * H + h) * D;
-        for (int64_t c = 0; c < D; ++c)
-          out[c] = fp8_value(src->dtype, row[c * src->strides[3]]) * m;
+        for (int64_t c = 0; c < D; ++c) out[c] = value[row[c * src->strides[3]]] * m;
       }
 }
 

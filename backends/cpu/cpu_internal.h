@@ -221,6 +221,14 @@ void cpu_fp8_dequantize(const fa_request *req, const cpu_fp8_inner *in);
 /* The float32 output rounded into req->out. */
 void cpu_fp8_store_out(const fa_request *req, const cpu_fp8_inner *in);
 
+/* The descale of element (b, t, h) of an FP8 tensor: d[b or 0][h or 0][t / rows] (a size-1
+   dimension of d is shared; rows 0: one block). */
+static inline float *cpu_descale_ptr(const fa_tensor *d, int64_t rows, int64_t b, int64_t h,
+                                     int64_t t) {
+  return (float *)fa_tensor_base(d) + (d->shape[0] > 1 ? b : 0) * d->strides[0] +
+         (d->shape[1] > 1 ? h : 0) * d->strides[1] + (rows > 0 ? t / rows : 0) * d->strides[2];
+}
+
 /* cpu_quantize.c: the plugin's fa_quantize. */
 fa_status cpu_quantize(const fa_quantize_request *req, char *kernel);
 

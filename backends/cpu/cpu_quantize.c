@@ -32,10 +32,6 @@ static void load_rotated(const quant_job *j, int64_t b, int64_t t, int64_t h, fl
   if (j->req->args->rotate) fa_hadamard_rotate_row(row, (uint32_t)j->req->log2_dim, j->signs);
 }
 
-static float *descale_ptr(const fa_tensor *d, int64_t b, int64_t h, int64_t blk) {
-  return (float *)fa_tensor_base(d) + b * d->strides[0] + h * d->strides[1] + blk * d->strides[2];
-}
-
 /* The largest finite |value| of the rows one descale element covers: batches [b0, b1), heads
    [h0, h1), tokens [t0, t1). Parallel over the tokens when `team` (few elements, many rows). */
 static float block_amax(const quant_job *j, int64_t b0, int64_t b1, int64_t h0, int64_t h1,
@@ -73,7 +69,7 @@ static void find_descales(const quant_job *j) {
     const int64_t t0 = blk * rows, t1 = rows < r->seqlen - t0 ? t0 + rows : r->seqlen;
     const float scale = block_amax(j, b0, b1, h0, h1, t0, t1, team) / fmax;
     /* 1 where the block is all zeros (or its descale underflows): any value quantizes it alike */
-    *descale_ptr(d, b, h, blk) = scale > 0.0f ? scale : 1.0f;
+    *cpu_descale_ptr(d, rows, b, h, t0) = scale > 0.0f ? scale : 1.0f;
   }
 }
 
@@ -95,8 +91,7 @@ static void store_rows(const quant_job *j) {
           cpu_store_row(y->dtype, base, off, y->strides[3], D, row, 1.0f);
           continue;
         }
-        const float s = *descale_ptr(d, d->shape[0] > 1 ? b : 0, d->shape[1] > 1 ? h : 0,
-                                     rows > 0 ? t / rows : 0);
+        const float s = *cpu_descale_ptr(d, rows, b, h, t);
         uint8_t *out = (uint8_t *)base + off;
         for (int64_t c = 0; c < D; ++c) {
           const float v = row[c] / s;
