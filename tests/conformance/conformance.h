@@ -152,9 +152,10 @@ void need_shape(needs *nd, fa_dtype dt, int causal, int top_left, int64_t hq, in
 void need_views(needs *nd, const fa_tensor *const *data, int count);
 
 /* What the kernel family named by --kernel-family lacks for a case, as "family:" needs.
-   fwd_only: the case makes no backward call. */
-void need_family(needs *nd, const backend_ctx *bk, int fwd_only, int64_t d, int64_t dv, int64_t sq,
-                 int64_t sk, float softcap, const fa_tensor *const *data, int count);
+   fwd_only: the case makes no backward call; seqs: it uses varlen, seqused_k, paged KV, num_splits
+   > 1 or the KV cache. */
+void need_family(needs *nd, const backend_ctx *bk, int fwd_only, int seqs, int64_t d, int64_t dv,
+                 int64_t sq, int64_t sk, float softcap, const fa_tensor *const *data, int count);
 
 /* A call the backend refused: R_SKIP with the reason in skip when some need is not served (and
    none of those is required by --require); R_FAIL otherwise. */

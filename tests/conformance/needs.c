@@ -87,11 +87,12 @@ static int serves(const backend_ctx *bk, const char *f) {
 }
 
 /* Known: the cuda backend's fa3, whose documented scope (docs/backends.md) is sm_90, head dims
-   64, 96, 128, 192 and 256, no softcap, at least one key (the backward: and one query row); TMA
+   64, 96, 128, 192 and 256, no softcap, at least one key (the backward: and one query row), dense
+   tensors only (no varlen, seqused_k, paged KV, split-KV or KV cache: cuda.fa2 runs those); TMA
    takes no negative strides. What it lacks makes its refusal ("kernel_family fa3: ...") a skip,
    while a refusal of a case the family should run still fails. */
-void need_family(needs *nd, const backend_ctx *bk, int fwd_only, int64_t d, int64_t dv, int64_t sq,
-                 int64_t sk, float softcap, const fa_tensor *const *data, int count) {
+void need_family(needs *nd, const backend_ctx *bk, int fwd_only, int seqs, int64_t d, int64_t dv,
+                 int64_t sq, int64_t sk, float softcap, const fa_tensor *const *data, int count) {
   if (!bk->kernel_family || strcmp(bk->kernel_family, "fa3") != 0 || strcmp(bk->name, "cuda") != 0)
     return;
   int gaps = cuda_fa3_gaps(0, d, dv, sq, sk, softcap);
@@ -100,6 +101,7 @@ void need_family(needs *nd, const backend_ctx *bk, int fwd_only, int64_t d, int6
   if (gaps & FA3_GAP_EMPTY) need(nd, "family:empty");
   if (gaps & FA3_GAP_SOFTCAP) need(nd, "family:softcap");
   if (gaps & FA3_GAP_HEAD_DIM) need(nd, "family:head_dim");
+  if (seqs) need(nd, "family:seqs");
   for (int i = 0; i < count; ++i)
     for (int k = 0; data[i] && k < data[i]->ndim; ++k)
       if (data[i]->strides[k] < 0) need(nd, "family:negative_stride");

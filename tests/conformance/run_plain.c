@@ -74,7 +74,7 @@ int run_case(const conf_case *c, const backend_ctx *bk, uint64_t run_seed) {
     const fa_tensor *data[9];
     for (int i = 0; i < 9; ++i) data[i] = &dv[i < T_LSE ? i : i + 1].view;
     need_views(&nd, data, 9);
-    need_family(&nd, bk, 0, c->d, c->dv, c->sq, c->sk, 0.0f, data, 9);
+    need_family(&nd, bk, 0, 0, c->d, c->dv, c->sq, c->sk, 0.0f, data, 9);
     fa_run_info_init(&plan);
     st = fa_plan_forward(&params, &dv[T_Q].view, &dv[T_K].view, &dv[T_V].view, &dv[T_OUT].view,
                          &dv[T_LSE].view, &plan);
