@@ -2,7 +2,8 @@
  * cuda_seqs.c: the forward over sequences of their own lengths (fa2_sm80/fa2_fwd_splitkv.cuh):
  * packed rows (cu_seqlens_q/k), used keys (seqused_k), paged K/V (block_table), split-KV
  * (num_splits) and fa_forward_kvcache (the append and rotary embedding of common/seq_aux.cu
- * first). Its decision (tiles, GQA packing, key pieces, workspace) and its run.
+ * first); decoding steps on fa2_sm80/fa2_fwd_decode.cuh. Its decision (kernel, tiles, GQA
+ * packing, key pieces, workspace) and its run.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -30,14 +31,45 @@ static int32_t pack_of(const fa_request *req) {
   return pack;
 }
 
-/* Key pieces when the caller leaves the choice (num_splits 0): enough blocks for two per SM,
-   each piece at least 4 key tiles, at most 64 pieces. */
-static int32_t auto_splits(int64_t blocks, int64_t key_tiles, int sms) {
-  if (blocks <= 0 || blocks >= sms) return 1;
-  int64_t s = (2 * (int64_t)sms + blocks - 1) / blocks;
+/* Key pieces when the caller leaves the choice (num_splits 0), where the blocks would not fill
+   the device's block slots (the blocks its SMs hold at once): as many as fill them once without
+   starting a second, mostly empty wave, each piece at least 4 key tiles, at most 64 pieces. */
+static int32_t auto_splits(int64_t blocks, int64_t key_tiles, int64_t slots) {
+  if (blocks <= 0 || blocks >= slots) return 1;
+  int64_t s = slots / blocks;
   if (s > key_tiles / 4) s = key_tiles / 4;
   if (s > 64) s = 64;
   return s < 1 ? 1 : (int32_t)s;
+}
+
+/* Blocks of smem bytes the device holds at once: an SM has its opt-in limit plus the 1 KiB each
+   block reserves, and at most 16 blocks of 4 warps. */
+static int64_t block_slots(const cuda_device_info *dev, size_t smem) {
+  int64_t per_sm = ((int64_t)dev->smem_optin + 1024) / ((int64_t)smem + 1024);
+  if (per_sm > 16) per_sm = 16;
+  return (per_sm < 1 ? 1 : per_sm) * dev->sm_count;
+}
+
+/* The kernel's tiles: fa2_fwd_decode.cuh's 16 rows where a step's rows (positions x packed
+   heads) fit them and its shared memory fits the device, else fa2_fwd_splitkv.cuh's 64. */
+typedef struct seq_tiles {
+  int32_t hd, tile_m, tile_n, pack;
+  size_t smem;
+} seq_tiles;
+
+static void tiles_of(const fa_request *req, const cuda_device_info *dev, seq_tiles *t) {
+  t->hd = FA2_PAD_HD((int32_t)req->head_dim);
+  t->pack = pack_of(req);
+  if (req->seqlen_q * t->pack <= FA2_DECODE_TILE_M &&
+      (int64_t)FA2_DECODE_SMEM(t->hd) <= dev->smem_optin) {
+    t->tile_m = FA2_DECODE_TILE_M;
+    t->tile_n = FA2_DECODE_TILE_N;
+    t->smem = FA2_DECODE_SMEM(t->hd);
+  } else {
+    t->tile_m = FA2_SPLITKV_TILE_M;
+    t->tile_n = FA2_SPLITKV_TILE_N(t->hd);
+    t->smem = FA2_SPLITKV_SMEM(t->hd);
+  }
 }
 
 int cuda_seqs_wanted(const fa_request *req, const cuda_device_info *dev) {
@@ -46,15 +78,16 @@ int cuda_seqs_wanted(const fa_request *req, const cuda_device_info *dev) {
   if (req->op != FA_OP_FORWARD) return 0;
   if (p->cu_seqlens_q || p->cu_seqlens_k || p->seqused_k || p->block_table || p->num_splits > 1)
     return 1;
-  /* A dense forward with the choice left to the backend: split-KV where the rows of a step fit
-     one tile per group of heads and too few blocks would run without it (decoding). */
+  /* A dense forward with the choice left to the backend: the decoding kernel where a step's rows
+     fit it, split-KV where the rows fit one tile per group of heads and too few blocks would run
+     without it. */
   if (p->num_splits != 0 || p->kernel_family) return 0;
-  const int32_t pack = pack_of(req);
-  if (req->seqlen_q > FA2_SPLITKV_TILE_M / pack) return 0;
-  const int32_t hd = FA2_PAD_HD((int32_t)req->head_dim);
-  const int64_t tile_n = FA2_SPLITKV_TILE_N(hd);
-  return auto_splits(req->heads_q / pack * req->batch, (req->seqlen_k + tile_n - 1) / tile_n,
-                     dev->sm_count) > 1;
+  seq_tiles t;
+  tiles_of(req, dev, &t);
+  if (t.tile_m == FA2_DECODE_TILE_M) return 1;
+  if (req->seqlen_q > FA2_SPLITKV_TILE_M / t.pack) return 0;
+  return auto_splits(req->heads_q / t.pack * req->batch, (req->seqlen_k + t.tile_n - 1) / t.tile_n,
+                     block_slots(dev, t.smem)) > 1;
 }
 
 /* Index tensors the kernels read element by element: contiguous (stride 1) but the block
@@ -98,13 +131,14 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
     fa_core_refuse(out, "kv.k_new/v_new: cuda needs the head dim contiguous (stride 1)");
     return;
   }
-  const int32_t hd = FA2_PAD_HD((int32_t)req->head_dim);
-  const size_t smem = FA2_SPLITKV_SMEM(hd);
-  if ((int64_t)smem > dev->smem_optin) {
+  seq_tiles tl;
+  tiles_of(req, dev, &tl);
+  if ((int64_t)tl.smem > dev->smem_optin) {
     fa_core_refuse(out,
                    "cuda.fa2's forward over sequences at head_dim %lld needs %zu KiB of shared "
                    "memory; %s allows %d KiB",
-                   (long long)req->head_dim, smem / 1024, dev->name, (int)(dev->smem_optin / 1024));
+                   (long long)req->head_dim, tl.smem / 1024, dev->name,
+                   (int)(dev->smem_optin / 1024));
     return;
   }
   const int64_t cap = key_capacity(req);
@@ -112,14 +146,13 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
     fa_core_refuse(out, "sequences of 2^31 - 256 keys or rows and more are not supported by cuda");
     return;
   }
-  const int32_t pack = pack_of(req);
-  const int32_t tile_n = FA2_SPLITKV_TILE_N(hd);
-  const int64_t rows_per_head = FA2_SPLITKV_TILE_M / pack;
+  const int32_t pack = tl.pack, tile_n = tl.tile_n;
+  const int64_t rows_per_head = tl.tile_m / pack;
   const int64_t blocks =
       (req->seqlen_q + rows_per_head - 1) / rows_per_head * (req->heads_q / pack) * req->batch;
-  int32_t splits = p->num_splits >= 1
-                       ? p->num_splits
-                       : auto_splits(blocks, (cap + tile_n - 1) / tile_n, dev->sm_count);
+  int32_t splits = p->num_splits >= 1 ? p->num_splits
+                                      : auto_splits(blocks, (cap + tile_n - 1) / tile_n,
+                                                    block_slots(dev, tl.smem));
   if ((int64_t)splits * req->batch > 65535) {
     fa_core_refuse(out, "num_splits %d x batch %lld > 65535 (cuda grid limit)", (int)splits,
                    (long long)req->batch);
@@ -135,14 +168,14 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
   ch.seqs = 1;
   ch.splits = splits;
   ch.pack = pack;
-  ch.fa2.head_dim_padded = hd;
-  ch.fa2.tile_m = FA2_SPLITKV_TILE_M;
+  ch.fa2.head_dim_padded = tl.hd;
+  ch.fa2.tile_m = tl.tile_m;
   ch.fa2.tile_n = tile_n;
   ch.fa2.warps = 4;
-  ch.fa2.smem_bytes = smem;
+  ch.fa2.smem_bytes = tl.smem;
   fa_decision_put(out, &ch, sizeof ch);
   out->supported = 1;
-  out->tile_m = FA2_SPLITKV_TILE_M;
+  out->tile_m = tl.tile_m;
   out->tile_n = tile_n;
   out->num_splits = splits;
   out->deterministic = 1; /* fixed tiles and pieces, merged in piece order */
@@ -150,8 +183,9 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
   char split[16] = "", gqa[16] = "";
   if (splits > 1) snprintf(split, sizeof split, ".split%d", (int)splits);
   if (pack > 1) snprintf(gqa, sizeof gqa, ".gqa%d", (int)pack);
-  snprintf(out->kernel, sizeof out->kernel, "cuda.fa2.sm80.fwd.%s.hd%lld%s%s%s%s%s%s%s%s",
-           cuda_dtype_name(req->dtype), (long long)req->head_dim, p->causal ? ".causal" : "",
+  snprintf(out->kernel, sizeof out->kernel, "cuda.fa2.sm80.fwd.%s.hd%lld%s%s%s%s%s%s%s%s%s",
+           cuda_dtype_name(req->dtype), (long long)req->head_dim,
+           tl.tile_m == FA2_DECODE_TILE_M ? ".rows16" : "", p->causal ? ".causal" : "",
            p->window_enabled ? ".window" : "", p->softcap > 0.0f ? ".softcap" : "",
            p->cu_seqlens_q || p->cu_seqlens_k ? ".varlen" : "", p->block_table ? ".paged" : "",
            split, req->op == FA_OP_KVCACHE ? ".kvcache" : "", gqa);
@@ -254,6 +288,7 @@ fa_status cuda_seqs_run(const fa_request *req, const fa_decision *decision, cons
   A.window_left = p->window_left;
   A.window_right = p->window_right;
   A.lse_packed = req->lse_packed;
+  A.tile_m = ch->fa2.tile_m;
   A.pack = ch->pack;
   A.splits = ch->splits;
 

@@ -13,8 +13,9 @@
  *           ".gqa<P>" (fa3 forwards only) packs P query heads of a group in a tile, P a power of
  *           two dividing heads_q / heads_kv. --kernel-prefix replaces "cuda.<family>". The
  *           forward over sequences (varlen, seqused_k, paged K/V, num_splits > 1) is always
- *           "cuda.fa2.sm80.fwd.<dtype>.hd<D>[.causal][.window][.softcap][.varlen][.paged]
- *           [.split<S>][.gqa<P>]".
+ *           "cuda.fa2.sm80.fwd.<dtype>.hd<D>[.rows16][.causal][.window][.softcap][.varlen]
+ *           [.paged][.split<S>][.gqa<P>]", ".rows16" (the decoding kernel) allowed where a
+ *           step's rows (query positions x packed heads) fit 16, dense forwards included.
  *   opencl  "opencl.flash.<op>.<dtype>.hd<D>[.causal][.window][.softcap]"
  *
  * Ops whose naming the suite does not know (kvcache on cuda and opencl, any op of another
@@ -98,8 +99,8 @@ int cuda_fa3_gaps(int bwd, int64_t d, int64_t dv, int64_t sq, int64_t sk, float 
 /* What a call may report: one of n names, each possibly followed by ".gqa<P>" where allowed. */
 typedef struct kernel_expect {
   int n; /* 0: the naming is not known: only "<backend>." is checked */
-  char name[2][FA_KERNEL_LEN];
-  int gqa[2];    /* name[i] may end in ".gqa<P>" */
+  char name[3][FA_KERNEL_LEN];
+  int gqa[3];    /* name[i] may end in ".gqa<P>" */
   int64_t group; /* heads_q / heads_kv */
 } kernel_expect;
 
@@ -156,20 +157,48 @@ static void gpu_suffix(const kernel_facts *k, char *buf, size_t n) {
            k->causal ? ".causal" : "", k->window ? ".window" : "", k->softcap ? ".softcap" : "");
 }
 
+/* Whether the CUDA forward over sequences may run its decoding kernel (docs/backends.md): the
+   rows of a step, the query positions times the packed heads (the largest power of two dividing
+   the group whose rows fit 64), within 16. Its shared memory must fit the device too, which the
+   suite does not model: the name is allowed, not required. */
+static int cuda_decode_rows(const kernel_facts *k) {
+  const int64_t group = k->hkv > 0 ? k->hq / k->hkv : 1;
+  int64_t pack = 1;
+  while (group % (2 * pack) == 0 && k->sq * 2 * pack <= 64) pack *= 2;
+  return k->sq * pack <= 16;
+}
+
+/* The forward over sequences' name: ".rows16" after the head dim for the decoding kernel, then
+   the mask, ".varlen", ".paged" and ".split<S>" (".gqa<P>" allowed after it). */
+static void cuda_seqs_name(const kernel_facts *k, const char *suffix, int splits, int rows16,
+                           char *out, size_t n) {
+  char split[24] = "", hd[24];
+  if (splits > 1) snprintf(split, sizeof split, ".split%d", splits);
+  snprintf(hd, sizeof hd, ".hd%lld", (long long)k->d);
+  /* suffix is "<op>.<dtype>.hd<D><mask>": the mask part follows the head dim. */
+  const char *after_hd = strstr(suffix, hd) + strlen(hd);
+  snprintf(out, n, "cuda.fa2.sm80.%.*s%s%s%s%s%s", (int)(after_hd - suffix), suffix,
+           rows16 ? ".rows16" : "", after_hd, k->varlen ? ".varlen" : "", k->paged ? ".paged" : "",
+           split);
+}
+
 static void cuda_expect(const backend_ctx *bk, const kernel_facts *k, int splits,
                         kernel_expect *e) {
   const int fwd = !strcmp(k->op, "fwd");
   if (!fwd && strcmp(k->op, "bwd") != 0) return;
   char suffix[FA_KERNEL_LEN];
   gpu_suffix(k, suffix, sizeof suffix);
+  const int decode = fwd && cuda_decode_rows(k);
   /* The forward over sequences: fa2's, whatever the device. */
   if (fwd && (k->varlen || k->paged || k->seqused || splits > 1)) {
-    char split[24] = "";
-    if (splits > 1) snprintf(split, sizeof split, ".split%d", splits);
-    snprintf(e->name[0], sizeof e->name[0], "cuda.fa2.sm80.%s%s%s%s", suffix,
-             k->varlen ? ".varlen" : "", k->paged ? ".paged" : "", split);
+    cuda_seqs_name(k, suffix, splits, 0, e->name[0], sizeof e->name[0]);
     e->gqa[0] = 1;
     e->n = 1;
+    if (decode) {
+      cuda_seqs_name(k, suffix, splits, 1, e->name[1], sizeof e->name[1]);
+      e->gqa[1] = 1;
+      e->n = 2;
+    }
     return;
   }
   if (bk->cuda_prefix) {
@@ -189,6 +218,11 @@ static void cuda_expect(const backend_ctx *bk, const kernel_facts *k, int splits
     e->gqa[e->n++] = fwd;
   }
   if (!fa3 || smaller_gpu) snprintf(e->name[e->n++], sizeof e->name[0], "cuda.fa2.sm80.%s", suffix);
+  /* A dense decoding step runs the decoding kernel where its shared memory fits. */
+  if (decode) {
+    cuda_seqs_name(k, suffix, splits, 1, e->name[e->n], sizeof e->name[0]);
+    e->gqa[e->n++] = 1;
+  }
 }
 
 static void opencl_expect(const kernel_facts *k, kernel_expect *e) {
@@ -235,9 +269,10 @@ void check_info(report *rep, const backend_ctx *bk, const kernel_facts *k, const
     opencl_expect(k, &e);
   if (e.n) {
     if (!expect_matches(&e, info->kernel))
-      fail(rep, "%s: kernel \"%s\", expected \"%s\"%s%s%s%s", call, info->kernel, e.name[0],
+      fail(rep, "%s: kernel \"%s\", expected \"%s\"%s%s%s%s%s%s%s", call, info->kernel, e.name[0],
            e.gqa[0] ? " (.gqa<P> allowed)" : "", e.n > 1 ? " or \"" : "", e.n > 1 ? e.name[1] : "",
-           e.n > 1 ? "\"" : "");
+           e.n > 1 ? "\"" : "", e.n > 2 ? " or \"" : "", e.n > 2 ? e.name[2] : "",
+           e.n > 2 ? "\"" : "");
   } else {
     size_t n = strlen(bk->name);
     if (strncmp(info->kernel, bk->name, n) != 0 || info->kernel[n] != '.')

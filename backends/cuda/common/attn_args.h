@@ -77,8 +77,9 @@ typedef struct cuda_seq_args {
   int32_t causal, causal_align, window_enabled;
   int64_t window_left, window_right;
   int32_t lse_packed; /* lse is [heads_q, total_q] (row cu_q[b] + i) */
+  int32_t tile_m;     /* rows of a block: 64 (fa2_fwd_splitkv.cuh) or 16 (fa2_fwd_decode.cuh) */
   int32_t pack;       /* query heads of one K/V head in a tile (a power of two); rows per head:
-                         64 / pack */
+                         tile_m / pack */
   int32_t splits;     /* key pieces; > 1: partial results into o_part, lse_part */
   float *o_part;      /* [splits][batch][heads_q][seqlen_q][head_dim] */
   float *lse_part;    /* [splits][batch][heads_q][seqlen_q] */

@@ -8,6 +8,7 @@
 
 #include "fa2_bwd.cuh"
 #include "fa2_fwd.cuh"
+#include "fa2_fwd_decode.cuh"
 #include "fa2_fwd_splitkv.cuh"
 #include "fa2_launch.h"
 
@@ -102,11 +103,14 @@ int bwd(const cuda_bwd_args *a, int grid_x) {
 /* The forward over sequences: grid (query blocks, query head groups, sequences x key pieces). */
 template <typename Tr>
 int splitkv(const cuda_seq_args *a) {
-  const int rows = FA2_SPLITKV_TILE_M / a->pack;
+  const int rows = a->tile_m / a->pack;
   const dim3 grid((unsigned)((a->f.p.seqlen_q + rows - 1) / rows),
                   (unsigned)(a->f.p.heads_q / a->pack), (unsigned)(a->f.p.batch * a->splits));
-  fa2_splitkv_kernel<Tr, HD>
-      <<<grid, 128, FA2_SPLITKV_SMEM(HD), static_cast<cudaStream_t>(a->f.p.stream)>>>(*a);
+  const cudaStream_t stream = static_cast<cudaStream_t>(a->f.p.stream);
+  if (a->tile_m == FA2_DECODE_TILE_M)
+    fa2_decode_kernel<Tr, HD><<<grid, 128, FA2_DECODE_SMEM(HD), stream>>>(*a);
+  else
+    fa2_splitkv_kernel<Tr, HD><<<grid, 128, FA2_SPLITKV_SMEM(HD), stream>>>(*a);
   return (int)cudaGetLastError();
 }
 
@@ -136,6 +140,9 @@ cudaError_t prepare(int smem_limit, int cc_major) {
     e = cudaFuncSetAttribute(fa2_splitkv_kernel<Tr, HD>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)FA2_SPLITKV_SMEM(HD));
+  if (e == cudaSuccess && (int64_t)FA2_DECODE_SMEM(HD) <= smem_limit)
+    e = cudaFuncSetAttribute(fa2_decode_kernel<Tr, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)FA2_DECODE_SMEM(HD));
   return e;
 }
 

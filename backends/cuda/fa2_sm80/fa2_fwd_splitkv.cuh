@@ -9,7 +9,8 @@
  * Each sequence's lengths, mask and rows are read from the device tables; every index from them
  * is bounded before use (cuda_seq_args). The key tiles the block's rows see are cut into `splits`
  * pieces; with more than one, each block writes its rows' normalised partial output and LSE in
- * fp32 and a combine kernel (common/seq_aux.cu) merges them with core/'s rule. Per key tile the
+ * fp32 and a combine kernel (common/seq_aux.cu) merges them with core/'s rule. Decoding steps,
+ * whose rows fit 16, run fa2_fwd_decode.cuh's kernel instead. Per key tile the
  * work is fa2_fwd_step.cuh's, as in fa2_fwd.cuh; K and V rows are copied one by one (cp.async),
  * each through the block table where the cache is paged.
  */
@@ -73,14 +74,14 @@ __device__ __forceinline__ void splitkv_seq_of(const cuda_seq_args &A, int b, sp
   S.sk = splitkv_clamp(sk, 0, cap);
 }
 
-/* The 64 x HD Q tile: row r is position m0 + (r mod rows per head) of query head
+/* The BM x HD Q tile: row r is position m0 + (r mod rows per head) of query head
    h0 + r / rows per head (rph_log2: log2 of rows per head); rows past the sequence and columns
    past d are zero-filled by the copy. */
-template <int HD, int NT, typename TL, typename E>
+template <int BM, int HD, int NT, typename TL, typename E>
 __device__ __forceinline__ void splitkv_load_q(E *sQ, const E *q, const cuda_strides &st,
                                                const splitkv_seq &S, int h0, int m0, int rph_log2,
                                                int d, int tid) {
-  typedef tile_walk<FA2_SPLITKV_TILE_M, HD, NT> W;
+  typedef tile_walk<BM, HD, NT> W;
   const W w = {tid};
   if (!w.active()) return;
   const int col = w.col(), r0 = w.r0();
@@ -210,7 +211,8 @@ __global__ void __launch_bounds__(128) fa2_splitkv_kernel(const cuda_seq_args A)
   row_max[0][0] = row_max[0][1] = -INFINITY;
   row_sum[0][0] = row_sum[0][1] = 0.0f;
 
-  splitkv_load_q<HD, NT, TL>(sQ, static_cast<const E *>(f.q), f.q_str, S, h0, m0, rph_log2, d, tid);
+  splitkv_load_q<BM, HD, NT, TL>(sQ, static_cast<const E *>(f.q), f.q_str, S, h0, m0, rph_log2, d,
+                                 tid);
   if (nb0 < nb1) splitkv_load_kv<BN, HD, NT, TL>(sK, sV, A, S, nb0 * BN, hk, d, tid);
   cp_async_commit();
 

@@ -95,4 +95,13 @@
 #define FA2_SPLITKV_SMEM(hd) \
   ((size_t)(FA2_SPLITKV_TILE_M + 4 * FA2_SPLITKV_TILE_N(hd)) * FA2_TILE_LD(hd) * 2)
 
+/* Its decoding kernel (fa2_fwd_decode.cuh): 16 query rows, key tiles of 64 (16 per warp) in as
+   many cp.async stages as keep two blocks on an SM up to head dim 128 (three at 64). */
+#define FA2_DECODE_TILE_M 16
+#define FA2_DECODE_TILE_N 64
+#define FA2_DECODE_STAGES(hd) ((hd) <= 64 ? 4 : (hd) <= 128 ? 3 : 2)
+#define FA2_DECODE_SMEM(hd)                                                                        \
+  ((size_t)(FA2_DECODE_TILE_M + 2 * FA2_DECODE_STAGES(hd) * FA2_DECODE_TILE_N) * FA2_TILE_LD(hd) * \
+   2)
+
 #endif /* FA_CUDA_FA2_TILES_H */

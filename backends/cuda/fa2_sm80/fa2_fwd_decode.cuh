@@ -1,0 +1,222 @@
+/*
+ * fa2_fwd_decode.cuh: the forward over sequences for decoding steps, whose rows (new tokens x the
+ * query heads of one K/V head) fit 16: the same sequences, tables, pieces and partial results as
+ * fa2_fwd_splitkv.cuh, with one 16-row Q tile per block and the 4 warps splitting each key tile
+ * instead of its rows.
+ *
+ * A decoding step streams K and V once and computes little, so the kernel is built for bytes in
+ * flight: key tiles of 64 rows in FA2_DECODE_STAGES stages of cp.async (all but one in flight
+ * while a tile is computed), and no MMA on rows that do not exist (the 64-row kernel computes 64
+ * rows for the 1-4 a decoding step has). Each warp runs the online softmax of the 16 rows over
+ * its 16 keys of every tile; at the end the warps' maxima, sums and outputs are merged (core/'s
+ * rule, in the log2 domain) and stored as fa2_fwd_splitkv.cuh stores them: the normalised piece
+ * and its LSE in fp32 when the keys are split, else out and lse.
+ */
+#ifndef FA_CUDA_FA2_FWD_DECODE_CUH
+#define FA_CUDA_FA2_FWD_DECODE_CUH
+
+#include "fa2_fwd_splitkv.cuh"
+
+template <typename Tr, int HD>
+__global__ void __launch_bounds__(128) fa2_decode_kernel(const cuda_seq_args A) {
+  typedef typename Tr::elem E;
+  constexpr int BM = FA2_DECODE_TILE_M, BN = FA2_DECODE_TILE_N, ST = FA2_DECODE_STAGES(HD);
+  constexpr int NT = 128, KW = BN / 4; /* keys of a tile per warp */
+  typedef typename smem_tile_layout<HD, FA2_SWIZZLED(HD)>::type TL;
+  constexpr int LD = TL::LD;
+  constexpr int NB = KW / 8; /* n8 blocks of a warp's keys in S */
+  constexpr int DB = HD / 8; /* n8 blocks of the head dim in O */
+  static_assert(KW == 16 && HD % 32 == 0 && ST >= 2, "tile shape");
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  E *sQ = reinterpret_cast<E *>(smem_raw);
+  E *sKV = sQ + BM * LD; /* ST stages, each BN rows of K then BN rows of V */
+
+  const cuda_fwd_args &f = A.f;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int b = (int)blockIdx.z / A.splits, split = (int)blockIdx.z - b * A.splits;
+  int rph_log2 = 4;
+  while ((1 << (4 - rph_log2)) < A.pack) --rph_log2; /* rows per head: 16 / pack */
+  const int h0 = (int)blockIdx.y * A.pack;
+  const int hk = h0 / (f.p.heads_q / f.p.heads_kv);
+  const int m0 = (int)blockIdx.x << rph_log2;
+  const int d = f.p.head_dim;
+
+  splitkv_seq S;
+  splitkv_seq_of(A, b, S);
+  if (m0 >= S.sq) return; /* the sequence has no rows here (the grid covers the longest) */
+  const int m_last = min(m0 + (1 << rph_log2), S.sq) - 1;
+  const fa_mask mask = fa_mask_make(A.causal, A.causal_align, A.window_enabled, A.window_left,
+                                    A.window_right, S.sq, S.sk);
+  int64_t lo_first, hi_first, lo_last, hi_last;
+  fa_mask_key_range(&mask, m0, S.sk, &lo_first, &hi_first);
+  fa_mask_key_range(&mask, m_last, S.sk, &lo_last, &hi_last);
+  const int n_begin = (int)(lo_first / BN);
+  const int n_end = hi_last > lo_first ? (int)((hi_last + BN - 1) / BN) : n_begin;
+  const int64_t span = n_end - n_begin;
+  const int nb0 = n_begin + (int)(span * split / A.splits);
+  const int nb1 = n_begin + (int)(span * (split + 1) / A.splits);
+
+  /* Each thread's two rows (the same in every warp): query head, position, key range. */
+  int row_lo[1][2], row_hi[1][2], row_pos[2], row_head[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int rr = g + 8 * r;
+    row_head[r] = rr >> rph_log2;
+    row_pos[r] = m0 + (rr & ((1 << rph_log2) - 1));
+    int64_t lo = 0, hi = 0;
+    if (row_pos[r] < S.sq) fa_mask_key_range(&mask, row_pos[r], S.sk, &lo, &hi);
+    row_lo[0][r] = (int)lo;
+    row_hi[0][r] = (int)hi;
+  }
+
+  const bool capped = f.p.softcap > 0.0f;
+  const float sl2 = capped ? CUDA_LOG2E : f.p.scale * CUDA_LOG2E;
+
+  float o[1][DB][4];
+  float row_max[1][2], row_sum[1][2];
+#pragma unroll
+  for (int db = 0; db < DB; ++db)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) o[0][db][c] = 0.0f;
+  row_max[0][0] = row_max[0][1] = -INFINITY;
+  row_sum[0][0] = row_sum[0][1] = 0.0f;
+
+  splitkv_load_q<BM, HD, NT, TL>(sQ, static_cast<const E *>(f.q), f.q_str, S, h0, m0, rph_log2, d,
+                                 tid);
+  /* The first ST - 1 tiles in flight, one commit group each (empty ones too: the count of
+     groups decides what cp_async_wait waits for). */
+#pragma unroll
+  for (int s = 0; s < ST - 1; ++s) {
+    if (nb0 + s < nb1)
+      splitkv_load_kv<BN, HD, NT, TL>(sKV + s * 2 * BN * LD, sKV + (s * 2 + 1) * BN * LD, A, S,
+                                      (nb0 + s) * BN, hk, d, tid);
+    cp_async_commit();
+  }
+
+  for (int n = nb0, it = 0; n < nb1; ++n, ++it) {
+    /* Tile n has landed; after the barrier every warp is done with tile n - 1, whose stage the
+       copies of tile n + ST - 1 overwrite while this one is computed. */
+    cp_async_wait<ST - 2>();
+    __syncthreads();
+    if (n + ST - 1 < nb1) {
+      const int s = (it + ST - 1) % ST;
+      splitkv_load_kv<BN, HD, NT, TL>(sKV + s * 2 * BN * LD, sKV + (s * 2 + 1) * BN * LD, A, S,
+                                      (n + ST - 1) * BN, hk, d, tid);
+    }
+    cp_async_commit();
+    const int st = it % ST;
+    const int cw = n * BN + warp * KW; /* this warp's first key */
+    fa_tile_class cls = fa_mask_tile_class_from_ranges(lo_first, hi_first, lo_last, hi_last, cw,
+                                                       min(cw + KW, S.sk));
+    if (cls == FA_TILE_EMPTY) continue;
+    if (cls == FA_TILE_FULL && cw + KW > S.sk) cls = FA_TILE_PARTIAL;
+    const E *tK = sKV + st * 2 * BN * LD + warp * KW * LD;
+    const E *tV = sKV + (st * 2 + 1) * BN * LD + warp * KW * LD;
+    float s[1][NB][4];
+    zero_tile(s);
+    mma_rows_rows<Tr, 1, NB, HD / 16, TL, TL>(s, sQ, 0, tK, 0, lane);
+    if (capped) softcap_tile(s, f.p.scale, f.p.softcap);
+    if (cls == FA_TILE_PARTIAL) fa2_mask_scores(s, cw, row_lo, row_hi, t);
+    fa2_softmax_pv<Tr, 1, NB, DB, TL>(s, o, row_max, row_sum, sl2, tV, lane);
+  }
+  cp_async_wait<0>();
+  __syncthreads(); /* every warp done with the stages before they hold the merge */
+
+  /* Warps 1-3 hand their rows' state to warp 0, in fragment order (lane-contiguous). */
+  constexpr int WORDS = DB * 4 + 4; /* per lane: o, then max and sum of both rows */
+  float *red = reinterpret_cast<float *>(sKV);
+  static_assert((size_t)3 * WORDS * 32 * 4 <= (size_t)ST * 2 * BN * LD * sizeof(E),
+                "the merge fits the stages");
+  if (warp > 0) {
+    float *mine = red + (warp - 1) * WORDS * 32 + lane;
+#pragma unroll
+    for (int db = 0; db < DB; ++db)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) mine[(db * 4 + c) * 32] = o[0][db][c];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mine[(DB * 4 + r) * 32] = row_max[0][r];
+      mine[(DB * 4 + 2 + r) * 32] = row_sum[0][r];
+    }
+  }
+  __syncthreads();
+  if (warp > 0) return;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx = row_max[0][r];
+#pragma unroll
+    for (int w = 0; w < 3; ++w) mx = fmaxf(mx, red[(w * WORDS + DB * 4 + r) * 32 + lane]);
+    const float ms = fa_softmax_safe_max(mx) * sl2;
+    const float own = row_max[0][r] == -INFINITY ? 0.0f : fast_exp2(row_max[0][r] * sl2 - ms);
+    float l = row_sum[0][r] * own;
+#pragma unroll
+    for (int db = 0; db < DB; ++db) {
+      o[0][db][2 * r] *= own;
+      o[0][db][2 * r + 1] *= own;
+    }
+#pragma unroll
+    for (int w = 0; w < 3; ++w) {
+      const float *theirs = red + w * WORDS * 32 + lane;
+      const float m_w = theirs[(DB * 4 + r) * 32];
+      const float a = m_w == -INFINITY ? 0.0f : fast_exp2(m_w * sl2 - ms);
+      l += theirs[(DB * 4 + 2 + r) * 32] * a;
+#pragma unroll
+      for (int db = 0; db < DB; ++db) {
+        o[0][db][2 * r] += theirs[(db * 4 + 2 * r) * 32] * a;
+        o[0][db][2 * r + 1] += theirs[(db * 4 + 2 * r + 1) * 32] * a;
+      }
+    }
+    row_max[0][r] = mx;
+    row_sum[0][r] = l;
+  }
+
+  float inv[2], lse[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = row_sum[0][r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    inv[r] = fa_softmax_out_scale(l);
+    lse[r] = l > 0.0f ? row_max[0][r] * sl2 * CUDA_LN2 + logf(l) : -INFINITY;
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (row_pos[r] >= S.sq) continue;
+    const int h = h0 + row_head[r];
+    if (A.splits > 1) { /* the piece's normalised row and its LSE, fp32 */
+      const int64_t row =
+          (((int64_t)split * f.p.batch + b) * f.p.heads_q + h) * f.p.seqlen_q + row_pos[r];
+      if (t == 0) A.lse_part[row] = lse[r];
+      float *dst = A.o_part + row * d;
+#pragma unroll
+      for (int db = 0; db < DB; ++db) {
+        const int c = db * 8 + 2 * t;
+        if (c < d)
+          *reinterpret_cast<float2 *>(dst + c) =
+              make_float2(o[0][db][2 * r] * inv[r], o[0][db][2 * r + 1] * inv[r]);
+      }
+      continue;
+    }
+    E *dst = static_cast<E *>(f.out) + S.o_base + (int64_t)row_pos[r] * f.o_str.row +
+             (int64_t)h * f.o_str.head;
+#pragma unroll
+    for (int db = 0; db < DB; ++db) {
+      const int c = db * 8 + 2 * t;
+      if (c < d)
+        *reinterpret_cast<uint32_t *>(dst + c) =
+            Tr::pack(o[0][db][2 * r] * inv[r], o[0][db][2 * r + 1] * inv[r]);
+    }
+    if (f.lse && t == 0) {
+      const int64_t at = A.lse_packed ? (int64_t)h * f.lse_str.head +
+                                            (int64_t)(S.q_start + row_pos[r]) * f.lse_str.row
+                                      : (int64_t)b * f.lse_str.batch + (int64_t)h * f.lse_str.head +
+                                            (int64_t)row_pos[r] * f.lse_str.row;
+      f.lse[at] = lse[r];
+    }
+  }
+}
+
+#endif /* FA_CUDA_FA2_FWD_DECODE_CUH */
