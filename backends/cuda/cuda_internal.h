@@ -71,6 +71,8 @@ fa_status cuda_check_indices(const fa_request *req);
    caller's workspace or one from the stream-ordered pool, and its return; a workspace pointer
    aligned to CUDA_WORKSPACE_ALIGN. */
 fa_status cuda_failure(int cuda_error, const char *what);
+/* cuda_quantize.c: the plugin's fa_quantize. */
+fa_status cuda_quantize(const fa_quantize_request *req, char *kernel);
 fa_status cuda_workspace_take(void *given, size_t bytes, void *stream, void **ws);
 int cuda_workspace_give_back(void *given, void *ws, void *stream, int e);
 void *cuda_workspace_aligned(void *ws);

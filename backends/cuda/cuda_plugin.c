@@ -205,4 +205,5 @@ void cuda_release(void) {
   cudaGetLastError();
 }
 
-FA_PLUGIN_DEFINE(FA_BACKEND_CUDA, "cuda", cuda_probe, cuda_decide, cuda_run, cuda_release, NULL)
+FA_PLUGIN_DEFINE(FA_BACKEND_CUDA, "cuda", cuda_probe, cuda_decide, cuda_run, cuda_release,
+                 cuda_quantize)
