@@ -56,6 +56,8 @@
 #   graph        bin/cuda_graph: fa_forward + fa_backward and a decoding step of fa_forward_kvcache
 #                captured in CUDA graphs and replayed with new inputs (and, for decoding, cache
 #                lengths advanced in device memory), bitwise equal to eager calls
+#   quantize     bin/test_quantize_device cuda: fa_quantize's y and descales (FP8 and rotation-only,
+#                every descale layout, strided, empty) byte for byte equal to the CPU backend's
 #   sm90probe    bin/sm90_probe: TMA loads, mbarrier, wgmma with both descriptor forms vs float64
 #   sass         cuobjdump --dump-sass lib/libfa_cuda.so: HMMA instructions must be there; LDL/STL
 #                (local-memory spills) counted, per kernel, in $OUT/sass_counts.txt; every fa3
@@ -358,16 +360,18 @@ else
 fi
 
 # --- test programs -------------------------------------------------------------------------
-# program_step STEP PROGRAM SECONDS MISSING: bin/PROGRAM under a time limit; PASS with its last
-# line, else FAIL with its first FAIL or SKIP line; MISSING (SKIP or FAIL) where it is not built.
+# program_step STEP PROGRAM SECONDS MISSING [ARGS...]: bin/PROGRAM ARGS under a time limit; PASS
+# with its last line, else FAIL with its first FAIL or SKIP line; MISSING (SKIP or FAIL) where it
+# is not built.
 program_step() {
   local step=$1 prog=$2 secs=$3 missing=$4 log="$TMP/$2.txt"
+  shift 4
   if [ ! -x "$BIN/$prog" ]; then
     record "$step" "$missing" "bin/$prog not built"
     return
   fi
   banner "$prog"
-  if timeout "$secs" "$BIN/$prog" > "$log" 2>&1; then
+  if timeout "$secs" "$BIN/$prog" "$@" > "$log" 2>&1; then
     record "$step" PASS "$(tail -1 "$log")"
   else
     record "$step" FAIL "$(grep -m1 -E '^(FAIL|SKIP)' "$log")"
@@ -379,6 +383,8 @@ program_step() {
 program_step sm90probe sm90_probe 60 SKIP
 # bin/cuda_graph: the calls captured in CUDA graphs and replayed against eager calls.
 program_step graph cuda_graph 120 FAIL
+# bin/test_quantize_device cuda: fa_quantize on the GPU byte for byte against the CPU backend.
+program_step quantize test_quantize_device 300 FAIL cuda
 
 # --- SASS ------------------------------------------------------------------------------------
 if [ "$DO_SASS" -eq 1 ]; then
