@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
-"""cpu_peers.py: CPU attention of flashattn-c against ggml and PyTorch in one run: decode, prefill.
+"""cpu_peers.py: CPU attention of flashattn-c against ggml and PyTorch in one run: decode, prefill
+(forward and backward).
 
-Two modes (--mode); in either the three implementations run in one Python process on the same CPU
-threads (--threads, default 2), in alternation, on the same input values.
+Two modes (--mode); in either the implementations run in one Python process on the same CPU
+threads (--threads, default 2), in alternation, on the same input values. --peers (default
+ggml,torch) names the peers timed besides ours: without ggml, ggml is neither downloaded nor
+built and the table and the JSON have no ggml columns or ratios (the output's header says so),
+which is how a machine with no network and no ggml build runs it (--peers torch).
 
 - decode (the default): one query token per sequence over a full KV cache, head dim 128, 32 query
   heads over 32 K/V heads (MHA) and over 8 (GQA), caches of 4096, 8192, 16384 and 32768 keys,
@@ -12,7 +16,9 @@ threads (--threads, default 2), in alternation, on the same input values.
   causal (--causal). Reported: ms, and GFLOP/s = 4 * batch * heads * seqlen_q * seqlen_k *
   head_dim / time, halved when causal (the FlashAttention papers' count, which FlashAttention's
   benchmarks and fa-bench use; a causal square has (seqlen + 1) / (2 * seqlen) of the pairs, 0.1%
-  more than half at 1024).
+  more than half at 1024). --pass fwd,bwd adds the backward (default fwd): a row per shape and
+  pass, the backward's FLOPs 2.5x the forward's (the project's count, as fa-bench's). ggml has no
+  backward: its columns are empty ("-") on the backward's rows and it is not run there.
 
 torch is imported first: in its Linux wheels its OpenMP runtime is a libgomp.so.1, which the
 library and ggml (both built with GCC's OpenMP) then bind to as well, so one thread team serves all
@@ -28,8 +34,13 @@ so none reads another's cache lines.
   kv_heads, dim], params.causal when causal (aligned bottom-right, which is top-left when seqlen_q
   = seqlen_k), no lse (return_lse 0, lse NULL: an inference prefill, which is what the peers
   produce); default f16, bf16 and f32. Timed: one call (validation, dispatch, the kernel), the
-  tensor structs built beforehand; nothing is allocated inside it. OMP_NUM_THREADS = --threads is
-  set before any library is loaded.
+  tensor structs built beforehand; nothing is allocated inside it. Backward: fa_backward with q,
+  K, V, dout and dq, dK, dV in that dtype (the gradients preallocated), out and the f32 lse of one
+  untimed fa_forward (return_lse 1) of the same inputs, params.causal as in the forward, num_splits
+  0 (a forward knob), its own caller workspace sized by its first call's run report. The run
+  report's kernel name of every call is recorded (its ISA is the CPU backend's choice, or the one
+  FA_CPU_ISA forces, e.g. avx512bf16 or amx; FA_CPU_ISA is recorded too). OMP_NUM_THREADS =
+  --threads is set before any library is loaded.
 - ggml: ggml_flash_attn_ext on ggml's CPU backend, built by this script outside the repository
   (--workdir) from the llama-cpp-python source distribution pinned below (LLAMA_CPP_PYTHON,
   which vendors llama.cpp and its ggml), with GGML_NATIVE=ON, OpenMP, Release, no GPU backend;
@@ -54,28 +65,35 @@ so none reads another's cache lines.
   causal (aligned top-left, the same as ours at seqlen_q = seqlen_k),
   torch.set_num_threads(--threads). Its dtypes (--torch-dtypes) default to f32, where torch's CPU
   kernel is fastest, and bf16, the bytes ours reads. Timed: one SDPA call, which allocates its
-  output.
+  output. Backward: q, K and V with requires_grad, one untimed forward (the same backend) builds
+  the graph; timed: one torch.autograd.grad(out, (q, k, v), dout, retain_graph=True), the backward
+  alone (it returns new dq, dK, dV, so no .grad accumulates between calls, and the forward is
+  outside the timed region).
 
-Timing (as bench/peer_run.py on the GPU): per shape each implementation is called once untimed
-(and its output checked against an f32 reference computed from the same rounded inputs: relative
-L2 error at most --tol for ours, --peer-tol for the peers, whose looser bound still catches a peer
-that computes something else; in decode ggml's CPU kernel accumulates softmax(QK)V in f16 when V
-is f16, which costs it about 2.7e-2 over 32k keys on one thread; in prefill the reference and the
-check cover at most --ref-rows query rows, evenly spaced with the first and the last, every head,
-causal mask included), then all of them in turn for --settle-ms (at least one turn), then each
-once more (twice in decode) for an estimate of its call's time, then --rounds rounds whose order
-rotates by one each round; in a round an implementation runs `calls` calls back to back (about
---rep-ms; at least two in decode, one in prefill) and its time is the wall clock over `calls`; the
-median of its rounds counts. Decode GB/s counts the K and V bytes a call must read (2 * batch *
-cache * kv_heads * 128 * element size), once. A probe runs before and after the shapes with the
-same thread count: in decode cpu-read-bw (bench/cpu_read_bw.c), the streaming-read rate, so the
-decode GB/s can be read as a fraction of it (a cache whose K+V fits in the last-level cache can
-exceed it); in prefill cpu-fma-peak (bench/cpu_fma_peak.c), the fp32 FMA rate of 512-bit vectors,
-the ceiling the CPU backend's GFLOP/s is quoted against (%peak: over the median of the two).
+Timing (as bench/peer_run.py on the GPU): per shape (and pass) each implementation is called once
+untimed (and its output checked against an f32 reference computed from the same rounded inputs:
+relative L2 error at most --tol for ours, --peer-tol for the peers, whose looser bound still catches
+a peer that computes something else; in decode ggml's CPU kernel accumulates softmax(QK)V in f16
+when V is f16, which costs it about 2.7e-2 over 32k keys on one thread; in prefill the reference and
+the check cover at most --ref-rows query rows, evenly spaced with the first and the last, every
+head, causal mask included; in the backward each of dq, dK and dV is held to the same bound against
+a float64 reference from the same rounded q, K, V and dout, dq on those query rows, dK and dV on the
+keys of the same positions, summed over every query row), then all of them in turn for --settle-ms
+(at least one turn), then each once more (twice in decode) for an estimate of its call's time, then
+--rounds rounds whose order rotates by one each round; in a round an implementation runs `calls`
+calls back to back (about --rep-ms; at least two in decode, one in prefill) and its time is the wall
+clock over `calls`; the median of its rounds counts. Decode GB/s counts the K and V bytes a call
+must read (2 * batch * cache * kv_heads * 128 * element size), once. A probe runs before and after
+the shapes with the same thread count: in decode cpu-read-bw (bench/cpu_read_bw.c), the
+streaming-read rate, so the decode GB/s can be read as a fraction of it (a cache whose K+V fits in
+the last-level cache can exceed it); in prefill cpu-fma-peak (bench/cpu_fma_peak.c), the fp32 FMA
+rate of 512-bit vectors, the ceiling the CPU backend's GFLOP/s is quoted against (%peak: over the
+median of the two).
 
-Output: the machine, the table (decode: ms and GB/s of each; prefill: ms and GFLOP/s of each;
-then ours / ggml and ours / torch's fastest dtype, a peer's ms over ours, > 1 = ours faster) and,
-with --json FILE, everything (metadata, every round, the checks).
+Output: the machine, the table (decode: ms and GB/s of each; prefill: ms and GFLOP/s of each, a
+pass column with --pass bwd; then ours / ggml and ours / torch's fastest dtype, a peer's ms over
+ours, > 1 = ours faster), the kernels of ours' run reports, and, with --json FILE, everything
+(metadata, every round, the checks, each call's kernel).
 Exit status: 0; 1 when a call or an output check failed (the reason is printed); 2 when a peer
 cannot be built or loaded (the reason is printed).
 """
@@ -95,6 +113,7 @@ import statistics
 import subprocess
 import sys
 import tarfile
+import textwrap
 import time
 import typing
 
@@ -128,6 +147,9 @@ DEFAULTS = {
 QUICK = {"decode": [(32, 4096), (8, 4096)],             # (kv_heads, cache), head dim 128
          "prefill": [(64, 512, 0), (128, 512, 1)]}      # (head dim, seqlen, causal)
 ELEM = {"f16": 2, "bf16": 2, "f32": 4}
+PEERS = ["ggml", "torch"]
+PASSES = ["fwd", "bwd"]
+BWD_FLOP = 2.5  # the backward's FLOPs over the forward's (the FlashAttention papers', fa-bench's)
 
 
 class PeerUnavailable(Exception):
@@ -149,6 +171,16 @@ def dtype_list(s: str) -> list[str]:
     return out
 
 
+def choice_list(choices: list[str]):
+    """A comma-separated, non-empty subset of choices, in choices' order."""
+    def parse(s: str) -> list[str]:
+        out = {x.strip() for x in s.split(",") if x.strip()}
+        if not out or out - set(choices):
+            raise argparse.ArgumentTypeError(f"'{s}': takes one or more of {','.join(choices)}")
+        return [c for c in choices if c in out]
+    return parse
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(
         description="Time CPU decode or prefill attention: flashattn-c (C API) against ggml's "
@@ -158,6 +190,12 @@ def parse_args(argv):
     ap.add_argument("--mode", choices=["decode", "prefill"], default="decode",
                     help="decode: one query token over a KV cache (the default); prefill: "
                          "seqlen_q = seqlen_k, causal and not")
+    ap.add_argument("--peers", type=choice_list(PEERS), default=PEERS,
+                    help="peers timed besides ours (default ggml,torch); without ggml it is not "
+                         "downloaded or built, and the output has no ggml columns")
+    ap.add_argument("--pass", dest="passes", type=choice_list(PASSES), default=["fwd"],
+                    help="prefill: fwd, bwd or fwd,bwd (default fwd); bwd times fa_backward "
+                         "against torch's SDPA backward (ggml has none)")
     ap.add_argument("--threads", type=int, default=2, help="CPU threads of every implementation "
                     "(OMP_NUM_THREADS, ggml's n_threads, torch.set_num_threads); default 2")
     ap.add_argument("--workdir", default="/tmp/fa_cpu_peers",
@@ -209,10 +247,11 @@ def parse_args(argv):
     ap.add_argument("--max-calls", type=int, default=500, help="cap on the calls of a round")
     ap.add_argument("--ref-rows", type=int, default=512,
                     help="prefill: query rows the f32 reference and the check cover, evenly "
-                         "spaced (default 512; all rows when there are no more)")
+                         "spaced (default 512; all rows when there are no more); the backward's "
+                         "dK and dV: the same positions' keys")
     ap.add_argument("--tol", type=float, default=2e-2,
-                    help="largest relative L2 error of our output against the f32 reference "
-                         "(default 2e-2)")
+                    help="largest relative L2 error of our output against the f32 reference, "
+                         "of each of dq, dK, dV against the f64 one (default 2e-2)")
     ap.add_argument("--peer-tol", type=float, default=1e-1,
                     help="the same for a peer (default 1e-1: it catches a peer computing "
                          "something else, not ggml's f16 accumulation over long caches)")
@@ -234,6 +273,8 @@ def parse_args(argv):
         ap.error("--causal takes 0, 1 or 0,1")
     if a.mode == "decode" and a.causal != [0]:
         ap.error("--causal is a prefill option (decode's one query row sees every key)")
+    if a.mode == "decode" and a.passes != ["fwd"]:
+        ap.error("--pass is a prefill option (decode times the forward over a KV cache)")
     return a
 
 
@@ -419,7 +460,7 @@ def fma_peak(prog: str) -> dict:
 
 # ---------------------------------------------------------------------------------------------
 # The implementations: each is (name, dtype, fn(calls) -> ms a call, output() -> f32 tensor
-# [batch, seqlen_q, heads, dim])
+# [batch, seqlen_q, heads, dim]; in the backward the f32 (dq, dK, dV) in the layouts of q, K, V)
 
 class Shape(typing.NamedTuple):
     batch: int
@@ -430,10 +471,12 @@ class Shape(typing.NamedTuple):
     hdim: int
     causal: int     # 0 in decode
 
-    def flop(self) -> float:
-        """4 * batch * heads * seqlen_q * seqlen_k * hdim, halved when causal."""
+    def flop(self, pass_: str = "fwd") -> float:
+        """4 * batch * heads * seqlen_q * seqlen_k * hdim, halved when causal; BWD_FLOP times
+        that for the backward."""
         f = 4.0 * self.batch * self.heads * self.seqlen_q * self.seqlen_k * self.hdim
-        return f / 2 if self.causal else f
+        f = f / 2 if self.causal else f
+        return f * BWD_FLOP if pass_ == "bwd" else f
 
 
 class Impl:
@@ -446,6 +489,59 @@ class Impl:
 TORCH_DT = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
 
 
+def fa_tensor(C, t, dtype):
+    """The C API's tensor struct over a CPU torch tensor (its strides in elements)."""
+    ft = C.FaTensor()
+    ft.data = t.data_ptr()
+    ft.device = C.FaDevice(C.FA_DEVICE_CPU, 0)
+    ft.dtype = dtype
+    ft.ndim = t.dim()
+    for i in range(t.dim()):
+        ft.shape[i] = t.shape[i]
+        ft.strides[i] = t.stride(i)
+    return ft
+
+
+def cpu_params(C, lib, causal: int):
+    """fa_params for the strict cpu backend."""
+    params = C.FaParams()
+    lib.dll.fa_params_init(ctypes.byref(params))
+    params.backend = C.FA_BACKEND_CPU
+    params.strict = 1
+    params.causal = causal
+    return params
+
+
+def api_timer(C, lib, name: str, f, refs):
+    """fn(calls) -> ms a call of f(*refs), raising on a status other than FA_OK."""
+    def run(calls: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            st = f(*refs)
+            if st != C.FA_OK:
+                raise RuntimeError(f"{name}: {lib.status_name(st)}: {lib.last_error()}")
+        return (time.perf_counter() - t0) * 1e3 / calls
+    return run
+
+
+def with_workspace(torch, run, params, info):
+    """Calls once, so that the run report sizes the caller workspace the timed calls get, then
+    once more with it; the workspace (None when the call needs none)."""
+    run(1)
+    workspace = None
+    if info.workspace_bytes:
+        workspace = torch.empty(info.workspace_bytes, dtype=torch.uint8)
+        params.workspace = workspace.data_ptr()
+        params.workspace_size = info.workspace_bytes
+    run(1)
+    return workspace
+
+
+def run_report(C, info) -> dict:
+    return {"kernel": C.text(info.kernel), "num_splits": info.num_splits,
+            "workspace_bytes": info.workspace_bytes, "fell_back": info.fell_back}
+
+
 def make_ours(C, lib, torch, dt, inputs, sh: Shape, args) -> Impl:
     """fa_forward_kvcache (decode) or fa_forward (prefill) on ctypes structs built once over
     torch's CPU tensors."""
@@ -456,30 +552,15 @@ def make_ours(C, lib, torch, dt, inputs, sh: Shape, args) -> Impl:
     k = inputs["k32"].to(tdt).contiguous()           # [B, Sk, HKV, D]
     v = inputs["v32"].to(tdt).contiguous()
     out = torch.empty_like(q)
-
-    def tensor(t, dtype):
-        ft = C.FaTensor()
-        ft.data = t.data_ptr()
-        ft.device = C.FaDevice(C.FA_DEVICE_CPU, 0)
-        ft.dtype = dtype
-        ft.ndim = t.dim()
-        for i in range(t.dim()):
-            ft.shape[i] = t.shape[i]
-            ft.strides[i] = t.stride(i)
-        return ft
-
-    tq, tk, tv, to = (tensor(t, fdt) for t in (q, k, v, out))
-    params = C.FaParams()
-    lib.dll.fa_params_init(ctypes.byref(params))
-    params.backend = C.FA_BACKEND_CPU
-    params.strict = 1
+    tq, tk, tv, to = (fa_tensor(C, t, fdt) for t in (q, k, v, out))
+    params = cpu_params(C, lib, sh.causal)
     params.num_splits = args.splits
     info = C.FaRunInfo()
     lib.dll.fa_run_info_init(ctypes.byref(info))
     if decode:
         lse = torch.empty(sh.batch, sh.heads, 1, dtype=torch.float32)
         lens = torch.full((sh.batch,), sh.seqlen_k, dtype=torch.int32)
-        tl, tc = tensor(lse, C.FA_F32), tensor(lens, C.FA_I32)
+        tl, tc = fa_tensor(C, lse, C.FA_F32), fa_tensor(C, lens, C.FA_I32)
         params.return_lse = 1
         kv = C.FaKvcacheArgs()
         lib.dll.fa_kvcache_args_init(ctypes.byref(kv))
@@ -488,36 +569,39 @@ def make_ours(C, lib, torch, dt, inputs, sh: Shape, args) -> Impl:
         refs = [ctypes.byref(x) for x in (params, tq, tk, tv, kv, to, tl, info)]
         keep = (lse, lens, tl, tc, kv)
     else:
-        params.causal = sh.causal
         name, f = "fa_forward", lib.dll.fa_forward
         refs = [ctypes.byref(x) for x in (params, tq, tk, tv, to)] + [None, ctypes.byref(info)]
         keep = ()
-
-    def call_once():
-        st = f(*refs)
-        if st != C.FA_OK:
-            raise RuntimeError(f"{name}: {lib.status_name(st)}: {lib.last_error()}")
-
-    call_once()  # the run report sizes the workspace the timed calls get
-    workspace = None
-    if info.workspace_bytes:
-        workspace = torch.empty(info.workspace_bytes, dtype=torch.uint8)
-        params.workspace = workspace.data_ptr()
-        params.workspace_size = info.workspace_bytes
-    call_once()
-    meta = {"kernel": C.text(info.kernel), "num_splits": info.num_splits,
-            "workspace_bytes": info.workspace_bytes, "fell_back": info.fell_back}
-
-    def run(calls: int) -> float:
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            st = f(*refs)
-            if st != C.FA_OK:
-                raise RuntimeError(f"{name}: {lib.status_name(st)}: {lib.last_error()}")
-        return (time.perf_counter() - t0) * 1e3 / calls
-
-    impl = Impl(f"ours_{dt}", "ours", dt, ELEM[dt], run, lambda: out.float(), meta)
+    run = api_timer(C, lib, name, f, refs)
+    workspace = with_workspace(torch, run, params, info)
+    impl = Impl(f"ours_{dt}", "ours", dt, ELEM[dt], run, lambda: out.float(), run_report(C, info))
     impl.keep = (q, k, v, out, workspace, tq, tk, tv, to, params, info, refs, keep)
+    return impl
+
+
+def make_ours_bwd(C, lib, torch, dt, inputs, sh: Shape) -> Impl:
+    """fa_backward on out and lse of one untimed fa_forward, dq, dK, dV preallocated."""
+    tdt = getattr(torch, TORCH_DT[dt])
+    fdt = {"f16": C.FA_F16, "bf16": C.FA_BF16, "f32": C.FA_F32}[dt]
+    q, k, v, dout = (inputs[n].to(tdt).contiguous() for n in ("q32", "k32", "v32", "do32"))
+    out = torch.empty_like(q)
+    lse = torch.empty(sh.batch, sh.heads, sh.seqlen_q, dtype=torch.float32)
+    dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
+    ts = [fa_tensor(C, t, fdt) for t in (q, k, v, out)]
+    tl = fa_tensor(C, lse, C.FA_F32)
+    tg = [fa_tensor(C, t, fdt) for t in (dout, dq, dk, dv)]
+    params = cpu_params(C, lib, sh.causal)
+    params.return_lse = 1
+    fwd_refs = [ctypes.byref(x) for x in [params] + ts + [tl]] + [None]
+    api_timer(C, lib, "fa_forward", lib.dll.fa_forward, fwd_refs)(1)  # out, lse: untimed
+    info = C.FaRunInfo()
+    lib.dll.fa_run_info_init(ctypes.byref(info))
+    refs = [ctypes.byref(x) for x in [params] + ts + [tl] + tg + [info]]
+    run = api_timer(C, lib, "fa_backward", lib.dll.fa_backward, refs)
+    workspace = with_workspace(torch, run, params, info)
+    impl = Impl(f"ours_{dt}", "ours", dt, ELEM[dt], run,
+                lambda: (dq.float(), dk.float(), dv.float()), run_report(C, info))
+    impl.keep = (q, k, v, dout, out, lse, dq, dk, dv, workspace, ts, tl, tg, params, info, refs)
     return impl
 
 
@@ -553,15 +637,19 @@ def make_ggml(gg, torch, inputs, sh: Shape, threads) -> Impl:
     return impl
 
 
-def make_torch(torch, dt, inputs, sh: Shape) -> Impl:
-    """SDPA on [B, H, Sq, D] q and contiguous [B, HKV, Sk, D] K/V, flash backend where it runs."""
+def make_torch(torch, dt, inputs, sh: Shape, pass_: str) -> Impl:
+    """SDPA on [B, H, Sq, D] q and contiguous [B, HKV, Sk, D] K/V, flash backend where it runs;
+    the backward: torch.autograd.grad over the graph of one untimed forward."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
 
+    bwd = pass_ == "bwd"
     tdt = getattr(torch, TORCH_DT[dt])
     q = inputs["q32"].to(tdt).transpose(1, 2).contiguous()   # [B, H, Sq, D]
     k = inputs["k32"].to(tdt).transpose(1, 2).contiguous()   # [B, HKV, Sk, D]
     v = inputs["v32"].to(tdt).transpose(1, 2).contiguous()
+    for t in (q, k, v):
+        t.requires_grad_(bwd)
     gqa = sh.kv_heads != sh.heads
     causal = bool(sh.causal)
     state = {"out": None, "backend": "FLASH_ATTENTION", "flash": True}
@@ -574,14 +662,39 @@ def make_torch(torch, dt, inputs, sh: Shape) -> Impl:
             return sdpa_kernel(SDPBackend.FLASH_ATTENTION)
         return contextlib.nullcontext()
 
+    def first_forward():  # with grad enabled it records the graph the backward's calls walk
+        with torch.set_grad_enabled(bwd), cm():
+            return sdpa()
+
     try:
-        with torch.no_grad(), cm():
-            state["out"] = sdpa()
+        state["out"] = first_forward()
     except RuntimeError as e:  # torch's flash kernel refuses: its default choice is timed
         state["flash"] = False
         state["backend"] = f"default (flash refused: {' '.join(str(e).split())[:200]})"
-        with torch.no_grad():
-            state["out"] = sdpa()
+        state["out"] = first_forward()
+    info = {"sdpa_backend": state["backend"], "enable_gqa": gqa, "is_causal": causal}
+
+    if bwd:
+        out = state["out"]
+        dout = inputs["do32"].to(tdt).transpose(1, 2).contiguous()
+
+        def grads():
+            return torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+
+        state["grads"] = grads()
+
+        def run(calls: int) -> float:
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                g = grads()
+            ms = (time.perf_counter() - t0) * 1e3 / calls
+            state["grads"] = g
+            return ms
+
+        impl = Impl(f"torch_{dt}", "torch", dt, ELEM[dt], run,
+                    lambda: tuple(g.transpose(1, 2).float() for g in state["grads"]), info)
+        impl.keep = (q, k, v, out, dout)
+        return impl
 
     def run(calls: int) -> float:
         with torch.no_grad(), cm():
@@ -593,8 +706,7 @@ def make_torch(torch, dt, inputs, sh: Shape) -> Impl:
         return ms
 
     impl = Impl(f"torch_{dt}", "torch", dt, ELEM[dt], run,
-                lambda: state["out"].transpose(1, 2).float(),
-                {"sdpa_backend": state["backend"], "enable_gqa": gqa, "is_causal": causal})
+                lambda: state["out"].transpose(1, 2).float(), info)
     impl.keep = (q, k, v)
     return impl
 
@@ -611,8 +723,8 @@ def ref_rows(torch, seqlen_q: int, most: int):
 
 
 def reference(torch, q32, k32, v32, dt, rows, causal: int):
-    """Attention in f32 over inputs rounded to dt, for query rows `rows`: [B, len(rows), H, D].
-    Causal: row i sees keys j <= i + seqlen_k - seqlen_q."""
+    """Attention in f32 over inputs rounded to dt, for query rows `rows`: {"out": [B, len(rows),
+    H, D]}. Causal: row i sees keys j <= i + seqlen_k - seqlen_q."""
     tdt = getattr(torch, TORCH_DT[dt])
     q, k, v = (t.to(tdt).float() for t in (q32[:, rows], k32, v32))
     B, R, H, D = q.shape
@@ -625,17 +737,59 @@ def reference(torch, q32, k32, v32, dt, rows, causal: int):
         s = s.masked_fill(hidden, float("-inf"))
     p = torch.softmax(s, dim=-1)
     o = torch.einsum("bhgrs,bshd->brhgd", p, v)
-    return o.reshape(B, R, H, D).float()
+    return {"out": o.reshape(B, R, H, D).float()}
 
 
-def check(torch, impl: Impl, ref, rows, tol: float) -> dict:
-    o = impl.output()[:, rows]
-    finite = bool(torch.isfinite(o).all().item())
-    d = (o - ref).double()
-    rel = (torch.linalg.vector_norm(d) / torch.linalg.vector_norm(ref.double())).item()
-    ok = finite and rel <= tol
-    return {"rel_l2": rel if finite else float("nan"), "finite": finite, "ok": ok,
-            "rows_checked": len(rows)}
+def reference_bwd(torch, inputs, dt, rows, keys, causal: int) -> dict:
+    """The backward in f64 over q, K, V and dout rounded to dt: dq of query rows `rows` [B,
+    len(rows), H, D], dK and dV of keys `keys` [B, len(keys), HKV, D] (summed over every query row
+    and, under GQA, over the query heads of their K/V head). The query rows go through in chunks
+    (a few hundred MB of f64 scores each), so a 4k x 4k shape needs no 4k x 4k matrix per head."""
+    tdt = getattr(torch, TORCH_DT[dt])
+    q, k, v, do = (inputs[n].to(tdt).double() for n in ("q32", "k32", "v32", "do32"))
+    B, Sq, H, D = q.shape
+    Sk, HKV = k.shape[1], k.shape[2]
+    g, scale = H // HKV, D ** -0.5
+    dq = torch.zeros(B, len(rows), H, D, dtype=torch.float64)
+    dk = torch.zeros(B, len(keys), HKV, D, dtype=torch.float64)
+    dv = torch.zeros_like(dk)
+    step = max(1, 2 ** 24 // (B * H * Sk))
+    for c0 in range(0, Sq, step):
+        c1 = min(Sq, c0 + step)
+        qc = q[:, c0:c1].reshape(B, c1 - c0, HKV, g, D)
+        doc = do[:, c0:c1].reshape(B, c1 - c0, HKV, g, D)
+        s = torch.einsum("brhgd,bshd->bhgrs", qc, k) * scale
+        if causal:
+            hidden = torch.arange(Sk)[None, :] > torch.arange(c0, c1)[:, None] + (Sk - Sq)
+            s.masked_fill_(hidden, float("-inf"))
+        p = torch.softmax(s, dim=-1)
+        o = torch.einsum("bhgrs,bshd->brhgd", p, v)
+        dp = torch.einsum("brhgd,bshd->bhgrs", doc, v)
+        delta = (doc * o).sum(-1).permute(0, 2, 3, 1)             # rowsum(dO * O): [B, HKV, g, r]
+        ds = p * (dp - delta[..., None])
+        mine = (rows >= c0) & (rows < c1)
+        if mine.any():
+            dsr = ds[:, :, :, rows[mine] - c0]
+            dq[:, mine] = (torch.einsum("bhgrs,bshd->brhgd", dsr, k) * scale).reshape(
+                B, -1, H, D)
+        dk += torch.einsum("bhgrs,brhgd->bshd", ds[..., keys], qc) * scale
+        dv += torch.einsum("bhgrs,brhgd->bshd", p[..., keys], doc)
+    return {"dq": dq, "dk": dk, "dv": dv}
+
+
+def check(torch, got: dict, ref: dict, tol: float) -> dict:
+    """Relative L2 error of each output against its reference; the largest counts."""
+    rels, finite = {}, True
+    for name, r in ref.items():
+        o = got[name]
+        finite = finite and bool(torch.isfinite(o).all().item())
+        d = (o - r).double()
+        rels[name] = (torch.linalg.vector_norm(d) / torch.linalg.vector_norm(r.double())).item()
+    rel = max(rels.values()) if finite else float("nan")
+    out = {"rel_l2": rel, "finite": finite, "ok": finite and rel <= tol}
+    if len(rels) > 1:
+        out["rel_l2_each"] = rels
+    return out
 
 
 def time_shape(impls: list, args) -> None:
@@ -658,11 +812,10 @@ def time_shape(impls: list, args) -> None:
         im.rec["ms"] = statistics.median(im.rec["ms_rounds"])
 
 
-def run_shape(ctx, sh: Shape, args) -> tuple[dict, list[str]]:
-    torch, C, lib, gg = ctx["torch"], ctx["C"], ctx["lib"], ctx["ggml"]
+def shape_inputs(torch, sh: Shape, args) -> dict:
+    """The f32 draws of q, K, V (and dout with --pass bwd) every implementation rounds."""
     B, Sq, Sk, H, HKV, D = sh.batch, sh.seqlen_q, sh.seqlen_k, sh.heads, sh.kv_heads, sh.hdim
-    decode = args.mode == "decode"
-    seed = args.seed + 7919 * Sk + 131 * HKV + (0 if decode else 17 * D)
+    seed = args.seed + 7919 * Sk + 131 * HKV + (0 if args.mode == "decode" else 17 * D)
     gen = torch.Generator().manual_seed(seed)
 
     def randn(*shape):
@@ -670,23 +823,41 @@ def run_shape(ctx, sh: Shape, args) -> tuple[dict, list[str]]:
         return torch.where(x == 0, torch.full_like(x, 0.5), x)  # no zeros a kernel could skip
 
     inputs = {"q32": randn(B, Sq, H, D), "k32": randn(B, Sk, HKV, D), "v32": randn(B, Sk, HKV, D)}
+    if "bwd" in args.passes:  # drawn last, so the forward's inputs are those of a forward run
+        inputs["do32"] = randn(B, Sq, H, D)
+    return inputs
+
+
+def run_shape(ctx, sh: Shape, args, inputs, pass_: str) -> tuple[dict, list[str]]:
+    torch, C, lib, gg = ctx["torch"], ctx["C"], ctx["lib"], ctx["ggml"]
+    B, Sq, Sk, H, HKV, D = sh.batch, sh.seqlen_q, sh.seqlen_k, sh.heads, sh.kv_heads, sh.hdim
+    decode, bwd = args.mode == "decode", pass_ == "bwd"
     rec = {"batch": B, "seqlen_q": Sq, "cache" if decode else "seqlen_k": Sk, "heads": H,
            "kv_heads": HKV, "hdim": D, "impls": {}}
     if decode:
         rec["kv_mib"] = 2 * B * Sk * HKV * D * 2 / 2 ** 20
     else:
         rec["causal"] = sh.causal
-        rec["flop"] = sh.flop()
+        rec["pass"] = pass_
+        rec["flop"] = sh.flop(pass_)
     rows = ref_rows(torch, Sq, args.ref_rows)
+    keys = ref_rows(torch, Sk, args.ref_rows)
     problems, impls = [], []
-    makers = [(f"ours_{dt}", lambda dt=dt: make_ours(C, lib, torch, dt, inputs, sh, args))
-              for dt in args.dtypes]
-    makers.append(("ggml_f16", lambda: make_ggml(gg, torch, inputs, sh, args.threads)))
-    makers += [(f"torch_{dt}", lambda dt=dt: make_torch(torch, dt, inputs, sh))
-               for dt in args.torch_dtypes]
+    if bwd:
+        makers = [(f"ours_{dt}", lambda dt=dt: make_ours_bwd(C, lib, torch, dt, inputs, sh))
+                  for dt in args.dtypes]
+    else:
+        makers = [(f"ours_{dt}", lambda dt=dt: make_ours(C, lib, torch, dt, inputs, sh, args))
+                  for dt in args.dtypes]
+        if gg:
+            makers.append(("ggml_f16", lambda: make_ggml(gg, torch, inputs, sh, args.threads)))
+    if "torch" in args.peers:
+        makers += [(f"torch_{dt}", lambda dt=dt: make_torch(torch, dt, inputs, sh, pass_))
+                   for dt in args.torch_dtypes]
     refs = {}
     label = (f"{H}/{HKV} heads, cache {Sk}" if decode else
-             f"{H}/{HKV} heads, hdim {D}, seqlen {Sq}, {'causal' if sh.causal else 'not causal'}")
+             f"{H}/{HKV} heads, hdim {D}, seqlen {Sq}, {'causal' if sh.causal else 'not causal'}"
+             + (", backward" if bwd else ""))
     for key, make in makers:
         try:
             im = make()
@@ -696,12 +867,22 @@ def run_shape(ctx, sh: Shape, args) -> tuple[dict, list[str]]:
             continue
         ref_dt = "f16" if im.family == "ggml" else im.dtype
         if ref_dt not in refs:
-            refs[ref_dt] = reference(torch, inputs["q32"], inputs["k32"], inputs["v32"], ref_dt,
-                                     rows, sh.causal)
+            refs[ref_dt] = (reference_bwd(torch, inputs, ref_dt, rows, keys, sh.causal) if bwd
+                            else reference(torch, inputs["q32"], inputs["k32"], inputs["v32"],
+                                           ref_dt, rows, sh.causal))
         tol = args.tol if im.family == "ours" else args.peer_tol
-        im.rec["check"] = check(torch, im, refs[ref_dt], rows, tol)
+        if bwd:
+            dq, dk, dv = im.output()
+            got = {"dq": dq[:, rows], "dk": dk[:, keys], "dv": dv[:, keys]}
+        else:
+            got = {"out": im.output()[:, rows]}
+        im.rec["check"] = check(torch, got, refs[ref_dt], tol)
+        im.rec["check"]["rows_checked"] = len(rows)
+        if bwd:
+            im.rec["check"]["keys_checked"] = len(keys)
         if not im.rec["check"]["ok"]:
-            problems.append(f"{label}: {key}: output differs from the f32 reference "
+            what = "dq, dK or dV differ from the f64" if bwd else "output differs from the f32"
+            problems.append(f"{label}: {key}: {what} reference "
                             f"(rel L2 {im.rec['check']['rel_l2']:.3g} > {tol})")
         rec["impls"][key] = im.rec
         impls.append(im)
@@ -719,7 +900,7 @@ def run_shape(ctx, sh: Shape, args) -> tuple[dict, list[str]]:
                 im.rec["kv_bytes"] = kv_bytes
                 im.rec["gbs"] = kv_bytes / (im.rec["ms"] * 1e-3) / 1e9
             else:
-                im.rec["gflops"] = sh.flop() / (im.rec["ms"] * 1e-3) / 1e9
+                im.rec["gflops"] = sh.flop(pass_) / (im.rec["ms"] * 1e-3) / 1e9
         if hasattr(im, "close"):
             im.close()
     return rec, problems
@@ -762,46 +943,75 @@ def git_commit() -> str:
         return "unknown"
 
 
+def table_keys(args) -> tuple[list, list, list]:
+    """The result keys of ours, of ggml and of torch that the run times (none of a peer that
+    --peers leaves out)."""
+    return ([f"ours_{dt}" for dt in args.dtypes],
+            ["ggml_f16"] if "ggml" in args.peers else [],
+            [f"torch_{dt}" for dt in args.torch_dtypes] if "torch" in args.peers else [])
+
+
+def cells(im: dict, key: str, fields: list) -> list:
+    """A result's fields formatted: n/a where it failed, - where it did not run (ggml in the
+    backward)."""
+    if key not in im:
+        return ["-"] * len(fields)
+    return [fmt.format(im[key][f]) if im[key].get(f) else "n/a" for f, fmt in fields]
+
+
+def ratio_columns(ours: list, ggml: list, torches: list) -> list:
+    return ([f"{k.split('_')[1]} /ggml" for k in ours if ggml]
+            + [f"{k.split('_')[1]} /torch" for k in ours if torches])
+
+
+def ratio_cells(im: dict, ours: list, ggml: list, torches: list) -> list:
+    """A row's ratios: ggml's ms over each of ours, then torch's fastest dtype's over each; - where
+    the peer did not run."""
+    out = []
+    for group in (ggml, torches):
+        if not group:
+            continue
+        if not any(k in im for k in group):
+            out += ["-"] * len(ours)
+            continue
+        peer = min((im[k]["ms"] for k in group if im.get(k, {}).get("ms")), default=None)
+        for key in ours:
+            m = im.get(key, {}).get("ms")
+            out.append(f"{peer / m:.2f}" if peer and m else "n/a")
+    return out
+
+
+def ratio_legend(ggml: list, torches: list, ggml_what: str) -> str:
+    parts = ([f"/ggml against {ggml_what}"] if ggml else []) + \
+        (["/torch against torch's fastest dtype of the row"] if torches else [])
+    return "ratios: a peer's ms / ours (> 1 = ours faster); " + ", ".join(parts)
+
+
 def print_table(results: list, args, bw: float | None) -> None:
     """Decode: one row per shape, ms and GB/s of each, then the ratios (> 1 = ours faster)."""
-    ours = [f"ours_{dt}" for dt in args.dtypes]
-    torches = [f"torch_{dt}" for dt in args.torch_dtypes]
+    ours, ggml, torches = table_keys(args)
     cols = ["heads", "cache", "K+V MiB"]
-    for key in ours + ["ggml_f16"]:
+    for key in ours + ggml:
         cols += [f"{key} ms", "GB/s"] + (["%bw"] if bw else [])
     cols += [f"{key} ms" for key in torches]
-    cols += [f"{k.split('_')[1]} /ggml" for k in ours] + [f"{k.split('_')[1]} /torch" for k in ours]
+    cols += ratio_columns(ours, ggml, torches)
     rows = []
     for r in results:
         im = r["impls"]
         row = [f"{r['heads']}/{r['kv_heads']}", str(r["cache"]), f"{r['kv_mib']:.0f}"]
-
-        def ms(key, im=im):
-            return im.get(key, {}).get("ms")
-
-        for key in ours + ["ggml_f16"]:
-            m = ms(key)
-            g = im.get(key, {}).get("gbs")
-            row += [f"{m:.3f}" if m else "n/a", f"{g:.1f}" if g else "n/a"]
+        for key in ours + ggml:
+            row += cells(im, key, [("ms", "{:.3f}"), ("gbs", "{:.1f}")])
             if bw:
+                g = im.get(key, {}).get("gbs")
                 row.append(f"{100 * g / bw:.0f}%" if g else "n/a")
-        row += [f"{ms(k):.3f}" if ms(k) else "n/a" for k in torches]
-        row += ratio_cells(ms, ours, torches)
+        for key in torches:
+            row += cells(im, key, [("ms", "{:.3f}")])
+        row += ratio_cells(im, ours, ggml, torches)
         rows.append(row)
     print_rows(cols, rows)
-    print("ratios: a peer's ms / ours (> 1 = ours faster); /ggml against ggml f16, /torch against "
-          "torch's fastest dtype of the row" + ("; %bw: GB/s over the read probe's median" if bw
-                                               else ""))
-
-
-def ratio_cells(ms, ours: list, torches: list) -> list:
-    """A row's ratios: ggml's ms over each of ours, then torch's fastest dtype's over each."""
-    torch_best = min((ms(k) for k in torches if ms(k)), default=None)
-    cells = []
-    for peer in (ms("ggml_f16"), torch_best):
-        for key in ours:
-            cells.append(f"{peer / ms(key):.2f}" if peer and ms(key) else "n/a")
-    return cells
+    print(ratio_legend(ggml, torches, "ggml f16")
+          + ("; %bw: GB/s over the read probe's median" if bw else ""))
+    print_kernels(results, ours)
 
 
 def print_rows(cols: list, rows: list) -> None:
@@ -811,39 +1021,70 @@ def print_rows(cols: list, rows: list) -> None:
         print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
 
 
+def print_kernels(results: list, ours: list) -> None:
+    """The kernels our calls' run reports named, once each (their ISA is the CPU backend's
+    choice, or FA_CPU_ISA's)."""
+    names = []
+    for r in results:
+        for key in ours:
+            k = r["impls"].get(key, {}).get("kernel")
+            if k and k not in names:
+                names.append(k)
+    print(textwrap.fill("ours' kernels (run reports): " + (", ".join(names) or "none"),
+                        width=100, subsequent_indent="  ", break_on_hyphens=False))
+
+
 def print_table_prefill(results: list, args, peak: float | None) -> None:
-    """Prefill: one row per shape, ms and GFLOP/s of each, then the ratios (> 1 = ours faster)."""
-    ours = [f"ours_{dt}" for dt in args.dtypes]
-    torches = [f"torch_{dt}" for dt in args.torch_dtypes]
-    cols = ["heads", "hdim", "seqlen", "causal"]
-    for key in ours + ["ggml_f16"] + torches:
+    """Prefill: one row per shape and pass, ms and GFLOP/s of each, then the ratios (> 1 = ours
+    faster)."""
+    ours, ggml, torches = table_keys(args)
+    bwd = "bwd" in args.passes
+    cols = ["heads", "hdim", "seqlen", "causal"] + (["pass"] if bwd else [])
+    for key in ours + ggml + torches:
         cols += [f"{key} ms", "GFLOP/s"]
     if peak:
         cols += [f"{k.split('_')[1]} %peak" for k in ours]
-    cols += [f"{k.split('_')[1]} /ggml" for k in ours] + [f"{k.split('_')[1]} /torch" for k in ours]
+    cols += ratio_columns(ours, ggml, torches)
     rows = []
     for r in results:
         im = r["impls"]
         row = [f"{r['heads']}/{r['kv_heads']}", str(r["hdim"]), str(r["seqlen_q"]),
-               str(r["causal"])]
-
-        def ms(key, im=im):
-            return im.get(key, {}).get("ms")
-
-        for key in ours + ["ggml_f16"] + torches:
-            m, g = ms(key), im.get(key, {}).get("gflops")
-            row += [f"{m:.2f}" if m else "n/a", f"{g:.1f}" if g else "n/a"]
+               str(r["causal"])] + ([r["pass"]] if bwd else [])
+        for key in ours + ggml + torches:
+            row += cells(im, key, [("ms", "{:.2f}"), ("gflops", "{:.1f}")])
         if peak:
             for key in ours:
                 g = im.get(key, {}).get("gflops")
                 row.append(f"{100 * g / peak:.0f}%" if g else "n/a")
-        row += ratio_cells(ms, ours, torches)
+        row += ratio_cells(im, ours, ggml, torches)
         rows.append(row)
     print_rows(cols, rows)
-    print("GFLOP/s: 4*batch*heads*seqlen_q*seqlen_k*hdim per call, halved when causal. ratios: a "
-          "peer's ms / ours (> 1 = ours faster); /ggml against ggml (f32 q, f16 K/V), /torch "
-          "against torch's fastest dtype of the row"
-          + ("; %peak: GFLOP/s over the FMA probe's median" if peak else ""))
+    print("GFLOP/s: 4*batch*heads*seqlen_q*seqlen_k*hdim per call, halved when causal"
+          + (f", {BWD_FLOP}x that in the backward" if bwd else "") + ". "
+          + ratio_legend(ggml, torches, "ggml (f32 q, f16 K/V)")
+          + ("; %peak: GFLOP/s over the FMA probe's median" if peak else "")
+          + ("; -: not run (ggml has no backward)" if bwd and ggml else ""))
+    print_kernels(results, ours)
+
+
+def peers_note(args) -> str:
+    """What --peers leaves out, for the output's header ("" with every peer)."""
+    missing = [p for p in PEERS if p not in args.peers]
+    if not missing:
+        return ""
+    return (f"peers: {', '.join(args.peers)} (--peers): no {' or '.join(missing)} columns or "
+            f"ratios" + ("; ggml neither downloaded nor built" if "ggml" in missing else ""))
+
+
+def peer_versions(meta) -> str:
+    return (f"ggml {meta['ggml']}, " if "ggml" in meta else "") + f"torch {meta['torch']}"
+
+
+def run_notes(meta, args) -> str:
+    """The header's tail: what --peers left out, a forced FA_CPU_ISA."""
+    notes = [n for n in (peers_note(args), meta["fa_cpu_isa"] and
+                         f"FA_CPU_ISA={meta['fa_cpu_isa']}") if n]
+    return "".join(f"; {n}" for n in notes)
 
 
 def main(argv=None) -> int:
@@ -858,7 +1099,7 @@ def main(argv=None) -> int:
     meta = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "cpu": cpu_model(), "logical_cpus": os.cpu_count(), "threads": args.threads,
             "commit": git_commit(), "host": platform.node(), "python": platform.python_version(),
-            "llama_cpp_python": LLAMA_CPP_PYTHON, "sdist_sha256": LLAMA_CPP_PYTHON_SHA256}
+            "peers": args.peers, "fa_cpu_isa": os.environ.get("FA_CPU_ISA", "")}
     try:
         import torch  # first: its OpenMP runtime is then the one every implementation shares
     except ImportError as e:
@@ -867,14 +1108,18 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     meta["torch"] = torch.__version__
     meta["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
-    try:
-        ggml_build = build_ggml(args.workdir, args.cc)
-        gg = Ggml(ggml_build["lib"])
-    except PeerUnavailable as e:
-        log(f"peer unavailable: ggml: {e}")
-        return 2
-    meta["ggml"] = gg.version()
-    meta["ggml_build"] = {"dir": ggml_build["libdir"], "cmake_args": GGML_CMAKE_ARGS}
+    gg = None
+    if "ggml" in args.peers:
+        try:
+            ggml_build = build_ggml(args.workdir, args.cc)
+            gg = Ggml(ggml_build["lib"])
+        except PeerUnavailable as e:
+            log(f"peer unavailable: ggml: {e}")
+            return 2
+        meta["llama_cpp_python"] = LLAMA_CPP_PYTHON
+        meta["sdist_sha256"] = LLAMA_CPP_PYTHON_SHA256
+        meta["ggml"] = gg.version()
+        meta["ggml_build"] = {"dir": ggml_build["libdir"], "cmake_args": GGML_CMAKE_ARGS}
     sys.path.insert(0, os.path.join(REPO, "python"))
     from flashattn import _capi as C
 
@@ -906,7 +1151,12 @@ def main(argv=None) -> int:
     log(f"cpu: {meta['cpu']} ({meta['logical_cpus']} logical CPUs), threads {args.threads}, "
         f"torch {meta['torch']} ({meta['torch_cpu_capability']})")
     log(f"date {meta['date']}, commit {meta['commit']}, libflashattn {meta['library']['version']}"
-        f", ggml {meta['ggml']} (llama-cpp-python {LLAMA_CPP_PYTHON} sdist)")
+        + (f", ggml {meta['ggml']} (llama-cpp-python {LLAMA_CPP_PYTHON} sdist)" if gg else ""))
+    if peers_note(args):
+        log(peers_note(args))
+    if meta["fa_cpu_isa"]:
+        log(f"FA_CPU_ISA={meta['fa_cpu_isa']}: the CPU backend's ISA as forced (our kernels' names "
+            f"carry it)")
     log(f"OpenMP runtime(s) in this process: {', '.join(meta['openmp_runtimes']) or 'none'}")
     doc = {"meta": meta, "mode": args.mode, "args": {k: v for k, v in vars(args).items()},
            "read_bw" if decode else "fma_peak": [], "results": [], "problems": []}
@@ -941,41 +1191,45 @@ def main(argv=None) -> int:
 
     probe("before")
     for sh in shapes:
-        if decode:
-            log(f"shape: batch {sh.batch}, cache {sh.seqlen_k}, heads {sh.heads}/{sh.kv_heads}, "
-                f"hdim {sh.hdim} ...")
-        else:
-            log(f"shape: batch {sh.batch}, seqlen {sh.seqlen_q}, heads {sh.heads}/{sh.kv_heads}, "
-                f"hdim {sh.hdim}, {'causal' if sh.causal else 'not causal'}, "
-                f"{sh.flop() / 1e9:.2f} GFLOP ...")
-        rec, problems = run_shape({"torch": torch, "C": C, "lib": lib, "ggml": gg}, sh, args)
-        doc["results"].append(rec)
-        doc["problems"] += problems
-        for p in problems:
-            log(f"  PROBLEM: {p}")
-        for key, r in rec["impls"].items():
-            if "ms" in r:
-                extra = r.get("kernel") or r.get("sdpa_backend") or \
-                    f"q {r.get('q_dtype')}, mask {r.get('mask')}"
-                rate = f"{r['gbs']:7.2f} GB/s" if decode else f"{r['gflops']:7.1f} GFLOP/s"
-                log(f"  {key:11s} {r['ms']:9.3f} ms {rate}  rel L2 "
-                    f"{r['check']['rel_l2']:.1e}  {extra}")
-        save()
+        inputs = shape_inputs(torch, sh, args)
+        for pass_ in args.passes:
+            if decode:
+                log(f"shape: batch {sh.batch}, cache {sh.seqlen_k}, heads {sh.heads}/"
+                    f"{sh.kv_heads}, hdim {sh.hdim} ...")
+            else:
+                log(f"shape: batch {sh.batch}, seqlen {sh.seqlen_q}, heads {sh.heads}/"
+                    f"{sh.kv_heads}, hdim {sh.hdim}, {'causal' if sh.causal else 'not causal'}, "
+                    + ("backward, " if pass_ == "bwd" else "")
+                    + f"{sh.flop(pass_) / 1e9:.2f} GFLOP ...")
+            rec, problems = run_shape({"torch": torch, "C": C, "lib": lib, "ggml": gg}, sh, args,
+                                      inputs, pass_)
+            doc["results"].append(rec)
+            doc["problems"] += problems
+            for p in problems:
+                log(f"  PROBLEM: {p}")
+            for key, r in rec["impls"].items():
+                if "ms" in r:
+                    extra = r.get("kernel") or r.get("sdpa_backend") or \
+                        f"q {r.get('q_dtype')}, mask {r.get('mask')}"
+                    rate = f"{r['gbs']:7.2f} GB/s" if decode else f"{r['gflops']:7.1f} GFLOP/s"
+                    log(f"  {key:11s} {r['ms']:9.3f} ms {rate}  rel L2 "
+                        f"{r['check']['rel_l2']:.1e}  {extra}")
+            save()
     probe("after")
     print()
     if decode:
         meds = [r["median_gbs"] for r in doc["read_bw"] if "median_gbs" in r]
         bw = statistics.median(meds) if meds else None
         log(f"CPU decode, same run: {meta['cpu']}, {args.threads} threads, {meta['date']}, commit "
-            f"{meta['commit']}, ggml {meta['ggml']}, torch {meta['torch']}"
-            + (f", read probe {bw:.1f} GB/s" if bw else ""))
+            f"{meta['commit']}, {peer_versions(meta)}"
+            + (f", read probe {bw:.1f} GB/s" if bw else "") + run_notes(meta, args))
         print_table(doc["results"], args, bw)
     else:
         peaks = [r["gflops"] for r in doc["fma_peak"] if "gflops" in r]
         peak = statistics.median(peaks) if peaks else None
         log(f"CPU prefill, same run: {meta['cpu']}, {args.threads} threads, {meta['date']}, "
-            f"commit {meta['commit']}, ggml {meta['ggml']}, torch {meta['torch']}"
-            + (f", FMA probe {peak:.1f} GFLOP/s" if peak else ""))
+            f"commit {meta['commit']}, {peer_versions(meta)}"
+            + (f", FMA probe {peak:.1f} GFLOP/s" if peak else "") + run_notes(meta, args))
         print_table_prefill(doc["results"], args, peak)
     save()
     if doc["problems"]:
