@@ -7,6 +7,8 @@
  *    permission; with everything present, no request function gives CPU_AMX_PRESENT, a refusing
  *    one (each errno the kernel documents) CPU_AMX_NO naming the errno, a granting one
  *    CPU_AMX_READY.
+ * 1b. cpu_amx_wanted: FA_CPU_ISA unset or empty (the default) and "amx" want the AMX products;
+ *    every other value (the narrower builds, avx512bf16, an unknown name) does not.
  * 2. This machine's facts against CPUID read here, and Linux's real permission request where the
  *    CPU has no AMX: the kernel must refuse it (the refused branch with a real syscall).
  * 3. FA_CPU_ISA=amx (set before the plugin chooses): where AMX cannot run, fa_forward returns
@@ -74,7 +76,7 @@ static void decisions(void) {
   f.xcr0 &= ~(1ull << 18);
   expect("XCR0 without XTILEDATA", &f, fake_request, 0, CPU_AMX_NO, "XCR0 bits 17-18 = 10", 0);
   f = all_present();
-  expect("present, not asked", &f, NULL, 0, CPU_AMX_PRESENT, "FA_CPU_ISA=amx only", 0);
+  expect("present, not asked", &f, NULL, 0, CPU_AMX_PRESENT, "permission was not asked", 0);
   expect("permission refused (EINVAL)", &f, fake_request, EINVAL, CPU_AMX_NO,
          "refused the tile data permission (arch_prctl ARCH_REQ_XCOMP_PERM: errno 22, EINVAL", 1);
   expect("permission refused (ENOSPC)", &f, fake_request, ENOSPC, CPU_AMX_NO, "ENOSPC", 1);
@@ -167,9 +169,24 @@ static void through_the_api(void) {
           "FA_CPU_ISA=amx with AMX in CPUID but not usable: refused with the reason", msg);
 }
 
+static void wanted(void) {
+  static const struct {
+    const char *isa;
+    int want;
+  } rule[] = {{NULL, 1},   {"", 1},        {"amx", 1},  {"avx512", 0}, {"avx512bf16", 0},
+              {"avx2", 0}, {"generic", 0}, {"neon", 0}, {"AMX", 0},    {"amx ", 0}};
+  for (size_t i = 0; i < sizeof rule / sizeof rule[0]; ++i) {
+    char what[96];
+    snprintf(what, sizeof what, "cpu_amx_wanted(%s%s%s) = %d", rule[i].isa ? "\"" : "",
+             rule[i].isa ? rule[i].isa : "NULL", rule[i].isa ? "\"" : "", rule[i].want);
+    check(cpu_amx_wanted(rule[i].isa) == rule[i].want, what, NULL);
+  }
+}
+
 int main(void) {
   setenv("FA_CPU_ISA", "amx", 1); /* before the plugin chooses (once per process) */
   decisions();
+  wanted();
   this_machine();
   through_the_api();
   printf("cpu_amx_detect: %d failed\n", fails);

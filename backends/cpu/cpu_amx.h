@@ -8,8 +8,10 @@
  * first tile instruction kills the process with SIGILL. The AMX paths also convert P (and in the
  * backward dS) to bf16 pairs with AVX512-BF16 (cpu_bf16dp.c), so that is required too.
  *
- * The permission is asked only when FA_CPU_ISA=amx asks for the AMX products (it makes every
- * signal frame of the process larger); otherwise only the facts are read, for the device line.
+ * The permission is asked where the AMX products are wanted (cpu_amx_wanted: by default, or with
+ * FA_CPU_ISA=amx) and the CPU and OS have them; it makes every signal frame of the process larger
+ * by the tile data (8 KiB), which FA_CPU_ISA=avx512 avoids. Otherwise only the facts are read,
+ * for the device line.
  */
 #ifndef FA_CPU_AMX_H
 #define FA_CPU_AMX_H
@@ -39,6 +41,10 @@ typedef int (*cpu_amx_request_fn)(void);
    the reason. Pure apart from request(), so a test drives every branch. */
 cpu_amx_state cpu_amx_decide(const cpu_amx_facts *facts, cpu_amx_request_fn request, char *why,
                              size_t n);
+
+/* Whether FA_CPU_ISA's value (NULL when unset) wants the AMX products: unset or empty (AMX is the
+   default wherever it can run) and "amx" do; any other value names a build without them. */
+int cpu_amx_wanted(const char *fa_cpu_isa);
 
 /* This machine's facts (all 0 off x86-64). */
 void cpu_amx_read_facts(cpu_amx_facts *facts);

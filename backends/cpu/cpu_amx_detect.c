@@ -7,6 +7,7 @@
 #endif
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cpu_amx.h"
 
@@ -82,6 +83,10 @@ static const char *request_error(int err) {
   }
 }
 
+int cpu_amx_wanted(const char *fa_cpu_isa) {
+  return !fa_cpu_isa || !*fa_cpu_isa || strcmp(fa_cpu_isa, "amx") == 0;
+}
+
 cpu_amx_state cpu_amx_decide(const cpu_amx_facts *f, cpu_amx_request_fn request, char *why,
                              size_t n) {
   if (!f->amx_tile || !f->amx_bf16) {
@@ -104,7 +109,7 @@ cpu_amx_state cpu_amx_decide(const cpu_amx_facts *f, cpu_amx_request_fn request,
     return CPU_AMX_NO;
   }
   if (!request) {
-    snprintf(why, n, "present; used with FA_CPU_ISA=amx only");
+    snprintf(why, n, "present; not in use (the permission was not asked)");
     return CPU_AMX_PRESENT;
   }
   const int err = request();

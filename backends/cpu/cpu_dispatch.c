@@ -15,10 +15,14 @@
  *                             pass (cpu_bf16dp.c), given when CPUID reports AVX512-BF16 (else
  *                             avx512)
  *   amx                       the same with the products on AMX-BF16 tiles (cpu_amx.c), the bf16
- *                             backward's products on them as well (cpu_backward.c): the Linux
- *                             permission for the tile data is requested then (cpu_amx_detect.c),
- *                             and when AMX cannot run the backend refuses every request with the
- *                             reason (cpu_kernels_refusal) rather than run something else
+ *                             backward's products on them as well (cpu_backward.c): when AMX
+ *                             cannot run the backend refuses every request with the reason
+ *                             (cpu_kernels_refusal) rather than run something else
+ * Unset, the widest build the CPU runs is chosen, and with it the AMX products wherever the CPU
+ * and the OS have them and Linux grants the tile data (cpu_amx_detect.c asks): on a 16-core
+ * Sapphire Rapids they ran the bf16 forward at 1.3-2.6x and the backward at 1.5-2.4x the avx512
+ * build's speed (bench/RESULTS.md). The emulated test build (FA_CPU_AMX_EMULATED) takes them only
+ * when FA_CPU_ISA=amx names them.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -120,8 +124,8 @@ static void choose_isa(void);
 
 #if defined(FA_CPU_HAVE_AMX)
 /* AMX's state; asks for the permission only when `ask`, and leaves the state in amx_note (and in
-   refusal when asked for and not given). */
-static cpu_amx_state amx_state(int ask) {
+   refusal when FA_CPU_ISA=amx named it, `named`, and it is not given). */
+static cpu_amx_state amx_state(int ask, int named) {
   char why[160];
   cpu_amx_state st;
 #if defined(FA_CPU_AMX_EMULATED)
@@ -143,7 +147,7 @@ static cpu_amx_state amx_state(int ask) {
 #endif
   snprintf(amx_note, sizeof amx_note, "%s", st == CPU_AMX_READY ? "in use: " : "");
   snprintf(amx_note + strlen(amx_note), sizeof amx_note - strlen(amx_note), "%s", why);
-  if (ask && st != CPU_AMX_READY)
+  if (ask && named && st != CPU_AMX_READY)
     snprintf(refusal, sizeof refusal, "FA_CPU_ISA=amx asks for the AMX-BF16 products: %s", why);
   return st;
 }
@@ -156,7 +160,7 @@ static void choose(void) {
   /* Set here, cleared when the AMX table is chosen: every other way out of choose() has not
      given what FA_CPU_ISA=amx asked for. The facts alone (no permission asked) for the note. */
 #if defined(FA_CPU_HAVE_AMX)
-  const int amx_no = amx_state(0) == CPU_AMX_NO;
+  const int amx_no = amx_state(0, want_amx) == CPU_AMX_NO;
   if (want_amx)
     snprintf(refusal, sizeof refusal, "%s: %s", prefix,
              amx_no ? amx_note : "this CPU runs no AVX-512 build (the AMX table extends it)");
@@ -187,8 +191,13 @@ static void choose_isa(void) {
     if (want && strcmp(want, "avx512bf16") == 0 && has_avx512bf16()) chosen = &kernels_avx512bf16;
 #endif
 #if defined(FA_CPU_HAVE_AMX)
-    /* Asked for by name only: tested on the C emulation of the tiles, not on AMX hardware. */
-    if (want && strcmp(want, "amx") == 0 && amx_state(1) == CPU_AMX_READY) chosen = &kernels_amx;
+#if defined(FA_CPU_AMX_EMULATED)
+    const int amx_wanted = want && strcmp(want, "amx") == 0;
+#else
+    const int amx_wanted = cpu_amx_wanted(want);
+#endif
+    if (amx_wanted && amx_state(1, want && strcmp(want, "amx") == 0) == CPU_AMX_READY)
+      chosen = &kernels_amx;
 #endif
     return;
   }
