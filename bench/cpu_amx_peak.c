@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "cpu_amx.h"
+#include "peak_probe.h"
 
 #if defined(__x86_64__)
 typedef struct tile_config {
@@ -76,15 +77,8 @@ static double run(long trips, float *sink) {
 #endif
 
 int main(int argc, char **argv) {
-  double seconds = 1.0;
-  for (int i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
-      seconds = atof(argv[++i]);
-    } else {
-      fprintf(stderr, "usage: cpu-amx-peak [--seconds S]\n");
-      return 2;
-    }
-  }
+  double seconds;
+  if (peak_parse_seconds(argc, argv, "cpu-amx-peak", &seconds)) return 2;
   cpu_amx_facts facts;
   cpu_amx_read_facts(&facts);
   char why[256] = "";
@@ -95,15 +89,8 @@ int main(int argc, char **argv) {
 #if defined(__x86_64__)
   const int threads = omp_get_max_threads();
   float sink = 0.0f;
-  long trips = 1000;
-  while (run(trips, &sink) < seconds / 5 && trips < (1L << 40)) trips *= 2;
-  double best = 0.0;
-  for (int r = 0; r < 5; ++r) {
-    const double t = run(trips, &sink);
-    const double gflops = (double)threads * (double)trips * 16 * 16 * 16 * 32 * 2 / t / 1e9;
-    printf("run %d: %.3f s, %.1f GFLOP/s\n", r, t, gflops);
-    if (gflops > best) best = gflops;
-  }
+  /* a trip: 16 TDPBF16PS, each 16 x 16 outputs of 32 products */
+  const double best = peak_best_gflops(run, seconds, threads, 16.0 * 16 * 16 * 32 * 2, &sink);
   printf("amx_peak_gflops=%.1f threads=%d isa=amx-bf16 (checksum %g)\n", best, threads,
          (double)sink);
   return 0;

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "peak_probe.h"
+
 /* One thread's work: 16 chains of `trips` x 4 fmas; the sum keeps the compiler from dropping
    it. */
 __attribute__((target("avx512f"))) static float chains(long trips, float seed) {
@@ -47,15 +49,8 @@ static double run(long trips, float *sink) {
 }
 
 int main(int argc, char **argv) {
-  double seconds = 1.0;
-  for (int i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
-      seconds = atof(argv[++i]);
-    } else {
-      fprintf(stderr, "usage: cpu-fma-peak [--seconds S]\n");
-      return 2;
-    }
-  }
+  double seconds;
+  if (peak_parse_seconds(argc, argv, "cpu-fma-peak", &seconds)) return 2;
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx512f")) {
     fprintf(stderr,
@@ -65,15 +60,8 @@ int main(int argc, char **argv) {
   }
   const int threads = omp_get_max_threads();
   float sink = 0.0f;
-  long trips = 1000;
-  while (run(trips, &sink) < seconds / 5 && trips < (1L << 40)) trips *= 2;
-  double best = 0.0;
-  for (int r = 0; r < 5; ++r) {
-    const double t = run(trips, &sink);
-    const double gflops = (double)threads * (double)trips * 4 * 16 * 16 * 2 / t / 1e9;
-    printf("run %d: %.3f s, %.1f GFLOP/s\n", r, t, gflops);
-    if (gflops > best) best = gflops;
-  }
+  /* a trip: 4 x 16 fmas of 16 lanes, 2 FLOPs each */
+  const double best = peak_best_gflops(run, seconds, threads, 4 * 16 * 16 * 2, &sink);
   printf("fma_peak_gflops=%.1f threads=%d isa=avx512 (checksum %g)\n", best, threads, (double)sink);
   return 0;
 }
