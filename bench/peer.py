@@ -109,6 +109,9 @@ def parse_args(argv):
     ap.add_argument("--kernel-times", type=int, default=0, metavar="CALLS",
                     help="after timing, profile CALLS calls of each implementation "
                          "(torch.profiler, cuda) and print each kernel's device time a call")
+    ap.add_argument("--host-time", action="store_true",
+                    help="add each implementation's host microseconds a call to the table (the "
+                         "time to issue the back-to-back calls; always in the JSON as host_us)")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
     a.passes = [p for p in a.passes.split(",") if p]
@@ -155,12 +158,19 @@ def kernel_cell(o: dict) -> str:
     return ""
 
 
-def print_table(results: list[dict], peers, kv_rate: bool) -> None:
+def fmt_host(slot: dict) -> str:
+    us = slot.get("host_us")
+    return "n/a" if us is None else f"{us:.1f}"
+
+
+def print_table(results: list[dict], peers, kv_rate: bool, host_time: bool) -> None:
     head = ["hdim", "seqlen", "causal", "pass", "ours TFLOP/s"]
     head += [f"{label} TFLOP/s" for _, label, _ in peers]
     head += [f"ours/{label}" for _, label, _ in peers]
     if kv_rate:
         head += ["ours K+V GB/s"]
+    if host_time:
+        head += ["ours host us"] + [f"{label} host us" for _, label, _ in peers]
     head += ["kernel (tile_m x tile_n)"]
     rows = []
     for r in results:
@@ -171,6 +181,8 @@ def print_table(results: list[dict], peers, kv_rate: bool) -> None:
         if kv_rate:
             ms = r["ours"].get("ms")
             row += [f"{r['kv_bytes'] / (ms * 1e-3) / 1e9:.3g}" if ms else "n/a"]
+        if host_time:
+            row += [fmt_host(r["ours"])] + [fmt_host(r[key]) for key, _, _ in peers]
         row += [kernel_cell(r["ours"])]
         rows.append(row)
     widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(head)]
@@ -390,7 +402,7 @@ def main(argv=None) -> int:
 
     print()
     print_kernel_times(results, dv.peers)
-    print_table(results, dv.peers, kv_rate=args.seqlen_q is not None)
+    print_table(results, dv.peers, kv_rate=args.seqlen_q is not None, host_time=args.host_time)
     if args.json:
         write_json(args.json, meta, results, problems, complete=True)
         print(f"wrote {args.json}")

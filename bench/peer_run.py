@@ -57,23 +57,29 @@ class Device:
     def stream(self):
         return self.torch.cuda.current_stream() if self.cuda else None
 
-    def back_to_back(self, fn, cm, calls: int) -> float:
-        """Milliseconds a call over `calls` calls of fn issued back to back inside cm()."""
+    def back_to_back(self, fn, cm, calls: int) -> tuple[float, float]:
+        """Milliseconds a call over `calls` calls of fn issued back to back inside cm(), and the
+        host's microseconds a call: the time to issue them (on the GPU, until the last call
+        returns, before waiting for the GPU; equal to the GPU's time where the launch queue
+        fills, a few hundred calls ahead)."""
         if self.cuda:
             start = self.torch.cuda.Event(enable_timing=True)
             end = self.torch.cuda.Event(enable_timing=True)
             with cm():
                 start.record()
+                t0 = time.perf_counter()
                 for _ in range(calls):
                     fn()
+                host = time.perf_counter() - t0
                 end.record()
             end.synchronize()
-            return start.elapsed_time(end) / calls
+            return start.elapsed_time(end) / calls, host * 1e6 / calls
         with cm():
             t0 = time.perf_counter()
             for _ in range(calls):
                 fn()
-            return (time.perf_counter() - t0) * 1e3 / calls
+            ms = (time.perf_counter() - t0) * 1e3 / calls
+            return ms, ms * 1e3
 
     def do_bench(self, fn, cm) -> float:
         with cm():
@@ -161,7 +167,7 @@ def time_all(dv: Device, entries: list, flops: float) -> None:
         dv.sync()
     for slot, fn, cm in live:  # calls a round: about --rep-ms of back-to-back calls
         try:
-            est = dv.back_to_back(fn, cm, 2)
+            est, _ = dv.back_to_back(fn, cm, 2)
             slot["calls"] = max(3, min(args.max_calls, int(args.rep_ms / max(est, 1e-6))))
         except Exception as e:  # noqa: BLE001
             slot["error"] = fmt_err(e)
@@ -171,15 +177,19 @@ def time_all(dv: Device, entries: list, flops: float) -> None:
             if "error" in slot:
                 continue
             try:
-                slot.setdefault("ms_rounds", []).append(dv.back_to_back(fn, cm, slot["calls"]))
+                ms, host_us = dv.back_to_back(fn, cm, slot["calls"])
+                slot.setdefault("ms_rounds", []).append(ms)
+                slot.setdefault("host_us_rounds", []).append(host_us)
             except Exception as e:  # noqa: BLE001
                 slot["error"] = fmt_err(e)
             dv.sync()
     for slot, fn, cm in live:
         if "error" in slot:
             slot.pop("ms_rounds", None)
+            slot.pop("host_us_rounds", None)
             continue
         slot["ms"] = statistics.median(slot["ms_rounds"])
+        slot["host_us"] = statistics.median(slot["host_us_rounds"])
         slot["tflops"] = flops / (slot["ms"] * 1e-3) / 1e12
         if dv.triton is not None:
             slot["ms_do_bench"] = dv.do_bench(fn, cm)
