@@ -48,7 +48,7 @@ fi
 sweep_rc=0
 if [ "${SWEEP:-0}" = 1 ]; then
   # shellcheck disable=SC2086 # SWEEP_ARGS is a list of options
-  PYTHONUNBUFFERED=1 timeout 420 python3 bench/peer.py --check --lib "$lib" ${SWEEP_ARGS:-} \
+  PYTHONUNBUFFERED=1 timeout 420 python3 bench/peer.py --check --host-time --lib "$lib" ${SWEEP_ARGS:-} \
     --json "$OUT/sweep.json" --png "$OUT/sweep.png" > "$OUT/sweep.txt" 2>&1
   sweep_rc=$?
 fi
@@ -58,7 +58,7 @@ if [ "${DECODE:-0}" = 1 ]; then
     IFS=';' read -r -a shapes <<< "${DECODE_SHAPES:---batch 8 --kv-heads 8;--batch 8 --kv-heads 32;--batch 1 --kv-heads 8;--batch 64 --kv-heads 8}"
     for shape in "${shapes[@]}"; do
       # shellcheck disable=SC2086 # shape is a list of options
-      PYTHONUNBUFFERED=1 timeout 200 python3 bench/peer.py --check --lib "$lib" --pass fwd \
+      PYTHONUNBUFFERED=1 timeout 200 python3 bench/peer.py --check --host-time --lib "$lib" --pass fwd \
         --seqlen-q 1 --heads 32 --hdims 64,128,256 --causal 0 \
         --seqlens 4096,8192,32768,131072 $shape 2>&1 | grep -E "^ *(64|128|256) |FAIL|rror"
     done
