@@ -10,7 +10,12 @@
 #      batch / kv-heads choices) and fa-bench --decode on dense and
 #      paged caches (page sizes 16 and 64), fa-bench --varlen (packed against padded prefill)
 #                                                                -> decode.txt
-#   5. with EXTRA="cmd": that command's output                   -> extra.txt
+#   5. with CPU=1: the CPU backend on the machine's host CPU (all its cores; AMX where it has it):
+#      fa-info, the conformance suite's quick subset with the default build, the peak probes
+#      (cpu-amx-peak, cpu-fma-peak), fa-bench bf16 per build (avx512, avx512bf16, amx) and the
+#      default build at 1, 2, 4, ... threads, then bench/cpu_peers.py against PyTorch (prefill
+#      forward and backward, decoding)                          -> cpu.txt
+#   6. with EXTRA="cmd": that command's output                   -> extra.txt
 # then prints the summaries last. Files in $OUT: at most the eight above.
 #
 #   BUILD=build/dev CHECK_ARGS="--no-fa3" PYTHON=1 SWEEP=1 bash tests/gpu/h200_round.sh
@@ -72,6 +77,46 @@ if [ "${DECODE:-0}" = 1 ]; then
   } > "$OUT/decode.txt" 2>&1
 fi
 
+if [ "${CPU:-0}" = 1 ]; then
+  # cpu_run THREADS CMD...: CMD on THREADS OpenMP threads, one a core, with the build's lib/
+  cpu_run() {
+    LD_LIBRARY_PATH="$PWD/$BUILD/lib" OMP_NUM_THREADS=$1 OMP_PROC_BIND=close OMP_PLACES=cores \
+      "${@:2}"
+  }
+  {
+    bin=$BUILD/bin
+    cores=$(nproc)
+    lscpu | grep -E "Model name|^CPU\(s\)|Thread|L3"
+    grep -o -w -E "amx_[a-z0-9]+|avx512_bf16|avx512_fp16" /proc/cpuinfo | sort -u | tr '\n' ' '
+    echo
+    cpu_run "$cores" "$bin/fa-info" 2>&1 | grep -A4 "^  cpu:"
+    cpu_run "$cores" timeout 120 "$bin/conformance" --backend cpu --quick 2>&1 | tail -1
+    cpu_run "$cores" "$bin/cpu-amx-peak" 2>&1 | tail -1
+    cpu_run "$cores" "$bin/cpu-fma-peak" | tail -1
+    # shellcheck disable=SC2054 # the commas separate the values of one option
+    shapes=(--dtype bf16 --hdims 64,128 --seqlens 1024,4096 --tokens 4096 --hidden 1024
+      --causal 0,1 --pass fwd,bwd --iters 3 --progress -1)
+    for isa in avx512 avx512bf16 amx; do
+      echo "== fa-bench FA_CPU_ISA=$isa, $cores threads"
+      FA_CPU_ISA=$isa cpu_run "$cores" timeout 120 "$bin/fa-bench" --backend cpu "${shapes[@]}" \
+        2>&1 | grep -E "^[01] |failed|refused"
+    done
+    for t in 1 2 4 8 16 32 64; do
+      [ "$t" -gt "$cores" ] && break
+      echo "== fa-bench default build, $t threads, hd128 4k"
+      cpu_run "$t" timeout 120 "$bin/fa-bench" --backend cpu --dtype bf16 --hdims 128 \
+        --seqlens 4096 --tokens 4096 --hidden 1024 --causal 0 --pass fwd,bwd --iters 2 \
+        --progress -1 2>&1 | grep -E "^0 |failed"
+    done
+    cpu_run "$cores" timeout 300 python3 bench/cpu_peers.py --mode prefill --peers torch \
+      --pass fwd,bwd --dtypes bf16 --torch-dtypes bf16,f32 --threads "$cores" --lib "$lib" \
+      --rounds 3 2>&1 | tail -22
+    cpu_run "$cores" timeout 200 python3 bench/cpu_peers.py --mode decode --peers torch \
+      --dtypes f16,bf16 --torch-dtypes bf16 --threads "$cores" --seqlens 4096,16384,65536,131072 \
+      --kv-heads 8 --lib "$lib" --rounds 3 2>&1 | tail -12
+  } > "$OUT/cpu.txt" 2>&1
+fi
+
 if [ -n "${EXTRA:-}" ]; then
   LD_LIBRARY_PATH="$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" bash -c "$EXTRA" > "$OUT/extra.txt" 2>&1
   echo "extra: exit status $?" >> "$OUT/extra.txt"
@@ -82,5 +127,6 @@ tail -40 "$OUT/check.txt"
 [ -f "$OUT/python.txt" ] && grep -E "^(Ran|OK|FAILED|FAIL:|ERROR:)|exit status|skipped" "$OUT/python.txt" | head -30
 [ -f "$OUT/extra.txt" ] && tail -30 "$OUT/extra.txt"
 [ -f "$OUT/decode.txt" ] && cat "$OUT/decode.txt"
+[ -f "$OUT/cpu.txt" ] && cat "$OUT/cpu.txt"
 [ -f "$OUT/sweep.txt" ] && tail -50 "$OUT/sweep.txt"
 echo "h200_round: check rc=$check_rc python rc=$py_rc sweep rc=$sweep_rc"
