@@ -10,6 +10,7 @@
 
 #include "build_config.h"
 #include "internal.h"
+#include "strbuf.h"
 
 void fa_params_init(fa_params *params) {
   if (!params) return;
@@ -134,16 +135,16 @@ static void fill_info(fa_run_info *info, const fa_request *req, const choice *c)
   memset(info, 0, size); /* fields of a newer header this version does not know stay zero */
   info->struct_size = size;
   info->backend = c->slot->id;
-  snprintf(info->backend_name, sizeof info->backend_name, "%s", c->slot->name);
+  fa_str_copy(info->backend_name, sizeof info->backend_name, c->slot->name);
   info->device = req->device;
-  snprintf(info->kernel, sizeof info->kernel, "%s", c->decision.kernel);
+  fa_str_copy(info->kernel, sizeof info->kernel, c->decision.kernel);
   info->tile_m = c->decision.tile_m;
   info->tile_n = c->decision.tile_n;
   info->num_splits = c->decision.num_splits;
   info->deterministic = c->decision.deterministic;
   info->workspace_bytes = c->decision.workspace_bytes;
   info->fell_back = c->fell_back;
-  snprintf(info->rejected, sizeof info->rejected, "%s", c->rejected);
+  fa_str_copy(info->rejected, sizeof info->rejected, c->rejected);
 }
 
 /* Validation and choice, shared by the calls, the plans and the workspace queries. */

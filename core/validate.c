@@ -208,11 +208,7 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
   if (head_dim_v < 1 || head_dim_v > FA_MAX_HEAD_DIM)
     return fa_core_set_error(INVALID, "v.shape[%d] = %lld (head_dim_v) must be in [1, %d]", kh + 1,
                              (long long)head_dim_v, FA_MAX_HEAD_DIM);
-  {
-    char want[32];
-    snprintf(want, sizeof want, "q.shape[%d]", qh + 1);
-    TRY(fa_expect_dim("k", k, kh + 1, head_dim, want));
-  }
+  TRY(fa_expect_dim_of("k", k, kh + 1, "q", q, qh + 1));
   if (heads_kv < 1)
     return fa_core_set_error(INVALID, "k.shape[%d] = %lld (heads_kv) must be >= 1", kh,
                              (long long)heads_kv);
@@ -226,16 +222,8 @@ fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args
                              qh, (long long)heads_q, kh, (long long)heads_kv);
 
   /* out mirrors q with v's head dim. */
-  for (int i = 0; i < qdim - 1; ++i) {
-    char want[32];
-    snprintf(want, sizeof want, "q.shape[%d]", i);
-    TRY(fa_expect_dim("out", out, i, q->shape[i], want));
-  }
-  {
-    char want[32];
-    snprintf(want, sizeof want, "v.shape[%d]", kh + 1);
-    TRY(fa_expect_dim("out", out, qdim - 1, head_dim_v, want));
-  }
+  for (int i = 0; i < qdim - 1; ++i) TRY(fa_expect_dim_of("out", out, i, "q", q, i));
+  TRY(fa_expect_dim_of("out", out, qdim - 1, "v", v, kh + 1));
 
   /* lse: float32 [batch, heads_q, seqlen_q], or [heads_q, total_q] when q is packed. */
   const fa_tensor *lse = a->lse;

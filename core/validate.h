@@ -27,6 +27,9 @@ fa_status fa_check_tensor(const char *name, const fa_tensor *t, int32_t ndim);
 fa_status fa_check_no_self_overlap(const char *name, const fa_tensor *t);
 fa_status fa_expect_dim(const char *name, const fa_tensor *t, int dim, int64_t want,
                         const char *want_name);
+/* t.shape[dim] == ref.shape[ref_dim], the message naming both. */
+fa_status fa_expect_dim_of(const char *name, const fa_tensor *t, int dim, const char *ref_name,
+                           const fa_tensor *ref, int ref_dim);
 fa_status fa_expect_same_shape(const char *name, const fa_tensor *t, const char *ref_name,
                                const fa_tensor *ref);
 fa_status fa_expect_dtype(const char *name, const fa_tensor *t, fa_dtype want, const char *why);

@@ -118,6 +118,15 @@ fa_status fa_expect_dim(const char *name, const fa_tensor *t, int dim, int64_t w
   return FA_OK;
 }
 
+fa_status fa_expect_dim_of(const char *name, const fa_tensor *t, int dim, const char *ref_name,
+                           const fa_tensor *ref, int ref_dim) {
+  if (t->shape[dim] != ref->shape[ref_dim])
+    return fa_core_set_error(INVALID, "%s.shape[%d] = %lld but must equal %s.shape[%d] = %lld",
+                             name, dim, (long long)t->shape[dim], ref_name, ref_dim,
+                             (long long)ref->shape[ref_dim]);
+  return FA_OK;
+}
+
 fa_status fa_expect_same_shape(const char *name, const fa_tensor *t, const char *ref_name,
                                const fa_tensor *ref) {
   for (int i = 0; i < ref->ndim; ++i) {

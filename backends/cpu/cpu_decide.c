@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/plan.h"
+#include "core/strbuf.h"
 #include "cpu_internal.h"
 #include "cpu_kernels.h"
 
@@ -98,22 +99,36 @@ static const char *op_name(fa_op op) {
 static void kernel_name(const fa_request *req, const cpu_problem *pb, const char *dtype, int splits,
                         fa_decision *out) {
   const fa_params *p = req->params;
-  char dims[32];
-  if (req->head_dim_v == req->head_dim)
-    snprintf(dims, sizeof dims, "%lld", (long long)req->head_dim);
-  else
-    snprintf(dims, sizeof dims, "%lldx%lld", (long long)req->head_dim, (long long)req->head_dim_v);
-  char split[16] = "", rows[24] = "";
-  if (splits > 1) snprintf(split, sizeof split, ".split%d", splits);
-  if (pb->rows_path) snprintf(rows, sizeof rows, ".rows%lld", (long long)(pb->pack * pb->seqlen_q));
+  fa_strbuf b = fa_strbuf_of(out->kernel, sizeof out->kernel);
   /* The kernel build (generic, avx2, avx512, neon) is part of the name: a CPU without AVX-512
      runs slower code, and the report says so; avx512bf16 only where its bf16 products run. */
-  snprintf(out->kernel, sizeof out->kernel, "cpu.flash.%s.%s.%s.hd%s%s%s%s%s%s%s%s%s%s",
-           pb->bf16dp ? pb->kern->isa : pb->kern->fp32_isa, op_name(req->op), dtype, dims, rows,
-           p->causal ? ".causal" : "", p->window_enabled ? ".window" : "",
-           p->softcap > 0.0f ? ".softcap" : "", p->alibi_slopes ? ".alibi" : "",
-           p->dropout_p > 0.0f ? ".dropout" : "", p->cu_seqlens_q ? ".varlen" : "",
-           p->block_table ? ".paged" : "", split);
+  fa_strbuf_put(&b, "cpu.flash.");
+  fa_strbuf_put(&b, pb->bf16dp ? pb->kern->isa : pb->kern->fp32_isa);
+  fa_strbuf_put(&b, ".");
+  fa_strbuf_put(&b, op_name(req->op));
+  fa_strbuf_put(&b, ".");
+  fa_strbuf_put(&b, dtype);
+  fa_strbuf_put(&b, ".hd");
+  fa_strbuf_int(&b, req->head_dim);
+  if (req->head_dim_v != req->head_dim) {
+    fa_strbuf_put(&b, "x");
+    fa_strbuf_int(&b, req->head_dim_v);
+  }
+  if (pb->rows_path) {
+    fa_strbuf_put(&b, ".rows");
+    fa_strbuf_int(&b, pb->pack * pb->seqlen_q);
+  }
+  if (p->causal) fa_strbuf_put(&b, ".causal");
+  if (p->window_enabled) fa_strbuf_put(&b, ".window");
+  if (p->softcap > 0.0f) fa_strbuf_put(&b, ".softcap");
+  if (p->alibi_slopes) fa_strbuf_put(&b, ".alibi");
+  if (p->dropout_p > 0.0f) fa_strbuf_put(&b, ".dropout");
+  if (p->cu_seqlens_q) fa_strbuf_put(&b, ".varlen");
+  if (p->block_table) fa_strbuf_put(&b, ".paged");
+  if (splits > 1) {
+    fa_strbuf_put(&b, ".split");
+    fa_strbuf_int(&b, splits);
+  }
 }
 
 /* FP8 inputs: the float32 request on dequantized copies (cpu_fp8.c), decided as any, with the

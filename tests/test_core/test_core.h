@@ -33,6 +33,9 @@ void test_dtype_round_trip(void);
 void test_fp8_conversions(void);
 void test_hadamard_rotation(void);
 
+/* strbuf.c */
+void test_strbuf_matches_snprintf(void);
+
 /* plan.c */
 void test_plan_invariants(void);
 
