@@ -390,10 +390,31 @@ def quantize_op(call: str, x, y_dtype, descale_shape, opts: dict):
 _NOT_ON_OPS = ("stream", "workspace", "workspace_size")
 
 
+_SCALARS = (type(None), bool, int, float, str)
+_op_arguments_seen: dict = {}
+
+
 def op_arguments(params: dict, call: str) -> dict:
     """fwd's keyword arguments (after q, k, v) of attention()'s keywords. Explicit dropout seeds
     become rng_state; what the operators cannot carry is refused, naming it (the descales of FP8
-    inputs are fp8_arguments')."""
+    inputs are fp8_arguments'). Keywords of plain values only (no tensor, no dropout) are
+    translated once and then looked up: the translation is most of a small call's host time."""
+    key = None
+    if not params.get("dropout_p") and all(type(v_) in _SCALARS for v_ in params.values()):
+        key = (call, tuple(sorted(params.items())))
+        hit = _op_arguments_seen.get(key)
+        if hit is not None:
+            return dict(hit)  # callers add rng_state or pop entries
+    a = _translate(params, call)
+    if key is not None:
+        if len(_op_arguments_seen) >= 256:
+            _op_arguments_seen.clear()
+        _op_arguments_seen[key] = dict(a)
+    return a
+
+
+def _translate(params: dict, call: str) -> dict:
+    """op_arguments without the lookup."""
     unknown = sorted(set(params) - set(PARAMS))
     if unknown:
         raise TypeError(f"unknown flashattn parameter(s) {unknown}; known: {sorted(PARAMS)}")

@@ -266,6 +266,31 @@ class TestNoSilentDetach(unittest.TestCase):
         R.reference(r, r, r, causal=True)[0].sum().backward()
         self.assertLess(R.max_error(q.grad, r.grad), 1e-5)
 
+    def test_op_arguments_looked_up_not_shared(self):
+        """Plain keywords are translated once: a repeated call gets equal arguments that the
+        caller may change without changing the next call's; refusals still raise every time;
+        tensor-valued keywords and dropout are translated afresh."""
+        from flashattn import _torch_ops as ops
+
+        ops.op_arguments({"causal": True, "softcap": 5.0}, "test")  # translated and kept
+        first = ops.op_arguments({"causal": True, "softcap": 5.0}, "test")  # looked up
+        first["rng_state"] = "changed"
+        first.pop("causal")
+        again = ops.op_arguments({"softcap": 5.0, "causal": True}, "test")
+        self.assertIsNone(again["rng_state"])
+        self.assertTrue(again["causal"])
+        self.assertEqual(again["softcap"], 5.0)
+        for _ in range(2):
+            with self.assertRaises(TypeError):
+                ops.op_arguments({"no_such_parameter": 1}, "test")
+            with self.assertRaises(fa.FlashAttnError):
+                ops.op_arguments({"check_indices": True}, "test")
+        slopes = torch.ones(self.q.shape[2])
+        self.assertIs(ops.op_arguments({"alibi_slopes": slopes}, "test")["alibi_slopes"], slopes)
+        d1 = ops.op_arguments({"dropout_p": 0.1, "dropout_seed": 1}, "test")["rng_state"]
+        d2 = ops.op_arguments({"dropout_p": 0.1, "dropout_seed": 2}, "test")["rng_state"]
+        self.assertFalse(torch.equal(d1, d2))
+
 
 if __name__ == "__main__":
     unittest.main()
