@@ -88,28 +88,46 @@ int fill_ones(buffer *b) {
   return buffer_upload(b, mem);
 }
 
-/* Zeros are redrawn: a kernel that skipped work on zeros would otherwise look fast. */
-int fill_random(buffer *b) {
-  void *mem = buffer_host(b);
-  if (!mem) return 0;
-  int64_t n = numel(&b->t);
-  for (int64_t i = 0; i < n; ++i) {
-    for (;;) {
-      float x = rng_normal();
-      if (b->t.dtype == FA_F32) {
-        if (x == 0.0f) continue;
-        ((float *)mem)[i] = x;
-      } else if (b->t.dtype == FA_F8E4M3 || b->t.dtype == FA_F8E5M2) {
-        uint8_t c = b->t.dtype == FA_F8E4M3 ? fa_f32_to_f8e4m3(x) : fa_f32_to_f8e5m2(x);
-        if ((c & 0x7fu) == 0) continue;
-        ((uint8_t *)mem)[i] = c;
-      } else {
-        uint16_t h = b->t.dtype == FA_F16 ? fa_f32_to_f16(x) : fa_f32_to_bf16(x);
-        if ((h & 0x7fffu) == 0) continue;
-        ((uint16_t *)mem)[i] = h;
-      }
-      break;
+/* One normal draw in dtype's encoding into dst; zeros are redrawn: a kernel that skipped work on
+   zeros would otherwise look fast. */
+static void draw_nonzero(fa_dtype dtype, unsigned char *dst) {
+  for (;;) {
+    float x = rng_normal();
+    if (dtype == FA_F32) {
+      if (x == 0.0f) continue;
+      memcpy(dst, &x, 4);
+    } else if (dtype == FA_F8E4M3 || dtype == FA_F8E5M2) {
+      uint8_t c = dtype == FA_F8E4M3 ? fa_f32_to_f8e4m3(x) : fa_f32_to_f8e5m2(x);
+      if ((c & 0x7fu) == 0) continue;
+      *dst = c;
+    } else {
+      uint16_t h = dtype == FA_F16 ? fa_f32_to_f16(x) : fa_f32_to_bf16(x);
+      if ((h & 0x7fffu) == 0) continue;
+      memcpy(dst, &h, 2);
     }
+    return;
+  }
+}
+
+/* At most FILL_POOL elements are drawn (a draw costs ~25 ns: a 128k-key decoding cache took a
+   minute); a larger buffer repeats them block by block, each block the pool rotated by a fresh
+   random offset, so that rows do not repeat at a fixed period. */
+enum { FILL_POOL = 1 << 20 };
+
+int fill_random(buffer *b) {
+  unsigned char *mem = buffer_host(b);
+  if (!mem) return 0;
+  const int64_t n = numel(&b->t);
+  const size_t esz = fa_dtype_size(b->t.dtype);
+  const int64_t pool = n < FILL_POOL ? n : FILL_POOL;
+  for (int64_t i = 0; i < pool; ++i) draw_nonzero(b->t.dtype, mem + (size_t)i * esz);
+  for (int64_t at = pool; at < n;) {
+    const int64_t rot = (int64_t)(rng_unit() * (double)pool), len = n - at < pool ? n - at : pool;
+    const int64_t first =
+        len < pool - rot ? len : pool - rot; /* pool[rot, pool), then pool[0, ..) */
+    memcpy(mem + (size_t)at * esz, mem + (size_t)rot * esz, (size_t)first * esz);
+    memcpy(mem + (size_t)(at + first) * esz, mem, (size_t)(len - first) * esz);
+    at += len;
   }
   return buffer_upload(b, mem);
 }
