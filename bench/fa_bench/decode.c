@@ -3,9 +3,11 @@
  * fa_forward_kvcache (no new tokens appended): q [batch, 1, heads, hdim], caches [batch, seqlen,
  * kv-heads, hdim] with cache_seqlens = seqlen, or with --page-size P pages [batch * ceil(seqlen /
  * P), P, kv-heads, hdim] reached through a block table whose entries are a random permutation of
- * the pages (no two sequences' pages adjacent by construction). Reported: the median time, tokens/s
- * (batch / time), GB/s of the K and V a call must read, and GFLOP/s counted as 4 * batch * heads *
- * keys * hdim (q.k and p.v for each key of each query head).
+ * the pages (no two sequences' pages adjacent by construction). Reported: the median time of a
+ * synchronised call, tokens/s (batch / time), GB/s of the K and V a call must read, GFLOP/s counted
+ * as 4 * batch * heads * keys * hdim (q.k and p.v for each key of each query head), then the time
+ * a call of --iters calls issued back to back (b2b ms, as a decoding loop calls it) and the host
+ * time of issuing one (host us).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +53,18 @@ static int time_decode(const options *o, const decode_shape *x, buffer *q, buffe
     if (synced && st == FA_OK) synced = devmem_sync(g_dev, g_mem_err, sizeof g_mem_err) == 0;
     if (i >= o->warmup) ms[i - o->warmup] = cli_now_ms() - t0;
   }
+  /* Back to back: the same call issued o->iters times without synchronisation (no new tokens, so
+     the caches are read only and every call is the same). */
+  double host_us = 0.0, b2b_ms = 0.0;
+  if (synced && st == FA_OK) {
+    const double t0 = cli_now_ms();
+    for (int i = 0; st == FA_OK && i < o->iters; ++i)
+      st = fa_forward_kvcache(&params, &q->t, &kc->t, &vc->t, &kv, &out->t, &lse->t, NULL);
+    const double t1 = cli_now_ms();
+    if (st == FA_OK) synced = devmem_sync(g_dev, g_mem_err, sizeof g_mem_err) == 0;
+    host_us = (t1 - t0) * 1e3 / o->iters;
+    b2b_ms = (cli_now_ms() - t0) / o->iters;
+  }
   if (!synced) {
     printf("failed: device synchronize: %s\n", g_mem_err);
     failed = 1;
@@ -66,8 +80,8 @@ static int time_decode(const options *o, const decode_shape *x, buffer *q, buffe
                    (double)fa_dtype_size(o->dtype);
     /* 4 * B * H * Sq * Sk * D with Sq = 1: q.k and p.v per key. */
     double flops = 4.0 * (double)x->b * (double)x->h * (double)keys * (double)x->d;
-    printf("%10.4f %12.1f %9.2f %9.2f | %s, %d\n", med, (double)x->b / (med * 1e-3),
-           bytes / (med * 1e-3) / 1e9, flops / (med * 1e-3) / 1e9, info.kernel,
+    printf("%10.4f %12.1f %9.2f %9.2f %9.4f %8.1f | %s, %d\n", med, (double)x->b / (med * 1e-3),
+           bytes / (med * 1e-3) / 1e9, flops / (med * 1e-3) / 1e9, b2b_ms, host_us, info.kernel,
            (int)info.num_splits);
   }
   free(ms);
@@ -128,8 +142,9 @@ static int run_shape(const options *o, const decode_shape *x) {
 
 int run_decode(const options *o) {
   int failures = 0, runs = 0;
-  printf("\n%5s %7s %5s %9s | %10s %12s %9s %9s | %s\n", "hdim", "cache", "batch", "heads/kv", "ms",
-         "tokens/s", "GB/s K+V", "GFLOP/s", "kernel, splits");
+  printf("\n%5s %7s %5s %9s | %10s %12s %9s %9s %9s %8s | %s\n", "hdim", "cache", "batch",
+         "heads/kv", "ms", "tokens/s", "GB/s K+V", "GFLOP/s", "b2b ms", "host us",
+         "kernel, splits");
   for (int hi = 0; hi < o->n_hdims; ++hi)
     for (int si = 0; si < o->n_seqlens; ++si) {
       decode_shape x;
