@@ -24,8 +24,10 @@ static inline fa_strbuf fa_strbuf_of(char *s, size_t n) {
   return b;
 }
 
+/* Appends t; NULL appends "(null)", as glibc's printf prints it. */
 static inline void fa_strbuf_put(fa_strbuf *b, const char *t) {
   if (!b->n) return;
+  if (!t) t = "(null)";
   size_t room = b->n - 1 - b->len, m = strlen(t);
   if (m > room) m = room;
   memcpy(b->s + b->len, t, m);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "cuda_names.h"
 #include "fa2_sm80/fa2_args.h"
 #include "fa2_sm80/fa2_tiles.h"
 #include "fa3_sm90/fa3_args.h"
@@ -303,12 +304,15 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
     out->tile_n = FA3_BWD_TILE_N(fa3_bwd_padded_head_dim(req->head_dim));
   }
 #endif
-  char pack[16] = "";
-  if (heads_per_tile > 1) snprintf(pack, sizeof pack, ".gqa%d", heads_per_tile);
-  snprintf(out->kernel, sizeof out->kernel, "cuda.%s.%s.%s.hd%lld%s%s%s%s",
-           fa3 ? "fa3.sm90" : "fa2.sm80", fwd ? "fwd" : "bwd", cuda_dtype_name(req->dtype),
-           (long long)req->head_dim, p->causal ? ".causal" : "", p->window_enabled ? ".window" : "",
-           p->softcap > 0.0f ? ".softcap" : "", pack);
+  const cuda_name_parts name = {.family = fa3 ? "fa3.sm90" : "fa2.sm80",
+                                .op = fwd ? "fwd" : "bwd",
+                                .dtype = cuda_dtype_name(req->dtype),
+                                .head_dim = req->head_dim,
+                                .causal = p->causal,
+                                .window = p->window_enabled,
+                                .softcap = p->softcap > 0.0f,
+                                .pack = heads_per_tile};
+  cuda_kernel_name(&name, out->kernel, sizeof out->kernel);
   fa_decision_put(out, &ch, sizeof ch);
   if (fwd) {
     /* Every output is one block's, its key tiles in a fixed order (a dynamic schedule's counter

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "cuda_names.h"
 #include "fa2_sm80/fa2_launch.h"
 #include "fa2_sm80/fa2_tiles.h"
 
@@ -180,15 +181,20 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
   out->num_splits = splits;
   out->deterministic = 1; /* fixed tiles and pieces, merged in piece order */
   out->workspace_bytes = part + qrot ? part + qrot + CUDA_WORKSPACE_ALIGN : 0;
-  char split[16] = "", gqa[16] = "";
-  if (splits > 1) snprintf(split, sizeof split, ".split%d", (int)splits);
-  if (pack > 1) snprintf(gqa, sizeof gqa, ".gqa%d", (int)pack);
-  snprintf(out->kernel, sizeof out->kernel, "cuda.fa2.sm80.fwd.%s.hd%lld%s%s%s%s%s%s%s%s%s",
-           cuda_dtype_name(req->dtype), (long long)req->head_dim,
-           tl.tile_m == FA2_DECODE_TILE_M ? ".rows16" : "", p->causal ? ".causal" : "",
-           p->window_enabled ? ".window" : "", p->softcap > 0.0f ? ".softcap" : "",
-           p->cu_seqlens_q || p->cu_seqlens_k ? ".varlen" : "", p->block_table ? ".paged" : "",
-           split, req->op == FA_OP_KVCACHE ? ".kvcache" : "", gqa);
+  const cuda_name_parts name = {.family = "fa2.sm80",
+                                .op = "fwd",
+                                .dtype = cuda_dtype_name(req->dtype),
+                                .head_dim = req->head_dim,
+                                .rows16 = tl.tile_m == FA2_DECODE_TILE_M,
+                                .causal = p->causal,
+                                .window = p->window_enabled,
+                                .softcap = p->softcap > 0.0f,
+                                .varlen = p->cu_seqlens_q || p->cu_seqlens_k,
+                                .paged = p->block_table != NULL,
+                                .kvcache = req->op == FA_OP_KVCACHE,
+                                .splits = (int)splits,
+                                .pack = (int)pack};
+  cuda_kernel_name(&name, out->kernel, sizeof out->kernel);
 }
 
 static const int32_t *index_ptr(const fa_tensor *t) {
