@@ -129,22 +129,23 @@ fa_status fa_check_run_info(const fa_run_info *info) {
   return FA_OK;
 }
 
-static void fill_info(fa_run_info *info, const fa_request *req, const choice *c) {
+void fa_fill_run_info(fa_run_info *info, const fa_backend_slot *s, fa_device device,
+                      const fa_decision *d, int32_t fell_back, const char *rejected) {
   if (!info) return;
   size_t size = info->struct_size;
   memset(info, 0, size); /* fields of a newer header this version does not know stay zero */
   info->struct_size = size;
-  info->backend = c->slot->id;
-  fa_str_copy(info->backend_name, sizeof info->backend_name, c->slot->name);
-  info->device = req->device;
-  fa_str_copy(info->kernel, sizeof info->kernel, c->decision.kernel);
-  info->tile_m = c->decision.tile_m;
-  info->tile_n = c->decision.tile_n;
-  info->num_splits = c->decision.num_splits;
-  info->deterministic = c->decision.deterministic;
-  info->workspace_bytes = c->decision.workspace_bytes;
-  info->fell_back = c->fell_back;
-  fa_str_copy(info->rejected, sizeof info->rejected, c->rejected);
+  info->backend = s->id;
+  fa_str_copy(info->backend_name, sizeof info->backend_name, s->name);
+  info->device = device;
+  fa_str_copy(info->kernel, sizeof info->kernel, d->kernel);
+  info->tile_m = d->tile_m;
+  info->tile_n = d->tile_n;
+  info->num_splits = d->num_splits;
+  info->deterministic = d->deterministic;
+  info->workspace_bytes = d->workspace_bytes;
+  info->fell_back = fell_back;
+  fa_str_copy(info->rejected, sizeof info->rejected, rejected);
 }
 
 /* Validation and choice, shared by the calls, the plans and the workspace queries. */
@@ -214,7 +215,7 @@ static fa_status execute(fa_op op, const fa_params *params, const fa_call_args *
                         c->decision.kernel);
     return st;
   }
-  fill_info(info, req, c);
+  fa_fill_run_info(info, c->slot, req->device, &c->decision, c->fell_back, c->rejected);
   return FA_OK;
 }
 
@@ -227,7 +228,7 @@ static fa_status plan(fa_op op, const fa_params *params, const fa_call_args *arg
   if (!info && !bytes) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "plan: NULL output");
   st = prepare(op, params, args, &pr);
   if (st != FA_OK) return st;
-  fill_info(info, &pr.req, &pr.c);
+  fa_fill_run_info(info, pr.c.slot, pr.req.device, &pr.c.decision, pr.c.fell_back, pr.c.rejected);
   if (bytes) *bytes = pr.c.decision.workspace_bytes;
   return FA_OK;
 }

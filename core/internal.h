@@ -73,6 +73,11 @@ int fa_slot_usable(const fa_backend_slot *s, fa_device_kind memory, char *why, s
 /* api.c: the backend list of a run report, "name: why; name: why". */
 void fa_note_rejected(char *list, size_t size, const char *name, const char *why);
 
+/* api.c: the run report of a call that ran (or would run) decision d on backend s; NULL info: none.
+   Fields of a newer header this version does not know stay zero. */
+void fa_fill_run_info(fa_run_info *info, const fa_backend_slot *s, fa_device device,
+                      const fa_decision *d, int32_t fell_back, const char *rejected);
+
 /* features.c: fills slot->features / slot->unsupported by asking the plugin's decide(). */
 void fa_features_probe(fa_backend_slot *slot);
 

@@ -126,22 +126,14 @@ fa_status fa_quantize(const fa_quantize_args *args, const fa_tensor *x, fa_tenso
       snprintf(why, sizeof why, "fa_quantize is not offered by %s", s->name);
       any_refused = 1;
     } else {
-      char kernel[FA_KERNEL_LEN] = "";
-      fa_status st = s->plugin->quantize(&req, kernel);
+      /* What the report says of an fa_quantize: its kernel, one piece, deterministic. */
+      fa_decision ran;
+      memset(&ran, 0, sizeof ran);
+      ran.num_splits = 1;
+      ran.deterministic = 1;
+      fa_status st = s->plugin->quantize(&req, ran.kernel);
       if (st == FA_OK) {
-        if (info) {
-          size_t size = info->struct_size;
-          memset(info, 0, size);
-          info->struct_size = size;
-          info->backend = s->id;
-          snprintf(info->backend_name, sizeof info->backend_name, "%s", s->name);
-          info->device = req.device;
-          snprintf(info->kernel, sizeof info->kernel, "%s", kernel);
-          info->num_splits = 1;
-          info->deterministic = 1;
-          info->fell_back = i > 0;
-          snprintf(info->rejected, sizeof info->rejected, "%s", rejected);
-        }
+        fa_fill_run_info(info, s, req.device, &ran, i > 0, rejected);
         return FA_OK;
       }
       if (st != FA_ERR_UNSUPPORTED) return st;
