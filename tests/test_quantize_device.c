@@ -298,6 +298,17 @@ static int64_t draw_block_rows(env *e, qcase *c) {
   }
 }
 
+/* One drawn case of the matrix as a test case: every third on its own queue (*n counts them). */
+static void run_drawn(env *e, qcase *c, int *n) {
+  char name[320];
+  c->own_queue = *n % 3 == 0;
+  ++*n;
+  describe(c, name, sizeof name);
+  test_case_begin(name);
+  run_case(e, c, FA_OK);
+  test_case_end();
+}
+
 static void matrix(env *e) {
   static const fa_dtype xdts[] = {FA_F32, FA_F16, FA_BF16};
   static const int64_t dims[] = {1, 8, 64, 128, 256, 24, 1024};
@@ -310,7 +321,6 @@ static void matrix(env *e) {
       const int pow2 = (d & (d - 1)) == 0;
       const int strides = d == 1024 ? 1 : 2; /* the largest dim contiguous only */
       for (int strided = 0; strided < strides; ++strided) {
-        char name[320];
         for (int rotate = 0; rotate <= pow2; ++rotate)
           for (size_t yi = 0; yi < 2; ++yi)
             for (int dl = D_TENSOR; dl <= D_BLOCK; ++dl) {
@@ -327,12 +337,7 @@ static void matrix(env *e) {
               c.sp = (special)(n % 4);
               if (c.sp == S_INF && rotate) c.sp = S_NONE; /* a rotated inf is NaN: not compared */
               if (c.sp == S_TINY_HEAD && c.xdt == FA_F16) c.sp = S_NONE;
-              c.own_queue = n % 3 == 0;
-              ++n;
-              describe(&c, name, sizeof name);
-              test_case_begin(name);
-              run_case(e, &c, FA_OK);
-              test_case_end();
+              run_drawn(e, &c, &n);
             }
         if (!pow2) continue;
         for (size_t yi = 0; yi < sizeof floats / sizeof floats[0]; ++yi) {
@@ -346,12 +351,7 @@ static void matrix(env *e) {
           c.dl = D_NONE;
           c.strided = strided ? (int)(1 + tu_rng_u64(&e->rng) % 3) : 0;
           c.sp = n % 2 ? S_NONE : (c.xdt == FA_F16 ? S_ZERO_HEAD : S_TINY_HEAD);
-          c.own_queue = n % 3 == 0;
-          ++n;
-          describe(&c, name, sizeof name);
-          test_case_begin(name);
-          run_case(e, &c, FA_OK);
-          test_case_end();
+          run_drawn(e, &c, &n);
         }
       }
     }
