@@ -111,13 +111,8 @@ static void this_machine(void) {
 }
 
 static const char *cpu_device_line(void) {
-  static fa_backend_desc descs[8];
-  int32_t n = 0;
-  for (int i = 0; i < 8; ++i) fa_backend_desc_init(&descs[i]);
-  if (fa_backend_info(descs, 8, &n) != FA_OK) return "";
-  for (int32_t i = 0; i < n && i < 8; ++i)
-    if (descs[i].id == FA_BACKEND_CPU) return descs[i].devices;
-  return "";
+  static fa_backend_desc cpu;
+  return tu_backend_desc(FA_BACKEND_CPU, &cpu) == FA_OK ? cpu.devices : "";
 }
 
 static void through_the_api(void) {

@@ -555,3 +555,18 @@ int tu_copy_values(tu_tensor *dst, const tu_tensor *src) {
   for (int64_t f = 0; f < n; ++f) tu_set_flat(dst, f, tu_get_flat(src, f));
   return 0;
 }
+
+fa_status tu_backend_desc(int32_t id, fa_backend_desc *out) {
+  enum { CAP = 16 };
+  fa_backend_desc descs[CAP];
+  for (int i = 0; i < CAP; ++i) fa_backend_desc_init(&descs[i]);
+  int32_t count = 0;
+  fa_status st = fa_backend_info(descs, CAP, &count);
+  if (st != FA_OK) return st;
+  for (int32_t i = 0; i < count && i < CAP; ++i)
+    if (descs[i].id == id) {
+      *out = descs[i];
+      return FA_OK;
+    }
+  return FA_ERR_BACKEND_UNAVAILABLE;
+}

@@ -152,6 +152,10 @@ int tu_unchanged(const tu_tensor *x, char *msg, size_t n);
 /* Copies the logical values of src into dst (any layouts, same shape; converts dtypes). */
 int tu_copy_values(tu_tensor *dst, const tu_tensor *src);
 
+/* fa_backend_info's description of backend `id` into *out: FA_OK; FA_ERR_BACKEND_UNAVAILABLE when
+   the library does not list it; or fa_backend_info's own failure (fa_last_error says why). */
+fa_status tu_backend_desc(int32_t id, fa_backend_desc *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "tensor_util.h"
 #include "device_mem.h"
 
 enum { H = 2, D = 16 };
@@ -148,20 +149,17 @@ int main(void) {
              {FA_BACKEND_OPENCL, FA_DEVICE_OPENCL, FA_F32},
              {FA_BACKEND_CUDA, FA_DEVICE_CUDA, FA_F16},
              {FA_BACKEND_HIP, FA_DEVICE_HIP, FA_F16}};
-  fa_backend_desc descs[8];
-  for (int i = 0; i < 8; ++i) fa_backend_desc_init(&descs[i]);
-  int32_t count = 0;
-  if (fa_backend_info(descs, 8, &count) != FA_OK) {
-    printf("fa_backend_info: %s\n", fa_last_error());
-    return 1;
-  }
   for (size_t b = 0; b < sizeof all / sizeof all[0]; ++b) {
-    const fa_backend_desc *d = NULL;
-    for (int32_t i = 0; i < count && i < 8; ++i)
-      if (descs[i].id == all[b].backend) d = &descs[i];
-    if (!d || !d->available || !devmem_supported(all[b].kind)) {
+    fa_backend_desc d;
+    const fa_status st = tu_backend_desc(all[b].backend, &d);
+    if (st != FA_OK && st != FA_ERR_BACKEND_UNAVAILABLE) {
+      printf("fa_backend_info: %s\n", fa_last_error());
+      return 1;
+    }
+    const int listed = st == FA_OK;
+    if (!listed || !d.available || !devmem_supported(all[b].kind)) {
       printf("skip %s: %s\n", fa_backend_name(all[b].backend),
-             d && !d->available ? d->reason : "no device memory of its kind in this build");
+             listed && !d.available ? d.reason : "no device memory of its kind in this build");
       continue;
     }
     ctx c = {{FA_DEVICE_CPU, 0}, all[b].backend, all[b].dtype};

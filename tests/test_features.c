@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "flash_attn.h"
+#include "tensor_util.h"
 
 static int failures;
 
@@ -44,30 +45,27 @@ int main(int argc, char **argv) {
   chmod(file, 0755);
   setenv("FA_PLUGIN_PATH", dir, 1);
 
-  fa_backend_desc d[8];
-  for (int i = 0; i < 8; ++i) fa_backend_desc_init(&d[i]);
-  int32_t count = 0;
-  if (fa_backend_info(d, 8, &count) != FA_OK) {
+  fa_backend_desc hip;
+  const fa_status st = tu_backend_desc(FA_BACKEND_HIP, &hip);
+  if (st != FA_OK && st != FA_ERR_BACKEND_UNAVAILABLE) {
     printf("FAIL fa_backend_info: %s\n", fa_last_error());
     return 1;
   }
-  const fa_backend_desc *hip = NULL;
-  for (int i = 0; i < count && i < 8; ++i)
-    if (d[i].id == FA_BACKEND_HIP) hip = &d[i];
-  if (!hip || !hip->available) {
-    printf("FAIL the fake hip backend did not load: %s\n", hip ? hip->reason : "(not listed)");
+  if (st != FA_OK || !hip.available) {
+    printf("FAIL the fake hip backend did not load: %s\n",
+           st == FA_OK ? hip.reason : "(not listed)");
     return 1;
   }
-  check(strstr(hip->plugin_path, dir) == hip->plugin_path, "the hip backend is the fake one",
-        hip->plugin_path);
-  check(listed(hip->features, "fwd") && listed(hip->features, "bwd"), "fwd and bwd are claimed",
-        hip->features);
-  check(!listed(hip->features, "hd256"), "hd256 is not claimed (the backward stops at 128)",
-        hip->features);
-  const char *entry = strstr(hip->unsupported, "hd256 (");
+  check(strstr(hip.plugin_path, dir) == hip.plugin_path, "the hip backend is the fake one",
+        hip.plugin_path);
+  check(listed(hip.features, "fwd") && listed(hip.features, "bwd"), "fwd and bwd are claimed",
+        hip.features);
+  check(!listed(hip.features, "hd256"), "hd256 is not claimed (the backward stops at 128)",
+        hip.features);
+  const char *entry = strstr(hip.unsupported, "hd256 (");
   check(entry && strstr(entry, "backward at head_dim 256"),
-        "the unsupported list gives hd256 the backward's reason", hip->unsupported);
-  check(!listed(hip->features, "hd512"), "hd512 is not claimed", hip->features);
+        "the unsupported list gives hd256 the backward's reason", hip.unsupported);
+  check(!listed(hip.features, "hd512"), "hd512 is not claimed", hip.features);
   printf("test_features: %d failure(s)\n", failures);
   return failures ? 1 : 0;
 }

@@ -411,25 +411,23 @@ int main(int argc, char **argv) {
   const int32_t backend = cuda ? FA_BACKEND_CUDA : FA_BACKEND_OPENCL;
   const fa_device_kind kind = cuda ? FA_DEVICE_CUDA : FA_DEVICE_OPENCL;
   const char *bname = cuda ? "cuda" : "opencl";
-  fa_backend_desc descs[8];
-  for (int i = 0; i < 8; ++i) fa_backend_desc_init(&descs[i]);
-  int32_t count = 0;
-  if (fa_backend_info(descs, 8, &count) != FA_OK) {
+  fa_backend_desc devb, cpu;
+  const fa_status dst = tu_backend_desc(backend, &devb),
+                  cst = tu_backend_desc(FA_BACKEND_CPU, &cpu);
+  if ((dst != FA_OK && dst != FA_ERR_BACKEND_UNAVAILABLE) ||
+      (cst != FA_OK && cst != FA_ERR_BACKEND_UNAVAILABLE)) {
     printf("fa_backend_info: %s\n", fa_last_error());
     return 1;
   }
-  const fa_backend_desc *devb = NULL, *cpu = NULL;
-  for (int32_t i = 0; i < count && i < 8; ++i) {
-    if (descs[i].id == backend) devb = &descs[i];
-    if (descs[i].id == FA_BACKEND_CPU) cpu = &descs[i];
-  }
-  if (!devb || !devb->available || !devmem_supported(kind)) {
+  if (dst != FA_OK || !devb.available || !devmem_supported(kind)) {
     printf("skip: %s: %s\n", bname,
-           devb && !devb->available ? devb->reason : "no device memory of its kind in this build");
+           dst == FA_OK && !devb.available ? devb.reason
+                                           : "no device memory of its kind in this build");
     return 77;
   }
-  if (!cpu || !cpu->available) {
-    printf("the CPU backend (the reference) is not available: %s\n", cpu ? cpu->reason : "");
+  if (cst != FA_OK || !cpu.available) {
+    printf("the CPU backend (the reference) is not available: %s\n",
+           cst == FA_OK ? cpu.reason : "");
     return 1;
   }
   env e;
