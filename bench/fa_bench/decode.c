@@ -20,6 +20,19 @@ typedef struct decode_shape {
   int64_t d, s, b, h, hkv;
 } decode_shape;
 
+typedef struct kvcache_call {
+  const fa_params *params;
+  const fa_kvcache_args *kv;
+  buffer *q, *kc, *vc, *out, *lse;
+} kvcache_call;
+
+/* No new tokens: the caches are only read, so every call is the same. */
+static fa_status call_kvcache(void *ctx, fa_run_info *info) {
+  const kvcache_call *c = ctx;
+  return fa_forward_kvcache(c->params, &c->q->t, &c->kc->t, &c->vc->t, c->kv, &c->out->t,
+                            &c->lse->t, info);
+}
+
 /* Times one shape on filled tensors and prints the rest of its row; 1 when it failed. */
 static int time_decode(const options *o, const decode_shape *x, buffer *q, buffer *kc, buffer *vc,
                        buffer *out, buffer *lse, buffer *cs, buffer *table) {
@@ -40,52 +53,24 @@ static int time_decode(const options *o, const decode_shape *x, buffer *q, buffe
   fa_kvcache_args kv;
   fa_kvcache_args_init(&kv);
   kv.cache_seqlens = &cs->t;
-  fa_run_info info;
-  fa_run_info_init(&info);
-  double *ms = malloc(sizeof(double) * (size_t)o->iters);
-  fa_status st = ms ? FA_OK : FA_ERR_OUT_OF_MEMORY;
-  int synced = 1, failed = 0;
-  for (int i = 0; st == FA_OK && synced && i < o->warmup + o->iters; ++i) {
-    synced = devmem_sync(g_dev, g_mem_err, sizeof g_mem_err) == 0;
-    double t0 = cli_now_ms();
-    if (synced)
-      st = fa_forward_kvcache(&params, &q->t, &kc->t, &vc->t, &kv, &out->t, &lse->t, &info);
-    if (synced && st == FA_OK) synced = devmem_sync(g_dev, g_mem_err, sizeof g_mem_err) == 0;
-    if (i >= o->warmup) ms[i - o->warmup] = cli_now_ms() - t0;
+  kvcache_call c = {&params, &kv, q, kc, vc, out, lse};
+  /* Keys a query reads: the whole cache, or the window's last window + 1. */
+  const int64_t keys = o->window >= 0 && o->window + 1 < x->s ? o->window + 1 : x->s;
+  const double bytes = (double)x->b * (double)keys * (double)x->hkv * 2.0 * (double)x->d *
+                       (double)fa_dtype_size(o->dtype);
+  /* 4 * B * H * Sq * Sk * D with Sq = 1: q.k and p.v per key. */
+  const double flops = 4.0 * (double)x->b * (double)x->h * (double)keys * (double)x->d;
+  measurement m;
+  measure_calls(call_kvcache, &c, o, flops, &m);
+  if (!m.ok) {
+    printf("failed: %s\n", m.error);
+    return 1;
   }
-  /* Back to back: the same call issued o->iters times without synchronisation (no new tokens, so
-     the caches are read only and every call is the same). */
-  double host_us = 0.0, b2b_ms = 0.0;
-  if (synced && st == FA_OK) {
-    const double t0 = cli_now_ms();
-    for (int i = 0; st == FA_OK && i < o->iters; ++i)
-      st = fa_forward_kvcache(&params, &q->t, &kc->t, &vc->t, &kv, &out->t, &lse->t, NULL);
-    const double t1 = cli_now_ms();
-    if (st == FA_OK) synced = devmem_sync(g_dev, g_mem_err, sizeof g_mem_err) == 0;
-    host_us = (t1 - t0) * 1e3 / o->iters;
-    b2b_ms = (cli_now_ms() - t0) / o->iters;
-  }
-  if (!synced) {
-    printf("failed: device synchronize: %s\n", g_mem_err);
-    failed = 1;
-  } else if (st != FA_OK) {
-    printf("failed: %s: %s\n", fa_status_string(st), ms ? fa_last_error() : "");
-    failed = 1;
-  } else {
-    qsort(ms, (size_t)o->iters, sizeof ms[0], cli_cmp_double);
-    double med = o->iters % 2 ? ms[o->iters / 2] : 0.5 * (ms[o->iters / 2 - 1] + ms[o->iters / 2]);
-    /* Keys a query reads: the whole cache, or the window's last window + 1. */
-    int64_t keys = o->window >= 0 && o->window + 1 < x->s ? o->window + 1 : x->s;
-    double bytes = (double)x->b * (double)keys * (double)x->hkv * 2.0 * (double)x->d *
-                   (double)fa_dtype_size(o->dtype);
-    /* 4 * B * H * Sq * Sk * D with Sq = 1: q.k and p.v per key. */
-    double flops = 4.0 * (double)x->b * (double)x->h * (double)keys * (double)x->d;
-    printf("%10.4f %12.1f %9.2f %9.2f %9.4f %8.1f | %s, %d\n", med, (double)x->b / (med * 1e-3),
-           bytes / (med * 1e-3) / 1e9, flops / (med * 1e-3) / 1e9, b2b_ms, host_us, info.kernel,
-           (int)info.num_splits);
-  }
-  free(ms);
-  return failed;
+  const double med = m.ms_median;
+  printf("%10.4f %12.1f %9.2f %9.2f %9.4f %8.1f | %s, %d\n", med, (double)x->b / (med * 1e-3),
+         bytes / (med * 1e-3) / 1e9, flops / (med * 1e-3) / 1e9, m.b2b_ms, m.host_us, m.info.kernel,
+         (int)m.info.num_splits);
+  return 0;
 }
 
 /* Allocates and fills one shape's tensors, times it, frees them; 1 when it failed. */

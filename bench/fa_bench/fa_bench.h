@@ -107,6 +107,11 @@ int make_problem(problem *p, const options *o, int64_t b, int64_t s, int64_t h, 
 void free_problem(problem *p);
 /* Times o->iters calls of the forward (bwd 0) or the backward after o->warmup untimed ones. */
 void measure(problem *p, int bwd, const options *o, double flops, measurement *m);
+/* One API call on ctx's tensors (info may be NULL). */
+typedef fa_status (*api_call_fn)(void *ctx, fa_run_info *info);
+/* measure() for any call: o->warmup untimed calls, o->iters synchronised ones (median and minimum,
+   TFLOP/s of flops), then o->iters back to back (b2b_ms, host_us). */
+void measure_calls(api_call_fn call, void *ctx, const options *o, double flops, measurement *m);
 
 /* ---- sweep.c, decode.c, varlen.c: the modes; each returns the exit status ----------------- */
 

@@ -61,8 +61,15 @@ void free_problem(problem *p) {
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) buffer_free(all[i]);
 }
 
-static fa_status call(problem *p, int bwd, fa_run_info *info) {
-  if (!bwd) return fa_forward(&p->params, &p->q.t, &p->k.t, &p->v.t, &p->out.t, &p->lse.t, info);
+typedef struct pass_call {
+  problem *p;
+  int bwd;
+} pass_call;
+
+static fa_status call_pass(void *ctx, fa_run_info *info) {
+  const pass_call *c = ctx;
+  problem *p = c->p;
+  if (!c->bwd) return fa_forward(&p->params, &p->q.t, &p->k.t, &p->v.t, &p->out.t, &p->lse.t, info);
   /* --splits is a forward (decode) knob: the backward is left to the backend's choice. */
   fa_params bp = p->params;
   bp.num_splits = 0;
@@ -71,6 +78,11 @@ static fa_status call(problem *p, int bwd, fa_run_info *info) {
 }
 
 void measure(problem *p, int bwd, const options *o, double flops, measurement *m) {
+  pass_call c = {p, bwd};
+  measure_calls(call_pass, &c, o, flops, m);
+}
+
+void measure_calls(api_call_fn call, void *ctx, const options *o, double flops, measurement *m) {
   memset(m, 0, sizeof *m);
   fa_run_info_init(&m->info);
   double *ms = malloc(sizeof(double) * (size_t)o->iters);
@@ -83,7 +95,7 @@ void measure(problem *p, int bwd, const options *o, double flops, measurement *m
        host), so the time is the call's whole work. */
     int synced = devmem_sync(g_dev, g_mem_err, sizeof g_mem_err) == 0;
     double t0 = cli_now_ms();
-    fa_status st = synced ? call(p, bwd, &m->info) : FA_ERR_BACKEND_FAILURE;
+    fa_status st = synced ? call(ctx, &m->info) : FA_ERR_BACKEND_FAILURE;
     if (st == FA_OK) synced = devmem_sync(g_dev, g_mem_err, sizeof g_mem_err) == 0;
     double t1 = cli_now_ms();
     if (!synced) {
@@ -105,7 +117,7 @@ void measure(problem *p, int bwd, const options *o, double flops, measurement *m
   int synced = devmem_sync(g_dev, g_mem_err, sizeof g_mem_err) == 0;
   const double t0 = cli_now_ms();
   fa_status st = FA_OK;
-  for (int i = 0; i < o->iters && st == FA_OK && synced; ++i) st = call(p, bwd, NULL);
+  for (int i = 0; i < o->iters && st == FA_OK && synced; ++i) st = call(ctx, NULL);
   const double t1 = cli_now_ms();
   if (synced && st == FA_OK) synced = devmem_sync(g_dev, g_mem_err, sizeof g_mem_err) == 0;
   const double t2 = cli_now_ms();
