@@ -403,8 +403,9 @@ typedef struct fa_backend_desc {
   char dtypes[64];           /**< e.g. "f32,f16,bf16" */
   char features[512];        /**< what decide() accepts, probed: "fwd,bwd,causal,lse,gqa,...";
                                   fp8: e4m3 q/k/v in fa_forward (docs/fp8.md);
-                                  hd256 / hd512 (head dims above 128 / 256) are listed only when
-                                  every pass listed (fwd, and bwd if listed) runs them */
+                                  hd256 / hd512 (head dims above 128 / 256) and varlen
+                                  (cu_seqlens, seqused_k) are listed only when every pass
+                                  listed (fwd, and bwd if listed) runs them */
   char unsupported[2048];    /**< features probed and refused, each with decide()'s reason */
 } fa_backend_desc;
 

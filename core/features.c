@@ -283,10 +283,10 @@ void fa_features_probe(fa_backend_slot *slot) {
     shape_feature(&c, (feature)f, dev, dt);
     int ok = ask(slot, &c, f == F_LSE, why, sizeof why);
     if (f == F_BWD) bwd_served = ok;
-    /* A head-dim feature holds for every pass the backend serves: where the backward is served,
-       it is asked at that head dim too (a GPU may fit the forward's tiles and not the
-       backward's, and a caller reading "bwd,hd256" expects both). */
-    if (ok && bwd_served && (f == F_HD256 || f == F_HD512)) {
+    /* A head-dim feature and varlen hold for every pass the backend serves: where the backward
+       is served, it is asked with them too (a GPU may fit the forward's tiles and not the
+       backward's, and a caller reading "bwd,hd256" or "bwd,varlen" expects both). */
+    if (ok && bwd_served && (f == F_HD256 || f == F_HD512 || f == F_VARLEN)) {
       base_call(&c, dev, dt, FA_OP_BACKWARD);
       shape_feature(&c, (feature)f, dev, dt);
       c.dout = c.out;

@@ -55,18 +55,13 @@ static int refuse_params(const fa_request *req, fa_decision *out) {
     return fa_core_refuse(out, "ALiBi (alibi_slopes) is not supported by cuda.fa2"), 1;
   if (p->dropout_p > 0.0f)
     return fa_core_refuse(out, "dropout (dropout_p > 0) is not supported by cuda.fa2"), 1;
-  /* The forward runs them (cuda_seqs.c); the backward not yet. */
+  /* The backward runs varlen and seqused_k (fa2's kernel over sequences), not pages (as the CPU
+     backend: a page may be shared between sequences, and its gradient is no one's). */
   if (req->op == FA_OP_BACKWARD) {
-    if (p->cu_seqlens_q || p->cu_seqlens_k)
-      return fa_core_refuse(out,
-                            "varlen (cu_seqlens_q/k) in the backward is not supported by "
-                            "cuda (its forward runs it)"),
-             1;
-    if (p->seqused_k)
-      return fa_core_refuse(out, "seqused_k in the backward is not supported by cuda"), 1;
     if (p->block_table)
       return fa_core_refuse(out, "paged KV (block_table) in the backward is not supported by cuda"),
              1;
+    if (cuda_seqs_refuse_index(req, out)) return 1;
     if (p->num_splits > 1)
       return fa_core_refuse(out, "num_splits = %d: the backward has no split-KV (0 or 1)",
                             (int)p->num_splits),
@@ -91,6 +86,9 @@ static int fa3_bwd_takes(const fa_request *req, const cuda_device_info *dev, cha
   const fa_params *p = req->params;
   if (req->seqlen_q == 0 || req->seqlen_k == 0)
     return snprintf(why, n, "cuda.fa3's backward needs a query row and a key (cuda.fa2 runs it)"),
+           0;
+  if (p->cu_seqlens_q || p->cu_seqlens_k || p->seqused_k)
+    return snprintf(why, n, "cuda.fa3's backward has no varlen or seqused_k (cuda.fa2 runs them)"),
            0;
   if (p->softcap > 0.0f) return snprintf(why, n, "cuda.fa3 has no softcap (cuda.fa2 runs it)"), 0;
   const int padded = fa3_bwd_padded_head_dim(req->head_dim);
@@ -311,6 +309,7 @@ void cuda_decide(const fa_request *req, fa_decision *out) {
                                 .causal = p->causal,
                                 .window = p->window_enabled,
                                 .softcap = p->softcap > 0.0f,
+                                .varlen = p->cu_seqlens_q || p->cu_seqlens_k,
                                 .pack = heads_per_tile};
   cuda_kernel_name(&name, out->kernel, sizeof out->kernel);
   fa_decision_put(out, &ch, sizeof ch);

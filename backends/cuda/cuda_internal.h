@@ -59,6 +59,9 @@ int cuda_seqs_wanted(const fa_request *req, const cuda_device_info *dev);
 void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_decision *out);
 fa_status cuda_seqs_run(const fa_request *req, const fa_decision *decision, const cuda_choice *ch,
                         void *workspace);
+/* 1 (refused with the reason) where the kernels cannot read a request's cu_seqlens_q/k or
+   seqused_k (not contiguous) or its packed rows exceed int32; both passes ask it. */
+int cuda_seqs_refuse_index(const fa_request *req, fa_decision *out);
 
 /* "f16", "bf16", or NULL for a dtype the kernels do not take. */
 const char *cuda_dtype_name(fa_dtype dt);
@@ -93,16 +96,26 @@ cuda_problem cuda_problem_of(const fa_request *req);
    [total, heads, dim] one has batch stride 0. */
 void cuda_strides_of(const fa_tensor *t, cuda_strides *s);
 
+/* The strides of the request's lse: [batch, heads_q, rows], or packed [heads_q, total_q] (batch
+   stride 0) where req->lse_packed. */
+void cuda_lse_strides_of(const fa_request *req, cuda_lse_strides *s);
+
 /* The forward's arguments of a request: q, k, v, out and lse (NULL without data; packed
    [heads_q, total_q] where req->lse_packed) with their strides, and cuda_problem_of. */
 void cuda_fwd_args_of(const fa_request *req, cuda_fwd_args *a);
 
+/* The tables and mask of a request over sequences of their own lengths (cu_seqlens_q/k, seqused_k;
+   NULL pointers where absent): what the kernels of common/seq_index.cuh read. total_k stays 0
+   where the keys are paged (cu_seqlens_k does not index them then). */
+void cuda_seq_index_of(const fa_request *req, cuda_seq_index *ix);
+
 /* The deterministic backward's number of dQ accumulators for fa2 (cuda_sizing.c). */
 int32_t cuda_bwd_dq_splits(const fa_request *req, int32_t tile_n, int32_t sm_count);
 
-/* What decides the backward's workspace, filled alike by decide and run: a->p, the padded head
-   dim and query tile of cfg, the dQ accumulators (deterministic: cuda_bwd_dq_splits) and the
-   balanced last wave (fa2_bwd_plan_tail over the device's sm_count SMs). */
+/* What decides the backward's workspace, filled alike by decide and run: a->p, the sequences'
+   tables (a->seqs, a->ix) where the request has them, the padded head dim and query tile of cfg,
+   the dQ accumulators (deterministic: cuda_bwd_dq_splits) and the balanced last wave
+   (fa2_bwd_plan_tail over the device's sm_count SMs; none over sequences). */
 void cuda_bwd_sizing(const fa_request *req, const fa2_tile_config *cfg, int32_t deterministic,
                      int32_t sm_count, cuda_bwd_args *a);
 /* The same for fa3's backward (fa3_bwd_sizing; deterministic: fa3_sched_det_splits over `grid`

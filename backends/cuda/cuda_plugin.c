@@ -134,9 +134,7 @@ static fa_status run_backward(const fa_request *req, const fa_decision *decision
   cuda_strides_of(req->dq, &a.dq_str);
   cuda_strides_of(req->dk, &a.dk_str);
   cuda_strides_of(req->dv, &a.dv_str);
-  a.lse_str.batch = req->lse->strides[0];
-  a.lse_str.head = req->lse->strides[1];
-  a.lse_str.row = req->lse->strides[2];
+  cuda_lse_strides_of(req, &a.lse_str);
   const cuda_device_info *dev = &cuda_state_get()->devices[req->device.id];
   const int fa3 = ch->family == CUDA_FA3;
   if (fa3) {

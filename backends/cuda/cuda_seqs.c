@@ -102,6 +102,22 @@ static int refuse_index(const char *name, const fa_tensor *t, fa_decision *out) 
   return 0;
 }
 
+int cuda_seqs_refuse_index(const fa_request *req, fa_decision *out) {
+  const fa_params *p = req->params;
+  if (refuse_index("cu_seqlens_q", p->cu_seqlens_q, out) ||
+      refuse_index("cu_seqlens_k", p->cu_seqlens_k, out) ||
+      refuse_index("seqused_k", p->seqused_k, out))
+    return 1;
+  /* Packed rows are int32 in the kernels. */
+  const int64_t total_q = p->cu_seqlens_q ? req->q->shape[0] : 0;
+  const int64_t total_k = p->cu_seqlens_k && !p->block_table ? req->k->shape[0] : 0;
+  if (total_q > INT32_MAX - 256 || total_k > INT32_MAX - 256) {
+    fa_core_refuse(out, "packed q or k of 2^31 - 256 rows and more is not supported by cuda");
+    return 1;
+  }
+  return 0;
+}
+
 /* Bytes of the partial results (splits > 1) and of the rotated q (rotary tables), each rounded
    up to the workspace alignment; 0 for one not needed. */
 static void seq_workspace(const fa_request *req, int32_t splits, size_t *part, size_t *qrot) {
@@ -122,10 +138,7 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
                    "KV-cache path (cuda.fa2 runs them)");
     return;
   }
-  if (refuse_index("cu_seqlens_q", p->cu_seqlens_q, out) ||
-      refuse_index("cu_seqlens_k", p->cu_seqlens_k, out) ||
-      refuse_index("seqused_k", p->seqused_k, out))
-    return;
+  if (cuda_seqs_refuse_index(req, out)) return;
   /* The append reads the new tokens' rows element by element along a contiguous head dim. */
   if (req->op == FA_OP_KVCACHE && req->kv->k_new &&
       (req->kv->k_new->strides[3] != 1 || req->kv->v_new->strides[3] != 1)) {
@@ -269,16 +282,12 @@ fa_status cuda_seqs_run(const fa_request *req, const fa_decision *decision, cons
   cuda_fwd_args *f = &A.f;
   cuda_fwd_args_of(req, f);
   f->p.seqlen_k = (int32_t)key_capacity(req);
-  A.cu_q = index_ptr(p->cu_seqlens_q);
-  A.cu_k = index_ptr(p->cu_seqlens_k);
-  A.total_q = p->cu_seqlens_q ? (int32_t)req->q->shape[0] : 0;
-  A.total_k = p->cu_seqlens_k && !p->block_table ? (int32_t)req->k->shape[0] : 0;
-  A.seqused_k = index_ptr(p->seqused_k);
+  cuda_seq_index_of(req, &A.ix);
   if (req->op == FA_OP_KVCACHE) {
     A.cache_seqlens = index_ptr(req->kv->cache_seqlens);
     A.cache_seqlens_stride = (int32_t)req->kv->cache_seqlens->strides[0];
     A.seqlen_new = (int32_t)req->seqlen_new;
-    A.seqused_k = NULL;
+    A.ix.seqused_k = NULL;
   }
   if (p->block_table) {
     A.block_table = index_ptr(p->block_table);
@@ -288,12 +297,6 @@ fa_status cuda_seqs_run(const fa_request *req, const fa_decision *decision, cons
     A.page_size = (int32_t)req->k->shape[1];
     A.num_blocks = (int32_t)req->k->shape[0];
   }
-  A.causal = p->causal;
-  A.causal_align = p->causal_align;
-  A.window_enabled = p->window_enabled;
-  A.window_left = p->window_left;
-  A.window_right = p->window_right;
-  A.lse_packed = req->lse_packed;
   A.tile_m = ch->fa2.tile_m;
   A.pack = ch->pack;
   A.splits = ch->splits;

@@ -58,6 +58,19 @@ void cuda_strides_of(const fa_tensor *t, cuda_strides *s) {
   s->head = t->strides[packed ? 1 : 2];
 }
 
+void cuda_lse_strides_of(const fa_request *req, cuda_lse_strides *s) {
+  const fa_tensor *l = req->lse;
+  memset(s, 0, sizeof *s);
+  if (req->lse_packed) { /* [heads_q, total_q] */
+    s->head = l->strides[0];
+    s->row = l->strides[1];
+  } else {
+    s->batch = l->strides[0];
+    s->head = l->strides[1];
+    s->row = l->strides[2];
+  }
+}
+
 void cuda_fwd_args_of(const fa_request *req, cuda_fwd_args *a) {
   memset(a, 0, sizeof *a);
   a->q = fa_tensor_base(req->q);
@@ -69,23 +82,34 @@ void cuda_fwd_args_of(const fa_request *req, cuda_fwd_args *a) {
   cuda_strides_of(req->v, &a->v_str);
   cuda_strides_of(req->out, &a->o_str);
   if (req->lse && req->lse->data) {
-    const fa_tensor *l = req->lse;
-    a->lse = (float *)fa_tensor_base(l);
-    if (req->lse_packed) { /* [heads_q, total_q] */
-      a->lse_str.head = l->strides[0];
-      a->lse_str.row = l->strides[1];
-    } else {
-      a->lse_str.batch = l->strides[0];
-      a->lse_str.head = l->strides[1];
-      a->lse_str.row = l->strides[2];
-    }
+    a->lse = (float *)fa_tensor_base(req->lse);
+    cuda_lse_strides_of(req, &a->lse_str);
   }
   a->p = cuda_problem_of(req);
+}
+
+void cuda_seq_index_of(const fa_request *req, cuda_seq_index *ix) {
+  const fa_params *p = req->params;
+  memset(ix, 0, sizeof *ix);
+  ix->cu_q = p->cu_seqlens_q ? (const int32_t *)fa_tensor_base(p->cu_seqlens_q) : NULL;
+  ix->cu_k = p->cu_seqlens_k ? (const int32_t *)fa_tensor_base(p->cu_seqlens_k) : NULL;
+  ix->total_q = p->cu_seqlens_q ? (int32_t)req->q->shape[0] : 0;
+  ix->total_k = p->cu_seqlens_k && !p->block_table ? (int32_t)req->k->shape[0] : 0;
+  ix->seqused_k = p->seqused_k ? (const int32_t *)fa_tensor_base(p->seqused_k) : NULL;
+  ix->causal = p->causal;
+  ix->causal_align = p->causal_align;
+  ix->window_enabled = p->window_enabled;
+  ix->window_left = p->window_left;
+  ix->window_right = p->window_right;
+  ix->lse_packed = req->lse_packed;
 }
 
 void cuda_bwd_sizing(const fa_request *req, const fa2_tile_config *cfg, int32_t deterministic,
                      int32_t sm_count, cuda_bwd_args *a) {
   a->p = cuda_problem_of(req);
+  const fa_params *p = req->params;
+  a->seqs = p->cu_seqlens_q || p->cu_seqlens_k || p->seqused_k;
+  if (a->seqs) cuda_seq_index_of(req, &a->ix);
   a->head_dim_padded = cfg->head_dim_padded;
   a->tile_m = cfg->tile_m;
   a->deterministic = deterministic;

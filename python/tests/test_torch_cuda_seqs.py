@@ -74,6 +74,55 @@ class TestCudaSeqs(unittest.TestCase):
                 info = self.check_out(rg, rc, f"varlen causal={causal} window={window}")
                 self.assertIn(".varlen", info.kernel)
 
+    def test_varlen_backward(self):
+        """Gradients of packed sequences (empty ones, sq > sk and sk > sq, used keys) on CUDA
+        against the CPU backend, by fa_backward directly (its run info names the kernel over
+        sequences) and through autograd."""
+        torch.manual_seed(5)
+        lens_q, lens_k = [1, 300, 0, 129, 64], [7, 260, 5, 400, 0]
+        cq = torch.tensor([0] + list(torch.tensor(lens_q).cumsum(0)), dtype=torch.int32)
+        ck = torch.tensor([0] + list(torch.tensor(lens_k).cumsum(0)), dtype=torch.int32)
+        q = torch.randn(int(cq[-1]), 8, 128, dtype=torch.bfloat16)
+        k = torch.randn(int(ck[-1]), 2, 128, dtype=torch.bfloat16)
+        v = torch.randn_like(k)
+        dout = torch.randn_like(q)
+        used = torch.tensor([7, 200, 0, 400, 0], dtype=torch.int32)
+        for causal, seqused in ((False, None), (True, None), (True, used)):
+            what = f"varlen backward causal={causal} seqused={seqused is not None}"
+            kw = dict(causal=causal, cu_seqlens_q=cq, cu_seqlens_k=ck, max_seqlen_q=max(lens_q),
+                      max_seqlen_k=max(lens_k))
+            if seqused is not None:
+                kw["seqused_k"] = seqused
+            grads = {}
+            for dev in ("cuda", "cpu"):
+                kd = {n: t.to(dev) if torch.is_tensor(t) else t for n, t in kw.items()}
+                qd, kd_, vd, dd = (t.to(dev) for t in (q, k, v, dout))
+                out, lse = fa.attention(qd, kd_, vd, return_lse=True, backend=dev, strict=True,
+                                        **kd)
+                res = fa.attention_backward(dd, qd, kd_, vd, out, lse, backend=dev, strict=True,
+                                            return_info=True, **kd)
+                grads[dev] = res[:3]
+                if dev == "cuda":
+                    kernel = res[3].kernel
+                    self.assertTrue(kernel.startswith("cuda.fa2.sm80.bwd.bf16.hd128"), kernel)
+                    self.assertIn(".varlen", kernel)
+            for name, g, c in zip(("dq", "dk", "dv"), grads["cuda"], grads["cpu"]):
+                self.assertLess(rel(g, c), self.TOL, f"{what}: {name}")
+            if seqused is not None:  # keys past the used ones: zero gradients
+                dk = grads["cuda"][1].cpu()
+                self.assertEqual(dk[int(ck[1]) + 200:int(ck[2])].abs().max().item(), 0.0)
+        # autograd: the same gradients as fa_backward
+        qg, kg, vg = (t.cuda().requires_grad_() for t in (q, k, v))
+        out = fa.attention_varlen(qg, kg, vg, cq.cuda(), ck.cuda(), max(lens_q), max(lens_k),
+                                  causal=True, backend="cuda", strict=True)
+        out.backward(dout.cuda())
+        qc, kc, vc = (t.clone().requires_grad_() for t in (q, k, v))
+        ref = fa.attention_varlen(qc, kc, vc, cq, ck, max(lens_q), max(lens_k), causal=True,
+                                  backend="cpu", strict=True)
+        ref.backward(dout)
+        for name, g, c in zip(("dq", "dk", "dv"), (qg, kg, vg), (qc, kc, vc)):
+            self.assertLess(rel(g.grad, c.grad), self.TOL, f"autograd varlen: {name}")
+
     def test_paged_shuffled_shared(self):
         torch.manual_seed(2)
         batch, page, pages = 3, 16, 40

@@ -178,6 +178,30 @@ void build_fcases(fcase_list *L) {
       memcpy(c.used, u, sizeof u);
     }
     fcase_add(L, c, "seqused");
+    /* the backward over sequences across several query and key tiles of the GPU kernels (64 and
+       128 rows): GQA, both causal alignments, both lse layouts, an empty sequence, a window; and
+       deterministic with used keys (each dq row summed in a fixed order across key tiles) */
+    c = fbase(dt, 4, 8, 2, 0, 0, 128, 128, idt == 1 ? CM_TL : CM_BR);
+    c.varlen = 1, c.lse_packed = idt != 2, c.extra_q = 5;
+    {
+      const int64_t q[4] = {300, 0, 129, 517}, k[4] = {260, 7, 400, 517};
+      memcpy(c.lq, q, sizeof q), memcpy(c.lk, k, sizeof k);
+    }
+    fcase_add(L, c, "varlen.tiles");
+    c = fbase(dt, 3, 4, 2, 0, 0, 64, 64, CM_BR);
+    c.varlen = 1, c.win = 1, c.wl = 50, c.wr = 10;
+    {
+      const int64_t q[3] = {150, 90, 3}, k[3] = {150, 200, 70};
+      memcpy(c.lq, q, sizeof q), memcpy(c.lk, k, sizeof k);
+    }
+    fcase_add(L, c, "varlen.window");
+    c = fbase(dt, 3, 4, 4, 0, 0, 64, 64, idt == 0 ? CM_BR : CM_NONE);
+    c.varlen = 1, c.seqused = 1, c.determ = 1;
+    {
+      const int64_t q[3] = {200, 65, 1}, k[3] = {333, 64, 90}, u[3] = {300, 0, 90};
+      memcpy(c.lq, q, sizeof q), memcpy(c.lk, k, sizeof k), memcpy(c.used, u, sizeof u);
+    }
+    fcase_add(L, c, "varlen.seqused.deterministic");
     /* --- head dims up to 512, dv != dk --- */
     static const int64_t hd[][2] = {{192, 128}, {576, 512}, {512, 512}, {300, 72}, {40, 512}};
     for (int h = 0; h < 5; ++h) {

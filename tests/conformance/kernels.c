@@ -201,6 +201,13 @@ static void cuda_expect(const backend_ctx *bk, const kernel_facts *k, int splits
     }
     return;
   }
+  /* The backward over sequences (varlen, seqused_k): fa2's kernel over sequences. */
+  if (!fwd && (k->varlen || k->seqused)) {
+    snprintf(e->name[0], sizeof e->name[0], "cuda.fa2.sm80.%s%s", suffix,
+             k->varlen ? ".varlen" : "");
+    e->n = 1;
+    return;
+  }
   if (bk->cuda_prefix) {
     snprintf(e->name[0], sizeof e->name[0], "%s.%s", bk->cuda_prefix, suffix);
     e->gqa[0] = fwd && !strcmp(bk->cuda_prefix, "cuda.fa3.sm90");

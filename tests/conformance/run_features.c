@@ -295,8 +295,14 @@ int run_fcase(const fcase *c, frun *R, uint64_t run_seed) {
                             &d[F_LSE].view, &d[ido].view, &d[F_DQ].view, &d[F_DK].view,
                             &d[F_DV].view, &plan);
       /* A backend that runs the case's forward but not its backward: the forward is checked,
-         and the summary says the backward was refused and why. */
-      if (st == FA_ERR_UNSUPPORTED) {
+         and the summary says the backward was refused and why; but a backend that lists
+         "varlen" runs it in both passes (fa_backend_desc.features), so there a case over
+         sequences is judged by the refusal rule (needs.c: a skip only for a need not listed). */
+      if (st == FA_ERR_UNSUPPORTED && (c->varlen || c->seqused) &&
+          list_has(bk->desc->features, "varlen") && list_has(bk->desc->features, "bwd")) {
+        result = frefused(&rep, R, c, data, 8, "fa_plan_backward", st);
+        goto done;
+      } else if (st == FA_ERR_UNSUPPORTED) {
         snprintf(bwd_refused, sizeof bwd_refused, "; backward refused: %s", fa_last_error());
         want_bwd = 0;
       } else if (st != FA_OK) {

@@ -1,7 +1,7 @@
 /*
  * cuda_bad_tables.c: out-of-range index tensors in device memory (block tables, cu_seqlens,
- * seqused_k, cache lengths) given to the CUDA backend's forward over sequences and
- * fa_forward_kvcache, in both modes of params.check_indices
+ * seqused_k, cache lengths) given to the CUDA backend's forward over sequences,
+ * fa_forward_kvcache and the backward over sequences, in both modes of params.check_indices
  * (tests/gpu/h200_check.sh runs it under compute-sanitizer memcheck: step memcheck.tables).
  *
  *   cuda_bad_tables
@@ -13,7 +13,8 @@
  *     has changed (compared with a snapshot taken before);
  *   default mode (check_indices = 0): the call returns FA_OK, the device reports no error after a
  *     synchronisation, and the guards around every written tensor (out, lse, the caches) keep
- *     their bytes; under memcheck no access falls outside the allocations.
+ *     their bytes (out, lse, the caches; dq, dk, dv of a backward); under memcheck no access
+ *     falls outside the allocations.
  * Then a valid paged fa_forward_kvcache call gives bitwise the same out, lse and caches in both
  * modes, and the check mode on a stream that is capturing a CUDA graph returns
  * FA_ERR_UNSUPPORTED and writes nothing.
@@ -166,16 +167,21 @@ static void *table(problem *pb, const int32_t *v, int64_t n) {
   return region_new(pb, (size_t)n * 4, v, 0);
 }
 
-/* One call's arguments: a forward (kv unused) or a fa_forward_kvcache. */
+/* One call's arguments: a forward (kv unused), a fa_forward_kvcache or a backward (out and lse
+   its inputs). */
 typedef struct call {
   const char *name;
-  int kvcache;
+  int kvcache, backward;
   fa_params p;
   fa_kvcache_args kv;
   fa_tensor q, k, v, out, lse, kn, vn, cos_t, sin_t, tabs[4];
+  fa_tensor dout, dq, dk, dv;
 } call;
 
 static fa_status issue(call *c, fa_run_info *info) {
+  if (c->backward)
+    return fa_backward(&c->p, &c->q, &c->k, &c->v, &c->out, &c->lse, &c->dout, &c->dq, &c->dk,
+                       &c->dv, info);
   return c->kvcache ? fa_forward_kvcache(&c->p, &c->q, &c->k, &c->v, &c->kv, &c->out, &c->lse, info)
                     : fa_forward(&c->p, &c->q, &c->k, &c->v, &c->out, &c->lse, info);
 }
@@ -296,30 +302,50 @@ static void case_seqused_past_keys(void) {
   problem_free(&pb);
 }
 
-/* Packed q [80, HQ, D] and k/v [90, HKV, D], 3 sequences, with the offsets given. */
-static void case_varlen(const char *name, const int32_t cq[4], const int32_t ck[4], int splits,
-                        const char *expect, uint64_t seed) {
+/* Packed q [80, HQ, D] and k/v [90, HKV, D], 3 sequences, with the offsets given (and the used
+   keys, where not NULL); splits < 0: the backward (out, lse and dout its inputs, dq, dk and dv
+   its outputs). */
+static void case_varlen_used(const char *name, const int32_t cq[4], const int32_t ck[4],
+                             const int32_t *used, int splits, const char *expect, uint64_t seed) {
   problem pb;
   call c;
   begin(&pb, &c, name, 0, seed);
+  const int bwd = splits < 0;
   const size_t qb = (size_t)(80 * HQ * D) * 2, kb = (size_t)(90 * HKV * D) * 2;
   const int64_t qs[3] = {80, HQ, D}, ks[3] = {90, HKV, D}, ls[2] = {HQ, 80};
+  c.backward = bwd;
   c.q = on_gpu(region_new(&pb, qb, NULL, 0), FA_BF16, 3, qs);
-  c.out = on_gpu(region_new(&pb, qb, NULL, 1), FA_BF16, 3, qs);
+  c.out = on_gpu(region_new(&pb, qb, NULL, !bwd), FA_BF16, 3, qs);
   c.k = on_gpu(region_new(&pb, kb, NULL, 0), FA_BF16, 3, ks);
   c.v = on_gpu(region_new(&pb, kb, NULL, 0), FA_BF16, 3, ks);
   /* lse unpadded [HQ, total_q] */
-  c.lse = on_gpu(region_new(&pb, (size_t)(HQ * 80) * 4, NULL, 1), FA_F32, 2, ls);
+  c.lse = on_gpu(region_new(&pb, (size_t)(HQ * 80) * 4, NULL, !bwd), FA_F32, 2, ls);
+  if (bwd) {
+    c.dout = on_gpu(region_new(&pb, qb, NULL, 0), FA_BF16, 3, qs);
+    c.dq = on_gpu(region_new(&pb, qb, NULL, 1), FA_BF16, 3, qs);
+    c.dk = on_gpu(region_new(&pb, kb, NULL, 1), FA_BF16, 3, ks);
+    c.dv = on_gpu(region_new(&pb, kb, NULL, 1), FA_BF16, 3, ks);
+  }
   c.tabs[0] = index1(table(&pb, cq, 4), 4);
   c.tabs[1] = index1(table(&pb, ck, 4), 4);
   c.p.cu_seqlens_q = &c.tabs[0];
   c.p.cu_seqlens_k = &c.tabs[1];
+  if (used) {
+    c.tabs[2] = index1(table(&pb, used, 3), 3);
+    c.p.seqused_k = &c.tabs[2];
+  }
   c.p.max_seqlen_q = 60;
   c.p.max_seqlen_k = 90;
-  c.p.num_splits = splits;
+  c.p.num_splits = bwd ? 0 : splits;
   c.p.causal = 1;
   both_modes(&pb, &c, expect);
   problem_free(&pb);
+}
+
+/* case_varlen_used without used keys. */
+static void case_varlen(const char *name, const int32_t cq[4], const int32_t ck[4], int splits,
+                        const char *expect, uint64_t seed) {
+  case_varlen_used(name, cq, ck, NULL, splits, expect, seed);
 }
 
 /* Dense caches [2, 32, HKV, D], 3 new tokens, q of 3 rows, causal; rotary tables of rot_rows
@@ -449,6 +475,14 @@ int main(void) {
               "params.cu_seqlens_q[0] = 5 but must be 0", 34);
   case_varlen("varlen.cu_seqlens_k.past_total", cq_ok, ck_past, 2,
               "params.cu_seqlens_k[3] = 100 exceeds the 90 packed tokens", 35);
+  /* the backward over sequences: its workspace rows come from cu_seqlens_q too */
+  case_varlen("varlen.bwd.cu_seqlens_q.decreasing", cq_down, ck_bad, -1,
+              "params.cu_seqlens_q[2] = 20 is less than", 36);
+  case_varlen("varlen.bwd.cu_seqlens_k.past_total", cq_ok, ck_past, -1,
+              "params.cu_seqlens_k[3] = 100 exceeds the 90 packed tokens", 37);
+  static const int32_t used_bad[3] = {50, -3, 1 << 30};
+  case_varlen_used("varlen.bwd.seqused_k", cq_ok, ck_ok, used_bad, -1,
+                   "params.seqused_k[0] = 50 is outside [0, 40]", 38);
   static const int32_t past[2] = {31, -100}, negative[2] = {0, -100}, rot[2] = {0, 29};
   case_cache_lengths("kvcache.cache_seqlens.past_end", past, 0, "kv.cache_seqlens[0] = 31", 41);
   case_cache_lengths("kvcache.cache_seqlens.negative", negative, 0, "kv.cache_seqlens[1] = -100",

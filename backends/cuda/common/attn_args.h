@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/math/host_device.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -54,35 +56,43 @@ typedef struct cuda_fwd_args {
   int32_t size_class; /* FA2_WIDE or FA2_COMPACT (fa2_tiles.h): which tiles run */
 } cuda_fwd_args;
 
+/* Sequences of their own lengths (common/seq_index.cuh reads them): packed rows (cu_seqlens) and
+   used keys (seqused_k) in device memory, and the mask each sequence makes with its own lengths
+   (core/math/mask.h). The kernels bound every index read from the tables before use, so
+   out-of-range values give wrong results for their sequence, never an access outside the
+   tensors. */
+typedef struct cuda_seq_index {
+  const int32_t *cu_q, *cu_k; /* [batch + 1] starts of packed rows, or NULL (padded) */
+  int32_t total_q, total_k;   /* rows of packed q and k (the bound of cu_q, cu_k) */
+  const int32_t *seqused_k;   /* [batch] keys used, or NULL */
+  int32_t causal, causal_align, window_enabled;
+  int64_t window_left, window_right;
+  int32_t lse_packed; /* lse is [heads_q, total_q] (row cu_q[b] + i) */
+} cuda_seq_index;
+
 /* The forward over sequences of their own lengths (fa2_sm80/fa2_fwd_splitkv.cuh): packed rows
    (cu_seqlens), used keys (seqused_k), paged K/V (block_table), a KV cache's lengths
    (fa_forward_kvcache), and the keys cut into `splits` pieces whose partial results a combine
    kernel merges. The lengths and tables live in device memory and are read by the kernels; every
-   index read from them is bounded before use, so out-of-range values give wrong results for their
-   sequence, never an access outside the tensors. f.p holds the largest lengths (seqlen_q, the
-   grid's; seqlen_k, what a sequence may address) and f.p.mask is unused: each sequence's mask is
-   made from the fields below and its own lengths (core/math/mask.h). */
+   index read from them is bounded before use (cuda_seq_index). f.p holds the largest lengths
+   (seqlen_q, the grid's; seqlen_k, what a sequence may address) and f.p.mask is unused: each
+   sequence's mask is made from ix and its own lengths. */
 typedef struct cuda_seq_args {
-  cuda_fwd_args f; /* q (or its rotated copy), k, v (or the caches), out, lse and their strides:
-                      packed tensors have batch stride 0 and row stride strides[0] */
-  const int32_t *cu_q, *cu_k;   /* [batch + 1] starts of packed rows, or NULL (padded) */
-  int32_t total_q, total_k;     /* rows of packed q and k (the bound of cu_q, cu_k) */
-  const int32_t *seqused_k;     /* [batch] keys used, or NULL */
+  cuda_fwd_args f;   /* q (or its rotated copy), k, v (or the caches), out, lse and their strides:
+                        packed tensors have batch stride 0 and row stride strides[0] */
+  cuda_seq_index ix; /* lengths, mask, lse layout (ix.seqused_k NULL for kvcache) */
   const int32_t *cache_seqlens; /* [batch] (kvcache): keys = cache_seqlens[b] + seqlen_new */
   int32_t cache_seqlens_stride;
   int32_t seqlen_new;
   const int32_t *block_table; /* [batch, pages] page of each page_size keys, or NULL */
   int64_t bt_batch, bt_page;  /* its strides */
   int32_t bt_pages, page_size, num_blocks;
-  int32_t causal, causal_align, window_enabled;
-  int64_t window_left, window_right;
-  int32_t lse_packed; /* lse is [heads_q, total_q] (row cu_q[b] + i) */
-  int32_t tile_m;     /* rows of a block: 64 (fa2_fwd_splitkv.cuh) or 16 (fa2_fwd_decode.cuh) */
-  int32_t pack;       /* query heads of one K/V head in a tile (a power of two); rows per head:
-                         tile_m / pack */
-  int32_t splits;     /* key pieces; > 1: partial results into o_part, lse_part */
-  float *o_part;      /* [splits][batch][heads_q][seqlen_q][head_dim] */
-  float *lse_part;    /* [splits][batch][heads_q][seqlen_q] */
+  int32_t tile_m;  /* rows of a block: 64 (fa2_fwd_splitkv.cuh) or 16 (fa2_fwd_decode.cuh) */
+  int32_t pack;    /* query heads of one K/V head in a tile (a power of two); rows per head:
+                      tile_m / pack */
+  int32_t splits;  /* key pieces; > 1: partial results into o_part, lse_part */
+  float *o_part;   /* [splits][batch][heads_q][seqlen_q][head_dim] */
+  float *lse_part; /* [splits][batch][heads_q][seqlen_q] */
 } cuda_seq_args;
 
 /* The K/V append and rotary embedding of fa_forward_kvcache (common/kvcache_append.cu): token t
@@ -176,7 +186,28 @@ typedef struct cuda_bwd_args {
      by cuda_bwd_prologue's preprocessing kernel. */
   int32_t sched_counters;
   uint32_t *sched_count;
+  /* The backward over sequences of their own lengths (seqs = 1, fa2's kernels): each sequence's
+     rows, keys and mask from ix (common/seq_index.cuh), the grid's rows and keys those of the
+     longest (p.seqlen_q, p.seqlen_k; p.mask unused); keys past a sequence's used ones get zero
+     gradients. Where q is packed (ix.cu_q), a head's workspace rows hold the sequences' padded
+     rows one after another, sequence b's from round_up(cu_q[b] + b * tile_m, tile_m)
+     (seq_bwd_ws_row): ws_head rows per head (cuda_bwd_head_rows), for any table whose values
+     are bounded as seq_index.cuh bounds them. Without packed q the workspace is laid out as
+     without sequences. */
+  int32_t seqs;
+  cuda_seq_index ix;
+  int64_t ws_head; /* workspace rows per query head (cuda_bwd_carve) */
 } cuda_bwd_args;
+
+/* Workspace rows per query head, and of one dQ accumulator (every head, every sequence). */
+FA_HOST_DEVICE int64_t cuda_bwd_head_rows(const cuda_bwd_args *a) {
+  const int64_t m = a->tile_m > 0 ? a->tile_m : 1;
+  if (a->seqs && a->ix.cu_q) return (a->ix.total_q + m - 1) / m * m + ((int64_t)a->p.batch + 1) * m;
+  return (a->p.seqlen_q + m - 1) / m * m;
+}
+FA_HOST_DEVICE int64_t cuda_bwd_split_rows(const cuda_bwd_args *a) {
+  return (a->seqs && a->ix.cu_q ? 1 : (int64_t)a->p.batch) * a->p.heads_q * cuda_bwd_head_rows(a);
+}
 
 /* Bytes of device workspace the backward needs (D and the dQ accumulators). */
 size_t cuda_bwd_workspace_bytes(const cuda_bwd_args *a);

@@ -3,7 +3,9 @@
  * Both move a few bytes per FLOP of the main kernel, so at short sequences they are a large part of
  * the backward's time (at seqlen 1k, head dim 128, a quarter of it before they were written for
  * bandwidth). The grid is (row blocks, heads, batch) and the
- * blocks two-dimensional, so no thread divides 64-bit indices.
+ * blocks two-dimensional, so no thread divides 64-bit indices. Over sequences of their own
+ * lengths (cuda_bwd_args.seqs), each block takes its sequence's rows (common/seq_index.cuh) and
+ * the grid covers the longest.
  *   dot_do_o:   D = rowsum(dO ∘ O) per query row (core/math/backward.h), fp32, LPR lanes per row
  *               with 16-byte loads, and the LSE in log2 units (+inf where it is -inf: P = 0),
  *               both padded to the query tile with rows that contribute nothing (D 0, LSE +inf);
@@ -18,6 +20,7 @@
 #include "attn_common.cuh"
 #include "core/math/backward.h"
 #include "ptx.cuh"
+#include "seq_index.cuh"
 
 namespace {
 
@@ -31,13 +34,18 @@ __global__ void __launch_bounds__(AUX_THREADS) dot_do_o(const cuda_bwd_args a) {
   const int lane = threadIdx.x & 31;
   const int i = blockIdx.x * ROWS + (int)threadIdx.x / LPR; /* query row within the head */
   const int h = blockIdx.y, b = blockIdx.z;
-  const bool real = i < a.p.seqlen_q;
+  int q_start = 0, sq = a.p.seqlen_q, padded = a.seqlen_q_padded;
+  if (a.seqs) {
+    seq_q_rows_of(a.ix, b, a.p.seqlen_q, q_start, sq);
+    padded = (sq + a.tile_m - 1) / a.tile_m * a.tile_m;
+  }
+  const bool real = i < sq;
   float acc = 0.0f;
   if (real) {
     const E *o = static_cast<const E *>(a.out) + b * a.o_str.batch + h * a.o_str.head +
-                 (int64_t)i * a.o_str.row;
+                 (int64_t)(q_start + i) * a.o_str.row;
     const E *dO = static_cast<const E *>(a.dout) + b * a.do_str.batch + h * a.do_str.head +
-                  (int64_t)i * a.do_str.row;
+                  (int64_t)(q_start + i) * a.do_str.row;
     /* 8 elements (16 bytes) per lane and step; head_dim is a multiple of 8. */
     for (int c = (lane % LPR) * 8; c < a.p.head_dim; c += LPR * 8) {
       const uint4 ov = *reinterpret_cast<const uint4 *>(o + c);
@@ -58,11 +66,12 @@ __global__ void __launch_bounds__(AUX_THREADS) dot_do_o(const cuda_bwd_args a) {
   /* Every lane takes part (a row's lanes are an aligned group of the warp). */
 #pragma unroll
   for (int off = LPR / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-  if (lane % LPR == 0 && i < a.seqlen_q_padded) {
-    const int64_t row = ((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded + i;
+  const int64_t row0 = seq_bwd_ws_row(a, b, h, q_start);
+  if (lane % LPR == 0 && i < padded) {
+    const int64_t row = row0 + i;
     if (real) {
       a.dsum[row] = acc;
-      const float l = a.lse[b * a.lse_str.batch + h * a.lse_str.head + (int64_t)i * a.lse_str.row];
+      const float l = a.lse[seq_lse_at(a.ix, a.lse_str, b, h, q_start, i)];
       a.lse_log2[row] = l == -INFINITY ? INFINITY : l * CUDA_LOG2E;
     } else {
       a.dsum[row] = 0.0f;
@@ -75,14 +84,13 @@ __global__ void __launch_bounds__(AUX_THREADS) dot_do_o(const cuda_bwd_args a) {
     a.sched_count[threadIdx.x] = 0u;
   /* The dQ accumulator's part of this block's rows, in every split, cleared here: one pass over
      memory less than a memset of its own before this kernel. Whatever the layout (attn_args.h),
-     a head's accumulator is seqlen_q_padded x head_dim_padded contiguous floats, so the blocks'
-     equal slices of it cover it. */
-  const int64_t per_head = (int64_t)a.seqlen_q_padded * a.head_dim_padded;
-  const int64_t per_split = (int64_t)a.p.batch * a.p.heads_q * per_head;
+     a head's accumulator (a sequence's, over sequences) is padded x head_dim_padded contiguous
+     floats, so the blocks' equal slices of it cover it. */
+  const int64_t per_head = (int64_t)padded * a.head_dim_padded;
+  const int64_t per_split = cuda_bwd_split_rows(&a) * a.head_dim_padded;
   const int64_t lo = (int64_t)blockIdx.x * ROWS * a.head_dim_padded;
   const int64_t hi = min(lo + (int64_t)ROWS * a.head_dim_padded, per_head);
-  float4 *head_acc =
-      reinterpret_cast<float4 *>(a.dq_accum + ((int64_t)b * a.p.heads_q + h) * per_head);
+  float4 *head_acc = reinterpret_cast<float4 *>(a.dq_accum + row0 * a.head_dim_padded);
   for (int sp = 0; sp < a.dq_splits; ++sp)
     for (int64_t k = lo / 4 + threadIdx.x; k < hi / 4; k += AUX_THREADS)
       head_acc[sp * (per_split / 4) + k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -129,17 +137,17 @@ __global__ void __launch_bounds__(AUX_THREADS) convert_dq(const cuda_bwd_args a)
   const int i = blockIdx.x * blockDim.y + threadIdx.y;
   const int c0 = threadIdx.x * 16;
   const int h = blockIdx.y, b = blockIdx.z;
-  if (i >= a.p.seqlen_q || c0 >= a.p.head_dim) return;
-  const int64_t per_split =
-      (int64_t)a.p.batch * a.p.heads_q * a.seqlen_q_padded * a.head_dim_padded;
-  const float *row =
-      a.dq_accum + (((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded + i) * a.head_dim_padded;
+  int q_start = 0, sq = a.p.seqlen_q;
+  if (a.seqs) seq_q_rows_of(a.ix, b, a.p.seqlen_q, q_start, sq);
+  if (i >= sq || c0 >= a.p.head_dim) return;
+  const int64_t per_split = cuda_bwd_split_rows(&a) * a.head_dim_padded;
+  const float *row = a.dq_accum + (seq_bwd_ws_row(a, b, h, q_start) + i) * a.head_dim_padded;
   float v[16];
 #pragma unroll
   for (int k = 0; k < 16; ++k) v[k] = 0.0f;
   for (int s = 0; s < a.dq_splits; ++s) add_dq_group(v, row + s * per_split, c0, i, a);
   E *dq = static_cast<E *>(a.dq) + b * a.dq_str.batch + h * a.dq_str.head +
-          (int64_t)i * a.dq_str.row + c0;
+          (int64_t)(q_start + i) * a.dq_str.row + c0;
   /* head_dim is a multiple of 8: the group's second half may be padding. */
 #pragma unroll
   for (int q = 0; q < 2; ++q)

@@ -17,15 +17,15 @@ static int32_t padded_rows(const cuda_bwd_args *a) {
 
 /* D or the log2 LSE, rounded up to 256 bytes so what follows stays aligned. */
 static size_t dsum_bytes(const cuda_bwd_args *a) {
-  size_t n = (size_t)a->p.batch * (size_t)a->p.heads_q * (size_t)padded_rows(a) * sizeof(float);
+  size_t n = (size_t)cuda_bwd_split_rows(a) * sizeof(float);
   return (n + 255) & ~(size_t)255;
 }
 
 /* Padded like D to whole query tiles, and to the kernel's head dim, so the main kernel adds into
    it without bounds checks. */
 static size_t dq_accum_bytes(const cuda_bwd_args *a) {
-  return (size_t)a->dq_splits * (size_t)a->p.batch * (size_t)a->p.heads_q * (size_t)padded_rows(a) *
-         (size_t)a->head_dim_padded * sizeof(float);
+  return (size_t)a->dq_splits * (size_t)cuda_bwd_split_rows(a) * (size_t)a->head_dim_padded *
+         sizeof(float);
 }
 
 /* The balanced last wave's dK/dV sums (fp32, both) and counters, one per cut tile. */
@@ -48,6 +48,7 @@ size_t cuda_bwd_workspace_bytes(const cuda_bwd_args *a) {
 
 void cuda_bwd_carve(cuda_bwd_args *a, void *workspace) {
   a->seqlen_q_padded = padded_rows(a);
+  a->ws_head = cuda_bwd_head_rows(a);
   char *ws = (char *)workspace;
   a->dsum = (float *)ws;
   a->lse_log2 = (float *)(ws + dsum_bytes(a));

@@ -15,14 +15,11 @@
 #include "attn_common.cuh"
 #include "core/math/softmax.h"
 #include "ptx.cuh"
+#include "seq_index.cuh"
 
 namespace {
 
 constexpr int AUX_THREADS = 128;
-
-__device__ __forceinline__ int clampi(int x, int lo, int hi) {
-  return x < lo ? lo : (x > hi ? hi : x);
-}
 
 template <typename Tr>
 __device__ __forceinline__ float load_table(const cuda_kvcache_args &a, const void *tab,
@@ -121,11 +118,8 @@ __global__ void __launch_bounds__(AUX_THREADS) splitkv_combine(const cuda_seq_ar
   const int i = (int)(w % f.p.seqlen_q);
   const int h = (int)(w / f.p.seqlen_q % f.p.heads_q);
   const int b = (int)(w / ((int64_t)f.p.seqlen_q * f.p.heads_q));
-  int q_start = 0, sq = f.p.seqlen_q;
-  if (A.cu_q) {
-    q_start = clampi(A.cu_q[b], 0, A.total_q);
-    sq = min(clampi(A.cu_q[b + 1], q_start, A.total_q) - q_start, f.p.seqlen_q);
-  }
+  int q_start, sq;
+  seq_q_rows_of(A.ix, b, f.p.seqlen_q, q_start, sq);
   if (i >= sq) return;
   const int d = f.p.head_dim;
   constexpr int K = 4; /* up to 256 columns */
@@ -148,19 +142,15 @@ __global__ void __launch_bounds__(AUX_THREADS) splitkv_combine(const cuda_seq_ar
     }
   }
   E *out = static_cast<E *>(f.out) + (int64_t)h * f.o_str.head +
-           (A.cu_q ? (int64_t)(q_start + i) * f.o_str.row
-                   : (int64_t)b * f.o_str.batch + (int64_t)i * f.o_str.row);
+           (A.ix.cu_q ? (int64_t)(q_start + i) * f.o_str.row
+                      : (int64_t)b * f.o_str.batch + (int64_t)i * f.o_str.row);
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     const int c = 2 * lane + 64 * k;
     if (c < d) *reinterpret_cast<uint32_t *>(out + c) = Tr::pack(acc[k][0], acc[k][1]);
   }
   if (f.lse && lane == 0) {
-    const int64_t at = A.lse_packed
-                           ? (int64_t)h * f.lse_str.head + (int64_t)(q_start + i) * f.lse_str.row
-                           : (int64_t)b * f.lse_str.batch + (int64_t)h * f.lse_str.head +
-                                 (int64_t)i * f.lse_str.row;
-    f.lse[at] = lse;
+    f.lse[seq_lse_at(A.ix, f.lse_str, b, h, q_start, i)] = lse;
   }
 }
 

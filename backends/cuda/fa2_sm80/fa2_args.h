@@ -19,7 +19,8 @@ extern "C" {
    tiles are tile_n keys and query steps a->tile_m rows, on a device that runs `slots` blocks at
    once (its SM count: every fa2 backward kernel takes one SM, 8 warps x ~255 registers); reads
    a->p (sizes, mask) and a->deterministic. No tail (tail_tiles = 0) where a mask makes tiles
-   differ, in deterministic mode (fixed order), where the blocks fill whole waves or nearly, or
+   differ, over sequences (a->seqs: their tiles differ too), in deterministic mode (fixed
+   order), where the blocks fill whole waves or nearly, or
    where a tile has fewer than FA2_BWD_TAIL_MIN_STEPS steps. Pure: decide and the launcher call it
    alike. */
 void fa2_bwd_plan_tail(cuda_bwd_args *a, int32_t tile_n, int32_t slots);

@@ -27,6 +27,9 @@
  * after the whole tiles' launch; the pieces of a cut tile add dK and dV into an fp32 workspace
  * and the last piece to finish writes the sums. The pieces' bookkeeping costs registers (and
  * spills), which is why it has its own kernel: the whole tiles' kernel is the one without it.
+ * Over sequences of their own lengths (SEQS: varlen, seqused_k), a third kernel: block
+ * (key tile, KV head, sequence) reads its sequence's rows, keys and mask (common/seq_index.cuh),
+ * its key tiles past the sequence's return at once, and keys past the used ones get zero dK, dV.
  */
 #ifndef FA_CUDA_FA2_BWD_CUH
 #define FA_CUDA_FA2_BWD_CUH
@@ -53,8 +56,9 @@
    tiles, for GPUs with less shared memory). Each warp tile is at least 16 x 16,
    and the squarer it is, the fewer shared-memory bytes each mma needs. */
 template <typename Tr, int HD, int BN, int BM, int NW, int S_WK, int KV_WK, int DQ_WQ, bool DQB,
-          int QS, bool TAIL>
+          int QS, bool TAIL, bool SEQS>
 __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const cuda_bwd_args a) {
+  static_assert(!(TAIL && SEQS), "no balanced last wave over sequences");
   /* With a balanced last wave, its tiles are the tail launch's: this launch's blocks past the
      first tail_first tiles return at once (tested first thing: computed later, the test cost
      the hd64 kernel 68-112 bytes of spills). */
@@ -117,17 +121,31 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const cuda_bwd_args a)
   const int g = lane >> 2, t = lane & 3, mi = lane >> 3;
   const int group = a.p.heads_q / a.p.heads_kv;
   const int d = a.p.head_dim;
-  const int seqlen_q = a.p.seqlen_q, seqlen_k = a.p.seqlen_k;
+  /* The block's sequence (SEQS): its rows from q_start, its k_rows keys from k_start, of which
+     seqlen_k are used. Without sequences, every batch's alike. */
+  int q_start = 0, k_start = 0, seqlen_q = a.p.seqlen_q, seqlen_k = a.p.seqlen_k;
+  int k_rows = seqlen_k;
+  if constexpr (SEQS) {
+    const seq_rows r =
+        seq_rows_of(a.ix, (int)blockIdx.z, a.p.seqlen_q, a.p.seqlen_k, a.ix.cu_k != nullptr);
+    q_start = r.q_start;
+    k_start = r.k_start;
+    seqlen_q = r.sq;
+    seqlen_k = r.sk;
+    k_rows = r.k_rows;
+  }
   const bool capped = a.p.softcap > 0.0f;
   const float sl2 = capped ? CUDA_LOG2E : a.p.scale * CUDA_LOG2E;
   const float inv_cap = capped ? 1.0f / a.p.softcap : 0.0f;
 
-  const fa_mask mask = cuda_mask_of(a.p);
+  const fa_mask mask = SEQS ? seq_mask_of(a.ix, seqlen_q, seqlen_k) : cuda_mask_of(a.p);
 
-  const int n_blocks = (seqlen_k + BN - 1) / BN;
+  const int n_blocks = (k_rows + BN - 1) / BN;
   const int split = a.deterministic ? (int)blockIdx.x : 0;
   const int n_step = a.deterministic ? (int)gridDim.x : n_blocks;
-  float *dq_acc = a.dq_accum + (int64_t)split * a.p.batch * a.p.heads_q * a.seqlen_q_padded * HD;
+  const int64_t split_rows =
+      SEQS ? cuda_bwd_split_rows(&a) : (int64_t)a.p.batch * a.p.heads_q * a.seqlen_q_padded;
+  float *dq_acc = a.dq_accum + (int64_t)split * split_rows * HD;
 
   /* Warp roles. */
   const int s_key = (warp % S_WK) * SK, s_q = (warp / S_WK) * SQ;
@@ -140,8 +158,10 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const cuda_bwd_args a)
 
   /* The whole tiles' block: its KV head and batch (the grid's). */
   const int hk_grid = blockIdx.y, b_grid = blockIdx.z;
-  const E *k_grid = static_cast<const E *>(a.k) + b_grid * a.k_str.batch + hk_grid * a.k_str.head;
-  const E *v_grid = static_cast<const E *>(a.v) + b_grid * a.v_str.batch + hk_grid * a.v_str.head;
+  const E *k_grid = static_cast<const E *>(a.k) + b_grid * a.k_str.batch + hk_grid * a.k_str.head +
+                    (int64_t)k_start * a.k_str.row;
+  const E *v_grid = static_cast<const E *>(a.v) + b_grid * a.v_str.batch + hk_grid * a.v_str.head +
+                    (int64_t)k_start * a.v_str.row;
 
   /* The block's work, segment by segment: a key tile and a range of its steps. */
   for (int seg = 0, n_block_grid = blockIdx.x;; ++seg, n_block_grid += n_step) {
@@ -186,6 +206,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const cuda_bwd_args a)
 
     int64_t r_lo, r_hi;
     fa_mask_row_range(&mask, n0, n1, seqlen_q, &r_lo, &r_hi);
+    if (SEQS && n0 >= seqlen_k) r_hi = r_lo; /* keys past the used ones: zero gradients */
     const int m_begin = (int)(r_lo / BM);
     const int m_end = r_hi > r_lo ? (int)((r_hi + BM - 1) / BM) : m_begin;
     const int m_count = m_end - m_begin;
@@ -199,7 +220,9 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const cuda_bwd_args a)
     const int h_first = hk * group + (s_begin ? s_begin / m_count : 0);
     const int m_first = m_begin + (s_begin ? s_begin % m_count : 0);
     if (s_end > s_begin)
-      bwd_load_query_tile<Tr, HD, BM, NT>(a, b, h_first, m_first * BM, sQ, sdO, sLse, sD, tid);
+      bwd_load_query_tile<Tr, HD, BM, NT>(a, b, h_first, m_first * BM, q_start, seqlen_q,
+                                          bwd_ws_row<SEQS>(a, b, h_first, q_start) + m_first * BM,
+                                          sQ, sdO, sLse, sD, tid);
     cp_async_commit();
 
     /* The warp's K and V fragments, once the key tile has landed (the query tile's copies may
@@ -271,9 +294,10 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const cuda_bwd_args a)
              address registers waited for them. The stage they overwrite
              was last read in the previous step. */
           if (step + 1 < s_end)
-            bwd_load_query_tile<Tr, HD, BM, NT>(a, b, h_next, m_next * BM, sQ + (st ^ 1) * BM * LD,
-                                                sdO + (st ^ 1) * BM * LD, sLse + (st ^ 1) * BM,
-                                                sD + (st ^ 1) * BM, tid);
+            bwd_load_query_tile<Tr, HD, BM, NT>(
+                a, b, h_next, m_next * BM, q_start, seqlen_q,
+                bwd_ws_row<SEQS>(a, b, h_next, q_start) + m_next * BM, sQ + (st ^ 1) * BM * LD,
+                sdO + (st ^ 1) * BM * LD, sLse + (st ^ 1) * BM, sD + (st ^ 1) * BM, tid);
           cp_async_commit();
         }
 
@@ -334,8 +358,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const cuda_bwd_args a)
         }
         /* The accumulator is padded to whole query tiles and HD columns: no bounds checks, and
            every offset below is a constant from one base address. */
-        float *acc_tile =
-            dq_acc + ((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded * HD + (int64_t)m0 * HD;
+        float *acc_tile = dq_acc + (bwd_ws_row<SEQS>(a, b, h, q_start) + m0) * HD;
         if (DQ_BULK) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
           constexpr int NC = HD / 8; /* 8-float chunks per row */
@@ -406,7 +429,9 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const cuda_bwd_args a)
         /* One stage: every warp is done with this step's Q, dO, LSE and D. */
         __syncthreads();
         if (step + 1 < s_end)
-          bwd_load_query_tile<Tr, HD, BM, NT>(a, b, h_next, m_next * BM, sQ, sdO, sLse, sD, tid);
+          bwd_load_query_tile<Tr, HD, BM, NT>(a, b, h_next, m_next * BM, q_start, seqlen_q,
+                                              bwd_ws_row<SEQS>(a, b, h_next, q_start) + m_next * BM,
+                                              sQ, sdO, sLse, sD, tid);
         cp_async_commit();
       }
       h = h_next;
@@ -481,10 +506,9 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const cuda_bwd_args a)
     __syncthreads();
     E *dkp = static_cast<E *>(a.dk) + b * a.dk_str.batch + hk * a.dk_str.head;
     E *dvp = static_cast<E *>(a.dv) + b * a.dv_str.batch + hk * a.dv_str.head;
-    tile_store<BN, HD, NT, TL>(dkp + (int64_t)n0 * a.dk_str.row, a.dk_str.row, seqlen_k - n0, d, sK,
-                               tid);
-    tile_store<BN, HD, NT, TL>(dvp + (int64_t)n0 * a.dv_str.row, a.dv_str.row, seqlen_k - n0, d, sV,
-                               tid);
+    const int64_t r0 = (int64_t)k_start + n0;
+    tile_store<BN, HD, NT, TL>(dkp + r0 * a.dk_str.row, a.dk_str.row, k_rows - n0, d, sK, tid);
+    tile_store<BN, HD, NT, TL>(dvp + r0 * a.dv_str.row, a.dv_str.row, k_rows - n0, d, sV, tid);
   }
 }
 

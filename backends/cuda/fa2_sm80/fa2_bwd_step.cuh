@@ -1,7 +1,7 @@
 /*
  * fa2_bwd_step.cuh: the pieces of a FlashAttention-2 backward step (fa2_bwd.cuh): the query
- * tile's loads, Sᵀ and dPᵀ of a warp's tile, Pᵀ and dSᵀ into shared memory, and the atomic adds
- * of the sm_80 code's dQ and of the balanced last wave's dK/dV sums.
+ * tile's loads and workspace rows, Sᵀ and dPᵀ of a warp's tile, Pᵀ and dSᵀ into shared memory, and
+ * the atomic adds of the sm_80 code's dQ and of the balanced last wave's dK/dV sums.
  */
 #ifndef FA_CUDA_FA2_BWD_STEP_CUH
 #define FA_CUDA_FA2_BWD_STEP_CUH
@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "../common/ptx.cuh"
+#include "../common/seq_index.cuh"
 #include "../common/tile_io.cuh"
 #include "../common/warp_mma.cuh"
 #include "core/math/backward.h"
@@ -35,21 +36,32 @@ __device__ __forceinline__ void add_f32x4(float4 *p, const float (&x)[4]) {
 #endif
 }
 
-/* Issues the loads of one query tile of head h starting at row m0, all by cp.async: Q, dO, and
-   the tile's LSE (log2 units) and D from the workspace the preprocessing kernel filled. */
+/* The workspace row of row 0 of query head h of sequence (or batch) b: over sequences
+   (SEQS) common/seq_index.cuh's, else [batch, heads_q, seqlen_q_padded]. */
+template <bool SEQS>
+__device__ __forceinline__ int64_t bwd_ws_row(const cuda_bwd_args &a, int b, int h, int q_start) {
+  if constexpr (SEQS) return seq_bwd_ws_row(a, b, h, q_start);
+  return ((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded;
+}
+
+/* Issues the loads of one query tile of head h starting at row m0 of a sequence of seqlen_q rows
+   from row q_start (packed q; 0 otherwise), all by cp.async: Q, dO, and the tile's LSE (log2
+   units) and D from the workspace the preprocessing kernel filled (its row ws_row). */
 template <typename Tr, int HD, int BM, int NT>
 __device__ __forceinline__ void bwd_load_query_tile(const cuda_bwd_args &a, int b, int h, int m0,
+                                                    int q_start, int seqlen_q, int64_t ws_row,
                                                     typename Tr::elem *sQ, typename Tr::elem *sdO,
                                                     float *sLse, float *sD, int tid) {
   typedef typename Tr::elem E;
   typedef typename smem_tile_layout<HD, FA2_SWIZZLED(HD)>::type TL;
+  const int64_t r = (int64_t)q_start + m0;
   const E *q = static_cast<const E *>(a.q) + b * a.q_str.batch + h * a.q_str.head;
   const E *dO = static_cast<const E *>(a.dout) + b * a.do_str.batch + h * a.do_str.head;
-  tile_load_async<BM, HD, NT, TL>(sQ, q + (int64_t)m0 * a.q_str.row, a.q_str.row, a.p.seqlen_q - m0,
+  tile_load_async<BM, HD, NT, TL>(sQ, q + r * a.q_str.row, a.q_str.row, seqlen_q - m0, a.p.head_dim,
+                                  tid);
+  tile_load_async<BM, HD, NT, TL>(sdO, dO + r * a.do_str.row, a.do_str.row, seqlen_q - m0,
                                   a.p.head_dim, tid);
-  tile_load_async<BM, HD, NT, TL>(sdO, dO + (int64_t)m0 * a.do_str.row, a.do_str.row,
-                                  a.p.seqlen_q - m0, a.p.head_dim, tid);
-  const int64_t row0 = ((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded + m0;
+  const int64_t row0 = ws_row;
   constexpr int CHUNKS = BM / 4; /* 16-byte pieces of one vector */
   static_assert(2 * CHUNKS <= NT, "one chunk per thread");
   if (tid < CHUNKS)

@@ -47,8 +47,7 @@ __global__ void __launch_bounds__(128) fa2_decode_kernel(const cuda_seq_args A) 
   splitkv_seq_of(A, b, S);
   if (m0 >= S.sq) return; /* the sequence has no rows here (the grid covers the longest) */
   const int m_last = min(m0 + (1 << rph_log2), S.sq) - 1;
-  const fa_mask mask = fa_mask_make(A.causal, A.causal_align, A.window_enabled, A.window_left,
-                                    A.window_right, S.sq, S.sk);
+  const fa_mask mask = seq_mask_of(A.ix, S.sq, S.sk);
   int64_t lo_first, hi_first, lo_last, hi_last;
   fa_mask_key_range(&mask, m0, S.sk, &lo_first, &hi_first);
   fa_mask_key_range(&mask, m_last, S.sk, &lo_last, &hi_last);
@@ -210,11 +209,7 @@ __global__ void __launch_bounds__(128) fa2_decode_kernel(const cuda_seq_args A) 
             Tr::pack(o[0][db][2 * r] * inv[r], o[0][db][2 * r + 1] * inv[r]);
     }
     if (f.lse && t == 0) {
-      const int64_t at = A.lse_packed ? (int64_t)h * f.lse_str.head +
-                                            (int64_t)(S.q_start + row_pos[r]) * f.lse_str.row
-                                      : (int64_t)b * f.lse_str.batch + (int64_t)h * f.lse_str.head +
-                                            (int64_t)row_pos[r] * f.lse_str.row;
-      f.lse[at] = lse[r];
+      f.lse[seq_lse_at(A.ix, f.lse_str, b, h, S.q_start, row_pos[r])] = lse[r];
     }
   }
 }

@@ -48,11 +48,13 @@ constexpr auto *fwd_kernel() {
   typedef fwd_tiles<C> T;
   return fa2_fwd_kernel<Tr, HD, T::M, T::N, T::W, T::S>;
 }
-/* TAIL: the balanced last wave's pieces (fa2_args.h); the whole tiles run the other. */
-template <typename Tr, int C, bool TAIL>
+/* TAIL: the balanced last wave's pieces (fa2_args.h); the whole tiles run the other. SEQS: the
+   backward over sequences of their own lengths (attn_args.h: cuda_bwd_args.seqs). */
+template <typename Tr, int C, bool TAIL, bool SEQS = false>
 constexpr auto *bwd_kernel() {
   typedef bwd_tiles<C> T;
-  return fa2_bwd_kernel<Tr, HD, T::N, T::M, T::W, T::S_WK, T::KV_WK, T::DQ_WQ, T::DQB, T::QS, TAIL>;
+  return fa2_bwd_kernel<Tr, HD, T::N, T::M, T::W, T::S_WK, T::KV_WK, T::DQ_WQ, T::DQB, T::QS, TAIL,
+                        SEQS>;
 }
 
 template <typename Tr, int C>
@@ -81,6 +83,11 @@ template <typename Tr, int C>
 int bwd_class(const cuda_bwd_args *a, int grid_x) {
   const size_t smem = bwd_smem<C>(a->dq_layout);
   const cudaStream_t st = static_cast<cudaStream_t>(a->p.stream);
+  if (a->seqs) { /* grid (key tiles of the longest sequence, KV heads, sequences) */
+    const dim3 grid((unsigned)grid_x, (unsigned)a->p.heads_kv, (unsigned)a->p.batch);
+    bwd_kernel<Tr, C, false, true>()<<<grid, bwd_tiles<C>::W * 32, smem, st>>>(*a);
+    return (int)cudaGetLastError();
+  }
   /* The whole tiles (all of them without a tail; with one, the blocks of the tail's tiles
      return at once), then the tail's pieces (fa2_args.h). */
   if (!a->tail_tiles || a->tail_first > 0) {
@@ -126,11 +133,15 @@ cudaError_t prepare_class(int smem_limit, int cc_major) {
   }
   const size_t bwd_bytes = bwd_smem<C>(fa2_bwd_dq_layout(cc_major, HD, C));
   if ((int64_t)bwd_bytes > smem_limit) return cudaSuccess;
-  const cudaError_t e = cudaFuncSetAttribute(
-      bwd_kernel<Tr, C, false>(), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bwd_bytes);
-  if (e != cudaSuccess) return e;
-  return cudaFuncSetAttribute(bwd_kernel<Tr, C, true>(),
-                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bwd_bytes);
+  cudaError_t e = cudaFuncSetAttribute(bwd_kernel<Tr, C, false>(),
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bwd_bytes);
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(bwd_kernel<Tr, C, true>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)bwd_bytes);
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(bwd_kernel<Tr, C, false, true>(),
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bwd_bytes);
+  return e;
 }
 template <typename Tr>
 cudaError_t prepare(int smem_limit, int cc_major) {

@@ -21,16 +21,13 @@
 
 #include "../common/attn_common.cuh"
 #include "../common/ptx.cuh"
+#include "../common/seq_index.cuh"
 #include "../common/tile_io.cuh"
 #include "../common/warp_mma.cuh"
 #include "core/math/mask.h"
 #include "core/math/softmax.h"
 #include "fa2_fwd_step.cuh"
 #include "fa2_tiles.h"
-
-__device__ __forceinline__ int splitkv_clamp(int x, int lo, int hi) {
-  return x < lo ? lo : (x > hi ? hi : x);
-}
 
 /* A sequence as the kernels see it: its query rows and keys, where its rows start, its mask. */
 struct splitkv_seq {
@@ -40,38 +37,23 @@ struct splitkv_seq {
   int64_t k_base, v_base; /* of its key 0 in k and v (K/V head 0; not paged) */
 };
 
-/* Sequence b's lengths and bases, every value read from the tables bounded: rows within the
-   packed total and the grid's seqlen_q, keys within what the sequence addresses (its packed
-   rows, the cache, the block table's pages). */
+/* Sequence b's lengths and bases (common/seq_index.cuh bounds every value read from the tables):
+   keys within what the sequence addresses (its packed rows, the cache, the block table's pages),
+   a KV cache's from its length plus the new tokens. */
 __device__ __forceinline__ void splitkv_seq_of(const cuda_seq_args &A, int b, splitkv_seq &S) {
   const cuda_fwd_args &f = A.f;
+  const seq_rows r = seq_rows_of(A.ix, b, f.p.seqlen_q, f.p.seqlen_k, A.ix.cu_k && !A.block_table);
   S.b = b;
-  S.q_start = 0;
-  S.sq = f.p.seqlen_q;
-  if (A.cu_q) {
-    S.q_start = splitkv_clamp(A.cu_q[b], 0, A.total_q);
-    S.sq = min(splitkv_clamp(A.cu_q[b + 1], S.q_start, A.total_q) - S.q_start, f.p.seqlen_q);
-    S.q_base = (int64_t)S.q_start * f.q_str.row;
-    S.o_base = (int64_t)S.q_start * f.o_str.row;
-  } else {
-    S.q_base = (int64_t)b * f.q_str.batch;
-    S.o_base = (int64_t)b * f.o_str.batch;
-  }
-  int cap = f.p.seqlen_k;
-  S.k_base = (int64_t)b * f.k_str.batch;
-  S.v_base = (int64_t)b * f.v_str.batch;
-  if (A.cu_k && !A.block_table) {
-    const int k_start = splitkv_clamp(A.cu_k[b], 0, A.total_k);
-    cap = splitkv_clamp(A.cu_k[b + 1], k_start, A.total_k) - k_start;
-    S.k_base = (int64_t)k_start * f.k_str.row;
-    S.v_base = (int64_t)k_start * f.v_str.row;
-  }
-  int sk = cap;
-  if (A.cache_seqlens)
-    sk = A.cache_seqlens[(int64_t)b * A.cache_seqlens_stride] + A.seqlen_new;
-  else if (A.seqused_k)
-    sk = A.seqused_k[b];
-  S.sk = splitkv_clamp(sk, 0, cap);
+  S.q_start = r.q_start;
+  S.sq = r.sq;
+  S.q_base = A.ix.cu_q ? (int64_t)r.q_start * f.q_str.row : (int64_t)b * f.q_str.batch;
+  S.o_base = A.ix.cu_q ? (int64_t)r.q_start * f.o_str.row : (int64_t)b * f.o_str.batch;
+  S.k_base = (int64_t)b * f.k_str.batch + (int64_t)r.k_start * f.k_str.row;
+  S.v_base = (int64_t)b * f.v_str.batch + (int64_t)r.k_start * f.v_str.row;
+  S.sk = A.cache_seqlens
+             ? seq_clamp(A.cache_seqlens[(int64_t)b * A.cache_seqlens_stride] + A.seqlen_new, 0,
+                         r.k_rows)
+             : r.sk;
 }
 
 /* The BM x HD Q tile: row r is position m0 + (r mod rows per head) of query head
@@ -173,8 +155,7 @@ __global__ void __launch_bounds__(128) fa2_splitkv_kernel(const cuda_seq_args A)
   splitkv_seq_of(A, b, S);
   if (m0 >= S.sq) return; /* the sequence has no rows here (the grid covers the longest) */
   const int m_last = min(m0 + (1 << rph_log2), S.sq) - 1;
-  const fa_mask mask = fa_mask_make(A.causal, A.causal_align, A.window_enabled, A.window_left,
-                                    A.window_right, S.sq, S.sk);
+  const fa_mask mask = seq_mask_of(A.ix, S.sq, S.sk);
   int64_t lo_first, hi_first, lo_last, hi_last;
   fa_mask_key_range(&mask, m0, S.sk, &lo_first, &hi_first);
   fa_mask_key_range(&mask, m_last, S.sk, &lo_last, &hi_last);
@@ -289,11 +270,7 @@ __global__ void __launch_bounds__(128) fa2_splitkv_kernel(const cuda_seq_args A)
           Tr::pack(o[0][db][2 * r] * inv[r], o[0][db][2 * r + 1] * inv[r]);
     if (f.lse && t == 0 && row_pos[r] < S.sq) {
       const int h = h0 + row_head[r];
-      const int64_t at = A.lse_packed ? (int64_t)h * f.lse_str.head +
-                                            (int64_t)(S.q_start + row_pos[r]) * f.lse_str.row
-                                      : (int64_t)b * f.lse_str.batch + (int64_t)h * f.lse_str.head +
-                                            (int64_t)row_pos[r] * f.lse_str.row;
-      f.lse[at] = lse[r];
+      f.lse[seq_lse_at(A.ix, f.lse_str, b, h, S.q_start, row_pos[r])] = lse[r];
     }
   }
   __syncthreads();

@@ -22,7 +22,7 @@ void fa2_bwd_plan_tail(cuda_bwd_args *a, int32_t tile_n, int32_t slots) {
   a->tail_tiles = a->tail_first = a->tail_piece_steps = a->tail_pieces = 0;
   a->tile_n = tile_n;
   const cuda_problem *p = &a->p;
-  if (a->deterministic || cuda_problem_masked(p)) return;
+  if (a->deterministic || a->seqs || cuda_problem_masked(p)) return;
   if (slots <= 0 || tile_n <= 0 || a->tile_m <= 0 || p->seqlen_q <= 0 || p->seqlen_k <= 0 ||
       p->heads_kv <= 0 || p->batch <= 0)
     return;
