@@ -125,6 +125,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const cuda_bwd_args a)
      seqlen_k are used. Without sequences, every batch's alike. */
   int q_start = 0, k_start = 0, seqlen_q = a.p.seqlen_q, seqlen_k = a.p.seqlen_k;
   int k_rows = seqlen_k;
+  int64_t ws_seq = 0; /* SEQS: the workspace row of the sequence's row 0 of head 0 */
   if constexpr (SEQS) {
     const seq_rows r =
         seq_rows_of(a.ix, (int)blockIdx.z, a.p.seqlen_q, a.p.seqlen_k, a.ix.cu_k != nullptr);
@@ -133,6 +134,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const cuda_bwd_args a)
     seqlen_q = r.sq;
     seqlen_k = r.sk;
     k_rows = r.k_rows;
+    ws_seq = seq_bwd_ws_row(a, (int)blockIdx.z, 0, q_start);
   }
   const bool capped = a.p.softcap > 0.0f;
   const float sl2 = capped ? CUDA_LOG2E : a.p.scale * CUDA_LOG2E;
@@ -221,7 +223,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const cuda_bwd_args a)
     const int m_first = m_begin + (s_begin ? s_begin % m_count : 0);
     if (s_end > s_begin)
       bwd_load_query_tile<Tr, HD, BM, NT>(a, b, h_first, m_first * BM, q_start, seqlen_q,
-                                          bwd_ws_row<SEQS>(a, b, h_first, q_start) + m_first * BM,
+                                          bwd_ws_row<SEQS>(a, b, h_first, ws_seq) + m_first * BM,
                                           sQ, sdO, sLse, sD, tid);
     cp_async_commit();
 
@@ -296,7 +298,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const cuda_bwd_args a)
           if (step + 1 < s_end)
             bwd_load_query_tile<Tr, HD, BM, NT>(
                 a, b, h_next, m_next * BM, q_start, seqlen_q,
-                bwd_ws_row<SEQS>(a, b, h_next, q_start) + m_next * BM, sQ + (st ^ 1) * BM * LD,
+                bwd_ws_row<SEQS>(a, b, h_next, ws_seq) + m_next * BM, sQ + (st ^ 1) * BM * LD,
                 sdO + (st ^ 1) * BM * LD, sLse + (st ^ 1) * BM, sD + (st ^ 1) * BM, tid);
           cp_async_commit();
         }
@@ -358,7 +360,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const cuda_bwd_args a)
         }
         /* The accumulator is padded to whole query tiles and HD columns: no bounds checks, and
            every offset below is a constant from one base address. */
-        float *acc_tile = dq_acc + (bwd_ws_row<SEQS>(a, b, h, q_start) + m0) * HD;
+        float *acc_tile = dq_acc + (bwd_ws_row<SEQS>(a, b, h, ws_seq) + m0) * HD;
         if (DQ_BULK) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
           constexpr int NC = HD / 8; /* 8-float chunks per row */
@@ -430,7 +432,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_bwd_kernel(const cuda_bwd_args a)
         __syncthreads();
         if (step + 1 < s_end)
           bwd_load_query_tile<Tr, HD, BM, NT>(a, b, h_next, m_next * BM, q_start, seqlen_q,
-                                              bwd_ws_row<SEQS>(a, b, h_next, q_start) + m_next * BM,
+                                              bwd_ws_row<SEQS>(a, b, h_next, ws_seq) + m_next * BM,
                                               sQ, sdO, sLse, sD, tid);
         cp_async_commit();
       }

@@ -36,11 +36,13 @@ __device__ __forceinline__ void add_f32x4(float4 *p, const float (&x)[4]) {
 #endif
 }
 
-/* The workspace row of row 0 of query head h of sequence (or batch) b: over sequences
-   (SEQS) common/seq_index.cuh's, else [batch, heads_q, seqlen_q_padded]. */
+/* The workspace row of row 0 of query head h of sequence (or batch) b: over sequences (SEQS)
+   ws_seq (the sequence's head 0 row, common/seq_index.cuh's seq_bwd_ws_row) plus h heads' rows,
+   else [batch, heads_q, seqlen_q_padded]. */
 template <bool SEQS>
-__device__ __forceinline__ int64_t bwd_ws_row(const cuda_bwd_args &a, int b, int h, int q_start) {
-  if constexpr (SEQS) return seq_bwd_ws_row(a, b, h, q_start);
+__device__ __forceinline__ int64_t bwd_ws_row(const cuda_bwd_args &a, int b, int h,
+                                              int64_t ws_seq) {
+  if constexpr (SEQS) return ws_seq + (int64_t)h * a.ws_head;
   return ((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded;
 }
 
