@@ -14,7 +14,8 @@
 #      fa-info, the conformance suite's quick subset with the default build, the peak probes
 #      (cpu-amx-peak, cpu-fma-peak), fa-bench bf16 per build (avx512, avx512bf16, amx) and the
 #      default build at 1, 2, 4, ... threads, then bench/cpu_peers.py against PyTorch (prefill
-#      forward and backward, decoding)                          -> cpu.txt
+#      forward and backward, decoding); CPU=quick: without the per-build fa-bench rows and
+#      cpu_peers.py                                              -> cpu.txt
 #   6. with EXTRA="cmd": that command's output                   -> extra.txt
 # then prints the summaries last. Files in $OUT: at most the eight above.
 #
@@ -73,11 +74,11 @@ if [ "${DECODE:-0}" = 1 ]; then
         --page-size "$page" 2>&1 | grep -E "^ *128 |failed"
     done
     LD_LIBRARY_PATH="$PWD/$BUILD/lib" timeout 200 "$BUILD/bin/fa-bench" --backend cuda --varlen \
-      --pass fwd --hdims 64,128,256 --seqlens 1024,8192 2>&1 | grep -E "^ *(64|128|256) |failed"
+      --pass fwd,bwd --hdims 64,128,256 --seqlens 1024,8192 2>&1 | grep -E "^ *(64|128|256) |failed"
   } > "$OUT/decode.txt" 2>&1
 fi
 
-if [ "${CPU:-0}" = 1 ]; then
+if [ "${CPU:-0}" = 1 ] || [ "${CPU:-0}" = quick ]; then
   # cpu_run THREADS CMD...: CMD on THREADS OpenMP threads, one a core, with the build's lib/
   cpu_run() {
     LD_LIBRARY_PATH="$PWD/$BUILD/lib" OMP_NUM_THREADS=$1 OMP_PROC_BIND=close OMP_PLACES=cores \
@@ -96,7 +97,9 @@ if [ "${CPU:-0}" = 1 ]; then
     # shellcheck disable=SC2054 # the commas separate the values of one option
     shapes=(--dtype bf16 --hdims 64,128 --seqlens 1024,4096 --tokens 4096 --hidden 1024
       --causal 0,1 --pass fwd,bwd --iters 3 --progress -1)
-    for isa in avx512 avx512bf16 amx; do
+    isas="avx512 avx512bf16 amx"
+    [ "$CPU" = quick ] && isas=""
+    for isa in $isas; do
       echo "== fa-bench FA_CPU_ISA=$isa, $cores threads"
       FA_CPU_ISA=$isa cpu_run "$cores" timeout 120 "$bin/fa-bench" --backend cpu "${shapes[@]}" \
         2>&1 | grep -E "^[01] |failed|refused"
@@ -108,12 +111,14 @@ if [ "${CPU:-0}" = 1 ]; then
         --seqlens 4096 --tokens 4096 --hidden 1024 --causal 0 --pass fwd,bwd --iters 2 \
         --progress -1 2>&1 | grep -E "^0 |failed"
     done
-    cpu_run "$cores" timeout 300 python3 bench/cpu_peers.py --mode prefill --peers torch \
-      --pass fwd,bwd --dtypes bf16 --torch-dtypes bf16,f32 --threads "$cores" --lib "$lib" \
-      --rounds 3 2>&1 | tail -22
-    cpu_run "$cores" timeout 200 python3 bench/cpu_peers.py --mode decode --peers torch \
-      --dtypes f16,bf16 --torch-dtypes bf16 --threads "$cores" --seqlens 4096,16384,65536,131072 \
-      --kv-heads 8 --lib "$lib" --rounds 3 2>&1 | tail -12
+    if [ "$CPU" = 1 ]; then
+      cpu_run "$cores" timeout 300 python3 bench/cpu_peers.py --mode prefill --peers torch \
+        --pass fwd,bwd --dtypes bf16 --torch-dtypes bf16,f32 --threads "$cores" --lib "$lib" \
+        --rounds 3 2>&1 | tail -22
+      cpu_run "$cores" timeout 200 python3 bench/cpu_peers.py --mode decode --peers torch \
+        --dtypes f16,bf16 --torch-dtypes bf16 --threads "$cores" \
+        --seqlens 4096,16384,65536,131072 --kv-heads 8 --lib "$lib" --rounds 3 2>&1 | tail -12
+    fi
   } > "$OUT/cpu.txt" 2>&1
 fi
 
