@@ -8,9 +8,10 @@
  *   - the default-device rule: FA_OPENCL_DEVICE=N picks N; unset or empty picks the first GPU,
  *     else device 0; an out-of-range or malformed value is an error naming the variable;
  *   - memory: allocation (0 bytes too), fill, a round trip at an unaligned byte offset (the offset
- *     goes to the copy, never onto the cl_mem handle), memset at an offset, out-of-bounds copies
- *     and unknown devices refused with a message, an impossible size refused with the OpenCL error
- *     code's name, a first use racing from several threads, devmem_shutdown and use afterwards.
+ *     goes to the copy, never onto the cl_mem handle), memset at an offset, a copy from buffer to
+ *     buffer (devmem_copy_on_device), out-of-bounds copies and unknown devices refused with a
+ *     message, an impossible size refused with the OpenCL error code's name, a first use racing
+ *     from several threads, devmem_shutdown and use afterwards.
  *
  * Exits 77 (skipped) when this build has no OpenCL or the machine has no OpenCL device.
  */
@@ -228,6 +229,21 @@ static void test_memory(fa_device dev) {
   CHECK(devmem_memset_at(dev, p, 1, 0, SIZE, err, sizeof err) == -1, "memset past end accepted");
   /* Zero bytes: nothing to do. */
   CHECK(devmem_copy_to_device_at(dev, p, SIZE, part, 0, err, sizeof err) == 0, "0 bytes: %s", err);
+
+  /* Device to device: p's bytes into a second buffer, read back; past either end refused. */
+  void *q = NULL;
+  CHECK(devmem_alloc(dev, SIZE / 2, &q, err, sizeof err) == 0 && q, "alloc: %s", err);
+  if (q) {
+    CHECK(devmem_copy_on_device(dev, q, p, SIZE / 2, err, sizeof err) == 0, "on device: %s", err);
+    memset(host, 0, sizeof host);
+    CHECK(devmem_copy_to_host(dev, host, q, SIZE / 2, err, sizeof err) == 0, "read: %s", err);
+    CHECK(memcmp(host, back, SIZE / 2) == 0, "device-to-device copy differs");
+    err[0] = '\0';
+    CHECK(devmem_copy_on_device(dev, q, p, SIZE, err, sizeof err) == -1,
+          "device-to-device copy past the destination's end accepted");
+    CHECK(strstr(err, "past the buffer") != NULL, "message '%s'", err);
+    CHECK(devmem_free(dev, q, err, sizeof err) == 0, "free: %s", err);
+  }
   CHECK(devmem_free(dev, p, err, sizeof err) == 0, "free: %s", err);
 
   /* 0 bytes allocates something real. */

@@ -67,6 +67,13 @@ static int host_copy(fa_device dev, void *dst, const void *src, size_t dev_off, 
   return devmem_ok(err, n);
 }
 
+static int host_copy_on_device(fa_device dev, void *dst, const void *src, size_t bytes, char *err,
+                               size_t n) {
+  (void)dev;
+  memcpy(dst, src, bytes);
+  return devmem_ok(err, n);
+}
+
 static int host_memset(fa_device dev, void *ptr, size_t offset, int value, size_t bytes, char *err,
                        size_t n) {
   (void)dev;
@@ -85,6 +92,7 @@ static const devmem_backend devmem_host = {.name = host_name,
                                            .free = host_free,
                                            .copy = host_copy,
                                            .memset = host_memset,
+                                           .copy_on_device = host_copy_on_device,
                                            .sync = host_sync};
 
 /* The runtime of a device kind, or NULL with the reason in err (a kind device_mem has no memory
@@ -195,6 +203,15 @@ int devmem_copy_to_host(fa_device dev, void *dst, const void *src, size_t bytes,
 int devmem_copy_to_host_at(fa_device dev, void *dst, const void *src, size_t src_offset,
                            size_t bytes, char *err, size_t n) {
   return copy_between(dev, dst, src, src_offset, bytes, 0, err, n);
+}
+
+int devmem_copy_on_device(fa_device dev, void *dst, const void *src, size_t bytes, char *err,
+                          size_t n) {
+  if (bytes && (!dst || !src)) return devmem_set_err(err, n, "devmem_copy_on_device: NULL pointer");
+  const devmem_backend *b = backend_of(dev.kind, err, n);
+  if (!b) return -1;
+  if (!bytes || dst == src) return devmem_ok(err, n);
+  return b->copy_on_device(dev, dst, src, bytes, err, n);
 }
 
 int devmem_memset_at(fa_device dev, void *ptr, size_t offset, int value, size_t bytes, char *err,

@@ -7,8 +7,8 @@
  *                     cudaDeviceSynchronize, cudaFree) on device ordinal dev.id; only in builds
  *                     with the CUDA backend (FA_BACKEND_CUDA, which defines FA_DEVMEM_CUDA=1)
  *   FA_DEVICE_OPENCL  OpenCL 1.2 (clCreateBuffer, clEnqueueWriteBuffer / ReadBuffer, blocking,
- *                     clEnqueueFillBuffer, clFinish, clReleaseMemObject) on global device dev.id;
- *                     only in builds that found OpenCL (FA_DEVMEM_OPENCL=1)
+ *                     clEnqueueCopyBuffer, clEnqueueFillBuffer, clFinish, clReleaseMemObject) on
+ *                     global device dev.id; only in builds that found OpenCL (FA_DEVMEM_OPENCL=1)
  *   anything else     refused: "device memory for <kind> is not implemented"
  * (tools/device_mem.c dispatches; device_mem_cuda.c and device_mem_opencl.c hold the runtimes.)
  *
@@ -19,8 +19,9 @@
  * printed and nothing aborts.
  *
  * CUDA: copies are cudaMemcpy: synchronous for the host, ordered after the work already queued on
- * the default stream (the stream fa_* calls use when params.stream is NULL). A kernel's
- * asynchronous error surfaces at the next copy or sync as that call's failure.
+ * the default stream (the stream fa_* calls use when params.stream is NULL); a copy from device
+ * memory to device memory is queued there and may return before it is done (devmem_sync waits).
+ * A kernel's asynchronous error surfaces at the next copy or sync as that call's failure.
  *
  * OpenCL: the "pointer" of this API is the cl_mem handle itself (cast to void *), as fa_tensor.data
  * holds it for FA_DEVICE_OPENCL. Never add an offset to it: pass offsets to the *_at functions
@@ -88,6 +89,14 @@ int devmem_copy_to_host(fa_device dev, void *dst, const void *src, size_t bytes,
                         size_t n);
 int devmem_copy_to_host_at(fa_device dev, void *dst, const void *src, size_t src_offset,
                            size_t bytes, char *err, size_t n);
+
+/* bytes from device memory src to device memory dst, both allocations of dev (from their
+   starts; the ranges must not overlap, and dst == src copies nothing): memcpy on the CPU;
+   cudaMemcpy(cudaMemcpyDeviceToDevice) on the default stream for CUDA, which may return before the
+   copy is done (devmem_sync waits); clEnqueueCopyBuffer on devmem's queue of dev.id for OpenCL,
+   finished (clFinish) before it returns, where a range past either buffer's end is refused. */
+int devmem_copy_on_device(fa_device dev, void *dst, const void *src, size_t bytes, char *err,
+                          size_t n);
 
 /* Sets bytes of device memory at ptr (plus byte offset) to the byte value. */
 int devmem_memset(fa_device dev, void *ptr, int value, size_t bytes, char *err, size_t n);

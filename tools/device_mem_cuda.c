@@ -73,6 +73,14 @@ static int cuda_copy(fa_device dev, void *dst, const void *src, size_t dev_off, 
   return devmem_ok(err, n);
 }
 
+/* Queued on the default stream; no host-side wait for a copy within the device. */
+static int cuda_copy_on_device(fa_device dev, void *dst, const void *src, size_t bytes, char *err,
+                               size_t n) {
+  if (cuda_use(dev, err, n)) return -1;
+  CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy(device to device)");
+  return devmem_ok(err, n);
+}
+
 static int cuda_memset(fa_device dev, void *ptr, size_t offset, int value, size_t bytes, char *err,
                        size_t n) {
   if (cuda_use(dev, err, n)) return -1;
@@ -92,6 +100,7 @@ const devmem_backend devmem_cuda = {.name = cuda_name,
                                     .free = cuda_free,
                                     .copy = cuda_copy,
                                     .memset = cuda_memset,
+                                    .copy_on_device = cuda_copy_on_device,
                                     .sync = cuda_sync};
 #else
 const devmem_backend devmem_cuda = {.missing =

@@ -20,8 +20,9 @@ int devmem_set_err(char *err, size_t n, const char *fmt, ...);
 int devmem_ok(char *err, size_t n);
 
 /* One runtime's device memory. A build without the runtime has missing set (why) and no
-   functions. The dispatcher has checked the pointers and handles bytes == 0 before copy and
-   memset; alloc gets at least one byte. */
+   functions. The dispatcher has checked the pointers and handles bytes == 0 before copy,
+   copy_on_device and memset (and dst == src before copy_on_device); alloc gets at least one byte.
+ */
 typedef struct devmem_backend {
   const char *missing;
   int (*name)(fa_device dev, char *name, size_t name_n, char *err, size_t n);
@@ -34,6 +35,9 @@ typedef struct devmem_backend {
               int to_device, char *err, size_t n);
   int (*memset)(fa_device dev, void *ptr, size_t offset, int value, size_t bytes, char *err,
                 size_t n);
+  /* bytes from one allocation of dev to another, both device memory. */
+  int (*copy_on_device)(fa_device dev, void *dst, const void *src, size_t bytes, char *err,
+                        size_t n);
   int (*sync)(fa_device dev, char *err, size_t n);
   /* OpenCL only (NULL elsewhere): the default device rule, the device count, releasing every
      queue and context. */

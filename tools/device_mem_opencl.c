@@ -461,6 +461,20 @@ static int cl_memset(fa_device dev, void *ptr, size_t offset, int value, size_t 
   return devmem_ok(err, n);
 }
 
+static int cl_copy_on_device(fa_device dev, void *dst, const void *src, size_t bytes, char *err,
+                             size_t n) {
+  cl_command_queue q = NULL;
+  if (cl_get((int)dev.id, NULL, &q, err, n)) return -1;
+  cl_mem d = (cl_mem)dst, s = (cl_mem)(uintptr_t)src;
+  if (cl_bounds(s, 0, bytes, "devmem_copy_on_device (source)", (int)dev.id, err, n) ||
+      cl_bounds(d, 0, bytes, "devmem_copy_on_device (destination)", (int)dev.id, err, n))
+    return -1;
+  CL_TRY(clEnqueueCopyBuffer(q, s, d, 0, 0, bytes, 0, NULL, NULL), "clEnqueueCopyBuffer");
+  /* Finished before returning, as the other copies are. */
+  CL_TRY(clFinish(q), "clFinish");
+  return devmem_ok(err, n);
+}
+
 static int cl_sync(fa_device dev, char *err, size_t n) {
   cl_command_queue q = NULL;
   if (cl_get((int)dev.id, NULL, &q, err, n)) return -1;
@@ -474,6 +488,7 @@ const devmem_backend devmem_opencl = {.name = cl_name,
                                       .free = cl_free,
                                       .copy = cl_copy,
                                       .memset = cl_memset,
+                                      .copy_on_device = cl_copy_on_device,
                                       .sync = cl_sync,
                                       .default_device = cl_default,
                                       .count = cl_count,

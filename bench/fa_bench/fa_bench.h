@@ -7,6 +7,7 @@
  *   sweep.c    the training sweep (forward and backward over head dims, lengths, masks)
  *   decode.c   decode mode (fa_forward_kvcache, one query token per sequence)
  *   varlen.c   varlen mode (packed sequences of mixed lengths against the same padded)
+ *   quantize.c quantize mode (fa_quantize's GB/s, with and without the rotation, against a copy)
  *   json.c     the JSON record of the sweep
  *   main.c     the header lines, where the tensors live, and the choice of mode
  *
@@ -41,6 +42,7 @@ typedef struct options {
   int64_t window;    /* >= 0: causal sliding window of this many keys to the left; -1: none */
   int decode;        /* decode mode: fa_forward_kvcache, one query token */
   int varlen;        /* varlen mode: packed sequences of mixed lengths */
+  int quantize;      /* quantize mode: fa_quantize to FP8 against a device copy */
   int64_t kv_heads;  /* decode: KV heads (0: as many as query heads) */
   int64_t page_size; /* decode: pages of this many keys through a block table (0: dense) */
   int splits;        /* params.num_splits (0: the backend chooses) */
@@ -113,11 +115,12 @@ typedef fa_status (*api_call_fn)(void *ctx, fa_run_info *info);
    TFLOP/s of flops), then o->iters back to back (b2b_ms, host_us). */
 void measure_calls(api_call_fn call, void *ctx, const options *o, double flops, measurement *m);
 
-/* ---- sweep.c, decode.c, varlen.c: the modes; each returns the exit status ----------------- */
+/* ---- sweep.c, decode.c, varlen.c, quantize.c: the modes; each returns the exit status ------ */
 
 int run_sweep(const options *o);
 int run_decode(const options *o);
 int run_varlen(const options *o);
+int run_quantize(const options *o);
 
 /* ---- json.c ------------------------------------------------------------------------------ */
 

@@ -1,6 +1,7 @@
 /*
  * main.c: `fa-bench` times fa_forward and fa_backward over the FlashAttention benchmark sweep (or
- * fa_forward_kvcache in --decode mode) and prints TFLOP/s and milliseconds per shape with the
+ * fa_forward_kvcache in --decode mode, packed sequences in --varlen mode, fa_quantize in
+ * --quantize mode) and prints TFLOP/s (GB/s for --quantize) and milliseconds per shape with the
  * kernel the run report names.
  *
  * With --backend cuda the tensors live in CUDA device memory and every timed call is bracketed by
@@ -70,11 +71,18 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  printf(
-      "# FLOPs: fwd 4*B*H*S*S*D (x0.5 causal; visible pairs with --window), bwd 2.5x fwd; %s "
-      "memory%s\n",
-      fa_device_kind_name(g_dev.kind),
-      g_dev.kind == FA_DEVICE_CPU ? "" : ", device synchronized around every timed call");
+  const char *sync =
+      g_dev.kind == FA_DEVICE_CPU ? "" : ", device synchronized around every timed call";
+  if (o.quantize)
+    printf(
+        "# GB/s: quantize (x read + y and descales written) / time, copy 2 * x's bytes / time; %s "
+        "memory%s\n",
+        fa_device_kind_name(g_dev.kind), sync);
+  else
+    printf(
+        "# FLOPs: fwd 4*B*H*S*S*D (x0.5 causal; visible pairs with --window), bwd 2.5x fwd; %s "
+        "memory%s\n",
+        fa_device_kind_name(g_dev.kind), sync);
   print_backend(o.backend);
   if (g_dev.kind != FA_DEVICE_CPU) {
     /* Without the backend (or CUDA in this build) every allocation would fail: say why once. */
@@ -91,5 +99,8 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  return o.decode ? run_decode(&o) : o.varlen ? run_varlen(&o) : run_sweep(&o);
+  return o.decode     ? run_decode(&o)
+         : o.varlen   ? run_varlen(&o)
+         : o.quantize ? run_quantize(&o)
+                      : run_sweep(&o);
 }

@@ -14,7 +14,8 @@ static void usage(FILE *f) {
           "  --backend NAME     auto (default), cpu, cuda, hip, opencl\n"
           "  --dtype T          bf16 (default), f16, f32; f8e4m3 or f8e5m2: FP8 q, k, v with\n"
           "                     descales of 1 per (batch, head) and a bf16 output (forward only:\n"
-          "                     --pass defaults to fwd; not with --decode or --varlen)\n"
+          "                     --pass defaults to fwd; not with --decode, --varlen or\n"
+          "                     --quantize)\n"
           "  --hdims LIST       head dims, default 64,128,256 (host memory: 64,128)\n"
           "  --seqlens LIST     default 512,1024,2048,4096,8192,16384 (host memory:\n"
           "                     256,512,1024,2048)\n"
@@ -28,7 +29,7 @@ static void usage(FILE *f) {
           "  --pass LIST        fwd,bwd (default) or one of them\n"
           "  --warmup N         untimed calls per shape, default 1\n"
           "  --iters N          timed calls per shape, default 5 (the median is reported)\n"
-          "  --json FILE        also write every measurement as JSON (not in --decode mode)\n"
+          "  --json FILE        also write every measurement as JSON (the sweep only)\n"
           "  --window N         sliding window: window_left = N, window_right = 0, causal\n"
           "  --decode           decode: 1 query token per sequence over a KV cache of --seqlens\n"
           "                     keys (fa_forward_kvcache, no new tokens); tokens/s, GB/s of K+V\n"
@@ -36,6 +37,12 @@ static void usage(FILE *f) {
           "  --varlen           varlen: for each --seqlens S, packed sequences (cu_seqlens) of\n"
           "                     lengths between min(100, S) and S filling --tokens, against the\n"
           "                     same sequences padded to S; FLOPs over the real lengths\n"
+          "  --quantize         quantize: fa_quantize of x [batch, S, heads, D] in --dtype to\n"
+          "                     f8e4m3 with descales per 128 rows, rotate 0 and 1 (seed 1234;\n"
+          "                     D not a power of two: the rotate row is refused), GB/s of x read\n"
+          "                     + y and descales written, against a device-to-device copy of\n"
+          "                     x (its GB/s: 2 x x's bytes); --tokens/--hidden or --batch/--heads\n"
+          "                     give the shape as in the sweep\n"
           "  --kv-heads N       decode: KV heads (default: --heads); heads must be a multiple\n"
           "  --page-size N      decode: the cache in pages of N keys through a shuffled block\n"
           "                     table (params.block_table; 0 = a dense cache, the default)\n"
@@ -185,11 +192,12 @@ int parse_args(int argc, char **argv, options *o) {
       usage(stdout);
       exit(0);
     }
-    int *flag = !strcmp(a, "--decode")   ? &o->decode
-                : !strcmp(a, "--varlen") ? &o->varlen
-                : !strcmp(a, "--full")   ? &o->full
-                : !strcmp(a, "--list")   ? &o->list
-                                         : NULL;
+    int *flag = !strcmp(a, "--decode")     ? &o->decode
+                : !strcmp(a, "--varlen")   ? &o->varlen
+                : !strcmp(a, "--quantize") ? &o->quantize
+                : !strcmp(a, "--full")     ? &o->full
+                : !strcmp(a, "--list")     ? &o->list
+                                           : NULL;
     if (flag) {
       *flag = 1;
       continue;
@@ -210,12 +218,22 @@ int parse_args(int argc, char **argv, options *o) {
       return 0;
     }
   }
-  if (o->list && (o->decode || o->varlen)) {
-    fprintf(stderr, "fa-bench: --list lists the sweep's shapes; not with --decode or --varlen\n");
+  if (o->list && (o->decode || o->varlen || o->quantize)) {
+    fprintf(stderr,
+            "fa-bench: --list lists the sweep's shapes; not with --decode, --varlen or "
+            "--quantize\n");
     return 0;
   }
-  if (o->decode && o->varlen) {
-    fprintf(stderr, "fa-bench: --decode and --varlen are separate modes\n");
+  if (o->decode + o->varlen + o->quantize > 1) {
+    fprintf(stderr, "fa-bench: --decode, --varlen and --quantize are separate modes\n");
+    return 0;
+  }
+  if (o->quantize && (o->dtype == FA_F8E4M3 || o->dtype == FA_F8E5M2)) {
+    /* --dtype is x's: the input fa_quantize turns into FP8 */
+    fprintf(stderr,
+            "fa-bench: --quantize takes x in bf16, f16 or f32 (--dtype) and writes f8e4m3: "
+            "--dtype %s is an FP8 type, not an input of fa_quantize\n",
+            fa_dtype_name(o->dtype));
     return 0;
   }
   if (o->dtype == FA_F8E4M3 || o->dtype == FA_F8E5M2) {
