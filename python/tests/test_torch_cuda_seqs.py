@@ -26,6 +26,15 @@ def setUpModule():
     R.require_cuda(fa)
 
 
+def packed(lens_q, lens_k, d):
+    """cu_seqlens of both sides and random bf16 packed q (8 heads), k and v (2 heads)."""
+    cq = torch.tensor([0] + list(torch.tensor(lens_q).cumsum(0)), dtype=torch.int32)
+    ck = torch.tensor([0] + list(torch.tensor(lens_k).cumsum(0)), dtype=torch.int32)
+    q = torch.randn(int(cq[-1]), 8, d, dtype=torch.bfloat16)
+    k = torch.randn(int(ck[-1]), 2, d, dtype=torch.bfloat16)
+    return cq, ck, q, k, torch.randn_like(k)
+
+
 def rel(a, b):
     a, b = a.double().cpu(), b.double().cpu()
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
@@ -59,11 +68,7 @@ class TestCudaSeqs(unittest.TestCase):
     def test_varlen(self):
         torch.manual_seed(1)
         lens_q, lens_k = [1, 100, 0, 333, 64], [7, 100, 5, 400, 1000]
-        cq = torch.tensor([0] + list(torch.tensor(lens_q).cumsum(0)), dtype=torch.int32)
-        ck = torch.tensor([0] + list(torch.tensor(lens_k).cumsum(0)), dtype=torch.int32)
-        q = torch.randn(int(cq[-1]), 8, 64, dtype=torch.bfloat16)
-        k = torch.randn(int(ck[-1]), 2, 64, dtype=torch.bfloat16)
-        v = torch.randn_like(k)
+        cq, ck, q, k, v = packed(lens_q, lens_k, 64)
         for causal in (False, True):
             for window in (None, (50, 0)):
                 kw = dict(causal=causal, return_lse=True)
@@ -80,11 +85,7 @@ class TestCudaSeqs(unittest.TestCase):
         sequences) and through autograd."""
         torch.manual_seed(5)
         lens_q, lens_k = [1, 300, 0, 129, 64], [7, 260, 5, 400, 0]
-        cq = torch.tensor([0] + list(torch.tensor(lens_q).cumsum(0)), dtype=torch.int32)
-        ck = torch.tensor([0] + list(torch.tensor(lens_k).cumsum(0)), dtype=torch.int32)
-        q = torch.randn(int(cq[-1]), 8, 128, dtype=torch.bfloat16)
-        k = torch.randn(int(ck[-1]), 2, 128, dtype=torch.bfloat16)
-        v = torch.randn_like(k)
+        cq, ck, q, k, v = packed(lens_q, lens_k, 128)
         dout = torch.randn_like(q)
         used = torch.tensor([7, 200, 0, 400, 0], dtype=torch.int32)
         for causal, seqused in ((False, None), (True, None), (True, used)):
