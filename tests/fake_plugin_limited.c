@@ -1,8 +1,9 @@
 /*
  * fake_plugin_limited.c: a plugin whose backward does not run above head dim 128 while its
- * forward runs up to 256, as a GPU with less shared memory than the tiles want (built as
- * libfa_hip.so in a directory of its own, for test_features). The feature list must then not
- * claim hd256: a head-dim feature holds for every pass the backend serves.
+ * forward runs up to 256, as a GPU with less shared memory than the tiles want, and whose
+ * backward refuses packed sequences (cu_seqlens) that its forward runs (built as libfa_hip.so in
+ * a directory of its own, for test_features). The feature list must then claim neither hd256 nor
+ * varlen: those features hold for every pass the backend serves.
  */
 #include <string.h>
 
@@ -26,6 +27,10 @@ static void fake_decide(const fa_request *req, fa_decision *out) {
   }
   if (req->head_dim > 256) {
     fa_core_refuse(out, "fake: head_dim %lld > 256", (long long)req->head_dim);
+    return;
+  }
+  if (req->op == FA_OP_BACKWARD && (req->params->cu_seqlens_q || req->params->cu_seqlens_k)) {
+    fa_core_refuse(out, "fake: the backward has no packed sequences (its forward runs them)");
     return;
   }
   if (req->op == FA_OP_BACKWARD && req->head_dim > 128) {

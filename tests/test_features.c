@@ -4,9 +4,10 @@
  *
  *   test_features DIR
  *
- * The fake runs the forward up to head dim 256 and the backward up to 128. fwd and bwd are
- * claimed; hd256 must not be (a caller reading "bwd" and "hd256" would expect a head-dim-256
- * backward), and its entry in the unsupported list must carry the backward's reason.
+ * The fake runs the forward up to head dim 256 and the backward up to 128, and packed sequences
+ * in the forward only. fwd and bwd are claimed; hd256 and varlen must not be (a caller reading
+ * "bwd" and "hd256" would expect a head-dim-256 backward, "bwd" and "varlen" a varlen backward),
+ * and their entries in the unsupported list must carry the backward's reason.
  */
 #define _DEFAULT_SOURCE /* realpath, setenv */
 #include <limits.h>
@@ -66,6 +67,11 @@ int main(int argc, char **argv) {
   check(entry && strstr(entry, "backward at head_dim 256"),
         "the unsupported list gives hd256 the backward's reason", hip.unsupported);
   check(!listed(hip.features, "hd512"), "hd512 is not claimed", hip.features);
+  check(!listed(hip.features, "varlen"), "varlen is not claimed (the backward refuses it)",
+        hip.features);
+  entry = strstr(hip.unsupported, "varlen (");
+  check(entry && strstr(entry, "backward has no packed sequences"),
+        "the unsupported list gives varlen the backward's reason", hip.unsupported);
   printf("test_features: %d failure(s)\n", failures);
   return failures ? 1 : 0;
 }
