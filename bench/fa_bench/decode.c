@@ -136,7 +136,7 @@ int run_decode(const options *o) {
       x.d = o->hdims[hi];
       x.s = o->seqlens[si];
       x.b = o->batch ? o->batch : 1;
-      x.h = o->heads ? o->heads : (o->hidden / x.d > 0 ? o->hidden / x.d : 1);
+      x.h = shape_heads(o, x.d);
       x.hkv = o->kv_heads ? o->kv_heads : x.h;
       printf("%5lld %7lld %5lld %4lld/%-4lld | ", (long long)x.d, (long long)x.s, (long long)x.b,
              (long long)x.h, (long long)x.hkv);

@@ -58,6 +58,10 @@ int parse_args(int argc, char **argv, options *o);
 /* For a sweep in host memory without --full: the CPU-sized set for every shape option the command
    line left at its default. Returns whether anything changed. */
 int apply_host_defaults(options *o);
+/* A shape's batch at sequence length s (--batch, else --tokens / s, at least 1) and its heads at
+   head dim d (--heads, else --hidden / d, at least 1). */
+int64_t shape_batch(const options *o, int64_t s);
+int64_t shape_heads(const options *o, int64_t d);
 
 /* ---- memory.c ---------------------------------------------------------------------------- */
 

@@ -90,6 +90,16 @@ static void defaults(options *o) {
   o->progress_s = 10;
 }
 
+int64_t shape_batch(const options *o, int64_t s) {
+  if (o->batch) return o->batch;
+  return o->tokens / s > 0 ? o->tokens / s : 1;
+}
+
+int64_t shape_heads(const options *o, int64_t d) {
+  if (o->heads) return o->heads;
+  return o->hidden / d > 0 ? o->hidden / d : 1;
+}
+
 int apply_host_defaults(options *o) {
   if (o->full || o->decode) return 0;
   int changed = 0;

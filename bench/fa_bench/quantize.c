@@ -176,8 +176,8 @@ int run_quantize(const options *o) {
       quant_shape x;
       x.d = o->hdims[hi];
       x.s = o->seqlens[si];
-      x.b = o->batch ? o->batch : (o->tokens / x.s > 0 ? o->tokens / x.s : 1);
-      x.h = o->heads ? o->heads : (o->hidden / x.d > 0 ? o->hidden / x.d : 1);
+      x.b = shape_batch(o, x.s);
+      x.h = shape_heads(o, x.d);
       run_shape(o, &x, &rows, &failures, &refusals);
     }
   printf("\n%d rows, %d failed, %d refused\n", rows, failures, refusals);

@@ -41,8 +41,8 @@ static shape shape_at(const options *o, int index) {
   x.causal = (int)o->causal[ci];
   x.d = o->hdims[hi];
   x.s = o->seqlens[si];
-  x.b = o->batch ? o->batch : (o->tokens / x.s > 0 ? o->tokens / x.s : 1);
-  x.h = o->heads ? o->heads : (o->hidden / x.d > 0 ? o->hidden / x.d : 1);
+  x.b = shape_batch(o, x.s);
+  x.h = shape_heads(o, x.d);
   x.fwd_flops =
       4.0 * (double)x.b * (double)x.h * visible_pairs(x.s, x.causal, o->window) * (double)x.d;
   x.bwd_flops = 2.5 * x.fwd_flops;

@@ -88,7 +88,7 @@ int run_varlen(const options *o) {
       for (int ci = 0; ci < o->n_causal; ++ci) {
         const int64_t d = o->hdims[hi], s = o->seqlens[si];
         const int causal = (int)o->causal[ci];
-        const int64_t h = o->heads ? o->heads : (o->hidden / d > 0 ? o->hidden / d : 1);
+        const int64_t h = shape_heads(o, d);
         int64_t len[MAX_SEQS];
         const int n = draw_lengths(s < 100 ? s : 100, s, o->tokens, len);
         double pairs = 0.0;
