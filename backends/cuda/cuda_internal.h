@@ -104,6 +104,9 @@ void cuda_lse_strides_of(const fa_request *req, cuda_lse_strides *s);
    [heads_q, total_q] where req->lse_packed) with their strides, and cuda_problem_of. */
 void cuda_fwd_args_of(const fa_request *req, cuda_fwd_args *a);
 
+/* An int32 index tensor's first element in device memory, or NULL for none. */
+const int32_t *cuda_index_ptr(const fa_tensor *t);
+
 /* The tables and mask of a request over sequences of their own lengths (cu_seqlens_q/k, seqused_k;
    NULL pointers where absent): what the kernels of common/seq_index.cuh read. total_k stays 0
    where the keys are paged (cu_seqlens_k does not index them then). */

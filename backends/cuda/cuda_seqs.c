@@ -210,10 +210,6 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
   cuda_kernel_name(&name, out->kernel, sizeof out->kernel);
 }
 
-static const int32_t *index_ptr(const fa_tensor *t) {
-  return t ? (const int32_t *)fa_tensor_base(t) : NULL;
-}
-
 /* The append and rotation of fa_forward_kvcache; q_rot: the rotated q's scratch, or NULL. */
 static int append_kvcache(const fa_request *req, void *q_rot) {
   const fa_params *p = req->params;
@@ -247,11 +243,11 @@ static int append_kvcache(const fa_request *req, void *q_rot) {
     a.rot_f32 = c->dtype == FA_F32;
   }
   a.per_row_q = p->causal || p->window_enabled;
-  a.cache_seqlens = index_ptr(kv->cache_seqlens);
+  a.cache_seqlens = cuda_index_ptr(kv->cache_seqlens);
   a.cache_seqlens_stride = (int32_t)kv->cache_seqlens->strides[0];
   a.capacity = (int32_t)key_capacity(req);
   if (p->block_table) {
-    a.block_table = index_ptr(p->block_table);
+    a.block_table = cuda_index_ptr(p->block_table);
     a.bt_batch = p->block_table->strides[0];
     a.bt_page = p->block_table->strides[1];
     a.page_size = (int32_t)req->k->shape[1];
@@ -284,13 +280,13 @@ fa_status cuda_seqs_run(const fa_request *req, const fa_decision *decision, cons
   f->p.seqlen_k = (int32_t)key_capacity(req);
   cuda_seq_index_of(req, &A.ix);
   if (req->op == FA_OP_KVCACHE) {
-    A.cache_seqlens = index_ptr(req->kv->cache_seqlens);
+    A.cache_seqlens = cuda_index_ptr(req->kv->cache_seqlens);
     A.cache_seqlens_stride = (int32_t)req->kv->cache_seqlens->strides[0];
     A.seqlen_new = (int32_t)req->seqlen_new;
     A.ix.seqused_k = NULL;
   }
   if (p->block_table) {
-    A.block_table = index_ptr(p->block_table);
+    A.block_table = cuda_index_ptr(p->block_table);
     A.bt_batch = p->block_table->strides[0];
     A.bt_page = p->block_table->strides[1];
     A.bt_pages = (int32_t)p->block_table->shape[1];

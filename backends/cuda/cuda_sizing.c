@@ -88,14 +88,18 @@ void cuda_fwd_args_of(const fa_request *req, cuda_fwd_args *a) {
   a->p = cuda_problem_of(req);
 }
 
+const int32_t *cuda_index_ptr(const fa_tensor *t) {
+  return t ? (const int32_t *)fa_tensor_base(t) : NULL;
+}
+
 void cuda_seq_index_of(const fa_request *req, cuda_seq_index *ix) {
   const fa_params *p = req->params;
   memset(ix, 0, sizeof *ix);
-  ix->cu_q = p->cu_seqlens_q ? (const int32_t *)fa_tensor_base(p->cu_seqlens_q) : NULL;
-  ix->cu_k = p->cu_seqlens_k ? (const int32_t *)fa_tensor_base(p->cu_seqlens_k) : NULL;
+  ix->cu_q = cuda_index_ptr(p->cu_seqlens_q);
+  ix->cu_k = cuda_index_ptr(p->cu_seqlens_k);
   ix->total_q = p->cu_seqlens_q ? (int32_t)req->q->shape[0] : 0;
   ix->total_k = p->cu_seqlens_k && !p->block_table ? (int32_t)req->k->shape[0] : 0;
-  ix->seqused_k = p->seqused_k ? (const int32_t *)fa_tensor_base(p->seqused_k) : NULL;
+  ix->seqused_k = cuda_index_ptr(p->seqused_k);
   ix->causal = p->causal;
   ix->causal_align = p->causal_align;
   ix->window_enabled = p->window_enabled;
