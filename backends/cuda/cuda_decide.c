@@ -81,6 +81,27 @@ static int negative_stride(const fa_tensor *const *ts, int count, char *why, siz
   return 0;
 }
 
+/* Rows per batch of a padded tensor: its batch stride a whole number of its rows (or one batch). */
+static int whole_rows(const fa_tensor *t, int64_t batch) {
+  if (t->ndim == 3 || batch <= 1) return 1;
+  return t->strides[1] > 0 && t->strides[0] >= 0 && t->strides[0] % t->strides[1] == 0;
+}
+
+/* 1 with the reason where fa3's forward over sequences cannot view a request's tensors
+   (fa3_seq_tensor_map addresses a padded tensor's rows from its batch stride in rows). */
+static int fa3_seqs_layout_refused(const fa_request *req, char *why, size_t n) {
+  const fa_tensor *ts[] = {req->q, req->k, req->v, req->out};
+  const char *names[] = {"q", "k", "v", "out"};
+  for (int i = 0; i < 4; ++i)
+    if (!whole_rows(ts[i], req->batch))
+      return snprintf(why, n,
+                      "cuda.fa3 over sequences needs %s's batch stride to be a whole number of "
+                      "its rows (cuda.fa2 runs it)",
+                      names[i]),
+             1;
+  return 0;
+}
+
 /* Whether the FlashAttention-3 backward takes a request that fa2 takes (1); if not, why (0). */
 static int fa3_bwd_takes(const fa_request *req, const cuda_device_info *dev, char *why, size_t n) {
   const fa_params *p = req->params;
@@ -134,7 +155,10 @@ static int fa3_fwd_takes(const fa_request *req, const cuda_device_info *dev, cha
                       named),
              -2;
     const fa3_fwd_config *c = fa3_fwd_config_of(forced);
-    if (c->head_dim_padded == fa3_fwd_padded_head_dim(req->head_dim)) {
+    /* A SEQS configuration runs a dense request as sequences of its lengths (the tests reach it
+       with every dense case so). */
+    if (c->head_dim_padded == fa3_fwd_padded_head_dim(req->head_dim) &&
+        (!(c->flags & FA3_SEQS) || !fa3_seqs_layout_refused(req, why, n))) {
       if ((int64_t)c->smem_bytes > dev->smem_optin)
         return snprintf(why, n,
                         "FA_CUDA_FA3_CONFIG's %s needs %zu KiB of shared memory; %d allowed",
@@ -175,6 +199,91 @@ static int fa3_takes(const fa_request *req, const cuda_device_info *dev, int *co
   snprintf(why, n, "cuda.fa3 is not built (FA_CUDA_ARCHS without 90)");
   return 0;
 #endif
+}
+
+/* Whether fa3's forward over sequences (the SEQS configurations) takes a request that the forward
+   over sequences runs: its configuration, else -1 and why. Forward calls of packed or used-key
+   sequences only: paged K/V, split-KV and fa_forward_kvcache stay fa2's. */
+static int fa3_seqs_takes(const fa_request *req, const cuda_device_info *dev, char *why,
+                          size_t n) {
+#if FA_CUDA_HAS_FA3
+  const fa_params *p = req->params;
+  if (dev->cc_major != 9 || dev->as_sm80)
+    return snprintf(why, n, "cuda.fa3 needs sm_90 (%s is sm_%d%d%s)", dev->name,
+                    (int)dev->cc_major, (int)dev->cc_minor, dev->as_sm80 ? ", run as sm_80" : ""),
+           -1;
+  if (req->op != FA_OP_FORWARD || p->block_table || p->num_splits > 1)
+    return snprintf(why, n,
+                    "cuda.fa3 has no paged KV, split-KV or KV-cache path (cuda.fa2 runs them)"),
+           -1;
+  if (p->softcap > 0.0f) return snprintf(why, n, "cuda.fa3 has no softcap (cuda.fa2 runs it)"), -1;
+  if (!fa3_fwd_padded_head_dim(req->head_dim))
+    return snprintf(why, n, "cuda.fa3 has head_dim 64, 96, 128, 192 and 256 (asked %lld)",
+                    (long long)req->head_dim),
+           -1;
+  /* The views' extents: a packed tensor's rows, a padded one's longest sequence. */
+  const int64_t rows = p->cu_seqlens_q ? req->q->shape[0] : req->seqlen_q;
+  const int64_t keys = p->cu_seqlens_k ? req->k->shape[0] : req->seqlen_k;
+  if (rows == 0 || keys == 0)
+    return snprintf(why, n, "cuda.fa3 over sequences needs rows and keys in the tensors"), -1;
+  const fa_tensor *ts[] = {req->q, req->k, req->v, req->out};
+  if (negative_stride(ts, 4, why, n) || fa3_seqs_layout_refused(req, why, n)) return -1;
+  const int id = fa3_fwd_seqs_tile_size(req->head_dim, dev->smem_optin);
+  if (id < 0)
+    return snprintf(why, n,
+                    "cuda.fa3 at head_dim %lld needs more shared memory than the %d KiB "
+                    "allowed",
+                    (long long)req->head_dim, (int)(dev->smem_optin / 1024)),
+           -1;
+  return id;
+#else
+  (void)req, (void)dev;
+  return snprintf(why, n, "cuda.fa3 is not built (FA_CUDA_ARCHS without 90)"), -1;
+#endif
+}
+
+int cuda_fa3_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_decision *out) {
+  const fa_params *p = req->params;
+  const int named = p->kernel_family != NULL;
+  const int want_fa3 = named && strcmp(p->kernel_family, "fa3") == 0;
+  /* fa3's tiles hold 128 query rows (192 at head dim 64) and it runs no key pieces: shorter
+     queries (decoding steps, speculative tokens) run fa2's 16- and 64-row kernels, which split
+     the keys to fill the device. */
+  if (named ? !want_fa3 : req->seqlen_q < 128) return 0;
+  char why[200];
+  const int id = fa3_seqs_takes(req, dev, why, sizeof why);
+  if (id < 0) {
+    if (!want_fa3) return 0;
+    fa_core_refuse(out, "kernel_family fa3: %s", why);
+    return 1;
+  }
+#if FA_CUDA_HAS_FA3
+  const fa3_fwd_config *c = fa3_fwd_config_of(id);
+  cuda_choice ch;
+  memset(&ch, 0, sizeof ch);
+  ch.family = CUDA_FA3;
+  ch.fa3_config = id;
+  ch.grid = cuda_fa3_grid(dev);
+  fa_decision_put(out, &ch, sizeof ch);
+  out->supported = 1;
+  out->num_splits = 1;
+  out->tile_m = c->tile_m;
+  out->tile_n = c->tile_n;
+  out->deterministic = 1; /* every output one block's, its key tiles in order */
+  const size_t ws = fa3_fwd_workspace_bytes(c);
+  out->workspace_bytes = ws ? ws + CUDA_WORKSPACE_ALIGN : 0;
+  const cuda_name_parts name = {
+      .family = "fa3.sm90",
+      .op = "fwd",
+      .dtype = cuda_dtype_name(req->dtype),
+      .head_dim = req->head_dim,
+      .causal = p->causal,
+      .window = p->window_enabled,
+      .varlen = p->cu_seqlens_q || p->cu_seqlens_k,
+      .pack = fa3_fwd_pack(c, req->heads_q, req->heads_kv, req->seqlen_q)};
+  cuda_kernel_name(&name, out->kernel, sizeof out->kernel);
+#endif
+  return 1;
 }
 
 const char *cuda_dtype_name(fa_dtype dt) {

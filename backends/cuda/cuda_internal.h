@@ -59,6 +59,11 @@ int cuda_seqs_wanted(const fa_request *req, const cuda_device_info *dev);
 void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_decision *out);
 fa_status cuda_seqs_run(const fa_request *req, const fa_decision *decision, const cuda_choice *ch,
                         void *workspace);
+/* fa3's forward over sequences (cuda_decide.c), asked by cuda_seqs_decide first: 1 where it
+   decided (fa3's SEQS configuration, or refused: kernel_family fa3 where fa3 cannot), 0 where
+   fa2's forward over sequences decides. fa3 takes forward calls of packed or used-key sequences
+   of 128 rows and more (fa2 splits shorter ones' keys), or any it can where asked by name. */
+int cuda_fa3_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_decision *out);
 /* 1 (refused with the reason) where the kernels cannot read a request's cu_seqlens_q/k or
    seqused_k (not contiguous) or its packed rows exceed int32; both passes ask it. */
 int cuda_seqs_refuse_index(const fa_request *req, fa_decision *out);

@@ -132,13 +132,7 @@ static void seq_workspace(const fa_request *req, int32_t splits, size_t *part, s
 
 void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_decision *out) {
   const fa_params *p = req->params;
-  if (p->kernel_family && strcmp(p->kernel_family, "fa3") == 0) {
-    fa_core_refuse(out,
-                   "kernel_family fa3: cuda.fa3 has no varlen, paged KV, split-KV or "
-                   "KV-cache path (cuda.fa2 runs them)");
-    return;
-  }
-  if (cuda_seqs_refuse_index(req, out)) return;
+  if (cuda_seqs_refuse_index(req, out) || cuda_fa3_seqs_decide(req, dev, out)) return;
   /* The append reads the new tokens' rows element by element along a contiguous head dim. */
   if (req->op == FA_OP_KVCACHE && req->kv->k_new &&
       (req->kv->k_new->strides[3] != 1 || req->kv->v_new->strides[3] != 1)) {

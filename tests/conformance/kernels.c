@@ -12,7 +12,10 @@
  *           key, the backward at least one query row, kernel_family not fa2), else "fa2.sm80";
  *           ".gqa<P>" (fa3 forwards only) packs P query heads of a group in a tile, P a power of
  *           two dividing heads_q / heads_kv. --kernel-prefix replaces "cuda.<family>". The
- *           forward over sequences (varlen, seqused_k, paged K/V, num_splits > 1) is always
+ *           forward over sequences (varlen, seqused_k, paged K/V, num_splits > 1) is
+ *           "cuda.fa3.sm90.fwd.<dtype>.hd<D>[.causal][.window][.varlen][.gqa<P>]" where fa3
+ *           applies and takes it (no paged K/V, no num_splits > 1; the longest sequence 128
+ *           query rows or more, or kernel_family fa3), else
  *           "cuda.fa2.sm80.fwd.<dtype>.hd<D>[.rows16][.causal][.window][.softcap][.varlen]
  *           [.paged][.split<S>][.gqa<P>]", ".rows16" (the decoding kernel) allowed where a
  *           step's rows (query positions x packed heads) fit 16, dense forwards included.
@@ -189,15 +192,27 @@ static void cuda_expect(const backend_ctx *bk, const kernel_facts *k, int splits
   char suffix[FA_KERNEL_LEN];
   gpu_suffix(k, suffix, sizeof suffix);
   const int decode = fwd && cuda_decode_rows(k);
-  /* The forward over sequences: fa2's, whatever the device. */
+  const char *limit = getenv("FA_CUDA_SMEM_LIMIT");
+  const int smaller_gpu =
+      (limit && *limit) || strstr(bk->desc->devices, "shared memory limited") != NULL;
+  /* The forward over sequences: fa3's where it takes it, else fa2's. */
   if (fwd && (k->varlen || k->paged || k->seqused || splits > 1)) {
-    cuda_seqs_name(k, suffix, splits, 0, e->name[0], sizeof e->name[0]);
-    e->gqa[0] = 1;
-    e->n = 1;
+    const int named_fa3 = bk->kernel_family && !strcmp(bk->kernel_family, "fa3");
+    const int fa3 = bk->cuda_fa3 && !k->paged && splits <= 1 &&
+                    !cuda_fa3_gaps(0, k->d, k->dv, k->sq, k->sk, k->softcap ? 1.0f : 0.0f) &&
+                    (k->sq >= 128 || named_fa3);
+    e->n = 0;
+    if (fa3) {
+      snprintf(e->name[0], sizeof e->name[0], "cuda.fa3.sm90.%s%s", suffix,
+               k->varlen ? ".varlen" : "");
+      e->gqa[e->n++] = 1;
+      if (!smaller_gpu) return;
+    }
+    cuda_seqs_name(k, suffix, splits, 0, e->name[e->n], sizeof e->name[0]);
+    e->gqa[e->n++] = 1;
     if (decode) {
-      cuda_seqs_name(k, suffix, splits, 1, e->name[1], sizeof e->name[1]);
-      e->gqa[1] = 1;
-      e->n = 2;
+      cuda_seqs_name(k, suffix, splits, 1, e->name[e->n], sizeof e->name[0]);
+      e->gqa[e->n++] = 1;
     }
     return;
   }
@@ -216,9 +231,6 @@ static void cuda_expect(const backend_ctx *bk, const kernel_facts *k, int splits
   }
   const int fa3 =
       bk->cuda_fa3 && !cuda_fa3_gaps(!fwd, k->d, k->dv, k->sq, k->sk, k->softcap ? 1.0f : 0.0f);
-  const char *limit = getenv("FA_CUDA_SMEM_LIMIT");
-  const int smaller_gpu =
-      (limit && *limit) || strstr(bk->desc->devices, "shared memory limited") != NULL;
   e->n = 0;
   if (fa3) {
     snprintf(e->name[e->n], sizeof e->name[0], "cuda.fa3.sm90.%s", suffix);

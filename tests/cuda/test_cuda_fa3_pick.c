@@ -43,9 +43,21 @@ void cuda_bwd_carve(cuda_bwd_args *a, void *workspace) {
   (void)a, (void)workspace;
   g_launched = 1;
 }
+/* The last map asked for (rank 4 here), kept for the checks of what the host describes. */
+static struct {
+  const void *base;
+  uint64_t dims[4], strides[3];
+  uint32_t box[4];
+} g_map;
 int fa_tma_map(void *map, int bf16, const void *base, int rank, const uint64_t *dims,
                const uint64_t *strides, const uint32_t *box, char *err, size_t err_len) {
-  (void)map, (void)bf16, (void)base, (void)rank, (void)dims, (void)strides, (void)box;
+  (void)map, (void)bf16;
+  g_map.base = base;
+  for (int i = 0; i < rank && i < 4; ++i) {
+    g_map.dims[i] = dims[i];
+    g_map.box[i] = box[i];
+    if (i < 3) g_map.strides[i] = strides[i];
+  }
   snprintf(err, err_len, "stub");
   return -1;
 }
@@ -139,14 +151,32 @@ int main(void) {
                    "hd%lld limit %lld: %s needs %zu bytes", (long long)d, (long long)limits[l],
                    c->name, c->smem_bytes);
         }
-  for (int i = 0; i < FA3_FWD_CONFIG_COUNT; ++i)
-    EXPECT(picked[i], "%s: compiled but never picked", fa3_fwd_config_of(i)->name);
   EXPECT(!strcmp(pick_name(128, 0, 1024, A100_SMEM), "hd128_low_smem"),
          "an A100's limit keeps fa3 at hd128");
   EXPECT(!strcmp(pick_name(64, 1, 1024, A100_SMEM), "hd64_masked") &&
              !strcmp(pick_name(64, 1, 1024, SM86_SMEM), "hd64_low_smem"),
          "an A100's limit keeps the hd64 picks, sm_86's the low-memory one");
   EXPECT(fa3_fwd_tile_size(256, 0, 1024, A100_SMEM) < 0, "an A100's limit leaves hd256 to fa2");
+
+  /* The forward over sequences: one configuration per kernel head dim, where it fits. */
+  const struct {
+    int64_t d, limit;
+    const char *want;
+  } seq_picks[] = {{64, H200_SMEM, "hd64_seqs"},   {96, H200_SMEM, "hd128_seqs"},
+                   {128, H200_SMEM, "hd128_seqs"}, {192, H200_SMEM, "hd256_seqs"},
+                   {256, H200_SMEM, "hd256_seqs"}, {72, H200_SMEM, "(none)"},
+                   {256, A100_SMEM, "(none)"},     {64, SM86_SMEM, "(none)"}};
+  for (size_t i = 0; i < sizeof seq_picks / sizeof seq_picks[0]; ++i) {
+    const int id = fa3_fwd_seqs_tile_size(seq_picks[i].d, seq_picks[i].limit);
+    const fa3_fwd_config *c = fa3_fwd_config_of(id);
+    const char *got = c ? c->name : "(none)";
+    EXPECT(!strcmp(got, seq_picks[i].want), "sequences at hd%lld, limit %lld: %s, expected %s",
+           (long long)seq_picks[i].d, (long long)seq_picks[i].limit, got, seq_picks[i].want);
+    if (id >= 0) picked[id] = 1;
+  }
+
+  for (int i = 0; i < FA3_FWD_CONFIG_COUNT; ++i)
+    EXPECT(picked[i], "%s: compiled but never picked", fa3_fwd_config_of(i)->name);
 
   /* GQA packing: query heads of one K/V head per tile, a power of two dividing the group, while
      each keeps seqlen_q rows and a multiple of 8. */
@@ -203,6 +233,12 @@ int main(void) {
            "%s: the short block first needs three consumers and O from the Q buffer", c->name);
     EXPECT(!(c->flags & FA3_OWN_KEY_END) || (c->flags & FA3_TMA_EPILOGUE),
            "%s: a consumer's own key end without the TMA epilogue", c->name);
+    EXPECT(!(c->flags & FA3_SEQS) ||
+               ((c->flags & FA3_TMA_EPILOGUE) && (c->flags & FA3_DYNAMIC_SCHEDULE) &&
+                !(c->flags & FA3_SHORT_BLOCK_FIRST)),
+           "%s: sequences need the TMA epilogue and the dynamic schedule, not the short block "
+           "first",
+           c->name);
     EXPECT(!(c->flags & FA3_MMA_ROW_SUM) ||
                (c->head_dim_padded == 64 && !(c->flags & FA3_PINNED_SOFTMAX)),
            "%s: row sums by the tensor core need V in one box and no pinned softmax", c->name);
@@ -219,6 +255,54 @@ int main(void) {
              strstr(err, "head_dim 64") != NULL && !g_launched,
          "mismatched configuration: %s", err);
   EXPECT(fa3_fwd_launch(&x, NULL, err, sizeof err) == -1 && !g_launched, "no configuration");
+
+  /* The forward over sequences' views (fa3_fwd_seqs_of, fa3_seq_tensor_map): packed tensors
+     (batch stride 0) span their rows after an extent of the packed total; padded ones their
+     batches' rows, the batch stride in rows; a batch stride that is no whole number of rows is
+     refused; the map's base moves back by the extent, its outer stride is the row's. */
+  cuda_seq_index ix;
+  memset(&ix, 0, sizeof ix);
+  static int32_t cu[4] = {0, 100, 100, 700};
+  ix.cu_q = ix.cu_k = cu;
+  ix.total_q = 705, ix.total_k = 700;
+  memset(&x, 0, sizeof x);
+  x.a.p.batch = 3, x.a.p.heads_q = 8, x.a.p.heads_kv = 2, x.a.p.head_dim = 128;
+  x.a.p.seqlen_q = x.a.p.seqlen_k = 600;
+  const cuda_strides packed_q = {0, 8 * 128, 128}, packed_k = {0, 2 * 128, 128};
+  x.a.q_str = x.a.o_str = packed_q;
+  x.a.k_str = x.a.v_str = packed_k;
+  static uint16_t qbuf[16];
+  x.a.q = x.a.k = x.a.v = x.a.out = qbuf + 8; /* 16-byte aligned within qbuf, as TMA needs */
+  EXPECT(fa3_fwd_seqs_of(&x, &ix, err, sizeof err) == 0 && x.q_ext == 705 && x.k_ext == 700 &&
+             x.q_batch_rows == 0 && x.k_batch_rows == 0 && x.o_batch_rows == 0 &&
+             x.v_batch_rows == 0,
+         "packed views: %s", err);
+  g_launched = 0;
+  EXPECT(fa3_fwd_launch(&x, fa3_fwd_config_of(FA3_FWD_hd128_seqs), err, sizeof err) == -1 &&
+             !g_launched,
+         "a map refused stops the launch");
+  /* The first map asked is Q's: rows of 128 (no GQA packing at 600 rows), one head a box. */
+  EXPECT(g_map.dims[0] == 128 && g_map.dims[1] == 705 && g_map.dims[2] == 8 &&
+             g_map.dims[3] == 705 + 705 && g_map.strides[0] == 8 * 128 * 2 &&
+             g_map.strides[1] == 128 * 2 && g_map.strides[2] == 8 * 128 * 2 &&
+             (const char *)g_map.base == (const char *)x.a.q - 705 * 8 * 128 * 2 &&
+             g_map.box[1] == 128 && g_map.box[2] == 1,
+         "packed Q view: dims %llu %llu %llu %llu", (unsigned long long)g_map.dims[0],
+         (unsigned long long)g_map.dims[1], (unsigned long long)g_map.dims[2],
+         (unsigned long long)g_map.dims[3]);
+  ix.cu_q = ix.cu_k = NULL;
+  ix.total_q = ix.total_k = 0;
+  const cuda_strides padded = {600 * 8 * 128, 8 * 128, 128}, odd = {600 * 8 * 128 + 8, 8 * 128, 128};
+  x.a.q_str = x.a.o_str = x.a.k_str = x.a.v_str = padded;
+  EXPECT(fa3_fwd_seqs_of(&x, &ix, err, sizeof err) == 0 && x.q_ext == 600 && x.k_ext == 600 &&
+             x.q_batch_rows == 600 && x.v_batch_rows == 600,
+         "padded views: %s", err);
+  x.a.v_str = odd;
+  EXPECT(fa3_fwd_seqs_of(&x, &ix, err, sizeof err) == -1 && strstr(err, "whole number"),
+         "a batch stride of no whole rows: %s", err);
+  x.a.p.batch = 1;
+  EXPECT(fa3_fwd_seqs_of(&x, &ix, err, sizeof err) == 0 && x.v_batch_rows == 0,
+         "one batch: its stride unused");
 
   /* The backward: head dims 64, 128 and 256 on their own kernels, 96 on the 128 kernel and 192 on
      the 256 one; fa2's workspace in the dQ layout the kernel writes (narrow: rotated, its staging;

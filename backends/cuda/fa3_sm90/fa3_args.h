@@ -28,6 +28,13 @@ typedef struct fa3_fwd_args {
   int32_t chunk;         /* DYNAMIC_SCHEDULE: (head, batch) pairs per chunk of the order */
   int32_t pack_log2;     /* GQA packing: a tile holds 2^pack_log2 query heads of one K/V head */
   int32_t *tile_counter; /* DYNAMIC_SCHEDULE: tiles taken past the first grid's worth */
+  /* SEQS configurations: each sequence's rows and keys (a.p: the longest's rows and, for a padded
+     k, the keys each sequence holds; a.p.mask unused) and the maps' views (fa3_seq_tensor_map):
+     row extents of Q and O (q_ext) and of K and V (k_ext), and each tensor's rows per batch where
+     it is padded (0 where packed along cu_seqlens). */
+  cuda_seq_index ix;
+  int32_t q_ext, k_ext;
+  int32_t q_batch_rows, o_batch_rows, k_batch_rows, v_batch_rows;
 } fa3_fwd_args;
 
 /* A compiled forward configuration (fa3_tile_size.h's FA3_FWD_CONFIGS) and its entry points. */
@@ -51,6 +58,11 @@ int fa3_fwd_pack(const fa3_fwd_config *c, int64_t heads_q, int64_t heads_kv, int
 /* Device bytes of workspace a configuration's launch needs: a DYNAMIC_SCHEDULE configuration's
    tile counter, else 0. Decide and run call it alike, so the launch finds what it needs. */
 size_t fa3_fwd_workspace_bytes(const fa3_fwd_config *c);
+/* The rows of a SEQS configuration's map views and the sequence tables, from the request's
+   tensors as cuda_fwd_args_of describes them (packed: batch stride 0) and ix; 0, or -1 with the
+   reason in err where a padded tensor's batch stride is not a whole number of rows (the views
+   address rows of the batch's). */
+int fa3_fwd_seqs_of(fa3_fwd_args *x, const cuda_seq_index *ix, char *err, size_t err_len);
 /* Fills the tensor maps from a->a (16-byte aligned bases, row/head/batch strides multiples of 8
    elements) and launches the configuration (a DYNAMIC_SCHEDULE one clears a->tile_counter first,
    in stream order); returns a cudaError_t value, or -1 with a message in err when a tensor
@@ -91,6 +103,17 @@ typedef struct fa3_bwd_args {
 int fa3_tensor_map(void *map, int bf16, const void *base, const cuda_strides *st, int32_t batch,
                    int32_t seqlen, int32_t heads, int32_t head_dim, uint32_t rows,
                    uint32_t box_heads, char *err, size_t err_len);
+/* The map of a tensor of sequences of their own lengths, in which each sequence's rows end at its
+   own end: TMA reads zeros past it and writes nothing there, even where the next sequence's rows
+   (packed) or unused rows (padded) follow. The map sees element (c, i, h, w) at row w + i - ext of
+   the tensor (the base moved back by ext rows; the row stride for both i and w): a sequence of
+   len rows from row start (packed: its cu_seqlens entry; padded: batch x rows per batch) is
+   addressed at w = start + len, i = ext - len + its row, i < ext bounding it. ext: the longest
+   sequence's rows at least; span: the rows the tensor holds (w < ext + span). Boxes as
+   fa3_tensor_map's. */
+int fa3_seq_tensor_map(void *map, int bf16, const void *base, const cuda_strides *st, int64_t ext,
+                       int64_t span, int32_t heads, int32_t head_dim, uint32_t rows,
+                       uint32_t box_heads, char *err, size_t err_len);
 /* The launch of the backward's main kernel (fa3_bwd_hd<N>.cu) and the shared-memory opt-in of
    both dtypes' kernels. */
 int fa3_bwd_main_launch_hd64(const fa3_bwd_args *a);

@@ -30,6 +30,7 @@ struct fa3_fwd_traits {
   static constexpr bool SPLIT_MAX = (FLAGS & FA3_SPLIT_ROW_MAX) != 0;
   static constexpr bool OWN_END = (FLAGS & FA3_OWN_KEY_END) != 0;
   static constexpr bool SHORT_FIRST = (FLAGS & FA3_SHORT_BLOCK_FIRST) != 0;
+  static constexpr bool SEQS = (FLAGS & FA3_SEQS) != 0;
   static_assert(!IN_KV || (TMA_EPI && WGS == 2 && BN >= 64),
                 "EPILOGUE_IN_KV_STAGE: two consumers' 64 x HD outputs in a K and a V stage, stored "
                 "by TMA");
@@ -37,6 +38,9 @@ struct fa3_fwd_traits {
                 "SHORT_BLOCK_FIRST: O stored by slab from the Q buffer; the short block's other "
                 "consumers idle");
   static_assert(!OWN_END || TMA_EPI, "OWN_KEY_END: q_info still the tile's after its loop");
+  static_assert(!SEQS || (TMA_EPI && DYNAMIC && !SHORT_FIRST),
+                "SEQS: the tile record read from q_info in the epilogue (no tile index to compute "
+                "it from), the sequences' order its own");
   static_assert(!ROW_SUM || (CB == 1 && !PINNED),
                 "MMA_ROW_SUM: V in one 64-column box (the descriptor's second box is the ones); "
                 "PINNED_SOFTMAX pins on the softmax's row sums");

@@ -19,12 +19,15 @@
    Q may be loaded there. by_slab (SHORT_BLOCK_FIRST without packing: O's box is 64 rows): the
    slabs that hold the tile's rows, each a store, so that a short first block writes none of the
    next block's rows; else one box, the whole tile. */
+template <bool SEQS>
 __device__ __forceinline__ void fa3_store_o(const fa3_fwd_args &A, const fa3_tile &tf,
                                             const unsigned char *buf, int boxq, bool by_slab) {
   const int slabs = by_slab ? (tf.m_end - tf.m0 + 63) / 64 : 1;
+  int y, w;
+  fa3_rows_at<SEQS>(tf, A.q_ext, A.o_batch_rows, false, tf.m0, y, w);
   for (int sb = 0; sb < slabs; ++sb)
     for (int cb = 0; cb * 64 < A.a.p.head_dim; ++cb)
-      tma_store_4d(A.to, buf + cb * boxq + sb * 64 * 128, cb * 64, tf.m0 + 64 * sb, tf.h, tf.b);
+      tma_store_4d(A.to, buf + cb * boxq + sb * 64 * 128, cb * 64, y + 64 * sb, tf.h, w);
   bulk_commit();
   bulk_wait_read<0>();
 }
@@ -33,17 +36,37 @@ __device__ __forceinline__ void fa3_store_o(const fa3_fwd_args &A, const fa3_til
    each, in 64-column boxes of 64 x 128 bytes; the O tensor map's box is 64 rows of a query head,
    or of several packed ones). Consumer 1's rows start 64 rows into the tile: at that position of
    the first head, or (rows per head <= 64) at a later head. */
+template <bool SEQS>
 __device__ __forceinline__ void fa3_store_o_staged(const fa3_fwd_args &A, const fa3_tile &tf,
                                                    const unsigned char *c0, const unsigned char *c1,
                                                    int rows) {
   for (int c = 0; c < 2; ++c) {
     const unsigned char *region = c ? c1 : c0;
     const int head = (64 * c) / rows, pos = (64 * c) % rows;
+    int y, w;
+    fa3_rows_at<SEQS>(tf, A.q_ext, A.o_batch_rows, false, tf.m0 + pos, y, w);
     for (int cb = 0; cb * 64 < A.a.p.head_dim; ++cb)
-      tma_store_4d(A.to, region + cb * 64 * 128, cb * 64, tf.m0 + pos, tf.h + head, tf.b);
+      tma_store_4d(A.to, region + cb * 64 * 128, cb * 64, y, tf.h + head, w);
   }
   bulk_commit();
   bulk_wait_read<0>();
+}
+
+/* Where row i (from the sequence's first) of query head h of tile tf's batch goes in the lse
+   tensor, and its output row: the sequence's packed rows (SEQS) or the batch's. */
+template <bool SEQS>
+__device__ __forceinline__ int64_t fa3_lse_at(const fa3_fwd_args &A, const fa3_tile &tf, int h,
+                                              int i) {
+  const cuda_lse_strides &st = A.a.lse_str;
+  return SEQS ? seq_lse_at(A.ix, st, tf.b, h, tf.q_start, i)
+              : tf.b * st.batch + h * st.head + (int64_t)i * st.row;
+}
+template <typename E>
+__device__ __forceinline__ E *fa3_out_row(const fa3_fwd_args &A, const fa3_tile &tf, int h,
+                                          int i) {
+  const cuda_strides &st = A.a.o_str;
+  return static_cast<E *>(A.a.out) + tf.b * st.batch + h * st.head +
+         ((int64_t)tf.q_start + i) * st.row;
 }
 
 /* The output of tile kt for consumer thread me: O / l and the LSE in natural log (sum, mx: the
@@ -79,7 +102,6 @@ __device__ __forceinline__ void fa3_fwd_epilogue(
     int head, pos;
     fa3_row_of<K::BM>(A, rl + 8 * w, head, pos);
     const int i = tf.m0 + pos;
-    E *out = static_cast<E *>(a.out) + tf.b * a.o_str.batch + (tf.h + head) * a.o_str.head;
     if (K::TMA_EPI) {
       /* Row rl + 8 w of each 64-column box (IN_KV: row rl - 64 c of this consumer's boxes of 64
          rows); 16-byte chunk j % 8 swizzled by the row's position in its 8-row atom, lane / 4
@@ -93,15 +115,15 @@ __device__ __forceinline__ void fa3_fwd_epilogue(
         *reinterpret_cast<uint32_t *>(row + (j / 8) * box + (((j % 8) ^ (me.lane / 4)) * 16)) =
             Tr::pack(o[4 * j + 2 * w] * inv, o[4 * j + 2 * w + 1] * inv);
     } else if (i < a.p.seqlen_q) {
+      E *out = fa3_out_row<E>(A, tf, tf.h + head, i);
 #pragma unroll
       for (int j = 0; j < HD / 8; ++j)
         if (8 * j < a.p.head_dim)
-          *reinterpret_cast<uint32_t *>(out + (int64_t)i * a.o_str.row + 8 * j + 2 * t) =
+          *reinterpret_cast<uint32_t *>(out + 8 * j + 2 * t) =
               Tr::pack(o[4 * j + 2 * w] * inv, o[4 * j + 2 * w + 1] * inv);
     }
-    if (a.lse && t == 0 && i < a.p.seqlen_q)
-      a.lse[tf.b * a.lse_str.batch + (tf.h + head) * a.lse_str.head + (int64_t)i * a.lse_str.row] =
-          fa3_row_lse(mx[w], l, me.sl2);
+    if (a.lse && t == 0 && i < (K::SEQS ? tf.sq : a.p.seqlen_q))
+      a.lse[fa3_lse_at<K::SEQS>(A, tf, tf.h + head, i)] = fa3_row_lse(mx[w], l, me.sl2);
   }
   if (K::TMA_EPI) {
     fence_proxy_async_smem();
@@ -110,7 +132,7 @@ __device__ __forceinline__ void fa3_fwd_epilogue(
 }
 
 /* A tile whose rows see no key (no Q loaded): zeros and an LSE of -inf, straight to memory. */
-template <typename Tr, int BM>
+template <typename Tr, int BM, bool SEQS>
 __device__ __forceinline__ void fa3_fwd_epilogue_empty(const fa3_fwd_args &A, const fa3_fwd_smem &S,
                                                        const fa3_consumer &me, int slot) {
   typedef typename Tr::elem E;
@@ -120,13 +142,11 @@ __device__ __forceinline__ void fa3_fwd_epilogue_empty(const fa3_fwd_args &A, co
     int head, pos;
     fa3_row_of<BM>(A, me.rl + 8 * w, head, pos);
     const int i = tf.m0 + pos;
-    if (i >= tf.m_end) continue; /* SHORT_BLOCK_FIRST: a short first block's */
-    E *out = static_cast<E *>(a.out) + tf.b * a.o_str.batch + (tf.h + head) * a.o_str.head;
+    if (i >= tf.m_end) continue; /* a short block's (the sequence's end, or SHORT_BLOCK_FIRST) */
+    E *out = fa3_out_row<E>(A, tf, tf.h + head, i);
     for (int col = 2 * me.t; col < a.p.head_dim; col += 8)
-      *reinterpret_cast<uint32_t *>(out + (int64_t)i * a.o_str.row + col) = 0u;
-    if (a.lse && me.t == 0)
-      a.lse[tf.b * a.lse_str.batch + (tf.h + head) * a.lse_str.head + (int64_t)i * a.lse_str.row] =
-          -INFINITY;
+      *reinterpret_cast<uint32_t *>(out + col) = 0u;
+    if (a.lse && me.t == 0) a.lse[fa3_lse_at<SEQS>(A, tf, tf.h + head, i)] = -INFINITY;
   }
 }
 

@@ -55,6 +55,58 @@ int fa3_tensor_map(void *map, int bf16, const void *base, const cuda_strides *st
   return fa_tma_map(map, bf16, base, 4, dims, strides, box, err, err_len);
 }
 
+int fa3_seq_tensor_map(void *map, int bf16, const void *base, const cuda_strides *st, int64_t ext,
+                       int64_t span, int32_t heads, int32_t head_dim, uint32_t rows,
+                       uint32_t box_heads, char *err, size_t err_len) {
+  const uint64_t dims[4] = {(uint64_t)head_dim, (uint64_t)ext, (uint64_t)heads,
+                            (uint64_t)(ext + span)};
+  const uint64_t strides[3] = {(uint64_t)st->row * 2, (uint64_t)st->head * 2,
+                               (uint64_t)st->row * 2};
+  const uint32_t box[4] = {64, rows, box_heads, 1};
+  /* The base moved back by ext rows: only elements inside the view are addressed, and those lie
+     in the tensor. */
+  const char *view = (const char *)base - ext * st->row * 2;
+  return fa_tma_map(map, bf16, view, 4, dims, strides, box, err, err_len);
+}
+
+/* Rows per batch of a padded tensor (its batch stride in rows), -1 where that is no whole number
+   of rows; 0 with a single batch, where it is never used. */
+static int64_t batch_rows(const cuda_strides *st, int32_t batch) {
+  if (batch <= 1) return 0;
+  if (st->row <= 0 || st->batch < 0 || st->batch % st->row != 0) return -1;
+  return st->batch / st->row;
+}
+
+int fa3_fwd_seqs_of(fa3_fwd_args *x, const cuda_seq_index *ix, char *err, size_t err_len) {
+  const cuda_fwd_args *a = &x->a;
+  const int32_t batch = a->p.batch;
+  x->ix = *ix;
+  x->q_ext = ix->cu_q ? ix->total_q : a->p.seqlen_q;
+  x->k_ext = ix->cu_k ? ix->total_k : a->p.seqlen_k;
+  const int64_t rq = ix->cu_q ? 0 : batch_rows(&a->q_str, batch);
+  const int64_t ro = ix->cu_q ? 0 : batch_rows(&a->o_str, batch);
+  const int64_t rk = ix->cu_k ? 0 : batch_rows(&a->k_str, batch);
+  const int64_t rv = ix->cu_k ? 0 : batch_rows(&a->v_str, batch);
+  if (rq < 0 || ro < 0 || rk < 0 || rv < 0 || rq > INT32_MAX || ro > INT32_MAX ||
+      rk > INT32_MAX || rv > INT32_MAX) {
+    snprintf(err, err_len,
+             "cuda.fa3 over sequences needs each padded tensor's batch stride to be a whole "
+             "number of its rows");
+    return -1;
+  }
+  x->q_batch_rows = (int32_t)rq;
+  x->o_batch_rows = (int32_t)ro;
+  x->k_batch_rows = (int32_t)rk;
+  x->v_batch_rows = (int32_t)rv;
+  return 0;
+}
+
+/* The rows a SEQS view spans beyond its extent: a packed tensor's total, a padded one's last batch
+   start. */
+static int64_t seq_span(int packed, int64_t total, int32_t batch, int32_t batch_rows) {
+  return packed ? total : (int64_t)(batch > 0 ? batch - 1 : 0) * batch_rows;
+}
+
 int fa3_fwd_launch(fa3_fwd_args *x, const fa3_fwd_config *cfg, char *err, size_t err_len) {
   const cuda_fwd_args *a = &x->a;
   const cuda_problem *p = &a->p;
@@ -73,6 +125,30 @@ int fa3_fwd_launch(fa3_fwd_args *x, const fa3_fwd_config *cfg, char *err, size_t
   const uint32_t o_rows =
       (in_kv && rows > 64) || ((cfg->flags & FA3_SHORT_BLOCK_FIRST) && pack == 1) ? 64 : rows;
   const uint32_t o_heads = in_kv ? (rows > 64 ? 1 : 64 / rows) : (uint32_t)pack;
+  if (cfg->flags & FA3_SEQS) {
+    const cuda_seq_index *ix = &x->ix;
+    const int pq = ix->cu_q != NULL, pk = ix->cu_k != NULL;
+    if (x->q_ext <= 0 || x->k_ext <= 0) {
+      snprintf(err, err_len, "cuda.fa3 over sequences needs rows and keys in the tensors");
+      return -1;
+    }
+    return fa3_seq_tensor_map(x->tq, p->bf16, a->q, &a->q_str, x->q_ext,
+                              seq_span(pq, ix->total_q, p->batch, x->q_batch_rows), p->heads_q,
+                              p->head_dim, rows, (uint32_t)pack, err, err_len) ||
+                   fa3_seq_tensor_map(x->tk, p->bf16, a->k, &a->k_str, x->k_ext,
+                                      seq_span(pk, ix->total_k, p->batch, x->k_batch_rows),
+                                      p->heads_kv, p->head_dim, (uint32_t)cfg->tile_n, 1, err,
+                                      err_len) ||
+                   fa3_seq_tensor_map(x->tv, p->bf16, a->v, &a->v_str, x->k_ext,
+                                      seq_span(pk, ix->total_k, p->batch, x->v_batch_rows),
+                                      p->heads_kv, p->head_dim, (uint32_t)cfg->tile_n, 1, err,
+                                      err_len) ||
+                   fa3_seq_tensor_map(x->to, p->bf16, a->out, &a->o_str, x->q_ext,
+                                      seq_span(pq, ix->total_q, p->batch, x->o_batch_rows),
+                                      p->heads_q, p->head_dim, o_rows, o_heads, err, err_len)
+               ? -1
+               : cfg->launch(x);
+  }
   if (fa3_tensor_map(x->tq, p->bf16, a->q, &a->q_str, p->batch, p->seqlen_q, p->heads_q,
                      p->head_dim, rows, (uint32_t)pack, err, err_len) ||
       fa3_tensor_map(x->tk, p->bf16, a->k, &a->k_str, p->batch, p->seqlen_k, p->heads_kv,

@@ -97,6 +97,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   if (wg == 0) {
     setmaxnreg_dec<fa3_regs<WGS, K::DYNAMIC>::producer>();
     fa3_grid_of<BM>(A, hb_count, total);
+    if (K::SEQS) total = FA3_SEQS_TOTAL;
     if (tid == 0)
       fa3_fwd_produce<HD, WGS, BN, FLAGS>(A, S, hb_count, total);
     else if (K::IN_KV && tid == 32)
@@ -107,6 +108,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   }
   setmaxnreg_inc<fa3_regs<WGS, K::DYNAMIC>::consumer>();
   fa3_grid_of<BM>(A, hb_count, total);
+  if (K::SEQS) total = FA3_SEQS_TOTAL;
 
   /* Consumer c: rows m0 + 64 c + [0, 64) of each tile; this thread's two rows (8 apart). */
   const int c = wg - 1, ctid = tid - 128 * wg, warp = ctid / 32, lane = ctid % 32;
@@ -145,19 +147,19 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
        (indexed by c itself, the key loop spilled). */
     ti = K::OWN_END ? q_own[slot * WGS + __shfl_sync(0xffffffffu, c, 0)] : q_info[slot];
     if (ti.n_end == ti.n_begin) { /* it took a use of the Q buffer, with no Q */
-      fa3_fwd_epilogue_empty<Tr, BM>(A, S, me, slot);
+      fa3_fwd_epilogue_empty<Tr, BM, K::SEQS>(A, S, me, slot);
       mbar_arrive(&q_empty[qb]);
       if (K::IN_KV) mbar_arrive(&o_ready[slot]);
       ++qn;
       continue;
     }
     fa3_rows r;
-    const fa_mask mask = cuda_mask_of(a.p);
+    const fa_mask mask = fa3_mask_of<K::SEQS>(A, ti);
     for (int w = 0; w < 2; ++w) {
       int64_t lo, hi;
       int head, pos;
       fa3_row_of<BM>(A, rl + 8 * w, head, pos);
-      fa_mask_key_range(&mask, ti.m0 + pos, seqlen_k, &lo, &hi);
+      fa_mask_key_range(&mask, ti.m0 + pos, K::SEQS ? ti.sk : seqlen_k, &lo, &hi);
       r.lo[w] = (int)lo;
       r.hi[w] = (int)hi;
       r.max[w] = -INFINITY;

@@ -29,13 +29,17 @@ __device__ __forceinline__ void fa3_fwd_produce(const fa3_fwd_args &A, const fa3
   int kv = 0, qn = 0; /* K/V tiles loaded so far, Q buffer uses */
   int j = 0, k = (int)blockIdx.x;
   fa3_tile ti;
+  fa3_seq_cursor cur = {0, 0};
   for (;;) {
-    const bool done = k >= total;
-    bool empty = true;
-    if (!done) {
-      fa3_tile_of<K::BM, BN, K::LPT, K::SHORT_FIRST>(k, total, hb_count, A, ti);
-      empty = ti.n_end == ti.n_begin;
+    bool done, empty = true;
+    if (K::SEQS) {
+      done = !fa3_seq_tile_of<K::BM, BN>(k, cur, A, ti);
+      if (done) k = FA3_SEQS_TOTAL; /* what the consumers and the store thread stop at */
+    } else {
+      done = k >= total;
+      if (!done) fa3_tile_of<K::BM, BN, K::LPT, K::SHORT_FIRST>(k, total, hb_count, A, ti);
     }
+    if (!done) empty = ti.n_end == ti.n_begin;
     const int qb = qn % K::QB, quse = qn / K::QB, slot = qn & 1;
     if (K::IN_KV) {
       /* the slot's last tile stored; the Q buffer's last tile past its last Q Kᵀ */
@@ -50,7 +54,7 @@ __device__ __forceinline__ void fa3_fwd_produce(const fa3_fwd_args &A, const fa3
     if (K::OWN_END && !done)
       for (int cc = 0; cc < WGS; ++cc) {
         S.q_own[slot * WGS + cc] = ti;
-        S.q_own[slot * WGS + cc].n_end = fa3_own_end<BN>(A, ti, cc);
+        S.q_own[slot * WGS + cc].n_end = fa3_own_end<BN, K::SEQS>(A, ti, cc);
       }
     if (empty) { /* tell the consumers (no Q), then take the next tile */
       mbar_arrive(&S.q_full[qb]);
@@ -58,9 +62,13 @@ __device__ __forceinline__ void fa3_fwd_produce(const fa3_fwd_args &A, const fa3
       k = fa3_next_tile<K::DYNAMIC>(A, j);
       continue;
     }
+    int qy, qw, ky, kw, vy, vw;
+    fa3_rows_at<K::SEQS>(ti, A.q_ext, A.q_batch_rows, false, ti.m0, qy, qw);
+    fa3_rows_at<K::SEQS>(ti, A.k_ext, A.k_batch_rows, true, 0, ky, kw);
+    fa3_rows_at<K::SEQS>(ti, A.k_ext, A.v_batch_rows, true, 0, vy, vw);
     mbar_arrive_expect_tx(&S.q_full[qb], CB * BOXQ);
     for (int cb = 0; cb < CB; ++cb)
-      tma_load_4d(S.q + (qb * CB + cb) * BOXQ, A.tq, &S.q_full[qb], cb * 64, ti.m0, ti.h, ti.b);
+      tma_load_4d(S.q + (qb * CB + cb) * BOXQ, A.tq, &S.q_full[qb], cb * 64, qy, ti.h, qw);
     for (int n = ti.n_begin; n < ti.n_end; ++n, ++kv) {
       const int st = kv % STAGES, use = kv / STAGES;
       /* OWN_KEY_END: the consumers whose key tiles end before n release this use of the stage
@@ -71,12 +79,14 @@ __device__ __forceinline__ void fa3_fwd_produce(const fa3_fwd_args &A, const fa3
       if (use > 0) mbar_wait(&S.k_empty[st], (use - 1) & 1);
       mbar_arrive_expect_tx(&S.k_full[st], CB * BOXK);
       for (int cb = 0; cb < CB; ++cb)
-        tma_load_4d(S.k + (st * CB + cb) * BOXK, A.tk, &S.k_full[st], cb * 64, n * BN, ti.hk, ti.b);
+        tma_load_4d(S.k + (st * CB + cb) * BOXK, A.tk, &S.k_full[st], cb * 64, ky + n * BN, ti.hk,
+                    kw);
       if (skip) mbar_arrive_n(&S.k_empty[st], 128 * skip);
       if (use > 0) mbar_wait(&S.v_empty[st], (use - 1) & 1);
       mbar_arrive_expect_tx(&S.v_full[st], CB * BOXK);
       for (int cb = 0; cb < CB; ++cb)
-        tma_load_4d(S.v + (st * CB + cb) * BOXK, A.tv, &S.v_full[st], cb * 64, n * BN, ti.hk, ti.b);
+        tma_load_4d(S.v + (st * CB + cb) * BOXK, A.tv, &S.v_full[st], cb * 64, vy + n * BN, ti.hk,
+                    vw);
       if (skip) mbar_arrive_n(&S.v_empty[st], 128 * skip);
     }
     k = fa3_next_tile<K::DYNAMIC>(A, j);
@@ -99,7 +109,8 @@ __device__ __forceinline__ void fa3_fwd_store_from_kv(const fa3_fwd_args &A, con
     if (tf.n_end != tf.n_begin) {
       kvs += tf.n_end - tf.n_begin;
       const int ls = (kvs - 1) % K::STAGES;
-      fa3_store_o_staged(A, tf, S.k + ls * K::CB * K::BOXK, S.v + ls * K::CB * K::BOXK, rows);
+      fa3_store_o_staged<K::SEQS>(A, tf, S.k + ls * K::CB * K::BOXK, S.v + ls * K::CB * K::BOXK,
+                                  rows);
       mbar_arrive_n(&S.k_empty[ls], K::NC);
       mbar_arrive_n(&S.v_empty[ls], K::NC);
     }
@@ -122,7 +133,8 @@ __device__ __forceinline__ void fa3_fwd_store_from_q(const fa3_fwd_args &A, cons
     const fa3_tile tf = S.q_info[u & 1];
     mbar_wait_sleepy(&S.q_empty[b], (u / K::QB) & 1, 1000000);
     if (tf.n_end != tf.n_begin)
-      fa3_store_o(A, tf, S.q + b * K::CB * K::BOXQ, K::BOXQ, K::SHORT_FIRST && A.pack_log2 == 0);
+      fa3_store_o<K::SEQS>(A, tf, S.q + b * K::CB * K::BOXQ, K::BOXQ,
+                           K::SHORT_FIRST && A.pack_log2 == 0);
     mbar_arrive(&S.o_free[b]);
   }
   bulk_wait<0>();

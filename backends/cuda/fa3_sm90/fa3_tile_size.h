@@ -65,6 +65,13 @@
    consumer works through every key tile while the others idle. Without GQA packing; O is stored
    in 64-row boxes, the slabs that hold rows. */
 #define FA3_SHORT_BLOCK_FIRST 1024
+/* SEQS (with the dynamic schedule and the TMA epilogue, without SHORT_BLOCK_FIRST): the forward
+   over sequences of their own lengths (cu_seqlens_q/k, seqused_k; common/seq_index.cuh). The
+   blocks take the tiles of each sequence in turn (its heads, its query blocks largest first), so
+   a short sequence costs its own tiles only; each sequence's rows and keys are read and written
+   through tensor maps whose row bound is that sequence's end (fa3_seq_tensor_map), so TMA reads
+   zeros past it and writes nothing there. */
+#define FA3_SEQS 2048
 
 /* The compiled forward configurations: X(name, padded head dim, consumer warpgroups, key tile,
    features). A block holds 64 query rows per consumer warpgroup. Measured on the H200:
@@ -78,6 +85,8 @@
    - hd256: one Q buffer (two do not fit), O through the last K/V stage (+5% at 1k without a mask,
      +7% under one); pinned without a mask (+4-6% at 4k-16k); under a mask each consumer's own key
      end up to 4k keys (+4.2% at causal 1k, -1.6% at 16k).
+   - *_seqs: the forward over sequences, at each head dim the masked configuration's features
+     but the short block first (the schedule's order is its own).
    - *_low_smem: where the planned configuration does not fit a device's shared memory (a testing
      limit, FA_CUDA_SMEM_LIMIT: every sm_90 GPU has 227 KiB). */
 #define FA3_FWD_CONFIGS(X)                                                                \
@@ -107,7 +116,17 @@
         FA3_SPLIT_ROW_MAX | FA3_OWN_KEY_END)                                              \
   X(hd256_masked, 256, 2, 80,                                                             \
     FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TMA_EPILOGUE | FA3_EPILOGUE_IN_KV_STAGE | \
-        FA3_SPLIT_ROW_MAX)
+        FA3_SPLIT_ROW_MAX)                                                                \
+  X(hd64_seqs, 64, 3, 128,                                                                \
+    FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TWO_Q_BUFFERS | FA3_TMA_EPILOGUE |        \
+        FA3_THREE_KV_STAGES | FA3_MMA_ROW_SUM | FA3_SPLIT_ROW_MAX | FA3_OWN_KEY_END |     \
+        FA3_SEQS)                                                                         \
+  X(hd128_seqs, 128, 2, 128,                                                              \
+    FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TWO_Q_BUFFERS | FA3_TMA_EPILOGUE |        \
+        FA3_PINNED_SOFTMAX | FA3_SPLIT_ROW_MAX | FA3_SEQS)                                \
+  X(hd256_seqs, 256, 2, 80,                                                               \
+    FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TMA_EPILOGUE | FA3_EPILOGUE_IN_KV_STAGE | \
+        FA3_SPLIT_ROW_MAX | FA3_SEQS)
 
 typedef enum fa3_fwd_config_id {
 #define FA3_ID(name, hd, wgs, bn, flags) FA3_FWD_##name,
@@ -175,6 +194,26 @@ static inline int fa3_fwd_tile_size(int64_t head_dim, int masked, int64_t seqlen
   }
   if ((int64_t)fa3_fwd_config_smem(planned) <= smem_limit) return planned;
   return low >= 0 && (int64_t)fa3_fwd_config_smem(low) <= smem_limit ? low : -1;
+}
+
+/* The forward over sequences' configuration for a head dim on a device whose blocks may take
+   smem_limit bytes of shared memory, else -1 (fa2 runs it). */
+static inline int fa3_fwd_seqs_tile_size(int64_t head_dim, int64_t smem_limit) {
+  int id;
+  switch (fa3_fwd_padded_head_dim(head_dim)) {
+    case 64:
+      id = FA3_FWD_hd64_seqs;
+      break;
+    case 128:
+      id = FA3_FWD_hd128_seqs;
+      break;
+    case 256:
+      id = FA3_FWD_hd256_seqs;
+      break;
+    default:
+      return -1;
+  }
+  return (int64_t)fa3_fwd_config_smem(id) <= smem_limit ? id : -1;
 }
 
 /* The backward (fa3_bwd_kernel.cuh): query tiles of 64 rows; kernel head dims 64, 128 (96 runs
