@@ -283,7 +283,7 @@ int main(void) {
          "a map refused stops the launch");
   /* The first map asked is Q's: rows of 128 (no GQA packing at 600 rows), one head a box. */
   EXPECT(g_map.dims[0] == 128 && g_map.dims[1] == 705 && g_map.dims[2] == 8 &&
-             g_map.dims[3] == 705 + 705 && g_map.strides[0] == 8 * 128 * 2 &&
+             g_map.dims[3] == 705 + 1 && g_map.strides[0] == 8 * 128 * 2 &&
              g_map.strides[1] == 128 * 2 && g_map.strides[2] == 8 * 128 * 2 &&
              (const char *)g_map.base == (const char *)x.a.q - 705 * 8 * 128 * 2 &&
              g_map.box[1] == 128 && g_map.box[2] == 1,
@@ -297,6 +297,11 @@ int main(void) {
   EXPECT(fa3_fwd_seqs_of(&x, &ix, err, sizeof err) == 0 && x.q_ext == 600 && x.k_ext == 600 &&
              x.q_batch_rows == 600 && x.v_batch_rows == 600,
          "padded views: %s", err);
+  /* The last batch's sequence of all 600 rows takes the outer coordinate 2 x 600 + 600. */
+  EXPECT(fa3_fwd_launch(&x, fa3_fwd_config_of(FA3_FWD_hd128_seqs), err, sizeof err) == -1 &&
+             g_map.dims[1] == 600 && g_map.dims[3] == 2 * 600 + 600 + 1 && !g_launched,
+         "padded Q view: dims %llu %llu", (unsigned long long)g_map.dims[1],
+         (unsigned long long)g_map.dims[3]);
   x.a.v_str = odd;
   EXPECT(fa3_fwd_seqs_of(&x, &ix, err, sizeof err) == -1 && strstr(err, "whole number"),
          "a batch stride of no whole rows: %s", err);

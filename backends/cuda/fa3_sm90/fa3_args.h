@@ -109,8 +109,7 @@ int fa3_tensor_map(void *map, int bf16, const void *base, const cuda_strides *st
    the tensor (the base moved back by ext rows; the row stride for both i and w): a sequence of
    len rows from row start (packed: its cu_seqlens entry; padded: batch x rows per batch) is
    addressed at w = start + len, i = ext - len + its row, i < ext bounding it. ext: the longest
-   sequence's rows at least; span: the rows the tensor holds (w < ext + span). Boxes as
-   fa3_tensor_map's. */
+   sequence's rows at least; span: the largest w of any sequence. Boxes as fa3_tensor_map's. */
 int fa3_seq_tensor_map(void *map, int bf16, const void *base, const cuda_strides *st, int64_t ext,
                        int64_t span, int32_t heads, int32_t head_dim, uint32_t rows,
                        uint32_t box_heads, char *err, size_t err_len);
