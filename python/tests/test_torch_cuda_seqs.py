@@ -3,7 +3,9 @@ varlen packing, seqused_k, paged K/V with shuffled and shared pages, split-KV (1
 the backend's own choice), and fa_forward_kvcache with appends that cross page boundaries and
 rotary embedding (interleaved and not). Inputs bf16, drawn fresh; the caches after an append must
 be bitwise equal on both backends (the same rounding rule); outputs and LSEs within bf16's
-rounding of each other (relative L2 error) and every row's LSE within 1e-3. Each call must run
+rounding of each other (relative L2 error) and every row's LSE within 1e-3, or 4e-3 where fa3
+runs at head dim 64 (it sums the bf16-rounded P: up to 2^-8, bf16's unit roundoff, relative on a
+row's sum). Each call must run
 the CUDA kernel it names. Then out-of-range device tables (block table entries, decreasing
 cu_seqlens, cache lengths past the cache): with check_indices the call is refused naming the bad
 value and writes nothing; without it, the call returns and writes nothing outside its outputs and
@@ -69,7 +71,8 @@ class TestCudaSeqs(unittest.TestCase):
         self.assertLess(rel(og, oc), self.TOL, f"{what}: out")
         finite = torch.isfinite(lc)
         self.assertTrue(torch.equal(finite, torch.isfinite(lg.cpu())), f"{what}: lse -inf rows")
-        self.assertLess((lg.cpu()[finite] - lc[finite]).abs().max().item(), 1e-3, f"{what}: lse")
+        lse_tol = 4e-3 if family == "cuda.fa3.sm90" else 1e-3  # the tests' fa3 calls: hd64
+        self.assertLess((lg.cpu()[finite] - lc[finite]).abs().max().item(), lse_tol, f"{what}: lse")
         self.assertTrue(info.kernel.startswith(family + ".fwd.bf16"), info.kernel)
         return info
 
