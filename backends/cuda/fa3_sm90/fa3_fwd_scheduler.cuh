@@ -4,7 +4,9 @@
  * query heads sharing a K/V head), or with a persistent grid at most one per SM looping over
  * tiles: the static deal (block b: tiles b, b + grid, ...) or the dynamic schedule (the next tile
  * from a global counter, in fa3_tile_scheduler.h's order). The producer computes each tile's
- * record and publishes it to the consumers with the tile's Q.
+ * record and publishes it to the consumers with the tile's Q. Over sequences (SEQS), the tiles are
+ * each sequence's in turn (fa3_seq_tile_of), and each tile's rows and keys are those of the
+ * sequence's own lengths and places (fa3_rows_at: the coordinates of fa3_seq_tensor_map's views).
  */
 #ifndef FA_CUDA_FA3_FWD_SCHEDULER_CUH
 #define FA_CUDA_FA3_FWD_SCHEDULER_CUH
