@@ -108,11 +108,34 @@ static int fa3_bwd_takes(const fa_request *req, const cuda_device_info *dev, cha
   if (req->seqlen_q == 0 || req->seqlen_k == 0)
     return snprintf(why, n, "cuda.fa3's backward needs a query row and a key (cuda.fa2 runs it)"),
            0;
-  if (p->cu_seqlens_q || p->cu_seqlens_k || p->seqused_k)
-    return snprintf(why, n, "cuda.fa3's backward has no varlen or seqused_k (cuda.fa2 runs them)"),
-           0;
   if (p->softcap > 0.0f) return snprintf(why, n, "cuda.fa3 has no softcap (cuda.fa2 runs it)"), 0;
   const int padded = fa3_bwd_padded_head_dim(req->head_dim);
+  /* Over sequences: the narrow kernels' persistent grid, which deterministic mode does not use. */
+  if (p->cu_seqlens_q || p->cu_seqlens_k || p->seqused_k) {
+    if (padded != 64 && padded != 128)
+      return snprintf(why, n,
+                      "cuda.fa3's backward over sequences has head_dim 64, 96 and 128 (asked "
+                      "%lld; cuda.fa2 runs it)",
+                      (long long)req->head_dim),
+             0;
+    if (p->deterministic)
+      return snprintf(why, n,
+                      "cuda.fa3's backward over sequences is not deterministic (cuda.fa2 runs "
+                      "it)"),
+             0;
+    if ((p->cu_seqlens_q ? req->q->shape[0] : req->seqlen_q) == 0 ||
+        (p->cu_seqlens_k ? req->k->shape[0] : req->seqlen_k) == 0)
+      return snprintf(why, n, "cuda.fa3 over sequences needs rows and keys in the tensors"), 0;
+    const fa_tensor *ts[] = {req->q, req->k, req->v, req->dout};
+    const char *names[] = {"q", "k", "v", "dout"};
+    for (int i = 0; i < 4; ++i)
+      if (!whole_rows(ts[i], req->batch))
+        return snprintf(why, n,
+                        "cuda.fa3 over sequences needs %s's batch stride to be a whole number of "
+                        "its rows (cuda.fa2 runs it)",
+                        names[i]),
+               0;
+  }
   if (!padded)
     return snprintf(why, n,
                     "cuda.fa3's backward has head_dim 64, 96, 128, 192 and 256 (asked %lld)",

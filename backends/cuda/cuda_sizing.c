@@ -125,6 +125,9 @@ void cuda_fa3_bwd_sizing(const fa_request *req, int32_t deterministic, int32_t g
                          cuda_bwd_args *a) {
 #if FA_CUDA_HAS_FA3
   a->p = cuda_problem_of(req);
+  const fa_params *p = req->params;
+  a->seqs = p->cu_seqlens_q || p->cu_seqlens_k || p->seqused_k;
+  if (a->seqs) cuda_seq_index_of(req, &a->ix);
   const int tile_n = FA3_BWD_TILE_N(fa3_bwd_padded_head_dim(req->head_dim));
   const int n_tiles = (int)((req->seqlen_k + tile_n - 1) / tile_n);
   fa3_bwd_sizing(

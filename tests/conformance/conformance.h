@@ -279,6 +279,7 @@ typedef struct kernel_facts {
   fa_dtype dtype;
   int64_t hq, hkv, sq, sk, d, dv; /* sq, sk: the dense extents */
   int causal, window, softcap, alibi, dropout, varlen, paged, seqused;
+  int determ;    /* params.deterministic */
   int rows_path; /* kvcache on the CPU: the few-query-rows path applies */
 } kernel_facts;
 

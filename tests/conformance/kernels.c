@@ -19,6 +19,9 @@
  *           "cuda.fa2.sm80.fwd.<dtype>.hd<D>[.rows16][.causal][.window][.softcap][.varlen]
  *           [.paged][.split<S>][.gqa<P>]", ".rows16" (the decoding kernel) allowed where a
  *           step's rows (query positions x packed heads) fit 16, dense forwards included.
+ *           The backward over sequences (varlen, seqused_k) is fa3's
+ *           "cuda.fa3.sm90.bwd.<dtype>.hd<D>[.causal][.window][.varlen]" where fa3 applies at
+ *           head dims 64, 96 and 128 without deterministic mode, else fa2's.
  *   opencl  "opencl.flash.<op>.<dtype>.hd<D>[.causal][.window][.softcap]"
  *
  * Ops whose naming the suite does not know (kvcache on cuda and opencl, any op of another
@@ -131,6 +134,7 @@ kernel_facts facts_of_fcase(const fcase *c, const char *op) {
   k.varlen = c->varlen;
   k.paged = c->page > 0;
   k.seqused = c->seqused != 0;
+  k.determ = c->determ != 0;
   /* fa_forward_kvcache's few-query-rows path on the CPU: at most 16 query rows, every head's rows
      in one task of at most 128, head dims multiples of 16 (the suite's caches have contiguous
      rows). */
@@ -216,11 +220,18 @@ static void cuda_expect(const backend_ctx *bk, const kernel_facts *k, int splits
     }
     return;
   }
-  /* The backward over sequences (varlen, seqused_k): fa2's kernel over sequences. */
+  /* The backward over sequences (varlen, seqused_k): fa3's narrow kernels (head dims 64, 96,
+     128; not deterministic) where fa3 applies, else fa2's kernel over sequences. */
   if (!fwd && (k->varlen || k->seqused)) {
-    snprintf(e->name[0], sizeof e->name[0], "cuda.fa2.sm80.%s%s", suffix,
-             k->varlen ? ".varlen" : "");
-    e->n = 1;
+    const int fa3 = bk->cuda_fa3 && (k->d == 64 || k->d == 96 || k->d == 128) && !k->determ &&
+                    !cuda_fa3_gaps(1, k->d, k->dv, k->sq, k->sk, k->softcap ? 1.0f : 0.0f);
+    e->n = 0;
+    if (fa3)
+      snprintf(e->name[e->n++], sizeof e->name[0], "cuda.fa3.sm90.%s%s", suffix,
+               k->varlen ? ".varlen" : "");
+    if (!fa3 || smaller_gpu)
+      snprintf(e->name[e->n++], sizeof e->name[0], "cuda.fa2.sm80.%s%s", suffix,
+               k->varlen ? ".varlen" : "");
     return;
   }
   if (bk->cuda_prefix) {

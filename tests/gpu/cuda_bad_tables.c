@@ -304,9 +304,11 @@ static void case_seqused_past_keys(void) {
 
 /* Packed q [80, HQ, D] and k/v [90, HKV, D], 3 sequences, with the offsets given (and the used
    keys, where not NULL); splits < 0: the backward (out, lse and dout its inputs, dq, dk and dv
-   its outputs). */
-static void case_varlen_used(const char *name, const int32_t cq[4], const int32_t ck[4],
-                             const int32_t *used, int splits, const char *expect, uint64_t seed) {
+   its outputs); family: params.kernel_family (NULL: the backend's choice; "fa3" takes the
+   forward's 60-row sequences to fa3 on sm_90, where the backward runs fa3 by default). */
+static void case_varlen_family(const char *name, const int32_t cq[4], const int32_t ck[4],
+                               const int32_t *used, int splits, const char *family,
+                               const char *expect, uint64_t seed) {
   problem pb;
   call c;
   begin(&pb, &c, name, 0, seed);
@@ -338,8 +340,14 @@ static void case_varlen_used(const char *name, const int32_t cq[4], const int32_
   c.p.max_seqlen_k = 90;
   c.p.num_splits = bwd ? 0 : splits;
   c.p.causal = 1;
+  c.p.kernel_family = family;
   both_modes(&pb, &c, expect);
   problem_free(&pb);
+}
+
+static void case_varlen_used(const char *name, const int32_t cq[4], const int32_t ck[4],
+                             const int32_t *used, int splits, const char *expect, uint64_t seed) {
+  case_varlen_family(name, cq, ck, used, splits, NULL, expect, seed);
 }
 
 /* case_varlen_used without used keys. */
@@ -483,6 +491,14 @@ int main(void) {
   static const int32_t used_bad[3] = {50, -3, 1 << 30};
   case_varlen_used("varlen.bwd.seqused_k", cq_ok, ck_ok, used_bad, -1,
                    "params.seqused_k[0] = 50 is outside [0, 40]", 38);
+  /* fa3's forward over sequences, named (sm_90 only) */
+  if (strstr(cuda.kernel_families, "fa3") && strstr(cuda.devices, "(sm_90") &&
+      !strstr(cuda.devices, "run as sm_80")) {
+    case_varlen_family("varlen.fa3.cu_seqlens_q.decreasing", cq_down, ck_bad, NULL, 1, "fa3",
+                       "params.cu_seqlens_q[2] = 20 is less than", 39);
+    case_varlen_family("varlen.fa3.seqused_k", cq_ok, ck_ok, used_bad, 1, "fa3",
+                       "params.seqused_k[0] = 50 is outside [0, 40]", 40);
+  }
   static const int32_t past[2] = {31, -100}, negative[2] = {0, -100}, rot[2] = {0, 29};
   case_cache_lengths("kvcache.cache_seqlens.past_end", past, 0, "kv.cache_seqlens[0] = 31", 41);
   case_cache_lengths("kvcache.cache_seqlens.negative", negative, 0, "kv.cache_seqlens[1] = -100",

@@ -94,6 +94,10 @@ typedef struct fa3_bwd_args {
   /* The arguments both families share, the workspace carved alike (cuda_bwd_carve: D, the
      log2 LSE, the fp32 dQ accumulator (fa3_bwd_sizing's layout), one split or more) */
   cuda_bwd_args a;
+  /* Over sequences (a.seqs; the narrow kernels): the views of Q and dO (q_ext rows) and of K and V
+     (k_ext), each tensor's rows per batch where padded (fa3_seq_tensor_map, as the forward's). */
+  int32_t q_ext, k_ext;
+  int32_t q_batch_rows, do_batch_rows, k_batch_rows, v_batch_rows;
 } fa3_bwd_args;
 
 /* The 4-D TMA map (fa_tma_map) of a (batch, seqlen, heads, head dim) tensor with strides in
@@ -113,6 +117,12 @@ int fa3_tensor_map(void *map, int bf16, const void *base, const cuda_strides *st
 int fa3_seq_tensor_map(void *map, int bf16, const void *base, const cuda_strides *st, int64_t ext,
                        int64_t span, int32_t heads, int32_t head_dim, uint32_t rows,
                        uint32_t box_heads, char *err, size_t err_len);
+/* A padded tensor's rows per batch (its batch stride in rows; 0 with one batch, where it is never
+   used; -1 where it is no whole number of rows or above int32), for the views above. */
+int64_t fa3_seq_batch_rows(const cuda_strides *st, int32_t batch);
+/* The largest outer coordinate of a view: a packed tensor's total rows, a padded one's last batch
+   start + ext. */
+int64_t fa3_seq_span(int packed, int64_t total, int64_t ext, int32_t batch, int32_t batch_rows);
 /* The launch of the backward's main kernel (fa3_bwd_hd<N>.cu) and the shared-memory opt-in of
    both dtypes' kernels. */
 int fa3_bwd_main_launch_hd64(const fa3_bwd_args *a);

@@ -29,16 +29,19 @@ __device__ __forceinline__ void quad_transpose(uint32_t (&x)[4], int t) {
    (accumulators: d[4j + i] is key 16 warp + g + 8 (i / 2), column col0 + 8 j + 2 t + i % 2). Each
    quad's words of four 8-column chunks are transposed so that every lane stores one chunk as one
    16-byte vector (a quarter of the store instructions of 4-byte stores, each row's 64 bytes
-   whole). Keys past seqlen_k and the padded kernels' columns past head_dim are not stored. */
+   whole). Keys from `keys` on (the problem's, or the sequence's it holds) and the padded kernels'
+   columns past head_dim are not stored; key 0 is row k_start (a packed sequence's first). */
 template <typename Tr, int NC>
 __device__ __forceinline__ void fa3_bwd_store_dkv(const float (&dk)[NC / 2],
                                                   const float (&dv)[NC / 2], const cuda_bwd_args &a,
                                                   int hk, int b, int key0, int col0, int warp,
-                                                  int g, int t) {
+                                                  int g, int t, int keys, int k_start) {
   typedef typename Tr::elem E;
   static_assert(NC % 32 == 0, "whole groups of four chunks");
-  E *dkp = static_cast<E *>(a.dk) + b * a.dk_str.batch + hk * a.dk_str.head;
-  E *dvp = static_cast<E *>(a.dv) + b * a.dv_str.batch + hk * a.dv_str.head;
+  E *dkp = static_cast<E *>(a.dk) + b * a.dk_str.batch + hk * a.dk_str.head +
+           (int64_t)k_start * a.dk_str.row;
+  E *dvp = static_cast<E *>(a.dv) + b * a.dv_str.batch + hk * a.dv_str.head +
+           (int64_t)k_start * a.dv_str.row;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int key = key0 + 16 * warp + g + 8 * r;
@@ -54,7 +57,7 @@ __device__ __forceinline__ void fa3_bwd_store_dkv(const float (&dk)[NC / 2],
       quad_transpose(xk, t);
       quad_transpose(xv, t);
       const int col = col0 + 8 * (j0 + t);
-      if (key < a.p.seqlen_k && col < a.p.head_dim) {
+      if (key < keys && col < a.p.head_dim) {
         *reinterpret_cast<uint4 *>(dkp + (int64_t)key * a.dk_str.row + col) =
             make_uint4(xk[0], xk[1], xk[2], xk[3]);
         *reinterpret_cast<uint4 *>(dvp + (int64_t)key * a.dv_str.row + col) =

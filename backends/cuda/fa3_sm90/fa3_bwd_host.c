@@ -21,6 +21,49 @@ void fa3_bwd_sizing(cuda_bwd_args *a, int32_t deterministic, int32_t dq_splits) 
   a->sched_counters = 1; /* the persistent grid's dynamic schedule (fa3_bwd_args.tile_counter) */
 }
 
+/* Over sequences: the views of Q, dO, K and V (fa3_seq_tensor_map), whose rows end at each
+   sequence's end. 0, or -1 with the reason. */
+static int seq_maps(fa3_bwd_args *x, char *err, size_t err_len) {
+  const cuda_bwd_args *a = &x->a;
+  const cuda_problem *p = &a->p;
+  const cuda_seq_index *ix = &a->ix;
+  const int pq = ix->cu_q != NULL, pk = ix->cu_k != NULL;
+  x->q_ext = pq ? ix->total_q : p->seqlen_q;
+  x->k_ext = pk ? ix->total_k : p->seqlen_k;
+  const int64_t rq = pq ? 0 : fa3_seq_batch_rows(&a->q_str, p->batch);
+  const int64_t rd = pq ? 0 : fa3_seq_batch_rows(&a->do_str, p->batch);
+  const int64_t rk = pk ? 0 : fa3_seq_batch_rows(&a->k_str, p->batch);
+  const int64_t rv = pk ? 0 : fa3_seq_batch_rows(&a->v_str, p->batch);
+  if (rq < 0 || rd < 0 || rk < 0 || rv < 0 || x->q_ext <= 0 || x->k_ext <= 0) {
+    snprintf(err, err_len,
+             "fa3 backward over sequences: a padded tensor's batch stride is no whole number of "
+             "rows, or no rows or keys");
+    return -1;
+  }
+  x->q_batch_rows = (int32_t)rq;
+  x->do_batch_rows = (int32_t)rd;
+  x->k_batch_rows = (int32_t)rk;
+  x->v_batch_rows = (int32_t)rv;
+  const int tile_n = FA3_BWD_TILE_N(fa3_bwd_padded_head_dim(p->head_dim));
+  return fa3_seq_tensor_map(x->tq, p->bf16, a->q, &a->q_str, x->q_ext,
+                            fa3_seq_span(pq, ix->total_q, x->q_ext, p->batch, x->q_batch_rows),
+                            p->heads_q, p->head_dim, FA3_BWD_TILE_M, 1, err, err_len) ||
+                 fa3_seq_tensor_map(
+                     x->tdo, p->bf16, a->dout, &a->do_str, x->q_ext,
+                     fa3_seq_span(pq, ix->total_q, x->q_ext, p->batch, x->do_batch_rows),
+                     p->heads_q, p->head_dim, FA3_BWD_TILE_M, 1, err, err_len) ||
+                 fa3_seq_tensor_map(x->tk, p->bf16, a->k, &a->k_str, x->k_ext,
+                                    fa3_seq_span(pk, ix->total_k, x->k_ext, p->batch,
+                                                 x->k_batch_rows),
+                                    p->heads_kv, p->head_dim, (uint32_t)tile_n, 1, err, err_len) ||
+                 fa3_seq_tensor_map(x->tv, p->bf16, a->v, &a->v_str, x->k_ext,
+                                    fa3_seq_span(pk, ix->total_k, x->k_ext, p->batch,
+                                                 x->v_batch_rows),
+                                    p->heads_kv, p->head_dim, (uint32_t)tile_n, 1, err, err_len)
+             ? -1
+             : 0;
+}
+
 int fa3_bwd_launch(fa3_bwd_args *x, void *workspace, char *err, size_t err_len) {
   cuda_bwd_args *a = &x->a;
   const cuda_problem *p = &a->p;
@@ -42,7 +85,15 @@ int fa3_bwd_launch(fa3_bwd_args *x, void *workspace, char *err, size_t err_len) 
     snprintf(err, err_len, "fa3 backward: no query rows or no keys (decide gives those to fa2)");
     return -1;
   }
-  if (fa3_tensor_map(x->tq, p->bf16, a->q, &a->q_str, p->batch, p->seqlen_q, p->heads_q,
+  if (a->seqs) {
+    if (FA3_BWD_WIDE(padded) || a->deterministic) {
+      snprintf(err, err_len,
+               "fa3 backward over sequences: head_dim %d or deterministic mode (fa2 runs those)",
+               (int)p->head_dim);
+      return -1;
+    }
+    if (seq_maps(x, err, err_len)) return -1;
+  } else if (fa3_tensor_map(x->tq, p->bf16, a->q, &a->q_str, p->batch, p->seqlen_q, p->heads_q,
                      p->head_dim, FA3_BWD_TILE_M, 1, err, err_len) ||
       fa3_tensor_map(x->tdo, p->bf16, a->dout, &a->do_str, p->batch, p->seqlen_q, p->heads_q,
                      p->head_dim, FA3_BWD_TILE_M, 1, err, err_len) ||
@@ -51,7 +102,13 @@ int fa3_bwd_launch(fa3_bwd_args *x, void *workspace, char *err, size_t err_len) 
       fa3_tensor_map(x->tv, p->bf16, a->v, &a->v_str, p->batch, p->seqlen_k, p->heads_kv,
                      p->head_dim, (uint32_t)tile_n, 1, err, err_len))
     return -1;
-  x->grid_blocks = fa3_bwd_grid_blocks(a, padded, x->grid_blocks);
+  /* Over sequences every block takes items until the sequences' are done: the requested grid. */
+  x->grid_blocks = a->seqs ? x->grid_blocks : fa3_bwd_grid_blocks(a, padded, x->grid_blocks);
+  if (a->seqs && x->grid_blocks <= 0) {
+    snprintf(err, err_len, "fa3 backward over sequences: no persistent grid (%d blocks)",
+             (int)x->grid_blocks);
+    return -1;
+  }
   if (x->grid_blocks > 0)
     fa3_bwd_sched(a, padded, &x->sched_chunk, &x->sched_reverse);
   else
@@ -65,8 +122,10 @@ int fa3_bwd_launch(fa3_bwd_args *x, void *workspace, char *err, size_t err_len) 
     }
     x->tile_counter = a->sched_count; /* cleared by cuda_bwd_prologue */
   }
-  const uint64_t rows = (uint64_t)p->batch * (uint64_t)p->heads_q;
-  const uint64_t rows_q = (uint64_t)a->seqlen_q_padded;
+  /* The workspace's rows of LSE and D: a head's (and batch's) ws_head rows (cuda_bwd_carve),
+     boxes of one query tile */
+  const uint64_t rows_q = (uint64_t)a->ws_head;
+  const uint64_t rows = (uint64_t)cuda_bwd_split_rows(a) / rows_q;
   if (fa_tma_map_f32_2d(x->tlse, a->lse_log2, rows_q, rows, rows_q * 4, FA3_BWD_TILE_M, 1, err,
                         err_len) ||
       fa_tma_map_f32_2d(x->tdsum, a->dsum, rows_q, rows, rows_q * 4, FA3_BWD_TILE_M, 1, err,

@@ -55,9 +55,10 @@
 #include "fa3_mma.cuh"
 #include "fa3_softmax.cuh"
 
-template <typename Tr, int HD>
+template <typename Tr, int HD, bool SEQS>
 __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__ fa3_bwd_args A) {
   typedef fa3_bwd_layout<HD> L;
+  static_assert(!SEQS || !L::WIDE, "SEQS: the narrow kernels' published items");
   typedef typename Tr::elem E;
   constexpr bool F16 = Tr::is_f16;
   constexpr int BM = L::BM, BN = L::BN, BOXES = HD / 64;
@@ -84,6 +85,9 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
   /* The block's items as the producer takes them (a slot per K/V buffer: the fixed deal or the
      counter's; fa3_bwd_take_item). */
   __shared__ int kv_item[2];
+  /* SEQS: the published items' records (fa3_bwd_seq_item_of), read by the consumers and the dQ
+     writer before they release the slot. */
+  __shared__ fa3_bwd_seq_item kv_rec[SEQS ? 2 : 1];
 
   const cuda_bwd_args &a = A.a;
   /* The warpgroup by a shuffle from lane 0: ptxas then knows it is the same in every lane of a
@@ -131,18 +135,28 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
          through a K/V slot, one without steps (no K/V load: the consumers store its zero dK and
          dV) and the final "none left" (-1) included. */
       int it = 0, loaded = 0;
+      fa3_bwd_cursor cur = {0, 0};
       for (int w = blockIdx.x;;) {
         const int slot = loaded % KV_ST;
+        fa3_bwd_seq_item R;
+        const bool have = SEQS ? fa3_bwd_seq_item_of<BN>(w, cur, A, R) : w < items;
         if (PUBLISH) {
           if (loaded >= KV_ST) mbar_wait(kv_empty + slot, ((loaded / KV_ST) - 1) & 1);
           ++loaded;
-          kv_item[slot] = w < items ? w : -1;
+          kv_item[slot] = have ? w : -1;
+          if (SEQS && have) kv_rec[slot] = R;
           mbar_arrive(item_full + slot);
         }
-        if (w >= items) break;
-        const fa3_bwd_item I = fa3_bwd_item_of(A, w, n_tiles);
-        const int hk = I.hk, b = I.b;
-        const fa3_bwd_tile T = fa3_bwd_tile_of(mask, I.n, BM, BN, seqlen_q, seqlen_k, group);
+        if (!have) break;
+        int hk, b, n;
+        if constexpr (SEQS) {
+          hk = R.hk, b = R.b, n = R.n;
+        } else {
+          const fa3_bwd_item I = fa3_bwd_item_of(A, w, n_tiles);
+          hk = I.hk, b = I.b, n = I.n;
+        }
+        const fa3_bwd_tile T = fa3_bwd_seq_tile_of<SEQS>(mask, R, n, BM, BN, seqlen_q, seqlen_k,
+                                                         group, a.ix);
         /* The next item, taken now so that the counter's latency passes under this one */
         w = PUBLISH && A.tile_counter ? (int)gridDim.x + (int)atomicAdd(A.tile_counter, 1u)
                                       : w + gridDim.x;
@@ -156,28 +170,45 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
         }
         mbar_arrive_expect_tx(kv_full + slot, 2 * L::KV_BYTES);
         unsigned char *kv = sm + slot * L::KV_SLOT;
+        int ky = T.n0, kw = b, vw = b; /* SEQS: the views' coordinates (fa3_seq_tensor_map) */
+        if (SEQS) {
+          ky = A.k_ext - R.sk + T.n0;
+          kw = R.k_start + b * A.k_batch_rows + R.sk;
+          vw = R.k_start + b * A.v_batch_rows + R.sk;
+        }
 #pragma unroll
         for (int x = 0; x < BOXES; ++x) {
-          tma_load_4d(kv + L::K + x * L::KV_BOX, A.tk, kv_full + slot, 64 * x, T.n0, hk, b);
-          tma_load_4d(kv + L::V + x * L::KV_BOX, A.tv, kv_full + slot, 64 * x, T.n0, hk, b);
+          tma_load_4d(kv + L::K + x * L::KV_BOX, A.tk, kv_full + slot, 64 * x, ky, hk, kw);
+          tma_load_4d(kv + L::V + x * L::KV_BOX, A.tv, kv_full + slot, 64 * x, ky, hk, vw);
         }
         /* Steps in order (query head h of the group, query tile mt), counted without
            divisions. */
         int h = hk * group, mt = T.m_begin;
         for (int i = 0; i < T.steps; ++i, ++it) {
-          const int st = it & 1, m0 = mt * BM, row = b * a.p.heads_q + h;
+          const int st = it & 1, m0 = mt * BM;
+          /* Q's and dO's rows (SEQS: the views' coordinates) and the workspace's (column, row) of
+             the step's LSE and D (SEQS: the sequence's rows of the head, seq_bwd_ws_row) */
+          int qy = m0, qw = b, dw = b, wc = m0, wr = b * a.p.heads_q + h;
+          if (SEQS) {
+            qy = A.q_ext - R.sq + m0;
+            qw = R.q_start + b * A.q_batch_rows + R.sq;
+            dw = R.q_start + b * A.do_batch_rows + R.sq;
+            const int64_t ws = seq_bwd_ws_row(a, b, h, R.q_start);
+            wc = (int)(ws % a.ws_head) + m0;
+            wr = (int)(ws / a.ws_head);
+          }
           if (it >= 2) mbar_wait(empty + st, ((it >> 1) - 1) & 1);
           mbar_arrive_expect_tx(full + st, 2 * L::Q_BYTES + 2 * BM * 4);
 #pragma unroll
           for (int x = 0; x < BOXES; ++x) {
-            tma_load_4d(sm + L::Q + st * L::Q_BYTES + x * L::Q_BOX, A.tq, full + st, 64 * x, m0, h,
-                        b);
-            tma_load_4d(sm + L::DO + st * L::Q_BYTES + x * L::Q_BOX, A.tdo, full + st, 64 * x, m0,
-                        h, b);
+            tma_load_4d(sm + L::Q + st * L::Q_BYTES + x * L::Q_BOX, A.tq, full + st, 64 * x, qy, h,
+                        qw);
+            tma_load_4d(sm + L::DO + st * L::Q_BYTES + x * L::Q_BOX, A.tdo, full + st, 64 * x, qy,
+                        h, dw);
           }
           unsigned char *lsed = sm + L::LSED + st * 2 * BM * 4;
-          tma_load_2d(lsed, A.tlse, full + st, m0, row);
-          tma_load_2d(lsed + BM * 4, A.tdsum, full + st, m0, row);
+          tma_load_2d(lsed, A.tlse, full + st, wc, wr);
+          tma_load_2d(lsed + BM * 4, A.tdsum, full + st, wc, wr);
           if (++mt == T.m_begin + T.m_count) mt = T.m_begin, ++h;
         }
       }
@@ -190,18 +221,26 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
        step). In deterministic mode a tile's reductions complete before the next tile's begin. */
     for (int loaded = 0;; ++loaded) {
       const int w = fa3_bwd_take_item(item_full, kv_item, loaded, KV_ST);
+      fa3_bwd_seq_item R;
+      if (SEQS && w >= 0) R = kv_rec[loaded % KV_ST]; /* read before the slot is released */
       mbar_arrive(kv_empty + loaded % KV_ST);
       if (w < 0) break;
-      const fa3_bwd_item I = fa3_bwd_item_of(A, w, n_tiles);
-      const int b = I.b;
-      const fa3_bwd_tile T = fa3_bwd_tile_of(mask, I.n, BM, BN, seqlen_q, seqlen_k, group);
-      int h = I.hk * group, mt = T.m_begin;
+      int hk, b, n;
+      if constexpr (SEQS) {
+        hk = R.hk, b = R.b, n = R.n;
+      } else {
+        const fa3_bwd_item I = fa3_bwd_item_of(A, w, n_tiles);
+        hk = I.hk, b = I.b, n = I.n;
+      }
+      const fa3_bwd_tile T = fa3_bwd_seq_tile_of<SEQS>(mask, R, n, BM, BN, seqlen_q, seqlen_k,
+                                                       group, a.ix);
+      int h = hk * group, mt = T.m_begin;
       for (int i = 0; i < T.steps; ++i) {
         bar_sync(FA3_BWD_BAR_FULL_DQ, DQ_THREADS);
         if (lane == 0) {
-          bulk_reduce_add_f32(
-              dq_acc + (((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded + mt * BM) * HD,
-              smem_u32(sm + L::DQ), L::DQ_BYTES);
+          const int64_t row0 = SEQS ? seq_bwd_ws_row(a, b, h, R.q_start)
+                                    : ((int64_t)b * a.p.heads_q + h) * a.seqlen_q_padded;
+          bulk_reduce_add_f32(dq_acc + (row0 + mt * BM) * HD, smem_u32(sm + L::DQ), L::DQ_BYTES);
           bulk_commit();
           if (a.deterministic && i + 1 == T.steps)
             bulk_wait<0>();
@@ -230,9 +269,20 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
     for (;; ++loaded) {
       const int w = fa3_bwd_take_item(item_full, kv_item, loaded, KV_ST);
       if (w < 0) break;
-      const fa3_bwd_item I = fa3_bwd_item_of(A, w, n_tiles);
-      const int hk = I.hk, b = I.b;
-      const fa3_bwd_tile T = fa3_bwd_tile_of(mask, I.n, BM, BN, seqlen_q, seqlen_k, group);
+      /* The item's sequence: its rows, keys and mask (SEQS), else the problem's. */
+      int hk, b, n, sq = seqlen_q, sk = seqlen_k, k_rows = seqlen_k, k_start = 0;
+      fa3_bwd_seq_item R;
+      fa_mask mk = mask;
+      if constexpr (SEQS) {
+        R = kv_rec[loaded % KV_ST];
+        hk = R.hk, b = R.b, n = R.n, sq = R.sq, sk = R.sk, k_rows = R.k_rows, k_start = R.k_start;
+        mk = seq_mask_of(a.ix, sq, sk);
+      } else {
+        const fa3_bwd_item I = fa3_bwd_item_of(A, w, n_tiles);
+        hk = I.hk, b = I.b, n = I.n;
+      }
+      const fa3_bwd_tile T = fa3_bwd_seq_tile_of<SEQS>(mask, R, n, BM, BN, seqlen_q, seqlen_k,
+                                                       group, a.ix);
       const int key0 = T.n0 + 64 * c;
       /* This tile's K/V slot, and this consumer's 64 keys of it. */
       const int slot = loaded % KV_ST;
@@ -243,15 +293,15 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
          seqlen_k): a step within them needs no mask, two comparisons a step (the tile class's
          64-bit arithmetic was as many instructions as the step's exponentials at hd64). */
       int full_lo, full_hi;
-      fa3_bwd_full_rows(mask, key0, key0 + 64, seqlen_q, seqlen_k, full_lo, full_hi);
+      fa3_bwd_full_rows(mk, key0, key0 + 64, sq, sk, full_lo, full_hi);
       /* The query rows that see one of this consumer's keys at least: in a step outside them
          (under a causal mask, the second consumer in the first query tile of each key tile) P,
          dS, and what they add to dV and dK are zero: the consumer writes its half of dS as zeros
          for the other's dQ and computes only its own part of dQ. */
       int seen_lo = 0, seen_hi = 0;
-      if (key0 < seqlen_k) {
+      if (key0 < sk) {
         int64_t r0, r1;
-        fa_mask_row_range(&mask, key0, min(key0 + 64, seqlen_k), seqlen_q, &r0, &r1);
+        fa_mask_row_range(&mk, key0, min(key0 + 64, sk), sq, &r0, &r1);
         seen_lo = (int)r0;
         seen_hi = (int)max(r0, r1);
         asm volatile("" : "+r"(seen_lo), "+r"(seen_hi));
@@ -302,10 +352,10 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
           wgmma_commit();
           wgmma_wait<1>();
           wgmma_fence_regs(s);
-          if (m0 < full_lo || min(m0 + BM, seqlen_q) > full_hi)
-            fa3_bwd_p<true, BM>(s, lsed, sl2, mask, m0, key0, seqlen_k, warp, g, t);
+          if (m0 < full_lo || min(m0 + BM, sq) > full_hi)
+            fa3_bwd_p<true, BM>(s, lsed, sl2, mk, m0, key0, sk, warp, g, t);
           else
-            fa3_bwd_p<false, BM>(s, lsed, sl2, mask, m0, key0, seqlen_k, warp, g, t);
+            fa3_bwd_p<false, BM>(s, lsed, sl2, mk, m0, key0, sk, warp, g, t);
           fa3_pack_p<Tr, 64>(s, pa);
           /* The exponentials must run under dPᵀ's wgmma; a wait placed after them is not enough
              (ptxas moved it above them). At hd64, dV += Pᵀ dO is issued before dPᵀ is waited for
@@ -419,7 +469,7 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
          the next item in this slot. */
       mbar_arrive(kv_empty + slot);
 
-      fa3_bwd_store_dkv<Tr, HD>(dk, dv, a, hk, b, key0, 0, warp, g, t);
+      fa3_bwd_store_dkv<Tr, HD>(dk, dv, a, hk, b, key0, 0, warp, g, t, k_rows, k_start);
     }
     /* The writer's announcement after the block's last reduction: taken by the consumer that
        staged the last dQ, after its own wait for the one before (the other consumer may get here

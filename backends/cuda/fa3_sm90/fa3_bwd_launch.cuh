@@ -13,6 +13,19 @@
 template <typename Tr, int HD>
 int fa3_bwd_main_launch(const fa3_bwd_args *x) {
   const cuda_problem &p = x->a.p;
+  /* Over sequences: the narrow kernels' persistent grid (the items are the sequences' own). */
+  if (x->a.seqs) {
+    if constexpr (FA3_BWD_WIDE(HD)) {
+      return (int)cudaErrorInvalidValue;
+    } else {
+      if (x->grid_blocks <= 0 || x->a.deterministic) return (int)cudaErrorInvalidValue;
+      if (p.heads_kv == 0 || p.batch == 0) return 0;
+      fa3_bwd_kernel<Tr, HD, true>
+          <<<dim3((unsigned)x->grid_blocks), 384, FA3_BWD_SMEM(HD),
+             static_cast<cudaStream_t>(p.stream)>>>(*x);
+      return (int)cudaGetLastError();
+    }
+  }
   const int n_blocks = (p.seqlen_k + FA3_BWD_TILE_N(HD) - 1) / FA3_BWD_TILE_N(HD);
   if (n_blocks == 0 || p.heads_kv == 0 || p.batch == 0) return 0;
   /* Deterministic: one block per dQ split, each over its key tiles in order; persistent: the
@@ -21,18 +34,26 @@ int fa3_bwd_main_launch(const fa3_bwd_args *x) {
   const dim3 grid = x->grid_blocks > 0
                         ? dim3((unsigned)x->grid_blocks, 1u, 1u)
                         : dim3((unsigned)grid_x, (unsigned)p.heads_kv, (unsigned)p.batch);
-  fa3_bwd_kernel<Tr, HD><<<grid, 384, FA3_BWD_SMEM(HD), static_cast<cudaStream_t>(p.stream)>>>(*x);
+  fa3_bwd_kernel<Tr, HD, false><<<grid, 384, FA3_BWD_SMEM(HD), static_cast<cudaStream_t>(p.stream)>>>(*x);
   return (int)cudaGetLastError();
+}
+
+template <int HD, bool SEQS>
+cudaError_t fa3_bwd_opt_in() {
+  const int bytes = (int)FA3_BWD_SMEM(HD);
+  cudaError_t e = cudaFuncSetAttribute(fa3_bwd_kernel<fa_f16, HD, SEQS>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(fa3_bwd_kernel<fa_bf16, HD, SEQS>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  return e;
 }
 
 template <int HD>
 int fa3_bwd_prepare() {
-  const int bytes = (int)FA3_BWD_SMEM(HD);
-  cudaError_t e = cudaFuncSetAttribute(fa3_bwd_kernel<fa_f16, HD>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(fa3_bwd_kernel<fa_bf16, HD>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  cudaError_t e = fa3_bwd_opt_in<HD, false>();
+  if constexpr (!FA3_BWD_WIDE(HD))
+    if (e == cudaSuccess) e = fa3_bwd_opt_in<HD, true>();
   return (int)e;
 }
 

@@ -5,6 +5,7 @@
 #ifndef FA_CUDA_FA3_BWD_SCHEDULER_CUH
 #define FA_CUDA_FA3_BWD_SCHEDULER_CUH
 
+#include "../common/seq_index.cuh"
 #include "../common/sm90_async.cuh"
 #include "core/math/mask.h"
 #include "fa3_args.h"
@@ -64,6 +65,62 @@ __device__ __forceinline__ fa3_bwd_item fa3_bwd_item_of(const fa3_bwd_args &A, i
     I.b = blockIdx.z;
   }
   return I;
+}
+
+/* SEQS (the backward over sequences of their own lengths, narrow kernels): an item as the producer
+   publishes it to the consumers and the dQ writer: key tile n of K/V head hk of sequence b, the
+   sequence's query rows [q_start, q_start + sq) of q and its keys [k_start, k_start + k_rows) of
+   k, of which the first sk are used (q_start, k_start 0 where padded). Every key tile of the keys
+   it holds is an item (those past its used keys have no steps: their dK and dV are zeros). */
+struct fa3_bwd_seq_item {
+  int n, hk, b, q_start, sq, k_start, k_rows, sk;
+};
+/* The sequence the producer has reached: its first item's index (item indices only grow). */
+struct fa3_bwd_cursor {
+  int b, base;
+};
+/* Item w of the sequences' items, the cursor moved forward to its sequence: sequence by sequence,
+   each its K/V heads in turn, a head's key tiles from the first (the longest under a causal-type
+   mask) or, with sched_reverse (a left bound only), from the last. false past the last. */
+template <int BN>
+__device__ __forceinline__ bool fa3_bwd_seq_item_of(int w, fa3_bwd_cursor &cur,
+                                                    const fa3_bwd_args &A, fa3_bwd_seq_item &I) {
+  const cuda_bwd_args &a = A.a;
+  seq_rows r;
+  int n_tiles;
+  for (;;) {
+    if (cur.b >= a.p.batch) return false;
+    r = seq_rows_of(a.ix, cur.b, a.p.seqlen_q, a.p.seqlen_k, a.ix.cu_k != nullptr);
+    n_tiles = (r.k_rows + BN - 1) / BN;
+    if (w - cur.base < n_tiles * a.p.heads_kv) break;
+    cur.base += n_tiles * a.p.heads_kv;
+    ++cur.b;
+  }
+  const int within = w - cur.base, n = within % n_tiles;
+  I.n = A.sched_reverse ? n_tiles - 1 - n : n;
+  I.hk = within / n_tiles;
+  I.b = cur.b;
+  I.q_start = r.q_start;
+  I.sq = r.sq;
+  I.k_start = r.k_start;
+  I.k_rows = r.k_rows;
+  I.sk = r.sk;
+  return true;
+}
+
+/* An item's key tile and steps: the problem's (fa3_bwd_tile_of), or (SEQS) its sequence's under
+   its own mask, none for a key tile past the sequence's used keys. */
+template <bool SEQS>
+__device__ __forceinline__ fa3_bwd_tile fa3_bwd_seq_tile_of(const fa_mask &mask,
+                                                            const fa3_bwd_seq_item &R, int n,
+                                                            int bm, int bn, int seqlen_q,
+                                                            int seqlen_k, int group,
+                                                            const cuda_seq_index &ix) {
+  if (!SEQS) return fa3_bwd_tile_of(mask, n, bm, bn, seqlen_q, seqlen_k, group);
+  const fa_mask mk = seq_mask_of(ix, R.sq, R.sk);
+  fa3_bwd_tile T = fa3_bwd_tile_of(mk, n, bm, bn, R.sq, R.sk, group);
+  if (T.n0 >= R.sk) T.m_count = T.steps = 0;
+  return T;
 }
 
 /* The block's `loaded`-th item (in K/V slot loaded % kv_st) for a consumer or the dQ writer,

@@ -195,7 +195,7 @@ __device__ __forceinline__ void fa3_bwd_consume_wide(const fa3_bwd_args &A, unsi
       }
       ++loaded;
     }
-    fa3_bwd_store_dkv<Tr, 128>(dk, dv, a, hk, b, T.n0, 128 * c, warp, g, t);
+    fa3_bwd_store_dkv<Tr, 128>(dk, dv, a, hk, b, T.n0, 128 * c, warp, g, t, a.p.seqlen_k, 0);
   }
 }
 

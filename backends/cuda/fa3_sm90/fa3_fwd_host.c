@@ -3,6 +3,7 @@
  * (fa3_tile_size.h) with their entry points, the TMA tensor maps of Q, K, V and (TMA_EPILOGUE) O
  * (4-D: head dim, row, head, batch), the launch.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -69,11 +70,10 @@ int fa3_seq_tensor_map(void *map, int bf16, const void *base, const cuda_strides
   return fa_tma_map(map, bf16, view, 4, dims, strides, box, err, err_len);
 }
 
-/* Rows per batch of a padded tensor (its batch stride in rows), -1 where that is no whole number
-   of rows; 0 with a single batch, where it is never used. */
-static int64_t batch_rows(const cuda_strides *st, int32_t batch) {
+int64_t fa3_seq_batch_rows(const cuda_strides *st, int32_t batch) {
   if (batch <= 1) return 0;
-  if (st->row <= 0 || st->batch < 0 || st->batch % st->row != 0) return -1;
+  if (st->row <= 0 || st->batch < 0 || st->batch % st->row != 0 || st->batch / st->row > INT32_MAX)
+    return -1;
   return st->batch / st->row;
 }
 
@@ -83,12 +83,11 @@ int fa3_fwd_seqs_of(fa3_fwd_args *x, const cuda_seq_index *ix, char *err, size_t
   x->ix = *ix;
   x->q_ext = ix->cu_q ? ix->total_q : a->p.seqlen_q;
   x->k_ext = ix->cu_k ? ix->total_k : a->p.seqlen_k;
-  const int64_t rq = ix->cu_q ? 0 : batch_rows(&a->q_str, batch);
-  const int64_t ro = ix->cu_q ? 0 : batch_rows(&a->o_str, batch);
-  const int64_t rk = ix->cu_k ? 0 : batch_rows(&a->k_str, batch);
-  const int64_t rv = ix->cu_k ? 0 : batch_rows(&a->v_str, batch);
-  if (rq < 0 || ro < 0 || rk < 0 || rv < 0 || rq > INT32_MAX || ro > INT32_MAX ||
-      rk > INT32_MAX || rv > INT32_MAX) {
+  const int64_t rq = ix->cu_q ? 0 : fa3_seq_batch_rows(&a->q_str, batch);
+  const int64_t ro = ix->cu_q ? 0 : fa3_seq_batch_rows(&a->o_str, batch);
+  const int64_t rk = ix->cu_k ? 0 : fa3_seq_batch_rows(&a->k_str, batch);
+  const int64_t rv = ix->cu_k ? 0 : fa3_seq_batch_rows(&a->v_str, batch);
+  if (rq < 0 || ro < 0 || rk < 0 || rv < 0) {
     snprintf(err, err_len,
              "cuda.fa3 over sequences needs each padded tensor's batch stride to be a whole "
              "number of its rows");
@@ -101,9 +100,7 @@ int fa3_fwd_seqs_of(fa3_fwd_args *x, const cuda_seq_index *ix, char *err, size_t
   return 0;
 }
 
-/* The largest outer coordinate of a SEQS view (a sequence's start + length): a packed tensor's
-   total, a padded one's last batch start + ext. */
-static int64_t seq_span(int packed, int64_t total, int64_t ext, int32_t batch, int32_t batch_rows) {
+int64_t fa3_seq_span(int packed, int64_t total, int64_t ext, int32_t batch, int32_t batch_rows) {
   return packed ? total : (int64_t)(batch > 0 ? batch - 1 : 0) * batch_rows + ext;
 }
 
@@ -133,18 +130,18 @@ int fa3_fwd_launch(fa3_fwd_args *x, const fa3_fwd_config *cfg, char *err, size_t
       return -1;
     }
     return fa3_seq_tensor_map(x->tq, p->bf16, a->q, &a->q_str, x->q_ext,
-                              seq_span(pq, ix->total_q, x->q_ext, p->batch, x->q_batch_rows), p->heads_q,
+                              fa3_seq_span(pq, ix->total_q, x->q_ext, p->batch, x->q_batch_rows), p->heads_q,
                               p->head_dim, rows, (uint32_t)pack, err, err_len) ||
                    fa3_seq_tensor_map(x->tk, p->bf16, a->k, &a->k_str, x->k_ext,
-                                      seq_span(pk, ix->total_k, x->k_ext, p->batch, x->k_batch_rows),
+                                      fa3_seq_span(pk, ix->total_k, x->k_ext, p->batch, x->k_batch_rows),
                                       p->heads_kv, p->head_dim, (uint32_t)cfg->tile_n, 1, err,
                                       err_len) ||
                    fa3_seq_tensor_map(x->tv, p->bf16, a->v, &a->v_str, x->k_ext,
-                                      seq_span(pk, ix->total_k, x->k_ext, p->batch, x->v_batch_rows),
+                                      fa3_seq_span(pk, ix->total_k, x->k_ext, p->batch, x->v_batch_rows),
                                       p->heads_kv, p->head_dim, (uint32_t)cfg->tile_n, 1, err,
                                       err_len) ||
                    fa3_seq_tensor_map(x->to, p->bf16, a->out, &a->o_str, x->q_ext,
-                                      seq_span(pq, ix->total_q, x->q_ext, p->batch, x->o_batch_rows),
+                                      fa3_seq_span(pq, ix->total_q, x->q_ext, p->batch, x->o_batch_rows),
                                       p->heads_q, p->head_dim, o_rows, o_heads, err, err_len)
                ? -1
                : cfg->launch(x);
