@@ -227,13 +227,12 @@ static int fa3_takes(const fa_request *req, const cuda_device_info *dev, int *co
 /* Whether fa3's forward over sequences (the SEQS configurations) takes a request that the forward
    over sequences runs: its configuration, else -1 and why. Forward calls of packed or used-key
    sequences only: paged K/V, split-KV and fa_forward_kvcache stay fa2's. */
-static int fa3_seqs_takes(const fa_request *req, const cuda_device_info *dev, char *why,
-                          size_t n) {
+static int fa3_seqs_takes(const fa_request *req, const cuda_device_info *dev, char *why, size_t n) {
 #if FA_CUDA_HAS_FA3
   const fa_params *p = req->params;
   if (dev->cc_major != 9 || dev->as_sm80)
-    return snprintf(why, n, "cuda.fa3 needs sm_90 (%s is sm_%d%d%s)", dev->name,
-                    (int)dev->cc_major, (int)dev->cc_minor, dev->as_sm80 ? ", run as sm_80" : ""),
+    return snprintf(why, n, "cuda.fa3 needs sm_90 (%s is sm_%d%d%s)", dev->name, (int)dev->cc_major,
+                    (int)dev->cc_minor, dev->as_sm80 ? ", run as sm_80" : ""),
            -1;
   if (req->op != FA_OP_FORWARD || p->block_table || p->num_splits > 1)
     return snprintf(why, n,

@@ -25,8 +25,8 @@ int frefused(report *rep, frun *R, const fcase *c, const fa_tensor *const *data,
   /* fa3 runs both passes over packed and used-key sequences (the backward at head dims 64, 96
      and 128, not deterministic), not pages, key pieces or fa_forward_kvcache */
   const int narrow = c->d == 64 || c->d == 96 || c->d == 128;
-  const int seqs = (c->bwd && (c->varlen || c->seqused) && (!narrow || c->determ)) ||
-                   c->page > 0 || c->splits > 1 || c->kvc;
+  const int seqs = (c->bwd && (c->varlen || c->seqused) && (!narrow || c->determ)) || c->page > 0 ||
+                   c->splits > 1 || c->kvc;
   need_family(&nd, R->bk, !c->bwd, seqs, c->d, c->dv, fc_max_q(c), fc_max_k(c), c->softcap, data,
               n);
   return refusal(rep, R->bk, &nd, call, st, R->skip, sizeof R->skip);

@@ -90,8 +90,9 @@ static int serves(const backend_ctx *bk, const char *f) {
    64, 96, 128, 192 and 256, no softcap, at least one key (the backward: and one query row), both
    passes over packed and used-key sequences (the backward at head dims 64, 96 and 128, not
    deterministic) but not paged KV, split-KV or the KV cache (seqs: the case needs one of those;
-   cuda.fa2 runs them); TMA takes no negative strides. What it lacks makes its refusal ("kernel_family fa3: ...") a skip,
-   while a refusal of a case the family should run still fails. */
+   cuda.fa2 runs them); TMA takes no negative strides. What it lacks makes its refusal
+   ("kernel_family fa3: ...") a skip, while a refusal of a case the family should run still fails.
+ */
 void need_family(needs *nd, const backend_ctx *bk, int fwd_only, int seqs, int64_t d, int64_t dv,
                  int64_t sq, int64_t sk, float softcap, const fa_tensor *const *data, int count) {
   if (!bk->kernel_family || strcmp(bk->kernel_family, "fa3") != 0 || strcmp(bk->name, "cuda") != 0)

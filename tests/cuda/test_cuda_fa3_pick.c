@@ -292,7 +292,8 @@ int main(void) {
          (unsigned long long)g_map.dims[3]);
   ix.cu_q = ix.cu_k = NULL;
   ix.total_q = ix.total_k = 0;
-  const cuda_strides padded = {600 * 8 * 128, 8 * 128, 128}, odd = {600 * 8 * 128 + 8, 8 * 128, 128};
+  const cuda_strides padded = {600 * 8 * 128, 8 * 128, 128},
+                     odd = {600 * 8 * 128 + 8, 8 * 128, 128};
   x.a.q_str = x.a.o_str = x.a.k_str = x.a.v_str = padded;
   EXPECT(fa3_fwd_seqs_of(&x, &ix, err, sizeof err) == 0 && x.q_ext == 600 && x.k_ext == 600 &&
              x.q_batch_rows == 600 && x.v_batch_rows == 600,

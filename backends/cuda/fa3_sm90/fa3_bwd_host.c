@@ -52,14 +52,14 @@ static int seq_maps(fa3_bwd_args *x, char *err, size_t err_len) {
                      x->tdo, p->bf16, a->dout, &a->do_str, x->q_ext,
                      fa3_seq_span(pq, ix->total_q, x->q_ext, p->batch, x->do_batch_rows),
                      p->heads_q, p->head_dim, FA3_BWD_TILE_M, 1, err, err_len) ||
-                 fa3_seq_tensor_map(x->tk, p->bf16, a->k, &a->k_str, x->k_ext,
-                                    fa3_seq_span(pk, ix->total_k, x->k_ext, p->batch,
-                                                 x->k_batch_rows),
-                                    p->heads_kv, p->head_dim, (uint32_t)tile_n, 1, err, err_len) ||
-                 fa3_seq_tensor_map(x->tv, p->bf16, a->v, &a->v_str, x->k_ext,
-                                    fa3_seq_span(pk, ix->total_k, x->k_ext, p->batch,
-                                                 x->v_batch_rows),
-                                    p->heads_kv, p->head_dim, (uint32_t)tile_n, 1, err, err_len)
+                 fa3_seq_tensor_map(
+                     x->tk, p->bf16, a->k, &a->k_str, x->k_ext,
+                     fa3_seq_span(pk, ix->total_k, x->k_ext, p->batch, x->k_batch_rows),
+                     p->heads_kv, p->head_dim, (uint32_t)tile_n, 1, err, err_len) ||
+                 fa3_seq_tensor_map(
+                     x->tv, p->bf16, a->v, &a->v_str, x->k_ext,
+                     fa3_seq_span(pk, ix->total_k, x->k_ext, p->batch, x->v_batch_rows),
+                     p->heads_kv, p->head_dim, (uint32_t)tile_n, 1, err, err_len)
              ? -1
              : 0;
 }
@@ -94,13 +94,13 @@ int fa3_bwd_launch(fa3_bwd_args *x, void *workspace, char *err, size_t err_len) 
     }
     if (seq_maps(x, err, err_len)) return -1;
   } else if (fa3_tensor_map(x->tq, p->bf16, a->q, &a->q_str, p->batch, p->seqlen_q, p->heads_q,
-                     p->head_dim, FA3_BWD_TILE_M, 1, err, err_len) ||
-      fa3_tensor_map(x->tdo, p->bf16, a->dout, &a->do_str, p->batch, p->seqlen_q, p->heads_q,
-                     p->head_dim, FA3_BWD_TILE_M, 1, err, err_len) ||
-      fa3_tensor_map(x->tk, p->bf16, a->k, &a->k_str, p->batch, p->seqlen_k, p->heads_kv,
-                     p->head_dim, (uint32_t)tile_n, 1, err, err_len) ||
-      fa3_tensor_map(x->tv, p->bf16, a->v, &a->v_str, p->batch, p->seqlen_k, p->heads_kv,
-                     p->head_dim, (uint32_t)tile_n, 1, err, err_len))
+                            p->head_dim, FA3_BWD_TILE_M, 1, err, err_len) ||
+             fa3_tensor_map(x->tdo, p->bf16, a->dout, &a->do_str, p->batch, p->seqlen_q, p->heads_q,
+                            p->head_dim, FA3_BWD_TILE_M, 1, err, err_len) ||
+             fa3_tensor_map(x->tk, p->bf16, a->k, &a->k_str, p->batch, p->seqlen_k, p->heads_kv,
+                            p->head_dim, (uint32_t)tile_n, 1, err, err_len) ||
+             fa3_tensor_map(x->tv, p->bf16, a->v, &a->v_str, p->batch, p->seqlen_k, p->heads_kv,
+                            p->head_dim, (uint32_t)tile_n, 1, err, err_len))
     return -1;
   /* Over sequences every block takes items until the sequences' are done: the requested grid. */
   x->grid_blocks = a->seqs ? x->grid_blocks : fa3_bwd_grid_blocks(a, padded, x->grid_blocks);

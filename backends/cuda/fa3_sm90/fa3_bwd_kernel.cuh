@@ -155,8 +155,8 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
           const fa3_bwd_item I = fa3_bwd_item_of(A, w, n_tiles);
           hk = I.hk, b = I.b, n = I.n;
         }
-        const fa3_bwd_tile T = fa3_bwd_seq_tile_of<SEQS>(mask, R, n, BM, BN, seqlen_q, seqlen_k,
-                                                         group, a.ix);
+        const fa3_bwd_tile T =
+            fa3_bwd_seq_tile_of<SEQS>(mask, R, n, BM, BN, seqlen_q, seqlen_k, group, a.ix);
         /* The next item, taken now so that the counter's latency passes under this one */
         w = PUBLISH && A.tile_counter ? (int)gridDim.x + (int)atomicAdd(A.tile_counter, 1u)
                                       : w + gridDim.x;
@@ -232,8 +232,8 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
         const fa3_bwd_item I = fa3_bwd_item_of(A, w, n_tiles);
         hk = I.hk, b = I.b, n = I.n;
       }
-      const fa3_bwd_tile T = fa3_bwd_seq_tile_of<SEQS>(mask, R, n, BM, BN, seqlen_q, seqlen_k,
-                                                       group, a.ix);
+      const fa3_bwd_tile T =
+          fa3_bwd_seq_tile_of<SEQS>(mask, R, n, BM, BN, seqlen_q, seqlen_k, group, a.ix);
       int h = hk * group, mt = T.m_begin;
       for (int i = 0; i < T.steps; ++i) {
         bar_sync(FA3_BWD_BAR_FULL_DQ, DQ_THREADS);
@@ -281,8 +281,8 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
         const fa3_bwd_item I = fa3_bwd_item_of(A, w, n_tiles);
         hk = I.hk, b = I.b, n = I.n;
       }
-      const fa3_bwd_tile T = fa3_bwd_seq_tile_of<SEQS>(mask, R, n, BM, BN, seqlen_q, seqlen_k,
-                                                       group, a.ix);
+      const fa3_bwd_tile T =
+          fa3_bwd_seq_tile_of<SEQS>(mask, R, n, BM, BN, seqlen_q, seqlen_k, group, a.ix);
       const int key0 = T.n0 + 64 * c;
       /* This tile's K/V slot, and this consumer's 64 keys of it. */
       const int slot = loaded % KV_ST;

@@ -20,9 +20,8 @@ int fa3_bwd_main_launch(const fa3_bwd_args *x) {
     } else {
       if (x->grid_blocks <= 0 || x->a.deterministic) return (int)cudaErrorInvalidValue;
       if (p.heads_kv == 0 || p.batch == 0) return 0;
-      fa3_bwd_kernel<Tr, HD, true>
-          <<<dim3((unsigned)x->grid_blocks), 384, FA3_BWD_SMEM(HD),
-             static_cast<cudaStream_t>(p.stream)>>>(*x);
+      fa3_bwd_kernel<Tr, HD, true><<<dim3((unsigned)x->grid_blocks), 384, FA3_BWD_SMEM(HD),
+                                     static_cast<cudaStream_t>(p.stream)>>>(*x);
       return (int)cudaGetLastError();
     }
   }
@@ -34,7 +33,8 @@ int fa3_bwd_main_launch(const fa3_bwd_args *x) {
   const dim3 grid = x->grid_blocks > 0
                         ? dim3((unsigned)x->grid_blocks, 1u, 1u)
                         : dim3((unsigned)grid_x, (unsigned)p.heads_kv, (unsigned)p.batch);
-  fa3_bwd_kernel<Tr, HD, false><<<grid, 384, FA3_BWD_SMEM(HD), static_cast<cudaStream_t>(p.stream)>>>(*x);
+  fa3_bwd_kernel<Tr, HD, false>
+      <<<grid, 384, FA3_BWD_SMEM(HD), static_cast<cudaStream_t>(p.stream)>>>(*x);
   return (int)cudaGetLastError();
 }
 

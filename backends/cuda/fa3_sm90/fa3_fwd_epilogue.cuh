@@ -62,8 +62,7 @@ __device__ __forceinline__ int64_t fa3_lse_at(const fa3_fwd_args &A, const fa3_t
               : tf.b * st.batch + h * st.head + (int64_t)i * st.row;
 }
 template <typename E>
-__device__ __forceinline__ E *fa3_out_row(const fa3_fwd_args &A, const fa3_tile &tf, int h,
-                                          int i) {
+__device__ __forceinline__ E *fa3_out_row(const fa3_fwd_args &A, const fa3_tile &tf, int h, int i) {
   const cuda_strides &st = A.a.o_str;
   return static_cast<E *>(A.a.out) + tf.b * st.batch + h * st.head +
          ((int64_t)tf.q_start + i) * st.row;

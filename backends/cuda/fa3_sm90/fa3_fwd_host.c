@@ -59,8 +59,7 @@ int fa3_tensor_map(void *map, int bf16, const void *base, const cuda_strides *st
 int fa3_seq_tensor_map(void *map, int bf16, const void *base, const cuda_strides *st, int64_t ext,
                        int64_t span, int32_t heads, int32_t head_dim, uint32_t rows,
                        uint32_t box_heads, char *err, size_t err_len) {
-  const uint64_t dims[4] = {(uint64_t)head_dim, (uint64_t)ext, (uint64_t)heads,
-                            (uint64_t)span + 1};
+  const uint64_t dims[4] = {(uint64_t)head_dim, (uint64_t)ext, (uint64_t)heads, (uint64_t)span + 1};
   const uint64_t strides[3] = {(uint64_t)st->row * 2, (uint64_t)st->head * 2,
                                (uint64_t)st->row * 2};
   const uint32_t box[4] = {64, rows, box_heads, 1};
@@ -130,19 +129,20 @@ int fa3_fwd_launch(fa3_fwd_args *x, const fa3_fwd_config *cfg, char *err, size_t
       return -1;
     }
     return fa3_seq_tensor_map(x->tq, p->bf16, a->q, &a->q_str, x->q_ext,
-                              fa3_seq_span(pq, ix->total_q, x->q_ext, p->batch, x->q_batch_rows), p->heads_q,
-                              p->head_dim, rows, (uint32_t)pack, err, err_len) ||
-                   fa3_seq_tensor_map(x->tk, p->bf16, a->k, &a->k_str, x->k_ext,
-                                      fa3_seq_span(pk, ix->total_k, x->k_ext, p->batch, x->k_batch_rows),
-                                      p->heads_kv, p->head_dim, (uint32_t)cfg->tile_n, 1, err,
-                                      err_len) ||
-                   fa3_seq_tensor_map(x->tv, p->bf16, a->v, &a->v_str, x->k_ext,
-                                      fa3_seq_span(pk, ix->total_k, x->k_ext, p->batch, x->v_batch_rows),
-                                      p->heads_kv, p->head_dim, (uint32_t)cfg->tile_n, 1, err,
-                                      err_len) ||
-                   fa3_seq_tensor_map(x->to, p->bf16, a->out, &a->o_str, x->q_ext,
-                                      fa3_seq_span(pq, ix->total_q, x->q_ext, p->batch, x->o_batch_rows),
-                                      p->heads_q, p->head_dim, o_rows, o_heads, err, err_len)
+                              fa3_seq_span(pq, ix->total_q, x->q_ext, p->batch, x->q_batch_rows),
+                              p->heads_q, p->head_dim, rows, (uint32_t)pack, err, err_len) ||
+                   fa3_seq_tensor_map(
+                       x->tk, p->bf16, a->k, &a->k_str, x->k_ext,
+                       fa3_seq_span(pk, ix->total_k, x->k_ext, p->batch, x->k_batch_rows),
+                       p->heads_kv, p->head_dim, (uint32_t)cfg->tile_n, 1, err, err_len) ||
+                   fa3_seq_tensor_map(
+                       x->tv, p->bf16, a->v, &a->v_str, x->k_ext,
+                       fa3_seq_span(pk, ix->total_k, x->k_ext, p->batch, x->v_batch_rows),
+                       p->heads_kv, p->head_dim, (uint32_t)cfg->tile_n, 1, err, err_len) ||
+                   fa3_seq_tensor_map(
+                       x->to, p->bf16, a->out, &a->o_str, x->q_ext,
+                       fa3_seq_span(pq, ix->total_q, x->q_ext, p->batch, x->o_batch_rows),
+                       p->heads_q, p->head_dim, o_rows, o_heads, err, err_len)
                ? -1
                : cfg->launch(x);
   }

@@ -131,8 +131,8 @@ __device__ __forceinline__ fa_mask fa3_mask_of(const fa3_fwd_args &A, const fa3_
    (fa3_seq_tensor_map: rows ext - len + i of the outermost coordinate start + len, which ends
    the rows at the sequence's end). */
 template <bool SEQS>
-__device__ __forceinline__ void fa3_rows_at(const fa3_tile &ti, int ext, int batch_rows,
-                                            bool keys, int at, int &row, int &outer) {
+__device__ __forceinline__ void fa3_rows_at(const fa3_tile &ti, int ext, int batch_rows, bool keys,
+                                            int at, int &row, int &outer) {
   if (!SEQS) {
     row = at;
     outer = ti.b;

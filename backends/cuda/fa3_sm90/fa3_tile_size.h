@@ -89,43 +89,42 @@
      but the short block first (the schedule's order is its own).
    - *_low_smem: where the planned configuration does not fit a device's shared memory (a testing
      limit, FA_CUDA_SMEM_LIMIT: every sm_90 GPU has 227 KiB). */
-#define FA3_FWD_CONFIGS(X)                                                                \
-  X(hd64, 64, 3, 128,                                                                     \
-    FA3_PERSISTENT | FA3_TWO_Q_BUFFERS | FA3_TMA_EPILOGUE | FA3_THREE_KV_STAGES |         \
-        FA3_MMA_ROW_SUM | FA3_SPLIT_ROW_MAX)                                              \
-  X(hd64_masked_short, 64, 3, 128,                                                        \
-    FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TWO_Q_BUFFERS | FA3_TMA_EPILOGUE |        \
-        FA3_THREE_KV_STAGES | FA3_MMA_ROW_SUM | FA3_SPLIT_ROW_MAX | FA3_OWN_KEY_END)      \
-  X(hd64_masked, 64, 3, 128,                                                              \
-    FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TWO_Q_BUFFERS | FA3_TMA_EPILOGUE |        \
-        FA3_THREE_KV_STAGES | FA3_MMA_ROW_SUM | FA3_SPLIT_ROW_MAX | FA3_OWN_KEY_END |     \
-        FA3_SHORT_BLOCK_FIRST)                                                            \
-  X(hd64_low_smem, 64, 3, 128, 0)                                                         \
-  X(hd128, 128, 2, 128,                                                                   \
-    FA3_PERSISTENT | FA3_TWO_Q_BUFFERS | FA3_TMA_EPILOGUE | FA3_PINNED_SOFTMAX |          \
-        FA3_SPLIT_ROW_MAX)                                                                \
-  X(hd128_masked, 128, 2, 128,                                                            \
-    FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TWO_Q_BUFFERS | FA3_TMA_EPILOGUE |        \
-        FA3_PINNED_SOFTMAX | FA3_SPLIT_ROW_MAX)                                           \
-  X(hd128_low_smem, 128, 2, 128, FA3_TMA_EPILOGUE)                                        \
-  X(hd256, 256, 2, 80,                                                                    \
-    FA3_PERSISTENT | FA3_TMA_EPILOGUE | FA3_EPILOGUE_IN_KV_STAGE | FA3_PINNED_SOFTMAX |   \
-        FA3_SPLIT_ROW_MAX)                                                                \
-  X(hd256_masked_short, 256, 2, 80,                                                       \
-    FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TMA_EPILOGUE | FA3_EPILOGUE_IN_KV_STAGE | \
-        FA3_SPLIT_ROW_MAX | FA3_OWN_KEY_END)                                              \
-  X(hd256_masked, 256, 2, 80,                                                             \
-    FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TMA_EPILOGUE | FA3_EPILOGUE_IN_KV_STAGE | \
-        FA3_SPLIT_ROW_MAX)                                                                \
-  X(hd64_seqs, 64, 3, 128,                                                                \
-    FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TWO_Q_BUFFERS | FA3_TMA_EPILOGUE |        \
-        FA3_THREE_KV_STAGES | FA3_MMA_ROW_SUM | FA3_SPLIT_ROW_MAX | FA3_OWN_KEY_END |     \
-        FA3_SEQS)                                                                         \
-  X(hd128_seqs, 128, 2, 128,                                                              \
-    FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TWO_Q_BUFFERS | FA3_TMA_EPILOGUE |        \
-        FA3_PINNED_SOFTMAX | FA3_SPLIT_ROW_MAX | FA3_SEQS)                                \
-  X(hd256_seqs, 256, 2, 80,                                                               \
-    FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TMA_EPILOGUE | FA3_EPILOGUE_IN_KV_STAGE | \
+#define FA3_FWD_CONFIGS(X)                                                                      \
+  X(hd64, 64, 3, 128,                                                                           \
+    FA3_PERSISTENT | FA3_TWO_Q_BUFFERS | FA3_TMA_EPILOGUE | FA3_THREE_KV_STAGES |               \
+        FA3_MMA_ROW_SUM | FA3_SPLIT_ROW_MAX)                                                    \
+  X(hd64_masked_short, 64, 3, 128,                                                              \
+    FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TWO_Q_BUFFERS | FA3_TMA_EPILOGUE |              \
+        FA3_THREE_KV_STAGES | FA3_MMA_ROW_SUM | FA3_SPLIT_ROW_MAX | FA3_OWN_KEY_END)            \
+  X(hd64_masked, 64, 3, 128,                                                                    \
+    FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TWO_Q_BUFFERS | FA3_TMA_EPILOGUE |              \
+        FA3_THREE_KV_STAGES | FA3_MMA_ROW_SUM | FA3_SPLIT_ROW_MAX | FA3_OWN_KEY_END |           \
+        FA3_SHORT_BLOCK_FIRST)                                                                  \
+  X(hd64_low_smem, 64, 3, 128, 0)                                                               \
+  X(hd128, 128, 2, 128,                                                                         \
+    FA3_PERSISTENT | FA3_TWO_Q_BUFFERS | FA3_TMA_EPILOGUE | FA3_PINNED_SOFTMAX |                \
+        FA3_SPLIT_ROW_MAX)                                                                      \
+  X(hd128_masked, 128, 2, 128,                                                                  \
+    FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TWO_Q_BUFFERS | FA3_TMA_EPILOGUE |              \
+        FA3_PINNED_SOFTMAX | FA3_SPLIT_ROW_MAX)                                                 \
+  X(hd128_low_smem, 128, 2, 128, FA3_TMA_EPILOGUE)                                              \
+  X(hd256, 256, 2, 80,                                                                          \
+    FA3_PERSISTENT | FA3_TMA_EPILOGUE | FA3_EPILOGUE_IN_KV_STAGE | FA3_PINNED_SOFTMAX |         \
+        FA3_SPLIT_ROW_MAX)                                                                      \
+  X(hd256_masked_short, 256, 2, 80,                                                             \
+    FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TMA_EPILOGUE | FA3_EPILOGUE_IN_KV_STAGE |       \
+        FA3_SPLIT_ROW_MAX | FA3_OWN_KEY_END)                                                    \
+  X(hd256_masked, 256, 2, 80,                                                                   \
+    FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TMA_EPILOGUE | FA3_EPILOGUE_IN_KV_STAGE |       \
+        FA3_SPLIT_ROW_MAX)                                                                      \
+  X(hd64_seqs, 64, 3, 128,                                                                      \
+    FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TWO_Q_BUFFERS | FA3_TMA_EPILOGUE |              \
+        FA3_THREE_KV_STAGES | FA3_MMA_ROW_SUM | FA3_SPLIT_ROW_MAX | FA3_OWN_KEY_END | FA3_SEQS) \
+  X(hd128_seqs, 128, 2, 128,                                                                    \
+    FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TWO_Q_BUFFERS | FA3_TMA_EPILOGUE |              \
+        FA3_PINNED_SOFTMAX | FA3_SPLIT_ROW_MAX | FA3_SEQS)                                      \
+  X(hd256_seqs, 256, 2, 80,                                                                     \
+    FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TMA_EPILOGUE | FA3_EPILOGUE_IN_KV_STAGE |       \
         FA3_SPLIT_ROW_MAX | FA3_SEQS)
 
 typedef enum fa3_fwd_config_id {
