@@ -87,11 +87,17 @@ static int whole_rows(const fa_tensor *t, int64_t batch) {
   return t->strides[1] > 0 && t->strides[0] >= 0 && t->strides[0] % t->strides[1] == 0;
 }
 
-/* 1 with the reason where fa3's forward over sequences cannot view a request's tensors
-   (fa3_seq_tensor_map addresses a padded tensor's rows from its batch stride in rows). */
-static int fa3_seqs_layout_refused(const fa_request *req, char *why, size_t n) {
-  const fa_tensor *ts[] = {req->q, req->k, req->v, req->out};
-  const char *names[] = {"q", "k", "v", "out"};
+/* 1 with the reason where fa3 over sequences cannot view a request's tensors (q, k, v and `last`,
+   out or dout): fa3_seq_tensor_map needs rows and keys in them (a packed tensor's, a padded one's
+   longest sequence) and addresses a padded tensor's rows from its batch stride in rows. */
+static int fa3_seqs_layout_refused(const fa_request *req, const fa_tensor *last,
+                                   const char *last_name, char *why, size_t n) {
+  const fa_params *p = req->params;
+  if ((p->cu_seqlens_q ? req->q->shape[0] : req->seqlen_q) == 0 ||
+      (p->cu_seqlens_k ? req->k->shape[0] : req->seqlen_k) == 0)
+    return snprintf(why, n, "cuda.fa3 over sequences needs rows and keys in the tensors"), 1;
+  const fa_tensor *ts[] = {req->q, req->k, req->v, last};
+  const char *names[] = {"q", "k", "v", last_name};
   for (int i = 0; i < 4; ++i)
     if (!whole_rows(ts[i], req->batch))
       return snprintf(why, n,
@@ -123,18 +129,7 @@ static int fa3_bwd_takes(const fa_request *req, const cuda_device_info *dev, cha
                       "cuda.fa3's backward over sequences is not deterministic (cuda.fa2 runs "
                       "it)"),
              0;
-    if ((p->cu_seqlens_q ? req->q->shape[0] : req->seqlen_q) == 0 ||
-        (p->cu_seqlens_k ? req->k->shape[0] : req->seqlen_k) == 0)
-      return snprintf(why, n, "cuda.fa3 over sequences needs rows and keys in the tensors"), 0;
-    const fa_tensor *ts[] = {req->q, req->k, req->v, req->dout};
-    const char *names[] = {"q", "k", "v", "dout"};
-    for (int i = 0; i < 4; ++i)
-      if (!whole_rows(ts[i], req->batch))
-        return snprintf(why, n,
-                        "cuda.fa3 over sequences needs %s's batch stride to be a whole number of "
-                        "its rows (cuda.fa2 runs it)",
-                        names[i]),
-               0;
+    if (fa3_seqs_layout_refused(req, req->dout, "dout", why, n)) return 0;
   }
   if (!padded)
     return snprintf(why, n,
@@ -181,7 +176,7 @@ static int fa3_fwd_takes(const fa_request *req, const cuda_device_info *dev, cha
     /* A SEQS configuration runs a dense request as sequences of its lengths (the tests reach it
        with every dense case so). */
     if (c->head_dim_padded == fa3_fwd_padded_head_dim(req->head_dim) &&
-        (!(c->flags & FA3_SEQS) || !fa3_seqs_layout_refused(req, why, n))) {
+        (!(c->flags & FA3_SEQS) || !fa3_seqs_layout_refused(req, req->out, "out", why, n))) {
       if ((int64_t)c->smem_bytes > dev->smem_optin)
         return snprintf(why, n,
                         "FA_CUDA_FA3_CONFIG's %s needs %zu KiB of shared memory; %d allowed",
@@ -243,13 +238,9 @@ static int fa3_seqs_takes(const fa_request *req, const cuda_device_info *dev, ch
     return snprintf(why, n, "cuda.fa3 has head_dim 64, 96, 128, 192 and 256 (asked %lld)",
                     (long long)req->head_dim),
            -1;
-  /* The views' extents: a packed tensor's rows, a padded one's longest sequence. */
-  const int64_t rows = p->cu_seqlens_q ? req->q->shape[0] : req->seqlen_q;
-  const int64_t keys = p->cu_seqlens_k ? req->k->shape[0] : req->seqlen_k;
-  if (rows == 0 || keys == 0)
-    return snprintf(why, n, "cuda.fa3 over sequences needs rows and keys in the tensors"), -1;
   const fa_tensor *ts[] = {req->q, req->k, req->v, req->out};
-  if (negative_stride(ts, 4, why, n) || fa3_seqs_layout_refused(req, why, n)) return -1;
+  if (negative_stride(ts, 4, why, n) || fa3_seqs_layout_refused(req, req->out, "out", why, n))
+    return -1;
   const int id = fa3_fwd_seqs_tile_size(req->head_dim, dev->smem_optin);
   if (id < 0)
     return snprintf(why, n,

@@ -148,15 +148,10 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
           mbar_arrive(item_full + slot);
         }
         if (!have) break;
-        int hk, b, n;
-        if constexpr (SEQS) {
-          hk = R.hk, b = R.b, n = R.n;
-        } else {
-          const fa3_bwd_item I = fa3_bwd_item_of(A, w, n_tiles);
-          hk = I.hk, b = I.b, n = I.n;
-        }
+        const fa3_bwd_item I = fa3_bwd_item_at<SEQS>(A, w, n_tiles, R);
+        const int hk = I.hk, b = I.b;
         const fa3_bwd_tile T =
-            fa3_bwd_seq_tile_of<SEQS>(mask, R, n, BM, BN, seqlen_q, seqlen_k, group, a.ix);
+            fa3_bwd_seq_tile_of<SEQS>(mask, R, I.n, BM, BN, seqlen_q, seqlen_k, group, a.ix);
         /* The next item, taken now so that the counter's latency passes under this one */
         w = PUBLISH && A.tile_counter ? (int)gridDim.x + (int)atomicAdd(A.tile_counter, 1u)
                                       : w + gridDim.x;
@@ -225,16 +220,11 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
       if (SEQS && w >= 0) R = kv_rec[loaded % KV_ST]; /* read before the slot is released */
       mbar_arrive(kv_empty + loaded % KV_ST);
       if (w < 0) break;
-      int hk, b, n;
-      if constexpr (SEQS) {
-        hk = R.hk, b = R.b, n = R.n;
-      } else {
-        const fa3_bwd_item I = fa3_bwd_item_of(A, w, n_tiles);
-        hk = I.hk, b = I.b, n = I.n;
-      }
+      const fa3_bwd_item I = fa3_bwd_item_at<SEQS>(A, w, n_tiles, R);
+      const int b = I.b;
       const fa3_bwd_tile T =
-          fa3_bwd_seq_tile_of<SEQS>(mask, R, n, BM, BN, seqlen_q, seqlen_k, group, a.ix);
-      int h = hk * group, mt = T.m_begin;
+          fa3_bwd_seq_tile_of<SEQS>(mask, R, I.n, BM, BN, seqlen_q, seqlen_k, group, a.ix);
+      int h = I.hk * group, mt = T.m_begin;
       for (int i = 0; i < T.steps; ++i) {
         bar_sync(FA3_BWD_BAR_FULL_DQ, DQ_THREADS);
         if (lane == 0) {
@@ -270,19 +260,18 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
       const int w = fa3_bwd_take_item(item_full, kv_item, loaded, KV_ST);
       if (w < 0) break;
       /* The item's sequence: its rows, keys and mask (SEQS), else the problem's. */
-      int hk, b, n, sq = seqlen_q, sk = seqlen_k, k_rows = seqlen_k, k_start = 0;
+      int sq = seqlen_q, sk = seqlen_k, k_rows = seqlen_k, k_start = 0;
       fa3_bwd_seq_item R;
       fa_mask mk = mask;
       if constexpr (SEQS) {
         R = kv_rec[loaded % KV_ST];
-        hk = R.hk, b = R.b, n = R.n, sq = R.sq, sk = R.sk, k_rows = R.k_rows, k_start = R.k_start;
+        sq = R.sq, sk = R.sk, k_rows = R.k_rows, k_start = R.k_start;
         mk = seq_mask_of(a.ix, sq, sk);
-      } else {
-        const fa3_bwd_item I = fa3_bwd_item_of(A, w, n_tiles);
-        hk = I.hk, b = I.b, n = I.n;
       }
+      const fa3_bwd_item I = fa3_bwd_item_at<SEQS>(A, w, n_tiles, R);
+      const int hk = I.hk, b = I.b;
       const fa3_bwd_tile T =
-          fa3_bwd_seq_tile_of<SEQS>(mask, R, n, BM, BN, seqlen_q, seqlen_k, group, a.ix);
+          fa3_bwd_seq_tile_of<SEQS>(mask, R, I.n, BM, BN, seqlen_q, seqlen_k, group, a.ix);
       const int key0 = T.n0 + 64 * c;
       /* This tile's K/V slot, and this consumer's 64 keys of it. */
       const int slot = loaded % KV_ST;

@@ -108,6 +108,16 @@ __device__ __forceinline__ bool fa3_bwd_seq_item_of(int w, fa3_bwd_cursor &cur,
   return true;
 }
 
+/* An item's key tile, K/V head and batch: its published record's (SEQS) or item w's. */
+template <bool SEQS>
+__device__ __forceinline__ fa3_bwd_item fa3_bwd_item_at(const fa3_bwd_args &A, int w, int n_tiles,
+                                                        const fa3_bwd_seq_item &R) {
+  if (!SEQS) return fa3_bwd_item_of(A, w, n_tiles);
+  fa3_bwd_item I;
+  I.n = R.n, I.hk = R.hk, I.b = R.b;
+  return I;
+}
+
 /* An item's key tile and steps: the problem's (fa3_bwd_tile_of), or (SEQS) its sequence's under
    its own mask, none for a key tile past the sequence's used keys. */
 template <bool SEQS>
