@@ -6,10 +6,11 @@
  * heads_q x seqlen_q, head by head), and walks its key range in blocks of ROWS_BLOCK tokens; in
  * each block, KV head by KV head, the query heads sharing it (GQA) use each K/V row once. So a
  * thread reads a block's tokens whole, all KV heads, front to back: with the cache's [batch,
- * seqlen, heads, dim] layout that is contiguous memory, which the hardware prefetchers follow. A
- * task per head would read one head_dim slice of every token (2 KiB apart at 8 bf16 heads of
- * 128), which they do not follow across pages, and wait on its loads. Threads share the work by
- * split-KV (cpu_decide.c chooses the splits), merged in cpu_forward.c.
+ * seqlen, heads, dim] layout that is contiguous memory. Within a block each head's rows are
+ * slices a token row apart, which the hardware prefetchers do not follow across pages: the next
+ * head's slices are prefetched while one head computes (prefetch_head). A task per head would read
+ * one head_dim slice of every token over the whole cache, with nothing to prefetch it. Threads
+ * share the work by split-KV (cpu_decide.c chooses the splits), merged in cpu_forward.c.
  *
  * Per block and KV head it is the tile path's attend() (cpu_forward.c) with the two tile products
  * replaced: the same mask classification, score transform (softcap, ALiBi) and online-softmax
@@ -70,6 +71,19 @@ static void block_kv_head(const cpu_problem *pb, const cpu_kernels *kern, const 
   kern->pv_rows(rows, nc, dv, s, nb, elem_kind(sq->v.dtype), vrow, o + x0 * dv, dv);
 }
 
+/* Asks for one KV head's slice of the block's rows (bytes [koff, koff + kbytes) of each K row,
+   [voff, voff + vbytes) of each V row) ahead of its use: a head's slices lie a token row apart
+   (2 KiB at 8 bf16 heads of 128), which the hardware prefetchers do not follow across pages, so
+   without this the products wait on them (GQA 32:8 past the last-level cache: f16 +27%, hd64 batch
+   4 +78%; bf16 +5-10%; within 7% slower where the cache holds the K and V). */
+static void prefetch_head(const block_rows *br, int nc, int64_t koff, int64_t kbytes, int64_t voff,
+                          int64_t vbytes) {
+  for (int j = 0; j < nc; ++j) {
+    for (int64_t b = 0; b < kbytes; b += 64) __builtin_prefetch(br->k[j] + koff + b, 0, 2);
+    for (int64_t b = 0; b < vbytes; b += 64) __builtin_prefetch(br->v[j] + voff + b, 0, 2);
+  }
+}
+
 void cpu_attend_rows(const cpu_problem *pb, const cpu_kernels *kern, const cpu_seq *sq, int64_t h0,
                      int heads, int64_t r0, int mr, const float *q, float *s, int64_t k0,
                      int64_t k1, float *m, float *l, float *o) {
@@ -97,6 +111,9 @@ void cpu_attend_rows(const cpu_problem *pb, const cpu_kernels *kern, const cpu_s
     for (int64_t hk = hk0; hk < hk1; ++hk) {
       const int64_t ha = hk * group > h0 ? hk * group : h0;
       const int64_t hb = (hk + 1) * group < h0 + heads ? (hk + 1) * group : h0 + heads;
+      if (hk + 1 < hk1) /* the next head's rows arrive while this one computes */
+        prefetch_head(&br, nc, (hk + 1) * sq->k.hs * ksz, pb->d * ksz, (hk + 1) * sq->v.hs * vsz,
+                      pb->dv * vsz);
       block_kv_head(pb, kern, sq, &br, hk, ha, hb, h0, r0, mr, c0, nc, nb, lo, hi, q, s, m, l, o);
     }
   }
