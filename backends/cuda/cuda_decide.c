@@ -108,6 +108,14 @@ static int fa3_seqs_layout_refused(const fa_request *req, const fa_tensor *last,
   return 0;
 }
 
+/* -1 with the reason where no fa3 forward configuration of the head dim fits the device. */
+static int fa3_smem_refused(const fa_request *req, const cuda_device_info *dev, char *why,
+                            size_t n) {
+  snprintf(why, n, "cuda.fa3 at head_dim %lld needs more shared memory than the %d KiB allowed",
+           (long long)req->head_dim, (int)(dev->smem_optin / 1024));
+  return -1;
+}
+
 /* Whether the FlashAttention-3 backward takes a request that fa2 takes (1); if not, why (0). */
 static int fa3_bwd_takes(const fa_request *req, const cuda_device_info *dev, char *why, size_t n) {
   const fa_params *p = req->params;
@@ -185,12 +193,7 @@ static int fa3_fwd_takes(const fa_request *req, const cuda_device_info *dev, cha
       id = forced;
     }
   }
-  if (id < 0)
-    return snprintf(why, n,
-                    "cuda.fa3 at head_dim %lld needs more shared memory than the %d KiB "
-                    "allowed",
-                    (long long)req->head_dim, (int)(dev->smem_optin / 1024)),
-           -1;
+  if (id < 0) return fa3_smem_refused(req, dev, why, n);
   /* O too where the configuration stores it by TMA. */
   const fa_tensor *ts[] = {req->q, req->k, req->v, req->out};
   const int tma_out = (fa3_fwd_config_of(id)->flags & FA3_TMA_EPILOGUE) != 0;
@@ -242,13 +245,7 @@ static int fa3_seqs_takes(const fa_request *req, const cuda_device_info *dev, ch
   if (negative_stride(ts, 4, why, n) || fa3_seqs_layout_refused(req, req->out, "out", why, n))
     return -1;
   const int id = fa3_fwd_seqs_tile_size(req->head_dim, dev->smem_optin);
-  if (id < 0)
-    return snprintf(why, n,
-                    "cuda.fa3 at head_dim %lld needs more shared memory than the %d KiB "
-                    "allowed",
-                    (long long)req->head_dim, (int)(dev->smem_optin / 1024)),
-           -1;
-  return id;
+  return id < 0 ? fa3_smem_refused(req, dev, why, n) : id;
 #else
   (void)req, (void)dev;
   return snprintf(why, n, "cuda.fa3 is not built (FA_CUDA_ARCHS without 90)"), -1;
