@@ -32,6 +32,10 @@
 #                hd64 seqlen 600 and hd256 seqlen 700, non-causal: the backward's balanced last
 #                wave with every key tile cut into pieces (fa2_tail.c)
 #   synccheck    compute-sanitizer --tool synccheck on the first of those
+#   memcheck.seqs, racecheck.seqs, synccheck.seqs, racecheck.seqs.grid1
+#                the kernels over sequences: memcheck on bin/conformance --filter varlen (no leak
+#                check), racecheck and synccheck on its varlen.tiles case, racecheck on
+#                varlen.window with FA_CUDA_FA3_GRID=1 (fa3's cursor, one block taking every tile)
 #   memcheck.tables
 #                memcheck on bin/cuda_bad_tables: out-of-range block tables, cu_seqlens, seqused_k
 #                and cache lengths in device memory, refused with params.check_indices and
@@ -204,7 +208,7 @@ sanitize() { # step tool log args... (of bin/cuda_smoke, or of bin/$SAN_PROG)
   local step=$1 tool=$2 log=$3 prog=${SAN_PROG:-cuda_smoke}
   shift 3
   local extra=()
-  [ "$tool" = memcheck ] && extra=(--leak-check full)
+  [ "$tool" = memcheck ] && [ -z "${SAN_NO_LEAK:-}" ] && extra=(--leak-check full)
   # The fault-injection run fails CUDA calls on purpose: those API errors are its subject (the
   # program checks how each is handled), not sanitizer findings; memory errors still count.
   [ "$step" = oom ] && extra+=(--report-api-errors no)
@@ -231,9 +235,9 @@ if [ "$DO_SAN" -eq 1 ]; then
   banner "compute-sanitizer"
   SANITIZER=$(find_tool compute-sanitizer)
   if [ -z "$SANITIZER" ]; then
-    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables; do record "$s" FAIL "compute-sanitizer not found"; done
+    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1; do record "$s" FAIL "compute-sanitizer not found"; done
   elif ! need_bin cuda_smoke; then
-    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables; do record "$s" FAIL "cuda_smoke not built"; done
+    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1; do record "$s" FAIL "cuda_smoke not built"; done
   else
     "$SANITIZER" --version | tail -1
     sanitize memcheck memcheck memcheck.log
@@ -260,9 +264,27 @@ if [ "$DO_SAN" -eq 1 ]; then
     else
       record memcheck.tables FAIL "cuda_bad_tables not built"
     fi
+    # The kernels over sequences (fa3's on sm_90 where its conformance cases reach them, fa2's
+    # elsewhere): the suite's varlen cases under memcheck (device leaks are cuda_smoke's steps'
+    # concern), racecheck and synccheck on several tiles of several sequences, and racecheck with
+    # fa3's persistent grid cut to one block (the cursor over the sequences' tiles and items).
+    if need_bin conformance; then
+      SAN_PROG=conformance SAN_NO_LEAK=1 sanitize memcheck.seqs memcheck memcheck_seqs.log \
+        --backend cuda --filter varlen
+      SAN_PROG=conformance sanitize racecheck.seqs racecheck racecheck_seqs.log --backend cuda \
+        --filter varlen.tiles
+      SAN_PROG=conformance sanitize synccheck.seqs synccheck synccheck_seqs.log --backend cuda \
+        --filter varlen.tiles
+      SAN_PROG=conformance FA_CUDA_FA3_GRID=1 sanitize racecheck.seqs.grid1 racecheck \
+        racecheck_seqs_grid1.log --backend cuda --filter varlen.window
+    else
+      for s in memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1; do
+        record "$s" FAIL "conformance not built"
+      done
+    fi
   fi
 else
-  for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables; do record "$s" SKIP "--no-sanitize"; done
+  for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1; do record "$s" SKIP "--no-sanitize"; done
 fi
 
 # --- load ------------------------------------------------------------------------------------
