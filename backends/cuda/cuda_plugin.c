@@ -90,19 +90,15 @@ static fa_status run_forward(const fa_request *req, const fa_decision *decision,
         (ws_bytes ? ws_bytes + CUDA_WORKSPACE_ALIGN : 0) != decision->workspace_bytes)
       return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no fa3 forward kernel as decided (%s)",
                                decision->kernel);
-    char err[200];
-    if (cfg->flags & FA3_SEQS) { /* sequences of their own lengths, or a dense call as such */
-      cuda_seq_index ix;
-      cuda_seq_index_of(req, &ix);
-      if (fa3_fwd_seqs_of(&x, &ix, err, sizeof err) != 0)
-        return fa_core_set_error(FA_ERR_INTERNAL, "cuda: the fa3 forward: %s", err);
-    }
+    /* SEQS: sequences of their own lengths, or a dense call as such (the views: the launch's) */
+    if (cfg->flags & FA3_SEQS) cuda_seq_index_of(req, &x.ix);
     /* The dynamic schedule's tile counter */
     cudaStream_t stream = (cudaStream_t)a.p.stream;
     void *ws;
     fa_status st = cuda_workspace_take(workspace, decision->workspace_bytes, stream, &ws);
     if (st != FA_OK) return st;
     x.tile_counter = ws_bytes ? (int32_t *)cuda_workspace_aligned(ws) : NULL;
+    char err[200];
     int e = fa3_fwd_launch(&x, cfg, err, sizeof err);
     e = cuda_workspace_give_back(workspace, ws, stream, e);
     if (e < 0) return fa_core_set_error(FA_ERR_INTERNAL, "cuda: the fa3 forward: %s", err);

@@ -256,16 +256,16 @@ int main(void) {
          "mismatched configuration: %s", err);
   EXPECT(fa3_fwd_launch(&x, NULL, err, sizeof err) == -1 && !g_launched, "no configuration");
 
-  /* The forward over sequences' views (fa3_fwd_seqs_of, fa3_seq_tensor_map): packed tensors
-     (batch stride 0) span their rows after an extent of the packed total; padded ones their
-     batches' rows, the batch stride in rows; a batch stride that is no whole number of rows is
-     refused; the map's base moves back by the extent, its outer stride is the row's. */
-  cuda_seq_index ix;
-  memset(&ix, 0, sizeof ix);
+  /* The forward over sequences' views (fa3_seq_views, fa3_seq_tensor_map), as a SEQS launch
+     makes them before its maps (here the stub refuses the first map, Q's): packed tensors (batch
+     stride 0) span their rows after an extent of the packed total; padded ones their batches'
+     rows, the batch stride in rows; a batch stride that is no whole number of rows is refused;
+     the map's base moves back by the extent, its outer stride is the row's. */
+  const fa3_fwd_config *seqs128 = fa3_fwd_config_of(FA3_FWD_hd128_seqs);
   static int32_t cu[4] = {0, 100, 100, 700};
-  ix.cu_q = ix.cu_k = cu;
-  ix.total_q = 705, ix.total_k = 700;
   memset(&x, 0, sizeof x);
+  x.ix.cu_q = x.ix.cu_k = cu;
+  x.ix.total_q = 705, x.ix.total_k = 700;
   x.a.p.batch = 3, x.a.p.heads_q = 8, x.a.p.heads_kv = 2, x.a.p.head_dim = 128;
   x.a.p.seqlen_q = x.a.p.seqlen_k = 600;
   const cuda_strides packed_q = {0, 8 * 128, 128}, packed_k = {0, 2 * 128, 128};
@@ -273,14 +273,11 @@ int main(void) {
   x.a.k_str = x.a.v_str = packed_k;
   static uint16_t qbuf[16];
   x.a.q = x.a.k = x.a.v = x.a.out = qbuf + 8; /* 16-byte aligned within qbuf, as TMA needs */
-  EXPECT(fa3_fwd_seqs_of(&x, &ix, err, sizeof err) == 0 && x.q_ext == 705 && x.k_ext == 700 &&
-             x.q_batch_rows == 0 && x.k_batch_rows == 0 && x.o_batch_rows == 0 &&
-             x.v_batch_rows == 0,
-         "packed views: %s", err);
   g_launched = 0;
-  EXPECT(fa3_fwd_launch(&x, fa3_fwd_config_of(FA3_FWD_hd128_seqs), err, sizeof err) == -1 &&
-             !g_launched,
-         "a map refused stops the launch");
+  EXPECT(fa3_fwd_launch(&x, seqs128, err, sizeof err) == -1 && strstr(err, "stub") && !g_launched &&
+             x.q_ext == 705 && x.k_ext == 700 && x.q_batch_rows == 0 && x.k_batch_rows == 0 &&
+             x.o_batch_rows == 0 && x.v_batch_rows == 0,
+         "packed views: %s", err);
   /* The first map asked is Q's: rows of 128 (no GQA packing at 600 rows), one head a box. */
   EXPECT(g_map.dims[0] == 128 && g_map.dims[1] == 705 && g_map.dims[2] == 8 &&
              g_map.dims[3] == 705 + 1 && g_map.strides[0] == 8 * 128 * 2 &&
@@ -290,25 +287,24 @@ int main(void) {
          "packed Q view: dims %llu %llu %llu %llu", (unsigned long long)g_map.dims[0],
          (unsigned long long)g_map.dims[1], (unsigned long long)g_map.dims[2],
          (unsigned long long)g_map.dims[3]);
-  ix.cu_q = ix.cu_k = NULL;
-  ix.total_q = ix.total_k = 0;
+  x.ix.cu_q = x.ix.cu_k = NULL;
+  x.ix.total_q = x.ix.total_k = 0;
   const cuda_strides padded = {600 * 8 * 128, 8 * 128, 128},
                      odd = {600 * 8 * 128 + 8, 8 * 128, 128};
   x.a.q_str = x.a.o_str = x.a.k_str = x.a.v_str = padded;
-  EXPECT(fa3_fwd_seqs_of(&x, &ix, err, sizeof err) == 0 && x.q_ext == 600 && x.k_ext == 600 &&
-             x.q_batch_rows == 600 && x.v_batch_rows == 600,
-         "padded views: %s", err);
   /* The last batch's sequence of all 600 rows takes the outer coordinate 2 x 600 + 600. */
-  EXPECT(fa3_fwd_launch(&x, fa3_fwd_config_of(FA3_FWD_hd128_seqs), err, sizeof err) == -1 &&
+  EXPECT(fa3_fwd_launch(&x, seqs128, err, sizeof err) == -1 && strstr(err, "stub") &&
+             x.q_ext == 600 && x.k_ext == 600 && x.q_batch_rows == 600 && x.v_batch_rows == 600 &&
              g_map.dims[1] == 600 && g_map.dims[3] == 2 * 600 + 600 + 1 && !g_launched,
-         "padded Q view: dims %llu %llu", (unsigned long long)g_map.dims[1],
+         "padded views: %s; Q view dims %llu %llu", err, (unsigned long long)g_map.dims[1],
          (unsigned long long)g_map.dims[3]);
   x.a.v_str = odd;
-  EXPECT(fa3_fwd_seqs_of(&x, &ix, err, sizeof err) == -1 && strstr(err, "whole number"),
+  EXPECT(fa3_fwd_launch(&x, seqs128, err, sizeof err) == -1 && strstr(err, "whole number"),
          "a batch stride of no whole rows: %s", err);
   x.a.p.batch = 1;
-  EXPECT(fa3_fwd_seqs_of(&x, &ix, err, sizeof err) == 0 && x.v_batch_rows == 0,
-         "one batch: its stride unused");
+  EXPECT(fa3_fwd_launch(&x, seqs128, err, sizeof err) == -1 && strstr(err, "stub") &&
+             x.v_batch_rows == 0,
+         "one batch: its stride unused (%s)", err);
 
   /* The backward: head dims 64, 128 and 256 on their own kernels, 96 on the 128 kernel and 192 on
      the 256 one; fa2's workspace in the dQ layout the kernel writes (narrow: rotated, its staging;

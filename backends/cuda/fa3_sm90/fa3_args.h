@@ -58,13 +58,9 @@ int fa3_fwd_pack(const fa3_fwd_config *c, int64_t heads_q, int64_t heads_kv, int
 /* Device bytes of workspace a configuration's launch needs: a DYNAMIC_SCHEDULE configuration's
    tile counter, else 0. Decide and run call it alike, so the launch finds what it needs. */
 size_t fa3_fwd_workspace_bytes(const fa3_fwd_config *c);
-/* The rows of a SEQS configuration's map views and the sequence tables, from the request's
-   tensors as cuda_fwd_args_of describes them (packed: batch stride 0) and ix; 0, or -1 with the
-   reason in err where a padded tensor's batch stride is not a whole number of rows (the views
-   address rows of the batch's). */
-int fa3_fwd_seqs_of(fa3_fwd_args *x, const cuda_seq_index *ix, char *err, size_t err_len);
 /* Fills the tensor maps from a->a (16-byte aligned bases, row/head/batch strides multiples of 8
-   elements) and launches the configuration (a DYNAMIC_SCHEDULE one clears a->tile_counter first,
+   elements; a SEQS configuration's views from a->ix, fa3_seq_views) and launches the
+   configuration (a DYNAMIC_SCHEDULE one clears a->tile_counter first,
    in stream order); returns a cudaError_t value, or -1 with a message in err when a tensor
    cannot be described to TMA. */
 int fa3_fwd_launch(fa3_fwd_args *a, const fa3_fwd_config *cfg, char *err, size_t err_len);
@@ -112,17 +108,25 @@ int fa3_tensor_map(void *map, int bf16, const void *base, const cuda_strides *st
    (packed) or unused rows (padded) follow. The map sees element (c, i, h, w) at row w + i - ext of
    the tensor (the base moved back by ext rows; the row stride for both i and w): a sequence of
    len rows from row start (packed: its cu_seqlens entry; padded: batch x rows per batch) is
-   addressed at w = start + len, i = ext - len + its row, i < ext bounding it. ext: the longest
-   sequence's rows at least; span: the largest w of any sequence. Boxes as fa3_tensor_map's. */
-int fa3_seq_tensor_map(void *map, int bf16, const void *base, const cuda_strides *st, int64_t ext,
-                       int64_t span, int32_t heads, int32_t head_dim, uint32_t rows,
+   addressed at w = start + len, i = ext - len + its row, i < ext bounding it (view: ext and the
+   largest w). Boxes as fa3_tensor_map's. */
+typedef struct fa3_seq_view {
+  int32_t ext;        /* rows a sequence may have: a packed tensor's total, a padded one's rows */
+  int32_t batch_rows; /* a padded tensor's batch stride in rows (0: packed, or one batch) */
+  int64_t span;       /* the largest w of any sequence: the packed total, or the last batch's
+                         start + ext */
+} fa3_seq_view;
+/* The views of a call over sequences (both passes): of q and the tensor shaped as q (out, or
+   dout), packed where ix->cu_q is set, and of k and v, packed where ix->cu_k is; p holds the
+   padded tensors' rows (seqlen_q, seqlen_k). 0, or -1 with the reason in err where a tensor has
+   no rows or keys, or a padded one's batch stride is no whole number of its rows (above int32
+   included). */
+int fa3_seq_views(const cuda_seq_index *ix, const cuda_problem *p, const cuda_strides *q,
+                  const cuda_strides *q_like, const cuda_strides *k, const cuda_strides *v,
+                  fa3_seq_view views[4], char *err, size_t err_len);
+int fa3_seq_tensor_map(void *map, int bf16, const void *base, const cuda_strides *st,
+                       const fa3_seq_view *view, int32_t heads, int32_t head_dim, uint32_t rows,
                        uint32_t box_heads, char *err, size_t err_len);
-/* A padded tensor's rows per batch (its batch stride in rows; 0 with one batch, where it is never
-   used; -1 where it is no whole number of rows or above int32), for the views above. */
-int64_t fa3_seq_batch_rows(const cuda_strides *st, int32_t batch);
-/* The largest outer coordinate of a view: a packed tensor's total rows, a padded one's last batch
-   start + ext. */
-int64_t fa3_seq_span(int packed, int64_t total, int64_t ext, int32_t batch, int32_t batch_rows);
 /* The launch of the backward's main kernel (fa3_bwd_hd<N>.cu) and the shared-memory opt-in of
    both dtypes' kernels. */
 int fa3_bwd_main_launch_hd64(const fa3_bwd_args *a);

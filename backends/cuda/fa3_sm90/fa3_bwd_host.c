@@ -26,40 +26,24 @@ void fa3_bwd_sizing(cuda_bwd_args *a, int32_t deterministic, int32_t dq_splits) 
 static int seq_maps(fa3_bwd_args *x, char *err, size_t err_len) {
   const cuda_bwd_args *a = &x->a;
   const cuda_problem *p = &a->p;
-  const cuda_seq_index *ix = &a->ix;
-  const int pq = ix->cu_q != NULL, pk = ix->cu_k != NULL;
-  x->q_ext = pq ? ix->total_q : p->seqlen_q;
-  x->k_ext = pk ? ix->total_k : p->seqlen_k;
-  const int64_t rq = pq ? 0 : fa3_seq_batch_rows(&a->q_str, p->batch);
-  const int64_t rd = pq ? 0 : fa3_seq_batch_rows(&a->do_str, p->batch);
-  const int64_t rk = pk ? 0 : fa3_seq_batch_rows(&a->k_str, p->batch);
-  const int64_t rv = pk ? 0 : fa3_seq_batch_rows(&a->v_str, p->batch);
-  if (rq < 0 || rd < 0 || rk < 0 || rv < 0 || x->q_ext <= 0 || x->k_ext <= 0) {
-    snprintf(err, err_len,
-             "fa3 backward over sequences: a padded tensor's batch stride is no whole number of "
-             "rows, or no rows or keys");
+  fa3_seq_view vw[4]; /* q, dout, k, v */
+  if (fa3_seq_views(&a->ix, p, &a->q_str, &a->do_str, &a->k_str, &a->v_str, vw, err, err_len))
     return -1;
-  }
-  x->q_batch_rows = (int32_t)rq;
-  x->do_batch_rows = (int32_t)rd;
-  x->k_batch_rows = (int32_t)rk;
-  x->v_batch_rows = (int32_t)rv;
-  const int tile_n = FA3_BWD_TILE_N(fa3_bwd_padded_head_dim(p->head_dim));
-  return fa3_seq_tensor_map(x->tq, p->bf16, a->q, &a->q_str, x->q_ext,
-                            fa3_seq_span(pq, ix->total_q, x->q_ext, p->batch, x->q_batch_rows),
-                            p->heads_q, p->head_dim, FA3_BWD_TILE_M, 1, err, err_len) ||
-                 fa3_seq_tensor_map(
-                     x->tdo, p->bf16, a->dout, &a->do_str, x->q_ext,
-                     fa3_seq_span(pq, ix->total_q, x->q_ext, p->batch, x->do_batch_rows),
-                     p->heads_q, p->head_dim, FA3_BWD_TILE_M, 1, err, err_len) ||
-                 fa3_seq_tensor_map(
-                     x->tk, p->bf16, a->k, &a->k_str, x->k_ext,
-                     fa3_seq_span(pk, ix->total_k, x->k_ext, p->batch, x->k_batch_rows),
-                     p->heads_kv, p->head_dim, (uint32_t)tile_n, 1, err, err_len) ||
-                 fa3_seq_tensor_map(
-                     x->tv, p->bf16, a->v, &a->v_str, x->k_ext,
-                     fa3_seq_span(pk, ix->total_k, x->k_ext, p->batch, x->v_batch_rows),
-                     p->heads_kv, p->head_dim, (uint32_t)tile_n, 1, err, err_len)
+  x->q_ext = vw[0].ext;
+  x->k_ext = vw[2].ext;
+  x->q_batch_rows = vw[0].batch_rows;
+  x->do_batch_rows = vw[1].batch_rows;
+  x->k_batch_rows = vw[2].batch_rows;
+  x->v_batch_rows = vw[3].batch_rows;
+  const uint32_t tile_n = FA3_BWD_TILE_N(fa3_bwd_padded_head_dim(p->head_dim));
+  return fa3_seq_tensor_map(x->tq, p->bf16, a->q, &a->q_str, &vw[0], p->heads_q, p->head_dim,
+                            FA3_BWD_TILE_M, 1, err, err_len) ||
+                 fa3_seq_tensor_map(x->tdo, p->bf16, a->dout, &a->do_str, &vw[1], p->heads_q,
+                                    p->head_dim, FA3_BWD_TILE_M, 1, err, err_len) ||
+                 fa3_seq_tensor_map(x->tk, p->bf16, a->k, &a->k_str, &vw[2], p->heads_kv,
+                                    p->head_dim, tile_n, 1, err, err_len) ||
+                 fa3_seq_tensor_map(x->tv, p->bf16, a->v, &a->v_str, &vw[3], p->heads_kv,
+                                    p->head_dim, tile_n, 1, err, err_len)
              ? -1
              : 0;
 }

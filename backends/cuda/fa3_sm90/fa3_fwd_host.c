@@ -56,51 +56,55 @@ int fa3_tensor_map(void *map, int bf16, const void *base, const cuda_strides *st
   return fa_tma_map(map, bf16, base, 4, dims, strides, box, err, err_len);
 }
 
-int fa3_seq_tensor_map(void *map, int bf16, const void *base, const cuda_strides *st, int64_t ext,
-                       int64_t span, int32_t heads, int32_t head_dim, uint32_t rows,
+int fa3_seq_tensor_map(void *map, int bf16, const void *base, const cuda_strides *st,
+                       const fa3_seq_view *view, int32_t heads, int32_t head_dim, uint32_t rows,
                        uint32_t box_heads, char *err, size_t err_len) {
-  const uint64_t dims[4] = {(uint64_t)head_dim, (uint64_t)ext, (uint64_t)heads, (uint64_t)span + 1};
+  const uint64_t dims[4] = {(uint64_t)head_dim, (uint64_t)view->ext, (uint64_t)heads,
+                            (uint64_t)view->span + 1};
   const uint64_t strides[3] = {(uint64_t)st->row * 2, (uint64_t)st->head * 2,
                                (uint64_t)st->row * 2};
   const uint32_t box[4] = {64, rows, box_heads, 1};
   /* The base moved back by ext rows: only elements inside the view are addressed, and those lie
      in the tensor. */
-  const char *view = (const char *)base - ext * st->row * 2;
-  return fa_tma_map(map, bf16, view, 4, dims, strides, box, err, err_len);
+  const char *at = (const char *)base - (int64_t)view->ext * st->row * 2;
+  return fa_tma_map(map, bf16, at, 4, dims, strides, box, err, err_len);
 }
 
-int64_t fa3_seq_batch_rows(const cuda_strides *st, int32_t batch) {
-  if (batch <= 1) return 0;
-  if (st->row <= 0 || st->batch < 0 || st->batch % st->row != 0 || st->batch / st->row > INT32_MAX)
-    return -1;
-  return st->batch / st->row;
+/* A tensor's view: packed (total rows) or padded (ext rows, batches batch_rows apart); -1 where a
+   padded tensor's batch stride is no whole number of its rows, or above int32. */
+static int seq_view(const cuda_strides *st, int packed, int64_t total, int64_t ext, int32_t batch,
+                    fa3_seq_view *v) {
+  int64_t rows = 0;
+  if (!packed && batch > 1) {
+    if (st->row <= 0 || st->batch < 0 || st->batch % st->row != 0 ||
+        st->batch / st->row > INT32_MAX)
+      return -1;
+    rows = st->batch / st->row;
+  }
+  v->ext = (int32_t)(packed ? total : ext);
+  v->batch_rows = (int32_t)rows;
+  v->span = packed ? total : (int64_t)(batch > 0 ? batch - 1 : 0) * rows + ext;
+  return 0;
 }
 
-int fa3_fwd_seqs_of(fa3_fwd_args *x, const cuda_seq_index *ix, char *err, size_t err_len) {
-  const cuda_fwd_args *a = &x->a;
-  const int32_t batch = a->p.batch;
-  x->ix = *ix;
-  x->q_ext = ix->cu_q ? ix->total_q : a->p.seqlen_q;
-  x->k_ext = ix->cu_k ? ix->total_k : a->p.seqlen_k;
-  const int64_t rq = ix->cu_q ? 0 : fa3_seq_batch_rows(&a->q_str, batch);
-  const int64_t ro = ix->cu_q ? 0 : fa3_seq_batch_rows(&a->o_str, batch);
-  const int64_t rk = ix->cu_k ? 0 : fa3_seq_batch_rows(&a->k_str, batch);
-  const int64_t rv = ix->cu_k ? 0 : fa3_seq_batch_rows(&a->v_str, batch);
-  if (rq < 0 || ro < 0 || rk < 0 || rv < 0) {
+int fa3_seq_views(const cuda_seq_index *ix, const cuda_problem *p, const cuda_strides *q,
+                  const cuda_strides *q_like, const cuda_strides *k, const cuda_strides *v,
+                  fa3_seq_view views[4], char *err, size_t err_len) {
+  const int pq = ix->cu_q != NULL, pk = ix->cu_k != NULL;
+  if (seq_view(q, pq, ix->total_q, p->seqlen_q, p->batch, &views[0]) ||
+      seq_view(q_like, pq, ix->total_q, p->seqlen_q, p->batch, &views[1]) ||
+      seq_view(k, pk, ix->total_k, p->seqlen_k, p->batch, &views[2]) ||
+      seq_view(v, pk, ix->total_k, p->seqlen_k, p->batch, &views[3])) {
     snprintf(err, err_len,
              "cuda.fa3 over sequences needs each padded tensor's batch stride to be a whole "
              "number of its rows");
     return -1;
   }
-  x->q_batch_rows = (int32_t)rq;
-  x->o_batch_rows = (int32_t)ro;
-  x->k_batch_rows = (int32_t)rk;
-  x->v_batch_rows = (int32_t)rv;
+  if (views[0].ext <= 0 || views[2].ext <= 0) {
+    snprintf(err, err_len, "cuda.fa3 over sequences needs rows and keys in the tensors");
+    return -1;
+  }
   return 0;
-}
-
-int64_t fa3_seq_span(int packed, int64_t total, int64_t ext, int32_t batch, int32_t batch_rows) {
-  return packed ? total : (int64_t)(batch > 0 ? batch - 1 : 0) * batch_rows + ext;
 }
 
 int fa3_fwd_launch(fa3_fwd_args *x, const fa3_fwd_config *cfg, char *err, size_t err_len) {
@@ -122,27 +126,23 @@ int fa3_fwd_launch(fa3_fwd_args *x, const fa3_fwd_config *cfg, char *err, size_t
       (in_kv && rows > 64) || ((cfg->flags & FA3_SHORT_BLOCK_FIRST) && pack == 1) ? 64 : rows;
   const uint32_t o_heads = in_kv ? (rows > 64 ? 1 : 64 / rows) : (uint32_t)pack;
   if (cfg->flags & FA3_SEQS) {
-    const cuda_seq_index *ix = &x->ix;
-    const int pq = ix->cu_q != NULL, pk = ix->cu_k != NULL;
-    if (x->q_ext <= 0 || x->k_ext <= 0) {
-      snprintf(err, err_len, "cuda.fa3 over sequences needs rows and keys in the tensors");
+    fa3_seq_view vw[4]; /* q, out, k, v */
+    if (fa3_seq_views(&x->ix, p, &a->q_str, &a->o_str, &a->k_str, &a->v_str, vw, err, err_len))
       return -1;
-    }
-    return fa3_seq_tensor_map(x->tq, p->bf16, a->q, &a->q_str, x->q_ext,
-                              fa3_seq_span(pq, ix->total_q, x->q_ext, p->batch, x->q_batch_rows),
-                              p->heads_q, p->head_dim, rows, (uint32_t)pack, err, err_len) ||
-                   fa3_seq_tensor_map(
-                       x->tk, p->bf16, a->k, &a->k_str, x->k_ext,
-                       fa3_seq_span(pk, ix->total_k, x->k_ext, p->batch, x->k_batch_rows),
-                       p->heads_kv, p->head_dim, (uint32_t)cfg->tile_n, 1, err, err_len) ||
-                   fa3_seq_tensor_map(
-                       x->tv, p->bf16, a->v, &a->v_str, x->k_ext,
-                       fa3_seq_span(pk, ix->total_k, x->k_ext, p->batch, x->v_batch_rows),
-                       p->heads_kv, p->head_dim, (uint32_t)cfg->tile_n, 1, err, err_len) ||
-                   fa3_seq_tensor_map(
-                       x->to, p->bf16, a->out, &a->o_str, x->q_ext,
-                       fa3_seq_span(pq, ix->total_q, x->q_ext, p->batch, x->o_batch_rows),
-                       p->heads_q, p->head_dim, o_rows, o_heads, err, err_len)
+    x->q_ext = vw[0].ext;
+    x->k_ext = vw[2].ext;
+    x->q_batch_rows = vw[0].batch_rows;
+    x->o_batch_rows = vw[1].batch_rows;
+    x->k_batch_rows = vw[2].batch_rows;
+    x->v_batch_rows = vw[3].batch_rows;
+    return fa3_seq_tensor_map(x->tq, p->bf16, a->q, &a->q_str, &vw[0], p->heads_q, p->head_dim,
+                              rows, (uint32_t)pack, err, err_len) ||
+                   fa3_seq_tensor_map(x->tk, p->bf16, a->k, &a->k_str, &vw[2], p->heads_kv,
+                                      p->head_dim, (uint32_t)cfg->tile_n, 1, err, err_len) ||
+                   fa3_seq_tensor_map(x->tv, p->bf16, a->v, &a->v_str, &vw[3], p->heads_kv,
+                                      p->head_dim, (uint32_t)cfg->tile_n, 1, err, err_len) ||
+                   fa3_seq_tensor_map(x->to, p->bf16, a->out, &a->o_str, &vw[1], p->heads_q,
+                                      p->head_dim, o_rows, o_heads, err, err_len)
                ? -1
                : cfg->launch(x);
   }
