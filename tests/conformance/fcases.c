@@ -309,6 +309,13 @@ void build_fcases(fcase_list *L) {
     c.kvc = 1, c.bwd = 0, c.splits = 4;
     c.cache_len[0] = 999;
     fcase_add(L, c, "kvcache.split4");
+    /* Head dim 256 (cuda: the decoding kernel's deep stages where shared memory holds them):
+       GQA, pieces of 2-3 key tiles (fewer than its stages) and, in the short sequence, empty
+       ones */
+    c = fbase(dt, 2, 8, 2, 1, 1000, 256, 256, CM_NONE);
+    c.kvc = 1, c.bwd = 0, c.splits = 7;
+    c.cache_len[0] = 999, c.cache_len[1] = 130;
+    fcase_add(L, c, "kvcache.split7.hd256");
     /* The few-query-rows path (cpu: .rows<N>) and its row and column blockings: one row per
        task over a long cache (MHA), blocks of keys split unevenly */
     c = fbase(dt, 1, 2, 2, 1, 1500, 128, 128, CM_NONE);
