@@ -14,6 +14,11 @@
     out = flashattn.attention(qf, kf, vf, q_descale=qs, k_descale=ks, v_descale=vs,
                               descale_rows_q=64)                        # out bfloat16
 
+    out, lse = flashattn.ring_attention(q, k, v, comm=MPI.COMM_WORLD, layout="zigzag",
+                                        causal=True, return_lse=True)  # this rank's shards
+    dq, dk, dv = flashattn.ring_attention_backward(dout, q, k, v, out, lse, comm=MPI.COMM_WORLD,
+                                                   layout="zigzag", causal=True)
+
     from flashattn import flash_attn_func                # FlashAttention's names and conventions
     out = flash_attn_func(q, k, v, causal=True)          # torch tensors: differentiable, compilable
 
@@ -51,6 +56,7 @@ from __future__ import annotations
 from ._api import (
     BackendInfo,
     RunInfo,
+    TransportInfo,
     attention,
     attention_backward,
     attention_kvcache,
@@ -61,6 +67,9 @@ from ._api import (
     plan_kvcache,
     quantize_fp8,
     release,
+    ring_attention,
+    ring_attention_backward,
+    transport_info,
     version,
 )
 from ._call import PARAMS, FlashAttnError, library
@@ -85,12 +94,16 @@ __all__ = [
     "quantize_fp8",
     "hadamard_rotate",
     "backend_info",
+    "ring_attention",
+    "ring_attention_backward",
+    "transport_info",
     "version",
     "release",
     "library",
     "FlashAttnError",
     "RunInfo",
     "BackendInfo",
+    "TransportInfo",
     "PARAMS",
     "flash_attn_func",
     "flash_attn_varlen_func",

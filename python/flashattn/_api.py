@@ -190,6 +190,107 @@ def attention_backward(dout, q, k, v, out, lse, *, dq=None, dk=None, dv=None,
     return dq, dk, dv
 
 
+@dataclass(frozen=True)
+class TransportInfo:
+    """One transport of the ring calls, loaded or not (fa_transport_desc)."""
+
+    kind: int
+    name: str
+    available: bool
+    reason: str
+    plugin_path: str
+    memory: str
+    runtime: str
+
+
+def transport_info() -> list:
+    """Every transport the ring calls know (fa_transport_info), as TransportInfo objects: "self"
+    (one process), "mpi" (host tensors between processes), "nccl"; available or why not."""
+    lib = library()
+    n = 8
+    descs = (C.FaTransportDesc * n)()
+    for d in descs:
+        lib.dll.fa_transport_desc_init(ctypes.byref(d))
+    count = ctypes.c_int32()
+    st = lib.dll.fa_transport_info(descs, n, ctypes.byref(count))
+    if st != C.FA_OK:
+        raise error("fa_transport_info", st)
+    return [
+        TransportInfo(kind=d.kind, name=C.text(d.name), available=bool(d.available),
+                      reason=C.text(d.reason), plugin_path=C.text(d.plugin_path),
+                      memory=C.text(lib.dll.fa_device_kind_name(d.memory)),
+                      runtime=C.text(d.runtime))
+        for d in descs[: min(count.value, n)]
+    ]
+
+
+_RING_LAYOUTS = {"contiguous": C.FA_RING_CONTIGUOUS, "zigzag": C.FA_RING_ZIGZAG}
+
+
+def _ring_of(call: str, comm, layout) -> tuple:
+    """(transport, layout, communicator address) of a ring call's comm and layout: comm None is
+    the ring of this process alone (FA_TRANSPORT_SELF); an mpi4py communicator, or an int (the
+    address of an MPI_Comm), is FA_TRANSPORT_MPI."""
+    if layout not in _RING_LAYOUTS:
+        raise FlashAttnError(call, C.FA_ERR_INVALID_ARGUMENT, "FA_ERR_INVALID_ARGUMENT",
+                             f"layout {layout!r}: one of {sorted(_RING_LAYOUTS)}")
+    if comm is None:
+        return C.FA_TRANSPORT_SELF, _RING_LAYOUTS[layout], None
+    if isinstance(comm, int) and not isinstance(comm, bool):
+        address = comm
+    else:
+        mpi = sys.modules.get("mpi4py.MPI")
+        if mpi is None or not isinstance(comm, mpi.Comm):
+            raise FlashAttnError(call, C.FA_ERR_INVALID_ARGUMENT, "FA_ERR_INVALID_ARGUMENT",
+                                 f"comm: None (this process alone), an mpi4py communicator or "
+                                 f"the address of an MPI_Comm (int), not {type(comm).__name__}")
+        address = mpi._addressof(comm)
+    if address == 0:
+        raise FlashAttnError(call, C.FA_ERR_INVALID_ARGUMENT, "FA_ERR_INVALID_ARGUMENT",
+                             "comm: the address of an MPI_Comm is NULL")
+    return C.FA_TRANSPORT_MPI, _RING_LAYOUTS[layout], address
+
+
+def _refuse_ring_grad(call: str, *xs) -> None:
+    if is_torch(*xs) and torch_ops().grad_wanted(*xs):
+        raise unsupported(call, "an input requires grad, but the ring calls are not recorded by "
+                          "autograd: call ring_attention_backward for the gradients, on tensors "
+                          "that do not require grad (or under torch.no_grad())")
+
+
+def ring_attention(q, k, v, *, comm=None, layout: str = "contiguous", out=None, lse=None,
+                   return_info: bool = False, **params):
+    """fa_ring_forward: attention over a sequence sharded across the processes of comm (ring
+    attention, docs/ring.md). q, k, v are this process's shards, [batch, local seqlen, heads, dim]
+    in host memory (NumPy arrays, CPU torch tensors); every process calls it with the same shapes,
+    params and layout ("contiguous": rank r holds tokens r*n..; "zigzag": chunks r and 2*world-1-r
+    of n/2 tokens, balanced under a causal mask). comm: None (this process alone), an mpi4py
+    communicator or the address of an MPI_Comm. Returns this rank's rows of the output, or
+    (out, lse) with return_lse=True (lse is needed by ring_attention_backward), plus a RunInfo
+    (the diagonal block's call) last with return_info=True. params: see PARAMS; what the ring
+    refuses is refused with FlashAttnError (FA_ERR_UNSUPPORTED naming it)."""
+    _refuse_ring_grad("ring_attention", q, k, v)
+    ring = _ring_of("ring_attention", comm, layout)
+    out, lse, info = _call.forward(q, k, v, out, lse, params, ring=ring)
+    result = (out, lse) if params.get("return_lse") else out
+    if return_info:
+        return (*(result if isinstance(result, tuple) else (result,)), run_info(info))
+    return result
+
+
+def ring_attention_backward(dout, q, k, v, out, lse, *, comm=None, layout: str = "contiguous",
+                            dq=None, dk=None, dv=None, return_info: bool = False, **params):
+    """fa_ring_backward: this rank's gradients (dq, dk, dv) of ring_attention over the same shards,
+    comm, layout and params, from its out and lse. Returns (dq, dk, dv), plus a RunInfo last with
+    return_info=True."""
+    _refuse_ring_grad("ring_attention_backward", dout, q, k, v, out, lse)
+    ring = _ring_of("ring_attention_backward", comm, layout)
+    dq, dk, dv, info = _call.backward(dout, q, k, v, out, lse, dq, dk, dv, params, ring=ring)
+    if return_info:
+        return dq, dk, dv, run_info(info)
+    return dq, dk, dv
+
+
 def _kv_args(cache_seqlens, k_new, v_new, rotary_cos, rotary_sin) -> dict:
     return {"k_new": k_new, "v_new": v_new, "cache_seqlens": cache_seqlens,
             "rotary_cos": rotary_cos, "rotary_sin": rotary_sin}

@@ -190,7 +190,8 @@ def _params_struct(params: dict, tensors: dict) -> C.FaParams:
 class _Plan:
     """The ctypes structs of one signature (see the module's docstring)."""
 
-    __slots__ = ("tensors", "params", "kv", "info", "args", "shapes", "gpu", "ws", "odtype")
+    __slots__ = ("tensors", "params", "kv", "info", "args", "shapes", "gpu", "ws", "odtype",
+                 "ring")
 
     def bind(self, addresses, stream) -> None:
         for t, a in zip(self.tensors, addresses):
@@ -353,8 +354,17 @@ def _out_lse_addresses(q, out, lse, ao, al, plan, plan_only, want_lse, keep, exp
     return out, lse, tail
 
 
-def forward(q, k, v, out, lse, params: dict, plan_only: bool = False):
-    """fa_forward (fa_plan_forward with plan_only): (out, lse or None, RunInfo struct)."""
+def _ring_struct(ring) -> C.FaRingArgs:
+    """fa_ring_args of ring = (transport, layout); the communicator is bound per call."""
+    r = C.FaRingArgs()
+    library().dll.fa_ring_args_init(ctypes.byref(r))
+    r.transport, r.layout = ring[0], ring[1]
+    return r
+
+
+def forward(q, k, v, out, lse, params: dict, plan_only: bool = False, ring=None):
+    """fa_forward (fa_plan_forward with plan_only; fa_ring_forward with ring = (transport, layout,
+    communicator address)): (out, lse or None, RunInfo struct)."""
     keep: list = []
     explicit = _stream(params)
     via = _dlpack_stream(explicit, q)
@@ -380,21 +390,28 @@ def forward(q, k, v, out, lse, params: dict, plan_only: bool = False):
             r = ctypes.byref
             plan.args = (r(plan.params), r(tq), r(tk), r(tv), r(tout),
                          r(tlse) if tlse is not None else None, r(plan.info))
+            if ring is not None:
+                plan.ring = _ring_struct(ring)
+                plan.args = plan.args[:1] + (r(plan.ring),) + plan.args[1:]
             return plan
 
-        plan = _plan(("plan" if plan_only else "fwd", kq, kk, kv, ko, kl, want_lse, pkey), keep,
-                     build)
+        op = ("ring_fwd", ring[0], ring[1]) if ring is not None else \
+            ("plan" if plan_only else "fwd")
+        plan = _plan((op, kq, kk, kv, ko, kl, want_lse, pkey), keep, build)
+        if ring is not None:
+            plan.ring.comm = ring[2]
         out, lse, tail = _out_lse_addresses(q, out, lse, ao, al, plan, plan_only, want_lse, keep,
                                             via)
         plan.bind((aq, ak, av) + tail + paddrs, _call_stream(plan, explicit, q))
     except ViewError as e:
         raise view_error(e) from None
-    _invoke("fa_plan_forward" if plan_only else "fa_forward", plan)
+    _invoke("fa_ring_forward" if ring is not None else
+            "fa_plan_forward" if plan_only else "fa_forward", plan)
     return out, (lse if want_lse else None), plan.info
 
 
-def backward(dout, q, k, v, out, lse, dq, dk, dv, params: dict):
-    """fa_backward: (dq, dk, dv, RunInfo struct)."""
+def backward(dout, q, k, v, out, lse, dq, dk, dv, params: dict, ring=None):
+    """fa_backward (fa_ring_backward with ring, as forward's): (dq, dk, dv, RunInfo struct)."""
     keep: list = []
     explicit = _stream(params)
     via = _dlpack_stream(explicit, q)
@@ -424,10 +441,16 @@ def backward(dout, q, k, v, out, lse, dq, dk, dv, params: dict):
             plan.shapes = tuple(T.shape_of(ts[i]) for i in range(3))
             r = ctypes.byref
             plan.args = (r(plan.params),) + tuple(r(t) for t in ts) + (r(plan.info),)
+            if ring is not None:
+                plan.ring = _ring_struct(ring)
+                plan.args = plan.args[:1] + (r(plan.ring),) + plan.args[1:]
             return plan
 
         cached = not keep
-        plan = _plan(("bwd", *keys, *given, pkey), keep, build)
+        op = ("ring_bwd", ring[0], ring[1]) if ring is not None else ("bwd",)
+        plan = _plan((*op, *keys, *given, pkey), keep, build)
+        if ring is not None:
+            plan.ring.comm = ring[2]
         grads = [dq, dk, dv]
         for i, (like, name) in enumerate(((q, "dq"), (k, "dk"), (v, "dv"))):
             if grads[i] is None:
@@ -436,7 +459,7 @@ def backward(dout, q, k, v, out, lse, dq, dk, dv, params: dict):
         plan.bind(tuple(addrs) + paddrs, _call_stream(plan, explicit, q))
     except ViewError as e:
         raise view_error(e) from None
-    _invoke("fa_backward", plan)
+    _invoke("fa_ring_backward" if ring is not None else "fa_backward", plan)
     return grads[0], grads[1], grads[2], plan.info
 
 

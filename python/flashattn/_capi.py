@@ -31,6 +31,8 @@ FA_F32, FA_F16, FA_BF16, FA_I32, FA_F8E4M3, FA_F8E5M2 = 1, 2, 3, 4, 5, 6
 FA_DEVICE_CPU, FA_DEVICE_CUDA, FA_DEVICE_HIP, FA_DEVICE_OPENCL = 1, 2, 3, 4
 FA_BACKEND_AUTO, FA_BACKEND_CPU, FA_BACKEND_CUDA, FA_BACKEND_HIP, FA_BACKEND_OPENCL = 0, 1, 2, 3, 4
 FA_CAUSAL_BOTTOM_RIGHT, FA_CAUSAL_TOP_LEFT = 0, 1
+FA_TRANSPORT_SELF, FA_TRANSPORT_MPI, FA_TRANSPORT_NCCL = 1, 2, 3
+FA_RING_CONTIGUOUS, FA_RING_ZIGZAG = 0, 1
 FA_MAX_DIMS = 4
 FA_NAME_LEN = 32
 FA_KERNEL_LEN = 96
@@ -156,6 +158,30 @@ class FaBackendDesc(ctypes.Structure):
     ]
 
 
+class FaRingArgs(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("transport", ctypes.c_int32),
+        ("comm", ctypes.c_void_p),
+        ("layout", ctypes.c_int32),
+        ("world", ctypes.c_int32),
+        ("rank", ctypes.c_int32),
+    ]
+
+
+class FaTransportDesc(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("kind", ctypes.c_int32),
+        ("name", ctypes.c_char * FA_NAME_LEN),
+        ("available", ctypes.c_int32),
+        ("reason", ctypes.c_char * FA_REASON_LEN),
+        ("plugin_path", ctypes.c_char * 512),
+        ("memory", ctypes.c_int32),
+        ("runtime", ctypes.c_char * 256),
+    ]
+
+
 def text(b: bytes) -> str:
     return b.decode("utf-8", "replace")
 
@@ -239,6 +265,14 @@ class Library:
                                                  P(FaRunInfo)]),
             "fa_plan_backward": (c_enum, [P(FaParams), T, T, T, T, T, T, T, T, T, P(FaRunInfo)]),
             "fa_backend_info": (c_enum, [P(FaBackendDesc), ctypes.c_int32, P(ctypes.c_int32)]),
+            "fa_ring_args_init": (None, [P(FaRingArgs)]),
+            "fa_ring_forward": (c_enum, [P(FaParams), P(FaRingArgs), T, T, T, T, T,
+                                         P(FaRunInfo)]),
+            "fa_ring_backward": (c_enum, [P(FaParams), P(FaRingArgs), T, T, T, T, T, T, T, T, T,
+                                          P(FaRunInfo)]),
+            "fa_transport_desc_init": (None, [P(FaTransportDesc)]),
+            "fa_transport_info": (c_enum, [P(FaTransportDesc), ctypes.c_int32,
+                                           P(ctypes.c_int32)]),
             "fa_backend_from_name": (c_enum, [ctypes.c_char_p, P(ctypes.c_int32)]),
             "fa_backend_name": (ctypes.c_char_p, [ctypes.c_int32]),
             "fa_device_kind_name": (ctypes.c_char_p, [ctypes.c_int32]),
@@ -266,6 +300,8 @@ class Library:
             (self.dll.fa_backend_desc_init, FaBackendDesc),
             (self.dll.fa_kvcache_args_init, FaKvcacheArgs),
             (self.dll.fa_quantize_args_init, FaQuantizeArgs),
+            (self.dll.fa_ring_args_init, FaRingArgs),
+            (self.dll.fa_transport_desc_init, FaTransportDesc),
         ):
             n = self._library_sizeof(init, ctype)
             if n != ctypes.sizeof(ctype):

@@ -1,0 +1,75 @@
+"""ring_attention and ring_attention_backward over MPI (mpi4py), run by test_ring.py under
+`mpiexec -n N`: every rank builds the same global q, k, v and dout (one seed), passes its shards
+(contiguous and zig-zag, causal and not, GQA), and checks its rows of out and lse and its shards of
+dq, dk and dv against the float64 reference of the whole sequence. The communicator is passed as
+the mpi4py object and once as the address of its MPI_Comm. Exit status 0 when every rank passed."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import flashattn as fa  # noqa: E402
+from test_flashattn import reference  # noqa: E402
+
+
+def rows_of(layout: str, rank: int, world: int, n: int) -> np.ndarray:
+    """The global token indices a rank's shard of n tokens holds (docs/ring.md)."""
+    if layout == "contiguous":
+        return np.arange(rank * n, (rank + 1) * n)
+    c = n // 2
+    return np.concatenate([np.arange(rank * c, (rank + 1) * c),
+                           np.arange((2 * world - 1 - rank) * c, (2 * world - rank) * c)])
+
+
+def main() -> int:
+    comm = MPI.COMM_WORLD
+    rank, world = comm.Get_rank(), comm.Get_size()
+    failures = []
+    n, b, hq, hk, d = 12, 2, 4, 2, 16
+    rng = np.random.default_rng(20261205)
+    q = rng.standard_normal((b, world * n, hq, d)).astype(np.float32)
+    k = rng.standard_normal((b, world * n, hk, d)).astype(np.float32)
+    v = rng.standard_normal((b, world * n, hk, d)).astype(np.float32)
+    dout = rng.standard_normal((b, world * n, hq, d)).astype(np.float32)
+    for layout in ("contiguous", "zigzag"):
+        for causal in (False, True):
+            ref_out, ref_lse, (ref_dq, ref_dk, ref_dv) = reference(q, k, v, causal=causal,
+                                                                   dout=dout)
+            rows = rows_of(layout, rank, world, n)
+            shard = [np.ascontiguousarray(x[:, rows]) for x in (q, k, v, dout)]
+            c = comm if causal else MPI._addressof(comm)  # both forms of the communicator
+            out, lse = fa.ring_attention(*shard[:3], comm=c, layout=layout, causal=causal,
+                                         return_lse=True)
+            dq, dk, dv = fa.ring_attention_backward(shard[3], *shard[:3], out, lse, comm=c,
+                                                    layout=layout, causal=causal)
+            what = f"rank {rank}/{world} {layout} causal={causal}"
+            for name, got, want in (("out", out, ref_out[:, rows]),
+                                    ("lse", lse, ref_lse[:, :, rows]),
+                                    ("dq", dq, ref_dq[:, rows]), ("dk", dk, ref_dk[:, rows]),
+                                    ("dv", dv, ref_dv[:, rows])):
+                err = float(np.max(np.abs(np.asarray(got, np.float64) - want)))
+                if not np.isfinite(err) or err > 1e-4:
+                    failures.append(f"{what}: {name} max error {err:.3g} > 1e-4")
+    # A refusal is every rank's (the ring's agreement): dropout.
+    try:
+        fa.ring_attention(q[:, :n], k[:, :n], v[:, :n], comm=comm, dropout_p=0.1)
+        failures.append(f"rank {rank}: dropout was not refused")
+    except fa.FlashAttnError as e:
+        if e.status_name != "FA_ERR_UNSUPPORTED" or "dropout" not in str(e):
+            failures.append(f"rank {rank}: dropout refused as {e}")
+    everyone = comm.allgather(failures)
+    if rank == 0:
+        flat = [f for fs in everyone for f in fs]
+        for f in flat:
+            print("FAIL", f)
+        print(f"ring_mpi_check: {world} ranks, {'FAILED' if flat else 'all passed'}")
+    return 1 if any(everyone) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
