@@ -481,9 +481,10 @@ FA_API void fa_ring_args_init(fa_ring_args *ring);
  * reduction) before any output is written, so a refusal on one rank is returned on every rank
  * (the others' message says so). Blocks run in float32 on the host (bf16/f16 inputs are widened
  * exactly; outputs rounded once). With a causal mask, seqlen_q must equal seqlen_k (self-attention
- * shards; the two causal alignments coincide). Refused with FA_ERR_UNSUPPORTED, naming the field:
- * dropout, sliding windows, ALiBi, varlen, seqused_k, paged KV, params.workspace, and tensors
- * outside host memory (device tensors need the NCCL transport, not part of this build).
+ * shards; the two causal alignments coincide). A sliding window (equal local lengths too) counts
+ * its keys in global positions. Refused with FA_ERR_UNSUPPORTED, naming the field: dropout, ALiBi,
+ * varlen, seqused_k, paged KV, params.workspace, and tensors outside host memory (device tensors
+ * need the NCCL transport, not part of this build).
  * Deterministic: the summation order is fixed by the ring (block i merged at step i), so with
  * params.deterministic the results are bitwise reproducible for a given world size.
  * @param params  as fa_forward's

@@ -54,10 +54,6 @@ static fa_status check_ring_support(const fa_request *req, const fa_ring_args *r
     return fa_core_set_error(FA_ERR_UNSUPPORTED,
                              "params.dropout_p = %g: the ring does not support dropout%s",
                              (double)p->dropout_p, why);
-  if (p->window_enabled)
-    return fa_core_set_error(FA_ERR_UNSUPPORTED,
-                             "params.window_enabled: the ring does not support sliding windows%s",
-                             why);
   if (p->alibi_slopes)
     return fa_core_set_error(FA_ERR_UNSUPPORTED,
                              "params.alibi_slopes: the ring does not support ALiBi%s", why);
@@ -86,11 +82,12 @@ static fa_status check_ring_support(const fa_request *req, const fa_ring_args *r
         req->device.kind == FA_DEVICE_CPU
             ? ""
             : " (device tensors need the NCCL transport, not in this build)");
-  if (p->causal && req->seqlen_q != req->seqlen_k)
+  if ((p->causal || p->window_enabled) && req->seqlen_q != req->seqlen_k)
     return fa_core_set_error(FA_ERR_UNSUPPORTED,
-                             "q.shape[1] = %lld but k.shape[1] = %lld: a causal ring needs shards "
-                             "of equal length (self-attention)",
-                             (long long)req->seqlen_q, (long long)req->seqlen_k);
+                             "q.shape[1] = %lld but k.shape[1] = %lld: a %s ring needs shards of "
+                             "equal length (self-attention)",
+                             (long long)req->seqlen_q, (long long)req->seqlen_k,
+                             p->causal ? "causal" : "windowed");
   if (ring->layout == FA_RING_ZIGZAG && (req->seqlen_q % 2 || req->seqlen_k % 2))
     return fa_core_set_error(INVALID,
                              "%s.shape[1] = %lld but the zig-zag layout needs an even local length "
@@ -151,6 +148,17 @@ static fa_status prepare_local(fa_ring_ctx *ctx, const fa_ring_args *ring, const
   TRY(fa_validate(pr->op, params, args, resolved, &kv, req));
   TRY(check_ring_support(req, ring));
   ctx->params = *resolved;
+  /* fa_validate reads a window side at least the local seqlen_q + seqlen_k wide as unbounded; a
+     ring's window spans the global sequence, so the caller's sides stand, unbounded only from the
+     global span on. */
+  if (resolved->window_enabled) {
+    fa_params user;
+    TRY(fa_resolve_versioned("params", "fa_params", "fa_params_init()", params, sizeof user,
+                             &user));
+    const int64_t span = 2 * (int64_t)ctx->world * req->seqlen_q;
+    ctx->params.window_left = user.window_left >= span ? -1 : user.window_left;
+    ctx->params.window_right = user.window_right >= span ? -1 : user.window_right;
+  }
   ctx->req = req;
   if (pr->op == FA_OP_FORWARD) return fa_ring_forward_prepare(ctx, &pr->fwd);
   return fa_ring_backward_prepare(ctx, &pr->bwd);

@@ -25,17 +25,33 @@ typedef struct fa_transport_slot {
    a transport. */
 const fa_transport_slot *fa_transport_slot_of(int32_t kind);
 
-/* ring_plan.c: the one attention block a ring step computes. At step t rank `rank` holds the K/V
-   shard of rank (rank - t) mod world; the block is rows [q_row0, q_row0 + q_rows) of the local
-   queries against rows [k_row0, k_row0 + k_rows) of that shard, causal (the diagonal) or not.
-   q_rows == 0: nothing of that shard is seen (it lies in the future). */
+/* ring_plan.c: the attention blocks a ring step computes. At step t rank `rank` holds the K/V
+   shard of rank (rank - t) mod world; a block is rows [q_row0, q_row0 + q_rows) of the local
+   queries against rows [k_row0, k_row0 + k_rows) of that shard, causal (the diagonal) or not, or
+   (window) under a band: top-left aligned, row i sees the block's keys i - left .. i + right (-1:
+   unbounded). q_rows == 0: nothing of that shard is seen (it lies in the future). */
 typedef struct fa_ring_block {
   int64_t q_row0, q_rows, k_row0, k_rows;
   int32_t causal;
+  int32_t window;
+  int64_t left, right;
 } fa_ring_block;
+
+/* A step's blocks: one without a window; with one, a block per pair of a local query chunk and a
+   chunk of the shard (the zig-zag layout's two chunks each: four at most) that sees any key. */
+#define FA_RING_MAX_BLOCKS 4
+typedef struct fa_ring_step {
+  int32_t n;
+  fa_ring_block b[FA_RING_MAX_BLOCKS];
+} fa_ring_step;
 
 fa_ring_block fa_ring_plan_block(int32_t layout, int32_t causal, int32_t rank, int32_t src,
                                  int64_t seqlen_q, int64_t seqlen_k);
+/* The blocks of step src under params p's mask (a window or not), local shards of n tokens. */
+void fa_ring_plan_step(const fa_params *p, int32_t layout, int32_t rank, int32_t src, int32_t world,
+                       int64_t seqlen_q, int64_t seqlen_k, fa_ring_step *step);
+/* p restricted to block blk: its causal flag, or its band as a top-left window. */
+fa_params fa_ring_block_params(const fa_params *p, const fa_ring_block *blk);
 
 /* ring_tensor.c: host tensors the ring owns: contiguous [d0, d1, d2, d3] (or 3-D) buffers. */
 
@@ -78,7 +94,7 @@ typedef struct fa_ring_ctx {
    (kv_cur sent to the next rank, kv_next received from the previous; not on the last step,
    where *pending is NULL) and the block step t computes. */
 fa_status fa_ring_step_begin(const fa_ring_ctx *ctx, int32_t t, void *kv_cur, void *kv_next,
-                             size_t kv_bytes, void **pending, fa_ring_block *blk);
+                             size_t kv_bytes, void **pending, fa_ring_step *step);
 /* ring_tensor.c: a packed K/V shard (K's nk elements, then V's nv) widened to float32. */
 void fa_ring_widen_kv(const void *kv, fa_dtype dtype, int64_t nk, int64_t nv, float *k, float *v);
 

@@ -19,13 +19,14 @@ struct fa_ring_backward_bufs {
   size_t dkv_bytes;
   float *q, *o, *dout, *lse, *k, *v; /* float32 copies */
   float *dq, *dq_blk, *dk_blk, *dv_blk;
+  float *dkv_step; /* under a window: a step's blocks' dk then dv, summed before the shard's */
   fa_ring_shapes sh;
 };
 
 void fa_ring_backward_free(fa_ring_backward_bufs *b) {
   if (!b) return;
-  void *all[] = {b->kv[0], b->kv[1], b->dkv[0], b->dkv[1], b->q,      b->o,      b->dout,
-                 b->lse,   b->k,     b->v,      b->dq,     b->dq_blk, b->dk_blk, b->dv_blk};
+  void *all[] = {b->kv[0], b->kv[1], b->dkv[0], b->dkv[1], b->q,      b->o,      b->dout,    b->lse,
+                 b->k,     b->v,     b->dq,     b->dq_blk, b->dk_blk, b->dv_blk, b->dkv_step};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) free(all[i]);
   free(b);
 }
@@ -52,8 +53,10 @@ fa_status fa_ring_backward_prepare(const fa_ring_ctx *ctx, fa_ring_backward_bufs
   b->dk_blk = fa_ring_alloc(nk, sizeof(float));
   b->v = fa_ring_alloc(nv, sizeof(float));
   b->dv_blk = fa_ring_alloc(nv, sizeof(float));
+  if (ctx->params.window_enabled) b->dkv_step = fa_ring_alloc(nk + nv, sizeof(float));
   if (!b->kv[0] || !b->kv[1] || !b->dkv[0] || !b->dkv[1] || !b->q || !b->dq || !b->dq_blk ||
-      !b->o || !b->dout || !b->lse || !b->k || !b->dk_blk || !b->v || !b->dv_blk) {
+      !b->o || !b->dout || !b->lse || !b->k || !b->dk_blk || !b->v || !b->dv_blk ||
+      (ctx->params.window_enabled && !b->dkv_step)) {
     fa_ring_backward_free(b);
     return fa_core_set_error(FA_ERR_OUT_OF_MEMORY, "ring: no memory for its buffers");
   }
@@ -116,33 +119,46 @@ fa_status fa_ring_backward_run(const fa_ring_ctx *ctx, fa_ring_backward_bufs *b,
   fa_status st = FA_OK;
   for (int32_t t = 0; t < ctx->world && st == FA_OK; ++t) {
     void *pending = NULL;
-    fa_ring_block blk;
-    st = fa_ring_step_begin(ctx, t, b->kv[cur], b->kv[!cur], b->kv_bytes, &pending, &blk);
+    fa_ring_step step;
+    st = fa_ring_step_begin(ctx, t, b->kv[cur], b->kv[!cur], b->kv_bytes, &pending, &step);
     if (st != FA_OK) break;
-    if (blk.q_rows > 0) {
-      fa_ring_widen_kv(b->kv[cur], r->dtype, nk, nv, b->k, b->v);
-      fa_params p = ctx->params;
-      p.causal = blk.causal;
-      fa_tensor qb = fa_ring_rows(&q, 1, blk.q_row0, blk.q_rows);
-      fa_tensor ob = fa_ring_rows(&o, 1, blk.q_row0, blk.q_rows);
-      fa_tensor db = fa_ring_rows(&d, 1, blk.q_row0, blk.q_rows);
-      fa_tensor lb = fa_ring_rows(&l, 2, blk.q_row0, blk.q_rows);
-      fa_tensor dqb = fa_ring_rows(&dq, 1, blk.q_row0, blk.q_rows);
-      fa_tensor kb = fa_ring_rows(&k, 1, blk.k_row0, blk.k_rows);
-      fa_tensor vb = fa_ring_rows(&v, 1, blk.k_row0, blk.k_rows);
-      fa_tensor dkb = fa_ring_rows(&dk, 1, blk.k_row0, blk.k_rows);
-      fa_tensor dvb = fa_ring_rows(&dv, 1, blk.k_row0, blk.k_rows);
-      st = fa_backward(&p, &qb, &kb, &vb, &ob, &lb, &db, &dqb, &dkb, &dvb, t == 0 ? info : NULL);
-      if (st == FA_OK)
-        add_rows(b->dq, b->dq_blk, B, NQ, blk.q_row0, blk.q_rows, r->heads_q * r->head_dim);
+    if (step.n > 0) fa_ring_widen_kv(b->kv[cur], r->dtype, nk, nv, b->k, b->v);
+    /* Several blocks (a window's chunk pairs) sum their dk/dv in dkv_step first. */
+    const int summed = step.n > 1;
+    if (summed) memset(b->dkv_step, 0, b->dkv_bytes);
+    for (int32_t i = 0; i < step.n && st == FA_OK; ++i) {
+      const fa_ring_block *blk = &step.b[i];
+      const fa_params p = fa_ring_block_params(&ctx->params, blk);
+      fa_tensor qb = fa_ring_rows(&q, 1, blk->q_row0, blk->q_rows);
+      fa_tensor ob = fa_ring_rows(&o, 1, blk->q_row0, blk->q_rows);
+      fa_tensor db = fa_ring_rows(&d, 1, blk->q_row0, blk->q_rows);
+      fa_tensor lb = fa_ring_rows(&l, 2, blk->q_row0, blk->q_rows);
+      fa_tensor dqb = fa_ring_rows(&dq, 1, blk->q_row0, blk->q_rows);
+      fa_tensor kb = fa_ring_rows(&k, 1, blk->k_row0, blk->k_rows);
+      fa_tensor vb = fa_ring_rows(&v, 1, blk->k_row0, blk->k_rows);
+      fa_tensor dkb = fa_ring_rows(&dk, 1, blk->k_row0, blk->k_rows);
+      fa_tensor dvb = fa_ring_rows(&dv, 1, blk->k_row0, blk->k_rows);
+      st = fa_backward(&p, &qb, &kb, &vb, &ob, &lb, &db, &dqb, &dkb, &dvb,
+                       t == 0 && i == 0 ? info : NULL);
+      if (st != FA_OK) break;
+      add_rows(b->dq, b->dq_blk, B, NQ, blk->q_row0, blk->q_rows, r->heads_q * r->head_dim);
+      if (summed) {
+        add_rows(b->dkv_step, b->dk_blk, B, NK, blk->k_row0, blk->k_rows,
+                 r->heads_kv * r->head_dim);
+        add_rows(b->dkv_step + nk, b->dv_blk, B, NK, blk->k_row0, blk->k_rows,
+                 r->heads_kv * r->head_dim_v);
+      }
     }
     /* The shard's dk/dv sums arrive from the previous rank (zero at the first step). */
     if (st == FA_OK && dkv_pending) st = ctx->ops->exchange_wait(ctx->comm, dkv_pending);
     dkv_pending = NULL;
-    if (st == FA_OK && blk.q_rows > 0) {
-      add_rows(b->dkv[dcur], b->dk_blk, B, NK, blk.k_row0, blk.k_rows, r->heads_kv * r->head_dim);
-      add_rows(b->dkv[dcur] + nk, b->dv_blk, B, NK, blk.k_row0, blk.k_rows,
+    if (st == FA_OK && step.n == 1) {
+      const fa_ring_block *blk = &step.b[0];
+      add_rows(b->dkv[dcur], b->dk_blk, B, NK, blk->k_row0, blk->k_rows, r->heads_kv * r->head_dim);
+      add_rows(b->dkv[dcur] + nk, b->dv_blk, B, NK, blk->k_row0, blk->k_rows,
                r->heads_kv * r->head_dim_v);
+    } else if (st == FA_OK && summed) {
+      for (int64_t e = 0; e < nk + nv; ++e) b->dkv[dcur][e] += b->dkv_step[e];
     }
     if (st == FA_OK) {
       st = ctx->ops->exchange_start(ctx->comm, FA_RING_CHANNEL_DKV, b->dkv[dcur], next,

@@ -107,24 +107,24 @@ fa_status fa_ring_forward_run(const fa_ring_ctx *ctx, fa_ring_forward_bufs *b, f
   for (int32_t t = 0; t < ctx->world; ++t) {
     void *pending = NULL;
     fa_status st;
-    fa_ring_block blk;
-    st = fa_ring_step_begin(ctx, t, b->kv[cur], b->kv[!cur], b->kv_bytes, &pending, &blk);
+    fa_ring_step step;
+    st = fa_ring_step_begin(ctx, t, b->kv[cur], b->kv[!cur], b->kv_bytes, &pending, &step);
     if (st != FA_OK) return st;
-    if (blk.q_rows > 0) {
-      fa_ring_widen_kv(b->kv[cur], r->dtype, nk, nv, b->k, b->v);
-      fa_params p = ctx->params;
-      p.causal = blk.causal;
-      fa_tensor qb = fa_ring_rows(&q, 1, blk.q_row0, blk.q_rows);
-      fa_tensor kb = fa_ring_rows(&k, 1, blk.k_row0, blk.k_rows);
-      fa_tensor vb = fa_ring_rows(&v, 1, blk.k_row0, blk.k_rows);
-      fa_tensor ob = fa_ring_rows(&o, 1, blk.q_row0, blk.q_rows);
-      fa_tensor lb = fa_ring_rows(&l, 2, blk.q_row0, blk.q_rows);
-      st = fa_forward(&p, &qb, &kb, &vb, &ob, &lb, t == 0 ? info : NULL);
+    if (step.n > 0) fa_ring_widen_kv(b->kv[cur], r->dtype, nk, nv, b->k, b->v);
+    for (int32_t i = 0; i < step.n; ++i) {
+      const fa_ring_block *blk = &step.b[i];
+      const fa_params p = fa_ring_block_params(&ctx->params, blk);
+      fa_tensor qb = fa_ring_rows(&q, 1, blk->q_row0, blk->q_rows);
+      fa_tensor kb = fa_ring_rows(&k, 1, blk->k_row0, blk->k_rows);
+      fa_tensor vb = fa_ring_rows(&v, 1, blk->k_row0, blk->k_rows);
+      fa_tensor ob = fa_ring_rows(&o, 1, blk->q_row0, blk->q_rows);
+      fa_tensor lb = fa_ring_rows(&l, 2, blk->q_row0, blk->q_rows);
+      st = fa_forward(&p, &qb, &kb, &vb, &ob, &lb, t == 0 && i == 0 ? info : NULL);
       if (st != FA_OK) {
         if (pending) ctx->ops->exchange_wait(ctx->comm, pending);
         return st;
       }
-      merge_rows(b, blk.q_row0, blk.q_rows);
+      merge_rows(b, blk->q_row0, blk->q_rows);
     }
     if (pending) {
       st = ctx->ops->exchange_wait(ctx->comm, pending);

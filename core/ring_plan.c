@@ -11,12 +11,17 @@
  * after both, so every local query sees the first half of it; the shard of a later rank s > r lies
  * wholly after chunk r and wholly before chunk 2w-1-r, so the second half of the local queries sees
  * all of it. Every off-diagonal step is then n x n/2: the same work on every rank.
+ *
+ * Under a sliding window the tokens' global positions decide, chunk by chunk: query chunk (global
+ * start gq) and key chunk (gk) see each other where gq + i - left <= gk + j <= gq + i + right,
+ * a band at offset d = gq - gk. The rows and keys outside the band are cut off, which moves the
+ * band's diagonal into the block, where a top-left window expresses it with bounds >= 0.
  */
 #include "ring.h"
 
 fa_ring_block fa_ring_plan_block(int32_t layout, int32_t causal, int32_t rank, int32_t src,
                                  int64_t seqlen_q, int64_t seqlen_k) {
-  fa_ring_block all = {0, seqlen_q, 0, seqlen_k, 0};
+  fa_ring_block all = {0, seqlen_q, 0, seqlen_k, 0, 0, -1, -1};
   if (!causal) return all;
   if (src == rank) {
     all.causal = 1;
@@ -24,16 +29,82 @@ fa_ring_block fa_ring_plan_block(int32_t layout, int32_t causal, int32_t rank, i
   }
   if (layout == FA_RING_ZIGZAG) {
     const int64_t c = seqlen_q / 2;
-    fa_ring_block past = {0, seqlen_q, 0, c, 0};
-    fa_ring_block future = {c, seqlen_q - c, 0, seqlen_k, 0};
+    fa_ring_block past = {0, seqlen_q, 0, c, 0, 0, -1, -1};
+    fa_ring_block future = {c, seqlen_q - c, 0, seqlen_k, 0, 0, -1, -1};
     return src < rank ? past : future;
   }
-  fa_ring_block none = {0, 0, 0, 0, 0};
+  fa_ring_block none = {0, 0, 0, 0, 0, 0, -1, -1};
   return src < rank ? all : none;
 }
 
+/* The band block of query chunk [qa, qa + lq) (global start gq) against key chunk [ka, ka + lk)
+   (global start gk): keys j of row i with d - wl <= j - i <= d + wr (wl, wr: -1 unbounded).
+   0 where no key is seen. */
+static int band_block(int64_t qa, int64_t lq, int64_t gq, int64_t ka, int64_t lk, int64_t gk,
+                      int64_t wl, int64_t wr, fa_ring_block *blk) {
+  const int64_t d = gq - gk;
+  int64_t j0 = 0, j1 = lk, i0 = 0, i1 = lq;
+  if (wl >= 0) {
+    if (d - wl > j0) j0 = d - wl;           /* keys left of every row's band */
+    if (lk - d + wl < i1) i1 = lk - d + wl; /* rows whose band starts past the chunk */
+  }
+  if (wr >= 0) {
+    if (lq + d + wr < j1) j1 = lq + d + wr; /* keys right of every row's band */
+    if (-d - wr > i0) i0 = -d - wr;         /* rows whose band ends before the chunk */
+  }
+  if (j0 >= j1 || i0 >= i1) return 0;
+  const int64_t s = j0 - i0; /* the block's top-left corner is at offset s from the band's d */
+  blk->q_row0 = qa + i0;
+  blk->q_rows = i1 - i0;
+  blk->k_row0 = ka + j0;
+  blk->k_rows = j1 - j0;
+  blk->causal = 0;
+  blk->left = wl >= 0 ? s - d + wl : -1;
+  blk->right = wr >= 0 ? d + wr - s : -1;
+  blk->window = blk->left >= 0 || blk->right >= 0;
+  return 1;
+}
+
+void fa_ring_plan_step(const fa_params *p, int32_t layout, int32_t rank, int32_t src, int32_t world,
+                       int64_t seqlen_q, int64_t seqlen_k, fa_ring_step *step) {
+  step->n = 0;
+  if (!p->window_enabled) {
+    step->b[0] = fa_ring_plan_block(layout, p->causal, rank, src, seqlen_q, seqlen_k);
+    step->n = step->b[0].q_rows > 0;
+    return;
+  }
+  /* The window's bounds as fa_mask_make resolves them (causal: nothing right of the diagonal);
+     windows run on equal local lengths, so the global diagonal is the same in both alignments. */
+  int64_t wl = p->window_left < 0 ? -1 : p->window_left;
+  int64_t wr = p->window_right < 0 ? -1 : p->window_right;
+  if (p->causal && wr != 0) wr = 0;
+  const int zig = layout == FA_RING_ZIGZAG;
+  const int64_t c = zig ? seqlen_q / 2 : seqlen_q;
+  const int chunks = zig ? 2 : 1;
+  for (int a = 0; a < chunks; ++a) {
+    const int64_t gq = (a == 0 ? rank : 2 * (int64_t)world - 1 - rank) * c;
+    for (int x = 0; x < chunks; ++x) {
+      const int64_t gk = (x == 0 ? src : 2 * (int64_t)world - 1 - src) * c;
+      step->n += band_block(a * c, c, gq, x * c, c, gk, wl, wr, &step->b[step->n]);
+    }
+  }
+  (void)seqlen_k; /* equal to seqlen_q under a window (core/ring.c) */
+}
+
+fa_params fa_ring_block_params(const fa_params *p, const fa_ring_block *blk) {
+  fa_params b = *p;
+  b.causal = blk->causal;
+  if (p->window_enabled) {
+    b.window_enabled = blk->window;
+    b.window_left = blk->left;
+    b.window_right = blk->right;
+    b.causal_align = FA_CAUSAL_TOP_LEFT;
+  }
+  return b;
+}
+
 fa_status fa_ring_step_begin(const fa_ring_ctx *ctx, int32_t t, void *kv_cur, void *kv_next,
-                             size_t kv_bytes, void **pending, fa_ring_block *blk) {
+                             size_t kv_bytes, void **pending, fa_ring_step *step) {
   *pending = NULL;
   if (t + 1 < ctx->world) {
     const int32_t next = (ctx->rank + 1) % ctx->world;
@@ -43,7 +114,7 @@ fa_status fa_ring_step_begin(const fa_ring_ctx *ctx, int32_t t, void *kv_cur, vo
     if (st != FA_OK) return st;
   }
   const int32_t src = (ctx->rank - t + ctx->world) % ctx->world;
-  *blk = fa_ring_plan_block(ctx->layout, ctx->params.causal, ctx->rank, src, ctx->req->seqlen_q,
-                            ctx->req->seqlen_k);
+  fa_ring_plan_step(&ctx->params, ctx->layout, ctx->rank, src, ctx->world, ctx->req->seqlen_q,
+                    ctx->req->seqlen_k, step);
   return FA_OK;
 }

@@ -20,11 +20,19 @@ static fa_ring_args self_ring(void) {
 
 static void ring_cases(uint64_t seed) {
   const ring_case cases[] = {
-      {"self.f32.causal.zigzag.gqa", FA_F32, 1, FA_RING_ZIGZAG, 2, 24, 4, 2, 32, 32, TU_PADDED},
+      {"self.f32.causal.zigzag.gqa", FA_F32, 1, FA_RING_ZIGZAG, 2, 24, 4, 2, 32, 32, TU_PADDED, 0,
+       0, 0},
       {"self.f32.full.contiguous.mqa", FA_F32, 0, FA_RING_CONTIGUOUS, 1, 17, 4, 1, 16, 24,
-       TU_PERMUTED},
+       TU_PERMUTED, 0, 0, 0},
       {"self.bf16.causal.contiguous.gqa", FA_BF16, 1, FA_RING_CONTIGUOUS, 2, 32, 4, 2, 64, 64,
-       TU_STRIDED},
+       TU_STRIDED, 0, 0, 0},
+      /* windows: the chunk pairs of one rank's own shard */
+      {"self.f32.window.causal.zigzag", FA_F32, 1, FA_RING_ZIGZAG, 2, 24, 4, 2, 32, 32, TU_PADDED,
+       1, 5, -1},
+      {"self.f32.window.both.contiguous", FA_F32, 0, FA_RING_CONTIGUOUS, 1, 17, 2, 1, 16, 16,
+       TU_CONTIGUOUS, 1, 3, 6},
+      {"self.bf16.window.right.zigzag", FA_BF16, 0, FA_RING_ZIGZAG, 1, 16, 4, 2, 32, 32,
+       TU_PERMUTED, 1, -1, 4},
   };
   fa_ring_args ring = self_ring();
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
@@ -168,11 +176,6 @@ static void refusals(void) {
   c.p.dropout_p = 0.1f;
   expect("dropout", &c, 0, FA_ERR_UNSUPPORTED, "params.dropout_p");
   fa_params_init(&c.p);
-  c.p.window_enabled = 1;
-  c.p.window_left = 2;
-  c.p.window_right = 0;
-  expect("window", &c, 0, FA_ERR_UNSUPPORTED, "params.window_enabled");
-  fa_params_init(&c.p);
   c.p.alibi_slopes = &alibi;
   expect("alibi", &c, 0, FA_ERR_UNSUPPORTED, "params.alibi_slopes");
   fa_params_init(&c.p);
@@ -216,6 +219,11 @@ static void refusals(void) {
   c.v.t.shape[1] = 6;
   c.p.causal = 1;
   expect("causal with unequal shards", &c, 0, FA_ERR_UNSUPPORTED, "k.shape[1]");
+  c.p.causal = 0;
+  c.p.window_enabled = 1;
+  c.p.window_left = 2;
+  c.p.window_right = 3;
+  expect("a window with unequal shards", &c, 0, FA_ERR_UNSUPPORTED, "windowed");
   call_free(&c);
   test_case_end();
 }

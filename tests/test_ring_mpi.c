@@ -2,9 +2,10 @@
  * test_ring_mpi.c: fa_ring_forward / fa_ring_backward over MPI, run under mpirun with 1, 2 and 4
  * processes (tests/CMakeLists.txt). Every rank checks its own rows of every output and gradient
  * against the float64 reference and the one-process result (tests/ring/ring_case.c); f32 and bf16,
- * causal or not, both layouts, GQA, padded and permuted shards. Then the agreement: a rank whose
- * arguments are refused, and ranks that disagree, make every rank return the error with nothing
- * written and nobody left waiting. Rank 0 prints each case's largest errors over all ranks.
+ * causal or not, sliding windows, both layouts, GQA, padded and permuted shards. Then the
+ * agreement: a rank whose arguments are refused, and ranks that disagree, make every rank return
+ * the error with nothing written and nobody left waiting. Rank 0 prints each case's largest errors
+ * over all ranks.
  */
 #include <math.h>
 #include <mpi.h>
@@ -147,18 +148,34 @@ int main(int argc, char **argv) {
   /* name, dtype, causal, layout, batch, local seqlen, heads_q, heads_kv, head_dim, head_dim_v,
      shard layout */
   const ring_case cases[] = {
-      {"f32.causal.zigzag.gqa", FA_F32, 1, FA_RING_ZIGZAG, 2, 16, 4, 2, 32, 32, TU_CONTIGUOUS},
-      {"f32.causal.contiguous.gqa", FA_F32, 1, FA_RING_CONTIGUOUS, 2, 16, 4, 2, 32, 32, TU_PADDED},
-      {"f32.full.zigzag.mha", FA_F32, 0, FA_RING_ZIGZAG, 1, 16, 2, 2, 32, 32, TU_PERMUTED},
+      {"f32.causal.zigzag.gqa", FA_F32, 1, FA_RING_ZIGZAG, 2, 16, 4, 2, 32, 32, TU_CONTIGUOUS, 0, 0,
+       0},
+      {"f32.causal.contiguous.gqa", FA_F32, 1, FA_RING_CONTIGUOUS, 2, 16, 4, 2, 32, 32, TU_PADDED,
+       0, 0, 0},
+      {"f32.full.zigzag.mha", FA_F32, 0, FA_RING_ZIGZAG, 1, 16, 2, 2, 32, 32, TU_PERMUTED, 0, 0, 0},
       {"f32.full.contiguous.mqa.dv16", FA_F32, 0, FA_RING_CONTIGUOUS, 2, 12, 4, 1, 32, 16,
-       TU_CONTIGUOUS},
-      {"bf16.causal.zigzag.gqa", FA_BF16, 1, FA_RING_ZIGZAG, 2, 16, 4, 2, 64, 64, TU_CONTIGUOUS},
+       TU_CONTIGUOUS, 0, 0, 0},
+      {"bf16.causal.zigzag.gqa", FA_BF16, 1, FA_RING_ZIGZAG, 2, 16, 4, 2, 64, 64, TU_CONTIGUOUS, 0,
+       0, 0},
       {"bf16.causal.contiguous.gqa", FA_BF16, 1, FA_RING_CONTIGUOUS, 2, 16, 4, 2, 64, 64,
-       TU_STRIDED},
-      {"bf16.full.zigzag.gqa", FA_BF16, 0, FA_RING_ZIGZAG, 1, 16, 4, 2, 64, 64, TU_PADDED},
+       TU_STRIDED, 0, 0, 0},
+      {"bf16.full.zigzag.gqa", FA_BF16, 0, FA_RING_ZIGZAG, 1, 16, 4, 2, 64, 64, TU_PADDED, 0, 0, 0},
       {"bf16.full.contiguous.mha", FA_BF16, 0, FA_RING_CONTIGUOUS, 2, 10, 2, 2, 64, 64,
-       TU_CONTIGUOUS},
-      {"f16.causal.zigzag.gqa", FA_F16, 1, FA_RING_ZIGZAG, 1, 16, 4, 2, 32, 32, TU_CONTIGUOUS},
+       TU_CONTIGUOUS, 0, 0, 0},
+      {"f16.causal.zigzag.gqa", FA_F16, 1, FA_RING_ZIGZAG, 1, 16, 4, 2, 32, 32, TU_CONTIGUOUS, 0, 0,
+       0},
+      /* sliding windows (then the last fields: window, left, right): narrower than a chunk,
+         across several shards, right-only and two-sided without a causal mask */
+      {"f32.window5.causal.zigzag.gqa", FA_F32, 1, FA_RING_ZIGZAG, 2, 16, 4, 2, 32, 32,
+       TU_CONTIGUOUS, 1, 5, -1},
+      {"f32.window37.causal.contiguous", FA_F32, 1, FA_RING_CONTIGUOUS, 1, 16, 2, 2, 32, 32,
+       TU_PADDED, 1, 37, 0},
+      {"f32.window.right11.zigzag", FA_F32, 0, FA_RING_ZIGZAG, 1, 12, 4, 1, 16, 16, TU_PERMUTED, 1,
+       -1, 11},
+      {"bf16.window.both.contiguous.gqa", FA_BF16, 0, FA_RING_CONTIGUOUS, 2, 10, 4, 2, 64, 64,
+       TU_STRIDED, 1, 7, 13},
+      {"bf16.window20.causal.zigzag", FA_BF16, 1, FA_RING_ZIGZAG, 1, 16, 4, 2, 64, 64,
+       TU_CONTIGUOUS, 1, 20, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     ring_result r;

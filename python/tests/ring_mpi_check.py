@@ -1,6 +1,6 @@
 """ring_attention and ring_attention_backward over MPI (mpi4py), run by test_ring.py under
 `mpiexec -n N`: every rank builds the same global q, k, v and dout (one seed), passes its shards
-(contiguous and zig-zag, causal and not, GQA), and checks its rows of out and lse and its shards of
+(contiguous and zig-zag, causal and not, sliding windows, GQA), and checks its rows of out and lse and its shards of
 dq, dk and dv against the float64 reference of the whole sequence. The communicator is passed as
 the mpi4py object and once as the address of its MPI_Comm. Exit status 0 when every rank passed."""
 
@@ -37,17 +37,20 @@ def main() -> int:
     v = rng.standard_normal((b, world * n, hk, d)).astype(np.float32)
     dout = rng.standard_normal((b, world * n, hq, d)).astype(np.float32)
     for layout in ("contiguous", "zigzag"):
-        for causal in (False, True):
+        for causal, window in ((False, None), (True, None), (True, (17, 0)), (False, (5, 9))):
+            kw = {"causal": causal}
+            if window:
+                kw.update(window_left=window[0], window_right=window[1])
             ref_out, ref_lse, (ref_dq, ref_dk, ref_dv) = reference(q, k, v, causal=causal,
-                                                                   dout=dout)
+                                                                   window=window, dout=dout)
             rows = rows_of(layout, rank, world, n)
             shard = [np.ascontiguousarray(x[:, rows]) for x in (q, k, v, dout)]
             c = comm if causal else MPI._addressof(comm)  # both forms of the communicator
-            out, lse = fa.ring_attention(*shard[:3], comm=c, layout=layout, causal=causal,
-                                         return_lse=True)
+            out, lse = fa.ring_attention(*shard[:3], comm=c, layout=layout, return_lse=True,
+                                         **kw)
             dq, dk, dv = fa.ring_attention_backward(shard[3], *shard[:3], out, lse, comm=c,
-                                                    layout=layout, causal=causal)
-            what = f"rank {rank}/{world} {layout} causal={causal}"
+                                                    layout=layout, **kw)
+            what = f"rank {rank}/{world} {layout} {kw}"
             for name, got, want in (("out", out, ref_out[:, rows]),
                                     ("lse", lse, ref_lse[:, :, rows]),
                                     ("dq", dq, ref_dq[:, rows]), ("dk", dk, ref_dk[:, rows]),

@@ -40,6 +40,19 @@ class TestRingSelf(unittest.TestCase):
                 assert_close(self, dk, dk_r, 2e-5, "dk " + what)
                 assert_close(self, dv, dv_r, 2e-5, "dv " + what)
 
+    def test_window(self):
+        q, dout = rand(1, 12, 2, 8), rand(1, 12, 2, 8)
+        for layout in ("contiguous", "zigzag"):
+            out, lse = fa.ring_attention(q, q, q, layout=layout, causal=True, window_left=3,
+                                         return_lse=True)
+            ref_out, ref_lse, grads = reference(q, q, q, causal=True, window=(3, 0), dout=dout)
+            assert_close(self, out, ref_out, 2e-5, "out " + layout)
+            assert_close(self, lse, ref_lse, 2e-5, "lse " + layout)
+            got = fa.ring_attention_backward(dout, q, q, q, out, lse, layout=layout, causal=True,
+                                             window_left=3)
+            for name, g, w in zip(("dq", "dk", "dv"), got, grads):
+                assert_close(self, g, w, 2e-5, name + " " + layout)
+
     def test_outputs_passed_in_are_written(self):
         q = rand(1, 8, 2, 8)
         out = np.full_like(q, np.nan)
@@ -56,7 +69,7 @@ class TestRingSelf(unittest.TestCase):
                 ({"comm": "world"}, "FA_ERR_INVALID_ARGUMENT", "comm"),
                 ({"comm": 0}, "FA_ERR_INVALID_ARGUMENT", "NULL"),
                 ({"dropout_p": 0.1}, "FA_ERR_UNSUPPORTED", "dropout"),
-                ({"causal": True, "window_left": 2}, "FA_ERR_UNSUPPORTED", "window")):
+                ({"alibi_slopes": np.ones(2, np.float32)}, "FA_ERR_UNSUPPORTED", "alibi")):
             with self.assertRaises(fa.FlashAttnError, msg=str(kw)) as cm:
                 fa.ring_attention(q, q, q, **kw)
             self.assertEqual(cm.exception.status_name, status, str(kw))

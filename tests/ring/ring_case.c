@@ -165,6 +165,9 @@ void ring_case_run(const ring_case *c, uint64_t seed, const fa_ring_args *comm, 
   fa_params_init(&p);
   p.causal = c->causal;
   p.deterministic = 1;
+  p.window_enabled = c->window;
+  p.window_left = c->window_left;
+  p.window_right = c->window_right;
   if (fa_forward(&p, &g[Q].t, &g[K].t, &g[V].t, &g[O].t, &g[LSE].t, NULL) != FA_OK ||
       fa_backward(&p, &g[Q].t, &g[K].t, &g[V].t, &g[O].t, &g[LSE].t, &g[DO].t, &g[DQ].t, &g[DK].t,
                   &g[DV].t, NULL) != FA_OK) {
@@ -172,8 +175,13 @@ void ring_case_run(const ring_case *c, uint64_t seed, const fa_ring_args *comm, 
     goto done;
   }
   ref_problem rp = {b, S, S, hq, hkv, d, dv, ref_resolve_scale(0.0f, d), c->causal, 0};
-  if (ref_attention(&rp, REF_F64, &g[Q], &g[K], &g[V], &g[DO], &r64, 1) != 0 ||
-      ref_attention(&rp, REF_STORAGE, &g[Q], &g[K], &g[V], &g[DO], &rst, 1) != 0) {
+  ref_ext rx;
+  memset(&rx, 0, sizeof rx);
+  rx.window = c->window;
+  rx.window_left = c->window_left;
+  rx.window_right = c->window_right;
+  if (ref_attention_ext(&rp, &rx, REF_F64, &g[Q], &g[K], &g[V], &g[DO], &r64, 1) != 0 ||
+      ref_attention_ext(&rp, &rx, REF_STORAGE, &g[Q], &g[K], &g[V], &g[DO], &rst, 1) != 0) {
     fail("reference: out of memory");
     goto done;
   }

@@ -23,6 +23,8 @@ typedef struct ring_case {
   int32_t layout;                                                 /* fa_ring_layout */
   int64_t batch, seqlen, heads_q, heads_kv, head_dim, head_dim_v; /* seqlen: the local shard's */
   tu_layout_kind shards; /* how the local tensors are laid out in memory */
+  int window;            /* non-zero: a sliding window of window_left/right keys (-1 unbounded) */
+  int64_t window_left, window_right;
 } ring_case;
 
 /* Per output (out, lse, dq, dk, dv): the largest error against the float64 reference, the pass
