@@ -60,17 +60,21 @@ def _split(s: str) -> list:
     return [x for x in s.split(",") if x]
 
 
+def _described(call: str, ctype, init, n: int) -> list:
+    """The descriptors a listing call (fa_backend_info, fa_transport_info) fills: n of ctype, each
+    set up by init, of which the call reports how many it knows."""
+    descs = (ctype * n)()
+    for d in descs:
+        init(ctypes.byref(d))
+    count = ctypes.c_int32()
+    st = getattr(library().dll, call)(descs, n, ctypes.byref(count))
+    if st != C.FA_OK:
+        raise error(call, st)
+    return descs[: min(count.value, n)]
+
+
 def backend_info() -> list:
     """Every backend the library knows, as BackendInfo objects."""
-    lib = library()
-    n = 16
-    descs = (C.FaBackendDesc * n)()
-    for d in descs:
-        lib.dll.fa_backend_desc_init(ctypes.byref(d))
-    count = ctypes.c_int32()
-    st = lib.dll.fa_backend_info(descs, n, ctypes.byref(count))
-    if st != C.FA_OK:
-        raise error("fa_backend_info", st)
     return [
         BackendInfo(
             id=d.id,
@@ -86,7 +90,8 @@ def backend_info() -> list:
             features=_split(C.text(d.features)),
             unsupported=C.text(d.unsupported),
         )
-        for d in descs[: min(count.value, n)]
+        for d in _described("fa_backend_info", C.FaBackendDesc,
+                             library().dll.fa_backend_desc_init, 16)
     ]
 
 
@@ -207,20 +212,13 @@ def transport_info() -> list:
     """Every transport the ring calls know (fa_transport_info), as TransportInfo objects: "self"
     (one process), "mpi" (host tensors between processes), "nccl"; available or why not."""
     lib = library()
-    n = 8
-    descs = (C.FaTransportDesc * n)()
-    for d in descs:
-        lib.dll.fa_transport_desc_init(ctypes.byref(d))
-    count = ctypes.c_int32()
-    st = lib.dll.fa_transport_info(descs, n, ctypes.byref(count))
-    if st != C.FA_OK:
-        raise error("fa_transport_info", st)
     return [
         TransportInfo(kind=d.kind, name=C.text(d.name), available=bool(d.available),
                       reason=C.text(d.reason), plugin_path=C.text(d.plugin_path),
                       memory=C.text(lib.dll.fa_device_kind_name(d.memory)),
                       runtime=C.text(d.runtime))
-        for d in descs[: min(count.value, n)]
+        for d in _described("fa_transport_info", C.FaTransportDesc,
+                            lib.dll.fa_transport_desc_init, 8)
     ]
 
 
