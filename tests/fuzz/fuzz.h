@@ -35,6 +35,8 @@ static inline uint64_t u64(reader *r) {
 
 /* Largest buffer the real mode backs (shapes are small; only mutated strides get near it). */
 #define CAP_BYTES ((uint64_t)1 << 22)
+/* Largest host scratch a run call is made with (fuzz_api.c; the budget under -rss_limit_mb). */
+#define FUZZ_RUN_SCRATCH_MAX ((size_t)256 << 20)
 
 /* Every tensor a call may take. */
 enum {
