@@ -10,6 +10,7 @@
 
 #include "harness.h"
 #include "ring/ring_case.h"
+#include "ring/ring_plan_check.h"
 
 static fa_ring_args self_ring(void) {
   fa_ring_args ring;
@@ -296,5 +297,6 @@ int main(void) {
   refusals();
   empty_shards();
   transport_info();
+  ring_plan_cases();
   return test_summary("test_ring");
 }
