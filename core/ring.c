@@ -142,8 +142,8 @@ typedef struct prepared {
 } prepared;
 
 static fa_status prepare_local(fa_ring_ctx *ctx, const fa_ring_args *ring, const fa_params *params,
-                               const fa_call_args *args, fa_params *resolved, fa_request *req,
-                               prepared *pr) {
+                               const fa_params *caller, const fa_call_args *args,
+                               fa_params *resolved, fa_request *req, prepared *pr) {
   fa_kvcache_args kv;
   TRY(fa_validate(pr->op, params, args, resolved, &kv, req));
   TRY(check_ring_support(req, ring));
@@ -152,12 +152,9 @@ static fa_status prepare_local(fa_ring_ctx *ctx, const fa_ring_args *ring, const
      ring's window spans the global sequence, so the caller's sides stand, unbounded only from the
      global span on. */
   if (resolved->window_enabled) {
-    fa_params user;
-    TRY(fa_resolve_versioned("params", "fa_params", "fa_params_init()", params, sizeof user,
-                             &user));
     const int64_t span = 2 * (int64_t)ctx->world * req->seqlen_q;
-    ctx->params.window_left = user.window_left >= span ? -1 : user.window_left;
-    ctx->params.window_right = user.window_right >= span ? -1 : user.window_right;
+    ctx->params.window_left = caller->window_left >= span ? -1 : caller->window_left;
+    ctx->params.window_right = caller->window_right >= span ? -1 : caller->window_right;
   }
   ctx->req = req;
   if (pr->op == FA_OP_FORWARD) return fa_ring_forward_prepare(ctx, &pr->fwd);
@@ -174,13 +171,15 @@ static fa_status ring_call(fa_op op, const fa_params *params, const fa_ring_args
   memset(&ctx, 0, sizeof ctx);
   ctx.ops = fa_transport_slot_of(ring.transport)->ops;
   ctx.layout = ring.layout;
-  /* The stream (NCCL's) is read from params resolved here; a bad params struct is reported after
-     the communicator is open, where every rank hears of it. */
+  /* The caller's params as given (the stream, NCCL's; the window's sides, which fa_validate
+     judges by the local shard), read here; a bad params struct is reported after the
+     communicator is open, where every rank hears of it (fa_validate, before these are used). */
   fa_params early;
-  void *stream = NULL;
+  fa_params_init(&early);
   if (params && fa_resolve_versioned("params", "fa_params", "fa_params_init()", params,
-                                     sizeof early, &early) == FA_OK)
-    stream = early.stream;
+                                     sizeof early, &early) != FA_OK)
+    fa_params_init(&early);
+  void *stream = early.stream;
   fa_core_clear_error();
   TRY(ctx.ops->open(ring.comm, stream, &ctx.comm, &ctx.rank, &ctx.world));
 
@@ -194,7 +193,8 @@ static fa_status ring_call(fa_op op, const fa_params *params, const fa_ring_args
                               "%d and this process is its rank %d",
                               (int)ring.world, (int)ring.rank, transport_name(ring.transport),
                               (int)ctx.world, (int)ctx.rank);
-  if (local == FA_OK) local = prepare_local(&ctx, &ring, params, args, &resolved, &req, &pr);
+  if (local == FA_OK)
+    local = prepare_local(&ctx, &ring, params, &early, args, &resolved, &req, &pr);
 
   int64_t agree[1 + 2 * FACTS] = {local};
   if (local == FA_OK) facts_of(op, &ring, &req, agree + 1);

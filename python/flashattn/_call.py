@@ -354,12 +354,14 @@ def _out_lse_addresses(q, out, lse, ao, al, plan, plan_only, want_lse, keep, exp
     return out, lse, tail
 
 
-def _ring_struct(ring) -> C.FaRingArgs:
-    """fa_ring_args of ring = (transport, layout); the communicator is bound per call."""
+def _attach_ring(plan: _Plan, ring) -> None:
+    """Gives a new plan the fa_ring_args of ring = (transport, layout, ...), passed after its
+    fa_params; the communicator is bound per call."""
     r = C.FaRingArgs()
     library().dll.fa_ring_args_init(ctypes.byref(r))
     r.transport, r.layout = ring[0], ring[1]
-    return r
+    plan.ring = r
+    plan.args = plan.args[:1] + (ctypes.byref(r),) + plan.args[1:]
 
 
 def forward(q, k, v, out, lse, params: dict, plan_only: bool = False, ring=None):
@@ -391,8 +393,7 @@ def forward(q, k, v, out, lse, params: dict, plan_only: bool = False, ring=None)
             plan.args = (r(plan.params), r(tq), r(tk), r(tv), r(tout),
                          r(tlse) if tlse is not None else None, r(plan.info))
             if ring is not None:
-                plan.ring = _ring_struct(ring)
-                plan.args = plan.args[:1] + (r(plan.ring),) + plan.args[1:]
+                _attach_ring(plan, ring)
             return plan
 
         op = ("ring_fwd", ring[0], ring[1]) if ring is not None else \
@@ -442,8 +443,7 @@ def backward(dout, q, k, v, out, lse, dq, dk, dv, params: dict, ring=None):
             r = ctypes.byref
             plan.args = (r(plan.params),) + tuple(r(t) for t in ts) + (r(plan.info),)
             if ring is not None:
-                plan.ring = _ring_struct(ring)
-                plan.args = plan.args[:1] + (r(plan.ring),) + plan.args[1:]
+                _attach_ring(plan, ring)
             return plan
 
         cached = not keep
