@@ -482,9 +482,10 @@ FA_API void fa_ring_args_init(fa_ring_args *ring);
  * (the others' message says so). Blocks run in float32 on the host (bf16/f16 inputs are widened
  * exactly; outputs rounded once). With a causal mask, seqlen_q must equal seqlen_k (self-attention
  * shards; the two causal alignments coincide). A sliding window (equal local lengths too) counts
- * its keys in global positions. Refused with FA_ERR_UNSUPPORTED, naming the field: dropout, ALiBi,
- * varlen, seqused_k, paged KV, params.workspace, and tensors outside host memory (device tensors
- * need the NCCL transport, not part of this build).
+ * its keys in global positions, and so do dropout (the mask of fa_forward on the whole sequence,
+ * drawn at the tokens' global positions) and ALiBi (distances between global positions). Refused
+ * with FA_ERR_UNSUPPORTED, naming the field: varlen, seqused_k, paged KV, params.workspace, and
+ * tensors outside host memory (device tensors need the NCCL transport, not part of this build).
  * Deterministic: the summation order is fixed by the ring (block i merged at step i), so with
  * params.deterministic the results are bitwise reproducible for a given world size.
  * @param params  as fa_forward's

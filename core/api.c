@@ -159,10 +159,11 @@ typedef struct prepared {
 } prepared;
 
 static fa_status prepare(fa_op op, const fa_params *params, const fa_call_args *args,
-                         prepared *pr) {
+                         const fa_positions *pos, prepared *pr) {
   fa_core_clear_error();
   fa_status st = fa_validate(op, params, args, &pr->params, &pr->kv, &pr->req);
   if (st != FA_OK) return st;
+  if (pos) pr->req.pos = *pos;
   return choose(&pr->req, &pr->c);
 }
 
@@ -179,12 +180,12 @@ static const char *op_name(fa_op op) {
 }
 
 static fa_status execute(fa_op op, const fa_params *params, const fa_call_args *args,
-                         fa_run_info *info) {
+                         const fa_positions *pos, fa_run_info *info) {
   prepared pr;
   fa_core_clear_error();
   fa_status st = fa_check_run_info(info);
   if (st != FA_OK) return st;
-  st = prepare(op, params, args, &pr);
+  st = prepare(op, params, args, pos, &pr);
   if (st != FA_OK) return st;
   const fa_params resolved = pr.params;
   const fa_request *req = &pr.req;
@@ -226,7 +227,7 @@ static fa_status plan(fa_op op, const fa_params *params, const fa_call_args *arg
   fa_status st = fa_check_run_info(info);
   if (st != FA_OK) return st;
   if (!info && !bytes) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "plan: NULL output");
-  st = prepare(op, params, args, &pr);
+  st = prepare(op, params, args, NULL, &pr);
   if (st != FA_OK) return st;
   fa_fill_run_info(info, pr.c.slot, pr.req.device, &pr.c.decision, pr.c.fell_back, pr.c.rejected);
   if (bytes) *bytes = pr.c.decision.workspace_bytes;
@@ -236,7 +237,7 @@ static fa_status plan(fa_op op, const fa_params *params, const fa_call_args *arg
 fa_status fa_forward(const fa_params *params, const fa_tensor *q, const fa_tensor *k,
                      const fa_tensor *v, fa_tensor *out, fa_tensor *lse, fa_run_info *info) {
   fa_call_args a = {q, k, v, out, lse, NULL, NULL, NULL, NULL, NULL};
-  return execute(FA_OP_FORWARD, params, &a, info);
+  return execute(FA_OP_FORWARD, params, &a, NULL, info);
 }
 
 fa_status fa_backward(const fa_params *params, const fa_tensor *q, const fa_tensor *k,
@@ -244,7 +245,22 @@ fa_status fa_backward(const fa_params *params, const fa_tensor *q, const fa_tens
                       const fa_tensor *dout, fa_tensor *dq, fa_tensor *dk, fa_tensor *dv,
                       fa_run_info *info) {
   fa_call_args a = {q, k, v, out, lse, dout, dq, dk, dv, NULL};
-  return execute(FA_OP_BACKWARD, params, &a, info);
+  return execute(FA_OP_BACKWARD, params, &a, NULL, info);
+}
+
+fa_status fa_forward_at(const fa_params *params, const fa_positions *pos, const fa_tensor *q,
+                        const fa_tensor *k, const fa_tensor *v, fa_tensor *out, fa_tensor *lse,
+                        fa_run_info *info) {
+  fa_call_args a = {q, k, v, out, lse, NULL, NULL, NULL, NULL, NULL};
+  return execute(FA_OP_FORWARD, params, &a, pos, info);
+}
+
+fa_status fa_backward_at(const fa_params *params, const fa_positions *pos, const fa_tensor *q,
+                         const fa_tensor *k, const fa_tensor *v, const fa_tensor *out,
+                         const fa_tensor *lse, const fa_tensor *dout, fa_tensor *dq, fa_tensor *dk,
+                         fa_tensor *dv, fa_run_info *info) {
+  fa_call_args a = {q, k, v, out, lse, dout, dq, dk, dv, NULL};
+  return execute(FA_OP_BACKWARD, params, &a, pos, info);
 }
 
 fa_status fa_plan_forward(const fa_params *params, const fa_tensor *q, const fa_tensor *k,
@@ -292,7 +308,7 @@ fa_status fa_forward_kvcache(const fa_params *params, const fa_tensor *q, fa_ten
                              fa_tensor *v_cache, const fa_kvcache_args *kv, fa_tensor *out,
                              fa_tensor *lse, fa_run_info *info) {
   fa_call_args a = {q, k_cache, v_cache, out, lse, NULL, NULL, NULL, NULL, kv};
-  return execute(FA_OP_KVCACHE, params, &a, info);
+  return execute(FA_OP_KVCACHE, params, &a, NULL, info);
 }
 
 fa_status fa_plan_forward_kvcache(const fa_params *params, const fa_tensor *q,

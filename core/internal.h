@@ -23,6 +23,16 @@ typedef struct fa_call_args {
 fa_status fa_validate(fa_op op, const fa_params *user_params, const fa_call_args *args,
                       fa_params *params_out, fa_kvcache_args *kv_out, fa_request *req);
 
+/* api.c: fa_forward and fa_backward of a block of a longer sequence (fa_positions, plugin.h): the
+   ring's block calls. pos NULL is the public call. */
+fa_status fa_forward_at(const fa_params *params, const fa_positions *pos, const fa_tensor *q,
+                        const fa_tensor *k, const fa_tensor *v, fa_tensor *out, fa_tensor *lse,
+                        fa_run_info *info);
+fa_status fa_backward_at(const fa_params *params, const fa_positions *pos, const fa_tensor *q,
+                         const fa_tensor *k, const fa_tensor *v, const fa_tensor *out,
+                         const fa_tensor *lse, const fa_tensor *dout, fa_tensor *dq, fa_tensor *dk,
+                         fa_tensor *dv, fa_run_info *info);
+
 /* backends.c: the one table of the backends the library knows, in AUTO's order. */
 typedef struct fa_backend_def {
   int32_t id;               /* fa_backend_id */

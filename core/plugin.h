@@ -24,12 +24,25 @@
 extern "C" {
 #endif
 
-#define FA_PLUGIN_ABI_VERSION 4u
+#define FA_PLUGIN_ABI_VERSION 5u
 #define FA_PLUGIN_ENTRY_SYMBOL "fa_plugin_entry"
 
 #define FA_DECISION_PAYLOAD_BYTES 64
 
 typedef enum fa_op { FA_OP_FORWARD = 0, FA_OP_BACKWARD = 1, FA_OP_KVCACHE = 2 } fa_op;
+
+/**
+ * Where a call's query rows and keys sit in a longer sequence, for the blocks of the ring
+ * (core/ring_*.c), which is the only caller that sets it; every public call has set = 0. With set,
+ * dropout draws at row q0 + i and key k0 + j, and ALiBi's distance is |(q0 + i) + shift - (k0 + j)|
+ * with the longer sequence's diagonal shift (core/math/mask.h) in place of the call's own; the
+ * masks (causal, window) stay the call's own. It changes nothing else, so a backend that refuses
+ * dropout and ALiBi honours it as it is; one that takes either applies it or refuses the request.
+ */
+typedef struct fa_positions {
+  int32_t set;
+  int64_t q0, k0, shift;
+} fa_positions;
 
 /** A validated call, with the dimensions derived once by core/validate. */
 typedef struct fa_request {
@@ -46,6 +59,7 @@ typedef struct fa_request {
   const fa_kvcache_args *kv; /* resolved copy; kv->k_new etc. may be NULL */
   int64_t seqlen_new;        /* tokens appended per sequence (0 without k_new) */
   int64_t rotary_dim;        /* 0 without rotary tables */
+  fa_positions pos;          /* the ring's blocks only (above); zero for every public call */
 } fa_request;
 
 /** A validated fa_quantize call (core/quantize.c). */

@@ -49,14 +49,6 @@ static fa_status resolve_ring(const fa_ring_args *user, fa_ring_args *out) {
 /* What the ring cannot do with arguments fa_forward would take. */
 static fa_status check_ring_support(const fa_request *req, const fa_ring_args *ring) {
   const fa_params *p = req->params;
-  const char *why = " (a block's mask would need the tokens' global positions)";
-  if (p->dropout_p > 0.0f)
-    return fa_core_set_error(FA_ERR_UNSUPPORTED,
-                             "params.dropout_p = %g: the ring does not support dropout%s",
-                             (double)p->dropout_p, why);
-  if (p->alibi_slopes)
-    return fa_core_set_error(FA_ERR_UNSUPPORTED,
-                             "params.alibi_slopes: the ring does not support ALiBi%s", why);
   if (p->cu_seqlens_q || p->cu_seqlens_k || p->seqused_k)
     return fa_core_set_error(FA_ERR_UNSUPPORTED,
                              "params.%s: the ring does not support varlen or seqused_k (shards "
@@ -98,8 +90,9 @@ static fa_status check_ring_support(const fa_request *req, const fa_ring_args *r
 }
 
 /* The facts every rank must share, each sent as v and -v: the maximum of both is v everywhere
-   exactly when all ranks agree. */
-enum { FACTS = 12 };
+   exactly when all ranks agree. 64-bit values that may be negative extremes (seeds, offsets) are
+   sent as two 32-bit halves. */
+enum { FACTS = 22 };
 static const char *const fact_names[FACTS] = {"the call (forward or backward)",
                                               "ring.layout",
                                               "q.dtype",
@@ -111,12 +104,42 @@ static const char *const fact_names[FACTS] = {"the call (forward or backward)",
                                               "head_dim",
                                               "head_dim_v",
                                               "params.causal",
-                                              "the softmax scale and softcap"};
+                                              "the softmax scale and softcap",
+                                              "params.causal_align",
+                                              "params.window_enabled",
+                                              "params.window_left",
+                                              "params.window_right",
+                                              "params.dropout_p",
+                                              "params.dropout_seed",
+                                              "params.dropout_seed",
+                                              "params.dropout_offset",
+                                              "params.dropout_offset",
+                                              "params.alibi_slopes (given or not, and values)"};
 
-static void facts_of(fa_op op, const fa_ring_args *ring, const fa_request *r, int64_t *f) {
-  uint32_t scale, cap;
+/* The ALiBi slopes' bits hashed (FNV-1a, 62 bits: v and -v both fit), or 0 without ALiBi. */
+static int64_t slopes_fact(const fa_tensor *al) {
+  if (!al) return 0;
+  const float *base = (const float *)fa_tensor_base(al);
+  const int64_t rows = al->ndim == 2 ? al->shape[0] : 1, cols = al->shape[al->ndim - 1];
+  const int64_t rs = al->ndim == 2 ? al->strides[0] : 0, cs = al->strides[al->ndim - 1];
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      uint32_t bits;
+      memcpy(&bits, &base[r * rs + c * cs], sizeof bits);
+      for (int i = 0; i < 4; ++i) h = (h ^ ((bits >> (8 * i)) & 0xffu)) * 1099511628211ull;
+    }
+  return (int64_t)(h >> 2) | 1; /* never 0: given slopes differ from none */
+}
+
+static void facts_of(fa_op op, const fa_ring_args *ring, const fa_request *r, const fa_params *p,
+                     int64_t *f) {
+  uint32_t scale, cap, drop;
   memcpy(&scale, &r->scale, sizeof scale);
-  memcpy(&cap, &r->params->softcap, sizeof cap);
+  memcpy(&cap, &p->softcap, sizeof cap);
+  memcpy(&drop, &p->dropout_p, sizeof drop);
+  /* The seed and offset matter only with dropout. */
+  const uint64_t seed = drop ? p->dropout_seed : 0, offset = drop ? p->dropout_offset : 0;
   const int64_t v[FACTS] = {op,
                             ring->layout,
                             r->dtype,
@@ -127,8 +150,18 @@ static void facts_of(fa_op op, const fa_ring_args *ring, const fa_request *r, in
                             r->heads_kv,
                             r->head_dim,
                             r->head_dim_v,
-                            r->params->causal != 0,
-                            (int64_t)scale << 32 | cap};
+                            p->causal != 0,
+                            (int64_t)scale << 32 | cap,
+                            p->causal_align,
+                            p->window_enabled != 0,
+                            p->window_enabled ? p->window_left : 0,
+                            p->window_enabled ? p->window_right : 0,
+                            drop,
+                            (int64_t)(seed >> 32),
+                            (int64_t)(seed & 0xffffffffu),
+                            (int64_t)(offset >> 32),
+                            (int64_t)(offset & 0xffffffffu),
+                            slopes_fact(p->alibi_slopes)};
   for (int i = 0; i < FACTS; ++i) {
     f[2 * i] = v[i];
     f[2 * i + 1] = -v[i];
@@ -197,7 +230,7 @@ static fa_status ring_call(fa_op op, const fa_params *params, const fa_ring_args
     local = prepare_local(&ctx, &ring, params, &early, args, &resolved, &req, &pr);
 
   int64_t agree[1 + 2 * FACTS] = {local};
-  if (local == FA_OK) facts_of(op, &ring, &req, agree + 1);
+  if (local == FA_OK) facts_of(op, &ring, &req, &ctx.params, agree + 1);
   fa_status st = ctx.ops->allreduce_max(ctx.comm, agree, 1 + 2 * FACTS);
   if (st == FA_OK && local != FA_OK) st = local;
   if (st == FA_OK && agree[0] != FA_OK)

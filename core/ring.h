@@ -29,16 +29,23 @@ const fa_transport_slot *fa_transport_slot_of(int32_t kind);
    shard of rank (rank - t) mod world; a block is rows [q_row0, q_row0 + q_rows) of the local
    queries against rows [k_row0, k_row0 + k_rows) of that shard, causal (the diagonal) or not, or
    (window) under a band: top-left aligned, row i sees the block's keys i - left .. i + right (-1:
-   unbounded). q_rows == 0: nothing of that shard is seen (it lies in the future). */
+   unbounded). q_rows == 0: nothing of that shard is seen (it lies in the future). q_pos, k_pos:
+   the global positions of the block's first row and key (set where fa_ring_positioned). */
 typedef struct fa_ring_block {
   int64_t q_row0, q_rows, k_row0, k_rows;
   int32_t causal;
   int32_t window;
   int64_t left, right;
+  int64_t q_pos, k_pos;
 } fa_ring_block;
 
-/* A step's blocks: one without a window; with one, a block per pair of a local query chunk and a
-   chunk of the shard (the zig-zag layout's two chunks each: four at most) that sees any key. */
+/* Whether the blocks need their tokens' global positions: dropout draws and ALiBi's distances
+   depend on them. */
+int fa_ring_positioned(const fa_params *p);
+
+/* A step's blocks: one without a window, dropout or ALiBi; with any of them, a block per pair of a
+   local query chunk and a chunk of the shard (the zig-zag layout's two chunks each: four at most)
+   that sees any key, each chunk a run of consecutive global positions. */
 #define FA_RING_MAX_BLOCKS 4
 typedef struct fa_ring_step {
   int32_t n;
@@ -93,6 +100,10 @@ typedef struct fa_ring_ctx {
 /* ring_plan.c: a step's start, the same in both passes: the K/V exchange for step t + 1 posted
    (kv_cur sent to the next rank, kv_next received from the previous; not on the last step,
    where *pending is NULL) and the block step t computes. */
+/* The positions block blk's call runs at (set where fa_ring_positioned): its first row and key
+   globally, and the whole sequence's diagonal shift (seqlen_k - seqlen_q globally, or 0 with
+   top-left alignment). */
+fa_positions fa_ring_block_positions(const fa_ring_ctx *ctx, const fa_ring_block *blk);
 fa_status fa_ring_step_begin(const fa_ring_ctx *ctx, int32_t t, void *kv_cur, void *kv_next,
                              size_t kv_bytes, void **pending, fa_ring_step *step);
 /* ring_tensor.c: a packed K/V shard (K's nk elements, then V's nv) widened to float32. */

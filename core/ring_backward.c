@@ -19,7 +19,8 @@ struct fa_ring_backward_bufs {
   size_t dkv_bytes;
   float *q, *o, *dout, *lse, *k, *v; /* float32 copies */
   float *dq, *dq_blk, *dk_blk, *dv_blk;
-  float *dkv_step; /* under a window: a step's blocks' dk then dv, summed before the shard's */
+  float *dkv_step; /* chunk-pair blocks (a window, dropout, ALiBi): a step's blocks' dk then dv,
+                      summed before the shard's */
   fa_ring_shapes sh;
 };
 
@@ -53,10 +54,11 @@ fa_status fa_ring_backward_prepare(const fa_ring_ctx *ctx, fa_ring_backward_bufs
   b->dk_blk = fa_ring_alloc(nk, sizeof(float));
   b->v = fa_ring_alloc(nv, sizeof(float));
   b->dv_blk = fa_ring_alloc(nv, sizeof(float));
-  if (ctx->params.window_enabled) b->dkv_step = fa_ring_alloc(nk + nv, sizeof(float));
+  const int pairs = ctx->params.window_enabled || fa_ring_positioned(&ctx->params);
+  if (pairs) b->dkv_step = fa_ring_alloc(nk + nv, sizeof(float));
   if (!b->kv[0] || !b->kv[1] || !b->dkv[0] || !b->dkv[1] || !b->q || !b->dq || !b->dq_blk ||
       !b->o || !b->dout || !b->lse || !b->k || !b->dk_blk || !b->v || !b->dv_blk ||
-      (ctx->params.window_enabled && !b->dkv_step)) {
+      (pairs && !b->dkv_step)) {
     fa_ring_backward_free(b);
     return fa_core_set_error(FA_ERR_OUT_OF_MEMORY, "ring: no memory for its buffers");
   }
@@ -123,7 +125,7 @@ fa_status fa_ring_backward_run(const fa_ring_ctx *ctx, fa_ring_backward_bufs *b,
     st = fa_ring_step_begin(ctx, t, b->kv[cur], b->kv[!cur], b->kv_bytes, &pending, &step);
     if (st != FA_OK) break;
     if (step.n > 0) fa_ring_widen_kv(b->kv[cur], r->dtype, nk, nv, b->k, b->v);
-    /* Several blocks (a window's chunk pairs) sum their dk/dv in dkv_step first. */
+    /* Several blocks (chunk pairs) sum their dk/dv in dkv_step first. */
     const int summed = step.n > 1;
     if (summed) memset(b->dkv_step, 0, b->dkv_bytes);
     for (int32_t i = 0; i < step.n && st == FA_OK; ++i) {
@@ -138,8 +140,9 @@ fa_status fa_ring_backward_run(const fa_ring_ctx *ctx, fa_ring_backward_bufs *b,
       fa_tensor vb = fa_ring_rows(&v, 1, blk->k_row0, blk->k_rows);
       fa_tensor dkb = fa_ring_rows(&dk, 1, blk->k_row0, blk->k_rows);
       fa_tensor dvb = fa_ring_rows(&dv, 1, blk->k_row0, blk->k_rows);
-      st = fa_backward(&p, &qb, &kb, &vb, &ob, &lb, &db, &dqb, &dkb, &dvb,
-                       t == 0 && i == 0 ? info : NULL);
+      const fa_positions pos = fa_ring_block_positions(ctx, blk);
+      st = fa_backward_at(&p, &pos, &qb, &kb, &vb, &ob, &lb, &db, &dqb, &dkb, &dvb,
+                          t == 0 && i == 0 ? info : NULL);
       if (st != FA_OK) break;
       add_rows(b->dq, b->dq_blk, B, NQ, blk->q_row0, blk->q_rows, r->heads_q * r->head_dim);
       if (summed) {

@@ -119,7 +119,8 @@ fa_status fa_ring_forward_run(const fa_ring_ctx *ctx, fa_ring_forward_bufs *b, f
       fa_tensor vb = fa_ring_rows(&v, 1, blk->k_row0, blk->k_rows);
       fa_tensor ob = fa_ring_rows(&o, 1, blk->q_row0, blk->q_rows);
       fa_tensor lb = fa_ring_rows(&l, 2, blk->q_row0, blk->q_rows);
-      st = fa_forward(&p, &qb, &kb, &vb, &ob, &lb, t == 0 && i == 0 ? info : NULL);
+      const fa_positions pos = fa_ring_block_positions(ctx, blk);
+      st = fa_forward_at(&p, &pos, &qb, &kb, &vb, &ob, &lb, t == 0 && i == 0 ? info : NULL);
       if (st != FA_OK) {
         if (pending) ctx->ops->exchange_wait(ctx->comm, pending);
         return st;

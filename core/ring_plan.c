@@ -16,12 +16,14 @@
  * start gq) and key chunk (gk) see each other where gq + i - left <= gk + j <= gq + i + right,
  * a band at offset d = gq - gk. The rows and keys outside the band are cut off, which moves the
  * band's diagonal into the block, where a top-left window expresses it with bounds >= 0.
+ * Dropout and ALiBi take the same chunk pairs (a causal mask is the band with right = 0), so that
+ * each block's rows and keys are consecutive global positions, passed to its call (fa_positions).
  */
 #include "ring.h"
 
 fa_ring_block fa_ring_plan_block(int32_t layout, int32_t causal, int32_t rank, int32_t src,
                                  int64_t seqlen_q, int64_t seqlen_k) {
-  fa_ring_block all = {0, seqlen_q, 0, seqlen_k, 0, 0, -1, -1};
+  fa_ring_block all = {0, seqlen_q, 0, seqlen_k, 0, 0, -1, -1, 0, 0};
   if (!causal) return all;
   if (src == rank) {
     all.causal = 1;
@@ -29,11 +31,11 @@ fa_ring_block fa_ring_plan_block(int32_t layout, int32_t causal, int32_t rank, i
   }
   if (layout == FA_RING_ZIGZAG) {
     const int64_t c = seqlen_q / 2;
-    fa_ring_block past = {0, seqlen_q, 0, c, 0, 0, -1, -1};
-    fa_ring_block future = {c, seqlen_q - c, 0, seqlen_k, 0, 0, -1, -1};
+    fa_ring_block past = {0, seqlen_q, 0, c, 0, 0, -1, -1, 0, 0};
+    fa_ring_block future = {c, seqlen_q - c, 0, seqlen_k, 0, 0, -1, -1, 0, 0};
     return src < rank ? past : future;
   }
-  fa_ring_block none = {0, 0, 0, 0, 0, 0, -1, -1};
+  fa_ring_block none = {0, 0, 0, 0, 0, 0, -1, -1, 0, 0};
   return src < rank ? all : none;
 }
 
@@ -61,46 +63,69 @@ static int band_block(int64_t qa, int64_t lq, int64_t gq, int64_t ka, int64_t lk
   blk->causal = 0;
   blk->left = wl >= 0 ? s - d + wl : -1;
   blk->right = wr >= 0 ? d + wr - s : -1;
+  /* A side that reaches past the block's far corner hides nothing. */
+  if (blk->left >= blk->q_rows - 1) blk->left = -1;
+  if (blk->right >= blk->k_rows - 1) blk->right = -1;
   blk->window = blk->left >= 0 || blk->right >= 0;
+  blk->q_pos = gq + i0;
+  blk->k_pos = gk + j0;
   return 1;
+}
+
+int fa_ring_positioned(const fa_params *p) {
+  return p->dropout_p > 0.0f || p->alibi_slopes != NULL;
 }
 
 void fa_ring_plan_step(const fa_params *p, int32_t layout, int32_t rank, int32_t src, int32_t world,
                        int64_t seqlen_q, int64_t seqlen_k, fa_ring_step *step) {
   step->n = 0;
-  if (!p->window_enabled) {
+  if (!p->window_enabled && !fa_ring_positioned(p)) {
     step->b[0] = fa_ring_plan_block(layout, p->causal, rank, src, seqlen_q, seqlen_k);
     step->n = step->b[0].q_rows > 0;
     return;
   }
   /* The window's bounds as fa_mask_make resolves them (causal: nothing right of the diagonal);
-     windows run on equal local lengths, so the global diagonal is the same in both alignments. */
-  int64_t wl = p->window_left < 0 ? -1 : p->window_left;
-  int64_t wr = p->window_right < 0 ? -1 : p->window_right;
+     causal masks and windows run on equal local lengths (core/ring.c), so the global diagonal is
+     the same in both alignments. */
+  int64_t wl = -1, wr = -1;
+  if (p->window_enabled) {
+    wl = p->window_left < 0 ? -1 : p->window_left;
+    wr = p->window_right < 0 ? -1 : p->window_right;
+  }
   if (p->causal && wr != 0) wr = 0;
   const int zig = layout == FA_RING_ZIGZAG;
-  const int64_t c = zig ? seqlen_q / 2 : seqlen_q;
+  const int64_t cq = zig ? seqlen_q / 2 : seqlen_q, ck = zig ? seqlen_k / 2 : seqlen_k;
   const int chunks = zig ? 2 : 1;
   for (int a = 0; a < chunks; ++a) {
-    const int64_t gq = (a == 0 ? rank : 2 * (int64_t)world - 1 - rank) * c;
+    const int64_t gq = (a == 0 ? rank : 2 * (int64_t)world - 1 - rank) * cq;
     for (int x = 0; x < chunks; ++x) {
-      const int64_t gk = (x == 0 ? src : 2 * (int64_t)world - 1 - src) * c;
-      step->n += band_block(a * c, c, gq, x * c, c, gk, wl, wr, &step->b[step->n]);
+      const int64_t gk = (x == 0 ? src : 2 * (int64_t)world - 1 - src) * ck;
+      step->n += band_block(a * cq, cq, gq, x * ck, ck, gk, wl, wr, &step->b[step->n]);
     }
   }
-  (void)seqlen_k; /* equal to seqlen_q under a window (core/ring.c) */
 }
 
 fa_params fa_ring_block_params(const fa_params *p, const fa_ring_block *blk) {
   fa_params b = *p;
   b.causal = blk->causal;
-  if (p->window_enabled) {
+  if (p->window_enabled || fa_ring_positioned(p)) {
     b.window_enabled = blk->window;
     b.window_left = blk->left;
     b.window_right = blk->right;
     b.causal_align = FA_CAUSAL_TOP_LEFT;
   }
   return b;
+}
+
+fa_positions fa_ring_block_positions(const fa_ring_ctx *ctx, const fa_ring_block *blk) {
+  fa_positions pos = {0, 0, 0, 0};
+  if (!fa_ring_positioned(&ctx->params)) return pos;
+  pos.set = 1;
+  pos.q0 = blk->q_pos;
+  pos.k0 = blk->k_pos;
+  if (ctx->params.causal_align != FA_CAUSAL_TOP_LEFT)
+    pos.shift = (int64_t)ctx->world * (ctx->req->seqlen_k - ctx->req->seqlen_q);
+  return pos;
 }
 
 fa_status fa_ring_step_begin(const fa_ring_ctx *ctx, int32_t t, void *kv_cur, void *kv_next,

@@ -19,21 +19,40 @@ static fa_ring_args self_ring(void) {
   return ring;
 }
 
+/* Dropout and ALiBi (global positions), unequal lengths, both alignments. */
+static const ring_extra alibi_heads = {0, FA_CAUSAL_BOTTOM_RIGHT, 1, 0.0f};
+static const ring_extra dropout = {0, FA_CAUSAL_BOTTOM_RIGHT, 0, 0.2f};
+static const ring_extra alibi_batch_dropout = {0, FA_CAUSAL_BOTTOM_RIGHT, 2, 0.15f};
+static const ring_extra alibi_longer_k = {26, FA_CAUSAL_BOTTOM_RIGHT, 1, 0.1f};
+static const ring_extra alibi_longer_k_top_left = {26, FA_CAUSAL_TOP_LEFT, 2, 0.0f};
+
 static void ring_cases(uint64_t seed) {
   const ring_case cases[] = {
       {"self.f32.causal.zigzag.gqa", FA_F32, 1, FA_RING_ZIGZAG, 2, 24, 4, 2, 32, 32, TU_PADDED, 0,
-       0, 0},
+       0, 0, NULL},
       {"self.f32.full.contiguous.mqa", FA_F32, 0, FA_RING_CONTIGUOUS, 1, 17, 4, 1, 16, 24,
-       TU_PERMUTED, 0, 0, 0},
+       TU_PERMUTED, 0, 0, 0, NULL},
       {"self.bf16.causal.contiguous.gqa", FA_BF16, 1, FA_RING_CONTIGUOUS, 2, 32, 4, 2, 64, 64,
-       TU_STRIDED, 0, 0, 0},
+       TU_STRIDED, 0, 0, 0, NULL},
       /* windows: the chunk pairs of one rank's own shard */
       {"self.f32.window.causal.zigzag", FA_F32, 1, FA_RING_ZIGZAG, 2, 24, 4, 2, 32, 32, TU_PADDED,
-       1, 5, -1},
+       1, 5, -1, NULL},
       {"self.f32.window.both.contiguous", FA_F32, 0, FA_RING_CONTIGUOUS, 1, 17, 2, 1, 16, 16,
-       TU_CONTIGUOUS, 1, 3, 6},
+       TU_CONTIGUOUS, 1, 3, 6, NULL},
       {"self.bf16.window.right.zigzag", FA_BF16, 0, FA_RING_ZIGZAG, 1, 16, 4, 2, 32, 32,
-       TU_PERMUTED, 1, -1, 4},
+       TU_PERMUTED, 1, -1, 4, NULL},
+      {"self.f32.alibi.causal.zigzag.gqa", FA_F32, 1, FA_RING_ZIGZAG, 2, 24, 4, 2, 32, 32,
+       TU_PADDED, 0, 0, 0, &alibi_heads},
+      {"self.f32.dropout.causal.zigzag", FA_F32, 1, FA_RING_ZIGZAG, 1, 20, 2, 2, 16, 16,
+       TU_CONTIGUOUS, 0, 0, 0, &dropout},
+      {"self.bf16.alibi.dropout.full.zigzag", FA_BF16, 0, FA_RING_ZIGZAG, 2, 16, 4, 2, 32, 32,
+       TU_STRIDED, 0, 0, 0, &alibi_batch_dropout},
+      {"self.f32.alibi.dropout.window.zigzag", FA_F32, 1, FA_RING_ZIGZAG, 1, 24, 4, 1, 16, 16,
+       TU_PERMUTED, 1, 6, -1, &alibi_batch_dropout},
+      {"self.f32.alibi.dropout.longer_k.zigzag", FA_F32, 0, FA_RING_ZIGZAG, 2, 14, 2, 1, 16, 16,
+       TU_CONTIGUOUS, 0, 0, 0, &alibi_longer_k},
+      {"self.f32.alibi.longer_k.top_left.contiguous", FA_F32, 0, FA_RING_CONTIGUOUS, 2, 15, 2, 2,
+       16, 16, TU_PADDED, 0, 0, 0, &alibi_longer_k_top_left},
   };
   fa_ring_args ring = self_ring();
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
@@ -142,14 +161,8 @@ static void expect(const char *what, call *c, int null_ring, fa_status want, con
 static void refusals(void) {
   test_case_begin("refusals name the argument and write nothing");
   call c;
-  float slopes[2] = {0.5f, 0.25f};
   int32_t cu[2] = {0, 8};
-  fa_tensor alibi = tu_view_bshd(slopes, FA_F32, 1, 1, 1, 2), cu_t = alibi;
-  alibi.ndim = 1;
-  alibi.shape[0] = 2;
-  alibi.strides[0] = 1;
-  cu_t.data = cu;
-  cu_t.dtype = FA_I32;
+  fa_tensor cu_t = tu_view_bshd(cu, FA_I32, 1, 1, 1, 2);
   cu_t.ndim = 1; /* seqused_k [batch] */
   cu_t.shape[0] = 1;
   cu_t.strides[0] = 1;
@@ -174,12 +187,6 @@ static void refusals(void) {
   c.ring.rank = 1;
   expect("ring.world", &c, 0, FA_ERR_INVALID_ARGUMENT, "ring.world");
   c.ring = self_ring();
-  c.p.dropout_p = 0.1f;
-  expect("dropout", &c, 0, FA_ERR_UNSUPPORTED, "params.dropout_p");
-  fa_params_init(&c.p);
-  c.p.alibi_slopes = &alibi;
-  expect("alibi", &c, 0, FA_ERR_UNSUPPORTED, "params.alibi_slopes");
-  fa_params_init(&c.p);
   c.p.seqused_k = &cu_t;
   expect("seqused_k", &c, 0, FA_ERR_UNSUPPORTED, "params.seqused_k");
   fa_params_init(&c.p);

@@ -61,27 +61,49 @@ static void agreement_cases(MPI_Comm comm, int rank, int world, uint64_t seed) {
   ring.comm = &comm;
   const int last = world - 1;
 
-  /* The last rank asks for dropout: it is refused there, and every other rank hears of it. */
+  /* The last rank passes a workspace: it is refused there, and every other rank hears of it. */
   fa_params p;
   fa_params_init(&p);
-  if (rank == last) p.dropout_p = 0.25f;
+  char scratch[64];
+  if (rank == last) {
+    p.workspace = scratch;
+    p.workspace_size = sizeof scratch;
+  }
   tu_poison(&out);
   fa_status st = fa_ring_forward(&p, &ring, &q.t, &k.t, &v.t, &out.t, &lse.t, NULL);
   int ok = st == FA_ERR_UNSUPPORTED && tu_unchanged(&out, NULL, 0) == 1 &&
-           strstr(fa_last_error(), rank == last ? "dropout" : "another rank") != NULL;
+           strstr(fa_last_error(), rank == last ? "params.workspace" : "another rank") != NULL;
   if (!ok) printf("  [rank %d] status %s: %s\n", rank, fa_status_string(st), fa_last_error());
-  expect_all("agreement: one rank's refusal (dropout) returned on every rank", ok, rank);
+  expect_all("agreement: one rank's refusal (workspace) returned on every rank", ok, rank);
 
-  /* The last rank (of several) differs in the mask: every rank refuses, naming it. */
-  if (world > 1) {
+  /* The last rank (of several) differs in the mask, the dropout's seed or the ALiBi slopes: every
+     rank refuses, naming it. */
+  float slopes[2] = {0.5f, 0.25f};
+  fa_tensor alibi = tu_view_bshd(slopes, FA_F32, 1, 1, 1, 2);
+  alibi.ndim = 1;
+  alibi.shape[0] = 2;
+  alibi.strides[0] = 1;
+  for (int what = 0; what < 3 && world > 1; ++what) {
+    static const char *const field[3] = {"params.causal", "params.dropout_seed",
+                                         "params.alibi_slopes"};
     fa_params_init(&p);
-    p.causal = rank == last;
+    if (what == 0) p.causal = rank == last;
+    if (what == 1) {
+      p.dropout_p = 0.1f;
+      p.dropout_seed = rank == last ? 2 : 1;
+    }
+    if (what == 2) {
+      p.alibi_slopes = &alibi;
+      slopes[1] = rank == last ? 0.125f : 0.25f;
+    }
     tu_poison(&out);
     st = fa_ring_forward(&p, &ring, &q.t, &k.t, &v.t, &out.t, &lse.t, NULL);
     ok = st == FA_ERR_INVALID_ARGUMENT && tu_unchanged(&out, NULL, 0) == 1 &&
-         strstr(fa_last_error(), "params.causal") != NULL;
+         strstr(fa_last_error(), field[what]) != NULL;
     if (!ok) printf("  [rank %d] status %s: %s\n", rank, fa_status_string(st), fa_last_error());
-    expect_all("agreement: ranks disagreeing on params.causal all refuse", ok, rank);
+    char name[96];
+    snprintf(name, sizeof name, "agreement: ranks disagreeing on %s all refuse", field[what]);
+    expect_all(name, ok, rank);
   }
 
   /* A rank and world that the communicator contradicts. */
@@ -106,6 +128,13 @@ static void agreement_cases(MPI_Comm comm, int rank, int world, uint64_t seed) {
   tu_free(&out);
   tu_free(&lse);
 }
+
+/* Dropout and ALiBi (global positions), unequal lengths, both alignments. */
+static const ring_extra alibi_heads = {0, FA_CAUSAL_BOTTOM_RIGHT, 1, 0.0f};
+static const ring_extra dropout = {0, FA_CAUSAL_BOTTOM_RIGHT, 0, 0.2f};
+static const ring_extra alibi_batch_dropout = {0, FA_CAUSAL_BOTTOM_RIGHT, 2, 0.15f};
+static const ring_extra alibi_longer_k = {22, FA_CAUSAL_BOTTOM_RIGHT, 1, 0.1f};
+static const ring_extra alibi_longer_k_top_left = {13, FA_CAUSAL_TOP_LEFT, 2, 0.0f};
 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
@@ -149,33 +178,51 @@ int main(int argc, char **argv) {
      shard layout */
   const ring_case cases[] = {
       {"f32.causal.zigzag.gqa", FA_F32, 1, FA_RING_ZIGZAG, 2, 16, 4, 2, 32, 32, TU_CONTIGUOUS, 0, 0,
-       0},
+       0, NULL},
       {"f32.causal.contiguous.gqa", FA_F32, 1, FA_RING_CONTIGUOUS, 2, 16, 4, 2, 32, 32, TU_PADDED,
-       0, 0, 0},
-      {"f32.full.zigzag.mha", FA_F32, 0, FA_RING_ZIGZAG, 1, 16, 2, 2, 32, 32, TU_PERMUTED, 0, 0, 0},
+       0, 0, 0, NULL},
+      {"f32.full.zigzag.mha", FA_F32, 0, FA_RING_ZIGZAG, 1, 16, 2, 2, 32, 32, TU_PERMUTED, 0, 0, 0,
+       NULL},
       {"f32.full.contiguous.mqa.dv16", FA_F32, 0, FA_RING_CONTIGUOUS, 2, 12, 4, 1, 32, 16,
-       TU_CONTIGUOUS, 0, 0, 0},
+       TU_CONTIGUOUS, 0, 0, 0, NULL},
       {"bf16.causal.zigzag.gqa", FA_BF16, 1, FA_RING_ZIGZAG, 2, 16, 4, 2, 64, 64, TU_CONTIGUOUS, 0,
-       0, 0},
+       0, 0, NULL},
       {"bf16.causal.contiguous.gqa", FA_BF16, 1, FA_RING_CONTIGUOUS, 2, 16, 4, 2, 64, 64,
-       TU_STRIDED, 0, 0, 0},
-      {"bf16.full.zigzag.gqa", FA_BF16, 0, FA_RING_ZIGZAG, 1, 16, 4, 2, 64, 64, TU_PADDED, 0, 0, 0},
+       TU_STRIDED, 0, 0, 0, NULL},
+      {"bf16.full.zigzag.gqa", FA_BF16, 0, FA_RING_ZIGZAG, 1, 16, 4, 2, 64, 64, TU_PADDED, 0, 0, 0,
+       NULL},
       {"bf16.full.contiguous.mha", FA_BF16, 0, FA_RING_CONTIGUOUS, 2, 10, 2, 2, 64, 64,
-       TU_CONTIGUOUS, 0, 0, 0},
+       TU_CONTIGUOUS, 0, 0, 0, NULL},
       {"f16.causal.zigzag.gqa", FA_F16, 1, FA_RING_ZIGZAG, 1, 16, 4, 2, 32, 32, TU_CONTIGUOUS, 0, 0,
-       0},
+       0, NULL},
       /* sliding windows (then the last fields: window, left, right): narrower than a chunk,
          across several shards, right-only and two-sided without a causal mask */
       {"f32.window5.causal.zigzag.gqa", FA_F32, 1, FA_RING_ZIGZAG, 2, 16, 4, 2, 32, 32,
-       TU_CONTIGUOUS, 1, 5, -1},
+       TU_CONTIGUOUS, 1, 5, -1, NULL},
       {"f32.window37.causal.contiguous", FA_F32, 1, FA_RING_CONTIGUOUS, 1, 16, 2, 2, 32, 32,
-       TU_PADDED, 1, 37, 0},
+       TU_PADDED, 1, 37, 0, NULL},
       {"f32.window.right11.zigzag", FA_F32, 0, FA_RING_ZIGZAG, 1, 12, 4, 1, 16, 16, TU_PERMUTED, 1,
-       -1, 11},
+       -1, 11, NULL},
       {"bf16.window.both.contiguous.gqa", FA_BF16, 0, FA_RING_CONTIGUOUS, 2, 10, 4, 2, 64, 64,
-       TU_STRIDED, 1, 7, 13},
+       TU_STRIDED, 1, 7, 13, NULL},
       {"bf16.window20.causal.zigzag", FA_BF16, 1, FA_RING_ZIGZAG, 1, 16, 4, 2, 64, 64,
-       TU_CONTIGUOUS, 1, 20, 0},
+       TU_CONTIGUOUS, 1, 20, 0, NULL},
+      /* dropout and ALiBi, which read the tokens' global positions (then the extra's fields:
+         seqlen_k, causal_align, alibi, dropout_p) */
+      {"f32.alibi.causal.zigzag.gqa", FA_F32, 1, FA_RING_ZIGZAG, 2, 16, 4, 2, 32, 32, TU_PADDED, 0,
+       0, 0, &alibi_heads},
+      {"f32.dropout.causal.contiguous.gqa", FA_F32, 1, FA_RING_CONTIGUOUS, 2, 12, 4, 2, 32, 32,
+       TU_CONTIGUOUS, 0, 0, 0, &dropout},
+      {"bf16.alibi.dropout.full.zigzag", FA_BF16, 0, FA_RING_ZIGZAG, 1, 16, 4, 2, 64, 64,
+       TU_STRIDED, 0, 0, 0, &alibi_batch_dropout},
+      {"f32.alibi.dropout.causal.zigzag", FA_F32, 1, FA_RING_ZIGZAG, 2, 16, 2, 1, 32, 32,
+       TU_PERMUTED, 0, 0, 0, &alibi_batch_dropout},
+      {"f32.alibi.dropout.window9.causal.zigzag", FA_F32, 1, FA_RING_ZIGZAG, 1, 16, 4, 2, 16, 16,
+       TU_CONTIGUOUS, 1, 9, 0, &alibi_batch_dropout},
+      {"f32.alibi.dropout.longer_k.zigzag", FA_F32, 0, FA_RING_ZIGZAG, 2, 10, 2, 1, 16, 16,
+       TU_CONTIGUOUS, 0, 0, 0, &alibi_longer_k},
+      {"f32.alibi.longer_k.top_left.contiguous", FA_F32, 0, FA_RING_CONTIGUOUS, 1, 9, 2, 2, 16, 16,
+       TU_PADDED, 0, 0, 0, &alibi_longer_k_top_left},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     ring_result r;

@@ -28,8 +28,10 @@ static void dropout_rows(const cpu_problem *pb, const cpu_seq *sq, int64_t h, in
                          int64_t c0, int nc, float *x, ptrdiff_t ld, int as_factors) {
   unsigned char keep[CPU_MAX_TILE_N];
   const uint64_t bh = (uint64_t)(sq->b * pb->heads_q + h);
+  /* A ring block draws at its rows' and keys' positions in the whole sequence. */
+  const int64_t row0 = pb->pos_q0 + r0, col0 = pb->pos_k0 + c0;
   for (int i = 0; i < mr; ++i) {
-    row_keep(pb, bh, r0 + i, c0, nc, keep);
+    row_keep(pb, bh, row0 + i, col0, nc, keep);
     float *row = x + i * ld;
     for (int j = 0; j < nc; ++j)
       if (as_factors)

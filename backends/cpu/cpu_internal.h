@@ -67,6 +67,10 @@ typedef struct cpu_problem {
   uint32_t drop_thr;
   uint64_t drop_seed, drop_offset;
   float drop_scale; /* 1 / (1 - p) */
+  /* A ring block's place in its sequence (fa_positions, core/plugin.h): dropout's rows and keys
+     and ALiBi's distance are offset by these; without it, 0 and the sequence's own shift. */
+  int positioned;
+  int64_t pos_q0, pos_k0, pos_shift;
   /* fa_forward_kvcache: q rows are rotated (when rotary_dim > 0) at these positions. */
   int64_t rotary_dim;
   /* fa_forward_kvcache with few query rows per task (cpu_rows_path): attend through

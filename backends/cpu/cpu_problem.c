@@ -40,6 +40,10 @@ void cpu_problem_init(cpu_problem *pb, const fa_request *req, const cpu_choice *
   pb->drop_seed = params->dropout_seed;
   pb->drop_offset = params->dropout_offset;
   pb->drop_scale = pb->dropout ? 1.0f / (1.0f - params->dropout_p) : 1.0f;
+  pb->positioned = req->pos.set != 0;
+  pb->pos_q0 = pb->positioned ? req->pos.q0 : 0;
+  pb->pos_k0 = pb->positioned ? req->pos.k0 : 0;
+  pb->pos_shift = pb->positioned ? req->pos.shift : 0;
   pb->rotary_dim = req->op == FA_OP_KVCACHE ? req->rotary_dim : 0;
   pb->bf16dp = choice->bf16dp;
 }

@@ -21,11 +21,14 @@ void cpu_score_tile(const cpu_problem *pb, const cpu_seq *sq, int64_t h, int64_t
   const int has_alibi = pb->alibi != NULL;
   const float slope = has_alibi ? alibi_slope(pb, sq->b, h) : 0.0f;
   const float scale = pb->scale, cap = pb->softcap;
-  const int64_t shift = sq->mask.shift;
+  /* ALiBi's distance in the sequence's positions: a ring block's offsets and diagonal, else the
+     call's own. */
+  const int64_t shift = pb->positioned ? pb->pos_shift : sq->mask.shift;
+  c0 += pb->pos_k0;
   for (int i = 0; i < mr; ++i) {
     float *row = s + i * lds;
     int lo = jlo ? jlo[i] : 0, hi = jhi ? jhi[i] : nc;
-    const int64_t qi = r0 + i;
+    const int64_t qi = pb->pos_q0 + r0 + i;
     if (grad) {
       /* The backward pass needs the capped score before the bias: the softcap's derivative is a
          function of it (score.h), the bias has none. */

@@ -249,6 +249,18 @@ def _ring_of(call: str, comm, layout) -> tuple:
     return C.FA_TRANSPORT_MPI, _RING_LAYOUTS[layout], address
 
 
+def _ring_run(name: str, ring, call):
+    """call() (which ends in the C ring call `name`); an error this rank raises before the library
+    is reached still takes part in the ring's agreement (_call.ring_abstain), so every other rank
+    returns a refusal instead of waiting."""
+    try:
+        return call()
+    except BaseException as e:
+        if not getattr(e, "ring_joined", False):
+            _call.ring_abstain(name, ring)
+        raise
+
+
 def _refuse_ring_grad(call: str, *xs) -> None:
     if is_torch(*xs) and torch_ops().grad_wanted(*xs):
         raise unsupported(call, "an input requires grad, but the ring calls are not recorded by "
@@ -267,9 +279,13 @@ def ring_attention(q, k, v, *, comm=None, layout: str = "contiguous", out=None, 
     (out, lse) with return_lse=True (lse is needed by ring_attention_backward), plus a RunInfo
     (the diagonal block's call) last with return_info=True. params: see PARAMS; what the ring
     refuses is refused with FlashAttnError (FA_ERR_UNSUPPORTED naming it)."""
-    _refuse_ring_grad("ring_attention", q, k, v)
     ring = _ring_of("ring_attention", comm, layout)
-    out, lse, info = _call.forward(q, k, v, out, lse, params, ring=ring)
+
+    def call():
+        _refuse_ring_grad("ring_attention", q, k, v)
+        return _call.forward(q, k, v, out, lse, params, ring=ring)
+
+    out, lse, info = _ring_run("fa_ring_forward", ring, call)
     result = (out, lse) if params.get("return_lse") else out
     if return_info:
         return (*(result if isinstance(result, tuple) else (result,)), run_info(info))
@@ -281,9 +297,13 @@ def ring_attention_backward(dout, q, k, v, out, lse, *, comm=None, layout: str =
     """fa_ring_backward: this rank's gradients (dq, dk, dv) of ring_attention over the same shards,
     comm, layout and params, from its out and lse. Returns (dq, dk, dv), plus a RunInfo last with
     return_info=True."""
-    _refuse_ring_grad("ring_attention_backward", dout, q, k, v, out, lse)
     ring = _ring_of("ring_attention_backward", comm, layout)
-    dq, dk, dv, info = _call.backward(dout, q, k, v, out, lse, dq, dk, dv, params, ring=ring)
+
+    def call():
+        _refuse_ring_grad("ring_attention_backward", dout, q, k, v, out, lse)
+        return _call.backward(dout, q, k, v, out, lse, dq, dk, dv, params, ring=ring)
+
+    dq, dk, dv, info = _ring_run("fa_ring_backward", ring, call)
     if return_info:
         return dq, dk, dv, run_info(info)
     return dq, dk, dv

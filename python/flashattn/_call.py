@@ -115,7 +115,22 @@ def _invoke(name: str, plan) -> None:
     """Calls the C function `name` with a plan's arguments; FlashAttnError on any status but FA_OK."""
     st = getattr(library().dll, name)(*plan.args)
     if st != C.FA_OK:
-        raise error(name, st)
+        e = error(name, st)
+        e.ring_joined = True  # a ring call that reached the library took part in its agreement
+        raise e
+
+
+def ring_abstain(name: str, ring) -> None:
+    """Takes part in a ring call's agreement without arguments (the C call with no tensors, which
+    every rank then refuses), for a rank whose arguments failed before reaching the library:
+    without it the other ranks would wait for this one forever."""
+    if ring[0] != C.FA_TRANSPORT_MPI:
+        return
+    r = C.FaRingArgs()
+    library().dll.fa_ring_args_init(ctypes.byref(r))
+    r.transport, r.layout, r.comm = ring[0], ring[1], ring[2]
+    nulls = (None,) * (6 if name == "fa_ring_forward" else 10)
+    getattr(library().dll, name)(None, ctypes.byref(r), *nulls)
 
 
 def view_error(e: ViewError) -> FlashAttnError:

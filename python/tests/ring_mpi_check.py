@@ -1,6 +1,6 @@
 """ring_attention and ring_attention_backward over MPI (mpi4py), run by test_ring.py under
 `mpiexec -n N`: every rank builds the same global q, k, v and dout (one seed), passes its shards
-(contiguous and zig-zag, causal and not, sliding windows, GQA), and checks its rows of out and lse and its shards of
+(contiguous and zig-zag, causal and not, sliding windows, GQA, ALiBi and dropout), and checks its rows of out and lse and its shards of
 dq, dk and dv against the float64 reference of the whole sequence. The communicator is passed as
 the mpi4py object and once as the address of its MPI_Comm. Exit status 0 when every rank passed."""
 
@@ -58,13 +58,47 @@ def main() -> int:
                 err = float(np.max(np.abs(np.asarray(got, np.float64) - want)))
                 if not np.isfinite(err) or err > 1e-4:
                     failures.append(f"{what}: {name} max error {err:.3g} > 1e-4")
-    # A refusal is every rank's (the ring's agreement): dropout.
-    try:
-        fa.ring_attention(q[:, :n], k[:, :n], v[:, :n], comm=comm, dropout_p=0.1)
-        failures.append(f"rank {rank}: dropout was not refused")
-    except fa.FlashAttnError as e:
-        if e.status_name != "FA_ERR_UNSUPPORTED" or "dropout" not in str(e):
-            failures.append(f"rank {rank}: dropout refused as {e}")
+    # ALiBi and dropout read the tokens' global positions: against one call on the whole
+    # sequence (the same Philox mask).
+    slopes = np.array([0.5, 0.25, 0.125, 0.0625], np.float32)
+    for layout in ("contiguous", "zigzag"):
+        kw = {"causal": layout == "zigzag", "alibi_slopes": slopes, "dropout_p": 0.15,
+              "dropout_seed": 5}
+        one_out, one_lse = fa.attention(q, k, v, return_lse=True, **kw)
+        one_grads = fa.attention_backward(dout, q, k, v, one_out, one_lse, **kw)
+        rows = rows_of(layout, rank, world, n)
+        shard = [np.ascontiguousarray(x[:, rows]) for x in (q, k, v, dout)]
+        out, lse = fa.ring_attention(*shard[:3], comm=comm, layout=layout, return_lse=True, **kw)
+        grads = fa.ring_attention_backward(shard[3], *shard[:3], out, lse, comm=comm,
+                                           layout=layout, **kw)
+        for name, got, want in (("out", out, one_out[:, rows]), ("lse", lse, one_lse[:, :, rows]),
+                                ("dq", grads[0], one_grads[0][:, rows]),
+                                ("dk", grads[1], one_grads[1][:, rows]),
+                                ("dv", grads[2], one_grads[2][:, rows])):
+            err = float(np.max(np.abs(np.asarray(got, np.float64) - want)))
+            if not np.isfinite(err) or err > 1e-4:
+                failures.append(f"rank {rank}/{world} {layout} alibi+dropout: {name} max error "
+                                f"{err:.3g} > 1e-4")
+    # A refusal is every rank's (the ring's agreement): seqused_k on the last rank only (refused by
+    # the library), or an argument the binding refuses before the library is reached (a workspace
+    # of bytes), forward and backward: the other ranks return too.
+    last = rank == world - 1
+    for arg, bad, status in (("seqused_k", np.full(b, n, np.int32), "FA_ERR_UNSUPPORTED"),
+                             ("workspace", np.zeros(64, np.uint8), "FA_ERR_INVALID_ARGUMENT")):
+        for call in ("forward", "backward"):
+            kw = {arg: bad} if last else {}
+            x = (q[:, :n], k[:, :n], v[:, :n])
+            try:
+                if call == "forward":
+                    fa.ring_attention(*x, comm=comm, **kw)
+                else:
+                    fa.ring_attention_backward(x[0], *x, x[0], np.zeros((b, hq, n), np.float32),
+                                               comm=comm, **kw)
+                failures.append(f"rank {rank}: {call} with {arg} on the last rank not refused")
+            except fa.FlashAttnError as e:
+                want = arg if last else "another rank"
+                if want not in str(e) or (not last and e.status_name != status):
+                    failures.append(f"rank {rank}: {call} with {arg} refused as {e}")
     everyone = comm.allgather(failures)
     if rank == 0:
         flat = [f for fs in everyone for f in fs]

@@ -53,6 +53,35 @@ class TestRingSelf(unittest.TestCase):
             for name, g, w in zip(("dq", "dk", "dv"), got, grads):
                 assert_close(self, g, w, 2e-5, name + " " + layout)
 
+    def test_alibi_and_dropout(self):
+        """ALiBi against the reference; dropout (the same Philox mask at the tokens' global
+        positions) against attention on the whole sequence in one call."""
+        q, k, v, dout = rand(2, 12, 4, 16), rand(2, 12, 2, 16), rand(2, 12, 2, 16), \
+            rand(2, 12, 4, 16)
+        slopes = np.array([0.5, 0.25, 0.125, 0.0625], np.float32)
+        for layout in ("contiguous", "zigzag"):
+            for causal in (False, True):
+                what = f"{layout} causal={causal}"
+                out, lse = fa.ring_attention(q, k, v, layout=layout, causal=causal,
+                                             alibi_slopes=slopes, return_lse=True)
+                ref_out, ref_lse, grads = reference(q, k, v, causal=causal, alibi=slopes,
+                                                    dout=dout)
+                assert_close(self, out, ref_out, 2e-5, "alibi out " + what)
+                assert_close(self, lse, ref_lse, 2e-5, "alibi lse " + what)
+                got = fa.ring_attention_backward(dout, q, k, v, out, lse, layout=layout,
+                                                 causal=causal, alibi_slopes=slopes)
+                for name, g, w in zip(("dq", "dk", "dv"), got, grads):
+                    assert_close(self, g, w, 2e-5, "alibi " + name + " " + what)
+                kw = {"causal": causal, "dropout_p": 0.2, "dropout_seed": 11, "alibi_slopes": slopes}
+                out, lse = fa.ring_attention(q, k, v, layout=layout, return_lse=True, **kw)
+                one_out, one_lse = fa.attention(q, k, v, return_lse=True, **kw)
+                assert_close(self, out, one_out, 2e-5, "dropout out " + what)
+                assert_close(self, lse, one_lse, 2e-5, "dropout lse " + what)
+                got = fa.ring_attention_backward(dout, q, k, v, out, lse, layout=layout, **kw)
+                want = fa.attention_backward(dout, q, k, v, one_out, one_lse, **kw)
+                for name, g, w in zip(("dq", "dk", "dv"), got, want):
+                    assert_close(self, g, w, 2e-5, "dropout " + name + " " + what)
+
     def test_outputs_passed_in_are_written(self):
         q = rand(1, 8, 2, 8)
         out = np.full_like(q, np.nan)
@@ -68,8 +97,7 @@ class TestRingSelf(unittest.TestCase):
                 ({"layout": "diagonal"}, "FA_ERR_INVALID_ARGUMENT", "layout"),
                 ({"comm": "world"}, "FA_ERR_INVALID_ARGUMENT", "comm"),
                 ({"comm": 0}, "FA_ERR_INVALID_ARGUMENT", "NULL"),
-                ({"dropout_p": 0.1}, "FA_ERR_UNSUPPORTED", "dropout"),
-                ({"alibi_slopes": np.ones(2, np.float32)}, "FA_ERR_UNSUPPORTED", "alibi")):
+                ({"seqused_k": np.full(1, 8, np.int32)}, "FA_ERR_UNSUPPORTED", "seqused_k")):
             with self.assertRaises(fa.FlashAttnError, msg=str(kw)) as cm:
                 fa.ring_attention(q, q, q, **kw)
             self.assertEqual(cm.exception.status_name, status, str(kw))

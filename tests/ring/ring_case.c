@@ -123,11 +123,20 @@ void ring_case_run(const ring_case *c, uint64_t seed, const fa_ring_args *comm, 
   g_case = c;
   g_rank = rank;
   g_res = res;
-  const int64_t b = c->batch, n = c->seqlen, S = n * world;
+  const ring_extra none = {0, 0, 0, 0.0f};
+  const ring_extra *x = c->extra ? c->extra : &none;
+  const int64_t b = c->batch, n = c->seqlen, nk = x->seqlen_k ? x->seqlen_k : n;
+  const int64_t S = n * world, Sk = nk * world;
   const int64_t hq = c->heads_q, hkv = c->heads_kv, d = c->head_dim, dv = c->head_dim_v;
-  const int64_t shapes[N_T][4] = {{b, n, hq, d},  {b, n, hkv, d}, {b, n, hkv, dv},
-                                  {b, n, hq, dv}, {b, n, hq, dv}, {b, hq, n, 0},
-                                  {b, n, hq, d},  {b, n, hkv, d}, {b, n, hkv, dv}};
+  const int64_t shapes[N_T][4] = {{b, n, hq, d},  {b, nk, hkv, d}, {b, nk, hkv, dv},
+                                  {b, n, hq, dv}, {b, n, hq, dv},  {b, hq, n, 0},
+                                  {b, n, hq, d},  {b, nk, hkv, d}, {b, nk, hkv, dv}};
+  /* ALiBi slopes, the same on every rank: drawn from the case's seed alone. */
+  float slopes[64];
+  double slopes64[64];
+  const int64_t nslopes = x->alibi == 2 ? b * hq : hq;
+  tu_tensor alibi;
+  memset(&alibi, 0, sizeof alibi);
   tu_tensor g[N_T], l[N_T], again;
   memset(g, 0, sizeof g);
   memset(l, 0, sizeof l);
@@ -149,12 +158,24 @@ void ring_case_run(const ring_case *c, uint64_t seed, const fa_ring_args *comm, 
          (map[i] = global_index(shapes[i], nd, seq, c, rank, world, &count[i])) != NULL;
   }
   ok = ok && tu_alloc(&again, c->dtype, 4, shapes[O], c->shards) == 0;
+  if (x->alibi) {
+    const int64_t ashape[2] = {x->alibi == 2 ? b : hq, hq};
+    ok = ok && nslopes <= 64 &&
+         tu_alloc(&alibi, FA_F32, x->alibi == 2 ? 2 : 1, x->alibi == 2 ? ashape : ashape + 1,
+                  TU_CONTIGUOUS) == 0;
+  }
   if (!ok) {
     fail("out of memory");
     goto done;
   }
   tu_rng rng;
   tu_rng_init(&rng, tu_seed_for(seed, c->name));
+  for (int64_t i = 0; x->alibi && i < nslopes; ++i) {
+    /* slopes of 2^-1 .. 2^-6 as ALiBi's geometric ones, jittered */
+    slopes[i] = ldexpf(1.0f + 0.5f * (float)tu_rng_uniform(&rng), -1 - (int)(i % 6));
+    slopes64[i] = slopes[i];
+    tu_set_flat(&alibi, i, slopes[i]);
+  }
   for (int i = Q; i <= DO; ++i) {
     tu_fill_random(&g[i], &rng);
     copy_shard(&l[i], &g[i], map[i], count[i]);
@@ -168,18 +189,29 @@ void ring_case_run(const ring_case *c, uint64_t seed, const fa_ring_args *comm, 
   p.window_enabled = c->window;
   p.window_left = c->window_left;
   p.window_right = c->window_right;
+  p.causal_align = x->causal_align;
+  p.alibi_slopes = x->alibi ? &alibi.t : NULL;
+  p.dropout_p = x->dropout_p;
+  p.dropout_seed = tu_seed_for(seed, "dropout");
+  p.dropout_offset = 3;
   if (fa_forward(&p, &g[Q].t, &g[K].t, &g[V].t, &g[O].t, &g[LSE].t, NULL) != FA_OK ||
       fa_backward(&p, &g[Q].t, &g[K].t, &g[V].t, &g[O].t, &g[LSE].t, &g[DO].t, &g[DQ].t, &g[DK].t,
                   &g[DV].t, NULL) != FA_OK) {
     fail("one-process call failed: %s", fa_last_error());
     goto done;
   }
-  ref_problem rp = {b, S, S, hq, hkv, d, dv, ref_resolve_scale(0.0f, d), c->causal, 0};
+  ref_problem rp = {
+      b, S, Sk, hq, hkv, d, dv, ref_resolve_scale(0.0f, d), c->causal, x->causal_align};
   ref_ext rx;
   memset(&rx, 0, sizeof rx);
   rx.window = c->window;
   rx.window_left = c->window_left;
   rx.window_right = c->window_right;
+  rx.alibi = x->alibi ? slopes64 : NULL;
+  rx.alibi_per_batch = x->alibi == 2;
+  rx.dropout_p = x->dropout_p;
+  rx.dropout_seed = p.dropout_seed;
+  rx.dropout_offset = p.dropout_offset;
   if (ref_attention_ext(&rp, &rx, REF_F64, &g[Q], &g[K], &g[V], &g[DO], &r64, 1) != 0 ||
       ref_attention_ext(&rp, &rx, REF_STORAGE, &g[Q], &g[K], &g[V], &g[DO], &rst, 1) != 0) {
     fail("reference: out of memory");
@@ -223,6 +255,7 @@ done:
     free(map[i]);
   }
   tu_free(&again);
+  tu_free(&alibi);
   ref_result_free(&r64);
   ref_result_free(&rst);
 }

@@ -16,6 +16,15 @@
 #include "flash_attn.h"
 #include "tensor_util.h"
 
+/* What a case adds beyond its mask and shapes: the dropout and ALiBi that need the tokens' global
+   positions, unequal local lengths and their alignment. */
+typedef struct ring_extra {
+  int64_t seqlen_k;     /* the local K/V shard's length; 0: the same as q's */
+  int32_t causal_align; /* fa_causal_align */
+  int alibi;            /* 0: none; 1: slopes [heads_q]; 2: slopes [batch, heads_q] */
+  float dropout_p;
+} ring_extra;
+
 typedef struct ring_case {
   const char *name;
   fa_dtype dtype;
@@ -25,6 +34,7 @@ typedef struct ring_case {
   tu_layout_kind shards; /* how the local tensors are laid out in memory */
   int window;            /* non-zero: a sliding window of window_left/right keys (-1 unbounded) */
   int64_t window_left, window_right;
+  const ring_extra *extra; /* NULL: none */
 } ring_case;
 
 /* Per output (out, lse, dq, dk, dv): the largest error against the float64 reference, the pass
