@@ -19,10 +19,7 @@ static fa_ring_args self_ring(void) {
   return ring;
 }
 
-/* Dropout and ALiBi (global positions), unequal lengths, both alignments. */
-static const ring_extra alibi_heads = {0, FA_CAUSAL_BOTTOM_RIGHT, 1, 0.0f};
-static const ring_extra dropout = {0, FA_CAUSAL_BOTTOM_RIGHT, 0, 0.2f};
-static const ring_extra alibi_batch_dropout = {0, FA_CAUSAL_BOTTOM_RIGHT, 2, 0.15f};
+/* ALiBi (and dropout) over K/V shards longer than the queries', in both alignments. */
 static const ring_extra alibi_longer_k = {26, FA_CAUSAL_BOTTOM_RIGHT, 1, 0.1f};
 static const ring_extra alibi_longer_k_top_left = {26, FA_CAUSAL_TOP_LEFT, 2, 0.0f};
 
@@ -42,13 +39,13 @@ static void ring_cases(uint64_t seed) {
       {"self.bf16.window.right.zigzag", FA_BF16, 0, FA_RING_ZIGZAG, 1, 16, 4, 2, 32, 32,
        TU_PERMUTED, 1, -1, 4, NULL},
       {"self.f32.alibi.causal.zigzag.gqa", FA_F32, 1, FA_RING_ZIGZAG, 2, 24, 4, 2, 32, 32,
-       TU_PADDED, 0, 0, 0, &alibi_heads},
+       TU_PADDED, 0, 0, 0, &ring_alibi_heads},
       {"self.f32.dropout.causal.zigzag", FA_F32, 1, FA_RING_ZIGZAG, 1, 20, 2, 2, 16, 16,
-       TU_CONTIGUOUS, 0, 0, 0, &dropout},
+       TU_CONTIGUOUS, 0, 0, 0, &ring_dropout},
       {"self.bf16.alibi.dropout.full.zigzag", FA_BF16, 0, FA_RING_ZIGZAG, 2, 16, 4, 2, 32, 32,
-       TU_STRIDED, 0, 0, 0, &alibi_batch_dropout},
+       TU_STRIDED, 0, 0, 0, &ring_alibi_batch_dropout},
       {"self.f32.alibi.dropout.window.zigzag", FA_F32, 1, FA_RING_ZIGZAG, 1, 24, 4, 1, 16, 16,
-       TU_PERMUTED, 1, 6, -1, &alibi_batch_dropout},
+       TU_PERMUTED, 1, 6, -1, &ring_alibi_batch_dropout},
       {"self.f32.alibi.dropout.longer_k.zigzag", FA_F32, 0, FA_RING_ZIGZAG, 2, 14, 2, 1, 16, 16,
        TU_CONTIGUOUS, 0, 0, 0, &alibi_longer_k},
       {"self.f32.alibi.longer_k.top_left.contiguous", FA_F32, 0, FA_RING_CONTIGUOUS, 2, 15, 2, 2,

@@ -129,10 +129,7 @@ static void agreement_cases(MPI_Comm comm, int rank, int world, uint64_t seed) {
   tu_free(&lse);
 }
 
-/* Dropout and ALiBi (global positions), unequal lengths, both alignments. */
-static const ring_extra alibi_heads = {0, FA_CAUSAL_BOTTOM_RIGHT, 1, 0.0f};
-static const ring_extra dropout = {0, FA_CAUSAL_BOTTOM_RIGHT, 0, 0.2f};
-static const ring_extra alibi_batch_dropout = {0, FA_CAUSAL_BOTTOM_RIGHT, 2, 0.15f};
+/* ALiBi (and dropout) over K/V shards longer than the queries', in both alignments. */
 static const ring_extra alibi_longer_k = {22, FA_CAUSAL_BOTTOM_RIGHT, 1, 0.1f};
 static const ring_extra alibi_longer_k_top_left = {13, FA_CAUSAL_TOP_LEFT, 2, 0.0f};
 
@@ -210,15 +207,15 @@ int main(int argc, char **argv) {
       /* dropout and ALiBi, which read the tokens' global positions (then the extra's fields:
          seqlen_k, causal_align, alibi, dropout_p) */
       {"f32.alibi.causal.zigzag.gqa", FA_F32, 1, FA_RING_ZIGZAG, 2, 16, 4, 2, 32, 32, TU_PADDED, 0,
-       0, 0, &alibi_heads},
+       0, 0, &ring_alibi_heads},
       {"f32.dropout.causal.contiguous.gqa", FA_F32, 1, FA_RING_CONTIGUOUS, 2, 12, 4, 2, 32, 32,
-       TU_CONTIGUOUS, 0, 0, 0, &dropout},
+       TU_CONTIGUOUS, 0, 0, 0, &ring_dropout},
       {"bf16.alibi.dropout.full.zigzag", FA_BF16, 0, FA_RING_ZIGZAG, 1, 16, 4, 2, 64, 64,
-       TU_STRIDED, 0, 0, 0, &alibi_batch_dropout},
+       TU_STRIDED, 0, 0, 0, &ring_alibi_batch_dropout},
       {"f32.alibi.dropout.causal.zigzag", FA_F32, 1, FA_RING_ZIGZAG, 2, 16, 2, 1, 32, 32,
-       TU_PERMUTED, 0, 0, 0, &alibi_batch_dropout},
+       TU_PERMUTED, 0, 0, 0, &ring_alibi_batch_dropout},
       {"f32.alibi.dropout.window9.causal.zigzag", FA_F32, 1, FA_RING_ZIGZAG, 1, 16, 4, 2, 16, 16,
-       TU_CONTIGUOUS, 1, 9, 0, &alibi_batch_dropout},
+       TU_CONTIGUOUS, 1, 9, 0, &ring_alibi_batch_dropout},
       {"f32.alibi.dropout.longer_k.zigzag", FA_F32, 0, FA_RING_ZIGZAG, 2, 10, 2, 1, 16, 16,
        TU_CONTIGUOUS, 0, 0, 0, &alibi_longer_k},
       {"f32.alibi.longer_k.top_left.contiguous", FA_F32, 0, FA_RING_CONTIGUOUS, 1, 9, 2, 2, 16, 16,

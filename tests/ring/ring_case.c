@@ -11,6 +11,10 @@
 
 #include "reference.h"
 
+const ring_extra ring_alibi_heads = {0, FA_CAUSAL_BOTTOM_RIGHT, 1, 0.0f};
+const ring_extra ring_dropout = {0, FA_CAUSAL_BOTTOM_RIGHT, 0, 0.2f};
+const ring_extra ring_alibi_batch_dropout = {0, FA_CAUSAL_BOTTOM_RIGHT, 2, 0.15f};
+
 static const ring_case *g_case;
 static int g_rank;
 static ring_result *g_res;

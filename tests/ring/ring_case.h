@@ -25,6 +25,9 @@ typedef struct ring_extra {
   float dropout_p;
 } ring_extra;
 
+/* The extras both ring tests use: ALiBi per head, dropout, ALiBi per (batch, head) with dropout. */
+extern const ring_extra ring_alibi_heads, ring_dropout, ring_alibi_batch_dropout;
+
 typedef struct ring_case {
   const char *name;
   fa_dtype dtype;
