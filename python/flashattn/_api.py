@@ -228,25 +228,31 @@ _RING_LAYOUTS = {"contiguous": C.FA_RING_CONTIGUOUS, "zigzag": C.FA_RING_ZIGZAG}
 def _ring_of(call: str, comm, layout) -> tuple:
     """(transport, layout, communicator address) of a ring call's comm and layout: comm None is
     the ring of this process alone (FA_TRANSPORT_SELF); an mpi4py communicator, or an int (the
-    address of an MPI_Comm), is FA_TRANSPORT_MPI."""
-    if layout not in _RING_LAYOUTS:
-        raise FlashAttnError(call, C.FA_ERR_INVALID_ARGUMENT, "FA_ERR_INVALID_ARGUMENT",
-                             f"layout {layout!r}: one of {sorted(_RING_LAYOUTS)}")
+    address of an MPI_Comm), is FA_TRANSPORT_MPI. A layout refused here on one rank of a valid
+    communicator still joins the ring's agreement (_call.ring_abstain)."""
     if comm is None:
-        return C.FA_TRANSPORT_SELF, _RING_LAYOUTS[layout], None
-    if isinstance(comm, int) and not isinstance(comm, bool):
-        address = comm
+        transport, address = C.FA_TRANSPORT_SELF, None
+    elif isinstance(comm, int) and not isinstance(comm, bool):
+        transport, address = C.FA_TRANSPORT_MPI, comm
     else:
         mpi = sys.modules.get("mpi4py.MPI")
         if mpi is None or not isinstance(comm, mpi.Comm):
             raise FlashAttnError(call, C.FA_ERR_INVALID_ARGUMENT, "FA_ERR_INVALID_ARGUMENT",
                                  f"comm: None (this process alone), an mpi4py communicator or "
                                  f"the address of an MPI_Comm (int), not {type(comm).__name__}")
-        address = mpi._addressof(comm)
+        transport, address = C.FA_TRANSPORT_MPI, mpi._addressof(comm)
     if address == 0:
         raise FlashAttnError(call, C.FA_ERR_INVALID_ARGUMENT, "FA_ERR_INVALID_ARGUMENT",
                              "comm: the address of an MPI_Comm is NULL")
-    return C.FA_TRANSPORT_MPI, _RING_LAYOUTS[layout], address
+    if layout not in _RING_LAYOUTS:
+        _call.ring_abstain(_RING_C_NAMES[call], (transport, 0, address))
+        raise FlashAttnError(call, C.FA_ERR_INVALID_ARGUMENT, "FA_ERR_INVALID_ARGUMENT",
+                             f"layout {layout!r}: one of {sorted(_RING_LAYOUTS)}")
+    return transport, _RING_LAYOUTS[layout], address
+
+
+_RING_C_NAMES = {"ring_attention": "fa_ring_forward",
+                 "ring_attention_backward": "fa_ring_backward"}
 
 
 def _ring_run(name: str, ring, call):

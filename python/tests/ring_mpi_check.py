@@ -81,10 +81,11 @@ def main() -> int:
                                 f"{err:.3g} > 1e-4")
     # A refusal is every rank's (the ring's agreement): seqused_k on the last rank only (refused by
     # the library), or an argument the binding refuses before the library is reached (a workspace
-    # of bytes), forward and backward: the other ranks return too.
+    # of bytes, an unknown layout), forward and backward: the other ranks return too.
     last = rank == world - 1
     for arg, bad, status in (("seqused_k", np.full(b, n, np.int32), "FA_ERR_UNSUPPORTED"),
-                             ("workspace", np.zeros(64, np.uint8), "FA_ERR_INVALID_ARGUMENT")):
+                             ("workspace", np.zeros(64, np.uint8), "FA_ERR_INVALID_ARGUMENT"),
+                             ("layout", "diagonal", "FA_ERR_INVALID_ARGUMENT")):
         for call in ("forward", "backward"):
             kw = {arg: bad} if last else {}
             x = (q[:, :n], k[:, :n], v[:, :n])
