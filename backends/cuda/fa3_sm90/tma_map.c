@@ -50,11 +50,15 @@ static int tma_map_of(void *map, CUtensorMapDataType type, uint32_t esize,
                (unsigned long long)strides[i]);
       return -1;
     }
-  if (swizzle == CU_TENSOR_MAP_SWIZZLE_128B ? box[0] * esize > 128 || box[0] == 0
-                                            : (box[0] * esize) % 16 != 0) {
-    snprintf(
-        err, err_len, "TMA box of %u elements per row: %s", box[0],
-        swizzle == CU_TENSOR_MAP_SWIZZLE_128B ? "at most 128 bytes" : "a multiple of 16 bytes");
+  /* A swizzled box row spans at most the swizzle's width. */
+  const uint32_t span = swizzle == CU_TENSOR_MAP_SWIZZLE_128B  ? 128
+                        : swizzle == CU_TENSOR_MAP_SWIZZLE_64B ? 64
+                                                               : 0;
+  if (span ? box[0] * esize > span || box[0] == 0 : (box[0] * esize) % 16 != 0) {
+    if (span)
+      snprintf(err, err_len, "TMA box of %u elements per row: at most %u bytes", box[0], span);
+    else
+      snprintf(err, err_len, "TMA box of %u elements per row: a multiple of 16 bytes", box[0]);
     return -1;
   }
   for (int i = 0; i < rank; ++i)
@@ -92,6 +96,18 @@ int fa_tma_map(void *map, int bf16, const void *base, int rank, const uint64_t *
                const uint64_t *strides, const uint32_t *box, char *err, size_t err_len) {
   return tma_map_of(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
                     2, CU_TENSOR_MAP_SWIZZLE_128B, base, rank, dims, strides, box, err, err_len);
+}
+
+int fa_tma_map_u8(void *map, const void *base, int rank, const uint64_t *dims,
+                  const uint64_t *strides, const uint32_t *box, uint32_t swizzle_bytes, char *err,
+                  size_t err_len) {
+  if (swizzle_bytes != 64 && swizzle_bytes != 128) {
+    snprintf(err, err_len, "TMA swizzle of %u bytes (64 or 128)", swizzle_bytes);
+    return -1;
+  }
+  return tma_map_of(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1,
+                    swizzle_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
+                    base, rank, dims, strides, box, err, err_len);
 }
 
 int fa_tma_map_f32_2d(void *map, const void *base, uint64_t cols, uint64_t rows,

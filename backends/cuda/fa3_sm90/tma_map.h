@@ -28,6 +28,12 @@ int fa_tma_map_2d(void *map, int bf16, const void *base, uint64_t cols, uint64_t
 int fa_tma_map(void *map, int bf16, const void *base, int rank, const uint64_t *dims,
                const uint64_t *strides, const uint32_t *box, char *err, size_t err_len);
 
+/* The same as fa_tma_map for a tensor of bytes (FP8 elements; box[0] bytes a row), with a 64- or
+   128-byte swizzle (swizzle_bytes; box[0] at most that). */
+int fa_tma_map_u8(void *map, const void *base, int rank, const uint64_t *dims,
+                  const uint64_t *strides, const uint32_t *box, uint32_t swizzle_bytes, char *err,
+                  size_t err_len);
+
 /* The same as fa_tma_map_2d for fp32 elements, without swizzle (box_cols * 4 a multiple of 16,
    at most 256 elements). */
 int fa_tma_map_f32_2d(void *map, const void *base, uint64_t cols, uint64_t rows,
