@@ -38,7 +38,6 @@ LAUNCH_STUB(fa3_bwd_main_launch_hd128, fa3_bwd_args)
 LAUNCH_STUB(fa3_bwd_main_launch_hd256, fa3_bwd_args)
 LAUNCH_STUB(cuda_bwd_prologue, cuda_bwd_args)
 LAUNCH_STUB(cuda_bwd_convert_dq_launch, cuda_bwd_args)
-#undef LAUNCH_STUB
 void cuda_bwd_carve(cuda_bwd_args *a, void *workspace) {
   (void)a, (void)workspace;
   g_launched = 1;
@@ -61,6 +60,16 @@ int fa_tma_map(void *map, int bf16, const void *base, int rank, const uint64_t *
   snprintf(err, err_len, "stub");
   return -1;
 }
+int fa_tma_map_u8(void *map, const void *base, int rank, const uint64_t *dims,
+                  const uint64_t *strides, const uint32_t *box, uint32_t swizzle_bytes, char *err,
+                  size_t err_len) {
+  (void)map, (void)base, (void)rank, (void)dims, (void)strides, (void)box, (void)swizzle_bytes;
+  snprintf(err, err_len, "stub");
+  return -1;
+}
+/* The FP8 forward's pre-pass, a launch. */
+LAUNCH_STUB(fa3_fp8_vt_launch, fa3_fwd_args)
+#undef LAUNCH_STUB
 int fa_tma_map_f32_2d(void *map, const void *base, uint64_t cols, uint64_t rows,
                       uint64_t row_stride_bytes, uint32_t box_cols, uint32_t box_rows, char *err,
                       size_t err_len) {
@@ -143,6 +152,7 @@ int main(void) {
           int fits = 0;
           for (int i = 0; i < FA3_FWD_CONFIG_COUNT; ++i)
             fits |= fa3_fwd_config_of(i)->head_dim_padded == d &&
+                    !(fa3_fwd_config_of(i)->flags & FA3_FP8) &&
                     (int64_t)fa3_fwd_config_of(i)->smem_bytes <= limits[l];
           EXPECT(!c == !fits, "hd%lld limit %lld: %s, but a fitting configuration %s", (long long)d,
                  (long long)limits[l], c ? c->name : "none", fits ? "exists" : "does not exist");
@@ -174,6 +184,35 @@ int main(void) {
            (long long)seq_picks[i].d, (long long)seq_picks[i].limit, got, seq_picks[i].want);
     if (id >= 0) picked[id] = 1;
   }
+
+  /* The FP8 forward: one configuration at head dims 64, 128 and 256 (no padded head dims: its
+     kernel reads no columns past the head dim), FP8 only, where it fits; an H200 and an H100
+     take all three, an A100's limit hd64 and hd128 only. */
+  const struct {
+    int64_t d, limit;
+    const char *want;
+  } fp8_picks[] = {{64, H200_SMEM, "hd64_fp8"},   {128, H200_SMEM, "hd128_fp8"},
+                   {256, H200_SMEM, "hd256_fp8"}, {96, H200_SMEM, "(none)"},
+                   {192, H200_SMEM, "(none)"},    {32, H200_SMEM, "(none)"},
+                   {256, A100_SMEM, "(none)"},    {128, A100_SMEM, "hd128_fp8"},
+                   {64, SM86_SMEM, "hd64_fp8"},   {128, SM86_SMEM, "(none)"}};
+  for (size_t i = 0; i < sizeof fp8_picks / sizeof fp8_picks[0]; ++i) {
+    const int id = fa3_fwd_fp8_tile_size(fp8_picks[i].d, fp8_picks[i].limit);
+    const fa3_fwd_config *c = fa3_fwd_config_of(id);
+    const char *got = c ? c->name : "(none)";
+    EXPECT(!strcmp(got, fp8_picks[i].want), "FP8 at hd%lld, limit %lld: %s, expected %s",
+           (long long)fp8_picks[i].d, (long long)fp8_picks[i].limit, got, fp8_picks[i].want);
+    EXPECT(!c || (c->flags & FA3_FP8), "FP8 at hd%lld: %s is no FP8 configuration",
+           (long long)fp8_picks[i].d, got);
+    if (id >= 0) picked[id] = 1;
+  }
+  for (int64_t d = 64; d <= 256; d *= 2)
+    for (int64_t sk = 1; sk <= (1 << 20); sk = sk * 2 + 1)
+      for (int masked = 0; masked < 2; ++masked) {
+        const fa3_fwd_config *c = fa3_fwd_config_of(fa3_fwd_tile_size(d, masked, sk, H200_SMEM));
+        EXPECT(c && !(c->flags & FA3_FP8), "f16/bf16 hd%lld: picked an FP8 configuration",
+               (long long)d);
+      }
 
   for (int i = 0; i < FA3_FWD_CONFIG_COUNT; ++i)
     EXPECT(picked[i], "%s: compiled but never picked", fa3_fwd_config_of(i)->name);
@@ -219,7 +258,15 @@ int main(void) {
     EXPECT(c->smem_bytes <= H200_SMEM, "%s: %zu bytes of shared memory", c->name, c->smem_bytes);
     EXPECT(!(c->flags & FA3_DYNAMIC_SCHEDULE) || (c->flags & FA3_PERSISTENT),
            "%s: dynamic schedule without a persistent grid", c->name);
-    /* The dynamic schedule's tile counter is the only forward workspace. */
+    EXPECT(!(c->flags & FA3_FP8) ||
+               (!(c->flags & (FA3_TMA_EPILOGUE | FA3_EPILOGUE_IN_KV_STAGE | FA3_MMA_ROW_SUM |
+                              FA3_OWN_KEY_END | FA3_SHORT_BLOCK_FIRST | FA3_SEQS)) &&
+                c->tile_n == 128 && strstr(c->name, "_fp8") != NULL),
+           "%s: an FP8 configuration stores O from registers, runs dense calls, reads Vᵀ in "
+           "128-key rows and says so in its name",
+           c->name);
+    /* The dynamic schedule's tile counter is the only forward workspace (FP8's Vᵀ comes on top
+       of it, cuda_fp8.c). */
     EXPECT(fa3_fwd_workspace_bytes(c) == ((c->flags & FA3_DYNAMIC_SCHEDULE) ? sizeof(int32_t) : 0),
            "%s: workspace %zu bytes", c->name, fa3_fwd_workspace_bytes(c));
     EXPECT(c->launch && c->prepare, "%s: no entry points", c->name);

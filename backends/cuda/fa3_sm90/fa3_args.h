@@ -18,6 +18,23 @@ extern "C" {
 #define FA3_ALIGN64 _Alignas(64)
 #endif
 
+/* The FP8 forward's own arguments (FA3_FP8 configurations; docs/fp8.md). The descales (NULL: 1)
+   are float32 [batch or 1, heads or 1, blocks], read at the strides given in elements (0 along a
+   dimension of size 1, which every batch or head shares). q: a block of q_rows query rows (0: one
+   block); k and v: a block of k_tiles whole key tiles (0: one block). vt: V transposed by the
+   pre-pass (fa3_fp8_vt_launch), [batch][heads_kv][head_dim][vt_keys], each row's keys permuted
+   within groups of 32 (fa3_fp8_layout.h) and zero past seqlen_k. */
+typedef struct fa3_fp8_args {
+  const float *q_descale, *k_descale, *v_descale;
+  int64_t qd_batch, qd_head, qd_block;
+  int64_t kd_batch, kd_head, kd_block;
+  int64_t vd_batch, vd_head, vd_block;
+  int32_t q_rows, k_tiles;
+  int32_t e5m2;    /* q, k, v are FA_F8E5M2 (else FA_F8E4M3) */
+  int32_t vt_keys; /* seqlen_k rounded up to the key tile */
+  unsigned char *vt;
+} fa3_fp8_args;
+
 typedef struct fa3_fwd_args {
   FA3_ALIGN64 unsigned char tq[128]; /* CUtensorMap of Q: (head dim, seqlen, heads, batch) */
   FA3_ALIGN64 unsigned char tk[128];
@@ -35,6 +52,8 @@ typedef struct fa3_fwd_args {
   cuda_seq_index ix;
   int32_t q_ext, k_ext;
   int32_t q_batch_rows, o_batch_rows, k_batch_rows, v_batch_rows;
+  /* FA3_FP8 configurations: the descales and Vᵀ (tv is then Vᵀ's map) */
+  fa3_fp8_args fp8;
 } fa3_fwd_args;
 
 /* A compiled forward configuration (fa3_tile_size.h's FA3_FWD_CONFIGS) and its entry points. */
@@ -58,11 +77,21 @@ int fa3_fwd_pack(const fa3_fwd_config *c, int64_t heads_q, int64_t heads_kv, int
 /* Device bytes of workspace a configuration's launch needs: a DYNAMIC_SCHEDULE configuration's
    tile counter, else 0. Decide and run call it alike, so the launch finds what it needs. */
 size_t fa3_fwd_workspace_bytes(const fa3_fwd_config *c);
+/* The FP8 forward's Vᵀ: keys a row holds (seqlen_k rounded up to the key tile tile_n) and bytes
+   of the whole [batch][heads_kv][head_dim][keys] array, which the call's workspace holds after
+   the tile counter. */
+int64_t fa3_fp8_vt_keys(int64_t seqlen_k, int tile_n);
+size_t fa3_fp8_vt_bytes(int64_t batch, int64_t heads_kv, int64_t head_dim, int64_t seqlen_k,
+                        int tile_n);
+/* The pre-pass (fa3_fp8_vt.cu): a->fp8.vt from a->a.v on a->a.p.stream; a cudaError_t value. */
+int fa3_fp8_vt_launch(const fa3_fwd_args *a);
 /* Fills the tensor maps from a->a (16-byte aligned bases, row/head/batch strides multiples of 8
    elements; a SEQS configuration's views from a->ix, fa3_seq_views) and launches the
    configuration (a DYNAMIC_SCHEDULE one clears a->tile_counter first,
    in stream order); returns a cudaError_t value, or -1 with a message in err when a tensor
-   cannot be described to TMA. */
+   cannot be described to TMA. An FA3_FP8 configuration (a->fp8 filled, a->a.p.bf16 out's dtype)
+   maps Q and K as bytes and Vᵀ instead of V (none of K and Vᵀ without keys) and runs the pre-pass
+   first. */
 int fa3_fwd_launch(fa3_fwd_args *a, const fa3_fwd_config *cfg, char *err, size_t err_len);
 
 typedef struct fa3_bwd_args {

@@ -37,6 +37,16 @@ size_t fa3_fwd_workspace_bytes(const fa3_fwd_config *c) {
   return c && (c->flags & FA3_DYNAMIC_SCHEDULE) ? sizeof(int32_t) : 0;
 }
 
+int64_t fa3_fp8_vt_keys(int64_t seqlen_k, int tile_n) {
+  return tile_n > 0 ? (seqlen_k + tile_n - 1) / tile_n * tile_n : 0;
+}
+
+size_t fa3_fp8_vt_bytes(int64_t batch, int64_t heads_kv, int64_t head_dim, int64_t seqlen_k,
+                        int tile_n) {
+  return (size_t)batch * (size_t)heads_kv * (size_t)head_dim *
+         (size_t)fa3_fp8_vt_keys(seqlen_k, tile_n);
+}
+
 int fa3_fwd_pack(const fa3_fwd_config *c, int64_t heads_q, int64_t heads_kv, int64_t seqlen_q) {
   const int64_t group = heads_kv > 0 ? heads_q / heads_kv : 1;
   int pack = 1;
@@ -107,6 +117,36 @@ int fa3_seq_views(const cuda_seq_index *ix, const cuda_problem *p, const cuda_st
   return 0;
 }
 
+/* The FP8 forward's maps: Q and K as bytes (boxes of one row of head-dim bytes, at most 128, under
+   the swizzle of that width; rows q_rows and tile_n, q_heads heads of Q), Vᵀ
+   [batch][heads_kv][head_dim][vt_keys] in boxes of tile_n keys x head_dim rows under the 128-byte
+   swizzle. Without keys, none of K and Vᵀ: no tile loads them. */
+static int fp8_maps(fa3_fwd_args *x, const fa3_fwd_config *cfg, uint32_t q_rows, uint32_t q_heads,
+                    char *err, size_t err_len) {
+  const cuda_fwd_args *a = &x->a;
+  const cuda_problem *p = &a->p;
+  const uint32_t row = p->head_dim < 128 ? (uint32_t)p->head_dim : 128;
+  const uint64_t qd[4] = {(uint64_t)p->head_dim, (uint64_t)p->seqlen_q, (uint64_t)p->heads_q,
+                          (uint64_t)p->batch};
+  const uint64_t qs[3] = {(uint64_t)a->q_str.row, (uint64_t)a->q_str.head,
+                          (uint64_t)a->q_str.batch};
+  const uint32_t qb[4] = {row, q_rows, q_heads, 1};
+  if (fa_tma_map_u8(x->tq, a->q, 4, qd, qs, qb, row, err, err_len)) return -1;
+  if (p->seqlen_k == 0) return 0;
+  const uint64_t kd[4] = {(uint64_t)p->head_dim, (uint64_t)p->seqlen_k, (uint64_t)p->heads_kv,
+                          (uint64_t)p->batch};
+  const uint64_t ks[3] = {(uint64_t)a->k_str.row, (uint64_t)a->k_str.head,
+                          (uint64_t)a->k_str.batch};
+  const uint32_t kb[4] = {row, (uint32_t)cfg->tile_n, 1, 1};
+  if (fa_tma_map_u8(x->tk, a->k, 4, kd, ks, kb, row, err, err_len)) return -1;
+  const uint64_t keys = (uint64_t)x->fp8.vt_keys;
+  const uint64_t vd[4] = {keys, (uint64_t)p->head_dim, (uint64_t)p->heads_kv, (uint64_t)p->batch};
+  const uint64_t vs[3] = {keys, keys * (uint64_t)p->head_dim,
+                          keys * (uint64_t)p->head_dim * (uint64_t)p->heads_kv};
+  const uint32_t vb[4] = {(uint32_t)cfg->tile_n, (uint32_t)p->head_dim, 1, 1};
+  return fa_tma_map_u8(x->tv, x->fp8.vt, 4, vd, vs, vb, 128, err, err_len);
+}
+
 int fa3_fwd_launch(fa3_fwd_args *x, const fa3_fwd_config *cfg, char *err, size_t err_len) {
   const cuda_fwd_args *a = &x->a;
   const cuda_problem *p = &a->p;
@@ -125,6 +165,18 @@ int fa3_fwd_launch(fa3_fwd_args *x, const fa3_fwd_config *cfg, char *err, size_t
   const uint32_t o_rows =
       (in_kv && rows > 64) || ((cfg->flags & FA3_SHORT_BLOCK_FIRST) && pack == 1) ? 64 : rows;
   const uint32_t o_heads = in_kv ? (rows > 64 ? 1 : 64 / rows) : (uint32_t)pack;
+  if (cfg->flags & FA3_FP8) {
+    if (x->fp8.vt_keys != fa3_fp8_vt_keys(p->seqlen_k, cfg->tile_n) ||
+        (p->seqlen_k > 0 && !x->fp8.vt)) {
+      snprintf(err, err_len, "the FP8 forward's Vᵀ is not sized for %d keys", (int)p->seqlen_k);
+      return -1;
+    }
+    if (fp8_maps(x, cfg, rows, (uint32_t)pack, err, err_len)) return -1;
+    x->chunk = fa3_sched_chunk((int64_t)(p->heads_q / pack) * p->batch,
+                               2 * (int64_t)p->seqlen_k * p->head_dim);
+    const int e = fa3_fp8_vt_launch(x);
+    return e ? e : cfg->launch(x);
+  }
   if (cfg->flags & FA3_SEQS) {
     fa3_seq_view vw[4]; /* q, out, k, v */
     if (fa3_seq_views(&x->ix, p, &a->q_str, &a->o_str, &a->k_str, &a->v_str, vw, err, err_len))

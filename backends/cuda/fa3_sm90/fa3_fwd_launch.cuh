@@ -1,6 +1,7 @@
 /*
  * fa3_fwd_launch.cuh: the launcher and shared-memory opt-in of one FlashAttention-3 forward
- * configuration (fa3_tile_size.h's FA3_FWD_CONFIGS), for f16 and bf16. Each fa3_fwd_hd<N>.cu
+ * configuration (fa3_tile_size.h's FA3_FWD_CONFIGS), for f16 and bf16 (an FP8 configuration's:
+ * fa3_fp8_launch.cuh). Each fa3_fwd_hd<N>.cu
  * defines FA3_FWD_HD and gets the configurations of that padded head dim (one file per head dim so
  * that the build compiles them in parallel).
  */
@@ -9,6 +10,7 @@
 
 #include <cuda_runtime.h>
 
+#include "fa3_fp8_launch.cuh"
 #include "fa3_fwd_kernel.cuh"
 
 template <typename Tr, int HD, int WGS, int BN, int FLAGS>
@@ -47,6 +49,23 @@ int fa3_prepare() {
   return (int)e;
 }
 
+/* A configuration's launch and opt-in: the FP8 kernels' (fa3_fp8_launch.cuh) or f16/bf16's. */
+template <int HD, int WGS, int BN, int FLAGS>
+int fa3_launch_config(const fa3_fwd_args *a) {
+  if constexpr ((FLAGS & FA3_FP8) != 0)
+    return fa3_fp8_launch_config<HD, WGS, BN, FLAGS>(a);
+  else
+    return a->a.p.bf16 ? fa3_launch<fa_bf16, HD, WGS, BN, FLAGS>(a)
+                       : fa3_launch<fa_f16, HD, WGS, BN, FLAGS>(a);
+}
+template <int HD, int WGS, int BN, int FLAGS>
+int fa3_prepare_config() {
+  if constexpr ((FLAGS & FA3_FP8) != 0)
+    return fa3_fp8_prepare_config<HD, WGS, BN, FLAGS>();
+  else
+    return fa3_prepare<HD, WGS, BN, FLAGS>();
+}
+
 /* The entry points of the configurations of head dim FA3_FWD_HD (the others' are in their own
    files): FA3_FWD_CONFIGS(FA3_DEFINE). */
 #if FA3_FWD_HD == 64
@@ -64,11 +83,12 @@ int fa3_prepare() {
 #else
 #define FA3_KEEP_256(...)
 #endif
-#define FA3_DEFINE(name, hd, wgs, bn, flags)                            \
-  FA3_KEEP_##hd(                                                        \
-      extern "C" int fa3_fwd_launch_##name(const fa3_fwd_args *a) {     \
-        return a->a.p.bf16 ? fa3_launch<fa_bf16, hd, wgs, bn, flags>(a) \
-                           : fa3_launch<fa_f16, hd, wgs, bn, flags>(a); \
-      } extern "C" int fa3_fwd_prepare_##name(void) { return fa3_prepare<hd, wgs, bn, flags>(); })
+#define FA3_DEFINE(name, hd, wgs, bn, flags)                        \
+  FA3_KEEP_##hd(                                                    \
+      extern "C" int fa3_fwd_launch_##name(const fa3_fwd_args *a) { \
+        return fa3_launch_config<hd, wgs, bn, flags>(a);            \
+      } extern "C" int fa3_fwd_prepare_##name(void) {               \
+        return fa3_prepare_config<hd, wgs, bn, flags>();            \
+      })
 
 #endif /* FA_CUDA_FA3_FWD_LAUNCH_CUH */

@@ -72,6 +72,12 @@
    through tensor maps whose row bound is that sequence's end (fa3_seq_tensor_map), so TMA reads
    zeros past it and writes nothing there. */
 #define FA3_SEQS 2048
+/* FP8 (fa3_fp8_kernel.cuh): q, k and v in e4m3 or e5m2, out f16 or bf16, on the FP8 tensor cores
+   (wgmma k32): Q and K in rows of head-dim bytes, V transposed by a pre-pass into the call's
+   workspace (both operands of an FP8 wgmma are K-major), P rounded to e4m3. Of the features above
+   it takes PERSISTENT, DYNAMIC_SCHEDULE, TWO_Q_BUFFERS, THREE_KV_STAGES, PINNED_SOFTMAX and
+   SPLIT_ROW_MAX; its output goes straight from the accumulators to memory. */
+#define FA3_FP8 4096
 
 /* The compiled forward configurations: X(name, padded head dim, consumer warpgroups, key tile,
    features). A block holds 64 query rows per consumer warpgroup. Measured on the H200:
@@ -88,7 +94,10 @@
    - *_seqs: the forward over sequences, at each head dim the masked configuration's features
      but the short block first (the schedule's order is its own).
    - *_low_smem: where the planned configuration does not fit a device's shared memory (a testing
-     limit, FA_CUDA_SMEM_LIMIT: every sm_90 GPU has 227 KiB). */
+     limit, FA_CUDA_SMEM_LIMIT: every sm_90 GPU has 227 KiB).
+   - *_fp8: FP8 inputs (not measured yet): the bf16 configurations' consumers at each head dim,
+     key tiles of 128 (one 128-byte row of Vᵀ), the dynamic schedule for every mask, three K/V
+     stages where they fit. */
 #define FA3_FWD_CONFIGS(X)                                                                      \
   X(hd64, 64, 3, 128,                                                                           \
     FA3_PERSISTENT | FA3_TWO_Q_BUFFERS | FA3_TMA_EPILOGUE | FA3_THREE_KV_STAGES |               \
@@ -125,7 +134,16 @@
         FA3_PINNED_SOFTMAX | FA3_SPLIT_ROW_MAX | FA3_SEQS)                                      \
   X(hd256_seqs, 256, 2, 80,                                                                     \
     FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TMA_EPILOGUE | FA3_EPILOGUE_IN_KV_STAGE |       \
-        FA3_SPLIT_ROW_MAX | FA3_SEQS)
+        FA3_SPLIT_ROW_MAX | FA3_SEQS)                                                           \
+  X(hd64_fp8, 64, 3, 128,                                                                       \
+    FA3_FP8 | FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TWO_Q_BUFFERS | FA3_THREE_KV_STAGES | \
+        FA3_SPLIT_ROW_MAX)                                                                      \
+  X(hd128_fp8, 128, 2, 128,                                                                     \
+    FA3_FP8 | FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TWO_Q_BUFFERS | FA3_THREE_KV_STAGES | \
+        FA3_PINNED_SOFTMAX | FA3_SPLIT_ROW_MAX)                                                 \
+  X(hd256_fp8, 256, 2, 128,                                                                     \
+    FA3_FP8 | FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TWO_Q_BUFFERS | FA3_PINNED_SOFTMAX |  \
+        FA3_SPLIT_ROW_MAX)
 
 typedef enum fa3_fwd_config_id {
 #define FA3_ID(name, hd, wgs, bn, flags) FA3_FWD_##name,
@@ -134,14 +152,15 @@ typedef enum fa3_fwd_config_id {
       FA3_FWD_CONFIG_COUNT
 } fa3_fwd_config_id;
 
-/* Two (THREE_KV_STAGES: three) K/V stages, one or two Q buffers, each in 64-column boxes; the box
-   of ones (MMA_ROW_SUM: BN rows of 128 bytes); 1 KiB for the alignment the 128-byte swizzle
-   needs. */
+/* Two (THREE_KV_STAGES: three) K/V stages, one or two Q buffers, each in 64-column boxes (FP8:
+   rows of head-dim bytes, V's stages the same bytes transposed); the box of ones (MMA_ROW_SUM: BN
+   rows of 128 bytes); 1 KiB for the alignment the 128-byte swizzle needs. */
 #define FA3_FWD_STAGES_OF(flags) ((flags)&FA3_THREE_KV_STAGES ? 3 : 2)
+#define FA3_FWD_ELEM_BYTES(flags) ((flags)&FA3_FP8 ? 1 : 2)
 #define FA3_FWD_SMEM(hd, wgs, bn, flags)                       \
   (((size_t)64 * (wgs) * ((flags)&FA3_TWO_Q_BUFFERS ? 2 : 1) + \
     2 * (size_t)FA3_FWD_STAGES_OF(flags) * (size_t)(bn)) *     \
-       (size_t)(hd)*2 +                                        \
+       (size_t)(hd) * (size_t)FA3_FWD_ELEM_BYTES(flags) +      \
    ((flags)&FA3_MMA_ROW_SUM ? (size_t)(bn)*128 : 0) + 1024)
 
 /* The padded head dim of a head dim the forward runs (64, 96, 128, 192, 256), else 0. */
@@ -208,6 +227,26 @@ static inline int fa3_fwd_seqs_tile_size(int64_t head_dim, int64_t smem_limit) {
       break;
     case 256:
       id = FA3_FWD_hd256_seqs;
+      break;
+    default:
+      return -1;
+  }
+  return (int64_t)fa3_fwd_config_smem(id) <= smem_limit ? id : -1;
+}
+
+/* The FP8 forward's configuration for a head dim (64, 128 and 256 only: the FP8 kernel reads no
+   columns past the head dim) on a device whose blocks may take smem_limit bytes, else -1. */
+static inline int fa3_fwd_fp8_tile_size(int64_t head_dim, int64_t smem_limit) {
+  int id;
+  switch (head_dim) {
+    case 64:
+      id = FA3_FWD_hd64_fp8;
+      break;
+    case 128:
+      id = FA3_FWD_hd128_fp8;
+      break;
+    case 256:
+      id = FA3_FWD_hd256_fp8;
       break;
     default:
       return -1;
