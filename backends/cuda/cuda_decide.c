@@ -183,7 +183,7 @@ static int fa3_fwd_takes(const fa_request *req, const cuda_device_info *dev, cha
     const fa3_fwd_config *c = fa3_fwd_config_of(forced);
     /* A SEQS configuration runs a dense request as sequences of its lengths (the tests reach it
        with every dense case so). */
-    if (c->head_dim_padded == fa3_fwd_padded_head_dim(req->head_dim) &&
+    if (c->head_dim_padded == fa3_fwd_padded_head_dim(req->head_dim) && !(c->flags & FA3_FP8) &&
         (!(c->flags & FA3_SEQS) || !fa3_seqs_layout_refused(req, req->out, "out", why, n))) {
       if ((int64_t)c->smem_bytes > dev->smem_optin)
         return snprintf(why, n,
@@ -358,7 +358,12 @@ static int refuse_request(const fa_request *req, fa_decision *out) {
 void cuda_decide(const fa_request *req, fa_decision *out) {
   memset(out, 0, sizeof *out);
   const cuda_device_info *dev = device_of(req, out);
-  if (!dev || refuse_request(req, out)) return;
+  if (!dev) return;
+  if (req->dtype == FA_F8E4M3 || req->dtype == FA_F8E5M2) {
+    cuda_fp8_decide(req, dev, out);
+    return;
+  }
+  if (refuse_request(req, out)) return;
   if (cuda_seqs_wanted(req, dev)) {
     cuda_seqs_decide(req, dev, out);
     return;

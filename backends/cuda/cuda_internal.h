@@ -68,6 +68,17 @@ int cuda_fa3_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_
    seqused_k (not contiguous) or its packed rows exceed int32; both passes ask it. */
 int cuda_seqs_refuse_index(const fa_request *req, fa_decision *out);
 
+/* The FP8 forward (cuda_fp8.c): the decision for a request whose q, k and v are FP8 (fa3's FP8
+   configuration on sm_90, else refused with the reason); its workspace in bytes for the
+   configuration decided (alignment room, the tile counter's slot, Vᵀ). */
+void cuda_fp8_decide(const fa_request *req, const cuda_device_info *dev, fa_decision *out);
+size_t cuda_fp8_workspace_bytes(const fa_request *req, int config);
+/* The FP8 kernel's arguments of a request decided with FP8 configuration `config`: x->fp8
+   (descales, Vᵀ in the workspace after the tile counter), x->tile_counter, x->a.p.bf16 (out's
+   dtype). workspace: cuda_fp8_workspace_bytes of it, as given (unaligned). */
+struct fa3_fwd_args;
+void cuda_fp8_args_of(const fa_request *req, int config, void *workspace, struct fa3_fwd_args *x);
+
 /* "f16", "bf16", or NULL for a dtype the kernels do not take. */
 const char *cuda_dtype_name(fa_dtype dt);
 

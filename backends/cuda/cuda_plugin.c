@@ -86,8 +86,12 @@ static fa_status run_forward(const fa_request *req, const fa_decision *decision,
     x.sm_count = ch->grid;
     const fa3_fwd_config *cfg = fa3_fwd_config_of(ch->fa3_config);
     const size_t ws_bytes = fa3_fwd_workspace_bytes(cfg);
+    const int fp8 = cfg && (cfg->flags & FA3_FP8);
     if (!cfg || cfg->tile_m != decision->tile_m || cfg->tile_n != decision->tile_n ||
-        (ws_bytes ? ws_bytes + CUDA_WORKSPACE_ALIGN : 0) != decision->workspace_bytes)
+        fp8 != (req->dtype == FA_F8E4M3 || req->dtype == FA_F8E5M2) ||
+        (fp8        ? cuda_fp8_workspace_bytes(req, ch->fa3_config)
+         : ws_bytes ? ws_bytes + CUDA_WORKSPACE_ALIGN
+                    : 0) != decision->workspace_bytes)
       return fa_core_set_error(FA_ERR_INTERNAL, "cuda: no fa3 forward kernel as decided (%s)",
                                decision->kernel);
     /* SEQS: sequences of their own lengths, or a dense call as such (the views: the launch's) */
@@ -98,6 +102,7 @@ static fa_status run_forward(const fa_request *req, const fa_decision *decision,
     fa_status st = cuda_workspace_take(workspace, decision->workspace_bytes, stream, &ws);
     if (st != FA_OK) return st;
     x.tile_counter = ws_bytes ? (int32_t *)cuda_workspace_aligned(ws) : NULL;
+    if (fp8) cuda_fp8_args_of(req, ch->fa3_config, ws, &x); /* descales, Vᵀ, the counter */
     char err[200];
     int e = fa3_fwd_launch(&x, cfg, err, sizeof err);
     e = cuda_workspace_give_back(workspace, ws, stream, e);

@@ -10,6 +10,8 @@
 #include "backends/cuda/cuda_names.h"
 #include "host_test.h"
 
+#define FA_KERNEL_NAME_TEST_LEN 96
+
 /* The dense forward and backward: cuda.<family>.<op>.<dtype>.hd<D>[.causal][.window][.softcap]
    [.gqa<P>]. */
 static void dense_reference(const cuda_name_parts *n, char *out, size_t size) {
@@ -42,10 +44,11 @@ static int compare(const cuda_name_parts *n, int seqs) {
 int main(void) {
   static const int64_t dims[] = {64, 96, 128, 256};
   static const int counts[] = {0, 1, 2, 33, 64};
-  static const char *const dtypes[] = {"f16", "bf16"};
+  /* The FP8 forward names its inputs' dtype (cuda_fp8.c), as the CPU oracle does. */
+  static const char *const dtypes[] = {"f16", "bf16", "f8e4m3", "f8e5m2"};
   long cases = 0;
   for (int di = 0; di < 4; ++di)
-    for (int ti = 0; ti < 2; ++ti)
+    for (int ti = 0; ti < 4; ++ti)
       for (int ci = 0; ci < 5; ++ci) {
         /* dense: both families and passes, every mask suffix */
         for (int f = 0; f < 4; ++f)
@@ -85,6 +88,18 @@ int main(void) {
   char small[20];
   cuda_kernel_name(&n, small, sizeof small);
   EXPECT(strcmp(small, "cuda.fa3.sm90.fwd.b") == 0, "truncated to \"%s\"", small);
+  /* The FP8 forward's name, written out. */
+  const cuda_name_parts f8 = {.family = "fa3.sm90",
+                              .op = "fwd",
+                              .dtype = "f8e4m3",
+                              .head_dim = 128,
+                              .causal = 1,
+                              .window = 1,
+                              .pack = 2};
+  char f8name[FA_KERNEL_NAME_TEST_LEN];
+  cuda_kernel_name(&f8, f8name, sizeof f8name);
+  EXPECT(strcmp(f8name, "cuda.fa3.sm90.fwd.f8e4m3.hd128.causal.window.gqa2") == 0, "FP8: \"%s\"",
+         f8name);
   printf("test_cuda_names: %ld names compared, %s\n", cases, g_failed ? "FAILED" : "all equal");
   return g_failed;
 }
