@@ -46,6 +46,11 @@ typedef struct ref_ext {
      ...], rows past lens_q[b] give out 0 / lse -inf / dq 0, keys past lens_k[b] are never seen
      (dk, dv 0). NULL: every sequence has seqlen_q (seqlen_k). */
   const int64_t *lens_q, *lens_k;
+  /* REF_STORAGE forward: P as FlashAttention-3's FP8 kernels form it, exp(s - max) rounded to e4m3
+     for P V and the output divided by the sum of the unrounded exps (the naive computation of a
+     kernel that rounds P to FP8; the FP8 cases' tolerance takes the larger of its error and the
+     storage dtype's) */
+  int p_fp8;
 } ref_ext;
 
 typedef enum ref_precision { REF_F64 = 0, REF_STORAGE = 1 } ref_precision;

@@ -3,10 +3,14 @@
  * fa_quantize (ref_fp8_inputs: descales per tensor, per batch and head or per block of rows; q and
  * k rotated with one seed where the case says), put in the backend's memory with their descales,
  * and fa_forward runs on them, planned first. out is checked by the pass rule against float64
- * attention on the dequantized inputs, the naive computation in out's dtype setting the tolerance;
- * lse against the same truth with float32's. The run report names the FP8 kernel; the inputs and
- * descales are unchanged.
+ * attention on the dequantized inputs, the naive computation in out's dtype setting the
+ * tolerance; on a GPU backend, whose FP8 kernel rounds P to e4m3 for P V as FlashAttention-3's
+ * does, the larger error of that and of the same computation with P so rounded (with f16 out such
+ * a kernel errs over ten times more than the first allows; the CPU oracle does not round P and
+ * keeps the tighter rule); lse against the same truth with float32's. The run report names the FP8
+ * kernel; the inputs and descales are unchanged.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,8 +40,9 @@ int run_fp8case(const fcase *c, frun *R, uint64_t run_seed) {
   dev_tensor d[E_COUNT];
   memset(in, 0, sizeof in), memset(src, 0, sizeof src), memset(naive_in, 0, sizeof naive_in);
   memset(t, 0, sizeof t), memset(d, 0, sizeof d);
-  ref_result r64, rn, rn32;
-  memset(&r64, 0, sizeof r64), memset(&rn, 0, sizeof rn), memset(&rn32, 0, sizeof rn32);
+  ref_result r64, rn, rn8, rn32;
+  memset(&r64, 0, sizeof r64), memset(&rn, 0, sizeof rn), memset(&rn8, 0, sizeof rn8);
+  memset(&rn32, 0, sizeof rn32);
   unsigned char *masked_out = NULL, *masked_lse = NULL;
 
   /* The inputs: float32 draws, quantized with the case's descale layout. */
@@ -114,8 +119,12 @@ int run_fp8case(const fcase *c, frun *R, uint64_t run_seed) {
       fail(&rep, "out of memory");
       goto done;
     }
+  ref_ext x8 = x;
+  x8.p_fp8 = 1;
   if (ref_attention_ext(&p, &x, REF_F64, &in[0].deq, &in[1].deq, &in[2].deq, NULL, &r64, 0) ||
       ref_attention_ext(&p, &x, REF_STORAGE, &naive_in[0], &naive_in[1], &naive_in[2], NULL, &rn,
+                        0) ||
+      ref_attention_ext(&p, &x8, REF_STORAGE, &naive_in[0], &naive_in[1], &naive_in[2], NULL, &rn8,
                         0) ||
       ref_attention_ext(&p, &x, REF_STORAGE, &in[0].deq, &in[1].deq, &in[2].deq, NULL, &rn32, 0) ||
       !(masked_out = ref_masked_map_ext(&p, &x, REF_OUT)) ||
@@ -123,6 +132,13 @@ int run_fp8case(const fcase *c, frun *R, uint64_t run_seed) {
     fail(&rep, "reference failed (out of memory)");
     goto done;
   }
+
+  /* A GPU backend: the naive output farther from the truth, element by element (the pass rule
+     takes the largest of these distances). */
+  const int p_rounded = strcmp(bk->desc->name, "cpu") != 0;
+  for (int64_t i = 0; p_rounded && i < rn.n[REF_OUT]; ++i)
+    if (fabs(rn8.t[REF_OUT][i] - r64.t[REF_OUT][i]) > fabs(rn.t[REF_OUT][i] - r64.t[REF_OUT][i]))
+      rn.t[REF_OUT][i] = rn8.t[REF_OUT][i];
 
   fa_run_info_init(&info);
   st = fa_forward(&params, &d[E_Q].view, &d[E_K].view, &d[E_V].view, &d[E_OUT].view, &d[E_LSE].view,
@@ -166,6 +182,7 @@ done:
   free(masked_lse);
   ref_result_free(&r64);
   ref_result_free(&rn);
+  ref_result_free(&rn8);
   ref_result_free(&rn32);
   case_print(result, c->name, summary, R->skip, &rep, bk, run_seed, t0);
   return result;

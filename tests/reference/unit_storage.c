@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/math/dtype.h"
+#include "core/math/fp8.h"
 #include "reference_impl.h"
 
 static void load_f32(const tu_tensor *x, int64_t b, int64_t h, int64_t rows, int64_t cols,
@@ -121,7 +122,7 @@ int ref_unit_storage(ref_job *J, int64_t b, int64_t g) {
         l += P[j];
       }
       for (int64_t j = lo; j < hi; ++j) {
-        P[j] = rnd(dt, P[j] / l);
+        P[j] = x->p_fp8 ? fa_f8e4m3_to_f32(fa_f32_to_f8e4m3(P[j])) / l : rnd(dt, P[j] / l);
         Pd[j] = rnd(dt, P[j] * Z[j]); /* the dropped attention, stored */
       }
       /* The reference itself has no lse; this is lse as fp32 softmax would form it from the
