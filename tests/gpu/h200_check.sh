@@ -15,6 +15,11 @@
 #                (the compact tiles; what does not fit is refused), logs in $OUT
 #   conformance.fa3
 #                the same with --kernel-family fa3 (what fa3 lacks is refused: a skip), log in $OUT
+#   conformance.fp8
+#                bin/conformance --backend cuda --filter fp8: the FP8 forward (fa3_fp8_kernel) on
+#                the FP8 cases; at least the five its rules take must pass (per_tensor, per_head,
+#                rotated.hd256, e5m2.per_head, no_descale; block16x32 and rotated.window are
+#                refused: k/v descale blocks of 32 and 24 rows are no whole key tiles), log in $OUT
 #   conformance.sm80jit (with --sm80-build DIR only)
 #                the suite from DIR, a build whose CUDA plugin is compute_80 PTX
 #                (-DFA_CUDA_ARCHS=80-virtual), with FA_CUDA_AS_SM80=1 (the device run as sm_80:
@@ -36,6 +41,11 @@
 #                the kernels over sequences: memcheck on bin/conformance --filter varlen (no leak
 #                check), racecheck and synccheck on its varlen.tiles case, racecheck on
 #                varlen.window with FA_CUDA_FA3_GRID=1 (fa3's cursor, one block taking every tile)
+#   memcheck.fp8, racecheck.fp8, synccheck.fp8, racecheck.fp8.grid1
+#                the FP8 forward and its pre-pass: memcheck on bin/conformance --filter fp8 (no
+#                leak check), racecheck and synccheck on fp8.e4m3.per_head (hd128, causal, mixed
+#                layouts), racecheck on fp8.e4m3.rotated.hd256 (per-block k and v descales, three
+#                key tiles) with FA_CUDA_FA3_GRID=1 (one block takes every tile)
 #   memcheck.tables
 #                memcheck on bin/cuda_bad_tables: out-of-range block tables, cu_seqlens, seqused_k
 #                and cache lengths in device memory, refused with params.check_indices and
@@ -193,6 +203,14 @@ if [ "$DO_CONF" -eq 1 ]; then
   # head dims fa3 runs is checked by the two runs above: fa3's does not fit there.)
   CONF_ARGS="--kernel-family fa3" conformance_env conformance.fa3 150 "kernel_family fa3: " "" \
     "$BIN/conformance"
+  # The FP8 forward: its cases must run, not only not fail (a refusal is a skip in the suite).
+  CONF_ARGS="--filter fp8" conformance_env conformance.fp8 60 "" "" "$BIN/conformance"
+  fp8_pass=$(grep -c '^PASS fp8\.' "$OUT/conformance.fp8.log" 2>/dev/null)
+  if [ "${fp8_pass:-0}" -ge 5 ]; then
+    record conformance.fp8.ran PASS "$fp8_pass FP8 cases passed on cuda"
+  else
+    record conformance.fp8.ran FAIL "${fp8_pass:-0} FP8 cases passed on cuda (5 expected): $(grep -m3 -E '^(SKIP|FAIL) fp8' "$OUT/conformance.fp8.log" | tr '\n' ' ')"
+  fi
   if [ -n "$SM80_BUILD" ]; then
     banner "conformance --backend cuda, sm_80 code (compute_80 PTX from $SM80_BUILD)"
     conformance_env conformance.sm80jit 400 "" "run as sm_80" "$SM80_BUILD/bin/conformance" \
@@ -200,7 +218,7 @@ if [ "$DO_CONF" -eq 1 ]; then
       FA_CUDA_AS_SM80=1 FA_CUDA_SMEM_LIMIT=166912
   fi
 else
-  for s in conformance conformance.a100 conformance.sm86 conformance.fa3; do record "$s" SKIP "--no-conformance"; done
+  for s in conformance conformance.a100 conformance.sm86 conformance.fa3 conformance.fp8 conformance.fp8.ran; do record "$s" SKIP "--no-conformance"; done
 fi
 
 # --- compute-sanitizer -----------------------------------------------------------------------
@@ -235,9 +253,9 @@ if [ "$DO_SAN" -eq 1 ]; then
   banner "compute-sanitizer"
   SANITIZER=$(find_tool compute-sanitizer)
   if [ -z "$SANITIZER" ]; then
-    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1; do record "$s" FAIL "compute-sanitizer not found"; done
+    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1; do record "$s" FAIL "compute-sanitizer not found"; done
   elif ! need_bin cuda_smoke; then
-    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1; do record "$s" FAIL "cuda_smoke not built"; done
+    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1; do record "$s" FAIL "cuda_smoke not built"; done
   else
     "$SANITIZER" --version | tail -1
     sanitize memcheck memcheck memcheck.log
@@ -277,14 +295,23 @@ if [ "$DO_SAN" -eq 1 ]; then
         --filter varlen.tiles
       SAN_PROG=conformance FA_CUDA_FA3_GRID=1 sanitize racecheck.seqs.grid1 racecheck \
         racecheck_seqs_grid1.log --backend cuda --filter varlen.window
+      # The FP8 forward and its pre-pass (the transposed V in the workspace).
+      SAN_PROG=conformance SAN_NO_LEAK=1 sanitize memcheck.fp8 memcheck memcheck_fp8.log \
+        --backend cuda --filter fp8
+      SAN_PROG=conformance sanitize racecheck.fp8 racecheck racecheck_fp8.log --backend cuda \
+        --filter fp8.e4m3.per_head
+      SAN_PROG=conformance sanitize synccheck.fp8 synccheck synccheck_fp8.log --backend cuda \
+        --filter fp8.e4m3.per_head
+      SAN_PROG=conformance FA_CUDA_FA3_GRID=1 sanitize racecheck.fp8.grid1 racecheck \
+        racecheck_fp8_grid1.log --backend cuda --filter fp8.e4m3.rotated.hd256
     else
-      for s in memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1; do
+      for s in memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1; do
         record "$s" FAIL "conformance not built"
       done
     fi
   fi
 else
-  for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1; do record "$s" SKIP "--no-sanitize"; done
+  for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1; do record "$s" SKIP "--no-sanitize"; done
 fi
 
 # --- load ------------------------------------------------------------------------------------
@@ -367,10 +394,12 @@ if [ "$DO_FA3" -eq 1 ]; then
       for grid in $san_caps; do
         cap=
         [ "$grid" != full ] && cap=$grid
+        # cuda_smoke runs f16/bf16; an FP8 configuration runs the suite's FP8 cases instead
+        san_cmd=("$BIN/cuda_smoke" --hdim "$hd" --seqlen 300 --causal 0)
+        case $cfg in *_fp8) san_cmd=("$BIN/conformance" --backend cuda --filter fp8) ;; esac
         for tool in racecheck synccheck; do
           FA_CUDA_FA3_CONFIG=$cfg FA_CUDA_FA3_GRID=$cap timeout 90 "$SANITIZER" --tool "$tool" \
-            --error-exitcode 86 "$BIN/cuda_smoke" --hdim "$hd" --seqlen 300 --causal 0 \
-            > "$TMP/fa3san.log" 2>&1 || san_ok=0
+            --error-exitcode 86 "${san_cmd[@]}" > "$TMP/fa3san.log" 2>&1 || san_ok=0
           { echo "=== $cfg $tool grid ${cap:-full}"; cat "$TMP/fa3san.log"; } >> "$OUT/fa3_configs.log"
         done
       done
@@ -435,7 +464,8 @@ if [ "$DO_SASS" -eq 1 ]; then
     echo "HMMA lines: $hmma, LDL lines: $ldl, STL lines: $stl (per kernel: $OUT/sass_counts.txt)"
     echo "kernels with local-memory traffic:"
     awk 'NR > 1 && ($3 > 0 || $4 > 0)' "$OUT/sass_counts.txt" | sort -k3,3nr | head -20
-    # The fa3 kernels: warpgroup MMA and TMA loads there, and no local memory in the
+    # The fa3 kernels: warpgroup MMA (HGMMA; the FP8 kernels, fa3_fp8_kernel: QGMMA) and TMA
+    # loads there, and no local memory in the
     # main loop (no LDL/STL between a kernel's first and last HGMMA; a spill in the per-tile
     # set-up is listed in fa3_sass.txt but allowed). Column 5: the MUFU.EX2 between the main
     # loop's wait for S (DEPBAR.LE gsb0, 0x1) and the next wait, i.e. the softmax under the
@@ -444,7 +474,7 @@ if [ "$DO_SASS" -eq 1 ]; then
     pinned=$(sed -n 's/^#define FA3_PINNED_SOFTMAX \([0-9]*\).*/\1/p' backends/cuda/fa3_sm90/fa3_tile_size.h)
     awk -v pinned="${pinned:-0}" 'function flags_of(f, s) { s = f; sub(/EEv12fa3_fwd_args.*/, "", s); sub(/.*Li/, "", s);
            return s + 0 }
-         /Function : /{if (fn ~ /fa3_fwd_kernel/) report(); fn=$NF; n=0; first=0; last=0; w1=0;
+         /Function : /{if (fn ~ /fa3_(fwd|fp8)_kernel/) report(); fn=$NF; n=0; first=0; last=0; w1=0;
            mu=0; under=0; delete ls}
          function report(  st) { loop=0; for (i in ls) if (i + 0 > first && i + 0 < last) loop++;
            st = first > 0 ? "ok" : "NOHG";
@@ -452,12 +482,12 @@ if [ "$DO_SASS" -eq 1 ]; then
              st = "NOPIN";
            printf "%-6s %6d %6d %6d %6d  %s\n", st, hg, length(ls), loop, under, fn;
            hg=0 }
-         fn ~ /fa3_fwd_kernel/ { n++; if ($0 ~ /HGMMA/) { hg++; if (!first) first=n; last=n }
+         fn ~ /fa3_(fwd|fp8)_kernel/ { n++; if ($0 ~ /[HQ]GMMA/) { hg++; if (!first) first=n; last=n }
            if ($0 ~ /[[:space:]](LDL|STL)[. ]/) ls[n]=1
            if (w1 == 0 && $0 ~ /WARPGROUP\.DEPBAR\.LE gsb0, 0x1/) w1 = 1
            else if (w1 == 1 && $0 ~ /WARPGROUP\.DEPBAR/) { w1 = 2; under = mu }
            else if (w1 == 1 && $0 ~ /MUFU\.EX2/) mu++ }
-         END{if (fn ~ /fa3_fwd_kernel/) report()}' "$TMP/sass.txt" > "$OUT/fa3_sass.txt"
+         END{if (fn ~ /fa3_(fwd|fp8)_kernel/) report()}' "$TMP/sass.txt" > "$OUT/fa3_sass.txt"
     # The backward kernels (fa3_bwd_kernel): HGMMA, the dQ bulk reduction (UBLKRED: the narrow
     # kernels, head dims 64 and 128; the wide one adds dQ from registers) and dS by stmatrix (STSM)
     # present, no LDL/STL between the first and last HGMMA (the consumers' loop;
