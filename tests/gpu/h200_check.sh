@@ -73,6 +73,8 @@
 #   quantize     bin/test_quantize_device cuda: fa_quantize's y and descales (FP8 and rotation-only,
 #                every descale layout, strided, empty) byte for byte equal to the CPU backend's
 #   sm90probe    bin/sm90_probe: TMA loads, mbarrier, wgmma with both descriptor forms vs float64
+#   sm90fp8probe bin/sm90_fp8_probe: the FP8 kernel's pieces (byte TMA maps with 64- and 128-byte
+#                swizzles, wgmma k32, P packed to e4m3 in place, the Vᵀ pre-pass) vs float64
 #   sass         cuobjdump --dump-sass lib/libfa_cuda.so: HMMA instructions must be there; LDL/STL
 #                (local-memory spills) counted, per kernel, in $OUT/sass_counts.txt; every fa3
 #                kernel must have HGMMA (and the library UTMALDG) and no LDL/STL between its first
@@ -432,6 +434,9 @@ program_step() {
 # bin/sm90_probe: TMA, mbarrier and wgmma (K-major and MN-major descriptors) vs float64 (built
 # only with an sm_90a-capable toolkit).
 program_step sm90probe sm90_probe 60 SKIP
+# bin/sm90_fp8_probe: the FP8 forward's TMA byte maps, wgmma k32 descriptors, P packed in place
+# and the Vᵀ pre-pass vs float64, at head dims 64, 128, 256.
+program_step sm90fp8probe sm90_fp8_probe 60 SKIP
 # bin/cuda_graph: the calls captured in CUDA graphs and replayed against eager calls.
 program_step graph cuda_graph 120 FAIL
 # bin/test_quantize_device cuda: fa_quantize on the GPU byte for byte against the CPU backend.
