@@ -269,19 +269,8 @@ int cuda_fa3_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_
   }
 #if FA_CUDA_HAS_FA3
   const fa3_fwd_config *c = fa3_fwd_config_of(id);
-  cuda_choice ch;
-  memset(&ch, 0, sizeof ch);
-  ch.family = CUDA_FA3;
-  ch.fa3_config = id;
-  ch.grid = cuda_fa3_grid(dev);
-  fa_decision_put(out, &ch, sizeof ch);
-  out->supported = 1;
-  out->num_splits = 1;
-  out->tile_m = c->tile_m;
-  out->tile_n = c->tile_n;
-  out->deterministic = 1; /* every output one block's, its key tiles in order */
   const size_t ws = fa3_fwd_workspace_bytes(c);
-  out->workspace_bytes = ws ? ws + CUDA_WORKSPACE_ALIGN : 0;
+  cuda_fa3_fwd_accept(out, dev, id, c->tile_m, c->tile_n, ws ? ws + CUDA_WORKSPACE_ALIGN : 0);
   const cuda_name_parts name = {
       .family = "fa3.sm90",
       .op = "fwd",

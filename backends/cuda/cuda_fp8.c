@@ -178,18 +178,7 @@ void cuda_fp8_decide(const fa_request *req, const cuda_device_info *dev, fa_deci
     fa_core_refuse(out, "cuda.fa3's FP8 forward: more than 2^31 query tiles");
     return;
   }
-  cuda_choice ch;
-  memset(&ch, 0, sizeof ch);
-  ch.family = CUDA_FA3;
-  ch.fa3_config = id;
-  ch.grid = cuda_fa3_grid(dev);
-  fa_decision_put(out, &ch, sizeof ch);
-  out->supported = 1;
-  out->num_splits = 1;
-  out->tile_m = c->tile_m;
-  out->tile_n = c->tile_n;
-  out->deterministic = 1; /* every output one block's, its key tiles in order */
-  out->workspace_bytes = cuda_fp8_workspace_bytes(req, id);
+  cuda_fa3_fwd_accept(out, dev, id, c->tile_m, c->tile_n, cuda_fp8_workspace_bytes(req, id));
   const cuda_name_parts name = {.family = "fa3.sm90",
                                 .op = "fwd",
                                 .dtype = dt,

@@ -105,6 +105,12 @@ void cuda_release(void);
    N (a test knob: small cases then make every block loop over many tiles). */
 int32_t cuda_fa3_grid(const cuda_device_info *dev);
 
+/* Accepts a request for fa3 forward configuration `config` on dev (tiles tile_m x tile_n): the
+   choice cuda_run reads, one piece of keys, deterministic (every output one block's, its key tiles
+   in order), workspace_bytes as given. The kernel's name is the caller's. */
+void cuda_fa3_fwd_accept(fa_decision *out, const cuda_device_info *dev, int config, int tile_m,
+                         int tile_n, size_t workspace_bytes);
+
 /* The kernels' view of a request's sizes, scale, softcap and mask (core/math/mask.h's form). */
 cuda_problem cuda_problem_of(const fa_request *req);
 

@@ -1,7 +1,7 @@
 /*
  * cuda_sizing.c: what decide() and the run paths compute alike from a request and a decision: the
  * kernels' view of the problem and of the forward's tensors, the backward's workspace sizing (fa2
- * and fa3), the persistent grid. Pure: no device work.
+ * and fa3), the persistent grid, an accepted fa3 forward decision. Pure: no device work.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +16,22 @@ int32_t cuda_fa3_grid(const cuda_device_info *dev) {
   const char *cap = getenv("FA_CUDA_FA3_GRID");
   const int n = cap ? atoi(cap) : 0;
   return n > 0 && n < dev->sm_count ? n : dev->sm_count;
+}
+
+void cuda_fa3_fwd_accept(fa_decision *out, const cuda_device_info *dev, int config, int tile_m,
+                         int tile_n, size_t workspace_bytes) {
+  cuda_choice ch;
+  memset(&ch, 0, sizeof ch);
+  ch.family = CUDA_FA3;
+  ch.fa3_config = config;
+  ch.grid = cuda_fa3_grid(dev);
+  fa_decision_put(out, &ch, sizeof ch);
+  out->supported = 1;
+  out->num_splits = 1;
+  out->tile_m = tile_m;
+  out->tile_n = tile_n;
+  out->deterministic = 1;
+  out->workspace_bytes = workspace_bytes;
 }
 
 /* Deterministic fa2 backward: split s of n owns a dQ accumulator and visits its key tiles in
