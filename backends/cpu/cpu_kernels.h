@@ -49,6 +49,14 @@
  * multiples of 16. dot_rows: s[r * lds + j] = q_r · K_j (unscaled) for r < rows, j < nc, q_r
  * fp32 at q + r * ldq. pv_rows: o[r * ldo + c] += sum_j p[r * ldp + j] · V_j[c], keys in order.
  *
+ * dot_heads, pv_heads (the same path for MHA with one query row per head): head h's K (V) row of
+ * key j is krow[j] + h * kstride bytes (vrow[j] + h * vstride), d (dv) elements of dtype.
+ * dot_heads: s[h * lds + j] = q_h · K_{j,h} (unscaled), q_h at q + h * ldq. pv_heads: o[h * ldo +
+ * c] += sum_j p[h * ldp + j] · V_{j,h}[c], keys in order. Each output element is the sum pv_rows
+ * gives with one row, each score the one dot_rows gives (bf16: widened 16 elements at a time, not
+ * in dot_rows' even/odd pairs); what differs is the order memory is read in: key by key, every
+ * head of a key in address order (one contiguous token row of the cache).
+ *
  * The bf16 products (the avx512bf16 and amx tables only, NULL in every other; cpu_bf16dp.c, and
  * cpu_amx.c for the amx table's gemm_bf16): operands are
  * bf16 pairs along the reduction dimension, one 32-bit word per pair, the even element in the low
@@ -85,6 +93,10 @@ typedef struct cpu_kernels {
                    const void *const *krow, float *s, ptrdiff_t lds);
   void (*pv_rows)(int rows, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,
                   const void *const *vrow, float *o, ptrdiff_t ldo);
+  void (*dot_heads)(int heads, int nc, int d, const float *q, ptrdiff_t ldq, int dtype,
+                    const void *const *krow, ptrdiff_t kstride, float *s, ptrdiff_t lds);
+  void (*pv_heads)(int heads, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,
+                   const void *const *vrow, ptrdiff_t vstride, float *o, ptrdiff_t ldo);
   /* The bf16 products: set in the avx512bf16 and amx tables only. */
   void (*bf16_pairs)(int rows, int n, const float *x, ptrdiff_t ldx, uint32_t *dst, ptrdiff_t ldd);
   void (*bf16_interleave)(const uint16_t *r0, const uint16_t *r1, int n, uint32_t *dst);
@@ -128,7 +140,11 @@ const char *cpu_kernels_amx_note(void);
   void cpu_dot_rows_##isa(int rows, int nc, int d, const float *q, ptrdiff_t ldq, int dtype,       \
                           const void *const *krow, float *s, ptrdiff_t lds);                       \
   void cpu_pv_rows_##isa(int rows, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,       \
-                         const void *const *vrow, float *o, ptrdiff_t ldo);
+                         const void *const *vrow, float *o, ptrdiff_t ldo);                        \
+  void cpu_dot_heads_##isa(int heads, int nc, int d, const float *q, ptrdiff_t ldq, int dtype,     \
+                           const void *const *krow, ptrdiff_t kstride, float *s, ptrdiff_t lds);   \
+  void cpu_pv_heads_##isa(int heads, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,     \
+                          const void *const *vrow, ptrdiff_t vstride, float *o, ptrdiff_t ldo);
 
 CPU_KERNEL_DECLS(generic)
 #if defined(FA_CPU_HAVE_AVX2)

@@ -12,6 +12,8 @@
  * dot_rows: per group of keys, NACC accumulators (keys x rows) run over the head dim lane-wise,
  * then one transposing reduction turns the NACC vectors into NACC scores. pv_rows: per block of
  * output columns, the rows' accumulators stay in registers over all keys of the block.
+ * dot_heads, pv_heads (MHA, one row per head): the same, key by key with the NACC accumulators
+ * over heads instead of keys, and each head's output row updated in L1 key by key.
  *
  * Summation order: each score is a lane-wise FMA chain over head-dim chunks (two chains, added at
  * the end, in a group of one row) and a fixed tree over lanes, whatever the key's position in its
@@ -466,4 +468,117 @@ void CPU_KFN(pv_rows)(int rows, int nc, int dv, const float *p, ptrdiff_t ldp, i
     pv_dt(CPU_ELEM_BF16, rows, nc, dv, p, ldp, vrow, o, ldo);
   else
     pv_dt(CPU_ELEM_F32, rows, nc, dv, p, ldp, vrow, o, ldo);
+}
+
+/* ---- dot_heads, pv_heads ------------------------------------------------------------------- */
+
+/* NACC heads of one key: out[x] = q_x · k_x, q_x at qh[x], k_x at k[x]. The chains of dot_group
+   with one row (two per score on AVX-512, added at the end; the same lane tree), the heads in
+   place of the keys. bf16 is widened 16 elements at a time: the pair form (q split per call)
+   measured slower here. */
+INLINE void dot_heads_group(const int DT, int d, const float *const *qh, const void *const *k,
+                            float out[NACC]) {
+  const int P = NACC < KEYS_PER_PASS ? NACC : KEYS_PER_PASS;
+  const int SPLIT = NACC >= 16 ? 2 : 1;
+  vf acc[NACC];
+  for (int kp = 0; kp < NACC; kp += P) {
+    const void *kr[KEYS_PER_PASS];
+    const float *qr[KEYS_PER_PASS];
+    for (int kk = 0; kk < P; ++kk) {
+      kr[kk] = k[kp + kk];
+      qr[kk] = qh[kp + kk];
+    }
+    vf a[2 * NACC];
+    for (int x = 0; x < SPLIT * P; ++x) a[x] = v_zero();
+    int c = 0;
+    for (; c + SPLIT * VL <= d; c += SPLIT * VL)
+      for (int h = 0; h < SPLIT; ++h)
+        for (int kk = 0; kk < P; ++kk) {
+          vf *t = &a[h * P + kk];
+          *t = v_fma(v_f32(qr[kk] + c + h * VL), v_elems(DT, kr[kk], c + h * VL), *t);
+        }
+    for (; c < d; c += VL) /* SPLIT = 2 and an odd number of chunks: the last one */
+      for (int kk = 0; kk < P; ++kk)
+        a[kk] = v_fma(v_f32(qr[kk] + c), v_elems(DT, kr[kk], c), a[kk]);
+    for (int x = 0; x < P; ++x) acc[kp + x] = SPLIT == 2 ? v_add(a[x], a[P + x]) : a[x];
+  }
+  v_sums(acc, out);
+}
+
+/* Key by key, its heads NACC at a time in address order. */
+INLINE void dot_heads_dt(const int DT, int heads, int nc, int d, const float *q, ptrdiff_t ldq,
+                         const void *const *krow, ptrdiff_t kstride, float *s, ptrdiff_t lds) {
+  for (int j = 0; j < nc; ++j)
+    for (int h0 = 0; h0 < heads; h0 += NACC) {
+      const void *k[NACC];
+      const float *qh[NACC];
+      /* A last, short group repeats the last head; its extra sums are not stored. */
+      for (int x = 0; x < NACC; ++x) {
+        const int h = h0 + x < heads ? h0 + x : heads - 1;
+        k[x] = (const char *)krow[j] + h * kstride;
+        qh[x] = q + h * ldq;
+      }
+      float out[NACC];
+      dot_heads_group(DT, d, qh, k, out);
+      const int n = heads - h0 < NACC ? heads - h0 : NACC;
+      for (int x = 0; x < n; ++x) s[(h0 + x) * lds + j] = out[x];
+    }
+}
+
+/* The head dim as a constant for 64 and 128, as dot_d. */
+INLINE void dot_heads_d(const int DT, int heads, int nc, int d, const float *q, ptrdiff_t ldq,
+                        const void *const *krow, ptrdiff_t kstride, float *s, ptrdiff_t lds) {
+  if (d == 128)
+    dot_heads_dt(DT, heads, nc, 128, q, ldq, krow, kstride, s, lds);
+  else if (d == 64)
+    dot_heads_dt(DT, heads, nc, 64, q, ldq, krow, kstride, s, lds);
+  else
+    dot_heads_dt(DT, heads, nc, d, q, ldq, krow, kstride, s, lds);
+}
+
+void CPU_KFN(dot_heads)(int heads, int nc, int d, const float *q, ptrdiff_t ldq, int dtype,
+                        const void *const *krow, ptrdiff_t kstride, float *s, ptrdiff_t lds) {
+  if (nc <= 0 || heads <= 0) return;
+  if (dtype == CPU_ELEM_F16)
+    dot_heads_d(CPU_ELEM_F16, heads, nc, d, q, ldq, krow, kstride, s, lds);
+  else if (dtype == CPU_ELEM_BF16)
+    dot_heads_d(CPU_ELEM_BF16, heads, nc, d, q, ldq, krow, kstride, s, lds);
+  else
+    dot_heads_d(CPU_ELEM_F32, heads, nc, d, q, ldq, krow, kstride, s, lds);
+}
+
+/* One key's V rows, every head in address order: o_h += p_h · V_{j,h}, o's rows read and written
+   through L1 (all heads' outputs do not fit the registers). Keeping a head's output in registers
+   over 4 or 16 keys instead (so 4 or 16 token rows read at once) measured slower. */
+INLINE void pv_heads_key(const int DT, int heads, int dv, const float *p, ptrdiff_t ldp,
+                         const void *row, ptrdiff_t vstride, float *o, ptrdiff_t ldo) {
+  for (int h = 0; h < heads; ++h) {
+    const void *vr = (const char *)row + h * vstride;
+    const vf ph = v_set1(p[h * ldp]);
+    float *oh = o + h * ldo;
+    for (int c = 0; c < dv; c += VL) v_store(oh + c, v_fma(ph, v_elems(DT, vr, c), v_f32(oh + c)));
+  }
+}
+
+INLINE void pv_heads_dt(const int DT, int heads, int nc, int dv, const float *p, ptrdiff_t ldp,
+                        const void *const *vrow, ptrdiff_t vstride, float *o, ptrdiff_t ldo) {
+  for (int j = 0; j < nc; ++j) {
+    if (dv == 128)
+      pv_heads_key(DT, heads, 128, p + j, ldp, vrow[j], vstride, o, ldo);
+    else if (dv == 64)
+      pv_heads_key(DT, heads, 64, p + j, ldp, vrow[j], vstride, o, ldo);
+    else
+      pv_heads_key(DT, heads, dv, p + j, ldp, vrow[j], vstride, o, ldo);
+  }
+}
+
+void CPU_KFN(pv_heads)(int heads, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,
+                       const void *const *vrow, ptrdiff_t vstride, float *o, ptrdiff_t ldo) {
+  if (nc <= 0 || heads <= 0) return;
+  if (dtype == CPU_ELEM_F16)
+    pv_heads_dt(CPU_ELEM_F16, heads, nc, dv, p, ldp, vrow, vstride, o, ldo);
+  else if (dtype == CPU_ELEM_BF16)
+    pv_heads_dt(CPU_ELEM_BF16, heads, nc, dv, p, ldp, vrow, vstride, o, ldo);
+  else
+    pv_heads_dt(CPU_ELEM_F32, heads, nc, dv, p, ldp, vrow, vstride, o, ldo);
 }
