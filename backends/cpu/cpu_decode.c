@@ -16,9 +16,8 @@
  * nothing is gained by going head by head: it reads each block token-major instead
  * (block_token_major), the scores key by key with each key's heads in address order, then the
  * softmax step head by head, then P·V key by key the same way. Each of K's and V's blocks is then
- * one front-to-back run of whole token rows, a single stream the hardware prefetchers follow
- * (head by head, each head's 64 slices a token row apart, and prefetch_head's instructions):
- * 1.1-1.2x at hd128, 1.5-2x at hd64, 16k-32k keys, batch 1 and 4 (fa-bench, 2 threads, A/B).
+ * one front-to-back run of whole token rows, a single stream the hardware prefetchers follow,
+ * where head by head reads each head's 64 slices a token row apart and needs prefetch_head.
  *
  * Per block and KV head it is the tile path's attend() (cpu_forward.c) with the two tile products
  * replaced: the same mask classification, score transform (softcap, ALiBi) and online-softmax
