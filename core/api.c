@@ -236,16 +236,14 @@ static fa_status plan(fa_op op, const fa_params *params, const fa_call_args *arg
 
 fa_status fa_forward(const fa_params *params, const fa_tensor *q, const fa_tensor *k,
                      const fa_tensor *v, fa_tensor *out, fa_tensor *lse, fa_run_info *info) {
-  fa_call_args a = {q, k, v, out, lse, NULL, NULL, NULL, NULL, NULL};
-  return execute(FA_OP_FORWARD, params, &a, NULL, info);
+  return fa_forward_at(params, NULL, q, k, v, out, lse, info);
 }
 
 fa_status fa_backward(const fa_params *params, const fa_tensor *q, const fa_tensor *k,
                       const fa_tensor *v, const fa_tensor *out, const fa_tensor *lse,
                       const fa_tensor *dout, fa_tensor *dq, fa_tensor *dk, fa_tensor *dv,
                       fa_run_info *info) {
-  fa_call_args a = {q, k, v, out, lse, dout, dq, dk, dv, NULL};
-  return execute(FA_OP_BACKWARD, params, &a, NULL, info);
+  return fa_backward_at(params, NULL, q, k, v, out, lse, dout, dq, dk, dv, info);
 }
 
 fa_status fa_forward_at(const fa_params *params, const fa_positions *pos, const fa_tensor *q,

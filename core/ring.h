@@ -42,6 +42,8 @@ typedef struct fa_ring_block {
 /* Whether the blocks need their tokens' global positions: dropout draws and ALiBi's distances
    depend on them. */
 int fa_ring_positioned(const fa_params *p);
+/* Whether a step's blocks are chunk pairs (below): under a window, or where fa_ring_positioned. */
+int fa_ring_chunk_pairs(const fa_params *p);
 
 /* A step's blocks: one without a window, dropout or ALiBi; with any of them, a block per pair of a
    local query chunk and a chunk of the shard (the zig-zag layout's two chunks each: four at most)
@@ -97,13 +99,13 @@ typedef struct fa_ring_ctx {
   const fa_request *req;
 } fa_ring_ctx;
 
+/* ring_plan.c: the positions block blk's call runs at (set where fa_ring_positioned): its first
+   row and key globally, and the whole sequence's diagonal shift (seqlen_k - seqlen_q globally, or
+   0 with top-left alignment). */
+fa_positions fa_ring_block_positions(const fa_ring_ctx *ctx, const fa_ring_block *blk);
 /* ring_plan.c: a step's start, the same in both passes: the K/V exchange for step t + 1 posted
    (kv_cur sent to the next rank, kv_next received from the previous; not on the last step,
    where *pending is NULL) and the block step t computes. */
-/* The positions block blk's call runs at (set where fa_ring_positioned): its first row and key
-   globally, and the whole sequence's diagonal shift (seqlen_k - seqlen_q globally, or 0 with
-   top-left alignment). */
-fa_positions fa_ring_block_positions(const fa_ring_ctx *ctx, const fa_ring_block *blk);
 fa_status fa_ring_step_begin(const fa_ring_ctx *ctx, int32_t t, void *kv_cur, void *kv_next,
                              size_t kv_bytes, void **pending, fa_ring_step *step);
 /* ring_tensor.c: a packed K/V shard (K's nk elements, then V's nv) widened to float32. */

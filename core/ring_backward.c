@@ -54,7 +54,7 @@ fa_status fa_ring_backward_prepare(const fa_ring_ctx *ctx, fa_ring_backward_bufs
   b->dk_blk = fa_ring_alloc(nk, sizeof(float));
   b->v = fa_ring_alloc(nv, sizeof(float));
   b->dv_blk = fa_ring_alloc(nv, sizeof(float));
-  const int pairs = ctx->params.window_enabled || fa_ring_positioned(&ctx->params);
+  const int pairs = fa_ring_chunk_pairs(&ctx->params);
   if (pairs) b->dkv_step = fa_ring_alloc(nk + nv, sizeof(float));
   if (!b->kv[0] || !b->kv[1] || !b->dkv[0] || !b->dkv[1] || !b->q || !b->dq || !b->dq_blk ||
       !b->o || !b->dout || !b->lse || !b->k || !b->dk_blk || !b->v || !b->dv_blk ||

@@ -76,10 +76,12 @@ int fa_ring_positioned(const fa_params *p) {
   return p->dropout_p > 0.0f || p->alibi_slopes != NULL;
 }
 
+int fa_ring_chunk_pairs(const fa_params *p) { return p->window_enabled || fa_ring_positioned(p); }
+
 void fa_ring_plan_step(const fa_params *p, int32_t layout, int32_t rank, int32_t src, int32_t world,
                        int64_t seqlen_q, int64_t seqlen_k, fa_ring_step *step) {
   step->n = 0;
-  if (!p->window_enabled && !fa_ring_positioned(p)) {
+  if (!fa_ring_chunk_pairs(p)) {
     step->b[0] = fa_ring_plan_block(layout, p->causal, rank, src, seqlen_q, seqlen_k);
     step->n = step->b[0].q_rows > 0;
     return;
@@ -108,7 +110,7 @@ void fa_ring_plan_step(const fa_params *p, int32_t layout, int32_t rank, int32_t
 fa_params fa_ring_block_params(const fa_params *p, const fa_ring_block *blk) {
   fa_params b = *p;
   b.causal = blk->causal;
-  if (p->window_enabled || fa_ring_positioned(p)) {
+  if (fa_ring_chunk_pairs(p)) {
     b.window_enabled = blk->window;
     b.window_left = blk->left;
     b.window_right = blk->right;

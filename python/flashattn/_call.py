@@ -126,9 +126,8 @@ def ring_abstain(name: str, ring) -> None:
     without it the other ranks would wait for this one forever."""
     if ring[0] != C.FA_TRANSPORT_MPI:
         return
-    r = C.FaRingArgs()
-    library().dll.fa_ring_args_init(ctypes.byref(r))
-    r.transport, r.layout, r.comm = ring[0], ring[1], ring[2]
+    r = _ring_args(ring)
+    r.comm = ring[2]
     nulls = (None,) * (6 if name == "fa_ring_forward" else 10)
     getattr(library().dll, name)(None, ctypes.byref(r), *nulls)
 
@@ -369,12 +368,18 @@ def _out_lse_addresses(q, out, lse, ao, al, plan, plan_only, want_lse, keep, exp
     return out, lse, tail
 
 
-def _attach_ring(plan: _Plan, ring) -> None:
-    """Gives a new plan the fa_ring_args of ring = (transport, layout, ...), passed after its
-    fa_params; the communicator is bound per call."""
+def _ring_args(ring) -> C.FaRingArgs:
+    """fa_ring_args of ring = (transport, layout, ...), without its communicator."""
     r = C.FaRingArgs()
     library().dll.fa_ring_args_init(ctypes.byref(r))
     r.transport, r.layout = ring[0], ring[1]
+    return r
+
+
+def _attach_ring(plan: _Plan, ring) -> None:
+    """Gives a new plan the fa_ring_args of ring = (transport, layout, ...), passed after its
+    fa_params; the communicator is bound per call."""
+    r = _ring_args(ring)
     plan.ring = r
     plan.args = plan.args[:1] + (ctypes.byref(r),) + plan.args[1:]
 
