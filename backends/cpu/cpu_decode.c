@@ -7,10 +7,11 @@
  * each block, KV head by KV head, the query heads sharing it (GQA) use each K/V row once. So a
  * thread reads a block's tokens whole, all KV heads, front to back: with the cache's [batch,
  * seqlen, heads, dim] layout that is contiguous memory. Within a block each head's rows are
- * slices a token row apart, which the hardware prefetchers do not follow across pages: the next
- * head's slices are prefetched while one head computes (prefetch_head). A task per head would read
- * one head_dim slice of every token over the whole cache, with nothing to prefetch it. Threads
- * share the work by split-KV (cpu_decide.c chooses the splits), merged in cpu_forward.c.
+ * slices a token row apart, which the hardware prefetchers do not follow across pages: the slice
+ * PREFETCH_AHEAD steps ahead in (block, KV head) order is asked for by the row kernels, key by
+ * key as they use the current one (cpu_rows_prefetch). A task per head would read one head_dim
+ * slice of every token over the whole cache, with nothing to prefetch it. Threads share the work
+ * by split-KV (cpu_decide.c chooses the splits), merged in cpu_forward.c.
  *
  * MHA with one query row per head (group 1, seqlen_q 1) shares no K/V row between query rows, so
  * nothing is gained by going head by head: it reads each block token-major instead
@@ -36,6 +37,13 @@
    Smaller blocks measure slower, 128 no faster. */
 #define ROWS_BLOCK 64
 
+/* How far ahead, in (block, KV head) steps, the row kernels prefetch. Spread over the current
+   step's keys, the requests leave while the FMAs run; a whole slice asked for at once (512 lines
+   at hd128) stalled the core until it arrived: GQA 32:8 past the last-level cache read 16-21 GB/s
+   that way and 29-34 this way (2 threads, hd128 f16/bf16; hd64 batch 4 1.3-1.7x). 2, 3, 4 and 6
+   steps measured alike, 1 step less at hd64. */
+#define PREFETCH_AHEAD 2
+
 static int elem_kind(fa_dtype dtype) {
   return dtype == FA_F16 ? CPU_ELEM_F16 : (dtype == FA_BF16 ? CPU_ELEM_BF16 : CPU_ELEM_F32);
 }
@@ -52,7 +60,8 @@ typedef struct block_rows {
 static void block_kv_head(const cpu_problem *pb, const cpu_kernels *kern, const cpu_seq *sq,
                           const block_rows *br, int64_t hk, int64_t ha, int64_t hb, int64_t h0,
                           int64_t r0, int mr, int64_t c0, int nc, int nb, const int *lo,
-                          const int *hi, const float *q, float *s, float *m, float *l, float *o) {
+                          const int *hi, const float *q, float *s, float *m, float *l, float *o,
+                          const cpu_rows_prefetch *pfk, const cpu_rows_prefetch *pfv) {
   const int d = pb->d, dv = pb->dv, rows = (int)(hb - ha) * mr;
   const ptrdiff_t x0 = (ptrdiff_t)(ha - h0) * mr;
   const int64_t kh = hk * sq->k.hs * (int64_t)fa_dtype_size(sq->k.dtype);
@@ -63,7 +72,7 @@ static void block_kv_head(const cpu_problem *pb, const cpu_kernels *kern, const 
     vrow[j] = br->v[j] + vh;
   }
   s += x0 * nb;
-  kern->dot_rows(rows, nc, d, q + x0 * d, d, elem_kind(sq->k.dtype), krow, s, nb);
+  kern->dot_rows(rows, nc, d, q + x0 * d, d, elem_kind(sq->k.dtype), krow, s, nb, pfk);
   for (int64_t h = ha; h < hb; ++h) {
     const ptrdiff_t x = (ptrdiff_t)(h - ha) * mr;
     float scale = pb->scale;
@@ -75,20 +84,7 @@ static void block_kv_head(const cpu_problem *pb, const cpu_kernels *kern, const 
     kern->softmax_tile(mr, nc, s + x * nb, nb, scale, lo, hi, m + x0 + x, l + x0 + x,
                        o + (x0 + x) * dv, dv, dv);
   }
-  kern->pv_rows(rows, nc, dv, s, nb, elem_kind(sq->v.dtype), vrow, o + x0 * dv, dv);
-}
-
-/* Asks for one KV head's slice of the block's rows (bytes [koff, koff + kbytes) of each K row,
-   [voff, voff + vbytes) of each V row) ahead of its use: a head's slices lie a token row apart
-   (2 KiB at 8 bf16 heads of 128), which the hardware prefetchers do not follow across pages, so
-   without this the products wait on them (GQA 32:8 past the last-level cache: f16 +27%, hd64 batch
-   4 +78%; bf16 +5-10%; within 7% slower where the cache holds the K and V). */
-static void prefetch_head(const block_rows *br, int nc, int64_t koff, int64_t kbytes, int64_t voff,
-                          int64_t vbytes) {
-  for (int j = 0; j < nc; ++j) {
-    for (int64_t b = 0; b < kbytes; b += 64) __builtin_prefetch(br->k[j] + koff + b, 0, 2);
-    for (int64_t b = 0; b < vbytes; b += 64) __builtin_prefetch(br->v[j] + voff + b, 0, 2);
-  }
+  kern->pv_rows(rows, nc, dv, s, nb, elem_kind(sq->v.dtype), vrow, o + x0 * dv, dv, pfv);
 }
 
 /* One block's keys [c0, c0 + nc) through the heads [h0, h0 + heads), MHA with one query row per
@@ -122,20 +118,38 @@ static void block_token_major(const cpu_problem *pb, const cpu_kernels *kern, co
                  o, dv);
 }
 
+/* The rows of block [c0, c0 + nc) into br; a short block repeats its last row up to ROWS_BLOCK, so
+   that a prefetch of any key j < ROWS_BLOCK has an address in the cache. */
+static void block_rows_of(const cpu_seq *sq, int64_t c0, int nc, int64_t ksz, int64_t vsz,
+                          block_rows *br) {
+  for (int j = 0; j < ROWS_BLOCK; ++j) {
+    const int64_t c = c0 + (j < nc ? j : nc - 1);
+    br->k[j] = (const char *)sq->k.data + cpu_rows_off(&sq->k, c, 0) * ksz;
+    br->v[j] = (const char *)sq->v.data + cpu_rows_off(&sq->v, c, 0) * vsz;
+  }
+}
+
 void cpu_attend_rows(const cpu_problem *pb, const cpu_kernels *kern, const cpu_seq *sq, int64_t h0,
                      int heads, int64_t r0, int mr, const float *q, float *s, int64_t k0,
                      int64_t k1, float *m, float *l, float *o) {
   const int nb = pb->tn < ROWS_BLOCK ? pb->tn : ROWS_BLOCK; /* s holds tm x tn floats */
   const int64_t group = pb->group, hk0 = h0 / group, hk1 = (h0 + heads - 1) / group + 1;
+  const int64_t nh = hk1 - hk0;
   int jlo[CPU_ROWS_MAX], jhi[CPU_ROWS_MAX]; /* mr <= CPU_ROWS_MAX */
   const int64_t ksz = (int64_t)fa_dtype_size(sq->k.dtype),
                 vsz = (int64_t)fa_dtype_size(sq->v.dtype);
-  block_rows br;
+  const int klines = (int)((pb->d * ksz + 63) / 64), vlines = (int)((pb->dv * vsz + 63) / 64);
+  block_rows rows[2]; /* this block's and the next one's */
+  int cur = 0;
   /* MHA with one query row per head: the block read token by token (block_token_major). */
   const int token_major = group == 1 && mr == 1;
   if (k1 > sq->sk) k1 = sq->sk;
-  for (int64_t c0 = k0; c0 < k1; c0 += nb) {
+  if (k0 < k1) block_rows_of(sq, k0, (int)(k1 - k0 < nb ? k1 - k0 : nb), ksz, vsz, &rows[0]);
+  for (int64_t c0 = k0; c0 < k1; c0 += nb, cur ^= 1) {
     const int nc = (int)(k1 - c0 < nb ? k1 - c0 : nb);
+    const int64_t c1 = c0 + nb;
+    if (c1 < k1)
+      block_rows_of(sq, c1, (int)(k1 - c1 < nb ? k1 - c1 : nb), ksz, vsz, &rows[cur ^ 1]);
     fa_tile_class cls = fa_mask_tile_class(&sq->mask, r0, r0 + mr, c0, c0 + nc, sq->sk);
     if (cls == FA_TILE_EMPTY) continue;
     const int *lo = NULL, *hi = NULL;
@@ -144,21 +158,25 @@ void cpu_attend_rows(const cpu_problem *pb, const cpu_kernels *kern, const cpu_s
       lo = jlo;
       hi = jhi;
     }
-    for (int j = 0; j < nc; ++j) {
-      br.k[j] = (const char *)sq->k.data + cpu_rows_off(&sq->k, c0 + j, 0) * ksz;
-      br.v[j] = (const char *)sq->v.data + cpu_rows_off(&sq->v, c0 + j, 0) * vsz;
-    }
     if (token_major) {
-      block_token_major(pb, kern, sq, &br, h0, heads, r0, c0, nc, nb, lo, hi, q, s, m, l, o);
+      block_token_major(pb, kern, sq, &rows[cur], h0, heads, r0, c0, nc, nb, lo, hi, q, s, m, l, o);
       continue;
     }
     for (int64_t hk = hk0; hk < hk1; ++hk) {
       const int64_t ha = hk * group > h0 ? hk * group : h0;
       const int64_t hb = (hk + 1) * group < h0 + heads ? (hk + 1) * group : h0 + heads;
-      if (hk + 1 < hk1) /* the next head's rows arrive while this one computes */
-        prefetch_head(&br, nc, (hk + 1) * sq->k.hs * ksz, pb->d * ksz, (hk + 1) * sq->v.hs * vsz,
-                      pb->dv * vsz);
-      block_kv_head(pb, kern, sq, &br, hk, ha, hb, h0, r0, mr, c0, nc, nb, lo, hi, q, s, m, l, o);
+      /* The slice PREFETCH_AHEAD steps ahead in (block, KV head) order, in this block or the
+         next; none past the task's keys. */
+      const int64_t t = hk - hk0 + PREFETCH_AHEAD;
+      const block_rows *tb = t < nh ? &rows[cur] : (c1 < k1 && t < 2 * nh ? &rows[cur ^ 1] : NULL);
+      const int64_t th = hk0 + (t < nh ? t : t - nh);
+      cpu_rows_prefetch pk, pv;
+      if (tb) {
+        pk = (cpu_rows_prefetch){(const char *const *)tb->k, th * sq->k.hs * ksz, klines};
+        pv = (cpu_rows_prefetch){(const char *const *)tb->v, th * sq->v.hs * vsz, vlines};
+      }
+      block_kv_head(pb, kern, sq, &rows[cur], hk, ha, hb, h0, r0, mr, c0, nc, nb, lo, hi, q, s, m,
+                    l, o, tb ? &pk : NULL, tb ? &pv : NULL);
     }
   }
 }

@@ -48,6 +48,7 @@
  * read in place, each a pointer to d (dv) contiguous elements of dtype (CPU_ELEM_*), d and dv
  * multiples of 16. dot_rows: s[r * lds + j] = q_r · K_j (unscaled) for r < rows, j < nc, q_r
  * fp32 at q + r * ldq. pv_rows: o[r * ldo + c] += sum_j p[r * ldp + j] · V_j[c], keys in order.
+ * Both ask for pf's lines of key j (cpu_rows_prefetch; NULL: none) as they use key j.
  *
  * dot_heads, pv_heads (the same path for MHA with one query row per head): head h's K (V) row of
  * key j is krow[j] + h * kstride bytes (vrow[j] + h * vstride), d (dv) elements of dtype.
@@ -76,6 +77,15 @@ enum { CPU_ELEM_F32 = 0, CPU_ELEM_F16 = 1, CPU_ELEM_BF16 = 2 };
 #define CPU_ROWS_MAX 16
 #define CPU_ROWS_DIM_MULTIPLE 16
 
+/* Rows to prefetch while a row kernel runs (the next KV head's slice of the same keys): key j's
+   lines [row[j] + offset, + lines * 64 bytes), asked for as key j is used, so the requests spread
+   over the computation instead of leaving in one burst. */
+typedef struct cpu_rows_prefetch {
+  const char *const *row;
+  int64_t offset;
+  int lines;
+} cpu_rows_prefetch;
+
 typedef struct cpu_kernels {
   const char *isa; /* "amx", "avx512bf16", "avx512", "avx2", "neon" or "generic" */
   void (*gemm)(int m, int n, int k, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,
@@ -90,9 +100,9 @@ typedef struct cpu_kernels {
   void (*bf16_row)(const uint16_t *src, int64_t n, float *dst);
   void (*bf16_transpose)(int n, int cols, const uint16_t *const *src, float *dst, ptrdiff_t ldd);
   void (*dot_rows)(int rows, int nc, int d, const float *q, ptrdiff_t ldq, int dtype,
-                   const void *const *krow, float *s, ptrdiff_t lds);
+                   const void *const *krow, float *s, ptrdiff_t lds, const cpu_rows_prefetch *pf);
   void (*pv_rows)(int rows, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,
-                  const void *const *vrow, float *o, ptrdiff_t ldo);
+                  const void *const *vrow, float *o, ptrdiff_t ldo, const cpu_rows_prefetch *pf);
   void (*dot_heads)(int heads, int nc, int d, const float *q, ptrdiff_t ldq, int dtype,
                     const void *const *krow, ptrdiff_t kstride, float *s, ptrdiff_t lds);
   void (*pv_heads)(int heads, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,
@@ -138,9 +148,11 @@ const char *cpu_kernels_amx_note(void);
   void cpu_bf16_transpose_##isa(int n, int cols, const uint16_t *const *src, float *dst,           \
                                 ptrdiff_t ldd);                                                    \
   void cpu_dot_rows_##isa(int rows, int nc, int d, const float *q, ptrdiff_t ldq, int dtype,       \
-                          const void *const *krow, float *s, ptrdiff_t lds);                       \
+                          const void *const *krow, float *s, ptrdiff_t lds,                        \
+                          const cpu_rows_prefetch *pf);                                            \
   void cpu_pv_rows_##isa(int rows, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,       \
-                         const void *const *vrow, float *o, ptrdiff_t ldo);                        \
+                         const void *const *vrow, float *o, ptrdiff_t ldo,                         \
+                         const cpu_rows_prefetch *pf);                                             \
   void cpu_dot_heads_##isa(int heads, int nc, int d, const float *q, ptrdiff_t ldq, int dtype,     \
                            const void *const *krow, ptrdiff_t kstride, float *s, ptrdiff_t lds);   \
   void cpu_pv_heads_##isa(int heads, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,     \

@@ -192,6 +192,13 @@ INLINE vf v_elems(const int DT, const void *row, int c) {
   return v_bf16((const uint16_t *)row + c);
 }
 
+/* Key j's lines of pf (none when pf is NULL). */
+INLINE void prefetch_key(const cpu_rows_prefetch *pf, int j) {
+  if (!pf) return;
+  const char *r = pf->row[j] + pf->offset;
+  for (int x = 0; x < pf->lines; ++x) __builtin_prefetch(r + 64 * x, 0, 2);
+}
+
 /* ---- dot_rows ------------------------------------------------------------------------------ */
 
 /* RC rows against KG = NACC / RC keys: out[kk * RC + r] = q_r · k_kk. The keys go through the
@@ -281,9 +288,10 @@ INLINE void dot_group_any(const int RC, const int DT, int d, const float *q, ptr
 }
 
 INLINE void dot_rc(const int RC, const int DT, int nc, int d, const float *q, ptrdiff_t ldq,
-                   const void *const *krow, float *s, ptrdiff_t lds) {
+                   const void *const *krow, float *s, ptrdiff_t lds, const cpu_rows_prefetch *pf) {
   const int KG = NACC / RC;
   for (int j0 = 0; j0 < nc; j0 += KG) {
+    for (int kk = 0; kk < KG && j0 + kk < nc; ++kk) prefetch_key(pf, j0 + kk);
     const void *k[NACC];
     /* A last, short group repeats the last key; its extra sums are not stored. */
     for (int kk = 0; kk < KG; ++kk) k[kk] = krow[j0 + kk < nc ? j0 + kk : nc - 1];
@@ -296,19 +304,23 @@ INLINE void dot_rc(const int RC, const int DT, int nc, int d, const float *q, pt
 }
 
 INLINE void dot_dt(const int DT, int rows, int nc, int d, const float *q, ptrdiff_t ldq,
-                   const void *const *krow, float *s, ptrdiff_t lds) {
-  /* Rows in groups of 8, 4, 2, 1 (each group re-reads the block's keys, from L1). */
+                   const void *const *krow, float *s, ptrdiff_t lds, const cpu_rows_prefetch *pf) {
+  /* Rows in groups of 8, 4, 2, 1 (each group re-reads the block's keys, from L1); the first group
+     asks for pf. */
   int r0 = 0;
-  for (; rows - r0 >= 8; r0 += 8) dot_rc(8, DT, nc, d, q + r0 * ldq, ldq, krow, s + r0 * lds, lds);
+  for (; rows - r0 >= 8; r0 += 8, pf = NULL)
+    dot_rc(8, DT, nc, d, q + r0 * ldq, ldq, krow, s + r0 * lds, lds, pf);
   if (rows - r0 >= 4) {
-    dot_rc(4, DT, nc, d, q + r0 * ldq, ldq, krow, s + r0 * lds, lds);
+    dot_rc(4, DT, nc, d, q + r0 * ldq, ldq, krow, s + r0 * lds, lds, pf);
     r0 += 4;
+    pf = NULL;
   }
   if (rows - r0 >= 2) {
-    dot_rc(2, DT, nc, d, q + r0 * ldq, ldq, krow, s + r0 * lds, lds);
+    dot_rc(2, DT, nc, d, q + r0 * ldq, ldq, krow, s + r0 * lds, lds, pf);
     r0 += 2;
+    pf = NULL;
   }
-  if (rows - r0 >= 1) dot_rc(1, DT, nc, d, q + r0 * ldq, ldq, krow, s + r0 * lds, lds);
+  if (rows - r0 >= 1) dot_rc(1, DT, nc, d, q + r0 * ldq, ldq, krow, s + r0 * lds, lds, pf);
 }
 
 #ifdef HAVE_BF16_PAIRS
@@ -316,7 +328,8 @@ INLINE void dot_dt(const int DT, int rows, int nc, int d, const float *q, ptrdif
    most CPU_ROWS_PAIRS_D), each 8 rows then grouped by dot_dt as any rows are. */
 #define CPU_ROWS_PAIRS_D 256
 INLINE void dot_bf16_pairs(int rows, int nc, int d, const float *q, ptrdiff_t ldq,
-                           const void *const *krow, float *s, ptrdiff_t lds) {
+                           const void *const *krow, float *s, ptrdiff_t lds,
+                           const cpu_rows_prefetch *pf) {
   float qp[8 * CPU_ROWS_PAIRS_D] __attribute__((aligned(64)));
   for (int r0 = 0; r0 < rows; r0 += 8) {
     const int rc = rows - r0 < 8 ? rows - r0 : 8;
@@ -327,7 +340,8 @@ INLINE void dot_bf16_pairs(int rows, int nc, int d, const float *q, ptrdiff_t ld
         v_store(qp + r * d + c, even);
         v_store(qp + r * d + c + VL, odd);
       }
-    dot_dt(ELEM_BF16_PAIRS, rc, nc, d, qp, d, krow, s + r0 * lds, lds);
+    dot_dt(ELEM_BF16_PAIRS, rc, nc, d, qp, d, krow, s + r0 * lds, lds, pf);
+    pf = NULL;
   }
 }
 #endif
@@ -336,37 +350,39 @@ INLINE void dot_bf16_pairs(int rows, int nc, int d, const float *q, ptrdiff_t ld
    unrolled whole (it runs only 2-8 chunks, so its loop overhead and the chains' drain would be a
    large part of the group's time). Same operations in the same order as the general loop. */
 INLINE void dot_d(const int DT, int rows, int nc, int d, const float *q, ptrdiff_t ldq,
-                  const void *const *krow, float *s, ptrdiff_t lds) {
+                  const void *const *krow, float *s, ptrdiff_t lds, const cpu_rows_prefetch *pf) {
   if (d == 128)
-    dot_dt(DT, rows, nc, 128, q, ldq, krow, s, lds);
+    dot_dt(DT, rows, nc, 128, q, ldq, krow, s, lds, pf);
   else if (d == 64)
-    dot_dt(DT, rows, nc, 64, q, ldq, krow, s, lds);
+    dot_dt(DT, rows, nc, 64, q, ldq, krow, s, lds, pf);
   else
-    dot_dt(DT, rows, nc, d, q, ldq, krow, s, lds);
+    dot_dt(DT, rows, nc, d, q, ldq, krow, s, lds, pf);
 }
 
 void CPU_KFN(dot_rows)(int rows, int nc, int d, const float *q, ptrdiff_t ldq, int dtype,
-                       const void *const *krow, float *s, ptrdiff_t lds) {
+                       const void *const *krow, float *s, ptrdiff_t lds,
+                       const cpu_rows_prefetch *pf) {
   if (nc <= 0) return;
 #ifdef HAVE_BF16_PAIRS
   if (dtype == CPU_ELEM_BF16 && d % (2 * VL) == 0 && d <= CPU_ROWS_PAIRS_D) {
-    dot_bf16_pairs(rows, nc, d, q, ldq, krow, s, lds);
+    dot_bf16_pairs(rows, nc, d, q, ldq, krow, s, lds, pf);
     return;
   }
 #endif
   if (dtype == CPU_ELEM_F16)
-    dot_d(CPU_ELEM_F16, rows, nc, d, q, ldq, krow, s, lds);
+    dot_d(CPU_ELEM_F16, rows, nc, d, q, ldq, krow, s, lds, pf);
   else if (dtype == CPU_ELEM_BF16)
-    dot_d(CPU_ELEM_BF16, rows, nc, d, q, ldq, krow, s, lds);
+    dot_d(CPU_ELEM_BF16, rows, nc, d, q, ldq, krow, s, lds, pf);
   else
-    dot_d(CPU_ELEM_F32, rows, nc, d, q, ldq, krow, s, lds);
+    dot_d(CPU_ELEM_F32, rows, nc, d, q, ldq, krow, s, lds, pf);
 }
 
 /* ---- pv_rows ------------------------------------------------------------------------------- */
 
 /* RC rows x W vectors of output columns from c0: o += P·V over the nc keys. */
 INLINE void pv_block(const int RC, const int W, const int DT, int nc, const float *p, ptrdiff_t ldp,
-                     const void *const *vrow, int c0, float *o, ptrdiff_t ldo) {
+                     const void *const *vrow, int c0, float *o, ptrdiff_t ldo,
+                     const cpu_rows_prefetch *pf) {
   vf acc[NACC];
   for (int r = 0; r < RC; ++r)
     for (int w = 0; w < W; ++w) acc[r * W + w] = v_f32(o + r * ldo + c0 + w * VL);
@@ -374,6 +390,7 @@ INLINE void pv_block(const int RC, const int W, const int DT, int nc, const floa
   for (int j = 0; j < nc; ++j) {
     /* The row's columns from c0 as one pointer, so the W loads are constant offsets from it (with
        c0 + w * VL as indices gcc keeps W index registers and spills them). */
+    prefetch_key(pf, j);
     const void *row = (const char *)vrow[j] + (size_t)c0 * esz;
     for (int w = 0; w < W; ++w) {
       const vf vv = v_elems(DT, row, w * VL);
@@ -390,12 +407,14 @@ INLINE void pv_block(const int RC, const int W, const int DT, int nc, const floa
    (v_bf16_pairs), o's columns split the same way for the block and joined back after it. Every
    column sums the same products in the same order as pv_block. */
 INLINE void pv_block_bf16_pairs(const int RC, const int W, int nc, const float *p, ptrdiff_t ldp,
-                                const void *const *vrow, int c0, float *o, ptrdiff_t ldo) {
+                                const void *const *vrow, int c0, float *o, ptrdiff_t ldo,
+                                const cpu_rows_prefetch *pf) {
   vf acc[NACC];
   for (int r = 0; r < RC; ++r)
     for (int w = 0; w < W; w += 2)
       v_split_pairs(o + r * ldo + c0 + w * VL, &acc[r * W + w], &acc[r * W + w + 1]);
   for (int j = 0; j < nc; ++j) {
+    prefetch_key(pf, j);
     const uint16_t *row = (const uint16_t *)vrow[j] + c0;
     for (int w = 0; w < W; w += 2) {
       vf even, odd;
@@ -415,59 +434,67 @@ INLINE void pv_block_bf16_pairs(const int RC, const int W, int nc, const float *
 
 /* One block of pv_rc: the bf16 pair form where it applies. */
 INLINE void pv_any(const int RC, const int W, const int DT, int nc, const float *p, ptrdiff_t ldp,
-                   const void *const *vrow, int c0, float *o, ptrdiff_t ldo) {
+                   const void *const *vrow, int c0, float *o, ptrdiff_t ldo,
+                   const cpu_rows_prefetch *pf) {
 #ifdef HAVE_BF16_PAIRS
   if (DT == CPU_ELEM_BF16 && W % 2 == 0) {
-    pv_block_bf16_pairs(RC, W, nc, p, ldp, vrow, c0, o, ldo);
+    pv_block_bf16_pairs(RC, W, nc, p, ldp, vrow, c0, o, ldo, pf);
     return;
   }
 #endif
-  pv_block(RC, W, DT, nc, p, ldp, vrow, c0, o, ldo);
+  pv_block(RC, W, DT, nc, p, ldp, vrow, c0, o, ldo, pf);
 }
 
 /* The dv / VL column vectors in blocks of WMAX (RC x WMAX accumulators, at most NACC), then the
-   rest (fewer than WMAX) in blocks of 4, 2, 1. */
+   rest (fewer than WMAX) in blocks of 4, 2, 1; the first block asks for pf. */
 INLINE void pv_rc(const int RC, const int DT, int nc, int dv, const float *p, ptrdiff_t ldp,
-                  const void *const *vrow, float *o, ptrdiff_t ldo) {
+                  const void *const *vrow, float *o, ptrdiff_t ldo, const cpu_rows_prefetch *pf) {
   const int WMAX = NACC / RC > 8 ? 8 : NACC / RC;
   const int nv = dv / VL;
   int v0 = 0;
-  for (; nv - v0 >= WMAX; v0 += WMAX) pv_any(RC, WMAX, DT, nc, p, ldp, vrow, v0 * VL, o, ldo);
+  for (; nv - v0 >= WMAX; v0 += WMAX, pf = NULL)
+    pv_any(RC, WMAX, DT, nc, p, ldp, vrow, v0 * VL, o, ldo, pf);
   if (WMAX > 4 && nv - v0 >= 4) {
-    pv_any(RC, 4, DT, nc, p, ldp, vrow, v0 * VL, o, ldo);
+    pv_any(RC, 4, DT, nc, p, ldp, vrow, v0 * VL, o, ldo, pf);
     v0 += 4;
+    pf = NULL;
   }
   if (WMAX > 2 && nv - v0 >= 2) {
-    pv_any(RC, 2, DT, nc, p, ldp, vrow, v0 * VL, o, ldo);
+    pv_any(RC, 2, DT, nc, p, ldp, vrow, v0 * VL, o, ldo, pf);
     v0 += 2;
+    pf = NULL;
   }
-  if (WMAX > 1 && nv - v0 >= 1) pv_any(RC, 1, DT, nc, p, ldp, vrow, v0 * VL, o, ldo);
+  if (WMAX > 1 && nv - v0 >= 1) pv_any(RC, 1, DT, nc, p, ldp, vrow, v0 * VL, o, ldo, pf);
 }
 
 INLINE void pv_dt(const int DT, int rows, int nc, int dv, const float *p, ptrdiff_t ldp,
-                  const void *const *vrow, float *o, ptrdiff_t ldo) {
+                  const void *const *vrow, float *o, ptrdiff_t ldo, const cpu_rows_prefetch *pf) {
   int r0 = 0;
-  for (; rows - r0 >= 8; r0 += 8) pv_rc(8, DT, nc, dv, p + r0 * ldp, ldp, vrow, o + r0 * ldo, ldo);
+  for (; rows - r0 >= 8; r0 += 8, pf = NULL)
+    pv_rc(8, DT, nc, dv, p + r0 * ldp, ldp, vrow, o + r0 * ldo, ldo, pf);
   if (rows - r0 >= 4) {
-    pv_rc(4, DT, nc, dv, p + r0 * ldp, ldp, vrow, o + r0 * ldo, ldo);
+    pv_rc(4, DT, nc, dv, p + r0 * ldp, ldp, vrow, o + r0 * ldo, ldo, pf);
     r0 += 4;
+    pf = NULL;
   }
   if (rows - r0 >= 2) {
-    pv_rc(2, DT, nc, dv, p + r0 * ldp, ldp, vrow, o + r0 * ldo, ldo);
+    pv_rc(2, DT, nc, dv, p + r0 * ldp, ldp, vrow, o + r0 * ldo, ldo, pf);
     r0 += 2;
+    pf = NULL;
   }
-  if (rows - r0 >= 1) pv_rc(1, DT, nc, dv, p + r0 * ldp, ldp, vrow, o + r0 * ldo, ldo);
+  if (rows - r0 >= 1) pv_rc(1, DT, nc, dv, p + r0 * ldp, ldp, vrow, o + r0 * ldo, ldo, pf);
 }
 
 void CPU_KFN(pv_rows)(int rows, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,
-                      const void *const *vrow, float *o, ptrdiff_t ldo) {
+                      const void *const *vrow, float *o, ptrdiff_t ldo,
+                      const cpu_rows_prefetch *pf) {
   if (nc <= 0) return;
   if (dtype == CPU_ELEM_F16)
-    pv_dt(CPU_ELEM_F16, rows, nc, dv, p, ldp, vrow, o, ldo);
+    pv_dt(CPU_ELEM_F16, rows, nc, dv, p, ldp, vrow, o, ldo, pf);
   else if (dtype == CPU_ELEM_BF16)
-    pv_dt(CPU_ELEM_BF16, rows, nc, dv, p, ldp, vrow, o, ldo);
+    pv_dt(CPU_ELEM_BF16, rows, nc, dv, p, ldp, vrow, o, ldo, pf);
   else
-    pv_dt(CPU_ELEM_F32, rows, nc, dv, p, ldp, vrow, o, ldo);
+    pv_dt(CPU_ELEM_F32, rows, nc, dv, p, ldp, vrow, o, ldo, pf);
 }
 
 /* ---- dot_heads, pv_heads ------------------------------------------------------------------- */
