@@ -51,6 +51,10 @@ typedef struct ref_ext {
      kernel that rounds P to FP8; the FP8 cases' tolerance takes the larger of its error and the
      storage dtype's) */
   int p_fp8;
+  /* REF_STORAGE: the sums of S = Q Kᵀ and of P V kept to acc_bits significant bits (truncated)
+     after every 32 terms, as Hopper's FP8 tensor cores accumulate (about 14 bits, as DeepSeek-V3's
+     report measured); 0: float32 throughout. */
+  int acc_bits;
 } ref_ext;
 
 typedef enum ref_precision { REF_F64 = 0, REF_STORAGE = 1 } ref_precision;

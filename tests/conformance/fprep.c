@@ -29,6 +29,10 @@ int frefused(report *rep, frun *R, const fcase *c, const fa_tensor *const *data,
                    c->splits > 1 || c->kvc;
   need_family(&nd, R->bk, !c->bwd, seqs, c->d, c->dv, fc_max_q(c), fc_max_k(c), c->softcap, data,
               n);
+  /* CUDA's FP8 forward (fa3) scales k and v per whole 128-key tile: finer blocks are its
+     documented gap (docs/fp8.md). */
+  if (c->fp8 && c->dsl == 3 && c->rows_k % 128 != 0 && strcmp(R->bk->name, "cuda") == 0)
+    need(&nd, "family:fp8_descale_blocks");
   return refusal(rep, R->bk, &nd, call, st, R->skip, sizeof R->skip);
 }
 

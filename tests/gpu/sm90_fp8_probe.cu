@@ -8,7 +8,7 @@
  * (fa3_fp8_issue_pv). One warpgroup, 64 query rows, one key tile of 128 keys of which 100 are
  * real, head dims 64, 128 and 256, e4m3 inputs. A layout error shows as an O(1) error; the
  * references use the inputs' e4m3 values and P rounded to e4m3, so the products are exact and only
- * fp32 accumulation differs.
+ * the accumulation differs, which is narrower than fp32 in the FP8 tensor cores (keep_bits).
  *
  *   sm90_fp8_probe        exit 0: S and O match at every head dim
  *                         77: no sm_90 device here
@@ -26,6 +26,25 @@
 #include "core/math/fp8.h"
 
 enum { ROWS = 64, BN = 128, KEYS = 100 };
+
+/* Significant bits of a running sum that Hopper's FP8 tensor cores keep (about 14, as DeepSeek-V3's
+   report measured; the conformance cases' FP8_ACC_BITS). */
+enum { ACC_BITS = 14 };
+
+/* x truncated to ACC_BITS significant bits. */
+static float keep_bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  u &= ~((1u << (24 - ACC_BITS)) - 1u);
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+/* *m = the larger of *m and |e| (NaN: infinity). */
+static void worst(double *m, double e) {
+  e = fabs(e);
+  if (!(e <= *m)) *m = isnan(e) ? INFINITY : e;
+}
 
 template <int HD>
 __global__ void __launch_bounds__(128)
@@ -150,27 +169,41 @@ static int probe(void) {
   }
   cudaMemcpy(s_got, ds, sizeof s_got, cudaMemcpyDeviceToHost);
   cudaMemcpy(o_got, dout, sizeof o_got, cudaMemcpyDeviceToHost);
-  double s_err = 0, o_err = 0;
+  /* Against float64, the kernel's sums and the same sums as Hopper's FP8 tensor cores form them
+     (fp32 within each 32-term step, the running sum kept to ACC_BITS significant bits after
+     it): a layout error is O(1) and far outside twice the latter. */
+  double s_err = 0, o_err = 0, s_naive = 0, o_naive = 0;
   for (int r = 0; r < ROWS; ++r)
     for (int n = 0; n < BN; ++n) {
       double ref = 0;
-      for (int d = 0; d < HD; ++d)
-        ref += (double)fa_f8e4m3_to_f32(q[r * HD + d]) * fa_f8e4m3_to_f32(k[n * HD + d]);
-      const double er = fabs(s_got[r * BN + n] - ref);
-      if (!(er <= s_err)) s_err = isnan(er) ? INFINITY : er;
+      float acc = 0;
+      for (int d = 0; d < HD; ++d) {
+        const float t = fa_f8e4m3_to_f32(q[r * HD + d]) * fa_f8e4m3_to_f32(k[n * HD + d]);
+        ref += t;
+        acc += t;
+        if (d % 32 == 31) acc = keep_bits(acc);
+      }
+      worst(&s_err, s_got[r * BN + n] - ref);
+      worst(&s_naive, acc - ref);
     }
   for (int r = 0; r < ROWS; ++r)
     for (int d = 0; d < HD; ++d) {
       double ref = 0;
-      for (int n = 0; n < KEYS; ++n)
-        ref += (double)fa_f8e4m3_to_f32(fa_f32_to_f8e4m3(p[r * BN + n])) *
-               fa_f8e4m3_to_f32(v[n * HD + d]);
-      const double er = fabs(o_got[r * HD + d] - ref);
-      if (!(er <= o_err)) o_err = isnan(er) ? INFINITY : er;
+      float acc = 0;
+      for (int n = 0; n < BN; ++n) {
+        const float t = n < KEYS ? fa_f8e4m3_to_f32(fa_f32_to_f8e4m3(p[r * BN + n])) *
+                                       fa_f8e4m3_to_f32(v[n * HD + d])
+                                 : 0.f;
+        ref += t;
+        acc += t;
+        if (n % 32 == 31) acc = keep_bits(acc);
+      }
+      worst(&o_err, o_got[r * HD + d] - ref);
+      worst(&o_naive, acc - ref);
     }
-  /* fp32 sums of at most 256 products of magnitude <= 4 (S) and 100 of <= 2 (O) */
-  const int ok = s_err < 1e-3 && o_err < 1e-3;
-  printf("hd%d: S max |err| %.3g, O max |err| %.3g: %s\n", HD, s_err, o_err, ok ? "ok" : "WRONG");
+  const int ok = s_err <= 2 * s_naive + 1e-6 && o_err <= 2 * o_naive + 1e-6;
+  printf("hd%d: max |err| S %.3g (model %.3g), O %.3g (model %.3g): %s\n", HD, s_err, s_naive,
+         o_err, o_naive, ok ? "ok" : "WRONG");
   cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(dvt), cudaFree(dp), cudaFree(ds);
   cudaFree(dout);
   return !ok;
