@@ -102,11 +102,6 @@ size_t cuda_fp8_workspace_bytes(const fa_request *req, int config) {
 #endif
 }
 
-int cuda_fp8_enabled(void) {
-  const char *on = getenv("FA_CUDA_FP8");
-  return on && !strcmp(on, "1");
-}
-
 void cuda_fp8_decide(const fa_request *req, const cuda_device_info *dev, fa_decision *out) {
   const fa_params *p = req->params;
   const char *dt = fa_dtype_name(req->dtype);
@@ -133,13 +128,6 @@ void cuda_fp8_decide(const fa_request *req, const cuda_device_info *dev, fa_deci
   if (dev->cc_major != 9 || dev->as_sm80) {
     fa_core_refuse(out, "dtype %s: FP8 needs sm_90 (fa3); %s is sm_%d%d%s", dt, dev->name,
                    (int)dev->cc_major, (int)dev->cc_minor, dev->as_sm80 ? ", run as sm_80" : "");
-    return;
-  }
-  if (!cuda_fp8_enabled()) {
-    fa_core_refuse(out,
-                   "dtype %s: cuda's FP8 forward (fa3) is built but not yet verified on a GPU, so "
-                   "it runs only with FA_CUDA_FP8=1 (docs/fp8.md)",
-                   dt);
     return;
   }
   if (req->head_dim_v != req->head_dim) {

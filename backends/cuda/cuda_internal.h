@@ -72,9 +72,6 @@ int cuda_seqs_refuse_index(const fa_request *req, fa_decision *out);
    configuration on sm_90, else refused with the reason); its workspace in bytes for the
    configuration decided (alignment room, the tile counter's slot, Vᵀ). */
 void cuda_fp8_decide(const fa_request *req, const cuda_device_info *dev, fa_decision *out);
-/* Whether FA_CUDA_FP8=1 opts in to the FP8 forward, which has not yet run on a GPU: until it has
-   been verified there, FP8 requests are refused without it (saying so). */
-int cuda_fp8_enabled(void);
 size_t cuda_fp8_workspace_bytes(const fa_request *req, int config);
 /* The FP8 kernel's arguments of a request decided with FP8 configuration `config`: x->fp8
    (descales, Vᵀ in the workspace after the tile counter), x->tile_counter, x->a.p.bf16 (out's

@@ -161,12 +161,10 @@ void cuda_probe(fa_plugin_probe *out) {
            CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10);
   /* fa3: the Hopper forward, where FA_CUDA_ARCHS has 90 (sm_90a code). */
   snprintf(out->kernel_families, sizeof out->kernel_families, FA_CUDA_HAS_FA3 ? "fa2,fa3" : "fa2");
-  /* FP8 inputs (the forward only): fa3's FP8 kernel, where a device is sm_90 (and FA_CUDA_FP8=1
-     opts in: cuda_fp8_enabled). */
+  /* FP8 inputs (the forward only): fa3's FP8 kernel, where a device is sm_90. */
   int fp8 = 0;
   for (int i = 0; i < s->device_count; ++i)
     fp8 |= FA_CUDA_HAS_FA3 && s->devices[i].usable && s->devices[i].cc_major == 9 &&
            !s->devices[i].as_sm80;
-  fp8 &= cuda_fp8_enabled();
   snprintf(out->dtypes, sizeof out->dtypes, fp8 ? "f16,bf16,f8e4m3,f8e5m2" : "f16,bf16");
 }
