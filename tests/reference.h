@@ -52,8 +52,8 @@ typedef struct ref_ext {
      storage dtype's) */
   int p_fp8;
   /* REF_STORAGE: the sums of S = Q Kᵀ and of P V kept to acc_bits significant bits (truncated)
-     after every 32 terms, as Hopper's FP8 tensor cores accumulate (13-14 bits: FP8_ACC_BITS in
-     tests/conformance/run_fp8.c); 0: float32 throughout. */
+     after every FP8_ACC_TERMS terms, as Hopper's FP8 tensor cores accumulate (tests/fp8_acc.h);
+     0: float32 throughout. */
   int acc_bits;
 } ref_ext;
 

@@ -17,14 +17,10 @@
 #include <string.h>
 
 #include "conformance.h"
+#include "fp8_acc.h"
 
 enum { E_Q, E_K, E_V, E_OUT, E_LSE, E_DQ, E_DK, E_DV, E_COUNT };
 
-/* Significant bits of a running sum that Hopper's FP8 tensor cores keep, as the model has it
-   (truncated after each 32-term step): sm90_fp8_probe measured the kernel's sums at 0.54-1.03x
-   the error of this model with 13 bits and 1.27-1.81x with 14 (H100, 2026-12-06; DeepSeek-V3's
-   report says about 14). */
-#define FP8_ACC_BITS 13
 static const char *const e_names[E_COUNT] = {"q",   "k",         "v",         "out",
                                              "lse", "q_descale", "k_descale", "v_descale"};
 

@@ -8,7 +8,7 @@
  * (fa3_fp8_issue_pv). One warpgroup, 64 query rows, one key tile of 128 keys of which 100 are
  * real, head dims 64, 128 and 256, e4m3 inputs. A layout error shows as an O(1) error; the
  * references use the inputs' e4m3 values and P rounded to e4m3, so the products are exact and only
- * the accumulation differs, which is narrower than fp32 in the FP8 tensor cores (keep_bits).
+ * the accumulation differs, which is narrower than fp32 in the FP8 tensor cores (tests/fp8_acc.h).
  *
  *   sm90_fp8_probe        exit 0: S and O match at every head dim
  *                         77: no sm_90 device here
@@ -24,22 +24,9 @@
 #include "backends/cuda/fa3_sm90/fa3_fp8_mma.cuh"
 #include "backends/cuda/fa3_sm90/tma_map.h"
 #include "core/math/fp8.h"
+#include "tests/fp8_acc.h"
 
 enum { ROWS = 64, BN = 128, KEYS = 100 };
-
-/* Significant bits of a running sum that Hopper's FP8 tensor cores keep, as the model has it (the
-   conformance cases' FP8_ACC_BITS): the kernel's sums measured 0.54-1.03x this model's error with
-   13 bits, 1.27-1.81x with 14 (H100, 2026-12-06). */
-enum { ACC_BITS = 13 };
-
-/* x truncated to ACC_BITS significant bits. */
-static float keep_bits(float x) {
-  uint32_t u;
-  memcpy(&u, &x, sizeof u);
-  u &= ~((1u << (24 - ACC_BITS)) - 1u);
-  memcpy(&x, &u, sizeof x);
-  return x;
-}
 
 /* *m = the larger of *m and |e| (NaN: infinity). */
 static void worst(double *m, double e) {
@@ -171,7 +158,7 @@ static int probe(void) {
   cudaMemcpy(s_got, ds, sizeof s_got, cudaMemcpyDeviceToHost);
   cudaMemcpy(o_got, dout, sizeof o_got, cudaMemcpyDeviceToHost);
   /* Against float64, the kernel's sums and the same sums as Hopper's FP8 tensor cores form them
-     (fp32 within each 32-term step, the running sum kept to ACC_BITS significant bits after
+     (fp32 within each 32-term step, the running sum kept to FP8_ACC_BITS significant bits after
      it): a layout error is O(1) and far outside twice the latter. */
   double s_err = 0, o_err = 0, s_naive = 0, o_naive = 0;
   for (int r = 0; r < ROWS; ++r)
@@ -182,7 +169,7 @@ static int probe(void) {
         const float t = fa_f8e4m3_to_f32(q[r * HD + d]) * fa_f8e4m3_to_f32(k[n * HD + d]);
         ref += t;
         acc += t;
-        if (d % 32 == 31) acc = keep_bits(acc);
+        if (d % FP8_ACC_TERMS == FP8_ACC_TERMS - 1) acc = fp8_acc_keep(acc, FP8_ACC_BITS);
       }
       worst(&s_err, s_got[r * BN + n] - ref);
       worst(&s_naive, acc - ref);
@@ -197,7 +184,7 @@ static int probe(void) {
                                  : 0.f;
         ref += t;
         acc += t;
-        if (n % 32 == 31) acc = keep_bits(acc);
+        if (n % FP8_ACC_TERMS == FP8_ACC_TERMS - 1) acc = fp8_acc_keep(acc, FP8_ACC_BITS);
       }
       worst(&o_err, o_got[r * HD + d] - ref);
       worst(&o_naive, acc - ref);

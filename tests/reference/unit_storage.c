@@ -3,12 +3,12 @@
  * distance from float64 measures the error the dtype itself forces (and so sets the tolerance).
  */
 #include <math.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/math/dtype.h"
 #include "core/math/fp8.h"
+#include "fp8_acc.h"
 #include "reference_impl.h"
 
 static void load_f32(const tu_tensor *x, int64_t b, int64_t h, int64_t rows, int64_t cols,
@@ -32,19 +32,6 @@ static float rnd(fa_dtype dt, float x) {
     default:
       return x;
   }
-}
-
-/* Terms per step of an FP8 tensor-core product (wgmma k32), after which ref_ext.acc_bits applies.
- */
-#define ACC_TERMS 32
-
-/* x truncated to `bits` significant bits (toward zero), as a narrow accumulator keeps it. */
-static float keep_bits(float x, int bits) {
-  uint32_t u;
-  memcpy(&u, &x, sizeof u);
-  if (bits < 24 && (u & 0x7f800000u) != 0x7f800000u) u &= ~((1u << (24 - bits)) - 1u);
-  memcpy(&x, &u, sizeof x);
-  return x;
 }
 
 /* The unit's arrays: k, v (and transposed), q and dO of one head, a row's scores, probabilities
@@ -114,8 +101,8 @@ int ref_unit_storage(ref_job *J, int64_t b, int64_t g) {
       for (int64_t e = 0; e < d; ++e) {
         const float qe = Q[i * d + e], *kt = KT + e * sk;
         for (int64_t j = lo; j < hi; ++j) s[j] += qe * kt[j];
-        if (x->acc_bits && (e % ACC_TERMS == ACC_TERMS - 1 || e == d - 1))
-          for (int64_t j = lo; j < hi; ++j) s[j] = keep_bits(s[j], x->acc_bits);
+        if (x->acc_bits && (e % FP8_ACC_TERMS == FP8_ACC_TERMS - 1 || e == d - 1))
+          for (int64_t j = lo; j < hi; ++j) s[j] = fp8_acc_keep(s[j], x->acc_bits);
       }
       float m = -INFINITY;
       for (int64_t j = lo; j < hi; ++j) {
@@ -148,8 +135,8 @@ int ref_unit_storage(ref_job *J, int64_t b, int64_t g) {
       for (int64_t j = lo; j < hi; ++j) {
         const float pj = Pd[j], *vj = V + j * dv;
         for (int64_t c = 0; c < dv; ++c) o[c] += pj * vj[c];
-        if (x->acc_bits && (j % ACC_TERMS == ACC_TERMS - 1 || j == hi - 1))
-          for (int64_t c = 0; c < dv; ++c) o[c] = keep_bits(o[c], x->acc_bits);
+        if (x->acc_bits && (j % FP8_ACC_TERMS == FP8_ACC_TERMS - 1 || j == hi - 1))
+          for (int64_t c = 0; c < dv; ++c) o[c] = fp8_acc_keep(o[c], x->acc_bits);
       }
       for (int64_t c = 0; c < dv; ++c) out[c] = rnd(dt, o[c]);
       if (!bwd) continue;
