@@ -18,7 +18,8 @@
  * (block_token_major), the scores key by key with each key's heads in address order, then the
  * softmax step head by head, then P·V key by key the same way. Each of K's and V's blocks is then
  * one front-to-back run of whole token rows, a single stream the hardware prefetchers follow,
- * where head by head reads each head's 64 slices a token row apart and needs prefetch_head.
+ * where head by head reads each head's 64 slices a token row apart and needs the row kernels'
+ * prefetch.
  *
  * Per block and KV head it is the tile path's attend() (cpu_forward.c) with the two tile products
  * replaced: the same mask classification, score transform (softcap, ALiBi) and online-softmax
