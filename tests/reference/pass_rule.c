@@ -25,10 +25,10 @@
  * naive error is no reliable yardstick: the library sums in another order (tiles, threads, GQA
  * heads), which over thousands of terms lands a few times away from the naive order's error, and
  * where a result vanishes by cancellation the naive path can be exact by construction (one key:
- * its D equals dP bit for bit, so dS = 0) while FlashAttention's D = rowsum(dO∘O) rounds
- * differently, leaving fp32 noise in dq and dk. The estimate treats roundings as independent,
- * uniform in [-u, u]: its standard deviation is about magnitude * u / sqrt(3), and 4 * u *
- * magnitude (about 7 of those) leaves room for the largest of a million elements and for the
+ * its O is v, its D = rowsum(dO∘O) equals dP bit for bit, so dS = 0) while the library's tiled
+ * sums round differently, leaving fp32 noise in dq and dk. The estimate treats roundings as
+ * independent, uniform in [-u, u]: its standard deviation is about magnitude * u / sqrt(3), and 4 *
+ * u * magnitude (about 7 of those) leaves room for the largest of a million elements and for the
  * estimate's crudeness. For f16/bf16 storage the term is negligible next to the dtype's rounding.
  */
 #define REF_MAG_FACTOR 4.0

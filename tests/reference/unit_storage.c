@@ -147,15 +147,14 @@ int ref_unit_storage(ref_job *J, int64_t b, int64_t g) {
       }
       /* dropout's backward stores dP∘Z */
       for (int64_t j = lo; j < hi; ++j) dp[j] = rnd(dt, rnd(dt, dp[j]) * Z[j]);
-      float D = 0.0f; /* softmax backward: sum(P∘dP) in fp32 from the stored P and dP */
-      for (int64_t j = lo; j < hi; ++j) D += P[j] * dp[j];
-      if (x->dropout_p > 0.0) {
-        /* With dropout, sum(P∘dP∘Z) is formed the FlashAttention way, rowsum(dO∘O) from the
-           stored O: where dS vanishes by cancellation (one key), the product's rounding is what
-           a legitimate kernel leaves, and the other form would be exact by construction. */
-        D = 0.0f;
-        for (int64_t c = 0; c < dv; ++c) D += dO[i * dv + c] * (float)out[c];
-      }
+      /* Softmax's backward needs D = sum(P∘dP∘Z); it is formed the FlashAttention way, as
+         rowsum(dO∘O) from the stored O, the form every backend's backward uses. The other form
+         misses the rounding of the stored O, which the backward carries into every dS of the row:
+         with one dominant key (P near 1, as low temperatures give) that rounding is most of dq's
+         and dk's error, and where dS vanishes by cancellation (one key) the sum(P∘dP) form would
+         be exact by construction. */
+      float D = 0.0f;
+      for (int64_t c = 0; c < dv; ++c) D += dO[i * dv + c] * (float)out[c];
       for (int64_t c = 0; c < d; ++c) dqa[c] = 0.0f;
       for (int64_t j = lo; j < hi; ++j) {
         float ds = rnd(dt, P[j] * (dp[j] - D));
