@@ -7,6 +7,7 @@
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_internal.h"
@@ -54,19 +55,28 @@ static int64_t block_slots(const cuda_device_info *dev, size_t smem) {
 /* The kernel's tiles: fa2_fwd_decode.cuh's 16 rows where a step's rows (positions x packed
    heads) fit them and its shared memory fits the device, else fa2_fwd_splitkv.cuh's 64. */
 typedef struct seq_tiles {
-  int32_t hd, tile_m, tile_n, pack;
+  int32_t hd, tile_m, tile_n, pack, halves;
   size_t smem;
 } seq_tiles;
+
+/* FA_CUDA_DECODE_HALVES=1 (read at each call): the decoding kernel stages K and V as halves
+   where it is built so (FA2_DECODE_HALVES_HD); opt-in until a GPU has verified and timed it. */
+static int decode_halves_opted(int32_t hd) {
+  const char *v = getenv("FA_CUDA_DECODE_HALVES");
+  return FA2_DECODE_HALVES_HD(hd) && v && strcmp(v, "1") == 0;
+}
 
 static void tiles_of(const fa_request *req, const cuda_device_info *dev, seq_tiles *t) {
   t->hd = FA2_PAD_HD((int32_t)req->head_dim);
   t->pack = pack_of(req);
-  if (req->seqlen_q * t->pack <= FA2_DECODE_TILE_M &&
-      (int64_t)FA2_DECODE_SMEM(t->hd) <= dev->smem_optin) {
+  t->halves = decode_halves_opted(t->hd);
+  const size_t decode_smem = t->halves ? FA2_DECODE_HALVES_SMEM(t->hd) : FA2_DECODE_SMEM(t->hd);
+  if (req->seqlen_q * t->pack <= FA2_DECODE_TILE_M && (int64_t)decode_smem <= dev->smem_optin) {
     t->tile_m = FA2_DECODE_TILE_M;
     t->tile_n = FA2_DECODE_TILE_N;
-    t->smem = FA2_DECODE_SMEM(t->hd);
+    t->smem = decode_smem;
   } else {
+    t->halves = 0;
     t->tile_m = FA2_SPLITKV_TILE_M;
     t->tile_n = FA2_SPLITKV_TILE_N(t->hd);
     t->smem = FA2_SPLITKV_SMEM(t->hd);
@@ -181,6 +191,7 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
   ch.fa2.tile_n = tile_n;
   ch.fa2.warps = 4;
   ch.fa2.smem_bytes = tl.smem;
+  ch.decode_halves = tl.halves;
   fa_decision_put(out, &ch, sizeof ch);
   out->supported = 1;
   out->tile_m = tl.tile_m;
@@ -193,6 +204,7 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
                                 .dtype = cuda_dtype_name(req->dtype),
                                 .head_dim = req->head_dim,
                                 .rows16 = tl.tile_m == FA2_DECODE_TILE_M,
+                                .halves = tl.halves,
                                 .causal = p->causal,
                                 .window = p->window_enabled,
                                 .softcap = p->softcap > 0.0f,
@@ -288,6 +300,7 @@ fa_status cuda_seqs_run(const fa_request *req, const fa_decision *decision, cons
     A.num_blocks = (int32_t)req->k->shape[0];
   }
   A.tile_m = ch->fa2.tile_m;
+  A.halves = ch->decode_halves;
   A.pack = ch->pack;
   A.splits = ch->splits;
 

@@ -11,13 +11,38 @@
  * its 16 keys of every tile; at the end the warps' maxima, sums and outputs are merged (core/'s
  * rule, in the log2 domain) and stored as fa2_fwd_splitkv.cuh stores them: the normalised piece
  * and its LSE in fp32 when the keys are split, else out and lse.
+ *
+ * HALVES: K and V of a tile staged as separate halves in three tile buffers (half h in buffer
+ * h mod 3: K of tile n, then V of tile n), two halves in flight while one is computed, in place of
+ * FA2_DECODE_STAGES whole stages. At head dims above 192 two whole stages take 139 KB and keep one
+ * block (4 warps) an SM, which leaves the kernel bound by instruction issue; the halves take
+ * 104 KB, two blocks an SM. Opt-in (FA_CUDA_DECODE_HALVES=1) until a GPU has run it.
  */
 #ifndef FA_CUDA_FA2_FWD_DECODE_CUH
 #define FA_CUDA_FA2_FWD_DECODE_CUH
 
 #include "fa2_fwd_splitkv.cuh"
 
-template <typename Tr, int HD>
+/* A warp's scores of its KW keys from cw (tK: their rows) for the block's 16 rows: softcapped,
+   and masked where the keys cross a row's range. FA_TILE_EMPTY, s untouched, where no row sees
+   any of them. ranges: the first and last row's key ranges. */
+template <typename Tr, int HD, int NB, typename TL, typename E>
+__device__ __forceinline__ fa_tile_class decode_warp_scores(
+    float (&s)[1][NB][4], const E *sQ, const E *tK, int cw, int sk, const int64_t (&ranges)[4],
+    const int (&row_lo)[1][2], const int (&row_hi)[1][2], const cuda_fwd_args &f, int lane) {
+  constexpr int KW = NB * 8;
+  fa_tile_class cls = fa_mask_tile_class_from_ranges(ranges[0], ranges[1], ranges[2], ranges[3], cw,
+                                                     min(cw + KW, sk));
+  if (cls == FA_TILE_EMPTY) return cls;
+  if (cls == FA_TILE_FULL && cw + KW > sk) cls = FA_TILE_PARTIAL;
+  zero_tile(s);
+  mma_rows_rows<Tr, 1, NB, HD / 16, TL, TL>(s, sQ, 0, tK, 0, lane);
+  if (f.p.softcap > 0.0f) softcap_tile(s, f.p.scale, f.p.softcap);
+  if (cls == FA_TILE_PARTIAL) fa2_mask_scores(s, cw, row_lo, row_hi, lane & 3);
+  return cls;
+}
+
+template <typename Tr, int HD, bool HALVES>
 __global__ void __launch_bounds__(128) fa2_decode_kernel(const cuda_seq_args A) {
   typedef typename Tr::elem E;
   constexpr int BM = FA2_DECODE_TILE_M, BN = FA2_DECODE_TILE_N, ST = FA2_DECODE_STAGES(HD);
@@ -30,7 +55,7 @@ __global__ void __launch_bounds__(128) fa2_decode_kernel(const cuda_seq_args A) 
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   E *sQ = reinterpret_cast<E *>(smem_raw);
-  E *sKV = sQ + BM * LD; /* ST stages, each BN rows of K then BN rows of V */
+  E *sKV = sQ + BM * LD; /* ST stages, each BN rows of K then BN rows of V; HALVES: 3 tiles */
 
   const cuda_fwd_args &f = A.f;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -51,6 +76,7 @@ __global__ void __launch_bounds__(128) fa2_decode_kernel(const cuda_seq_args A) 
   int64_t lo_first, hi_first, lo_last, hi_last;
   fa_mask_key_range(&mask, m0, S.sk, &lo_first, &hi_first);
   fa_mask_key_range(&mask, m_last, S.sk, &lo_last, &hi_last);
+  const int64_t ranges[4] = {lo_first, hi_first, lo_last, hi_last};
   const int n_begin = (int)(lo_first / BN);
   const int n_end = hi_last > lo_first ? (int)((hi_last + BN - 1) / BN) : n_begin;
   const int64_t span = n_end - n_begin;
@@ -84,41 +110,75 @@ __global__ void __launch_bounds__(128) fa2_decode_kernel(const cuda_seq_args A) 
 
   splitkv_load_q<BM, HD, NT, TL>(sQ, static_cast<const E *>(f.q), f.q_str, S, h0, m0, rph_log2, d,
                                  tid);
-  /* The first ST - 1 tiles in flight, one commit group each (empty ones too: the count of
-     groups decides what cp_async_wait waits for). */
-#pragma unroll
-  for (int s = 0; s < ST - 1; ++s) {
-    if (nb0 + s < nb1)
-      splitkv_load_kv<BN, HD, NT, TL>(sKV + s * 2 * BN * LD, sKV + (s * 2 + 1) * BN * LD, A, S,
-                                      (nb0 + s) * BN, hk, d, tid);
+  if constexpr (HALVES) {
+    /* K and V of the first tile in flight, one commit group each (empty ones too: the count of
+       groups decides what cp_async_wait waits for). */
+    E *const half0 = sKV, *const half1 = sKV + BN * LD;
+    if (nb0 < nb1)
+      splitkv_load_kv<BN, HD, NT, TL, SPLITKV_K>(half0, half0, A, S, nb0 * BN, hk, d, tid);
     cp_async_commit();
-  }
-
-  for (int n = nb0, it = 0; n < nb1; ++n, ++it) {
-    /* Tile n has landed; after the barrier every warp is done with tile n - 1, whose stage the
-       copies of tile n + ST - 1 overwrite while this one is computed. */
-    cp_async_wait<ST - 2>();
-    __syncthreads();
-    if (n + ST - 1 < nb1) {
-      const int s = (it + ST - 1) % ST;
-      splitkv_load_kv<BN, HD, NT, TL>(sKV + s * 2 * BN * LD, sKV + (s * 2 + 1) * BN * LD, A, S,
-                                      (n + ST - 1) * BN, hk, d, tid);
+    if (nb0 < nb1)
+      splitkv_load_kv<BN, HD, NT, TL, SPLITKV_V>(half1, half1, A, S, nb0 * BN, hk, d, tid);
+    cp_async_commit();
+    for (int n = nb0, it = 0; n < nb1; ++n, ++it) {
+      const int hk_half = 2 * it % 3; /* tile n's K half; its V half is the next buffer */
+      E *const tK = sKV + hk_half * BN * LD;
+      E *const tV = sKV + (hk_half + 1) % 3 * BN * LD;
+      /* K of tile n has landed (V of tile n may still be in flight); after the barrier every
+         warp is done with V of tile n - 1, whose buffer K of tile n + 1 takes. */
+      cp_async_wait<1>();
+      __syncthreads();
+      if (n + 1 < nb1) {
+        E *const next_k = sKV + (hk_half + 2) % 3 * BN * LD;
+        splitkv_load_kv<BN, HD, NT, TL, SPLITKV_K>(next_k, next_k, A, S, (n + 1) * BN, hk, d, tid);
+      }
+      cp_async_commit();
+      const int cw = n * BN + warp * KW; /* this warp's first key */
+      float s[1][NB][4];
+      const fa_tile_class cls = decode_warp_scores<Tr, HD, NB, TL>(
+          s, sQ, tK + warp * KW * LD, cw, S.sk, ranges, row_lo, row_hi, f, lane);
+      /* V of tile n has landed; after the barrier every warp is done with K of tile n, whose
+         buffer V of tile n + 1 takes. */
+      cp_async_wait<1>();
+      __syncthreads();
+      if (n + 1 < nb1)
+        splitkv_load_kv<BN, HD, NT, TL, SPLITKV_V>(tK, tK, A, S, (n + 1) * BN, hk, d, tid);
+      cp_async_commit();
+      if (cls != FA_TILE_EMPTY)
+        fa2_softmax_pv<Tr, 1, NB, DB, TL>(s, o, row_max, row_sum, sl2, tV + warp * KW * LD, lane);
     }
-    cp_async_commit();
-    const int st = it % ST;
-    const int cw = n * BN + warp * KW; /* this warp's first key */
-    fa_tile_class cls = fa_mask_tile_class_from_ranges(lo_first, hi_first, lo_last, hi_last, cw,
-                                                       min(cw + KW, S.sk));
-    if (cls == FA_TILE_EMPTY) continue;
-    if (cls == FA_TILE_FULL && cw + KW > S.sk) cls = FA_TILE_PARTIAL;
-    const E *tK = sKV + st * 2 * BN * LD + warp * KW * LD;
-    const E *tV = sKV + (st * 2 + 1) * BN * LD + warp * KW * LD;
-    float s[1][NB][4];
-    zero_tile(s);
-    mma_rows_rows<Tr, 1, NB, HD / 16, TL, TL>(s, sQ, 0, tK, 0, lane);
-    if (capped) softcap_tile(s, f.p.scale, f.p.softcap);
-    if (cls == FA_TILE_PARTIAL) fa2_mask_scores(s, cw, row_lo, row_hi, t);
-    fa2_softmax_pv<Tr, 1, NB, DB, TL>(s, o, row_max, row_sum, sl2, tV, lane);
+  } else {
+    /* The first ST - 1 tiles in flight, one commit group each (empty ones too: the count of
+       groups decides what cp_async_wait waits for). */
+#pragma unroll
+    for (int s = 0; s < ST - 1; ++s) {
+      if (nb0 + s < nb1)
+        splitkv_load_kv<BN, HD, NT, TL>(sKV + s * 2 * BN * LD, sKV + (s * 2 + 1) * BN * LD, A, S,
+                                        (nb0 + s) * BN, hk, d, tid);
+      cp_async_commit();
+    }
+
+    for (int n = nb0, it = 0; n < nb1; ++n, ++it) {
+      /* Tile n has landed; after the barrier every warp is done with tile n - 1, whose stage the
+         copies of tile n + ST - 1 overwrite while this one is computed. */
+      cp_async_wait<ST - 2>();
+      __syncthreads();
+      if (n + ST - 1 < nb1) {
+        const int s = (it + ST - 1) % ST;
+        splitkv_load_kv<BN, HD, NT, TL>(sKV + s * 2 * BN * LD, sKV + (s * 2 + 1) * BN * LD, A, S,
+                                        (n + ST - 1) * BN, hk, d, tid);
+      }
+      cp_async_commit();
+      const int st = it % ST;
+      const int cw = n * BN + warp * KW; /* this warp's first key */
+      const E *tK = sKV + st * 2 * BN * LD + warp * KW * LD;
+      const E *tV = sKV + (st * 2 + 1) * BN * LD + warp * KW * LD;
+      float s[1][NB][4];
+      if (decode_warp_scores<Tr, HD, NB, TL>(s, sQ, tK, cw, S.sk, ranges, row_lo, row_hi, f,
+                                             lane) == FA_TILE_EMPTY)
+        continue;
+      fa2_softmax_pv<Tr, 1, NB, DB, TL>(s, o, row_max, row_sum, sl2, tV, lane);
+    }
   }
   cp_async_wait<0>();
   __syncthreads(); /* every warp done with the stages before they hold the merge */
@@ -126,7 +186,7 @@ __global__ void __launch_bounds__(128) fa2_decode_kernel(const cuda_seq_args A) 
   /* Warps 1-3 hand their rows' state to warp 0, in fragment order (lane-contiguous). */
   constexpr int WORDS = DB * 4 + 4; /* per lane: o, then max and sum of both rows */
   float *red = reinterpret_cast<float *>(sKV);
-  static_assert((size_t)3 * WORDS * 32 * 4 <= (size_t)ST * 2 * BN * LD * sizeof(E),
+  static_assert((size_t)3 * WORDS * 32 * 4 <= (size_t)(HALVES ? 3 : ST * 2) * BN * LD * sizeof(E),
                 "the merge fits the stages");
   if (warp > 0) {
     float *mine = red + (warp - 1) * WORDS * 32 + lane;

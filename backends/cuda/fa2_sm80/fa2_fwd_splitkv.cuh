@@ -82,8 +82,9 @@ __device__ __forceinline__ void splitkv_load_q(E *sQ, const E *q, const cuda_str
 
 /* The BN x HD K and V tiles of keys c0..: key j of the sequence, through the block table when
    paged (a page entry outside [0, num_blocks) reads as zeros); keys past the sequence and columns
-   past d zero-filled. */
-template <int BN, int HD, int NT, typename TL, typename E>
+   past d zero-filled. PARTS: SPLITKV_K, SPLITKV_V or both (the other tile's pointer unused). */
+enum { SPLITKV_K = 1, SPLITKV_V = 2, SPLITKV_KV = 3 };
+template <int BN, int HD, int NT, typename TL, int PARTS = SPLITKV_KV, typename E>
 __device__ __forceinline__ void splitkv_load_kv(E *sK, E *sV, const cuda_seq_args &A,
                                                 const splitkv_seq &S, int c0, int hk, int d,
                                                 int tid) {
@@ -119,8 +120,8 @@ __device__ __forceinline__ void splitkv_load_kv(E *sK, E *sV, const cuda_seq_arg
       }
     }
     const uint32_t off = TL::off(r, col) * (int)sizeof(E);
-    cp_async_16(bk + off, ks, ok ? 16 : 0);
-    cp_async_16(bv + off, vs, ok ? 16 : 0);
+    if (PARTS & SPLITKV_K) cp_async_16(bk + off, ks, ok ? 16 : 0);
+    if (PARTS & SPLITKV_V) cp_async_16(bv + off, vs, ok ? 16 : 0);
   }
 }
 

@@ -103,5 +103,10 @@
 #define FA2_DECODE_SMEM(hd)                                                                        \
   ((size_t)(FA2_DECODE_TILE_M + 2 * FA2_DECODE_STAGES(hd) * FA2_DECODE_TILE_N) * FA2_TILE_LD(hd) * \
    2)
+/* The same kernel with K and V staged as halves in three tile buffers (fa2_fwd_decode.cuh's
+   HALVES), built for the head dims whose two whole stages leave one block an SM. */
+#define FA2_DECODE_HALVES_HD(hd) ((hd) > 192)
+#define FA2_DECODE_HALVES_SMEM(hd) \
+  ((size_t)(FA2_DECODE_TILE_M + 3 * FA2_DECODE_TILE_N) * FA2_TILE_LD(hd) * 2)
 
 #endif /* FA_CUDA_FA2_TILES_H */
