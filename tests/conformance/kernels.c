@@ -175,8 +175,16 @@ static int cuda_decode_rows(const kernel_facts *k) {
   return k->sq * pack <= 16;
 }
 
-/* The forward over sequences' name: ".rows16" after the head dim for the decoding kernel, then
-   the mask, ".varlen", ".paged" and ".split<S>" (".gqa<P>" allowed after it). */
+/* Whether the decoding kernel stages K and V as halves (docs/backends.md): asked for by
+   FA_CUDA_DECODE_HALVES=1, at head dims that pad (to 32) above 192. */
+static int cuda_decode_halves(int64_t d) {
+  const char *v = getenv("FA_CUDA_DECODE_HALVES");
+  return v && strcmp(v, "1") == 0 && (d + 31) / 32 * 32 > 192;
+}
+
+/* The forward over sequences' name: ".rows16" (".rows16.halves") after the head dim for the
+   decoding kernel, then the mask, ".varlen", ".paged" and ".split<S>" (".gqa<P>" allowed after
+   it). */
 static void cuda_seqs_name(const kernel_facts *k, const char *suffix, int splits, int rows16,
                            char *out, size_t n) {
   char split[24] = "", hd[24];
@@ -185,8 +193,10 @@ static void cuda_seqs_name(const kernel_facts *k, const char *suffix, int splits
   /* suffix is "<op>.<dtype>.hd<D><mask>": the mask part follows the head dim. */
   const char *after_hd = strstr(suffix, hd) + strlen(hd);
   snprintf(out, n, "cuda.fa2.sm80.%.*s%s%s%s%s%s", (int)(after_hd - suffix), suffix,
-           rows16 ? ".rows16" : "", after_hd, k->varlen ? ".varlen" : "", k->paged ? ".paged" : "",
-           split);
+           !rows16                    ? ""
+           : cuda_decode_halves(k->d) ? ".rows16.halves"
+                                      : ".rows16",
+           after_hd, k->varlen ? ".varlen" : "", k->paged ? ".paged" : "", split);
 }
 
 static void cuda_expect(const backend_ctx *bk, const kernel_facts *k, int splits,
