@@ -202,6 +202,20 @@ void build_fcases(fcase_list *L) {
       memcpy(c.lq, q, sizeof q), memcpy(c.lk, k, sizeof k), memcpy(c.used, u, sizeof u);
     }
     fcase_add(L, c, "varlen.seqused.deterministic");
+    /* the backward over sequences at the wide head dims (256, and 192 padded to it), whose GPU
+       kernels take 64-key tiles: GQA, an empty sequence, used keys ending inside a tile, both
+       causal alignments and no mask, both lse layouts */
+    for (int w = 0; w < 2; ++w) {
+      const int64_t d = (idt + w) % 2 ? 192 : 256;
+      c = fbase(dt, 3, 8, 2, 0, 0, d, d, w ? CM_NONE : idt == 0 ? CM_TL : CM_BR);
+      c.varlen = 1, c.seqused = !w, c.lse_packed = (idt + w) % 2;
+      {
+        const int64_t q[3] = {150, 0, 97}, k[3] = {200, 40, 97}, u[3] = {130, 0, 97};
+        memcpy(c.lq, q, sizeof q), memcpy(c.lk, k, sizeof k);
+        if (!w) memcpy(c.used, u, sizeof u);
+      }
+      fcase_add(L, c, w ? "varlen.wide" : "varlen.wide.seqused");
+    }
     /* --- head dims up to 512, dv != dk --- */
     static const int64_t hd[][2] = {{192, 128}, {576, 512}, {512, 512}, {300, 72}, {40, 512}};
     for (int h = 0; h < 5; ++h) {

@@ -231,9 +231,13 @@ static void cuda_expect(const backend_ctx *bk, const kernel_facts *k, int splits
     return;
   }
   /* The backward over sequences (varlen, seqused_k): fa3's narrow kernels (head dims 64, 96,
-     128; not deterministic) where fa3 applies, else fa2's kernel over sequences. */
+     128; with FA_CUDA_FA3_WIDE_SEQS=1 its wide kernel at 192 and 256 too; not deterministic)
+     where fa3 applies, else fa2's kernel over sequences. */
   if (!fwd && (k->varlen || k->seqused)) {
-    const int fa3 = bk->cuda_fa3 && (k->d == 64 || k->d == 96 || k->d == 128) && !k->determ &&
+    const char *wide_opt = getenv("FA_CUDA_FA3_WIDE_SEQS");
+    const int wide = wide_opt && !strcmp(wide_opt, "1") && (k->d == 192 || k->d == 256);
+    const int fa3 = bk->cuda_fa3 && (k->d == 64 || k->d == 96 || k->d == 128 || wide) &&
+                    !k->determ &&
                     !cuda_fa3_gaps(1, k->d, k->dv, k->sq, k->sk, k->softcap ? 1.0f : 0.0f);
     e->n = 0;
     if (fa3)

@@ -417,6 +417,39 @@ int main(void) {
     EXPECT(fa3_bwd_launch(&xb, NULL, err, sizeof err) == -1 && strcmp(err, "stub") && !g_launched,
            "backward at head_dim %d with 128-key tiles: %s", d, err);
   }
+  /* Over sequences (packed q and k, the views the forward's): the narrow kernels and the wide one
+     (192, 256) alike make the views and reach the maps (the stub refuses the first, Q's: boxes of
+     the 64-row query tile); deterministic mode is refused before anything. */
+  static int32_t cu_bwd[3] = {0, 100, 300};
+  static uint16_t bwd_buf[16];
+  for (int d = 128; d <= 256; d += 64) {
+    fa3_bwd_args xs;
+    memset(&xs, 0, sizeof xs);
+    xs.a.p = open_1k;
+    xs.a.p.batch = 2, xs.a.p.heads_q = 8, xs.a.p.heads_kv = 2, xs.a.p.head_dim = d;
+    xs.a.p.seqlen_q = xs.a.p.seqlen_k = 200;
+    xs.a.seqs = 1;
+    xs.a.ix.cu_q = xs.a.ix.cu_k = cu_bwd;
+    xs.a.ix.total_q = xs.a.ix.total_k = 300;
+    const cuda_strides pq = {0, 8 * d, d}, pk = {0, 2 * d, d};
+    xs.a.q_str = xs.a.do_str = pq;
+    xs.a.k_str = xs.a.v_str = pk;
+    xs.a.q = xs.a.k = xs.a.v = xs.a.out = xs.a.dout = bwd_buf + 8;
+    xs.grid_blocks = 132;
+    fa3_bwd_sizing(&xs.a, 0, 1);
+    memset(&g_map, 0, sizeof g_map);
+    g_launched = 0;
+    EXPECT(fa3_bwd_launch(&xs, NULL, err, sizeof err) == -1 && !strcmp(err, "stub") &&
+               !g_launched && xs.q_ext == 300 && xs.k_ext == 300 && xs.q_batch_rows == 0 &&
+               g_map.dims[1] == 300 && g_map.box[1] == FA3_BWD_TILE_M,
+           "backward over sequences at head_dim %d reaches the views' maps: %s (Q rows %llu, box "
+           "%u)",
+           d, err, (unsigned long long)g_map.dims[1], g_map.box[1]);
+    fa3_bwd_sizing(&xs.a, 1, 2);
+    EXPECT(fa3_bwd_launch(&xs, NULL, err, sizeof err) == -1 && strstr(err, "deterministic") &&
+               !g_launched,
+           "deterministic backward over sequences at head_dim %d: %s", d, err);
+  }
   /* 96: sized for the 128 kernel (its dQ accumulator 128 columns wide); an accumulator sized
      otherwise is refused before anything runs */
   xb.a.p.head_dim = 96;

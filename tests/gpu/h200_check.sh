@@ -25,6 +25,11 @@
 #                with K and V staged as halves (fa2_fwd_decode.cuh, head dims 224 and 256, opt-in
 #                until verified), log in $OUT; halves.ran: fa-bench --decode at hd256 must report
 #                a .rows16.halves kernel
+#   conformance.wideseqs
+#                the sequence cases (--filter varlen, seqused among them) with
+#                FA_CUDA_FA3_WIDE_SEQS=1: fa3's wide backward over sequences at head dims 192 and
+#                256 (opt-in until verified); the suite's kernel-name check requires fa3 to have
+#                run the varlen.wide cases, log in $OUT
 #   conformance.sm80jit (with --sm80-build DIR only)
 #                the suite from DIR, a build whose CUDA plugin is compute_80 PTX
 #                (-DFA_CUDA_ARCHS=80-virtual), with FA_CUDA_AS_SM80=1 (the device run as sm_80:
@@ -55,6 +60,10 @@
 #                the halves decoding kernel under FA_CUDA_DECODE_HALVES=1: memcheck on the one-row
 #                cases at hd256, racecheck and synccheck on f16.b1.h8x1.s1x1000.d256 (GQA 8 rows,
 #                16 key tiles)
+#   memcheck.wideseqs, racecheck.wideseqs, synccheck.wideseqs, racecheck.wideseqs.grid1
+#                the wide backward over sequences under FA_CUDA_FA3_WIDE_SEQS=1: memcheck on the
+#                varlen.wide cases, racecheck and synccheck on varlen.wide.seqused.f16, racecheck
+#                with FA_CUDA_FA3_GRID=1 (one block walks every item)
 #   memcheck.tables
 #                memcheck on bin/cuda_bad_tables: out-of-range block tables, cu_seqlens, seqused_k
 #                and cache lengths in device memory, refused with params.check_indices and
@@ -237,6 +246,10 @@ if [ "$DO_CONF" -eq 1 ]; then
   else
     record halves.ran FAIL "fa-bench not built"
   fi
+  # fa3's wide backward over sequences (opt-in until verified): the kernel-name check of the
+  # suite requires fa3 on the varlen.wide cases under the variable.
+  CONF_ARGS="--filter varlen" conformance_env conformance.wideseqs 100 \
+    "FA_CUDA_FA3_WIDE_SEQS=1: " "" "$BIN/conformance" FA_CUDA_FA3_WIDE_SEQS=1
   if [ -n "$SM80_BUILD" ]; then
     banner "conformance --backend cuda, sm_80 code (compute_80 PTX from $SM80_BUILD)"
     conformance_env conformance.sm80jit 400 "" "run as sm_80" "$SM80_BUILD/bin/conformance" \
@@ -244,7 +257,7 @@ if [ "$DO_CONF" -eq 1 ]; then
       FA_CUDA_AS_SM80=1 FA_CUDA_SMEM_LIMIT=166912
   fi
 else
-  for s in conformance conformance.a100 conformance.sm86 conformance.fa3 conformance.fp8 conformance.fp8.ran conformance.halves halves.ran; do record "$s" SKIP "--no-conformance"; done
+  for s in conformance conformance.a100 conformance.sm86 conformance.fa3 conformance.fp8 conformance.fp8.ran conformance.halves halves.ran conformance.wideseqs; do record "$s" SKIP "--no-conformance"; done
 fi
 
 # --- compute-sanitizer -----------------------------------------------------------------------
@@ -279,9 +292,9 @@ if [ "$DO_SAN" -eq 1 ]; then
   banner "compute-sanitizer"
   SANITIZER=$(find_tool compute-sanitizer)
   if [ -z "$SANITIZER" ]; then
-    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1 memcheck.halves racecheck.halves synccheck.halves; do record "$s" FAIL "compute-sanitizer not found"; done
+    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1 memcheck.halves racecheck.halves synccheck.halves memcheck.wideseqs racecheck.wideseqs synccheck.wideseqs racecheck.wideseqs.grid1; do record "$s" FAIL "compute-sanitizer not found"; done
   elif ! need_bin cuda_smoke; then
-    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1 memcheck.halves racecheck.halves synccheck.halves; do record "$s" FAIL "cuda_smoke not built"; done
+    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1 memcheck.halves racecheck.halves synccheck.halves memcheck.wideseqs racecheck.wideseqs synccheck.wideseqs racecheck.wideseqs.grid1; do record "$s" FAIL "cuda_smoke not built"; done
   else
     "$SANITIZER" --version | tail -1
     sanitize memcheck memcheck memcheck.log
@@ -337,14 +350,24 @@ if [ "$DO_SAN" -eq 1 ]; then
         racecheck_halves.log --backend cuda --filter f16.b1.h8x1.s1x1000.d256
       SAN_PROG=conformance FA_CUDA_DECODE_HALVES=1 sanitize synccheck.halves synccheck \
         synccheck_halves.log --backend cuda --filter f16.b1.h8x1.s1x1000.d256
+      # fa3's wide backward over sequences (each role walks the items with its own cursor).
+      SAN_PROG=conformance SAN_NO_LEAK=1 FA_CUDA_FA3_WIDE_SEQS=1 sanitize memcheck.wideseqs \
+        memcheck memcheck_wideseqs.log --backend cuda --filter varlen.wide
+      SAN_PROG=conformance FA_CUDA_FA3_WIDE_SEQS=1 sanitize racecheck.wideseqs racecheck \
+        racecheck_wideseqs.log --backend cuda --filter varlen.wide.seqused.f16
+      SAN_PROG=conformance FA_CUDA_FA3_WIDE_SEQS=1 sanitize synccheck.wideseqs synccheck \
+        synccheck_wideseqs.log --backend cuda --filter varlen.wide.seqused.f16
+      SAN_PROG=conformance FA_CUDA_FA3_WIDE_SEQS=1 FA_CUDA_FA3_GRID=1 sanitize \
+        racecheck.wideseqs.grid1 racecheck racecheck_wideseqs_grid1.log --backend cuda \
+        --filter varlen.wide.f16
     else
-      for s in memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1 memcheck.halves racecheck.halves synccheck.halves; do
+      for s in memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1 memcheck.halves racecheck.halves synccheck.halves memcheck.wideseqs racecheck.wideseqs synccheck.wideseqs racecheck.wideseqs.grid1; do
         record "$s" FAIL "conformance not built"
       done
     fi
   fi
 else
-  for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1 memcheck.halves racecheck.halves synccheck.halves; do record "$s" SKIP "--no-sanitize"; done
+  for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1 memcheck.halves racecheck.halves synccheck.halves memcheck.wideseqs racecheck.wideseqs synccheck.wideseqs racecheck.wideseqs.grid1; do record "$s" SKIP "--no-sanitize"; done
 fi
 
 # --- load ------------------------------------------------------------------------------------

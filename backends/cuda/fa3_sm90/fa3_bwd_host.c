@@ -70,10 +70,8 @@ int fa3_bwd_launch(fa3_bwd_args *x, void *workspace, char *err, size_t err_len) 
     return -1;
   }
   if (a->seqs) {
-    if (FA3_BWD_WIDE(padded) || a->deterministic) {
-      snprintf(err, err_len,
-               "fa3 backward over sequences: head_dim %d or deterministic mode (fa2 runs those)",
-               (int)p->head_dim);
+    if (a->deterministic) {
+      snprintf(err, err_len, "fa3 backward over sequences: deterministic mode (fa2 runs it)");
       return -1;
     }
     if (seq_maps(x, err, err_len)) return -1;

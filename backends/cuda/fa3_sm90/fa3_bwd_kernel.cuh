@@ -58,7 +58,6 @@
 template <typename Tr, int HD, bool SEQS>
 __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__ fa3_bwd_args A) {
   typedef fa3_bwd_layout<HD> L;
-  static_assert(!SEQS || !L::WIDE, "SEQS: the narrow kernels' published items");
   typedef typename Tr::elem E;
   constexpr bool F16 = Tr::is_f16;
   constexpr int BM = L::BM, BN = L::BN, BOXES = HD / 64;
@@ -85,9 +84,10 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
   /* The block's items as the producer takes them (a slot per K/V buffer: the fixed deal or the
      counter's; fa3_bwd_take_item). */
   __shared__ int kv_item[2];
-  /* SEQS: the published items' records (fa3_bwd_seq_item_of), read by the consumers and the dQ
-     writer before they release the slot. */
-  __shared__ fa3_bwd_seq_item kv_rec[SEQS ? 2 : 1];
+  /* SEQS, narrow kernels: the published items' records (fa3_bwd_seq_item_of), read by the
+     consumers and the dQ writer before they release the slot (the wide kernel's roles find them
+     with cursors of their own). */
+  __shared__ fa3_bwd_seq_item kv_rec[SEQS && PUBLISH ? 2 : 1];
 
   const cuda_bwd_args &a = A.a;
   /* The warpgroup by a shuffle from lane 0: ptxas then knows it is the same in every lane of a
@@ -248,7 +248,7 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
 
   setmaxnreg_inc<FA3_BWD_CONSUMER_REGS(L::WIDE)>();
   if constexpr (L::WIDE) {
-    fa3_bwd_consume_wide<Tr, HD>(A, sm, dq_acc, wg - 1, tid);
+    fa3_bwd_consume_wide<Tr, HD, SEQS>(A, sm, dq_acc, wg - 1, tid);
   } else {
     const int c = wg - 1; /* this consumer's keys: n0 + 64 c .. */
     const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;

@@ -13,17 +13,14 @@
 template <typename Tr, int HD>
 int fa3_bwd_main_launch(const fa3_bwd_args *x) {
   const cuda_problem &p = x->a.p;
-  /* Over sequences: the narrow kernels' persistent grid (the items are the sequences' own). */
+  /* Over sequences: a persistent grid over the sequences' items (the narrow kernels' blocks
+     take them by the dynamic schedule, the wide kernel's by the fixed deal). */
   if (x->a.seqs) {
-    if constexpr (FA3_BWD_WIDE(HD)) {
-      return (int)cudaErrorInvalidValue;
-    } else {
-      if (x->grid_blocks <= 0 || x->a.deterministic) return (int)cudaErrorInvalidValue;
-      if (p.heads_kv == 0 || p.batch == 0) return 0;
-      fa3_bwd_kernel<Tr, HD, true><<<dim3((unsigned)x->grid_blocks), 384, FA3_BWD_SMEM(HD),
-                                     static_cast<cudaStream_t>(p.stream)>>>(*x);
-      return (int)cudaGetLastError();
-    }
+    if (x->grid_blocks <= 0 || x->a.deterministic) return (int)cudaErrorInvalidValue;
+    if (p.heads_kv == 0 || p.batch == 0) return 0;
+    fa3_bwd_kernel<Tr, HD, true><<<dim3((unsigned)x->grid_blocks), 384, FA3_BWD_SMEM(HD),
+                                   static_cast<cudaStream_t>(p.stream)>>>(*x);
+    return (int)cudaGetLastError();
   }
   const int n_blocks = (p.seqlen_k + FA3_BWD_TILE_N(HD) - 1) / FA3_BWD_TILE_N(HD);
   if (n_blocks == 0 || p.heads_kv == 0 || p.batch == 0) return 0;
@@ -52,8 +49,7 @@ cudaError_t fa3_bwd_opt_in() {
 template <int HD>
 int fa3_bwd_prepare() {
   cudaError_t e = fa3_bwd_opt_in<HD, false>();
-  if constexpr (!FA3_BWD_WIDE(HD))
-    if (e == cudaSuccess) e = fa3_bwd_opt_in<HD, true>();
+  if (e == cudaSuccess) e = fa3_bwd_opt_in<HD, true>();
   return (int)e;
 }
 

@@ -84,8 +84,12 @@ __device__ __forceinline__ void fa3_bwd_add_dq_piece(const float (&d)[32], float
 #endif
 }
 
-/* Consumer c (0 or 1) of the wide kernel: every key tile of the block, every step of it. */
-template <typename Tr, int HD>
+/* Consumer c (0 or 1) of the wide kernel: every key tile of the block, every step of it. The
+   block's items are the fixed deal's (w = blockIdx.x, + gridDim.x, ...), which each role walks
+   itself; SEQS: the sequences' items (fa3_bwd_seq_item_of, a cursor of the consumer's own, as the
+   producer's), each under its sequence's lengths and mask, its dQ rows the sequence's rows of the
+   workspace (seq_bwd_ws_row) and its dK and dV rows the sequence's keys. */
+template <typename Tr, int HD, bool SEQS>
 __device__ __forceinline__ void fa3_bwd_consume_wide(const fa3_bwd_args &A, unsigned char *sm,
                                                      float *dq_acc, int c, int tid) {
   typedef fa3_bwd_layout<HD> L;
@@ -106,12 +110,23 @@ __device__ __forceinline__ void fa3_bwd_consume_wide(const fa3_bwd_args &A, unsi
   const int q_off = 32 * c * 128; /* this consumer's queries in a Q or dO box */
 
   int it = 0, loaded = 0; /* as the producer's */
-  for (int w = blockIdx.x; w < items; w += gridDim.x) {
-    const fa3_bwd_item I = fa3_bwd_item_of(A, w, n_tiles);
+  fa3_bwd_cursor cur = {0, 0};
+  for (int w = blockIdx.x;; w += gridDim.x) {
+    fa3_bwd_seq_item R;
+    if (SEQS ? !fa3_bwd_seq_item_of<BN>(w, cur, A, R) : w >= items) break;
+    /* The item's sequence: its rows, keys and mask (SEQS), else the problem's. */
+    int sq = seqlen_q, sk = seqlen_k, k_rows = seqlen_k, k_start = 0;
+    fa_mask mk = mask;
+    if constexpr (SEQS) {
+      sq = R.sq, sk = R.sk, k_rows = R.k_rows, k_start = R.k_start;
+      mk = seq_mask_of(a.ix, sq, sk);
+    }
+    const fa3_bwd_item I = fa3_bwd_item_at<SEQS>(A, w, n_tiles, R);
     const int hk = I.hk, b = I.b;
-    const fa3_bwd_tile T = fa3_bwd_tile_of(mask, I.n, BM, BN, seqlen_q, seqlen_k, group);
+    const fa3_bwd_tile T =
+        fa3_bwd_seq_tile_of<SEQS>(mask, R, I.n, BM, BN, seqlen_q, seqlen_k, group, a.ix);
     int full_lo, full_hi; /* the query rows that see all 64 keys: no mask test */
-    fa3_bwd_full_rows(mask, T.n0, T.n0 + BN, seqlen_q, seqlen_k, full_lo, full_hi);
+    fa3_bwd_full_rows(mk, T.n0, T.n0 + BN, sq, sk, full_lo, full_hi);
     float dk[64], dv[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) dk[i] = dv[i] = 0.0f;
@@ -141,10 +156,10 @@ __device__ __forceinline__ void fa3_bwd_consume_wide(const fa3_bwd_args &A, unsi
       wgmma_wait<1>();
       wgmma_fence_regs(s);
       const int r0 = m0 + 32 * c;
-      if (r0 < full_lo || min(r0 + 32, seqlen_q) > full_hi)
-        fa3_bwd_p<true, 32>(s, lsed, sl2, mask, r0, T.n0, seqlen_k, warp, g, t);
+      if (r0 < full_lo || min(r0 + 32, sq) > full_hi)
+        fa3_bwd_p<true, 32>(s, lsed, sl2, mk, r0, T.n0, sk, warp, g, t);
       else
-        fa3_bwd_p<false, 32>(s, lsed, sl2, mask, r0, T.n0, seqlen_k, warp, g, t);
+        fa3_bwd_p<false, 32>(s, lsed, sl2, mk, r0, T.n0, sk, warp, g, t);
       uint32_t pa[2][4];
       fa3_pack_p<Tr, 32>(s, pa);
       /* The stage's tiles were last read by the wgmmas of two steps ago, which both consumers
@@ -173,9 +188,11 @@ __device__ __forceinline__ void fa3_bwd_consume_wide(const fa3_bwd_args &A, unsi
       wgmma_commit();
       fa3_bwd_issue_keys_rows<L::Q_BOX, F16>(dk, dst, q + 2 * c * L::Q_BOX);
       wgmma_commit();
-      /* The warp's first 16-row, 8-column block of this step's dQ columns 128 c.. */
-      float *blocks = dq_acc + ((int64_t)b * a.p.heads_q + head) * a.seqlen_q_padded * HD +
-                      ((int64_t)(m0 / 16 + warp) * (HD / 8) + 16 * c) * 128;
+      /* The warp's first 16-row, 8-column block of this step's dQ columns 128 c.. (the head's
+         rows start at a multiple of the query tile: whole blocks) */
+      const int64_t row0 = SEQS ? seq_bwd_ws_row(a, b, head, R.q_start)
+                                : ((int64_t)b * a.p.heads_q + head) * a.seqlen_q_padded;
+      float *blocks = dq_acc + row0 * HD + ((int64_t)(m0 / 16 + warp) * (HD / 8) + 16 * c) * 128;
       wgmma_wait<3>();
       wgmma_fence_regs(dq0);
       fa3_bwd_add_dq_piece(dq0, blocks, g, t);
@@ -195,7 +212,7 @@ __device__ __forceinline__ void fa3_bwd_consume_wide(const fa3_bwd_args &A, unsi
       }
       ++loaded;
     }
-    fa3_bwd_store_dkv<Tr, 128>(dk, dv, a, hk, b, T.n0, 128 * c, warp, g, t, a.p.seqlen_k, 0);
+    fa3_bwd_store_dkv<Tr, 128>(dk, dv, a, hk, b, T.n0, 128 * c, warp, g, t, k_rows, k_start);
   }
 }
 
