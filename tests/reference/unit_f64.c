@@ -20,15 +20,29 @@ static void transpose_f64(const double *a, int64_t rows, int64_t cols, double *t
 }
 
 /* The unit's arrays: k, v (and transposed), q and dO of one head, a row's scores, probabilities
-   and dP, dK and dV; for the magnitudes |k|ᵀ, |v|ᵀ, per-row |S|, P sigma, |dO|.|v| and the squared
-   sums; dropout's scale per key (keep / (1 - p), or 1) and the softcap's derivative per key. */
+   and dP, dK and dV; for the magnitudes |k|ᵀ, |v|ᵀ, per-row |S|, P sigma, |dO|.|v|, the squared
+   sums and a row's dq coefficients of D; dropout's scale per key (keep / (1 - p), or 1) and the
+   softcap's derivative per key. */
 /* clang-format off */
 #define ARRAYS(X)                                                                     \
   X(K, sk * d) X(KT, sk * d) X(V, sk * dv) X(VT, sk * dv) X(Q, sq * d) X(dO, sq * dv) \
   X(s, sk) X(P, sk) X(dp, sk) X(dK, sk * d) X(dV, sk * dv)                            \
   X(KaT, sk * d) X(VaT, sk * dv) X(sa, sk) X(Ps, sk) X(dpa, sk)                       \
-  X(dKv, sk * d) X(dVv, sk * dv) X(Z, sk) X(G, sk)
+  X(dKv, sk * d) X(dVv, sk * dv) X(Z, sk) X(G, sk) X(dqD, d)
 /* clang-format on */
+
+/* The storage dtype's unit roundoff in units of fp32's (the magnitudes' unit): 0 for f32, whose
+   rounding of O the fp32 terms already count. */
+static double storage_u_in_u32(fa_dtype dt) {
+  switch (dt) {
+    case FA_F16:
+      return 8192.0; /* 2^-11 / 2^-24 */
+    case FA_BF16:
+      return 65536.0; /* 2^-8 / 2^-24 */
+    default:
+      return 0.0;
+  }
+}
 
 /*
  * The float64 computation, and beside it the magnitudes behind the pass rule's fp32 term
@@ -43,7 +57,17 @@ static void transpose_f64(const double *a, int64_t rows, int64_t cols, double *t
  *     u P_j sigma_j, sigma_j = (1 - P_j)|S|_j + sum_{k != j} P_k |S|_k (zero when one key takes all
  *     the probability: P = 1 whatever S is);
  *   - dS = P (dP - D) loses, besides P's error, the rounding of dP and D, which cancel where the
- *     result is small: u P (|dO|.|v_j| + sum_k P_k |dO|.|v_k|).
+ *     result is small: u P (|dO|.|v_j| + sum_k P_k |dO|.|v_k|);
+ *   - D = rowsum(dO∘O) is formed from O as stored (f16/bf16: each O_c rounded by up to u_s |O_c|,
+ *     u_s the storage dtype's unit roundoff), one error a row that every dS of the row carries,
+ *     of standard deviation e_i = u_s sqrt(sum_c (dO_ic O_ic)^2 / 3) (uniform roundings): dq_i by
+ *     e_i |sum_j scale P_ij k_j| (the same error for every key), dk_j by the quadrature over rows
+ *     of e_i scale P_ij |q_i|. It enters as a standard deviation, not in units of u, so the
+ *     rule's factor 4 makes it 4 of them: one row's single error, where the fp32 terms' 7 cover
+ *     the largest of many. Where one key takes most of a row's probability it is most of dq's and
+ *     dk's error, and the naive computation's D, rounded from its own O, errs independently of
+ *     the library's: twice the naive error is then no bound (a CI run found 1.25x, another
+ *     1.3x).
  * These are estimates, not bounds: what matters is that they grow as the errors of legitimate fp32
  * kernels do (long sums, cancellation); ref_floor turns them into a tolerance.
  */
@@ -156,11 +180,14 @@ int ref_unit_f64(ref_job *J, int64_t b, int64_t g) {
       }
       /* With dropout, D = rowsum(dO∘O) = sum P Z dP, and dS = P∘(dP∘Z − D); the softcap's
          derivative multiplies dS. */
-      double D = 0.0, Da = 0.0;
+      double D = 0.0, Da = 0.0, De = 0.0; /* De: D's error from the stored O, in u32 units */
       for (int64_t j = lo; j < hi; ++j) {
         D += P[j] * Z[j] * dp[j];
         Da += P[j] * Z[j] * dpa[j];
       }
+      for (int64_t c = 0; c < dv; ++c) De += (doi[c] * o[c]) * (doi[c] * o[c]);
+      De = storage_u_in_u32(J->dtype) * sqrt(De / 3.0);
+      for (int64_t c = 0; c < d; ++c) dqD[c] = 0.0;
       for (int64_t j = lo; j < hi; ++j) {
         /* masked keys: P = 0, so ds = 0 */
         const double ds = scale * G[j] * P[j] * (dp[j] * Z[j] - D);
@@ -168,15 +195,17 @@ int ref_unit_f64(ref_job *J, int64_t b, int64_t g) {
             scale * G[j] * (Ps[j] * fabs(dp[j] * Z[j] - D) + P[j] * (dpa[j] * Z[j] + Da));
         const double pj = P[j] * Z[j], ps = Ps[j] * Z[j], *kj = K + j * d;
         double *dkj = dK + j * d, *dvj = dV + j * dv, *dkvj = dKv + j * d, *dvvj = dVv + j * dv;
+        const double dsD = scale * G[j] * P[j] * De; /* dS's error from D's */
         for (int64_t c = 0; c < d; ++c) {
           const double t = ds * kj[c], e = eds * kj[c];
           dq[c] += t;
           dqv[c] += dq[c] * dq[c] + t * t + e * e;
+          dqD[c] += dsD * kj[c];
         }
         for (int64_t c = 0; c < d; ++c) {
-          const double t = ds * qi[c], e = eds * qi[c];
+          const double t = ds * qi[c], e = eds * qi[c], eD = dsD * qi[c];
           dkj[c] += t;
-          dkvj[c] += dkj[c] * dkj[c] + t * t + e * e;
+          dkvj[c] += dkj[c] * dkj[c] + t * t + e * e + eD * eD;
         }
         for (int64_t c = 0; c < dv; ++c) {
           const double t = pj * doi[c], e = ps * doi[c];
@@ -184,7 +213,7 @@ int ref_unit_f64(ref_job *J, int64_t b, int64_t g) {
           dvvj[c] += dvj[c] * dvj[c] + t * t + e * e;
         }
       }
-      for (int64_t c = 0; c < d; ++c) dqv[c] = sqrt(dqv[c]);
+      for (int64_t c = 0; c < d; ++c) dqv[c] = sqrt(dqv[c] + dqD[c] * dqD[c]);
     }
   }
   if (bwd) {
