@@ -129,9 +129,9 @@ typedef struct ref_check {
   int pass;
   double max_err;   /* max |x - ref64| over elements both finite */
   double naive_err; /* max |naive - ref64| over the same elements */
-  double floor;  /* ref_floor(dtype), plus the fp32 accumulation term when magnitudes are known */
-  double tol;    /* 2 * naive_err + floor */
-  int64_t worst; /* flat index of the worst element (the first broken one if any), or -1 */
+  double floor;     /* ref_floor(dtype), plus the magnitudes' term when they are known */
+  double tol;       /* 2 * naive_err + floor */
+  int64_t worst;    /* flat index of the worst element (the first broken one if any), or -1 */
   double worst_got, worst_want;
   int64_t broken; /* elements that fail regardless of tolerance: NaN, wrong infinity, a
                      mask-decided element that is not exactly its value */
@@ -142,8 +142,9 @@ typedef struct ref_check {
  * The pass rule for output `which` of x: every element non-NaN; where ref64 is -inf (lse of an
  * empty row) x is exactly -inf, elsewhere finite; elements in masked (may be NULL) equal ref64
  * exactly; and max|x - ref64| <= 2 * max|naive - ref64| + floor, where floor = ref_floor(dtype) +
- * 4 * 2^-24 * max(r64->mag) (fp32 accumulation; see reference.c). x is read as stored; naive may be
- * NULL (then only the floor counts).
+ * 4 * 2^-24 * max(r64->mag) (fp32 accumulation and, for f16/bf16 gradients, the rounding of the
+ * stored O that D = rowsum(dO∘O) carries; see reference/unit_f64.c). x is read as stored; naive
+ * may be NULL (then only the floor counts).
  */
 void ref_check_output(const tu_tensor *x, const ref_result *r64, const ref_result *naive,
                       ref_which which, const unsigned char *masked, fa_dtype dtype, ref_check *out);

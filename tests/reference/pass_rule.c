@@ -29,7 +29,10 @@
  * sums round differently, leaving fp32 noise in dq and dk. The estimate treats roundings as
  * independent, uniform in [-u, u]: its standard deviation is about magnitude * u / sqrt(3), and 4 *
  * u * magnitude (about 7 of those) leaves room for the largest of a million elements and for the
- * estimate's crudeness. For f16/bf16 storage the term is negligible next to the dtype's rounding.
+ * estimate's crudeness. For f16/bf16 storage the fp32 part is negligible next to the dtype's
+ * rounding; the magnitudes of dq and dk there also carry one term in the dtype's unit: the error
+ * that D = rowsum(dO∘O) takes from the stored O, as a standard deviation (so 4 of them), since the
+ * naive computation's D errs independently of the library's (unit_f64.c).
  */
 #define REF_MAG_FACTOR 4.0
 #define REF_U32 5.9604644775390625e-08 /* 2^-24, fp32 unit roundoff */
