@@ -22,11 +22,12 @@ int frefused(report *rep, frun *R, const fcase *c, const fa_tensor *const *data,
              c->bwd && !c->page && !c->kvc);
   for (int i = 0; i < nf; ++i) need(&nd, f[i]);
   need_views(&nd, data, n);
-  /* fa3 runs both passes over packed and used-key sequences (the backward at head dims 64, 96
-     and 128, not deterministic), not pages, key pieces or fa_forward_kvcache */
-  const int narrow = c->d == 64 || c->d == 96 || c->d == 128;
-  const int seqs = (c->bwd && (c->varlen || c->seqused) && (!narrow || c->determ)) || c->page > 0 ||
-                   c->splits > 1 || c->kvc;
+  /* fa3 runs both passes over packed and used-key sequences (the backward at the head dims of
+     cuda_fa3_bwd_seqs_head_dim, not deterministic), not pages, key pieces or
+     fa_forward_kvcache */
+  const int bwd_seqs = cuda_fa3_bwd_seqs_head_dim(c->d);
+  const int seqs = (c->bwd && (c->varlen || c->seqused) && (!bwd_seqs || c->determ)) ||
+                   c->page > 0 || c->splits > 1 || c->kvc;
   need_family(&nd, R->bk, !c->bwd, seqs, c->d, c->dv, fc_max_q(c), fc_max_k(c), c->softcap, data,
               n);
   /* CUDA's FP8 forward (fa3) scales k and v per whole 128-key tile: finer blocks are its

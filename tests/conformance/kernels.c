@@ -93,6 +93,12 @@ int cuda_fa3_device(const fa_backend_desc *desc, const char *family) {
          !(family && !strcmp(family, "fa2"));
 }
 
+int cuda_fa3_bwd_seqs_head_dim(int64_t d) {
+  const char *wide = getenv("FA_CUDA_FA3_WIDE_SEQS");
+  return d == 64 || d == 96 || d == 128 ||
+         ((d == 192 || d == 256) && wide && strcmp(wide, "1") == 0);
+}
+
 int cuda_fa3_gaps(int bwd, int64_t d, int64_t dv, int64_t sq, int64_t sk, float softcap) {
   int gaps = 0;
   if (sk == 0 || (bwd && sq == 0)) gaps |= FA3_GAP_EMPTY;
@@ -234,10 +240,7 @@ static void cuda_expect(const backend_ctx *bk, const kernel_facts *k, int splits
      128; with FA_CUDA_FA3_WIDE_SEQS=1 its wide kernel at 192 and 256 too; not deterministic)
      where fa3 applies, else fa2's kernel over sequences. */
   if (!fwd && (k->varlen || k->seqused)) {
-    const char *wide_opt = getenv("FA_CUDA_FA3_WIDE_SEQS");
-    const int wide = wide_opt && !strcmp(wide_opt, "1") && (k->d == 192 || k->d == 256);
-    const int fa3 = bk->cuda_fa3 && (k->d == 64 || k->d == 96 || k->d == 128 || wide) &&
-                    !k->determ &&
+    const int fa3 = bk->cuda_fa3 && cuda_fa3_bwd_seqs_head_dim(k->d) && !k->determ &&
                     !cuda_fa3_gaps(1, k->d, k->dv, k->sq, k->sk, k->softcap ? 1.0f : 0.0f);
     e->n = 0;
     if (fa3)
