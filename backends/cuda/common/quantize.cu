@@ -199,11 +199,36 @@ __device__ __forceinline__ void warp_row_rotated(const cuda_quant_args &a, int64
   for (int e = 0; e < E; ++e) v[e] = __fmul_rn(v[e], norm);
 }
 
-/* The amax pass (AMAX) or the store pass, a warp a row. E > 0: rotated rows of E columns a
-   lane; E == 0: rows as they are, columns strided by 32. */
-template <int E, bool AMAX>
+/* E > 0: rotated rows of E columns a lane; E == 0: rows as they are, columns strided by 32. */
+template <int E>
 __global__ void __launch_bounds__(WARP_ROWS_THREADS)
-    quant_warp_rows(cuda_quant_args a, int64_t rows) {
+    quant_amax_warp(cuda_quant_args a, int64_t rows) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = (int64_t)gridDim.x * (WARP_ROWS_THREADS / 32);
+  for (int64_t row = blockIdx.x * (int64_t)(WARP_ROWS_THREADS / 32) + (threadIdx.x >> 5);
+       row < rows; row += warps) {
+    int64_t b, t, h;
+    row_of(a, row, &b, &t, &h);
+    const int64_t base = b * a.xs[0] + t * a.xs[1] + h * a.xs[2];
+    float m = 0.0f;
+    if constexpr (E > 0) {
+      float v[E];
+      warp_row_rotated<E>(a, base, lane, v);
+#pragma unroll
+      for (int e = 0; e < E; ++e) m = amax_step(m, v[e]);
+    } else {
+      for (int c = lane; c < a.dim; c += 32) m = amax_step(m, load_x(a, base + c * a.xs[3]));
+    }
+    m = warp_amax(m);
+    if (lane == 0)
+      atomicMax(reinterpret_cast<unsigned int *>(&a.descale[descale_index(a, b, t, h)]),
+                __float_as_uint(m));
+  }
+}
+
+template <int E>
+__global__ void __launch_bounds__(WARP_ROWS_THREADS)
+    quant_store_warp(cuda_quant_args a, int64_t rows) {
   const int lane = threadIdx.x & 31;
   const int64_t warps = (int64_t)gridDim.x * (WARP_ROWS_THREADS / 32);
   for (int64_t row = blockIdx.x * (int64_t)(WARP_ROWS_THREADS / 32) + (threadIdx.x >> 5);
@@ -211,33 +236,19 @@ __global__ void __launch_bounds__(WARP_ROWS_THREADS)
     int64_t b, t, h;
     row_of(a, row, &b, &t, &h);
     const int64_t xbase = b * a.xs[0] + t * a.xs[1] + h * a.xs[2];
-    float v[E > 0 ? E : 1];
-    if constexpr (E > 0) warp_row_rotated<E>(a, xbase, lane, v);
-    if constexpr (AMAX) {
-      float m = 0.0f;
-      if constexpr (E > 0) {
+    const int64_t ybase = b * a.ys[0] + t * a.ys[1] + h * a.ys[2];
+    const float s = a.descale ? a.descale[descale_index(a, b, t, h)] : 1.0f;
+    if constexpr (E > 0) {
+      float v[E];
+      warp_row_rotated<E>(a, xbase, lane, v);
 #pragma unroll
-        for (int e = 0; e < E; ++e) m = amax_step(m, v[e]);
-      } else {
-        for (int c = lane; c < a.dim; c += 32) m = amax_step(m, load_x(a, xbase + c * a.xs[3]));
+      for (int e = 0; e < E; ++e) {
+        const int c = lane * E + e;
+        if (c < a.dim) store_y(a, ybase + c * a.ys[3], v[e], s);
       }
-      m = warp_amax(m);
-      if (lane == 0)
-        atomicMax(reinterpret_cast<unsigned int *>(&a.descale[descale_index(a, b, t, h)]),
-                  __float_as_uint(m));
     } else {
-      const int64_t ybase = b * a.ys[0] + t * a.ys[1] + h * a.ys[2];
-      const float s = a.descale ? a.descale[descale_index(a, b, t, h)] : 1.0f;
-      if constexpr (E > 0) {
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-          const int c = lane * E + e;
-          if (c < a.dim) store_y(a, ybase + c * a.ys[3], v[e], s);
-        }
-      } else {
-        for (int c = lane; c < a.dim; c += 32)
-          store_y(a, ybase + c * a.ys[3], load_x(a, xbase + c * a.xs[3]), s);
-      }
+      for (int c = lane; c < a.dim; c += 32)
+        store_y(a, ybase + c * a.ys[3], load_x(a, xbase + c * a.xs[3]), s);
     }
   }
 }
@@ -252,9 +263,9 @@ template <int E>
 void warp_pass(const cuda_quant_args &a, int64_t rows, bool amax, cudaStream_t stream) {
   const int grid = grid_for(rows, WARP_ROWS_THREADS / 32);
   if (amax)
-    quant_warp_rows<E, true><<<grid, WARP_ROWS_THREADS, 0, stream>>>(a, rows);
+    quant_amax_warp<E><<<grid, WARP_ROWS_THREADS, 0, stream>>>(a, rows);
   else
-    quant_warp_rows<E, false><<<grid, WARP_ROWS_THREADS, 0, stream>>>(a, rows);
+    quant_store_warp<E><<<grid, WARP_ROWS_THREADS, 0, stream>>>(a, rows);
 }
 
 /* The amax or the store pass over the rows, a block or (warp_rows) a warp a row. */
