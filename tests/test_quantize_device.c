@@ -14,8 +14,7 @@
  * heads 0 with NULL data, and head dim 0: y untouched, every descale 1), and a head dim that is
  * not a power of two with rotation (FA_ERR_UNSUPPORTED from both backends, nothing written). Each
  * device call asks for its backend with args.strict set, and its run report must give the CPU's
- * kernel name with the backend's name in place of "cpu" (CUDA's warp-a-row passes, under
- * FA_CUDA_QUANT_WARP=1, add ".warp").
+ * kernel name with the backend's name in place of "cpu".
  *
  * A device without IEEE division or subnormals is refused by the plugin for FP8 output or any
  * arithmetic (its reason says which); those cases are counted as skipped there. Exits 77 where the
@@ -256,13 +255,9 @@ static void run_case(env *e, const qcase *c, fa_status expect) {
   if (st == FA_OK) {
     if (dev_info.backend != e->backend)
       test_fail("ran on %s, not %s", dev_info.backend_name, e->name);
-    /* CUDA's warp-a-row passes (FA_CUDA_QUANT_WARP=1) add ".warp" */
-    const char *warp = getenv("FA_CUDA_QUANT_WARP");
-    const int warp_rows = !strcmp(e->name, "cuda") && warp && !strcmp(warp, "1");
     char want[FA_KERNEL_LEN];
-    snprintf(want, sizeof want, "%s%s%s", e->name,
-             strncmp(cpu_info.kernel, "cpu.", 4) == 0 ? cpu_info.kernel + 3 : "?",
-             warp_rows ? ".warp" : "");
+    snprintf(want, sizeof want, "%s%s", e->name,
+             strncmp(cpu_info.kernel, "cpu.", 4) == 0 ? cpu_info.kernel + 3 : "?");
     if (strcmp(dev_info.kernel, want) != 0)
       test_fail("run report names kernel '%s', expected '%s' (cpu: '%s')", dev_info.kernel, want,
                 cpu_info.kernel);

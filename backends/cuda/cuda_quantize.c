@@ -4,7 +4,6 @@
  * bit for bit the CPU backend's results.
  */
 #include <cuda_runtime.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "common/quant_args.h"
@@ -29,11 +28,6 @@ fa_status cuda_quantize(const fa_quantize_request *req, char *kernel) {
     return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "x.device.id = %d but %d CUDA devices exist",
                              (int)req->device.id, (int)s->device_count);
   fa_quantize_kernel_name(req, "cuda", kernel);
-  /* FA_CUDA_QUANT_WARP=1 (read at each call; exactly 1): the warp-a-row passes
-     (common/quantize.cu), opt-in until a GPU has verified them; named by ".warp". */
-  const char *warp = getenv("FA_CUDA_QUANT_WARP");
-  const int warp_rows = warp && strcmp(warp, "1") == 0;
-  if (warp_rows) strncat(kernel, ".warp", FA_KERNEL_LEN - 1 - strlen(kernel));
   cuda_quant_args a;
   memset(&a, 0, sizeof a);
   a.x = base_of(req->x);
@@ -55,7 +49,6 @@ fa_status cuda_quantize(const fa_quantize_request *req, char *kernel) {
   a.block_rows = req->args->block_rows > 0 ? req->args->block_rows : req->seqlen;
   if (a.block_rows < 1) a.block_rows = 1; /* no rows: no row kernel divides by it */
   a.rotate = req->args->rotate != 0;
-  a.warp_rows = warp_rows;
   a.log2_dim = req->log2_dim;
   a.seed = req->args->rotate_seed;
   a.fp8_max = req->y->dtype == FA_F8E4M3 ? FA_F8E4M3_MAX : FA_F8E5M2_MAX;

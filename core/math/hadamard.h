@@ -17,21 +17,15 @@
 
 #define FA_HADAMARD_TAG 0x68616461u /* "hada": keeps these draws apart from dropout's */
 
-/* The word of sign bits holding s[j] of the rotation of `seed`: bit (j % 32) set where it is -1
-   (one Philox draw serves the 32 columns j - j % 32 ..). */
-FA_HOST_DEVICE uint32_t fa_hadamard_sign_word(uint64_t seed, uint32_t j) {
+/* Whether s[j] of the rotation of `seed` is -1. */
+FA_HOST_DEVICE int fa_hadamard_sign_negative(uint64_t seed, uint32_t j) {
   fa_philox4 ctr;
   ctr.v[0] = j / 128u;
   ctr.v[1] = 0u;
   ctr.v[2] = FA_HADAMARD_TAG;
   ctr.v[3] = 0u;
   fa_philox4 r = fa_philox4x32_10(ctr, (uint32_t)seed, (uint32_t)(seed >> 32));
-  return r.v[(j / 32u) % 4u];
-}
-
-/* Whether s[j] of the rotation of `seed` is -1. */
-FA_HOST_DEVICE int fa_hadamard_sign_negative(uint64_t seed, uint32_t j) {
-  return (int)((fa_hadamard_sign_word(seed, j) >> (j % 32u)) & 1u);
+  return (int)((r.v[(j / 32u) % 4u] >> (j % 32u)) & 1u);
 }
 
 /* 1/sqrt(d) rounded to fp32, for d = 2^log2_d (d <= 2^30). */

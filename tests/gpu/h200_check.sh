@@ -90,9 +90,6 @@
 #                lengths advanced in device memory), bitwise equal to eager calls
 #   quantize     bin/test_quantize_device cuda: fa_quantize's y and descales (FP8 and rotation-only,
 #                every descale layout, strided, empty) byte for byte equal to the CPU backend's
-#   quantize.warp
-#                the same with FA_CUDA_QUANT_WARP=1: the warp-a-row amax and store passes
-#                (common/quantize.cu, opt-in until verified), run reports named .warp
 #   sm90probe    bin/sm90_probe: TMA loads, mbarrier, wgmma with both descriptor forms vs float64
 #   sm90fp8probe bin/sm90_fp8_probe: the FP8 kernel's pieces (byte TMA maps with 64- and 128-byte
 #                swizzles, wgmma k32, P packed to e4m3 in place, the Vᵀ pre-pass) vs float64
@@ -498,8 +495,6 @@ program_step sm90fp8probe sm90_fp8_probe 60 SKIP
 program_step graph cuda_graph 120 FAIL
 # bin/test_quantize_device cuda: fa_quantize on the GPU byte for byte against the CPU backend.
 program_step quantize test_quantize_device 300 FAIL cuda
-# The same with the warp-a-row passes (FA_CUDA_QUANT_WARP=1, opt-in until verified).
-FA_CUDA_QUANT_WARP=1 program_step quantize.warp test_quantize_device 300 FAIL cuda
 
 # --- SASS ------------------------------------------------------------------------------------
 if [ "$DO_SASS" -eq 1 ]; then

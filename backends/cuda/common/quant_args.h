@@ -22,7 +22,6 @@ typedef struct cuda_quant_args {
   int64_t ds[3];        /* its element strides */
   int64_t block_rows;   /* tokens per descale block (seqlen when one block) */
   int32_t rotate, log2_dim;
-  int32_t warp_rows; /* the warp-a-row passes (quantize.cu, FA_CUDA_QUANT_WARP=1) */
   uint64_t seed;
   float fp8_max; /* largest finite value of y's FP8 format */
   void *stream;  /* cudaStream_t */
