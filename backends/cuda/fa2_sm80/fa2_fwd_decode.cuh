@@ -121,15 +121,15 @@ __global__ void __launch_bounds__(128) fa2_decode_kernel(const cuda_seq_args A) 
       splitkv_load_kv<BN, HD, NT, TL, SPLITKV_V>(half1, half1, A, S, nb0 * BN, hk, d, tid);
     cp_async_commit();
     for (int n = nb0, it = 0; n < nb1; ++n, ++it) {
-      const int hk_half = 2 * it % 3; /* tile n's K half; its V half is the next buffer */
-      E *const tK = sKV + hk_half * BN * LD;
-      E *const tV = sKV + (hk_half + 1) % 3 * BN * LD;
+      const int k_buf = 2 * it % 3; /* tile n's K half; its V half is the next buffer */
+      E *const tK = sKV + k_buf * BN * LD;
+      E *const tV = sKV + (k_buf + 1) % 3 * BN * LD;
       /* K of tile n has landed (V of tile n may still be in flight); after the barrier every
          warp is done with V of tile n - 1, whose buffer K of tile n + 1 takes. */
       cp_async_wait<1>();
       __syncthreads();
       if (n + 1 < nb1) {
-        E *const next_k = sKV + (hk_half + 2) % 3 * BN * LD;
+        E *const next_k = sKV + (k_buf + 2) % 3 * BN * LD;
         splitkv_load_kv<BN, HD, NT, TL, SPLITKV_K>(next_k, next_k, A, S, (n + 1) * BN, hk, d, tid);
       }
       cp_async_commit();
