@@ -116,13 +116,6 @@ static int fa3_smem_refused(const fa_request *req, const cuda_device_info *dev, 
   return -1;
 }
 
-/* FA_CUDA_FA3_WIDE_SEQS=1 (read at each call; exactly 1): fa3's wide backward (head dims 192 and
-   256) takes sequences, opt-in until a GPU has verified it (docs/backends.md). */
-static int fa3_wide_seqs_opted(void) {
-  const char *v = getenv("FA_CUDA_FA3_WIDE_SEQS");
-  return v && strcmp(v, "1") == 0;
-}
-
 /* Whether the FlashAttention-3 backward takes a request that fa2 takes (1); if not, why (0). */
 static int fa3_bwd_takes(const fa_request *req, const cuda_device_info *dev, char *why, size_t n) {
   const fa_params *p = req->params;
@@ -131,9 +124,12 @@ static int fa3_bwd_takes(const fa_request *req, const cuda_device_info *dev, cha
            0;
   if (p->softcap > 0.0f) return snprintf(why, n, "cuda.fa3 has no softcap (cuda.fa2 runs it)"), 0;
   const int padded = fa3_bwd_padded_head_dim(req->head_dim);
-  /* Over sequences: a persistent grid, which deterministic mode does not use. */
+  /* Over sequences: a persistent grid, which deterministic mode does not use. The wide kernel
+     (head dims 192, 256) takes them with FA_CUDA_FA3_WIDE_SEQS=1 (read at each call), opt-in
+     until a GPU has verified it. */
   if (p->cu_seqlens_q || p->cu_seqlens_k || p->seqused_k) {
-    if (padded != 64 && padded != 128 && !(padded == 256 && fa3_wide_seqs_opted()))
+    if (padded != 64 && padded != 128 &&
+        !(padded == 256 && cuda_env_is_one("FA_CUDA_FA3_WIDE_SEQS")))
       return snprintf(why, n,
                       "cuda.fa3's backward over sequences has head_dim 64, 96 and 128, and 192 "
                       "and 256 with FA_CUDA_FA3_WIDE_SEQS=1 (not yet run on a GPU) (asked %lld; "

@@ -98,6 +98,9 @@ int cuda_workspace_give_back(void *given, void *ws, void *stream, int e);
 void *cuda_workspace_aligned(void *ws);
 
 void cuda_probe(fa_plugin_probe *out);
+/* Whether environment variable `name` is set to exactly "1" (the plugin's opt-ins and test
+   knobs, docs/backends.md). */
+int cuda_env_is_one(const char *name);
 void cuda_decide(const fa_request *req, fa_decision *out);
 fa_status cuda_run(const fa_request *req, const fa_decision *decision, void *workspace);
 void cuda_release(void);

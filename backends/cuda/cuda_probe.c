@@ -67,8 +67,7 @@ static void describe_device(int id, cuda_device_info *d) {
   /* FA_CUDA_AS_SM80=1: a newer device is treated as sm_80 (kernel choice, dQ layout, the check
      below), so a plugin built as compute_80 PTX (FA_CUDA_ARCHS=80-virtual), which the driver
      compiles for the device at first use, runs the sm_80 code here. Named in the device line. */
-  const char *as80 = getenv("FA_CUDA_AS_SM80");
-  if (as80 && strcmp(as80, "1") == 0 && d->cc_major > 8) {
+  if (cuda_env_is_one("FA_CUDA_AS_SM80") && d->cc_major > 8) {
     d->cc_major = 8;
     d->cc_minor = 0;
     d->as_sm80 = 1;
@@ -167,4 +166,9 @@ void cuda_probe(fa_plugin_probe *out) {
     fp8 |= FA_CUDA_HAS_FA3 && s->devices[i].usable && s->devices[i].cc_major == 9 &&
            !s->devices[i].as_sm80;
   snprintf(out->dtypes, sizeof out->dtypes, fp8 ? "f16,bf16,f8e4m3,f8e5m2" : "f16,bf16");
+}
+
+int cuda_env_is_one(const char *name) {
+  const char *v = getenv(name);
+  return v && strcmp(v, "1") == 0;
 }

@@ -7,7 +7,6 @@
  */
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_internal.h"
@@ -59,17 +58,12 @@ typedef struct seq_tiles {
   size_t smem;
 } seq_tiles;
 
-/* FA_CUDA_DECODE_HALVES=1 (read at each call): the decoding kernel stages K and V as halves
-   where it is built so (FA2_DECODE_HALVES_HD); opt-in until a GPU has verified and timed it. */
-static int decode_halves_opted(int32_t hd) {
-  const char *v = getenv("FA_CUDA_DECODE_HALVES");
-  return FA2_DECODE_HALVES_HD(hd) && v && strcmp(v, "1") == 0;
-}
-
 static void tiles_of(const fa_request *req, const cuda_device_info *dev, seq_tiles *t) {
   t->hd = FA2_PAD_HD((int32_t)req->head_dim);
   t->pack = pack_of(req);
-  t->halves = decode_halves_opted(t->hd);
+  /* FA_CUDA_DECODE_HALVES=1 (read at each call): the decoding kernel stages K and V as halves
+     where it is built so; opt-in until a GPU has verified and timed it. */
+  t->halves = FA2_DECODE_HALVES_HD(t->hd) && cuda_env_is_one("FA_CUDA_DECODE_HALVES");
   const size_t decode_smem = t->halves ? FA2_DECODE_HALVES_SMEM(t->hd) : FA2_DECODE_SMEM(t->hd);
   if (req->seqlen_q * t->pack <= FA2_DECODE_TILE_M && (int64_t)decode_smem <= dev->smem_optin) {
     t->tile_m = FA2_DECODE_TILE_M;

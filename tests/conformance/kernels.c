@@ -93,10 +93,15 @@ int cuda_fa3_device(const fa_backend_desc *desc, const char *family) {
          !(family && !strcmp(family, "fa2"));
 }
 
+/* Whether environment variable `name` is exactly "1", as the cuda backend reads its opt-ins. */
+static int env_is_one(const char *name) {
+  const char *v = getenv(name);
+  return v && strcmp(v, "1") == 0;
+}
+
 int cuda_fa3_bwd_seqs_head_dim(int64_t d) {
-  const char *wide = getenv("FA_CUDA_FA3_WIDE_SEQS");
   return d == 64 || d == 96 || d == 128 ||
-         ((d == 192 || d == 256) && wide && strcmp(wide, "1") == 0);
+         ((d == 192 || d == 256) && env_is_one("FA_CUDA_FA3_WIDE_SEQS"));
 }
 
 int cuda_fa3_gaps(int bwd, int64_t d, int64_t dv, int64_t sq, int64_t sk, float softcap) {
@@ -184,8 +189,7 @@ static int cuda_decode_rows(const kernel_facts *k) {
 /* Whether the decoding kernel stages K and V as halves (docs/backends.md): asked for by
    FA_CUDA_DECODE_HALVES=1, at head dims that pad (to 32) above 192. */
 static int cuda_decode_halves(int64_t d) {
-  const char *v = getenv("FA_CUDA_DECODE_HALVES");
-  return v && strcmp(v, "1") == 0 && (d + 31) / 32 * 32 > 192;
+  return env_is_one("FA_CUDA_DECODE_HALVES") && (d + 31) / 32 * 32 > 192;
 }
 
 /* The forward over sequences' name: ".rows16" (".rows16.halves") after the head dim for the

@@ -66,8 +66,7 @@ static double storage_u_in_u32(fa_dtype dt) {
  *     rule's factor 4 makes it 4 of them: one row's single error, where the fp32 terms' 7 cover
  *     the largest of many. Where one key takes most of a row's probability it is most of dq's and
  *     dk's error, and the naive computation's D, rounded from its own O, errs independently of
- *     the library's: twice the naive error is then no bound (a CI run found 1.25x, another
- *     1.3x).
+ *     the library's: twice the naive error is then no bound (measured up to 1.3x its tolerance).
  * These are estimates, not bounds: what matters is that they grow as the errors of legitimate fp32
  * kernels do (long sums, cancellation); ref_floor turns them into a tolerance.
  */
