@@ -124,16 +124,16 @@ static int fa3_bwd_takes(const fa_request *req, const cuda_device_info *dev, cha
            0;
   if (p->softcap > 0.0f) return snprintf(why, n, "cuda.fa3 has no softcap (cuda.fa2 runs it)"), 0;
   const int padded = fa3_bwd_padded_head_dim(req->head_dim);
-  /* Over sequences: a persistent grid, which deterministic mode does not use. The wide kernel
-     (head dims 192, 256) takes them with FA_CUDA_FA3_WIDE_SEQS=1 (read at each call), opt-in
-     until a GPU has verified it. */
+  /* Over sequences: a persistent grid, which deterministic mode does not use. At head dims 192
+     and 256 the wide kernel is 14-37% faster than fa2's without a mask and mostly slower under a
+     causal one (11-27% at 1k keys and at hd192 8k; 14% faster at hd256 8k; H100, fa-bench
+     --varlen): under a mask fa2's runs them unless fa3 is named. */
   if (p->cu_seqlens_q || p->cu_seqlens_k || p->seqused_k) {
-    if (padded != 64 && padded != 128 &&
-        !(padded == 256 && cuda_env_is_one("FA_CUDA_FA3_WIDE_SEQS")))
+    const int named_fa3 = p->kernel_family && strcmp(p->kernel_family, "fa3") == 0;
+    if (padded == 256 && (p->causal || p->window_enabled) && !named_fa3)
       return snprintf(why, n,
-                      "cuda.fa3's backward over sequences has head_dim 64, 96 and 128, and 192 "
-                      "and 256 with FA_CUDA_FA3_WIDE_SEQS=1 (not yet run on a GPU) (asked %lld; "
-                      "cuda.fa2 runs it)",
+                      "cuda.fa2's backward over sequences runs head_dim %lld under a mask "
+                      "(faster there; kernel_family fa3 names cuda.fa3's)",
                       (long long)req->head_dim),
              0;
     if (p->deterministic)

@@ -42,14 +42,13 @@ enum { CUDA_FA2 = 2, CUDA_FA3 = 3 };
 
 /* What decide() records for run() in the decision's payload. */
 typedef struct cuda_choice {
-  int32_t family;        /* CUDA_FA2 or CUDA_FA3 */
-  int32_t fa3_config;    /* the fa3 forward's configuration (fa3_fwd_config_id), else -1 */
-  int32_t grid;          /* fa3: the persistent grid's blocks (cuda_fa3_grid) */
-  fa2_tile_config fa2;   /* fa2: the tiles of the size class that runs */
-  int32_t seqs;          /* 1: the forward over sequences (cuda_seqs.c, fa2_fwd_splitkv.cuh) */
-  int32_t splits;        /* seqs: key pieces */
-  int32_t pack;          /* seqs: query heads a tile packs */
-  int32_t decode_halves; /* seqs, 16 rows: K and V staged as halves (fa2_fwd_decode.cuh) */
+  int32_t family;      /* CUDA_FA2 or CUDA_FA3 */
+  int32_t fa3_config;  /* the fa3 forward's configuration (fa3_fwd_config_id), else -1 */
+  int32_t grid;        /* fa3: the persistent grid's blocks (cuda_fa3_grid) */
+  fa2_tile_config fa2; /* fa2: the tiles of the size class that runs */
+  int32_t seqs;        /* 1: the forward over sequences (cuda_seqs.c, fa2_fwd_splitkv.cuh) */
+  int32_t splits;      /* seqs: key pieces */
+  int32_t pack;        /* seqs: query heads a tile packs */
 } cuda_choice;
 FA_DECISION_PAYLOAD_FITS(cuda_choice);
 

@@ -61,10 +61,8 @@ typedef struct seq_tiles {
 static void tiles_of(const fa_request *req, const cuda_device_info *dev, seq_tiles *t) {
   t->hd = FA2_PAD_HD((int32_t)req->head_dim);
   t->pack = pack_of(req);
-  /* FA_CUDA_DECODE_HALVES=1 (read at each call): the decoding kernel stages K and V as halves
-     where it is built so; opt-in until a GPU has verified and timed it. */
-  t->halves = FA2_DECODE_HALVES_HD(t->hd) && cuda_env_is_one("FA_CUDA_DECODE_HALVES");
-  const size_t decode_smem = t->halves ? FA2_DECODE_HALVES_SMEM(t->hd) : FA2_DECODE_SMEM(t->hd);
+  t->halves = FA2_DECODE_HALVES_HD(t->hd);
+  const size_t decode_smem = FA2_DECODE_SMEM(t->hd);
   if (req->seqlen_q * t->pack <= FA2_DECODE_TILE_M && (int64_t)decode_smem <= dev->smem_optin) {
     t->tile_m = FA2_DECODE_TILE_M;
     t->tile_n = FA2_DECODE_TILE_N;
@@ -185,7 +183,6 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
   ch.fa2.tile_n = tile_n;
   ch.fa2.warps = 4;
   ch.fa2.smem_bytes = tl.smem;
-  ch.decode_halves = tl.halves;
   fa_decision_put(out, &ch, sizeof ch);
   out->supported = 1;
   out->tile_m = tl.tile_m;
@@ -294,7 +291,6 @@ fa_status cuda_seqs_run(const fa_request *req, const fa_decision *decision, cons
     A.num_blocks = (int32_t)req->k->shape[0];
   }
   A.tile_m = ch->fa2.tile_m;
-  A.halves = ch->decode_halves;
   A.pack = ch->pack;
   A.splits = ch->splits;
 

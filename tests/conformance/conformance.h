@@ -305,8 +305,8 @@ int cuda_fa3_device(const fa_backend_desc *desc, const char *family);
 enum { FA3_GAP_EMPTY = 1, FA3_GAP_SOFTCAP = 2, FA3_GAP_HEAD_DIM = 4 };
 int cuda_fa3_gaps(int bwd, int64_t d, int64_t dv, int64_t sq, int64_t sk, float softcap);
 /* Whether the cuda backend's fa3 backward runs sequences at head dim d (docs/backends.md): 64, 96
-   and 128, and 192 and 256 under FA_CUDA_FA3_WIDE_SEQS=1. */
-int cuda_fa3_bwd_seqs_head_dim(int64_t d);
+   and 128; 192 and 256 without a mask (causal or window), or with kernel_family fa3 named. */
+int cuda_fa3_bwd_seqs_takes(int64_t d, int masked, int named_fa3);
 
 /* ----------------------------------------------------------------------------------------------
  * Running cases

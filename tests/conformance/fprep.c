@@ -22,10 +22,10 @@ int frefused(report *rep, frun *R, const fcase *c, const fa_tensor *const *data,
              c->bwd && !c->page && !c->kvc);
   for (int i = 0; i < nf; ++i) need(&nd, f[i]);
   need_views(&nd, data, n);
-  /* fa3 runs both passes over packed and used-key sequences (the backward at the head dims of
-     cuda_fa3_bwd_seqs_head_dim, not deterministic), not pages, key pieces or
-     fa_forward_kvcache */
-  const int bwd_seqs = cuda_fa3_bwd_seqs_head_dim(c->d);
+  /* fa3 runs both passes over packed and used-key sequences (the backward where
+     cuda_fa3_bwd_seqs_takes, fa3 named as need_family assumes; not deterministic), not pages,
+     key pieces or fa_forward_kvcache */
+  const int bwd_seqs = cuda_fa3_bwd_seqs_takes(c->d, c->cm != CM_NONE || c->win, 1);
   const int seqs = (c->bwd && (c->varlen || c->seqused) && (!bwd_seqs || c->determ)) ||
                    c->page > 0 || c->splits > 1 || c->kvc;
   need_family(&nd, R->bk, !c->bwd, seqs, c->d, c->dv, fc_max_q(c), fc_max_k(c), c->softcap, data,
@@ -34,6 +34,11 @@ int frefused(report *rep, frun *R, const fcase *c, const fa_tensor *const *data,
      documented gap (docs/fp8.md). */
   if (c->fp8 && c->dsl == 3 && c->rows_k % 128 != 0 && strcmp(R->bk->name, "cuda") == 0)
     need(&nd, "family:fp8_descale_blocks");
+  /* FA_CUDA_SMEM_LIMIT gives the device an A100's or an sm_86's shared memory, parts without FP8:
+     the FP8 kernel's Hopper tiles that no longer fit are refused with their size. */
+  if (c->fp8 && strcmp(R->bk->name, "cuda") == 0 &&
+      strstr(R->bk->desc->devices, "limited by FA_CUDA_SMEM_LIMIT"))
+    need(&nd, "family:fp8_smem");
   return refusal(rep, R->bk, &nd, call, st, R->skip, sizeof R->skip);
 }
 

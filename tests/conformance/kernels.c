@@ -93,15 +93,8 @@ int cuda_fa3_device(const fa_backend_desc *desc, const char *family) {
          !(family && !strcmp(family, "fa2"));
 }
 
-/* Whether environment variable `name` is exactly "1", as the cuda backend reads its opt-ins. */
-static int env_is_one(const char *name) {
-  const char *v = getenv(name);
-  return v && strcmp(v, "1") == 0;
-}
-
-int cuda_fa3_bwd_seqs_head_dim(int64_t d) {
-  return d == 64 || d == 96 || d == 128 ||
-         ((d == 192 || d == 256) && env_is_one("FA_CUDA_FA3_WIDE_SEQS"));
+int cuda_fa3_bwd_seqs_takes(int64_t d, int masked, int named_fa3) {
+  return d == 64 || d == 96 || d == 128 || ((d == 192 || d == 256) && (!masked || named_fa3));
 }
 
 int cuda_fa3_gaps(int bwd, int64_t d, int64_t dv, int64_t sq, int64_t sk, float softcap) {
@@ -186,11 +179,9 @@ static int cuda_decode_rows(const kernel_facts *k) {
   return k->sq * pack <= 16;
 }
 
-/* Whether the decoding kernel stages K and V as halves (docs/backends.md): asked for by
-   FA_CUDA_DECODE_HALVES=1, at head dims that pad (to 32) above 192. */
-static int cuda_decode_halves(int64_t d) {
-  return env_is_one("FA_CUDA_DECODE_HALVES") && (d + 31) / 32 * 32 > 192;
-}
+/* Whether the decoding kernel stages K and V as halves (docs/backends.md): at head dims that pad
+   (to 32) above 192. */
+static int cuda_decode_halves(int64_t d) { return (d + 31) / 32 * 32 > 192; }
 
 /* The forward over sequences' name: ".rows16" (".rows16.halves") after the head dim for the
    decoding kernel, then the mask, ".varlen", ".paged" and ".split<S>" (".gqa<P>" allowed after
@@ -240,12 +231,14 @@ static void cuda_expect(const backend_ctx *bk, const kernel_facts *k, int splits
     }
     return;
   }
-  /* The backward over sequences (varlen, seqused_k): fa3's narrow kernels (head dims 64, 96,
-     128; with FA_CUDA_FA3_WIDE_SEQS=1 its wide kernel at 192 and 256 too; not deterministic)
-     where fa3 applies, else fa2's kernel over sequences. */
+  /* The backward over sequences (varlen, seqused_k): fa3's kernels (head dims 64, 96, 128, and
+     192 and 256 without a mask or with fa3 named; not deterministic) where fa3 applies, else
+     fa2's kernel over sequences. */
   if (!fwd && (k->varlen || k->seqused)) {
-    const int fa3 = bk->cuda_fa3 && cuda_fa3_bwd_seqs_head_dim(k->d) && !k->determ &&
-                    !cuda_fa3_gaps(1, k->d, k->dv, k->sq, k->sk, k->softcap ? 1.0f : 0.0f);
+    const int named_fa3 = bk->kernel_family && !strcmp(bk->kernel_family, "fa3");
+    const int fa3 =
+        bk->cuda_fa3 && cuda_fa3_bwd_seqs_takes(k->d, k->causal || k->window, named_fa3) &&
+        !k->determ && !cuda_fa3_gaps(1, k->d, k->dv, k->sq, k->sk, k->softcap ? 1.0f : 0.0f);
     e->n = 0;
     if (fa3)
       snprintf(e->name[e->n++], sizeof e->name[0], "cuda.fa3.sm90.%s%s", suffix,

@@ -20,16 +20,6 @@
 #                the FP8 cases; at least the five its rules take must pass (per_tensor, per_head,
 #                rotated.hd256, e5m2.per_head, no_descale; block16x32 and rotated.window are
 #                skipped: k/v descale blocks of 32 and 24 rows are no whole key tiles), log in $OUT
-#   conformance.halves, halves.ran
-#                the one-row cases (--filter s1x) with FA_CUDA_DECODE_HALVES=1: the decoding kernel
-#                with K and V staged as halves (fa2_fwd_decode.cuh, head dims 224 and 256, opt-in
-#                until verified), log in $OUT; halves.ran: fa-bench --decode at hd256 must report
-#                a .rows16.halves kernel
-#   conformance.wideseqs
-#                the sequence cases (--filter varlen, seqused among them) with
-#                FA_CUDA_FA3_WIDE_SEQS=1: fa3's wide backward over sequences at head dims 192 and
-#                256 (opt-in until verified); the suite's kernel-name check requires fa3 to have
-#                run the varlen.wide cases, log in $OUT
 #   conformance.sm80jit (with --sm80-build DIR only)
 #                the suite from DIR, a build whose CUDA plugin is compute_80 PTX
 #                (-DFA_CUDA_ARCHS=80-virtual), with FA_CUDA_AS_SM80=1 (the device run as sm_80:
@@ -57,13 +47,14 @@
 #                layouts), racecheck on fp8.e4m3.rotated.hd256 (per-block k and v descales, three
 #                key tiles) with FA_CUDA_FA3_GRID=1 (one block takes every tile)
 #   memcheck.halves, racecheck.halves, synccheck.halves
-#                the halves decoding kernel under FA_CUDA_DECODE_HALVES=1: memcheck on the one-row
-#                cases at hd256, racecheck and synccheck on f16.b1.h8x1.s1x1000.d256 (GQA 8 rows,
-#                16 key tiles)
+#                the decoding kernel with K and V staged as halves (head dims 224 and 256):
+#                memcheck on the one-row cases at hd256, racecheck and synccheck on
+#                f16.b1.h8x1.s1x1000.d256 (GQA 8 rows, 16 key tiles)
 #   memcheck.wideseqs, racecheck.wideseqs, synccheck.wideseqs, racecheck.wideseqs.grid1
-#                the wide backward over sequences under FA_CUDA_FA3_WIDE_SEQS=1: memcheck on the
-#                varlen.wide cases, racecheck and synccheck on varlen.wide.seqused.f16, racecheck
-#                with FA_CUDA_FA3_GRID=1 (one block walks every item)
+#                fa3's wide backward over sequences (--kernel-family fa3, so that the masked cases
+#                take it too): memcheck on the varlen.wide cases, racecheck and synccheck on
+#                varlen.wide.seqused.f16, racecheck with FA_CUDA_FA3_GRID=1 (one block walks
+#                every item)
 #   memcheck.tables
 #                memcheck on bin/cuda_bad_tables: out-of-range block tables, cu_seqlens, seqused_k
 #                and cache lengths in device memory, refused with params.check_indices and
@@ -231,25 +222,6 @@ if [ "$DO_CONF" -eq 1 ]; then
   else
     record conformance.fp8.ran FAIL "${fp8_pass:-0} FP8 cases passed on cuda (5 expected): $(grep -m3 -E '^(SKIP|FAIL) fp8' "$OUT/conformance.fp8.log" | tr '\n' ' ')"
   fi
-  # The decoding kernel with K and V staged as halves (opt-in until verified): the one-row cases
-  # take it at head dims 224 and 256; fa-bench shows that it ran.
-  CONF_ARGS="--filter s1x" conformance_env conformance.halves 100 "FA_CUDA_DECODE_HALVES=1: " "" \
-    "$BIN/conformance" FA_CUDA_DECODE_HALVES=1
-  if need_bin fa-bench; then
-    FA_CUDA_DECODE_HALVES=1 timeout 60 "$BIN/fa-bench" --backend cuda --decode --hdims 256 \
-      --seqlens 8192 --batch 8 --heads 32 --iters 3 > "$OUT/halves_ran.log" 2>&1
-    if grep -q 'rows16\.halves' "$OUT/halves_ran.log"; then
-      record halves.ran PASS "$(grep -o 'cuda\.[^ ,]*halves[^ ,]*' "$OUT/halves_ran.log" | head -1)"
-    else
-      record halves.ran FAIL "fa-bench --decode hd256 did not report a .halves kernel (see $OUT/halves_ran.log)"
-    fi
-  else
-    record halves.ran FAIL "fa-bench not built"
-  fi
-  # fa3's wide backward over sequences (opt-in until verified): the kernel-name check of the
-  # suite requires fa3 on the varlen.wide cases under the variable.
-  CONF_ARGS="--filter varlen" conformance_env conformance.wideseqs 100 \
-    "FA_CUDA_FA3_WIDE_SEQS=1: " "" "$BIN/conformance" FA_CUDA_FA3_WIDE_SEQS=1
   if [ -n "$SM80_BUILD" ]; then
     banner "conformance --backend cuda, sm_80 code (compute_80 PTX from $SM80_BUILD)"
     conformance_env conformance.sm80jit 400 "" "run as sm_80" "$SM80_BUILD/bin/conformance" \
@@ -257,7 +229,7 @@ if [ "$DO_CONF" -eq 1 ]; then
       FA_CUDA_AS_SM80=1 FA_CUDA_SMEM_LIMIT=166912
   fi
 else
-  for s in conformance conformance.a100 conformance.sm86 conformance.fa3 conformance.fp8 conformance.fp8.ran conformance.halves halves.ran conformance.wideseqs; do record "$s" SKIP "--no-conformance"; done
+  for s in conformance conformance.a100 conformance.sm86 conformance.fa3 conformance.fp8 conformance.fp8.ran; do record "$s" SKIP "--no-conformance"; done
 fi
 
 # --- compute-sanitizer -----------------------------------------------------------------------
@@ -344,22 +316,22 @@ if [ "$DO_SAN" -eq 1 ]; then
       SAN_PROG=conformance FA_CUDA_FA3_GRID=1 sanitize racecheck.fp8.grid1 racecheck \
         racecheck_fp8_grid1.log --backend cuda --filter fp8.e4m3.rotated.hd256
       # The decoding kernel with K and V staged as halves (three buffers, two barriers a tile).
-      SAN_PROG=conformance SAN_NO_LEAK=1 FA_CUDA_DECODE_HALVES=1 sanitize memcheck.halves \
+      SAN_PROG=conformance SAN_NO_LEAK=1 sanitize memcheck.halves \
         memcheck memcheck_halves.log --backend cuda --filter s1x1000.d256
-      SAN_PROG=conformance FA_CUDA_DECODE_HALVES=1 sanitize racecheck.halves racecheck \
+      SAN_PROG=conformance sanitize racecheck.halves racecheck \
         racecheck_halves.log --backend cuda --filter f16.b1.h8x1.s1x1000.d256
-      SAN_PROG=conformance FA_CUDA_DECODE_HALVES=1 sanitize synccheck.halves synccheck \
+      SAN_PROG=conformance sanitize synccheck.halves synccheck \
         synccheck_halves.log --backend cuda --filter f16.b1.h8x1.s1x1000.d256
-      # fa3's wide backward over sequences (each role walks the items with its own cursor).
-      SAN_PROG=conformance SAN_NO_LEAK=1 FA_CUDA_FA3_WIDE_SEQS=1 sanitize memcheck.wideseqs \
-        memcheck memcheck_wideseqs.log --backend cuda --filter varlen.wide
-      SAN_PROG=conformance FA_CUDA_FA3_WIDE_SEQS=1 sanitize racecheck.wideseqs racecheck \
-        racecheck_wideseqs.log --backend cuda --filter varlen.wide.seqused.f16
-      SAN_PROG=conformance FA_CUDA_FA3_WIDE_SEQS=1 sanitize synccheck.wideseqs synccheck \
-        synccheck_wideseqs.log --backend cuda --filter varlen.wide.seqused.f16
-      SAN_PROG=conformance FA_CUDA_FA3_WIDE_SEQS=1 FA_CUDA_FA3_GRID=1 sanitize \
-        racecheck.wideseqs.grid1 racecheck racecheck_wideseqs_grid1.log --backend cuda \
-        --filter varlen.wide.f16
+      # fa3's wide backward over sequences (each role walks the items with its own cursor), named
+      # so that it also runs the masked cases.
+      SAN_PROG=conformance SAN_NO_LEAK=1 sanitize memcheck.wideseqs memcheck \
+        memcheck_wideseqs.log --backend cuda --kernel-family fa3 --filter varlen.wide
+      SAN_PROG=conformance sanitize racecheck.wideseqs racecheck racecheck_wideseqs.log \
+        --backend cuda --kernel-family fa3 --filter varlen.wide.seqused.f16
+      SAN_PROG=conformance sanitize synccheck.wideseqs synccheck synccheck_wideseqs.log \
+        --backend cuda --kernel-family fa3 --filter varlen.wide.seqused.f16
+      SAN_PROG=conformance FA_CUDA_FA3_GRID=1 sanitize racecheck.wideseqs.grid1 racecheck \
+        racecheck_wideseqs_grid1.log --backend cuda --kernel-family fa3 --filter varlen.wide.f16
     else
       for s in memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1 memcheck.halves racecheck.halves synccheck.halves memcheck.wideseqs racecheck.wideseqs synccheck.wideseqs racecheck.wideseqs.grid1; do
         record "$s" FAIL "conformance not built"

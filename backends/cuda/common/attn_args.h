@@ -88,7 +88,6 @@ typedef struct cuda_seq_args {
   int64_t bt_batch, bt_page;  /* its strides */
   int32_t bt_pages, page_size, num_blocks;
   int32_t tile_m;  /* rows of a block: 64 (fa2_fwd_splitkv.cuh) or 16 (fa2_fwd_decode.cuh) */
-  int32_t halves;  /* 16 rows: K and V staged as halves (fa2_fwd_decode.cuh's HALVES) */
   int32_t pack;    /* query heads of one K/V head in a tile (a power of two); rows per head:
                       tile_m / pack */
   int32_t splits;  /* key pieces; > 1: partial results into o_part, lse_part */

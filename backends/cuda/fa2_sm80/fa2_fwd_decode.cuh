@@ -16,7 +16,8 @@
  * h mod 3: K of tile n, then V of tile n), two halves in flight while one is computed, in place of
  * FA2_DECODE_STAGES whole stages. At head dims above 192 two whole stages take 139 KB and keep one
  * block (4 warps) an SM, which leaves the kernel bound by instruction issue; the halves take
- * 104 KB, two blocks an SM. Opt-in (FA_CUDA_DECODE_HALVES=1) until a GPU has run it.
+ * 104 KB, two blocks an SM: 9-11% more K+V bandwidth at head dim 256, MHA, 4k-128k keys, batch 8
+ * (H100, bench/NOTES.md), the pipeline at head dims above 192.
  */
 #ifndef FA_CUDA_FA2_FWD_DECODE_CUH
 #define FA_CUDA_FA2_FWD_DECODE_CUH

@@ -114,15 +114,10 @@ int splitkv(const cuda_seq_args *a) {
   const dim3 grid((unsigned)((a->f.p.seqlen_q + rows - 1) / rows),
                   (unsigned)(a->f.p.heads_q / a->pack), (unsigned)(a->f.p.batch * a->splits));
   const cudaStream_t stream = static_cast<cudaStream_t>(a->f.p.stream);
-  if (a->tile_m == FA2_DECODE_TILE_M) {
-    if constexpr (FA2_DECODE_HALVES_HD(HD)) {
-      if (a->halves) {
-        fa2_decode_kernel<Tr, HD, true><<<grid, 128, FA2_DECODE_HALVES_SMEM(HD), stream>>>(*a);
-        return (int)cudaGetLastError();
-      }
-    }
-    fa2_decode_kernel<Tr, HD, false><<<grid, 128, FA2_DECODE_SMEM(HD), stream>>>(*a);
-  } else
+  if (a->tile_m == FA2_DECODE_TILE_M)
+    fa2_decode_kernel<Tr, HD, FA2_DECODE_HALVES_HD(HD)>
+        <<<grid, 128, FA2_DECODE_SMEM(HD), stream>>>(*a);
+  else
     fa2_splitkv_kernel<Tr, HD><<<grid, 128, FA2_SPLITKV_SMEM(HD), stream>>>(*a);
   return (int)cudaGetLastError();
 }
@@ -158,14 +153,8 @@ cudaError_t prepare(int smem_limit, int cc_major) {
                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)FA2_SPLITKV_SMEM(HD));
   if (e == cudaSuccess && (int64_t)FA2_DECODE_SMEM(HD) <= smem_limit)
-    e = cudaFuncSetAttribute(fa2_decode_kernel<Tr, HD, false>,
+    e = cudaFuncSetAttribute(fa2_decode_kernel<Tr, HD, FA2_DECODE_HALVES_HD(HD)>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)FA2_DECODE_SMEM(HD));
-  if constexpr (FA2_DECODE_HALVES_HD(HD)) {
-    if (e == cudaSuccess && (int64_t)FA2_DECODE_HALVES_SMEM(HD) <= smem_limit)
-      e = cudaFuncSetAttribute(fa2_decode_kernel<Tr, HD, true>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               (int)FA2_DECODE_HALVES_SMEM(HD));
-  }
   return e;
 }
 

@@ -96,17 +96,16 @@
   ((size_t)(FA2_SPLITKV_TILE_M + 4 * FA2_SPLITKV_TILE_N(hd)) * FA2_TILE_LD(hd) * 2)
 
 /* Its decoding kernel (fa2_fwd_decode.cuh): 16 query rows, key tiles of 64 (16 per warp) in as
-   many cp.async stages as keep two blocks on an SM up to head dim 128 (three at 64). */
+   many cp.async stages as keep two blocks on an SM up to head dim 128 (three at 64); above 192,
+   where two whole stages would leave one block an SM, K and V staged as halves in three tile
+   buffers (fa2_fwd_decode.cuh's HALVES). */
 #define FA2_DECODE_TILE_M 16
 #define FA2_DECODE_TILE_N 64
 #define FA2_DECODE_STAGES(hd) ((hd) <= 64 ? 4 : (hd) <= 128 ? 3 : 2)
-#define FA2_DECODE_SMEM(hd)                                                                        \
-  ((size_t)(FA2_DECODE_TILE_M + 2 * FA2_DECODE_STAGES(hd) * FA2_DECODE_TILE_N) * FA2_TILE_LD(hd) * \
-   2)
-/* The same kernel with K and V staged as halves in three tile buffers (fa2_fwd_decode.cuh's
-   HALVES), built for the head dims whose two whole stages leave one block an SM. */
 #define FA2_DECODE_HALVES_HD(hd) ((hd) > 192)
-#define FA2_DECODE_HALVES_SMEM(hd) \
-  ((size_t)(FA2_DECODE_TILE_M + 3 * FA2_DECODE_TILE_N) * FA2_TILE_LD(hd) * 2)
+#define FA2_DECODE_SMEM(hd)                                                                   \
+  ((size_t)(FA2_DECODE_TILE_M +                                                               \
+            (FA2_DECODE_HALVES_HD(hd) ? 3 : 2 * FA2_DECODE_STAGES(hd)) * FA2_DECODE_TILE_N) * \
+   FA2_TILE_LD(hd) * 2)
 
 #endif /* FA_CUDA_FA2_TILES_H */

@@ -48,6 +48,7 @@
 #include "core/math/mask.h"
 #include "fa3_args.h"
 #include "fa3_bwd_block.cuh"
+#include "fa3_col_boxes.cuh"
 #include "fa3_bwd_epilogue.cuh"
 #include "fa3_bwd_scheduler.cuh"
 #include "fa3_bwd_step.cuh"
@@ -123,6 +124,13 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
     }
     mbar_init_fence();
   }
+  if (SEQS && BOXES == 4) { /* head dim 192: the column box its loads skip (fa3_col_boxes.cuh) */
+    const int nb = fa3_col_boxes(a.p.head_dim);
+    fa3_zero_unloaded_boxes(sm + L::K, KV_ST, BOXES, nb, L::KV_BOX, L::KV_SLOT);
+    fa3_zero_unloaded_boxes(sm + L::V, KV_ST, BOXES, nb, L::KV_BOX, L::KV_SLOT);
+    fa3_zero_unloaded_boxes(sm + L::Q, 2, BOXES, nb, L::Q_BOX, L::Q_BYTES);
+    fa3_zero_unloaded_boxes(sm + L::DO, 2, BOXES, nb, L::Q_BOX, L::Q_BYTES);
+  }
   __syncthreads();
 
   if (wg == 0) {
@@ -163,7 +171,9 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
           if (loaded >= KV_ST) mbar_wait(kv_empty + slot, ((loaded / KV_ST) - 1) & 1);
           ++loaded;
         }
-        mbar_arrive_expect_tx(kv_full + slot, 2 * L::KV_BYTES);
+        const int nb =
+            SEQS && BOXES == 4 ? fa3_col_boxes(a.p.head_dim) : BOXES; /* fa3_col_boxes.cuh */
+        mbar_arrive_expect_tx(kv_full + slot, 2 * nb * L::KV_BOX);
         unsigned char *kv = sm + slot * L::KV_SLOT;
         int ky = T.n0, kw = b, vw = b; /* SEQS: the views' coordinates (fa3_seq_tensor_map) */
         if (SEQS) {
@@ -173,6 +183,7 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
         }
 #pragma unroll
         for (int x = 0; x < BOXES; ++x) {
+          if (x >= nb) break;
           tma_load_4d(kv + L::K + x * L::KV_BOX, A.tk, kv_full + slot, 64 * x, ky, hk, kw);
           tma_load_4d(kv + L::V + x * L::KV_BOX, A.tv, kv_full + slot, 64 * x, ky, hk, vw);
         }
@@ -193,9 +204,10 @@ __global__ void __launch_bounds__(384, 1) fa3_bwd_kernel(const __grid_constant__
             wr = (int)(ws / a.ws_head);
           }
           if (it >= 2) mbar_wait(empty + st, ((it >> 1) - 1) & 1);
-          mbar_arrive_expect_tx(full + st, 2 * L::Q_BYTES + 2 * BM * 4);
+          mbar_arrive_expect_tx(full + st, 2 * nb * L::Q_BOX + 2 * BM * 4);
 #pragma unroll
           for (int x = 0; x < BOXES; ++x) {
+            if (x >= nb) break;
             tma_load_4d(sm + L::Q + st * L::Q_BYTES + x * L::Q_BOX, A.tq, full + st, 64 * x, qy, h,
                         qw);
             tma_load_4d(sm + L::DO + st * L::Q_BYTES + x * L::Q_BOX, A.tdo, full + st, 64 * x, qy,

@@ -11,6 +11,7 @@
 
 #include "../common/sm90_async.cuh"
 #include "core/math/softmax.h"
+#include "fa3_col_boxes.cuh"
 #include "fa3_fwd_block.cuh"
 #include "fa3_softmax.cuh"
 
@@ -104,7 +105,9 @@ __device__ __forceinline__ void fa3_fwd_epilogue(
     if (K::TMA_EPI) {
       /* Row rl + 8 w of each 64-column box (IN_KV: row rl - 64 c of this consumer's boxes of 64
          rows); 16-byte chunk j % 8 swizzled by the row's position in its 8-row atom, lane / 4
-         (rows past seqlen_q are not stored by TMA). */
+         (rows past seqlen_q are not stored by TMA). Zeros in a box that the loads skip
+         (fa3_col_boxes.cuh), whatever P V left in those columns. */
+      const bool last_loaded = !K::SEQS || K::CB != 4 || fa3_col_boxes(a.p.head_dim) == 4;
       unsigned char *row = K::IN_KV ? (c == 0 ? S.k : S.v) + ls * K::CB * K::BOXK +
                                           (rl - 64 * c + 8 * w) * 128 + 4 * t
                                     : S.q + qbuf * K::CB * K::BOXQ + (rl + 8 * w) * 128 + 4 * t;
@@ -112,7 +115,9 @@ __device__ __forceinline__ void fa3_fwd_epilogue(
 #pragma unroll
       for (int j = 0; j < HD / 8; ++j)
         *reinterpret_cast<uint32_t *>(row + (j / 8) * box + (((j % 8) ^ (me.lane / 4)) * 16)) =
-            Tr::pack(o[4 * j + 2 * w] * inv, o[4 * j + 2 * w + 1] * inv);
+            j / 8 < K::CB - 1 || last_loaded
+                ? Tr::pack(o[4 * j + 2 * w] * inv, o[4 * j + 2 * w + 1] * inv)
+                : 0u;
     } else if (i < a.p.seqlen_q) {
       E *out = fa3_out_row<E>(A, tf, tf.h + head, i);
 #pragma unroll

@@ -29,6 +29,7 @@
 #include "../common/sm90_async.cuh"
 #include "core/math/mask.h"
 #include "fa3_args.h"
+#include "fa3_col_boxes.cuh"
 #include "fa3_fwd_block.cuh"
 #include "fa3_fwd_epilogue.cuh"
 #include "fa3_fwd_producer.cuh"
@@ -85,6 +86,12 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       mbar_init(&v_empty[s], NC);
     }
     mbar_init_fence();
+  }
+  if (K::SEQS && CB == 4) { /* head dim 192: the column box its loads skip (fa3_col_boxes.cuh) */
+    const int nb = fa3_col_boxes(a.p.head_dim);
+    fa3_zero_unloaded_boxes(sQ, QB, CB, nb, BOXQ, CB * BOXQ);
+    fa3_zero_unloaded_boxes(sK, STAGES, CB, nb, BOXK, CB * BOXK);
+    fa3_zero_unloaded_boxes(sV, STAGES, CB, nb, BOXK, CB * BOXK);
   }
   if (K::ROW_SUM) { /* written by the generic proxy, read by wgmma's (async) proxy */
     const uint32_t ones = F16 ? 0x3C003C00u : 0x3F803F80u;
