@@ -6,8 +6,9 @@
  * around the tensor. So the kernels over sequences skip it in their loads and zero that box of
  * each buffer once, at the start: the products over the padded columns then add zeros, as they
  * did from TMA's fill, provided nothing else writes there (the forward's epilogue stores zeros in
- * those columns). The dense kernels keep the load (their maps start at the tensor): the runtime
- * box count cost their forward 1-6% on an H100.
+ * those columns). The dense kernels keep the load (their maps start at the tensor). The loads
+ * stay an unrolled loop over every box with the last one predicated: a loop bounded by the box
+ * count made ptxas spill in the producer and cost the forward 1-6% on an H100.
  */
 #ifndef FA_CUDA_FA3_COL_BOXES_CUH
 #define FA_CUDA_FA3_COL_BOXES_CUH

@@ -28,8 +28,8 @@ __device__ __forceinline__ void fa3_fwd_produce(const fa3_fwd_args &A, const fa3
   typedef fa3_fwd_traits<HD, WGS, BN, FLAGS> K;
   constexpr int CB = K::CB, BOXQ = K::BOXQ, BOXK = K::BOXK, STAGES = K::STAGES;
   int kv = 0, qn = 0; /* K/V tiles loaded so far, Q buffer uses */
-  /* of the CB column boxes, those loaded (SEQS: fa3_col_boxes.cuh) */
-  const int nb = K::SEQS && CB == 4 ? fa3_col_boxes(A.a.p.head_dim) : CB;
+  /* whether the last of the CB column boxes is loaded (SEQS: fa3_col_boxes.cuh) */
+  const bool last = !(K::SEQS && CB == 4) || fa3_col_boxes(A.a.p.head_dim) == CB;
   int j = 0, k = (int)blockIdx.x;
   fa3_tile ti;
   fa3_seq_cursor cur = {0, 0};
@@ -69,9 +69,11 @@ __device__ __forceinline__ void fa3_fwd_produce(const fa3_fwd_args &A, const fa3
     fa3_rows_at<K::SEQS>(ti, A.q_ext, A.q_batch_rows, false, ti.m0, qy, qw);
     fa3_rows_at<K::SEQS>(ti, A.k_ext, A.k_batch_rows, true, 0, ky, kw);
     fa3_rows_at<K::SEQS>(ti, A.k_ext, A.v_batch_rows, true, 0, vy, vw);
-    mbar_arrive_expect_tx(&S.q_full[qb], nb * BOXQ);
-    for (int cb = 0; cb < nb; ++cb)
-      tma_load_4d(S.q + (qb * CB + cb) * BOXQ, A.tq, &S.q_full[qb], cb * 64, qy, ti.h, qw);
+    mbar_arrive_expect_tx(&S.q_full[qb], (last ? CB : CB - 1) * BOXQ);
+#pragma unroll
+    for (int cb = 0; cb < CB; ++cb)
+      if (cb < CB - 1 || last)
+        tma_load_4d(S.q + (qb * CB + cb) * BOXQ, A.tq, &S.q_full[qb], cb * 64, qy, ti.h, qw);
     for (int n = ti.n_begin; n < ti.n_end; ++n, ++kv) {
       const int st = kv % STAGES, use = kv / STAGES;
       /* OWN_KEY_END: the consumers whose key tiles end before n release this use of the stage
@@ -80,16 +82,20 @@ __device__ __forceinline__ void fa3_fwd_produce(const fa3_fwd_args &A, const fa3
       if (K::OWN_END && !(K::IN_KV && n + 1 == ti.n_end)) /* IN_KV: the store thread's */
         for (int cc = 0; cc < WGS; ++cc) skip += n >= S.q_own[slot * WGS + cc].n_end;
       if (use > 0) mbar_wait(&S.k_empty[st], (use - 1) & 1);
-      mbar_arrive_expect_tx(&S.k_full[st], nb * BOXK);
-      for (int cb = 0; cb < nb; ++cb)
-        tma_load_4d(S.k + (st * CB + cb) * BOXK, A.tk, &S.k_full[st], cb * 64, ky + n * BN, ti.hk,
-                    kw);
+      mbar_arrive_expect_tx(&S.k_full[st], (last ? CB : CB - 1) * BOXK);
+#pragma unroll
+      for (int cb = 0; cb < CB; ++cb)
+        if (cb < CB - 1 || last)
+          tma_load_4d(S.k + (st * CB + cb) * BOXK, A.tk, &S.k_full[st], cb * 64, ky + n * BN, ti.hk,
+                      kw);
       if (skip) mbar_arrive_n(&S.k_empty[st], 128 * skip);
       if (use > 0) mbar_wait(&S.v_empty[st], (use - 1) & 1);
-      mbar_arrive_expect_tx(&S.v_full[st], nb * BOXK);
-      for (int cb = 0; cb < nb; ++cb)
-        tma_load_4d(S.v + (st * CB + cb) * BOXK, A.tv, &S.v_full[st], cb * 64, vy + n * BN, ti.hk,
-                    vw);
+      mbar_arrive_expect_tx(&S.v_full[st], (last ? CB : CB - 1) * BOXK);
+#pragma unroll
+      for (int cb = 0; cb < CB; ++cb)
+        if (cb < CB - 1 || last)
+          tma_load_4d(S.v + (st * CB + cb) * BOXK, A.tv, &S.v_full[st], cb * 64, vy + n * BN, ti.hk,
+                      vw);
       if (skip) mbar_arrive_n(&S.v_empty[st], 128 * skip);
     }
     k = fa3_next_tile<K::DYNAMIC>(A, j);
