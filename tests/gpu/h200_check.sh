@@ -79,6 +79,9 @@
 #   graph        bin/cuda_graph: fa_forward + fa_backward and a decoding step of fa_forward_kvcache
 #                captured in CUDA graphs and replayed with new inputs (and, for decoding, cache
 #                lengths advanced in device memory), bitwise equal to eager calls
+#   seqs.hd192   bin/fa-bench --varlen at head dims 192 (twice) and 256, 4k packed tokens, both
+#                passes and masks: every row must run (fa3 over sequences at 192 once faulted
+#                there, depending on the allocations around the tensors), log in $OUT
 #   quantize     bin/test_quantize_device cuda: fa_quantize's y and descales (FP8 and rotation-only,
 #                every descale layout, strided, empty) byte for byte equal to the CPU backend's
 #   sm90probe    bin/sm90_probe: TMA loads, mbarrier, wgmma with both descriptor forms vs float64
@@ -467,6 +470,25 @@ program_step sm90fp8probe sm90_fp8_probe 60 SKIP
 program_step graph cuda_graph 120 FAIL
 # bin/test_quantize_device cuda: fa_quantize on the GPU byte for byte against the CPU backend.
 program_step quantize test_quantize_device 300 FAIL cuda
+
+# fa3 over sequences at head dim 192 on packed tensors of 4k tokens, several problems in one
+# process, both passes, both masks: a load of the wholly out-of-range column box through a
+# sequence's view faulted here, depending on the allocations around the tensors
+# (fa3_col_boxes.cuh); the conformance cases' tensors are too small to show it.
+if need_bin fa-bench; then
+  banner "fa-bench --varlen, head dims 192 and 256"
+  timeout 120 "$BIN/fa-bench" --backend cuda --varlen --hdims 192,192,256 --seqlens 1024,8192 \
+    --tokens 4096 --iters 2 --progress -1 > "$OUT/seqs_hd192.log" 2>&1
+  rc=$?
+  tail -3 "$OUT/seqs_hd192.log"
+  if [ "$rc" -eq 0 ] && grep -q '^0 rows failed' "$OUT/seqs_hd192.log"; then
+    record seqs.hd192 PASS "$(grep -c 'cuda\.fa3\.sm90\.[a-z]*\.bf16\.hd192' "$OUT/seqs_hd192.log") rows on fa3 at hd192, every row ran"
+  else
+    record seqs.hd192 FAIL "exit status $rc: $(grep -m1 'failed:' "$OUT/seqs_hd192.log" | sed 's/.*| //')"
+  fi
+else
+  record seqs.hd192 FAIL "fa-bench not built"
+fi
 
 # --- SASS ------------------------------------------------------------------------------------
 if [ "$DO_SASS" -eq 1 ]; then
