@@ -339,6 +339,11 @@ extern const char *const i_names[I_COUNT];
 void fproblem(const fcase *c, ref_problem *p, ref_ext *x, int64_t *lens_q, int64_t *lens_k,
               double *slopes);
 
+/* Whether a call asked for `asked` key pieces (num_splits > 0) ran what it may report: that many,
+   or, where its keys (`keys` of them) have fewer tiles of the reported tile_n, one piece a tile (a
+   backend whose pieces are whole key tiles says so in its run report: docs/backends.md). */
+int splits_honoured(int asked, const fa_run_info *info, int64_t keys);
+
 /* The params of a feature case's calls; it[] holds the index tensors in the backend's memory. */
 void fparams(const fcase *c, const backend_ctx *bk, const ref_ext *x, fa_params *params,
              const dev_tensor *it);

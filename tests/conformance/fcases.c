@@ -223,10 +223,11 @@ void build_fcases(fcase_list *L) {
       c = fbase(dt, 1, 4, 2, 65, 97, hd[h][0], hd[h][1], (idt + h) % 3);
       fcase_add(L, c, "hd");
     }
-    /* --- split-KV against num_splits 1 --- */
-    static const int sp[4] = {2, 3, 4, 0};
-    for (int i = 0; i < 4; ++i) {
-      c = fbase(dt, 2, 8, 2, i == 3 ? 1 : 17, 1000, 64, 64, (idt + i) % 3);
+    /* --- split-KV against num_splits 1; 64 pieces are more than the keys' tiles of 64 (16) or
+       128 (8): pieces without keys, or as many as there are tiles, as the backend reports --- */
+    static const int sp[5] = {2, 3, 4, 0, 64};
+    for (int i = 0; i < 5; ++i) {
+      c = fbase(dt, 2, 8, 2, i == 3 ? 1 : i == 4 ? 3 : 17, 1000, 64, 64, (idt + i) % 3);
       c.splits = sp[i], c.bwd = 0;
       snprintf(tag, sizeof tag, "split%d", sp[i]);
       fcase_add(L, c, tag);

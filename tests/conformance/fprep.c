@@ -42,6 +42,12 @@ int frefused(report *rep, frun *R, const fcase *c, const fa_tensor *const *data,
   return refusal(rep, R->bk, &nd, call, st, R->skip, sizeof R->skip);
 }
 
+int splits_honoured(int asked, const fa_run_info *info, int64_t keys) {
+  if (info->num_splits == asked) return 1;
+  const int64_t tiles = info->tile_n > 0 ? (keys + info->tile_n - 1) / info->tile_n : 0;
+  return tiles > 0 && tiles < asked && info->num_splits == tiles;
+}
+
 void fproblem(const fcase *c, ref_problem *p, ref_ext *x, int64_t *lens_q, int64_t *lens_k,
               double *slopes) {
   memset(p, 0, sizeof *p);
