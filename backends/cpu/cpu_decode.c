@@ -13,10 +13,11 @@
  * slice of every token over the whole cache, with nothing to prefetch it. Threads share the work
  * by split-KV (cpu_decide.c chooses the splits), merged in cpu_forward.c.
  *
- * MHA with one query row per head (group 1, seqlen_q 1) shares no K/V row between query rows, so
- * nothing is gained by going head by head: it reads each block token-major instead
- * (block_token_major), the scores key by key with each key's heads in address order, then the
- * softmax step head by head, then P·V key by key the same way. Each of K's and V's blocks is then
+ * MHA with one query row per head (group 1, seqlen_q 1) shares no K/V row between query rows: on
+ * a head-major cache ([heads, keys, dim] in memory) it goes head by head over the whole key range
+ * (head_major_rows, a head's rows one stream), and on the token-major one it reads each block
+ * token-major (block_token_major): the scores key by key with each key's heads in address order,
+ * then the softmax step head by head, then P·V key by key the same way. Each of K's and V's blocks is then
  * one front-to-back run of whole token rows, a single stream the hardware prefetchers follow,
  * where head by head reads each head's 64 slices a token row apart and needs the row kernels'
  * prefetch.
@@ -130,6 +131,42 @@ static void block_rows_of(const cpu_seq *sq, int64_t c0, int nc, int64_t ksz, in
   }
 }
 
+/* cpu_attend_rows for MHA with one query row per head on a head-major cache (each head's rows
+   adjacent: [heads, keys, dim] in memory): head by head over the whole key range, so that each
+   head's K and V are two front-to-back streams, rather than block by block, where a block's heads
+   are as many streams (64 at 32 heads, K and V) as the prefetchers would have to follow: hd128
+   f16, 2 threads, 4k / 32k keys 1.27-1.37x / 1.14-1.16x, 16k unchanged. GQA keeps the block
+   order and its prefetch (head by head without it measured 2x slower past the last-level
+   cache). */
+static void head_major_rows(const cpu_problem *pb, const cpu_kernels *kern, const cpu_seq *sq,
+                            int64_t h0, int heads, int64_t r0, int mr, const float *q, float *s,
+                            int64_t k0, int64_t k1, float *m, float *l, float *o) {
+  const int nb = pb->tn < ROWS_BLOCK ? pb->tn : ROWS_BLOCK;
+  const int64_t group = pb->group, hk0 = h0 / group, hk1 = (h0 + heads - 1) / group + 1;
+  const int64_t ksz = (int64_t)fa_dtype_size(sq->k.dtype),
+                vsz = (int64_t)fa_dtype_size(sq->v.dtype);
+  int jlo[CPU_ROWS_MAX], jhi[CPU_ROWS_MAX];
+  block_rows rows;
+  for (int64_t hk = hk0; hk < hk1; ++hk) {
+    const int64_t ha = hk * group > h0 ? hk * group : h0;
+    const int64_t hb = (hk + 1) * group < h0 + heads ? (hk + 1) * group : h0 + heads;
+    for (int64_t c0 = k0; c0 < k1; c0 += nb) {
+      const int nc = (int)(k1 - c0 < nb ? k1 - c0 : nb);
+      fa_tile_class cls = fa_mask_tile_class(&sq->mask, r0, r0 + mr, c0, c0 + nc, sq->sk);
+      if (cls == FA_TILE_EMPTY) continue;
+      const int *lo = NULL, *hi = NULL;
+      if (cls == FA_TILE_PARTIAL) {
+        cpu_tile_row_bounds(sq, r0, mr, c0, nc, jlo, jhi);
+        lo = jlo;
+        hi = jhi;
+      }
+      block_rows_of(sq, c0, nc, ksz, vsz, &rows);
+      block_kv_head(pb, kern, sq, &rows, hk, ha, hb, h0, r0, mr, c0, nc, nb, lo, hi, q, s, m, l, o,
+                    NULL, NULL);
+    }
+  }
+}
+
 void cpu_attend_rows(const cpu_problem *pb, const cpu_kernels *kern, const cpu_seq *sq, int64_t h0,
                      int heads, int64_t r0, int mr, const float *q, float *s, int64_t k0,
                      int64_t k1, float *m, float *l, float *o) {
@@ -145,6 +182,11 @@ void cpu_attend_rows(const cpu_problem *pb, const cpu_kernels *kern, const cpu_s
   /* MHA with one query row per head: the block read token by token (block_token_major). */
   const int token_major = group == 1 && mr == 1;
   if (k1 > sq->sk) k1 = sq->sk;
+  if (token_major && nh > 1 && !sq->k.pages && !sq->v.pages && sq->k.hs > sq->k.rs &&
+      sq->v.hs > sq->v.rs) {
+    head_major_rows(pb, kern, sq, h0, heads, r0, mr, q, s, k0, k1, m, l, o);
+    return;
+  }
   if (k0 < k1) block_rows_of(sq, k0, (int)(k1 - k0 < nb ? k1 - k0 : nb), ksz, vsz, &rows[0]);
   for (int64_t c0 = k0; c0 < k1; c0 += nb, cur ^= 1) {
     const int nc = (int)(k1 - c0 < nb ? k1 - c0 : nb);

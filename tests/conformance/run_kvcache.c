@@ -80,7 +80,10 @@ int run_kvcase(const fcase *c, frun *R, uint64_t run_seed) {
   bad |= tu_alloc(&t[K_Q], c->dtype, 4, qs, fit_layout(bk, TU_PADDED));
   bad |= tu_alloc(&t[K_QR], c->dtype, 4, qs, TU_CONTIGUOUS);
   bad |= tu_alloc(&t[K_KC], c->dtype, 4, kc, paged ? TU_CONTIGUOUS : TU_PERMUTED);
-  bad |= tu_alloc(&t[K_VC], c->dtype, 4, vc, TU_CONTIGUOUS);
+  /* K's cache head-major (dims 1 and 2 swapped in memory), V's too for bf16: both layouts of a
+     whole cache (the cpu backend reads a head-major one head by head) */
+  bad |= tu_alloc(&t[K_VC], c->dtype, 4, vc,
+                  !paged && c->dtype == FA_BF16 ? TU_PERMUTED : TU_CONTIGUOUS);
   bad |= tu_alloc(&t[K_KD], c->dtype, 4, kd, TU_CONTIGUOUS);
   bad |= tu_alloc(&t[K_VD], c->dtype, 4, vd, TU_CONTIGUOUS);
   if (sn) {
