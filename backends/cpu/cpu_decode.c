@@ -17,10 +17,10 @@
  * a head-major cache ([heads, keys, dim] in memory) it goes head by head over the whole key range
  * (head_major_rows, a head's rows one stream), and on the token-major one it reads each block
  * token-major (block_token_major): the scores key by key with each key's heads in address order,
- * then the softmax step head by head, then P·V key by key the same way. Each of K's and V's blocks is then
- * one front-to-back run of whole token rows, a single stream the hardware prefetchers follow,
- * where head by head reads each head's 64 slices a token row apart and needs the row kernels'
- * prefetch.
+ * then the softmax step head by head, then P·V key by key the same way. Each of K's and V's blocks
+ * is then one front-to-back run of whole token rows, a single stream the hardware prefetchers
+ * follow, where head by head reads each head's 64 slices a token row apart and needs the row
+ * kernels' prefetch.
  *
  * Per block and KV head it is the tile path's attend() (cpu_forward.c) with the two tile products
  * replaced: the same mask classification, score transform (softcap, ALiBi) and online-softmax
