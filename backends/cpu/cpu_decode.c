@@ -131,6 +131,20 @@ static void block_rows_of(const cpu_seq *sq, int64_t c0, int nc, int64_t ksz, in
   }
 }
 
+/* The mask's class of keys [c0, c0 + nc) for the rows [r0, r0 + mr); where it is partial, the
+   rows' bounds (the same for every head) in jlo/jhi, *lo and *hi pointing at them (else NULL). */
+static fa_tile_class block_class(const cpu_seq *sq, int64_t r0, int mr, int64_t c0, int nc,
+                                 int *jlo, int *jhi, const int **lo, const int **hi) {
+  const fa_tile_class cls = fa_mask_tile_class(&sq->mask, r0, r0 + mr, c0, c0 + nc, sq->sk);
+  *lo = *hi = NULL;
+  if (cls == FA_TILE_PARTIAL) {
+    cpu_tile_row_bounds(sq, r0, mr, c0, nc, jlo, jhi);
+    *lo = jlo;
+    *hi = jhi;
+  }
+  return cls;
+}
+
 /* cpu_attend_rows for MHA with one query row per head on a head-major cache (each head's rows
    adjacent: [heads, keys, dim] in memory): head by head over the whole key range, so that each
    head's K and V are two front-to-back streams, rather than block by block, where a block's heads
@@ -139,32 +153,22 @@ static void block_rows_of(const cpu_seq *sq, int64_t c0, int nc, int64_t ksz, in
    order and its prefetch (head by head without it measured 2x slower past the last-level
    cache). */
 static void head_major_rows(const cpu_problem *pb, const cpu_kernels *kern, const cpu_seq *sq,
-                            int64_t h0, int heads, int64_t r0, int mr, const float *q, float *s,
-                            int64_t k0, int64_t k1, float *m, float *l, float *o) {
+                            int64_t h0, int heads, int64_t r0, const float *q, float *s, int64_t k0,
+                            int64_t k1, float *m, float *l, float *o) {
   const int nb = pb->tn < ROWS_BLOCK ? pb->tn : ROWS_BLOCK;
-  const int64_t group = pb->group, hk0 = h0 / group, hk1 = (h0 + heads - 1) / group + 1;
   const int64_t ksz = (int64_t)fa_dtype_size(sq->k.dtype),
                 vsz = (int64_t)fa_dtype_size(sq->v.dtype);
-  int jlo[CPU_ROWS_MAX], jhi[CPU_ROWS_MAX];
+  int jlo[1], jhi[1];
   block_rows rows;
-  for (int64_t hk = hk0; hk < hk1; ++hk) {
-    const int64_t ha = hk * group > h0 ? hk * group : h0;
-    const int64_t hb = (hk + 1) * group < h0 + heads ? (hk + 1) * group : h0 + heads;
+  for (int64_t h = h0; h < h0 + heads; ++h)
     for (int64_t c0 = k0; c0 < k1; c0 += nb) {
       const int nc = (int)(k1 - c0 < nb ? k1 - c0 : nb);
-      fa_tile_class cls = fa_mask_tile_class(&sq->mask, r0, r0 + mr, c0, c0 + nc, sq->sk);
-      if (cls == FA_TILE_EMPTY) continue;
-      const int *lo = NULL, *hi = NULL;
-      if (cls == FA_TILE_PARTIAL) {
-        cpu_tile_row_bounds(sq, r0, mr, c0, nc, jlo, jhi);
-        lo = jlo;
-        hi = jhi;
-      }
+      const int *lo, *hi;
+      if (block_class(sq, r0, 1, c0, nc, jlo, jhi, &lo, &hi) == FA_TILE_EMPTY) continue;
       block_rows_of(sq, c0, nc, ksz, vsz, &rows);
-      block_kv_head(pb, kern, sq, &rows, hk, ha, hb, h0, r0, mr, c0, nc, nb, lo, hi, q, s, m, l, o,
+      block_kv_head(pb, kern, sq, &rows, h, h, h + 1, h0, r0, 1, c0, nc, nb, lo, hi, q, s, m, l, o,
                     NULL, NULL);
     }
-  }
 }
 
 void cpu_attend_rows(const cpu_problem *pb, const cpu_kernels *kern, const cpu_seq *sq, int64_t h0,
@@ -184,7 +188,7 @@ void cpu_attend_rows(const cpu_problem *pb, const cpu_kernels *kern, const cpu_s
   if (k1 > sq->sk) k1 = sq->sk;
   if (token_major && nh > 1 && !sq->k.pages && !sq->v.pages && sq->k.hs > sq->k.rs &&
       sq->v.hs > sq->v.rs) {
-    head_major_rows(pb, kern, sq, h0, heads, r0, mr, q, s, k0, k1, m, l, o);
+    head_major_rows(pb, kern, sq, h0, heads, r0, q, s, k0, k1, m, l, o);
     return;
   }
   if (k0 < k1) block_rows_of(sq, k0, (int)(k1 - k0 < nb ? k1 - k0 : nb), ksz, vsz, &rows[0]);
@@ -193,14 +197,8 @@ void cpu_attend_rows(const cpu_problem *pb, const cpu_kernels *kern, const cpu_s
     const int64_t c1 = c0 + nb;
     if (c1 < k1)
       block_rows_of(sq, c1, (int)(k1 - c1 < nb ? k1 - c1 : nb), ksz, vsz, &rows[cur ^ 1]);
-    fa_tile_class cls = fa_mask_tile_class(&sq->mask, r0, r0 + mr, c0, c0 + nc, sq->sk);
-    if (cls == FA_TILE_EMPTY) continue;
-    const int *lo = NULL, *hi = NULL;
-    if (cls == FA_TILE_PARTIAL) { /* the rows' bounds, the same for every head */
-      cpu_tile_row_bounds(sq, r0, mr, c0, nc, jlo, jhi);
-      lo = jlo;
-      hi = jhi;
-    }
+    const int *lo, *hi;
+    if (block_class(sq, r0, mr, c0, nc, jlo, jhi, &lo, &hi) == FA_TILE_EMPTY) continue;
     if (token_major) {
       block_token_major(pb, kern, sq, &rows[cur], h0, heads, r0, c0, nc, nb, lo, hi, q, s, m, l, o);
       continue;
