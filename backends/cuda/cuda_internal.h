@@ -95,6 +95,12 @@ fa_status cuda_quantize(const fa_quantize_request *req, char *kernel);
 fa_status cuda_workspace_take(void *given, size_t bytes, void *stream, void **ws);
 int cuda_workspace_give_back(void *given, void *ws, void *stream, int e);
 void *cuda_workspace_aligned(void *ws);
+/* The fa3 forward's dynamic-schedule counter pair kept for (device, stream) and zeroed in that
+   stream's order (cuda_stream_counters.c), or NULL where none is kept: the stream is capturing a
+   graph, CUDA_STREAM_COUNTERS streams of the device have one, or an error (cleared). The device
+   must be current. */
+#define CUDA_STREAM_COUNTERS 256
+int32_t *cuda_stream_counter(int device, void *stream);
 
 void cuda_probe(fa_plugin_probe *out);
 /* Whether environment variable `name` is set to exactly "1" (the plugin's opt-ins and test

@@ -96,12 +96,17 @@ static fa_status run_forward(const fa_request *req, const fa_decision *decision,
                                decision->kernel);
     /* SEQS: sequences of their own lengths, or a dense call as such (the views: the launch's) */
     if (cfg->flags & FA3_SEQS) cuda_seq_index_of(req, &x.ix);
-    /* The dynamic schedule's tile counter */
+    /* The dynamic schedule's tile counter: without the caller's workspace, the stream's kept one
+       (no allocation or memset per call); else the workspace's, cleared by the launch */
     cudaStream_t stream = (cudaStream_t)a.p.stream;
-    void *ws;
-    fa_status st = cuda_workspace_take(workspace, decision->workspace_bytes, stream, &ws);
+    int32_t *kept =
+        !workspace && ws_bytes && !fp8 ? cuda_stream_counter(req->device.id, stream) : NULL;
+    void *ws = NULL;
+    fa_status st =
+        kept ? FA_OK : cuda_workspace_take(workspace, decision->workspace_bytes, stream, &ws);
     if (st != FA_OK) return st;
-    x.tile_counter = ws_bytes ? (int32_t *)cuda_workspace_aligned(ws) : NULL;
+    x.tile_counter = kept ? kept : ws_bytes ? (int32_t *)cuda_workspace_aligned(ws) : NULL;
+    x.counter_zeroed = kept != NULL;
     if (fp8) cuda_fp8_args_of(req, ch->fa3_config, ws, &x); /* descales, Vᵀ, the counter */
     char err[200];
     int e = fa3_fwd_launch(&x, cfg, err, sizeof err);

@@ -267,8 +267,9 @@ int main(void) {
            c->name);
     /* The dynamic schedule's tile counter is the only forward workspace (FP8's Vᵀ comes on top
        of it, cuda_fp8.c). */
-    EXPECT(fa3_fwd_workspace_bytes(c) == ((c->flags & FA3_DYNAMIC_SCHEDULE) ? sizeof(int32_t) : 0),
-           "%s: workspace %zu bytes", c->name, fa3_fwd_workspace_bytes(c));
+    EXPECT(
+        fa3_fwd_workspace_bytes(c) == ((c->flags & FA3_DYNAMIC_SCHEDULE) ? 2 * sizeof(int32_t) : 0),
+        "%s: workspace %zu bytes", c->name, fa3_fwd_workspace_bytes(c));
     EXPECT(c->launch && c->prepare, "%s: no entry points", c->name);
     EXPECT(!(c->flags & FA3_EPILOGUE_IN_KV_STAGE) ||
                ((c->flags & FA3_TMA_EPILOGUE) && c->warpgroups == 2 && c->tile_n >= 64),

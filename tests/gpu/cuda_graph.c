@@ -14,12 +14,21 @@
  *    and the cache lengths (kv.cache_seqlens, in device memory) are advanced by copies outside
  *    the graph. Each step's out and lse and the caches must be bitwise those of eager calls on a
  *    twin set of caches.
+ * 3. Streams: fa3's causal forward takes its tiles from a dynamic schedule's counter, which the
+ *    backend keeps per stream when the caller gives no workspace (no allocation or memset per
+ *    call; the kernel's last block zeroes it). With the grid capped at 7 blocks
+ *    (FA_CUDA_FA3_GRID) every block takes several tiles from it. Calls on two created streams, the
+ *    legacy stream and the per-thread stream, in turn for six rounds, each after its outputs are
+ *    poisoned, must be bitwise the call made with a workspace (the counter cleared by a memset),
+ *    and must take nothing from the device's memory pool; a capture of the call (which takes its
+ *    counter from the pool) replays bitwise too, on its stream and another, between eager calls.
  * The library prepares a device's kernels on its first call there, so each part makes one eager
  * call before capturing (as applications warm up before capture).
  *
  * Prints one PASS / FAIL line per check and a summary; exits 0 when all pass, 1 on a failure, 77
  * when the CUDA backend is not available here (with the library's reason).
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -338,6 +347,125 @@ done:
   if (s) cudaStreamDestroy(s);
 }
 
+/* --- 3. kept counters across streams -----------------------------------------------------------
+ */
+
+/* Poisons out and lse on stream s, runs the forward there and compares both with ref's. */
+static int forward_matches(train *x, const train *ref, fa_params *p, cudaStream_t s,
+                           fa_run_info *info) {
+  cudaMemsetAsync(x->b[OUT].p, 0xff, x->b[OUT].bytes, s);
+  cudaMemsetAsync(x->b[LSE].p, 0xff, x->b[LSE].bytes, s);
+  p->stream = s;
+  if (fa_forward(p, &x->t[Q], &x->t[K], &x->t[V], &x->t[OUT], &x->t[LSE], info) != FA_OK ||
+      cudaStreamSynchronize(s) != cudaSuccess)
+    return 0;
+  return same(&x->b[OUT], &ref->b[OUT]) && same(&x->b[LSE], &ref->b[LSE]);
+}
+
+/* The device pool's high-water mark of memory in use, reset to the current use by reset = 1. */
+static size_t pool_high(int reset) {
+  cudaMemPool_t pool;
+  uint64_t v = 0;
+  if (cudaDeviceGetDefaultMemPool(&pool, 0) != cudaSuccess) return (size_t)-1;
+  if (reset) cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &v);
+  cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &v);
+  return (size_t)v;
+}
+
+static void part_streams(void) {
+  const char *name = "streams";
+  char what[160], detail[200] = "";
+  train x, ref;
+  memset(&x, 0, sizeof x);
+  memset(&ref, 0, sizeof ref);
+  cudaStream_t s[2] = {NULL, NULL};
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  dbuf ws = {NULL, 0};
+  tu_rng rng;
+  tu_rng_init(&rng, tu_seed_for(tu_run_seed(), name));
+  setenv("FA_CUDA_FA3_GRID", "7", 1);
+  if (!train_alloc(&x) || !train_alloc(&ref) ||
+      cudaStreamCreateWithFlags(&s[0], cudaStreamNonBlocking) != cudaSuccess ||
+      cudaStreamCreateWithFlags(&s[1], cudaStreamNonBlocking) != cudaSuccess) {
+    check(0, name, "setup failed");
+    goto done;
+  }
+  for (int i = Q; i <= V; ++i) fill(&x.b[i], &rng);
+  fa_params p;
+  fa_params_init(&p);
+  p.backend = FA_BACKEND_CUDA;
+  p.strict = 1;
+  p.causal = 1;
+  p.stream = s[0];
+  size_t fw = 0;
+  fa_run_info info;
+  fa_run_info_init(&info);
+  /* The reference: the counter in the caller's workspace, cleared by the launch. */
+  if (fa_forward_workspace_size(&p, &x.t[Q], &x.t[K], &x.t[V], &x.t[OUT], &x.t[LSE], &fw) !=
+          FA_OK ||
+      !dalloc(&ws, fw ? fw : 1)) {
+    check(0, name, fa_last_error());
+    goto done;
+  }
+  p.workspace = ws.p;
+  p.workspace_size = ws.bytes;
+  const fa_status st = fa_forward(&p, &x.t[Q], &x.t[K], &x.t[V], &ref.t[OUT], &ref.t[LSE], &info);
+  snprintf(detail, sizeof detail, "%s, workspace %zu bytes",
+           st == FA_OK ? info.kernel : fa_last_error(), fw);
+  check(st == FA_OK && cudaStreamSynchronize(s[0]) == cudaSuccess &&
+            strncmp(info.kernel, "cuda.fa3.", 9) == 0 && fw > 0,
+        "streams: the causal forward runs fa3 with a dynamic schedule (a counter in its workspace)",
+        detail);
+  p.workspace = NULL;
+  p.workspace_size = 0;
+  const cudaStream_t order[4] = {s[0], s[1], 0, cudaStreamPerThread};
+  const char *const names[4] = {"stream A", "stream B", "the legacy stream",
+                                "the per-thread stream"};
+  pool_high(1);
+  for (int round = 0; round < 6; ++round)
+    for (int i = 0; i < 4; ++i) {
+      snprintf(what, sizeof what, "streams: round %d on %s bitwise the workspace call", round,
+               names[i]);
+      check(forward_matches(&x, &ref, &p, order[i], NULL), what, fa_last_error());
+    }
+  const size_t high = pool_high(0);
+  snprintf(detail, sizeof detail, "pool high-water mark %zu bytes", high);
+  check(high == 0, "streams: without a workspace the calls take nothing from the pool", detail);
+  /* A capture on stream B: its counter comes from the pool (a graph may replay on any stream). */
+  if (cudaStreamBeginCapture(s[1], cudaStreamCaptureModeGlobal) == cudaSuccess) {
+    p.stream = s[1];
+    const fa_status cs = fa_forward(&p, &x.t[Q], &x.t[K], &x.t[V], &x.t[OUT], &x.t[LSE], NULL);
+    const cudaError_t end = cudaStreamEndCapture(s[1], &graph);
+    check(cs == FA_OK && end == cudaSuccess && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess,
+          "streams: the forward captured on stream B", cs == FA_OK ? "" : fa_last_error());
+  }
+  if (!exec) goto done;
+  for (int round = 0; round < 4; ++round) {
+    const cudaStream_t on = s[round & 1];
+    cudaMemsetAsync(x.b[OUT].p, 0xff, x.b[OUT].bytes, on);
+    cudaMemsetAsync(x.b[LSE].p, 0xff, x.b[LSE].bytes, on);
+    const int replayed =
+        cudaGraphLaunch(exec, on) == cudaSuccess && cudaStreamSynchronize(on) == cudaSuccess;
+    snprintf(what, sizeof what,
+             "streams: replay %d on %s bitwise the workspace call, then an eager call there", round,
+             names[round & 1]);
+    check(replayed && same(&x.b[OUT], &ref.b[OUT]) && same(&x.b[LSE], &ref.b[LSE]) &&
+              forward_matches(&x, &ref, &p, on, NULL),
+          what, replayed ? fa_last_error() : "the replay failed");
+  }
+done:
+  unsetenv("FA_CUDA_FA3_GRID");
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  cudaDeviceSynchronize();
+  cudaFree(ws.p);
+  train_free(&x);
+  train_free(&ref);
+  for (int i = 0; i < 2; ++i)
+    if (s[i]) cudaStreamDestroy(s[i]);
+}
+
 int main(void) {
   fa_backend_desc cuda;
   const int unavailable = cuda_backend_or_skip(&cuda);
@@ -346,6 +474,7 @@ int main(void) {
   part_train(1);
   part_train(0);
   part_decode();
+  part_streams();
   const cudaError_t e = cudaDeviceSynchronize();
   check(e == cudaSuccess, "device: no CUDA error pending", cudaGetErrorName(e));
   printf("cuda_graph: %d passed, %d failed\n", g_passed, g_failed);

@@ -41,10 +41,13 @@ typedef struct fa3_fwd_args {
   FA3_ALIGN64 unsigned char tv[128];
   FA3_ALIGN64 unsigned char to[128]; /* of O (TMA_EPILOGUE configurations only) */
   cuda_fwd_args a;
-  int32_t sm_count;      /* the device's SMs: the grid of a persistent configuration */
-  int32_t chunk;         /* DYNAMIC_SCHEDULE: (head, batch) pairs per chunk of the order */
-  int32_t pack_log2;     /* GQA packing: a tile holds 2^pack_log2 query heads of one K/V head */
-  int32_t *tile_counter; /* DYNAMIC_SCHEDULE: tiles taken past the first grid's worth */
+  int32_t sm_count;       /* the device's SMs: the grid of a persistent configuration */
+  int32_t chunk;          /* DYNAMIC_SCHEDULE: (head, batch) pairs per chunk of the order */
+  int32_t pack_log2;      /* GQA packing: a tile holds 2^pack_log2 query heads of one K/V head */
+  int32_t *tile_counter;  /* DYNAMIC_SCHEDULE: [0] tiles taken past the first grid's worth,
+                             [1] blocks done (fa3_sched_finish zeroes both at the end) */
+  int32_t counter_zeroed; /* 1: tile_counter reads zero in stream order (a stream's kept
+                             counter, cuda_stream_counters.c): the launch does not clear it */
   /* SEQS configurations: each sequence's rows and keys (a.p: the longest's rows and, for a padded
      k, the keys each sequence holds; a.p.mask unused) and the maps' views (fa3_seq_tensor_map):
      row extents of Q and O (q_ext) and of K and V (k_ext), and each tensor's rows per batch where
@@ -74,8 +77,10 @@ int fa3_fwd_config_named(const char *name);
    group as divide it while each keeps at least seqlen_q rows (and 8, the swizzle's atom). 1 for
    MHA and for query blocks longer than half a tile. */
 int fa3_fwd_pack(const fa3_fwd_config *c, int64_t heads_q, int64_t heads_kv, int64_t seqlen_q);
+/* The dynamic schedule's counter pair (fa3_fwd_args.tile_counter). */
+#define FA3_TILE_COUNTER_BYTES (2 * sizeof(int32_t))
 /* Device bytes of workspace a configuration's launch needs: a DYNAMIC_SCHEDULE configuration's
-   tile counter, else 0. Decide and run call it alike, so the launch finds what it needs. */
+   tile counter pair, else 0. Decide and run call it alike, so the launch finds what it needs. */
 size_t fa3_fwd_workspace_bytes(const fa3_fwd_config *c);
 /* The FP8 forward's Vᵀ: keys a row holds (seqlen_k rounded up to the key tile tile_n) and bytes
    of the whole [batch][heads_kv][head_dim][keys] array, which the call's workspace holds after
@@ -88,10 +93,10 @@ int fa3_fp8_vt_launch(const fa3_fwd_args *a);
 /* Fills the tensor maps from a->a (16-byte aligned bases, row/head/batch strides multiples of 8
    elements; a SEQS configuration's views from a->ix, fa3_seq_views) and launches the
    configuration (a DYNAMIC_SCHEDULE one clears a->tile_counter first,
-   in stream order); returns a cudaError_t value, or -1 with a message in err when a tensor
-   cannot be described to TMA. An FA3_FP8 configuration (a->fp8 filled, a->a.p.bf16 out's dtype)
-   maps Q and K as bytes and Vᵀ instead of V (none of K and Vᵀ without keys) and runs the pre-pass
-   first. */
+   in stream order, unless a->counter_zeroed); returns a cudaError_t value, or -1 with a message in
+   err when a tensor cannot be described to TMA. An FA3_FP8 configuration (a->fp8 filled,
+   a->a.p.bf16 out's dtype) maps Q and K as bytes and Vᵀ instead of V (none of K and Vᵀ without
+   keys) and runs the pre-pass first. */
 int fa3_fwd_launch(fa3_fwd_args *a, const fa3_fwd_config *cfg, char *err, size_t err_len);
 
 typedef struct fa3_bwd_args {

@@ -89,6 +89,7 @@ __device__ __forceinline__ void fa3_fp8_produce(const fa3_fwd_args &A, const fa3
     }
     k = fa3_next_tile<K::DYNAMIC>(A, j);
   }
+  if (K::DYNAMIC) fa3_sched_finish(A);
 }
 
 #endif /* FA_CUDA_FA3_FP8_PRODUCER_CUH */

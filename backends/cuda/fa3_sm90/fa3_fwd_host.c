@@ -34,7 +34,7 @@ int fa3_fwd_config_named(const char *name) {
 }
 
 size_t fa3_fwd_workspace_bytes(const fa3_fwd_config *c) {
-  return c && (c->flags & FA3_DYNAMIC_SCHEDULE) ? sizeof(int32_t) : 0;
+  return c && (c->flags & FA3_DYNAMIC_SCHEDULE) ? FA3_TILE_COUNTER_BYTES : 0;
 }
 
 int64_t fa3_fp8_vt_keys(int64_t seqlen_k, int tile_n) {

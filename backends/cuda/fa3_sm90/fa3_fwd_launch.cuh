@@ -27,8 +27,10 @@ int fa3_launch(const fa3_fwd_args *a) {
   const dim3 grid((unsigned)blocks);
   if (FLAGS & FA3_DYNAMIC_SCHEDULE) { /* the blocks count the tiles they take from zero */
     if (!a->tile_counter) return (int)cudaErrorInvalidValue;
-    const cudaError_t e = cudaMemsetAsync(a->tile_counter, 0, sizeof *a->tile_counter,
-                                          static_cast<cudaStream_t>(p.stream));
+    const cudaError_t e = a->counter_zeroed
+                              ? cudaSuccess
+                              : cudaMemsetAsync(a->tile_counter, 0, FA3_TILE_COUNTER_BYTES,
+                                                static_cast<cudaStream_t>(p.stream));
     if (e != cudaSuccess) return (int)e;
   }
   fa3_fwd_kernel<Tr, HD, WGS, BN, FLAGS><<<grid, 128 * (WGS + 1), FA3_FWD_SMEM(HD, WGS, BN, FLAGS),

@@ -100,6 +100,7 @@ __device__ __forceinline__ void fa3_fwd_produce(const fa3_fwd_args &A, const fa3
     }
     k = fa3_next_tile<K::DYNAMIC>(A, j);
   }
+  if (K::DYNAMIC) fa3_sched_finish(A);
 }
 
 /* EPILOGUE_IN_KV_STAGE: each tile in turn once the consumers have written its O into its last K/V

@@ -183,4 +183,17 @@ __device__ __forceinline__ int fa3_next_tile(const fa3_fwd_args &A, int &j) {
   return DYNAMIC ? (int)gridDim.x + atomicAdd(A.tile_counter, 1) : fa3_tile_index(++j);
 }
 
+/* DYNAMIC: called by each block's producer once it has taken its last tile. The last block to
+   call it zeroes the counter pair (tile_counter[0]: tiles taken; [1]: blocks done), so that the
+   next launch in stream order finds zeros without a memset (cuda_stream_counters.c). Every block
+   counts itself done only after its last atomicAdd on [0], and the fences order the two. */
+__device__ __forceinline__ void fa3_sched_finish(const fa3_fwd_args &A) {
+  __threadfence();
+  if (atomicAdd(A.tile_counter + 1, 1) == (int)gridDim.x - 1) {
+    __threadfence();
+    atomicExch(A.tile_counter, 0);
+    atomicExch(A.tile_counter + 1, 0);
+  }
+}
+
 #endif /* FA_CUDA_FA3_FWD_SCHEDULER_CUH */

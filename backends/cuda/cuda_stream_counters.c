@@ -1,0 +1,68 @@
+/*
+ * cuda_stream_counters.c: the fa3 forward's dynamic-schedule counter pair, one per (device,
+ * stream), kept in device memory from call to call.
+ *
+ * A dynamic schedule's blocks take tiles from a counter that must read zero at launch. Taken from
+ * the call's workspace it costs an allocation, a memset and a free on every call (host time the
+ * causal forward paid over the unmasked one, bench/NOTES.md). Kept per stream, it is zeroed once
+ * when first handed out (a memset on that stream) and then by the kernel itself: the last block
+ * out clears it (fa3_sched_finish), so the next launch on the stream finds zeros in stream order.
+ *
+ * Streams are told apart by cudaStreamGetId, whose ids a context never reuses: a destroyed
+ * stream's work still in flight never shares a counter with a stream created after it. A stream
+ * that is capturing a graph gets none (a graph may be replayed on any stream, several at once):
+ * such a call takes its counter from the workspace as before. Counters are never freed while the
+ * process runs (8 bytes a stream; fa_release keeps them, as a call in flight on another thread
+ * may hold one).
+ */
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "cuda_internal.h"
+#include "fa3_sm90/fa3_args.h"
+
+typedef struct stream_counters {
+  int32_t *slab; /* CUDA_STREAM_COUNTERS pairs of int32 on the device, allocated at first use */
+  int32_t used;
+  unsigned long long ids[CUDA_STREAM_COUNTERS];
+} stream_counters;
+
+static pthread_mutex_t counters_lock = PTHREAD_MUTEX_INITIALIZER;
+static stream_counters counters[CUDA_MAX_DEVICES];
+
+int32_t *cuda_stream_counter(int device, void *stream) {
+#if CUDART_VERSION < 12000 /* no cudaStreamGetId */
+  (void)device;
+  (void)stream;
+  return NULL;
+#else
+  const cudaStream_t s = (cudaStream_t)stream;
+  enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  if (device < 0 || device >= CUDA_MAX_DEVICES ||
+      cudaStreamIsCapturing(s, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone ||
+      cudaStreamGetId(s, &id) != cudaSuccess) {
+    cudaGetLastError(); /* not the launch's error to report */
+    return NULL;
+  }
+  pthread_mutex_lock(&counters_lock);
+  stream_counters *c = &counters[device];
+  int32_t *pair = NULL;
+  for (int i = 0; i < c->used && !pair; ++i)
+    if (c->ids[i] == id) pair = c->slab + 2 * i;
+  if (!pair && c->used < CUDA_STREAM_COUNTERS) {
+    if (!c->slab &&
+        cudaMalloc((void **)&c->slab, 2 * sizeof(int32_t) * CUDA_STREAM_COUNTERS) != cudaSuccess)
+      c->slab = NULL;
+    if (c->slab &&
+        cudaMemsetAsync(c->slab + 2 * c->used, 0, FA3_TILE_COUNTER_BYTES, s) == cudaSuccess) {
+      pair = c->slab + 2 * c->used;
+      c->ids[c->used++] = id;
+    }
+  }
+  pthread_mutex_unlock(&counters_lock);
+  if (!pair) cudaGetLastError();
+  return pair;
+#endif
+}
