@@ -426,11 +426,7 @@ FA_API const char *fa_backend_name(int32_t id);
 /** Parses "auto", "cpu", "cuda", "hip", "opencl"; returns FA_ERR_INVALID_ARGUMENT otherwise. */
 FA_API fa_status fa_backend_from_name(const char *name, int32_t *id);
 
-/**
- * Frees every workspace and cached resource the backends hold. Plugins stay loaded. Kept: the
- * CUDA backend's per-stream tile counters (8 bytes a stream, docs/backends.md), as a call in
- * flight on another thread may be using one.
- */
+/** Frees every workspace and cached resource the backends hold. Plugins stay loaded. */
 FA_API void fa_release(void);
 
 /* ---------------------------------------------------------------------------------------------

@@ -100,7 +100,7 @@ static fa_status run_forward(const fa_request *req, const fa_decision *decision,
        (no allocation or memset per call); else the workspace's, cleared by the launch */
     cudaStream_t stream = (cudaStream_t)a.p.stream;
     int32_t *kept =
-        !workspace && ws_bytes && !fp8 ? cuda_stream_counter(req->device.id, stream) : NULL;
+        !workspace && ws_bytes && !fp8 ? cuda_stream_counter_hold(req->device.id, stream) : NULL;
     void *ws = NULL;
     fa_status st =
         kept ? FA_OK : cuda_workspace_take(workspace, decision->workspace_bytes, stream, &ws);
@@ -110,6 +110,7 @@ static fa_status run_forward(const fa_request *req, const fa_decision *decision,
     if (fp8) cuda_fp8_args_of(req, ch->fa3_config, ws, &x); /* descales, Vᵀ, the counter */
     char err[200];
     int e = fa3_fwd_launch(&x, cfg, err, sizeof err);
+    if (kept) cuda_stream_counter_drop();
     e = cuda_workspace_give_back(workspace, ws, stream, e);
     if (e < 0) return fa_core_set_error(FA_ERR_INTERNAL, "cuda: the fa3 forward: %s", err);
     return e == 0 ? FA_OK : cuda_failure(e, "the fa3 forward launch");
@@ -212,6 +213,7 @@ void cuda_release(void) {
     cudaMemPool_t pool;
     if (cudaDeviceGetDefaultMemPool(&pool, i) == cudaSuccess) cudaMemPoolTrimTo(pool, 0);
   }
+  cuda_stream_counters_free();
   cudaGetLastError();
 }
 

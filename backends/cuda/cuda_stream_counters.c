@@ -11,9 +11,9 @@
  * Streams are told apart by cudaStreamGetId, whose ids a context never reuses: a destroyed
  * stream's work still in flight never shares a counter with a stream created after it. A stream
  * that is capturing a graph gets none (a graph may be replayed on any stream, several at once):
- * such a call takes its counter from the workspace as before. Counters are never freed while the
- * process runs (8 bytes a stream; fa_release keeps them, as a call in flight on another thread
- * may hold one).
+ * such a call takes its counter from the workspace as before. fa_release frees the counters
+ * (cudaFree waits for the kernels using them); a call holds them from its look-up through its
+ * launch (a read lock), so that fa_release on another thread never frees one in between.
  */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -28,10 +28,11 @@ typedef struct stream_counters {
   unsigned long long ids[CUDA_STREAM_COUNTERS];
 } stream_counters;
 
-static pthread_mutex_t counters_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t counters_lock = PTHREAD_MUTEX_INITIALIZER;   /* the tables */
+static pthread_rwlock_t counters_life = PTHREAD_RWLOCK_INITIALIZER; /* the slabs */
 static stream_counters counters[CUDA_MAX_DEVICES];
 
-int32_t *cuda_stream_counter(int device, void *stream) {
+int32_t *cuda_stream_counter_hold(int device, void *stream) {
 #if CUDART_VERSION < 12000 /* no cudaStreamGetId */
   (void)device;
   (void)stream;
@@ -46,6 +47,7 @@ int32_t *cuda_stream_counter(int device, void *stream) {
     cudaGetLastError(); /* not the launch's error to report */
     return NULL;
   }
+  pthread_rwlock_rdlock(&counters_life);
   pthread_mutex_lock(&counters_lock);
   stream_counters *c = &counters[device];
   int32_t *pair = NULL;
@@ -62,7 +64,22 @@ int32_t *cuda_stream_counter(int device, void *stream) {
     }
   }
   pthread_mutex_unlock(&counters_lock);
-  if (!pair) cudaGetLastError();
+  if (!pair) {
+    pthread_rwlock_unlock(&counters_life);
+    cudaGetLastError();
+  }
   return pair;
 #endif
+}
+
+void cuda_stream_counter_drop(void) { pthread_rwlock_unlock(&counters_life); }
+
+void cuda_stream_counters_free(void) {
+  pthread_rwlock_wrlock(&counters_life);
+  for (int d = 0; d < CUDA_MAX_DEVICES; ++d) {
+    if (counters[d].slab) cudaFree(counters[d].slab);
+    counters[d].slab = NULL;
+    counters[d].used = 0;
+  }
+  pthread_rwlock_unlock(&counters_life);
 }

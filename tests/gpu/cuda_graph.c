@@ -20,8 +20,9 @@
  *    (FA_CUDA_FA3_GRID) every block takes several tiles from it. Calls on two created streams, the
  *    legacy stream and the per-thread stream, in turn for six rounds, each after its outputs are
  *    poisoned, must be bitwise the call made with a workspace (the counter cleared by a memset),
- *    and must take nothing from the device's memory pool; a capture of the call (which takes its
- *    counter from the pool) replays bitwise too, on its stream and another, between eager calls.
+ *    and must take nothing from the device's memory pool; so must a call on each after fa_release
+ *    (which frees the counters); a capture of the call (which takes its counter from the pool)
+ *    replays bitwise too, on its stream and another, between eager calls.
  * The library prepares a device's kernels on its first call there, so each part makes one eager
  * call before capturing (as applications warm up before capture).
  *
@@ -432,6 +433,12 @@ static void part_streams(void) {
   const size_t high = pool_high(0);
   snprintf(detail, sizeof detail, "pool high-water mark %zu bytes", high);
   check(high == 0, "streams: without a workspace the calls take nothing from the pool", detail);
+  fa_release(); /* frees the kept counters: the next call on each stream makes a new one */
+  for (int i = 0; i < 4; ++i) {
+    snprintf(what, sizeof what, "streams: after fa_release, on %s bitwise the workspace call",
+             names[i]);
+    check(forward_matches(&x, &ref, &p, order[i], NULL), what, fa_last_error());
+  }
   /* A capture on stream B: its counter comes from the pool (a graph may replay on any stream). */
   if (cudaStreamBeginCapture(s[1], cudaStreamCaptureModeGlobal) == cudaSuccess) {
     p.stream = s[1];
