@@ -15,6 +15,7 @@
  * (cudaFree waits for the kernels using them); a call holds them from its look-up through its
  * launch (a read lock), so that fa_release on another thread never frees one in between.
  */
+#define _POSIX_C_SOURCE 200809L /* pthread_rwlock_t */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdint.h>

@@ -39,10 +39,11 @@
  *    no more after the load than before it.
  * 5. With --exhaust-memory (fault injection, the forward's counterpart of cuda_smoke's): a
  *    problem whose forward needs a workspace (on sm_90 the fa3 forward under a causal mask runs a
- *    dynamic schedule whose tile counter is a small workspace, allocated by cudaMallocAsync when
- *    params.workspace is NULL) runs with the device's memory taken by cudaMalloc until even 256
- *    bytes fail: the forward must return FA_ERR_OUT_OF_MEMORY naming the workspace, leave out
- *    and lse poisoned and the pool's bytes in use as they were; once the memory is back the same
+ *    dynamic schedule whose tile counter, where params.workspace is NULL, is the stream's kept one
+ *    or, with none, a small workspace from cudaMallocAsync; fa_release first frees the kept ones,
+ *    and a new one cannot be allocated) runs with the device's memory taken by cudaMalloc until
+ *    even 256 bytes fail: the forward must return FA_ERR_OUT_OF_MEMORY naming the workspace, leave
+ * out and lse poisoned and the pool's bytes in use as they were; once the memory is back the same
  * call must succeed and match the reference bitwise. Where the run report gives that problem
  * workspace_bytes 0 (no fa3 on this GPU), nothing can fail to allocate and the check is a SKIP with
  * the reason. --seconds 0 runs the references and this check only.
