@@ -221,6 +221,8 @@ def _scan(params: dict, keep: list, stream):
     addresses."""
     if not params:
         return (), (), ()
+    if _TENSOR_PARAMS.isdisjoint(params):  # the common call: scalars only
+        return tuple(sorted(kv for kv in params.items() if kv[0] != "stream")), (), ()
     items, names, keys, addrs = [], [], [], []
     for name, value in params.items():
         if name in _TENSOR_PARAMS:
