@@ -23,11 +23,7 @@ int fa3_fp8_launch(const fa3_fwd_args *a) {
       (FLAGS & FA3_PERSISTENT) && a->sm_count > 0 && a->sm_count < tiles ? a->sm_count : tiles;
   if (tiles > INT32_MAX) return (int)cudaErrorInvalidConfiguration;
   if (FLAGS & FA3_DYNAMIC_SCHEDULE) { /* the blocks count the tiles they take from zero */
-    if (!a->tile_counter) return (int)cudaErrorInvalidValue;
-    const cudaError_t e = a->counter_zeroed
-                              ? cudaSuccess
-                              : cudaMemsetAsync(a->tile_counter, 0, FA3_TILE_COUNTER_BYTES,
-                                                static_cast<cudaStream_t>(p.stream));
+    const cudaError_t e = fa3_tile_counter_ready(a);
     if (e != cudaSuccess) return (int)e;
   }
   fa3_fp8_kernel<Tr, E5M2, HD, WGS, BN, FLAGS>

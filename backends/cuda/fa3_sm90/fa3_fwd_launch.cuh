@@ -26,11 +26,7 @@ int fa3_launch(const fa3_fwd_args *a) {
   if (tiles > INT32_MAX) return (int)cudaErrorInvalidConfiguration;
   const dim3 grid((unsigned)blocks);
   if (FLAGS & FA3_DYNAMIC_SCHEDULE) { /* the blocks count the tiles they take from zero */
-    if (!a->tile_counter) return (int)cudaErrorInvalidValue;
-    const cudaError_t e = a->counter_zeroed
-                              ? cudaSuccess
-                              : cudaMemsetAsync(a->tile_counter, 0, FA3_TILE_COUNTER_BYTES,
-                                                static_cast<cudaStream_t>(p.stream));
+    const cudaError_t e = fa3_tile_counter_ready(a);
     if (e != cudaSuccess) return (int)e;
   }
   fa3_fwd_kernel<Tr, HD, WGS, BN, FLAGS><<<grid, 128 * (WGS + 1), FA3_FWD_SMEM(HD, WGS, BN, FLAGS),

@@ -11,6 +11,8 @@
 #ifndef FA_CUDA_FA3_FWD_SCHEDULER_CUH
 #define FA_CUDA_FA3_FWD_SCHEDULER_CUH
 
+#include <cuda_runtime.h>
+
 #include "../common/attn_common.cuh"
 #include "../common/seq_index.cuh"
 #include "core/math/mask.h"
@@ -181,6 +183,16 @@ __device__ __forceinline__ int fa3_tile_index(int j) {
 template <bool DYNAMIC>
 __device__ __forceinline__ int fa3_next_tile(const fa3_fwd_args &A, int &j) {
   return DYNAMIC ? (int)gridDim.x + atomicAdd(A.tile_counter, 1) : fa3_tile_index(++j);
+}
+
+/* DYNAMIC, on the host before a launch: the counter pair zeroed in stream order, unless it is a
+   stream's kept one that the last launch's blocks left at zero (a->counter_zeroed);
+   cudaErrorInvalidValue without a counter. */
+static inline cudaError_t fa3_tile_counter_ready(const fa3_fwd_args *a) {
+  if (!a->tile_counter) return cudaErrorInvalidValue;
+  return a->counter_zeroed ? cudaSuccess
+                           : cudaMemsetAsync(a->tile_counter, 0, FA3_TILE_COUNTER_BYTES,
+                                             static_cast<cudaStream_t>(a->a.p.stream));
 }
 
 /* DYNAMIC: called by each block's producer once it has taken its last tile. The last block to
