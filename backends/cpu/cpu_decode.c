@@ -152,9 +152,8 @@ static fa_tile_class block_class(const cpu_seq *sq, int64_t r0, int mr, int64_t 
    f16, 2 threads, 4k / 32k keys 1.27-1.37x / 1.14-1.16x, 16k unchanged. The row kernels ask for
    the next block's rows (this head's, or the next head's first) key by key as they go: f16
    1.3-1.8x at 4k keys, 1.1-1.4x at 16k-32k (bf16 1.25-1.6x, 1.0-1.15x); two or four blocks ahead
-   measured alike. GQA keeps the block
-   order and its prefetch (head by head without it measured 2x slower past the last-level
-   cache). */
+   measured alike. GQA keeps the block order and its prefetch (head by head without it measured
+   2x slower past the last-level cache). */
 static void head_major_rows(const cpu_problem *pb, const cpu_kernels *kern, const cpu_seq *sq,
                             int64_t h0, int heads, int64_t r0, const float *q, float *s, int64_t k0,
                             int64_t k1, float *m, float *l, float *o) {

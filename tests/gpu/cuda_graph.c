@@ -348,16 +348,14 @@ done:
   if (s) cudaStreamDestroy(s);
 }
 
-/* --- 3. kept counters across streams -----------------------------------------------------------
- */
+/* --- 3. kept counters across streams ------------------------------------------------------- */
 
 /* Poisons out and lse on stream s, runs the forward there and compares both with ref's. */
-static int forward_matches(train *x, const train *ref, fa_params *p, cudaStream_t s,
-                           fa_run_info *info) {
+static int forward_matches(train *x, const train *ref, fa_params *p, cudaStream_t s) {
   cudaMemsetAsync(x->b[OUT].p, 0xff, x->b[OUT].bytes, s);
   cudaMemsetAsync(x->b[LSE].p, 0xff, x->b[LSE].bytes, s);
   p->stream = s;
-  if (fa_forward(p, &x->t[Q], &x->t[K], &x->t[V], &x->t[OUT], &x->t[LSE], info) != FA_OK ||
+  if (fa_forward(p, &x->t[Q], &x->t[K], &x->t[V], &x->t[OUT], &x->t[LSE], NULL) != FA_OK ||
       cudaStreamSynchronize(s) != cudaSuccess)
     return 0;
   return same(&x->b[OUT], &ref->b[OUT]) && same(&x->b[LSE], &ref->b[LSE]);
@@ -428,7 +426,7 @@ static void part_streams(void) {
     for (int i = 0; i < 4; ++i) {
       snprintf(what, sizeof what, "streams: round %d on %s bitwise the workspace call", round,
                names[i]);
-      check(forward_matches(&x, &ref, &p, order[i], NULL), what, fa_last_error());
+      check(forward_matches(&x, &ref, &p, order[i]), what, fa_last_error());
     }
   const size_t high = pool_high(0);
   snprintf(detail, sizeof detail, "pool high-water mark %zu bytes", high);
@@ -437,7 +435,7 @@ static void part_streams(void) {
   for (int i = 0; i < 4; ++i) {
     snprintf(what, sizeof what, "streams: after fa_release, on %s bitwise the workspace call",
              names[i]);
-    check(forward_matches(&x, &ref, &p, order[i], NULL), what, fa_last_error());
+    check(forward_matches(&x, &ref, &p, order[i]), what, fa_last_error());
   }
   /* A capture on stream B: its counter comes from the pool (a graph may replay on any stream). */
   if (cudaStreamBeginCapture(s[1], cudaStreamCaptureModeGlobal) == cudaSuccess) {
@@ -458,7 +456,7 @@ static void part_streams(void) {
              "streams: replay %d on %s bitwise the workspace call, then an eager call there", round,
              names[round & 1]);
     check(replayed && same(&x.b[OUT], &ref.b[OUT]) && same(&x.b[LSE], &ref.b[LSE]) &&
-              forward_matches(&x, &ref, &p, on, NULL),
+              forward_matches(&x, &ref, &p, on),
           what, replayed ? fa_last_error() : "the replay failed");
   }
 done:
