@@ -399,6 +399,15 @@ void build_fcases(fcase_list *L) {
     c = fbase(FA_BF16, 1, 2, 2, 20, 30, 64, 64, CM_NONE);
     c.bwd = 0, c.fp8 = FA_F8E4M3, c.dsl = 0;
     fcase_add(L, c, "fp8.e4m3.no_descale");
+    /* Many key tiles: the GPU kernel's softmax keeps a row's reference max until the row's max
+       rises past it by 2^8 (then P and O are rescaled); with scale 1 the scores spread wide
+       enough (sd ~11) that the max moves by more than that after the first tiles. */
+    c = fbase(FA_BF16, 1, 2, 2, 70, 1500, 128, 128, CM_BR);
+    c.bwd = 0, c.fp8 = FA_F8E4M3, c.dsl = 2, c.scale = 1.0f;
+    fcase_add(L, c, "fp8.e4m3.long.sharp");
+    c = fbase(FA_BF16, 1, 2, 1, 90, 1100, 256, 256, CM_NONE);
+    c.bwd = 0, c.fp8 = FA_F8E4M3, c.dsl = 3, c.rows_q = 64, c.rows_k = 128;
+    fcase_add(L, c, "fp8.e4m3.long.blocks.hd256");
   }
 }
 
