@@ -66,6 +66,9 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   typedef fa3_fp8_traits<HD, WGS, BN, FLAGS> K;
   constexpr int CB = K::CB, STAGES = K::STAGES, BOXQ = K::BOXQ, BOXK = K::BOXK, NC = K::NC;
   constexpr int QB = K::QB;
+  /* A warp skips the rescale of O when every alpha of its rows is 1 (the softmax's lazy
+     reference max): it costs HD / 2 multiplies a thread a tile, and the vote a few instructions. */
+  constexpr bool LAZY = HD >= 128;
   const cuda_fwd_args &a = A.a;
 
   extern __shared__ unsigned char smem_raw[];
@@ -188,7 +191,8 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     wgmma_wait<0>();
     wgmma_fence_regs(s);
     mbar_arrive(&k_empty[st]);
-    fa3_fp8_softmax<BN, K::SPLIT_MAX>(s, r, class_of(ti.n_begin), ti.n_begin * BN, t, sl2, alpha);
+    fa3_fp8_softmax<BN, K::SPLIT_MAX, LAZY>(s, r, class_of(ti.n_begin), ti.n_begin * BN, t, sl2,
+                                            alpha);
     fa3_fp8_pack_p<BN>(s, pa);
     ++kv;
     /* Then per key tile: S of this tile and P V of the previous one issued together. */
@@ -208,7 +212,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       wgmma_wait<1>();
       wgmma_fence_regs(s);
       mbar_arrive(&k_empty[st]);
-      fa3_fp8_softmax<BN, K::SPLIT_MAX>(s, r, class_of(n), n * BN, t, sl2, alpha);
+      fa3_fp8_softmax<BN, K::SPLIT_MAX, LAZY>(s, r, class_of(n), n * BN, t, sl2, alpha);
       if (K::PINNED) pin_after(&pin_slot[tid - 128], r.sum[0] + r.sum[1]);
       wgmma_wait<0>();
       wgmma_fence_regs(o);
@@ -216,7 +220,8 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       mbar_arrive(&v_empty[ps]);
       alpha[0] *= vr;
       alpha[1] *= vr;
-      fa3_rescale<HD>(o, alpha);
+      if (!LAZY || __any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f))
+        fa3_rescale<HD>(o, alpha);
       fa3_fp8_pack_p<BN>(s, pa);
     }
     /* Every S of the tile has been read: Q may be replaced. */

@@ -43,12 +43,17 @@ __device__ __forceinline__ float fa3_fp8_v_descale(const fa3_fwd_args &A, int b,
   return f.v_descale[b * f.vd_batch + hk * f.vd_head + blk * f.vd_block];
 }
 
+/* How far (log2 units) a row's max may rise above the reference max that P is taken against
+   before the reference moves (LAZY). */
+#define FA3_FP8_MAX_SLACK 8.0f
+
 /* Mask and online softmax of one tile of raw scores (keys c0..c0 + BN), in place: s becomes P in
-   [0, 1]; sl2[w] is row w's scale for this tile (log2 units, > 0), r.max[w] its running max of
-   scaled scores; alpha gets each row's rescale factor for O. SPLIT_MAX as fa3_softmax's: the
-   second row's max waits for an early exp of the first, so that it runs under the first row's
-   exps. */
-template <int BN, bool SPLIT_MAX>
+   [0, 1] (LAZY: [0, 2^FA3_FP8_MAX_SLACK]); sl2[w] is row w's scale for this tile (log2 units,
+   > 0), r.max[w] the max of scaled scores that P is taken against (LAZY: up to
+   FA3_FP8_MAX_SLACK below the row's running max); alpha gets each row's rescale factor for O.
+   SPLIT_MAX as fa3_softmax's: the second row's max waits for an early exp of the first, so that
+   it runs under the first row's exps. */
+template <int BN, bool SPLIT_MAX, bool LAZY>
 __device__ __forceinline__ void fa3_fp8_softmax(float (&s)[BN / 2], fa3_rows &r, fa_tile_class cls,
                                                 int c0, int t, const float (&sl2)[2],
                                                 float (&alpha)[2]) {
@@ -64,9 +69,14 @@ __device__ __forceinline__ void fa3_fp8_softmax(float (&s)[BN / 2], fa3_rows &r,
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     /* the raw max scaled is the scaled max (sl2 > 0); -inf stays -inf */
     const float m_new = fmaxf(r.max[w], mx * sl2[w]);
-    const float ms = fa_softmax_safe_max(m_new);
-    alpha[w] = r.max[w] == -INFINITY ? 0.0f : fast_exp2(r.max[w] - ms);
-    r.max[w] = m_new;
+    /* LAZY: the reference max moves only when the row's max exceeds it by more than
+       FA3_FP8_MAX_SLACK, so P stays below 2^FA3_FP8_MAX_SLACK (within e4m3's 448) and alpha is
+       exactly 1 on most tiles */
+    const bool moves = !LAZY || m_new > r.max[w] + FA3_FP8_MAX_SLACK;
+    const float m_ref = moves ? m_new : r.max[w];
+    const float ms = fa_softmax_safe_max(m_ref);
+    alpha[w] = !moves ? 1.0f : r.max[w] == -INFINITY ? 0.0f : fast_exp2(r.max[w] - ms);
+    r.max[w] = m_ref;
     float sum = 0.0f;
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j)
