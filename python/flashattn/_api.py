@@ -162,7 +162,7 @@ def attention(q, k, v, *, out=None, lse=None, return_info: bool = False, **param
         ops = torch_ops()
         if ops.needs_op(q, k, v, params.get("alibi_slopes")):
             return ops.attention(q, k, v, out, lse, return_info, params)
-        ops.refuse_fp8_grad("attention", q, k, v, params)
+        ops.refuse_descale_grad("attention", params)
     out, lse, info = _call.forward(q, k, v, out, lse, params)
     result = (out, lse) if params.get("return_lse") else out
     if return_info:

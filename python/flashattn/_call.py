@@ -239,23 +239,36 @@ def _scan(params: dict, keep: list, stream):
     return tuple(items), tuple(zip(names, keys)), tuple(addrs)
 
 
-def _plan(sig, keep: list, build):
-    """The cached plan of sig, or build() (kept unless an array was read through DLPack)."""
+def _lookup(sig, keep: list):
+    """(the cached plan of sig or None, whether a plan built for sig may be cached): not where an
+    array was read through DLPack (keep) or a parameter value is unhashable (such a plan is built
+    afresh, and refused if invalid)."""
     if keep:
-        return build()
+        return None, False
     try:
         cache = _local.plans
     except AttributeError:
         cache = _local.plans = {}
     try:
-        plan = cache.get(sig)
-    except TypeError:  # an unhashable parameter value: built afresh (and refused if invalid)
-        return build()
+        return cache.get(sig), True
+    except TypeError:
+        return None, False
+
+
+def _store(sig, plan: _Plan) -> None:
+    cache = _local.plans
+    if len(cache) >= _MAX_PLANS:
+        cache.clear()
+    cache[sig] = plan
+
+
+def _plan(sig, keep: list, build):
+    """The cached plan of sig, or build() (cached where _lookup allows)."""
+    plan, cacheable = _lookup(sig, keep)
     if plan is None:
         plan = build()
-        if len(cache) >= _MAX_PLANS:
-            cache.clear()
-        cache[sig] = plan
+        if cacheable:
+            _store(sig, plan)
     return plan
 
 
@@ -386,6 +399,28 @@ def _attach_ring(plan: _Plan, ring) -> None:
     plan.args = plan.args[:1] + (ctypes.byref(r),) + plan.args[1:]
 
 
+def _forward_plan(kq, kk, kv, ko, kl, want_lse: bool, params: dict, pslots: tuple,
+                  plan_only: bool, ring) -> _Plan:
+    """A new plan of forward()'s: the structs of q, k, v (keys kq, kk, kv), out and lse (the
+    caller's keys ko, kl, or allocated ones), the params and the call's arguments."""
+    tq, tk, tv = _copy(kq, "q"), _copy(kk, "k"), _copy(kv, "v")
+    tout, tlse, out_shape, lse_shape = _out_lse_structs(tq, tv, ko, kl, want_lse, params)
+    slots = [tq, tk, tv, tout] + ([tlse] if tlse is not None else [])
+    plan = _new_plan(slots, params, pslots)
+    plan.shapes = (out_shape, lse_shape)
+    plan.odtype = out_dtype(tq.dtype)
+    if plan_only:
+        # out at an address no array of the process has (the upper half of the address space: no
+        # output may share memory with an input); a plan never touches it.
+        tout.data = 1 << 63
+    r = ctypes.byref
+    plan.args = (r(plan.params), r(tq), r(tk), r(tv), r(tout),
+                 r(tlse) if tlse is not None else None, r(plan.info))
+    if ring is not None:
+        _attach_ring(plan, ring)
+    return plan
+
+
 def forward(q, k, v, out, lse, params: dict, plan_only: bool = False, ring=None):
     """fa_forward (fa_plan_forward with plan_only; fa_ring_forward with ring = (transport, layout,
     communicator address)): (out, lse or None, RunInfo struct)."""
@@ -399,32 +434,22 @@ def forward(q, k, v, out, lse, params: dict, plan_only: bool = False, ring=None)
         kv, av = T.describe(v, "v", keep, via)
         ko, ao, kl, al = _describe_out_lse(out, lse, keep, via)
         pkey, pslots, paddrs = _scan(params, keep, via)
-
-        def build():
-            tq, tk, tv = _copy(kq, "q"), _copy(kk, "k"), _copy(kv, "v")
-            tout, tlse, out_shape, lse_shape = _out_lse_structs(tq, tv, ko, kl, want_lse, params)
-            slots = [tq, tk, tv, tout] + ([tlse] if tlse is not None else [])
-            plan = _new_plan(slots, params, pslots)
-            plan.shapes = (out_shape, lse_shape)
-            plan.odtype = out_dtype(tq.dtype)
-            if plan_only:
-                # out at an address no array of the process has (the upper half of the address
-                # space: no output may share memory with an input); a plan never touches it.
-                tout.data = 1 << 63
-            r = ctypes.byref
-            plan.args = (r(plan.params), r(tq), r(tk), r(tv), r(tout),
-                         r(tlse) if tlse is not None else None, r(plan.info))
-            if ring is not None:
-                _attach_ring(plan, ring)
-            return plan
-
         op = ("ring_fwd", ring[0], ring[1]) if ring is not None else \
             ("plan" if plan_only else "fwd")
-        plan = _plan((op, kq, kk, kv, ko, kl, want_lse, pkey), keep, build)
+        sig = (op, kq, kk, kv, ko, kl, want_lse, pkey)
+        # the cache looked up in line: a call whose plan is cached builds no closure
+        plan, cacheable = _lookup(sig, keep)
+        if plan is None:
+            plan = _forward_plan(kq, kk, kv, ko, kl, want_lse, params, pslots, plan_only, ring)
+            if cacheable:
+                _store(sig, plan)
         if ring is not None:
             plan.ring.comm = ring[2]
-        out, lse, tail = _out_lse_addresses(q, out, lse, ao, al, plan, plan_only, want_lse, keep,
-                                            via)
+        if out is not None and (lse is not None or not want_lse) and not plan_only:
+            tail = (ao, al) if want_lse else (ao,)  # the common call: both given
+        else:
+            out, lse, tail = _out_lse_addresses(q, out, lse, ao, al, plan, plan_only, want_lse,
+                                                keep, via)
         plan.bind((aq, ak, av) + tail + paddrs, _call_stream(plan, explicit, q))
     except ViewError as e:
         raise view_error(e) from None

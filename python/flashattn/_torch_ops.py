@@ -43,6 +43,7 @@ FP8_DTYPES = frozenset(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2
                        if hasattr(torch, n))
 _DESCALE_PARAMS = ("q_descale", "k_descale", "v_descale", "descale_rows_q", "descale_rows_k")
 _DESCALES = ("q_descale", "k_descale", "v_descale")
+_DESCALE_SET = frozenset(_DESCALES)
 _is_compiling = torch.compiler.is_compiling
 _dispatch_mode = torch.utils._python_dispatch._get_current_dispatch_mode
 _functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
@@ -309,11 +310,18 @@ def refuse_fp8_grad(call: str, q, k, v, params: dict) -> None:
         raise unsupported(call, f"FP8 inputs (q.dtype {q.dtype}) have no backward pass, but an "
                           f"input requires grad: detach the FP8 tensors or call under "
                           f"torch.no_grad() (FP8 attention is forward only)")
-    for name in _DESCALES:
-        d = params.get(name)
-        if d is not None and grad_wanted(d):
-            raise unsupported(call, f"{name} requires grad, but no gradient is computed for the "
-                              f"descales: detach them")
+    refuse_descale_grad(call, params)
+
+
+def refuse_descale_grad(call: str, params: dict) -> None:
+    """refuse_fp8_grad's part that a call needs_op declined can still meet: descales that require
+    grad (with needs_op false, no input of q, k, v is one autograd would record)."""
+    if params and not _DESCALE_SET.isdisjoint(params):
+        for name in _DESCALES:
+            d = params.get(name)
+            if d is not None and grad_wanted(d):
+                raise unsupported(call, f"{name} requires grad, but no gradient is computed for "
+                                  f"the descales: detach them")
 
 
 def _fwd_fp8_impl(q: Tensor, k: Tensor, v: Tensor, q_descale: Optional[Tensor],

@@ -91,7 +91,7 @@ def _forward(call, q, k, v, params: dict):
         ops = _api.torch_ops()
         if ops.needs_op(q, k, v, params.get("alibi_slopes")):
             return ops.forward_op(q, k, v, params, False, True, call)
-        ops.refuse_fp8_grad(call, q, k, v, params)
+        ops.refuse_descale_grad(call, params)
         if params.get("dropout_p"):
             params["dropout_seed"], params["dropout_offset"] = ops.draw_rng_state().tolist()
     elif params.get("dropout_p"):
