@@ -96,11 +96,14 @@ static fa_status run_forward(const fa_request *req, const fa_decision *decision,
                                decision->kernel);
     /* SEQS: sequences of their own lengths, or a dense call as such (the views: the launch's) */
     if (cfg->flags & FA3_SEQS) cuda_seq_index_of(req, &x.ix);
-    /* The dynamic schedule's tile counter: without the caller's workspace, the stream's kept one
-       (no allocation or memset per call); else the workspace's, cleared by the launch */
+    /* The dynamic schedule's tile counter: the stream's kept one (no allocation or memset per
+       call), else the workspace's, cleared by the launch. With the caller's workspace the kept
+       one only under FA_CUDA_KEPT_COUNTER_WS=1 (not yet run on a GPU) and once the device's
+       counters exist. */
     cudaStream_t stream = (cudaStream_t)a.p.stream;
-    int32_t *kept =
-        !workspace && ws_bytes && !fp8 ? cuda_stream_counter_hold(req->device.id, stream) : NULL;
+    int32_t *kept = ws_bytes && !fp8 && (!workspace || cuda_env_is_one("FA_CUDA_KEPT_COUNTER_WS"))
+                        ? cuda_stream_counter_hold(req->device.id, stream, !workspace)
+                        : NULL;
     void *ws = NULL;
     fa_status st =
         kept ? FA_OK : cuda_workspace_take(workspace, decision->workspace_bytes, stream, &ws);

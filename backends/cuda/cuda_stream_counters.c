@@ -11,9 +11,12 @@
  * Streams are told apart by cudaStreamGetId, whose ids a context never reuses: a destroyed
  * stream's work still in flight never shares a counter with a stream created after it. A stream
  * that is capturing a graph gets none (a graph may be replayed on any stream, several at once):
- * such a call takes its counter from the workspace as before. fa_release frees the counters
- * (cudaFree waits for the kernels using them); a call holds them from its look-up through its
- * launch (a read lock), so that fa_release on another thread never frees one in between.
+ * such a call takes its counter from the workspace as before. A call given a workspace takes the
+ * kept counter too (no memset per call) under FA_CUDA_KEPT_COUNTER_WS=1, but never allocates the
+ * slab: a caller's workspace promises a call that allocates nothing, so before the slab exists
+ * the workspace's counter serves. fa_release frees the counters (cudaFree waits for the kernels
+ * using them); a call holds them from its look-up through its launch (a read lock), so that
+ * fa_release on another thread never frees one in between.
  */
 #define _POSIX_C_SOURCE 200809L /* pthread_rwlock_t */
 #include <cuda_runtime_api.h>
@@ -33,10 +36,11 @@ static pthread_mutex_t counters_lock = PTHREAD_MUTEX_INITIALIZER;   /* the table
 static pthread_rwlock_t counters_life = PTHREAD_RWLOCK_INITIALIZER; /* the slabs */
 static stream_counters counters[CUDA_MAX_DEVICES];
 
-int32_t *cuda_stream_counter_hold(int device, void *stream) {
+int32_t *cuda_stream_counter_hold(int device, void *stream, int may_allocate) {
 #if CUDART_VERSION < 12000 /* no cudaStreamGetId */
   (void)device;
   (void)stream;
+  (void)may_allocate;
   return NULL;
 #else
   const cudaStream_t s = (cudaStream_t)stream;
@@ -55,7 +59,7 @@ int32_t *cuda_stream_counter_hold(int device, void *stream) {
   for (int i = 0; i < c->used && !pair; ++i)
     if (c->ids[i] == id) pair = c->slab + 2 * i;
   if (!pair && c->used < CUDA_STREAM_COUNTERS) {
-    if (!c->slab &&
+    if (!c->slab && may_allocate &&
         cudaMalloc((void **)&c->slab, 2 * sizeof(int32_t) * CUDA_STREAM_COUNTERS) != cudaSuccess)
       c->slab = NULL;
     if (c->slab &&

@@ -15,14 +15,15 @@
  *    the graph. Each step's out and lse and the caches must be bitwise those of eager calls on a
  *    twin set of caches.
  * 3. Streams: fa3's causal forward takes its tiles from a dynamic schedule's counter, which the
- *    backend keeps per stream when the caller gives no workspace (no allocation or memset per
- *    call; the kernel's last block zeroes it). With the grid capped at 7 blocks
- *    (FA_CUDA_FA3_GRID) every block takes several tiles from it. Calls on two created streams, the
- *    legacy stream and the per-thread stream, in turn for six rounds, each after its outputs are
- *    poisoned, must be bitwise the call made with a workspace (the counter cleared by a memset),
- *    and must take nothing from the device's memory pool; so must a call on each after fa_release
- *    (which frees the counters); a capture of the call (which takes its counter from the pool)
- *    replays bitwise too, on its stream and another, between eager calls.
+ *    backend keeps per stream (no allocation or memset per call; the kernel's last block zeroes
+ *    it). With the grid capped at 7 blocks (FA_CUDA_FA3_GRID) every block takes several tiles
+ *    from it. Calls on two created streams, the legacy stream and the per-thread stream, in turn
+ *    for six rounds, each after its outputs are poisoned, must be bitwise the call made with a
+ *    workspace before any counter was kept (the workspace's counter, cleared by a memset), and
+ *    must take nothing from the device's memory pool; so must calls on each given a workspace
+ *    (under FA_CUDA_KEPT_COUNTER_WS=1 they take the kept counter too) and a call on each after
+ *    fa_release (which frees the counters); a capture of the call (which takes its counter from
+ *    the pool) replays bitwise too, on its stream and another, between eager calls.
  * The library prepares a device's kernels on its first call there, so each part makes one eager
  * call before capturing (as applications warm up before capture).
  *
@@ -400,7 +401,10 @@ static void part_streams(void) {
   size_t fw = 0;
   fa_run_info info;
   fa_run_info_init(&info);
-  /* The reference: the counter in the caller's workspace, cleared by the launch. */
+  /* The reference: the counter in the caller's workspace, cleared by the launch (with no kept
+     counters on the device, fa_release having freed them, a call given a workspace allocates
+     none). */
+  fa_release();
   if (fa_forward_workspace_size(&p, &x.t[Q], &x.t[K], &x.t[V], &x.t[OUT], &x.t[LSE], &fw) !=
           FA_OK ||
       !dalloc(&ws, fw ? fw : 1)) {
@@ -431,6 +435,17 @@ static void part_streams(void) {
   const size_t high = pool_high(0);
   snprintf(detail, sizeof detail, "pool high-water mark %zu bytes", high);
   check(high == 0, "streams: without a workspace the calls take nothing from the pool", detail);
+  /* Calls given a workspace (with FA_CUDA_KEPT_COUNTER_WS=1 and the counters kept, they take
+     their stream's kept counter too). */
+  p.workspace = ws.p;
+  p.workspace_size = ws.bytes;
+  for (int i = 0; i < 4; ++i) {
+    snprintf(what, sizeof what, "streams: given a workspace, on %s bitwise the first call",
+             names[i]);
+    check(forward_matches(&x, &ref, &p, order[i]), what, fa_last_error());
+  }
+  p.workspace = NULL;
+  p.workspace_size = 0;
   fa_release(); /* frees the kept counters: the next call on each stream makes a new one */
   for (int i = 0; i < 4; ++i) {
     snprintf(what, sizeof what, "streams: after fa_release, on %s bitwise the workspace call",
