@@ -97,12 +97,13 @@ int cuda_workspace_give_back(void *given, void *ws, void *stream, int e);
 void *cuda_workspace_aligned(void *ws);
 /* The fa3 forward's dynamic-schedule counter pair kept for (device, stream) and zeroed in that
    stream's order (cuda_stream_counters.c), or NULL where none is kept: the stream is capturing a
-   graph, CUDA_STREAM_COUNTERS streams of the device have one, the device's slab does not exist
-   yet and may_allocate is 0, or an error (cleared). The device must be current. A pair returned
-   is held until cuda_stream_counter_drop (after the launch); cuda_stream_counters_free
+   graph, CUDA_STREAM_COUNTERS streams of the device have one, the call was given a workspace
+   and FA_CUDA_KEPT_COUNTER_WS=1 is not set (read once) or the device's slab does not exist yet
+   (such a call allocates nothing), or an error (cleared). The device must be current. A pair
+   returned is held until cuda_stream_counter_drop (after the launch); cuda_stream_counters_free
    (fa_release) frees them all once none is held. */
 #define CUDA_STREAM_COUNTERS 256
-int32_t *cuda_stream_counter_hold(int device, void *stream, int may_allocate);
+int32_t *cuda_stream_counter_hold(int device, void *stream, int given_workspace);
 void cuda_stream_counter_drop(void);
 void cuda_stream_counters_free(void);
 

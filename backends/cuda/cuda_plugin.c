@@ -101,8 +101,8 @@ static fa_status run_forward(const fa_request *req, const fa_decision *decision,
        one only under FA_CUDA_KEPT_COUNTER_WS=1 (not yet run on a GPU) and once the device's
        counters exist. */
     cudaStream_t stream = (cudaStream_t)a.p.stream;
-    int32_t *kept = ws_bytes && !fp8 && (!workspace || cuda_env_is_one("FA_CUDA_KEPT_COUNTER_WS"))
-                        ? cuda_stream_counter_hold(req->device.id, stream, !workspace)
+    int32_t *kept = ws_bytes && !fp8
+                        ? cuda_stream_counter_hold(req->device.id, stream, workspace != NULL)
                         : NULL;
     void *ws = NULL;
     fa_status st =

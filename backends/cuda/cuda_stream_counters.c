@@ -36,13 +36,24 @@ static pthread_mutex_t counters_lock = PTHREAD_MUTEX_INITIALIZER;   /* the table
 static pthread_rwlock_t counters_life = PTHREAD_RWLOCK_INITIALIZER; /* the slabs */
 static stream_counters counters[CUDA_MAX_DEVICES];
 
-int32_t *cuda_stream_counter_hold(int device, void *stream, int may_allocate) {
+/* FA_CUDA_KEPT_COUNTER_WS=1, read once: calls given a workspace may take a kept counter. */
+static pthread_once_t with_workspace_once = PTHREAD_ONCE_INIT;
+static int with_workspace;
+static void read_with_workspace(void) {
+  with_workspace = cuda_env_is_one("FA_CUDA_KEPT_COUNTER_WS");
+}
+
+int32_t *cuda_stream_counter_hold(int device, void *stream, int given_workspace) {
 #if CUDART_VERSION < 12000 /* no cudaStreamGetId */
   (void)device;
   (void)stream;
-  (void)may_allocate;
+  (void)given_workspace;
   return NULL;
 #else
+  if (given_workspace) {
+    pthread_once(&with_workspace_once, read_with_workspace);
+    if (!with_workspace) return NULL;
+  }
   const cudaStream_t s = (cudaStream_t)stream;
   enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   unsigned long long id = 0;
@@ -59,7 +70,7 @@ int32_t *cuda_stream_counter_hold(int device, void *stream, int may_allocate) {
   for (int i = 0; i < c->used && !pair; ++i)
     if (c->ids[i] == id) pair = c->slab + 2 * i;
   if (!pair && c->used < CUDA_STREAM_COUNTERS) {
-    if (!c->slab && may_allocate &&
+    if (!c->slab && !given_workspace &&
         cudaMalloc((void **)&c->slab, 2 * sizeof(int32_t) * CUDA_STREAM_COUNTERS) != cudaSuccess)
       c->slab = NULL;
     if (c->slab &&
