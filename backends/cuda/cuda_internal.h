@@ -22,6 +22,8 @@ typedef struct cuda_device_info {
   int32_t smem_limited; /* 1: smem_optin was lowered by FA_CUDA_SMEM_LIMIT */
   int32_t as_sm80;      /* 1: a newer device run as sm_80 (FA_CUDA_AS_SM80, for testing the
                            sm_80 code from a PTX build on a newer GPU) */
+  int32_t decode_bulk;  /* 1: the decoding kernel's bulk-copy form (FA_CUDA_DECODE_BULK=1 on sm_90;
+                           not yet run on a GPU) */
   int32_t usable;       /* 0: reason says why */
   char reason[160];
 } cuda_device_info;
@@ -49,6 +51,7 @@ typedef struct cuda_choice {
   int32_t seqs;        /* 1: the forward over sequences (cuda_seqs.c, fa2_fwd_splitkv.cuh) */
   int32_t splits;      /* seqs: key pieces */
   int32_t pack;        /* seqs: query heads a tile packs */
+  int32_t bulk;        /* seqs: the decoding kernel's bulk-copy form (sm_90) */
 } cuda_choice;
 FA_DECISION_PAYLOAD_FITS(cuda_choice);
 

@@ -17,6 +17,7 @@ void cuda_kernel_name(const cuda_name_parts *n, char *out, size_t size) {
   fa_strbuf_int(&b, n->head_dim);
   if (n->rows16) fa_strbuf_put(&b, ".rows16");
   if (n->halves) fa_strbuf_put(&b, ".halves");
+  if (n->bulk) fa_strbuf_put(&b, ".bulk");
   if (n->causal) fa_strbuf_put(&b, ".causal");
   if (n->window) fa_strbuf_put(&b, ".window");
   if (n->softcap) fa_strbuf_put(&b, ".softcap");

@@ -13,12 +13,12 @@ typedef struct cuda_name_parts {
   const char *op;     /* "fwd" or "bwd" */
   const char *dtype;  /* "f16", "bf16" */
   int64_t head_dim;
-  int rows16, halves, causal, window, softcap, varlen, paged, kvcache; /* suffixes when set */
+  int rows16, halves, bulk, causal, window, softcap, varlen, paged, kvcache; /* suffixes when set */
   int splits, pack; /* ".split<S>", ".gqa<P>" when above 1 */
 } cuda_name_parts;
 
-/* cuda.<family>.<op>.<dtype>.hd<D>, then in this order: .rows16 .halves .causal .window .softcap
-   .varlen .paged .split<S> .kvcache .gqa<P>. */
+/* cuda.<family>.<op>.<dtype>.hd<D>, then in this order: .rows16 .halves .bulk .causal .window
+   .softcap .varlen .paged .split<S> .kvcache .gqa<P>. */
 void cuda_kernel_name(const cuda_name_parts *n, char *out, size_t size);
 
 #endif /* FA_CUDA_NAMES_H */

@@ -54,21 +54,23 @@ static int64_t block_slots(const cuda_device_info *dev, size_t smem) {
 /* The kernel's tiles: fa2_fwd_decode.cuh's 16 rows where a step's rows (positions x packed
    heads) fit them and its shared memory fits the device, else fa2_fwd_splitkv.cuh's 64. */
 typedef struct seq_tiles {
-  int32_t hd, tile_m, tile_n, pack, halves;
+  int32_t hd, tile_m, tile_n, pack, halves, bulk;
   size_t smem;
 } seq_tiles;
 
 static void tiles_of(const fa_request *req, const cuda_device_info *dev, seq_tiles *t) {
   t->hd = FA2_PAD_HD((int32_t)req->head_dim);
   t->pack = pack_of(req);
-  t->halves = FA2_DECODE_HALVES_HD(t->hd);
-  const size_t decode_smem = FA2_DECODE_SMEM(t->hd);
+  /* The decoding kernel's bulk-copy form where the device runs it and its shared memory fits */
+  t->bulk = dev->decode_bulk && (int64_t)FA2_DECODE_BULK_SMEM(t->hd) <= dev->smem_optin;
+  t->halves = !t->bulk && FA2_DECODE_HALVES_HD(t->hd);
+  const size_t decode_smem = t->bulk ? FA2_DECODE_BULK_SMEM(t->hd) : FA2_DECODE_SMEM(t->hd);
   if (req->seqlen_q * t->pack <= FA2_DECODE_TILE_M && (int64_t)decode_smem <= dev->smem_optin) {
     t->tile_m = FA2_DECODE_TILE_M;
     t->tile_n = FA2_DECODE_TILE_N;
     t->smem = decode_smem;
   } else {
-    t->halves = 0;
+    t->halves = t->bulk = 0;
     t->tile_m = FA2_SPLITKV_TILE_M;
     t->tile_n = FA2_SPLITKV_TILE_N(t->hd);
     t->smem = FA2_SPLITKV_SMEM(t->hd);
@@ -178,6 +180,7 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
   ch.seqs = 1;
   ch.splits = splits;
   ch.pack = pack;
+  ch.bulk = tl.bulk;
   ch.fa2.head_dim_padded = tl.hd;
   ch.fa2.tile_m = tl.tile_m;
   ch.fa2.tile_n = tile_n;
@@ -196,6 +199,7 @@ void cuda_seqs_decide(const fa_request *req, const cuda_device_info *dev, fa_dec
                                 .head_dim = req->head_dim,
                                 .rows16 = tl.tile_m == FA2_DECODE_TILE_M,
                                 .halves = tl.halves,
+                                .bulk = tl.bulk,
                                 .causal = p->causal,
                                 .window = p->window_enabled,
                                 .softcap = p->softcap > 0.0f,
@@ -291,6 +295,7 @@ fa_status cuda_seqs_run(const fa_request *req, const fa_decision *decision, cons
     A.num_blocks = (int32_t)req->k->shape[0];
   }
   A.tile_m = ch->fa2.tile_m;
+  A.bulk = ch->bulk;
   A.pack = ch->pack;
   A.splits = ch->splits;
 

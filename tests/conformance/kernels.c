@@ -18,7 +18,9 @@
  *           query rows or more, or kernel_family fa3), else
  *           "cuda.fa2.sm80.fwd.<dtype>.hd<D>[.rows16][.causal][.window][.softcap][.varlen]
  *           [.paged][.split<S>][.gqa<P>]", ".rows16" (the decoding kernel) allowed where a
- *           step's rows (query positions x packed heads) fit 16, dense forwards included.
+ *           step's rows (query positions x packed heads) fit 16, dense forwards included, as
+ *           ".rows16.bulk" where the device line says "decoding by bulk copies" (sm_90) and
+ *           ".rows16.halves" elsewhere above head dim 192.
  *           The backward over sequences (varlen, seqused_k) is fa3's
  *           "cuda.fa3.sm90.bwd.<dtype>.hd<D>[.causal][.window][.varlen]" where fa3 applies at
  *           head dims 64, 96 and 128 without deterministic mode, else fa2's.
@@ -93,6 +95,10 @@ int cuda_fa3_device(const fa_backend_desc *desc, const char *family) {
          !(family && !strcmp(family, "fa2"));
 }
 
+int cuda_decode_bulk_device(const fa_backend_desc *desc) {
+  return !strcmp(desc->name, "cuda") && strstr(desc->devices, "decoding by bulk copies");
+}
+
 int cuda_fa3_bwd_seqs_takes(int64_t d, int masked, int named_fa3) {
   return d == 64 || d == 96 || d == 128 || ((d == 192 || d == 256) && (!masked || named_fa3));
 }
@@ -109,8 +115,8 @@ int cuda_fa3_gaps(int bwd, int64_t d, int64_t dv, int64_t sq, int64_t sk, float 
 /* What a call may report: one of n names, each possibly followed by ".gqa<P>" where allowed. */
 typedef struct kernel_expect {
   int n; /* 0: the naming is not known: only "<backend>." is checked */
-  char name[3][FA_KERNEL_LEN];
-  int gqa[3];    /* name[i] may end in ".gqa<P>" */
+  char name[4][FA_KERNEL_LEN];
+  int gqa[4];    /* name[i] may end in ".gqa<P>" */
   int64_t group; /* heads_q / heads_kv */
 } kernel_expect;
 
@@ -183,11 +189,11 @@ static int cuda_decode_rows(const kernel_facts *k) {
    (to 32) above 192. */
 static int cuda_decode_halves(int64_t d) { return (d + 31) / 32 * 32 > 192; }
 
-/* The forward over sequences' name: ".rows16" (".rows16.halves") after the head dim for the
-   decoding kernel, then the mask, ".varlen", ".paged" and ".split<S>" (".gqa<P>" allowed after
-   it). */
+/* The forward over sequences' name: ".rows16" (".rows16.halves"; ".rows16.bulk" for the bulk-copy
+   form) after the head dim for the decoding kernel, then the mask, ".varlen", ".paged" and
+   ".split<S>" (".gqa<P>" allowed after it). */
 static void cuda_seqs_name(const kernel_facts *k, const char *suffix, int splits, int rows16,
-                           char *out, size_t n) {
+                           int bulk, char *out, size_t n) {
   char split[24] = "", hd[24];
   if (splits > 1) snprintf(split, sizeof split, ".split%d", splits);
   snprintf(hd, sizeof hd, ".hd%lld", (long long)k->d);
@@ -195,9 +201,20 @@ static void cuda_seqs_name(const kernel_facts *k, const char *suffix, int splits
   const char *after_hd = strstr(suffix, hd) + strlen(hd);
   snprintf(out, n, "cuda.fa2.sm80.%.*s%s%s%s%s%s", (int)(after_hd - suffix), suffix,
            !rows16                    ? ""
+           : bulk                     ? ".rows16.bulk"
            : cuda_decode_halves(k->d) ? ".rows16.halves"
                                       : ".rows16",
            after_hd, k->varlen ? ".varlen" : "", k->paged ? ".paged" : "", split);
+}
+
+/* Adds the decoding kernel's names: its bulk-copy form where the device line says it runs, either
+   form where the shared memory is limited below what the bulk form takes. */
+static void cuda_decode_names(const backend_ctx *bk, const kernel_facts *k, const char *suffix,
+                              int splits, int smaller_gpu, kernel_expect *e) {
+  for (int bulk = bk->cuda_bulk; bulk >= (smaller_gpu ? 0 : bk->cuda_bulk); --bulk) {
+    cuda_seqs_name(k, suffix, splits, 1, bulk, e->name[e->n], sizeof e->name[0]);
+    e->gqa[e->n++] = 1;
+  }
 }
 
 static void cuda_expect(const backend_ctx *bk, const kernel_facts *k, int splits,
@@ -223,12 +240,9 @@ static void cuda_expect(const backend_ctx *bk, const kernel_facts *k, int splits
       e->gqa[e->n++] = 1;
       if (!smaller_gpu) return;
     }
-    cuda_seqs_name(k, suffix, splits, 0, e->name[e->n], sizeof e->name[0]);
+    cuda_seqs_name(k, suffix, splits, 0, 0, e->name[e->n], sizeof e->name[0]);
     e->gqa[e->n++] = 1;
-    if (decode) {
-      cuda_seqs_name(k, suffix, splits, 1, e->name[e->n], sizeof e->name[0]);
-      e->gqa[e->n++] = 1;
-    }
+    if (decode) cuda_decode_names(bk, k, suffix, splits, smaller_gpu, e);
     return;
   }
   /* The backward over sequences (varlen, seqused_k): fa3's kernels (head dims 64, 96, 128, and
@@ -263,10 +277,7 @@ static void cuda_expect(const backend_ctx *bk, const kernel_facts *k, int splits
   }
   if (!fa3 || smaller_gpu) snprintf(e->name[e->n++], sizeof e->name[0], "cuda.fa2.sm80.%s", suffix);
   /* A dense decoding step runs the decoding kernel where its shared memory fits. */
-  if (decode) {
-    cuda_seqs_name(k, suffix, splits, 1, e->name[e->n], sizeof e->name[0]);
-    e->gqa[e->n++] = 1;
-  }
+  if (decode) cuda_decode_names(bk, k, suffix, splits, smaller_gpu, e);
 }
 
 static void opencl_expect(const kernel_facts *k, kernel_expect *e) {

@@ -27,11 +27,11 @@ static void seqs_reference(const cuda_name_parts *n, char *out, size_t size) {
   char split[16] = "", gqa[16] = "";
   if (n->splits > 1) snprintf(split, sizeof split, ".split%d", n->splits);
   if (n->pack > 1) snprintf(gqa, sizeof gqa, ".gqa%d", n->pack);
-  snprintf(out, size, "cuda.fa2.sm80.fwd.%s.hd%lld%s%s%s%s%s%s%s%s%s%s", n->dtype,
+  snprintf(out, size, "cuda.fa2.sm80.fwd.%s.hd%lld%s%s%s%s%s%s%s%s%s%s%s", n->dtype,
            (long long)n->head_dim, n->rows16 ? ".rows16" : "", n->halves ? ".halves" : "",
-           n->causal ? ".causal" : "", n->window ? ".window" : "", n->softcap ? ".softcap" : "",
-           n->varlen ? ".varlen" : "", n->paged ? ".paged" : "", split,
-           n->kvcache ? ".kvcache" : "", gqa);
+           n->bulk ? ".bulk" : "", n->causal ? ".causal" : "", n->window ? ".window" : "",
+           n->softcap ? ".softcap" : "", n->varlen ? ".varlen" : "", n->paged ? ".paged" : "",
+           split, n->kvcache ? ".kvcache" : "", gqa);
 }
 
 static int compare(const cuda_name_parts *n, int seqs) {
@@ -64,8 +64,8 @@ int main(void) {
                                  .pack = counts[ci]};
             cases += compare(&n, 0);
           }
-        /* over sequences: every combination of the eight flags, splits and packs */
-        for (int m = 0; m < 256; ++m)
+        /* over sequences: every combination of the nine flags, splits and packs */
+        for (int m = 0; m < 512; ++m)
           for (int si = 0; si < 5; ++si) {
             cuda_name_parts n = {.family = "fa2.sm80",
                                  .op = "fwd",
@@ -79,6 +79,7 @@ int main(void) {
                                  .paged = (m >> 5) & 1,
                                  .kvcache = (m >> 6) & 1,
                                  .halves = (m >> 7) & 1,
+                                 .bulk = (m >> 8) & 1,
                                  .splits = counts[si],
                                  .pack = counts[ci]};
             cases += compare(&n, 1);

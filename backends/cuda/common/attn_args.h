@@ -88,6 +88,7 @@ typedef struct cuda_seq_args {
   int64_t bt_batch, bt_page;  /* its strides */
   int32_t bt_pages, page_size, num_blocks;
   int32_t tile_m;  /* rows of a block: 64 (fa2_fwd_splitkv.cuh) or 16 (fa2_fwd_decode.cuh) */
+  int32_t bulk;    /* tile_m 16 on sm_90: the bulk-copy decoding kernel (fa2_fwd_decode_bulk.cuh) */
   int32_t pack;    /* query heads of one K/V head in a tile (a power of two); rows per head:
                       tile_m / pack */
   int32_t splits;  /* key pieces; > 1: partial results into o_part, lse_part */

@@ -49,6 +49,17 @@ __device__ __forceinline__ void bulk_wait() {
 __device__ __forceinline__ void fence_proxy_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
+/* An sm_90 bulk copy (the TMA unit's, without a tensor map) of `bytes` (a multiple of 16, both
+   addresses 16-byte aligned) from global into shared memory, counted as transactions on the
+   mbarrier at bar (a shared address). */
+__device__ __forceinline__ void bulk_load(uint32_t sdst, const void *gsrc, uint32_t bytes,
+                                          uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+          "r"(sdst),
+      "l"(gsrc), "r"(bytes), "r"(bar)
+      : "memory");
+}
 #endif
 
 /* --- mbarriers ---------------------------------------------------------------------------- */

@@ -43,152 +43,80 @@ __device__ __forceinline__ fa_tile_class decode_warp_scores(
   return cls;
 }
 
-template <typename Tr, int HD, bool HALVES>
-__global__ void __launch_bounds__(128) fa2_decode_kernel(const cuda_seq_args A) {
-  typedef typename Tr::elem E;
-  constexpr int BM = FA2_DECODE_TILE_M, BN = FA2_DECODE_TILE_N, ST = FA2_DECODE_STAGES(HD);
-  constexpr int NT = 128, KW = BN / 4; /* keys of a tile per warp */
-  typedef typename smem_tile_layout<HD, FA2_SWIZZLED(HD)>::type TL;
-  constexpr int LD = TL::LD;
-  constexpr int NB = KW / 8; /* n8 blocks of a warp's keys in S */
-  constexpr int DB = HD / 8; /* n8 blocks of the head dim in O */
-  static_assert(KW == 16 && HD % 32 == 0 && ST >= 2, "tile shape");
+/* A decoding block's place: its sequence, its 16 rows (query heads h0.. of K/V head hk, positions
+   m0..), the key tiles nb0..nb1 of its piece, and each thread's two rows (g: the lane's row group)
+   with their key ranges. */
+struct decode_block {
+  splitkv_seq S;
+  int split, h0, hk, m0, rph_log2, nb0, nb1;
+  int64_t ranges[4]; /* the first and last row's key ranges */
+  int row_lo[1][2], row_hi[1][2], row_pos[2], row_head[2];
+};
 
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  E *sQ = reinterpret_cast<E *>(smem_raw);
-  E *sKV = sQ + BM * LD; /* ST stages, each BN rows of K then BN rows of V; HALVES: 3 tiles */
-
+/* False where the block has no rows (the grid covers the longest sequence). */
+template <int BN>
+__device__ __forceinline__ bool decode_block_of(const cuda_seq_args &A, int g, decode_block &B) {
   const cuda_fwd_args &f = A.f;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int g = lane >> 2, t = lane & 3;
-  const int b = (int)blockIdx.z / A.splits, split = (int)blockIdx.z - b * A.splits;
+  const int b = (int)blockIdx.z / A.splits;
+  B.split = (int)blockIdx.z - b * A.splits;
   int rph_log2 = 4;
   while ((1 << (4 - rph_log2)) < A.pack) --rph_log2; /* rows per head: 16 / pack */
-  const int h0 = (int)blockIdx.y * A.pack;
-  const int hk = h0 / (f.p.heads_q / f.p.heads_kv);
-  const int m0 = (int)blockIdx.x << rph_log2;
-  const int d = f.p.head_dim;
-
-  splitkv_seq S;
-  splitkv_seq_of(A, b, S);
-  if (m0 >= S.sq) return; /* the sequence has no rows here (the grid covers the longest) */
-  const int m_last = min(m0 + (1 << rph_log2), S.sq) - 1;
+  B.rph_log2 = rph_log2;
+  B.h0 = (int)blockIdx.y * A.pack;
+  B.hk = B.h0 / (f.p.heads_q / f.p.heads_kv);
+  B.m0 = (int)blockIdx.x << rph_log2;
+  splitkv_seq_of(A, b, B.S);
+  const splitkv_seq &S = B.S;
+  if (B.m0 >= S.sq) return false;
+  const int m_last = min(B.m0 + (1 << rph_log2), S.sq) - 1;
   const fa_mask mask = seq_mask_of(A.ix, S.sq, S.sk);
-  int64_t lo_first, hi_first, lo_last, hi_last;
-  fa_mask_key_range(&mask, m0, S.sk, &lo_first, &hi_first);
-  fa_mask_key_range(&mask, m_last, S.sk, &lo_last, &hi_last);
-  const int64_t ranges[4] = {lo_first, hi_first, lo_last, hi_last};
-  const int n_begin = (int)(lo_first / BN);
-  const int n_end = hi_last > lo_first ? (int)((hi_last + BN - 1) / BN) : n_begin;
+  fa_mask_key_range(&mask, B.m0, S.sk, &B.ranges[0], &B.ranges[1]);
+  fa_mask_key_range(&mask, m_last, S.sk, &B.ranges[2], &B.ranges[3]);
+  const int n_begin = (int)(B.ranges[0] / BN);
+  const int n_end = B.ranges[3] > B.ranges[0] ? (int)((B.ranges[3] + BN - 1) / BN) : n_begin;
   const int64_t span = n_end - n_begin;
-  const int nb0 = n_begin + (int)(span * split / A.splits);
-  const int nb1 = n_begin + (int)(span * (split + 1) / A.splits);
-
-  /* Each thread's two rows (the same in every warp): query head, position, key range. */
-  int row_lo[1][2], row_hi[1][2], row_pos[2], row_head[2];
+  B.nb0 = n_begin + (int)(span * B.split / A.splits);
+  B.nb1 = n_begin + (int)(span * (B.split + 1) / A.splits);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int rr = g + 8 * r;
-    row_head[r] = rr >> rph_log2;
-    row_pos[r] = m0 + (rr & ((1 << rph_log2) - 1));
+    B.row_head[r] = rr >> rph_log2;
+    B.row_pos[r] = B.m0 + (rr & ((1 << rph_log2) - 1));
     int64_t lo = 0, hi = 0;
-    if (row_pos[r] < S.sq) fa_mask_key_range(&mask, row_pos[r], S.sk, &lo, &hi);
-    row_lo[0][r] = (int)lo;
-    row_hi[0][r] = (int)hi;
+    if (B.row_pos[r] < S.sq) fa_mask_key_range(&mask, B.row_pos[r], S.sk, &lo, &hi);
+    B.row_lo[0][r] = (int)lo;
+    B.row_hi[0][r] = (int)hi;
   }
+  return true;
+}
 
-  const bool capped = f.p.softcap > 0.0f;
-  const float sl2 = capped ? CUDA_LOG2E : f.p.scale * CUDA_LOG2E;
-
-  float o[1][DB][4];
-  float row_max[1][2], row_sum[1][2];
+/* A warp's softmax state before its first key: no rows seen. */
+template <int DB>
+__device__ __forceinline__ void decode_clear(float (&o)[1][DB][4], float (&row_max)[1][2],
+                                             float (&row_sum)[1][2]) {
 #pragma unroll
   for (int db = 0; db < DB; ++db)
 #pragma unroll
     for (int c = 0; c < 4; ++c) o[0][db][c] = 0.0f;
   row_max[0][0] = row_max[0][1] = -INFINITY;
   row_sum[0][0] = row_sum[0][1] = 0.0f;
+}
 
-  splitkv_load_q<BM, HD, NT, TL>(sQ, static_cast<const E *>(f.q), f.q_str, S, h0, m0, rph_log2, d,
-                                 tid);
-  if constexpr (HALVES) {
-    /* K and V of the first tile in flight, one commit group each (empty ones too: the count of
-       groups decides what cp_async_wait waits for). */
-    E *const half0 = sKV, *const half1 = sKV + BN * LD;
-    if (nb0 < nb1)
-      splitkv_load_kv<BN, HD, NT, TL, SPLITKV_K>(half0, half0, A, S, nb0 * BN, hk, d, tid);
-    cp_async_commit();
-    if (nb0 < nb1)
-      splitkv_load_kv<BN, HD, NT, TL, SPLITKV_V>(half1, half1, A, S, nb0 * BN, hk, d, tid);
-    cp_async_commit();
-    for (int n = nb0, it = 0; n < nb1; ++n, ++it) {
-      const int k_buf = 2 * it % 3; /* tile n's K half; its V half is the next buffer */
-      E *const tK = sKV + k_buf * BN * LD;
-      E *const tV = sKV + (k_buf + 1) % 3 * BN * LD;
-      /* K of tile n has landed (V of tile n may still be in flight); after the barrier every
-         warp is done with V of tile n - 1, whose buffer K of tile n + 1 takes. */
-      cp_async_wait<1>();
-      __syncthreads();
-      if (n + 1 < nb1) {
-        E *const next_k = sKV + (k_buf + 2) % 3 * BN * LD;
-        splitkv_load_kv<BN, HD, NT, TL, SPLITKV_K>(next_k, next_k, A, S, (n + 1) * BN, hk, d, tid);
-      }
-      cp_async_commit();
-      const int cw = n * BN + warp * KW; /* this warp's first key */
-      float s[1][NB][4];
-      const fa_tile_class cls = decode_warp_scores<Tr, HD, NB, TL>(
-          s, sQ, tK + warp * KW * LD, cw, S.sk, ranges, row_lo, row_hi, f, lane);
-      /* V of tile n has landed; after the barrier every warp is done with K of tile n, whose
-         buffer V of tile n + 1 takes. */
-      cp_async_wait<1>();
-      __syncthreads();
-      if (n + 1 < nb1)
-        splitkv_load_kv<BN, HD, NT, TL, SPLITKV_V>(tK, tK, A, S, (n + 1) * BN, hk, d, tid);
-      cp_async_commit();
-      if (cls != FA_TILE_EMPTY)
-        fa2_softmax_pv<Tr, 1, NB, DB, TL>(s, o, row_max, row_sum, sl2, tV + warp * KW * LD, lane);
-    }
-  } else {
-    /* The first ST - 1 tiles in flight, one commit group each (empty ones too: the count of
-       groups decides what cp_async_wait waits for). */
-#pragma unroll
-    for (int s = 0; s < ST - 1; ++s) {
-      if (nb0 + s < nb1)
-        splitkv_load_kv<BN, HD, NT, TL>(sKV + s * 2 * BN * LD, sKV + (s * 2 + 1) * BN * LD, A, S,
-                                        (nb0 + s) * BN, hk, d, tid);
-      cp_async_commit();
-    }
-
-    for (int n = nb0, it = 0; n < nb1; ++n, ++it) {
-      /* Tile n has landed; after the barrier every warp is done with tile n - 1, whose stage the
-         copies of tile n + ST - 1 overwrite while this one is computed. */
-      cp_async_wait<ST - 2>();
-      __syncthreads();
-      if (n + ST - 1 < nb1) {
-        const int s = (it + ST - 1) % ST;
-        splitkv_load_kv<BN, HD, NT, TL>(sKV + s * 2 * BN * LD, sKV + (s * 2 + 1) * BN * LD, A, S,
-                                        (n + ST - 1) * BN, hk, d, tid);
-      }
-      cp_async_commit();
-      const int st = it % ST;
-      const int cw = n * BN + warp * KW; /* this warp's first key */
-      const E *tK = sKV + st * 2 * BN * LD + warp * KW * LD;
-      const E *tV = sKV + (st * 2 + 1) * BN * LD + warp * KW * LD;
-      float s[1][NB][4];
-      if (decode_warp_scores<Tr, HD, NB, TL>(s, sQ, tK, cw, S.sk, ranges, row_lo, row_hi, f,
-                                             lane) == FA_TILE_EMPTY)
-        continue;
-      fa2_softmax_pv<Tr, 1, NB, DB, TL>(s, o, row_max, row_sum, sl2, tV, lane);
-    }
-  }
-  cp_async_wait<0>();
-  __syncthreads(); /* every warp done with the stages before they hold the merge */
-
-  /* Warps 1-3 hand their rows' state to warp 0, in fragment order (lane-contiguous). */
+/* The end of a decoding block: the 4 warps' softmax states merged into warp 0 (core/'s rule, in
+   the log2 domain) through red (shared memory no copy writes any more; every warp past its key
+   loop), then the rows stored: the normalised piece and its LSE in fp32 when the keys are split,
+   else out and lse. */
+template <typename Tr, int DB>
+__device__ __forceinline__ void decode_merge_store(float (&o)[1][DB][4], float (&row_max)[1][2],
+                                                   float (&row_sum)[1][2], float sl2, float *red,
+                                                   const cuda_seq_args &A, const decode_block &B,
+                                                   int warp, int lane) {
+  typedef typename Tr::elem E;
+  const cuda_fwd_args &f = A.f;
+  const splitkv_seq &S = B.S;
+  const int t = lane & 3, d = f.p.head_dim;
   constexpr int WORDS = DB * 4 + 4; /* per lane: o, then max and sum of both rows */
-  float *red = reinterpret_cast<float *>(sKV);
-  static_assert((size_t)3 * WORDS * 32 * 4 <= (size_t)(HALVES ? 3 : ST * 2) * BN * LD * sizeof(E),
-                "the merge fits the stages");
+  /* Warps 1-3 hand their rows' state to warp 0, in fragment order (lane-contiguous). */
   if (warp > 0) {
     float *mine = red + (warp - 1) * WORDS * 32 + lane;
 #pragma unroll
@@ -244,11 +172,11 @@ __global__ void __launch_bounds__(128) fa2_decode_kernel(const cuda_seq_args A) 
 
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    if (row_pos[r] >= S.sq) continue;
-    const int h = h0 + row_head[r];
+    if (B.row_pos[r] >= S.sq) continue;
+    const int h = B.h0 + B.row_head[r];
     if (A.splits > 1) { /* the piece's normalised row and its LSE, fp32 */
       const int64_t row =
-          (((int64_t)split * f.p.batch + b) * f.p.heads_q + h) * f.p.seqlen_q + row_pos[r];
+          (((int64_t)B.split * f.p.batch + S.b) * f.p.heads_q + h) * f.p.seqlen_q + B.row_pos[r];
       if (t == 0) A.lse_part[row] = lse[r];
       float *dst = A.o_part + row * d;
 #pragma unroll
@@ -260,7 +188,7 @@ __global__ void __launch_bounds__(128) fa2_decode_kernel(const cuda_seq_args A) 
       }
       continue;
     }
-    E *dst = static_cast<E *>(f.out) + S.o_base + (int64_t)row_pos[r] * f.o_str.row +
+    E *dst = static_cast<E *>(f.out) + S.o_base + (int64_t)B.row_pos[r] * f.o_str.row +
              (int64_t)h * f.o_str.head;
 #pragma unroll
     for (int db = 0; db < DB; ++db) {
@@ -270,9 +198,120 @@ __global__ void __launch_bounds__(128) fa2_decode_kernel(const cuda_seq_args A) 
             Tr::pack(o[0][db][2 * r] * inv[r], o[0][db][2 * r + 1] * inv[r]);
     }
     if (f.lse && t == 0) {
-      f.lse[seq_lse_at(A.ix, f.lse_str, b, h, S.q_start, row_pos[r])] = lse[r];
+      f.lse[seq_lse_at(A.ix, f.lse_str, S.b, h, S.q_start, B.row_pos[r])] = lse[r];
     }
   }
+}
+
+template <typename Tr, int HD, bool HALVES>
+__global__ void __launch_bounds__(128) fa2_decode_kernel(const cuda_seq_args A) {
+  typedef typename Tr::elem E;
+  constexpr int BM = FA2_DECODE_TILE_M, BN = FA2_DECODE_TILE_N, ST = FA2_DECODE_STAGES(HD);
+  constexpr int NT = 128, KW = BN / 4; /* keys of a tile per warp */
+  typedef typename smem_tile_layout<HD, FA2_SWIZZLED(HD)>::type TL;
+  constexpr int LD = TL::LD;
+  constexpr int NB = KW / 8; /* n8 blocks of a warp's keys in S */
+  constexpr int DB = HD / 8; /* n8 blocks of the head dim in O */
+  static_assert(KW == 16 && HD % 32 == 0 && ST >= 2, "tile shape");
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  E *sQ = reinterpret_cast<E *>(smem_raw);
+  E *sKV = sQ + BM * LD; /* ST stages, each BN rows of K then BN rows of V; HALVES: 3 tiles */
+
+  const cuda_fwd_args &f = A.f;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  decode_block B;
+  if (!decode_block_of<BN>(A, lane >> 2, B)) return;
+  const splitkv_seq &S = B.S;
+  const int h0 = B.h0, hk = B.hk, m0 = B.m0, rph_log2 = B.rph_log2, nb0 = B.nb0, nb1 = B.nb1;
+  const int d = f.p.head_dim;
+
+  const bool capped = f.p.softcap > 0.0f;
+  const float sl2 = capped ? CUDA_LOG2E : f.p.scale * CUDA_LOG2E;
+
+  float o[1][DB][4], row_max[1][2], row_sum[1][2];
+  decode_clear(o, row_max, row_sum);
+
+  splitkv_load_q<BM, HD, NT, TL>(sQ, static_cast<const E *>(f.q), f.q_str, S, h0, m0, rph_log2, d,
+                                 tid);
+  if constexpr (HALVES) {
+    /* K and V of the first tile in flight, one commit group each (empty ones too: the count of
+       groups decides what cp_async_wait waits for). */
+    E *const half0 = sKV, *const half1 = sKV + BN * LD;
+    if (nb0 < nb1)
+      splitkv_load_kv<BN, HD, NT, TL, SPLITKV_K>(half0, half0, A, S, nb0 * BN, hk, d, tid);
+    cp_async_commit();
+    if (nb0 < nb1)
+      splitkv_load_kv<BN, HD, NT, TL, SPLITKV_V>(half1, half1, A, S, nb0 * BN, hk, d, tid);
+    cp_async_commit();
+    for (int n = nb0, it = 0; n < nb1; ++n, ++it) {
+      const int k_buf = 2 * it % 3; /* tile n's K half; its V half is the next buffer */
+      E *const tK = sKV + k_buf * BN * LD;
+      E *const tV = sKV + (k_buf + 1) % 3 * BN * LD;
+      /* K of tile n has landed (V of tile n may still be in flight); after the barrier every
+         warp is done with V of tile n - 1, whose buffer K of tile n + 1 takes. */
+      cp_async_wait<1>();
+      __syncthreads();
+      if (n + 1 < nb1) {
+        E *const next_k = sKV + (k_buf + 2) % 3 * BN * LD;
+        splitkv_load_kv<BN, HD, NT, TL, SPLITKV_K>(next_k, next_k, A, S, (n + 1) * BN, hk, d, tid);
+      }
+      cp_async_commit();
+      const int cw = n * BN + warp * KW; /* this warp's first key */
+      float s[1][NB][4];
+      const fa_tile_class cls = decode_warp_scores<Tr, HD, NB, TL>(
+          s, sQ, tK + warp * KW * LD, cw, S.sk, B.ranges, B.row_lo, B.row_hi, f, lane);
+      /* V of tile n has landed; after the barrier every warp is done with K of tile n, whose
+         buffer V of tile n + 1 takes. */
+      cp_async_wait<1>();
+      __syncthreads();
+      if (n + 1 < nb1)
+        splitkv_load_kv<BN, HD, NT, TL, SPLITKV_V>(tK, tK, A, S, (n + 1) * BN, hk, d, tid);
+      cp_async_commit();
+      if (cls != FA_TILE_EMPTY)
+        fa2_softmax_pv<Tr, 1, NB, DB, TL>(s, o, row_max, row_sum, sl2, tV + warp * KW * LD, lane);
+    }
+  } else {
+    /* The first ST - 1 tiles in flight, one commit group each (empty ones too: the count of
+       groups decides what cp_async_wait waits for). */
+#pragma unroll
+    for (int s = 0; s < ST - 1; ++s) {
+      if (nb0 + s < nb1)
+        splitkv_load_kv<BN, HD, NT, TL>(sKV + s * 2 * BN * LD, sKV + (s * 2 + 1) * BN * LD, A, S,
+                                        (nb0 + s) * BN, hk, d, tid);
+      cp_async_commit();
+    }
+
+    for (int n = nb0, it = 0; n < nb1; ++n, ++it) {
+      /* Tile n has landed; after the barrier every warp is done with tile n - 1, whose stage the
+         copies of tile n + ST - 1 overwrite while this one is computed. */
+      cp_async_wait<ST - 2>();
+      __syncthreads();
+      if (n + ST - 1 < nb1) {
+        const int s = (it + ST - 1) % ST;
+        splitkv_load_kv<BN, HD, NT, TL>(sKV + s * 2 * BN * LD, sKV + (s * 2 + 1) * BN * LD, A, S,
+                                        (n + ST - 1) * BN, hk, d, tid);
+      }
+      cp_async_commit();
+      const int st = it % ST;
+      const int cw = n * BN + warp * KW; /* this warp's first key */
+      const E *tK = sKV + st * 2 * BN * LD + warp * KW * LD;
+      const E *tV = sKV + (st * 2 + 1) * BN * LD + warp * KW * LD;
+      float s[1][NB][4];
+      if (decode_warp_scores<Tr, HD, NB, TL>(s, sQ, tK, cw, S.sk, B.ranges, B.row_lo, B.row_hi, f,
+                                             lane) == FA_TILE_EMPTY)
+        continue;
+      fa2_softmax_pv<Tr, 1, NB, DB, TL>(s, o, row_max, row_sum, sl2, tV, lane);
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads(); /* every warp done with the stages before they hold the merge */
+
+  constexpr int WORDS = DB * 4 + 4;
+  static_assert((size_t)3 * WORDS * 32 * 4 <= (size_t)(HALVES ? 3 : ST * 2) * BN * LD * sizeof(E),
+                "the merge fits the stages");
+  decode_merge_store<Tr, DB>(o, row_max, row_sum, sl2, reinterpret_cast<float *>(sKV), A, B, warp,
+                             lane);
 }
 
 #endif /* FA_CUDA_FA2_FWD_DECODE_CUH */

@@ -9,6 +9,7 @@
 #include "fa2_bwd.cuh"
 #include "fa2_fwd.cuh"
 #include "fa2_fwd_decode.cuh"
+#include "fa2_fwd_decode_bulk.cuh"
 #include "fa2_fwd_splitkv.cuh"
 #include "fa2_launch.h"
 
@@ -114,7 +115,9 @@ int splitkv(const cuda_seq_args *a) {
   const dim3 grid((unsigned)((a->f.p.seqlen_q + rows - 1) / rows),
                   (unsigned)(a->f.p.heads_q / a->pack), (unsigned)(a->f.p.batch * a->splits));
   const cudaStream_t stream = static_cast<cudaStream_t>(a->f.p.stream);
-  if (a->tile_m == FA2_DECODE_TILE_M)
+  if (a->tile_m == FA2_DECODE_TILE_M && a->bulk)
+    fa2_decode_bulk_kernel<Tr, HD><<<grid, 128, FA2_DECODE_BULK_SMEM(HD), stream>>>(*a);
+  else if (a->tile_m == FA2_DECODE_TILE_M)
     fa2_decode_kernel<Tr, HD, FA2_DECODE_HALVES_HD(HD)>
         <<<grid, 128, FA2_DECODE_SMEM(HD), stream>>>(*a);
   else
@@ -155,6 +158,10 @@ cudaError_t prepare(int smem_limit, int cc_major) {
   if (e == cudaSuccess && (int64_t)FA2_DECODE_SMEM(HD) <= smem_limit)
     e = cudaFuncSetAttribute(fa2_decode_kernel<Tr, HD, FA2_DECODE_HALVES_HD(HD)>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)FA2_DECODE_SMEM(HD));
+  if (e == cudaSuccess && cc_major >= 9 && (int64_t)FA2_DECODE_BULK_SMEM(HD) <= smem_limit)
+    e = cudaFuncSetAttribute(fa2_decode_bulk_kernel<Tr, HD>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)FA2_DECODE_BULK_SMEM(HD));
   return e;
 }
 

@@ -108,4 +108,13 @@
             (FA2_DECODE_HALVES_HD(hd) ? 3 : 2 * FA2_DECODE_STAGES(hd)) * FA2_DECODE_TILE_N) * \
    FA2_TILE_LD(hd) * 2)
 
+/* On sm_90 (fa2_fwd_decode_bulk.cuh): rows padded to hd + 8, each warp's 16 keys of K and of V as
+   half-tiles in as many buffers a warp (at most 8) as fit 108 KiB with the Q tile, so that two
+   blocks share an SM: 3 at head dim 256, 4 at 192, 6 at 128, 8 at 96 and below. */
+#define FA2_DECODE_BULK_FIT(hd) \
+  ((110592 / (2 * ((hd) + 8)) - FA2_DECODE_TILE_M) / (4 * (FA2_DECODE_TILE_N / 4)))
+#define FA2_DECODE_BULK_BUFS(hd) (FA2_DECODE_BULK_FIT(hd) > 8 ? 8 : FA2_DECODE_BULK_FIT(hd))
+#define FA2_DECODE_BULK_SMEM(hd) \
+  ((size_t)(FA2_DECODE_TILE_M + FA2_DECODE_BULK_BUFS(hd) * FA2_DECODE_TILE_N) * ((hd) + 8) * 2)
+
 #endif /* FA_CUDA_FA2_TILES_H */
