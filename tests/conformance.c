@@ -336,7 +336,7 @@ int main(int argc, char **argv) {
   bk.kernel_family = family;
   bk.cuda_prefix = cuda_prefix;
   bk.cuda_fa3 = cuda_fa3_device(desc, family);
-  bk.cuda_bulk = cuda_decode_bulk_device(desc);
+  bk.cuda_sm90 = cuda_sm90_device(desc);
   fa_device_kind kind = id == FA_BACKEND_CPU    ? FA_DEVICE_CPU
                         : id == FA_BACKEND_CUDA ? FA_DEVICE_CUDA
                         : id == FA_BACKEND_HIP  ? FA_DEVICE_HIP

@@ -22,8 +22,6 @@ typedef struct cuda_device_info {
   int32_t smem_limited; /* 1: smem_optin was lowered by FA_CUDA_SMEM_LIMIT */
   int32_t as_sm80;      /* 1: a newer device run as sm_80 (FA_CUDA_AS_SM80, for testing the
                            sm_80 code from a PTX build on a newer GPU) */
-  int32_t decode_bulk;  /* 1: the decoding kernel's bulk-copy form (FA_CUDA_DECODE_BULK=1 on sm_90;
-                           not yet run on a GPU) */
   int32_t usable;       /* 0: reason says why */
   char reason[160];
 } cuda_device_info;
@@ -101,8 +99,8 @@ void *cuda_workspace_aligned(void *ws);
 /* The fa3 forward's dynamic-schedule counter pair kept for (device, stream) and zeroed in that
    stream's order (cuda_stream_counters.c), or NULL where none is kept: the stream is capturing a
    graph, CUDA_STREAM_COUNTERS streams of the device have one, the call was given a workspace
-   and FA_CUDA_KEPT_COUNTER_WS=1 is not set (read once) or the device's slab does not exist yet
-   (such a call allocates nothing), or an error (cleared). The device must be current. A pair
+   and the device's slab does not exist yet (such a call allocates nothing), or an error
+   (cleared). The device must be current. A pair
    returned is held until cuda_stream_counter_drop (after the launch); cuda_stream_counters_free
    (fa_release) frees them all once none is held. */
 #define CUDA_STREAM_COUNTERS 256

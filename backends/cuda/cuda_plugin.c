@@ -98,8 +98,7 @@ static fa_status run_forward(const fa_request *req, const fa_decision *decision,
     if (cfg->flags & FA3_SEQS) cuda_seq_index_of(req, &x.ix);
     /* The dynamic schedule's tile counter: the stream's kept one (no allocation or memset per
        call), else the workspace's, cleared by the launch. With the caller's workspace the kept
-       one only under FA_CUDA_KEPT_COUNTER_WS=1 (not yet run on a GPU) and once the device's
-       counters exist. */
+       one once the device's counters exist. */
     cudaStream_t stream = (cudaStream_t)a.p.stream;
     int32_t *kept = ws_bytes && !fp8
                         ? cuda_stream_counter_hold(req->device.id, stream, workspace != NULL)

@@ -72,9 +72,6 @@ static void describe_device(int id, cuda_device_info *d) {
     d->cc_minor = 0;
     d->as_sm80 = 1;
   }
-  /* FA_CUDA_DECODE_BULK=1: on sm_90 the decoding kernel fetches K and V rows by bulk copies
-     (fa2_fwd_decode_bulk.cuh), an opt-in until it has run on a GPU. Named in the device line. */
-  d->decode_bulk = cuda_env_is_one("FA_CUDA_DECODE_BULK") && d->cc_major >= 9;
   struct cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, id) == cudaSuccess)
     snprintf(d->name, sizeof d->name, "%s", prop.name);
@@ -153,11 +150,10 @@ void cuda_probe(fa_plugin_probe *out) {
   fa_probe_begin(out, s->available, s->reason, s->device_count);
   for (int i = 0; i < s->device_count; ++i) {
     const cuda_device_info *d = &s->devices[i];
-    fa_probe_add_device(out, "cuda%d: %s (sm_%d%d, %d SMs%s%s%s)%s%s", i, d->name, d->cc_major,
+    fa_probe_add_device(out, "cuda%d: %s (sm_%d%d, %d SMs%s%s)%s%s", i, d->name, d->cc_major,
                         d->cc_minor, d->sm_count,
                         d->smem_limited ? ", shared memory limited by FA_CUDA_SMEM_LIMIT" : "",
                         d->as_sm80 ? ", run as sm_80 by FA_CUDA_AS_SM80" : "",
-                        d->decode_bulk ? ", decoding by bulk copies (FA_CUDA_DECODE_BULK)" : "",
                         d->usable ? "" : " unusable: ", d->usable ? "" : d->reason);
   }
   snprintf(out->arch, sizeof out->arch, "sm {%s}, CUDA %d.%d runtime", FA_CUDA_ARCHS,

@@ -61,8 +61,8 @@ typedef struct seq_tiles {
 static void tiles_of(const fa_request *req, const cuda_device_info *dev, seq_tiles *t) {
   t->hd = FA2_PAD_HD((int32_t)req->head_dim);
   t->pack = pack_of(req);
-  /* The decoding kernel's bulk-copy form where the device runs it and its shared memory fits */
-  t->bulk = dev->decode_bulk && (int64_t)FA2_DECODE_BULK_SMEM(t->hd) <= dev->smem_optin;
+  t->bulk = FA2_DECODE_BULK_WANTED(dev->cc_major, t->hd, req->params->block_table != NULL) &&
+            (int64_t)FA2_DECODE_BULK_SMEM(t->hd) <= dev->smem_optin;
   t->halves = !t->bulk && FA2_DECODE_HALVES_HD(t->hd);
   const size_t decode_smem = t->bulk ? FA2_DECODE_BULK_SMEM(t->hd) : FA2_DECODE_SMEM(t->hd);
   if (req->seqlen_q * t->pack <= FA2_DECODE_TILE_M && (int64_t)decode_smem <= dev->smem_optin) {

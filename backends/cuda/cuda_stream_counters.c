@@ -12,9 +12,9 @@
  * stream's work still in flight never shares a counter with a stream created after it. A stream
  * that is capturing a graph gets none (a graph may be replayed on any stream, several at once):
  * such a call takes its counter from the workspace as before. A call given a workspace takes the
- * kept counter too (no memset per call) under FA_CUDA_KEPT_COUNTER_WS=1, but never allocates the
- * slab: a caller's workspace promises a call that allocates nothing, so before the slab exists
- * the workspace's counter serves. fa_release frees the counters (cudaFree waits for the kernels
+ * kept counter too (no memset per call), but never allocates the slab: a caller's workspace
+ * promises a call that allocates nothing, so before the slab exists the workspace's counter
+ * serves. fa_release frees the counters (cudaFree waits for the kernels
  * using them); a call holds them from its look-up through its launch (a read lock), so that
  * fa_release on another thread never frees one in between.
  */
@@ -36,13 +36,6 @@ static pthread_mutex_t counters_lock = PTHREAD_MUTEX_INITIALIZER;   /* the table
 static pthread_rwlock_t counters_life = PTHREAD_RWLOCK_INITIALIZER; /* the slabs */
 static stream_counters counters[CUDA_MAX_DEVICES];
 
-/* FA_CUDA_KEPT_COUNTER_WS=1, read once: calls given a workspace may take a kept counter. */
-static pthread_once_t with_workspace_once = PTHREAD_ONCE_INIT;
-static int with_workspace;
-static void read_with_workspace(void) {
-  with_workspace = cuda_env_is_one("FA_CUDA_KEPT_COUNTER_WS");
-}
-
 int32_t *cuda_stream_counter_hold(int device, void *stream, int given_workspace) {
 #if CUDART_VERSION < 12000 /* no cudaStreamGetId */
   (void)device;
@@ -50,10 +43,6 @@ int32_t *cuda_stream_counter_hold(int device, void *stream, int given_workspace)
   (void)given_workspace;
   return NULL;
 #else
-  if (given_workspace) {
-    pthread_once(&with_workspace_once, read_with_workspace);
-    if (!with_workspace) return NULL;
-  }
   const cudaStream_t s = (cudaStream_t)stream;
   enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   unsigned long long id = 0;

@@ -77,7 +77,7 @@ typedef struct backend_ctx {
   const char *kernel_family; /* --kernel-family: params.kernel_family of every call, or NULL */
   const char *cuda_prefix;   /* --kernel-prefix: the cuda backend's kernel names start with it */
   int cuda_fa3;  /* the cuda backend may run its fa3 family here (kernels.c's cuda_fa3_device) */
-  int cuda_bulk; /* the cuda device decodes by bulk copies (kernels.c's cuda_decode_bulk_device) */
+  int cuda_sm90; /* the cuda device is sm_90, not run as sm_80 (kernels.c's cuda_sm90_device) */
   int probe_ok[P_COUNT];
   char probe_why[P_COUNT][256];
 } backend_ctx;
@@ -299,9 +299,8 @@ const char *cpu_expected_isa_for(const char *op, fa_dtype dt, int64_t d, int64_t
 /* Whether fa_backend_info says the cuda backend may run its fa3 family on this machine (listed,
    an sm_90 device not run as sm_80) and --kernel-family does not ask for fa2. */
 int cuda_fa3_device(const fa_backend_desc *desc, const char *family);
-/* Whether fa_backend_info's device line says the cuda backend decodes by bulk copies (the decoding
-   kernel's sm_90 form). */
-int cuda_decode_bulk_device(const fa_backend_desc *desc);
+/* Whether the cuda backend's device is an sm_90 one not run as sm_80. */
+int cuda_sm90_device(const fa_backend_desc *desc);
 
 /* What keeps fa3 from one call of this shape (FA3_GAP_ bits; 0: it takes it): it has head dims
    64, 96, 128, 192 and 256 with head_dim_v == head_dim, no softcap, at least one key, and for the

@@ -319,6 +319,18 @@ void build_fcases(fcase_list *L) {
     c.win = idt == 1, c.wl = 30, c.wr = 0;
     c.cache_len[0] = 30, c.cache_len[1] = 150;
     fcase_add(L, c, "kvcache.paged16");
+    /* paged decoding steps at head dims 128 and 256 (cuda: the decoding kernel's bulk-copy form
+       on sm_90), pages of 16 and 64, sequences ending inside a page */
+    c = fbase(dt, 2, 8, 2, 1, 0, 128, 128, CM_NONE);
+    c.kvc = 1, c.bwd = 0, c.snew = 1;
+    c.page = 16, c.max_blocks = 40;
+    c.cache_len[0] = 600, c.cache_len[1] = 37;
+    fcase_add(L, c, "kvcache.paged16.hd128");
+    c = fbase(dt, 2, 4, 4, 1, 0, 256, 256, idt == 1 ? CM_BR : CM_NONE);
+    c.kvc = 1, c.bwd = 0, c.snew = 1;
+    c.page = 64, c.max_blocks = 12;
+    c.cache_len[0] = 700, c.cache_len[1] = 100;
+    fcase_add(L, c, "kvcache.paged64.hd256");
     /* split decode over a long cache */
     c = fbase(dt, 1, 8, 1, 1, 1000, 64, 64, CM_NONE);
     c.kvc = 1, c.bwd = 0, c.splits = 4;

@@ -19,7 +19,7 @@
  *           "cuda.fa2.sm80.fwd.<dtype>.hd<D>[.rows16][.causal][.window][.softcap][.varlen]
  *           [.paged][.split<S>][.gqa<P>]", ".rows16" (the decoding kernel) allowed where a
  *           step's rows (query positions x packed heads) fit 16, dense forwards included, as
- *           ".rows16.bulk" where the device line says "decoding by bulk copies" (sm_90) and
+ *           ".rows16.bulk" on sm_90 above head dim 192 and over paged caches from head dim 96,
  *           ".rows16.halves" elsewhere above head dim 192.
  *           The backward over sequences (varlen, seqused_k) is fa3's
  *           "cuda.fa3.sm90.bwd.<dtype>.hd<D>[.causal][.window][.varlen]" where fa3 applies at
@@ -89,14 +89,14 @@ const char *cpu_expected_isa_for(const char *op, fa_dtype dt, int64_t d, int64_t
   return isa;
 }
 
-int cuda_fa3_device(const fa_backend_desc *desc, const char *family) {
-  return !strcmp(desc->name, "cuda") && list_has(desc->kernel_families, "fa3") &&
-         strstr(desc->devices, "(sm_90") && !strstr(desc->devices, "run as sm_80") &&
-         !(family && !strcmp(family, "fa2"));
+int cuda_sm90_device(const fa_backend_desc *desc) {
+  return !strcmp(desc->name, "cuda") && strstr(desc->devices, "(sm_90") &&
+         !strstr(desc->devices, "run as sm_80");
 }
 
-int cuda_decode_bulk_device(const fa_backend_desc *desc) {
-  return !strcmp(desc->name, "cuda") && strstr(desc->devices, "decoding by bulk copies");
+int cuda_fa3_device(const fa_backend_desc *desc, const char *family) {
+  return cuda_sm90_device(desc) && list_has(desc->kernel_families, "fa3") &&
+         !(family && !strcmp(family, "fa2"));
 }
 
 int cuda_fa3_bwd_seqs_takes(int64_t d, int masked, int named_fa3) {
@@ -207,11 +207,14 @@ static void cuda_seqs_name(const kernel_facts *k, const char *suffix, int splits
            after_hd, k->varlen ? ".varlen" : "", k->paged ? ".paged" : "", split);
 }
 
-/* Adds the decoding kernel's names: its bulk-copy form where the device line says it runs, either
-   form where the shared memory is limited below what the bulk form takes. */
+/* Adds the decoding kernel's names: its bulk-copy form on sm_90 above head dim 192 and over paged
+   caches from head dim 96 (docs/backends.md; head dims padded to 32), either form where the shared
+   memory is limited below what the bulk form takes. */
 static void cuda_decode_names(const backend_ctx *bk, const kernel_facts *k, const char *suffix,
                               int splits, int smaller_gpu, kernel_expect *e) {
-  for (int bulk = bk->cuda_bulk; bulk >= (smaller_gpu ? 0 : bk->cuda_bulk); --bulk) {
+  const int64_t hd = (k->d + 31) / 32 * 32;
+  const int want = bk->cuda_sm90 && (hd > 192 || (k->paged && hd >= 96));
+  for (int bulk = want; bulk >= (smaller_gpu ? 0 : want); --bulk) {
     cuda_seqs_name(k, suffix, splits, 1, bulk, e->name[e->n], sizeof e->name[0]);
     e->gqa[e->n++] = 1;
   }

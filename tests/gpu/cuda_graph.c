@@ -21,7 +21,7 @@
  *    for six rounds, each after its outputs are poisoned, must be bitwise the call made with a
  *    workspace before any counter was kept (the workspace's counter, cleared by a memset), and
  *    must take nothing from the device's memory pool; so must calls on each given a workspace
- *    (under FA_CUDA_KEPT_COUNTER_WS=1 they take the kept counter too) and a call on each after
+ *    (they take the kept counter too, the counters being kept by then) and a call on each after
  *    fa_release (which frees the counters); a capture of the call (which takes its counter from
  *    the pool) replays bitwise too, on its stream and another, between eager calls.
  * The library prepares a device's kernels on its first call there, so each part makes one eager
@@ -435,8 +435,7 @@ static void part_streams(void) {
   const size_t high = pool_high(0);
   snprintf(detail, sizeof detail, "pool high-water mark %zu bytes", high);
   check(high == 0, "streams: without a workspace the calls take nothing from the pool", detail);
-  /* Calls given a workspace (with FA_CUDA_KEPT_COUNTER_WS=1 and the counters kept, they take
-     their stream's kept counter too). */
+  /* Calls given a workspace (the counters kept, they take their stream's kept counter too). */
   p.workspace = ws.p;
   p.workspace_size = ws.bytes;
   for (int i = 0; i < 4; ++i) {

@@ -46,12 +46,14 @@
 #                leak check), racecheck and synccheck on fp8.e4m3.per_head (hd128, causal, mixed
 #                layouts), racecheck on fp8.e4m3.rotated.hd256 (per-block k and v descales, three
 #                key tiles) with FA_CUDA_FA3_GRID=1 (one block takes every tile)
-#   memcheck.decode, racecheck.decode, synccheck.decode, racecheck.decode.hd128
-#                the decoding kernel (on sm_90 its bulk-copy form, each warp's own buffers and
-#                mbarriers; elsewhere K and V staged as halves at head dims 224 and 256): memcheck
-#                on the one-row cases (s1x1000, every head dim), racecheck and synccheck on
-#                f16.b1.h8x1.s1x1000.d256 (GQA 8 rows, 16 key tiles, 3 buffers a warp), racecheck
-#                on bf16.b1.h5x1.s1x1000.d128.br.permuted (6 buffers a warp)
+#   memcheck.decode, memcheck.decode.kvcache, racecheck.decode, synccheck.decode,
+#   racecheck.decode.paged
+#                the decoding kernel (on sm_90 its bulk-copy form above head dim 192 and over paged
+#                caches from 96: each warp's own buffers and mbarriers; elsewhere K and V staged as
+#                halves above 192): memcheck on the one-row cases (s1x1000, every head dim) and
+#                every kvcache case, racecheck and synccheck on f16.b1.h8x1.s1x1000.d256 (GQA 8
+#                rows, 16 key tiles, 3 buffers a warp), racecheck on kvcache.paged16.hd128.bf16
+#                (pages of 16, 6 buffers a warp)
 #   memcheck.wideseqs, racecheck.wideseqs, synccheck.wideseqs, racecheck.wideseqs.grid1
 #                fa3's wide backward over sequences (--kernel-family fa3, so that the masked cases
 #                take it too): memcheck on the varlen.wide cases, racecheck and synccheck on
@@ -269,9 +271,9 @@ if [ "$DO_SAN" -eq 1 ]; then
   banner "compute-sanitizer"
   SANITIZER=$(find_tool compute-sanitizer)
   if [ -z "$SANITIZER" ]; then
-    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1 memcheck.decode racecheck.decode synccheck.decode racecheck.decode.hd128 memcheck.wideseqs racecheck.wideseqs synccheck.wideseqs racecheck.wideseqs.grid1; do record "$s" FAIL "compute-sanitizer not found"; done
+    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1 memcheck.decode memcheck.decode.kvcache racecheck.decode synccheck.decode racecheck.decode.paged memcheck.wideseqs racecheck.wideseqs synccheck.wideseqs racecheck.wideseqs.grid1; do record "$s" FAIL "compute-sanitizer not found"; done
   elif ! need_bin cuda_smoke; then
-    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1 memcheck.decode racecheck.decode synccheck.decode racecheck.decode.hd128 memcheck.wideseqs racecheck.wideseqs synccheck.wideseqs racecheck.wideseqs.grid1; do record "$s" FAIL "cuda_smoke not built"; done
+    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1 memcheck.decode memcheck.decode.kvcache racecheck.decode synccheck.decode racecheck.decode.paged memcheck.wideseqs racecheck.wideseqs synccheck.wideseqs racecheck.wideseqs.grid1; do record "$s" FAIL "cuda_smoke not built"; done
   else
     "$SANITIZER" --version | tail -1
     sanitize memcheck memcheck memcheck.log
@@ -323,12 +325,14 @@ if [ "$DO_SAN" -eq 1 ]; then
       # The decoding kernel (its buffers' reuse: barriers, or each warp's mbarriers on sm_90).
       SAN_PROG=conformance SAN_NO_LEAK=1 sanitize memcheck.decode \
         memcheck memcheck_decode.log --backend cuda --filter s1x1000
+      SAN_PROG=conformance SAN_NO_LEAK=1 sanitize memcheck.decode.kvcache \
+        memcheck memcheck_decode_kvcache.log --backend cuda --filter kvcache
       SAN_PROG=conformance sanitize racecheck.decode racecheck \
         racecheck_decode.log --backend cuda --filter f16.b1.h8x1.s1x1000.d256
       SAN_PROG=conformance sanitize synccheck.decode synccheck \
         synccheck_decode.log --backend cuda --filter f16.b1.h8x1.s1x1000.d256
-      SAN_PROG=conformance sanitize racecheck.decode.hd128 racecheck \
-        racecheck_decode_hd128.log --backend cuda --filter bf16.b1.h5x1.s1x1000.d128.br.permuted
+      SAN_PROG=conformance sanitize racecheck.decode.paged racecheck \
+        racecheck_decode_paged.log --backend cuda --filter kvcache.paged16.hd128.bf16
       # fa3's wide backward over sequences (each role walks the items with its own cursor), named
       # so that it also runs the masked cases.
       SAN_PROG=conformance SAN_NO_LEAK=1 sanitize memcheck.wideseqs memcheck \
@@ -340,13 +344,13 @@ if [ "$DO_SAN" -eq 1 ]; then
       SAN_PROG=conformance FA_CUDA_FA3_GRID=1 sanitize racecheck.wideseqs.grid1 racecheck \
         racecheck_wideseqs_grid1.log --backend cuda --kernel-family fa3 --filter varlen.wide.f16
     else
-      for s in memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1 memcheck.decode racecheck.decode synccheck.decode racecheck.decode.hd128 memcheck.wideseqs racecheck.wideseqs synccheck.wideseqs racecheck.wideseqs.grid1; do
+      for s in memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1 memcheck.decode memcheck.decode.kvcache racecheck.decode synccheck.decode racecheck.decode.paged memcheck.wideseqs racecheck.wideseqs synccheck.wideseqs racecheck.wideseqs.grid1; do
         record "$s" FAIL "conformance not built"
       done
     fi
   fi
 else
-  for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1 memcheck.decode racecheck.decode synccheck.decode racecheck.decode.hd128 memcheck.wideseqs racecheck.wideseqs synccheck.wideseqs racecheck.wideseqs.grid1; do record "$s" SKIP "--no-sanitize"; done
+  for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1 memcheck.decode memcheck.decode.kvcache racecheck.decode synccheck.decode racecheck.decode.paged memcheck.wideseqs racecheck.wideseqs synccheck.wideseqs racecheck.wideseqs.grid1; do record "$s" SKIP "--no-sanitize"; done
 fi
 
 # --- load ------------------------------------------------------------------------------------

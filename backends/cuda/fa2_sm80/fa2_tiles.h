@@ -108,9 +108,14 @@
             (FA2_DECODE_HALVES_HD(hd) ? 3 : 2 * FA2_DECODE_STAGES(hd)) * FA2_DECODE_TILE_N) * \
    FA2_TILE_LD(hd) * 2)
 
-/* On sm_90 (fa2_fwd_decode_bulk.cuh): rows padded to hd + 8, each warp's 16 keys of K and of V as
-   half-tiles in as many buffers a warp (at most 8) as fit 108 KiB with the Q tile, so that two
-   blocks share an SM: 3 at head dim 256, 4 at 192, 6 at 128, 8 at 96 and below. */
+/* The bulk-copy form on sm_90 (fa2_fwd_decode_bulk.cuh): rows padded to hd + 8, each warp's 16 keys
+   of K and of V as half-tiles in as many buffers a warp (at most 8) as fit 108 KiB with the Q
+   tile, so that two blocks share an SM: 3 at head dim 256, 4 at 192, 6 at 128, 8 at 96 and below.
+   Where it is the faster (H100, batch 8, 32k keys, bench/NOTES.md): above head dim 192 (MHA
+   +2-9%), and over paged caches from head dim 96 (+2-15%, hd256 1.6x); below, or dense at 96-192,
+   the cp.async stages (up to 1.5x at hd64). */
+#define FA2_DECODE_BULK_WANTED(cc_major, hd, paged) \
+  ((cc_major) >= 9 && ((hd) > 192 || ((paged) && (hd) >= 96)))
 #define FA2_DECODE_BULK_FIT(hd) \
   ((110592 / (2 * ((hd) + 8)) - FA2_DECODE_TILE_M) / (4 * (FA2_DECODE_TILE_N / 4)))
 #define FA2_DECODE_BULK_BUFS(hd) (FA2_DECODE_BULK_FIT(hd) > 8 ? 8 : FA2_DECODE_BULK_FIT(hd))
