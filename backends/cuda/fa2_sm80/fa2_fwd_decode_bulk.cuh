@@ -11,7 +11,8 @@
  * 256, this takes two. Rows are padded (HD + 8 elements apart: bulk copies write rows whole, so no
  * swizzle), rows no copy fills (keys past the sequence, a page entry outside [0, num_blocks)) are
  * zeroed by their lane, and columns past d once at the start. The scores, softmax, P V and the
- * warps' merge are fa2_fwd_decode.cuh's.
+ * warps' merge are fa2_fwd_decode.cuh's. It runs where it measured faster than the cp.async stages
+ * (fa2_tiles.h's FA2_DECODE_BULK_WANTED: above head dim 192, and over paged caches from 96).
  */
 #ifndef FA_CUDA_FA2_FWD_DECODE_BULK_CUH
 #define FA_CUDA_FA2_FWD_DECODE_BULK_CUH
