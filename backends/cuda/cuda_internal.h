@@ -100,9 +100,8 @@ void *cuda_workspace_aligned(void *ws);
    stream's order (cuda_stream_counters.c), or NULL where none is kept: the stream is capturing a
    graph, CUDA_STREAM_COUNTERS streams of the device have one, the call was given a workspace
    and the device's slab does not exist yet (such a call allocates nothing), or an error
-   (cleared). The device must be current. A pair
-   returned is held until cuda_stream_counter_drop (after the launch); cuda_stream_counters_free
-   (fa_release) frees them all once none is held. */
+   (cleared). The device must be current. A pair returned is held until cuda_stream_counter_drop
+   (after the launch); cuda_stream_counters_free (fa_release) frees them all once none is held. */
 #define CUDA_STREAM_COUNTERS 256
 int32_t *cuda_stream_counter_hold(int device, void *stream, int given_workspace);
 void cuda_stream_counter_drop(void);

@@ -14,9 +14,9 @@
  * such a call takes its counter from the workspace as before. A call given a workspace takes the
  * kept counter too (no memset per call), but never allocates the slab: a caller's workspace
  * promises a call that allocates nothing, so before the slab exists the workspace's counter
- * serves. fa_release frees the counters (cudaFree waits for the kernels
- * using them); a call holds them from its look-up through its launch (a read lock), so that
- * fa_release on another thread never frees one in between.
+ * serves. fa_release frees the counters (cudaFree waits for the kernels using them); a call holds
+ * them from its look-up through its launch (a read lock), so that fa_release on another thread
+ * never frees one in between.
  */
 #define _POSIX_C_SOURCE 200809L /* pthread_rwlock_t */
 #include <cuda_runtime_api.h>

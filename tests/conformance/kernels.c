@@ -185,9 +185,12 @@ static int cuda_decode_rows(const kernel_facts *k) {
   return k->sq * pack <= 16;
 }
 
+/* The head dim the cuda kernels over sequences are built for: d padded to 32. */
+static int64_t cuda_padded_hd(int64_t d) { return (d + 31) / 32 * 32; }
+
 /* Whether the decoding kernel stages K and V as halves (docs/backends.md): at head dims that pad
    (to 32) above 192. */
-static int cuda_decode_halves(int64_t d) { return (d + 31) / 32 * 32 > 192; }
+static int cuda_decode_halves(int64_t d) { return cuda_padded_hd(d) > 192; }
 
 /* The forward over sequences' name: ".rows16" (".rows16.halves"; ".rows16.bulk" for the bulk-copy
    form) after the head dim for the decoding kernel, then the mask, ".varlen", ".paged" and
@@ -212,7 +215,7 @@ static void cuda_seqs_name(const kernel_facts *k, const char *suffix, int splits
    memory is limited below what the bulk form takes. */
 static void cuda_decode_names(const backend_ctx *bk, const kernel_facts *k, const char *suffix,
                               int splits, int smaller_gpu, kernel_expect *e) {
-  const int64_t hd = (k->d + 31) / 32 * 32;
+  const int64_t hd = cuda_padded_hd(k->d);
   const int want = bk->cuda_sm90 && (hd > 192 || (k->paged && hd >= 96));
   for (int bulk = want; bulk >= (smaller_gpu ? 0 : want); --bulk) {
     cuda_seqs_name(k, suffix, splits, 1, bulk, e->name[e->n], sizeof e->name[0]);
