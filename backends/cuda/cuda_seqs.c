@@ -291,7 +291,8 @@ fa_status cuda_seqs_run(const fa_request *req, const fa_decision *decision, cons
     A.bt_batch = p->block_table->strides[0];
     A.bt_page = p->block_table->strides[1];
     A.bt_pages = (int32_t)p->block_table->shape[1];
-    A.page_size = (int32_t)req->k->shape[1];
+    A.page_shift = 0; /* core/ checked: the page size is a power of two */
+    while (((int64_t)1 << A.page_shift) < req->k->shape[1]) ++A.page_shift;
     A.num_blocks = (int32_t)req->k->shape[0];
   }
   A.tile_m = ch->fa2.tile_m;

@@ -319,8 +319,8 @@ void build_fcases(fcase_list *L) {
     c.win = idt == 1, c.wl = 30, c.wr = 0;
     c.cache_len[0] = 30, c.cache_len[1] = 150;
     fcase_add(L, c, "kvcache.paged16");
-    /* paged decoding steps at head dims 128 and 256 (cuda: the decoding kernel's bulk-copy form
-       on sm_90), pages of 16 and 64, sequences ending inside a page */
+    /* paged decoding steps at head dims 128 and 256 (cuda: the decoding kernel's cp.async stages
+       and, on sm_90, its bulk-copy form), pages of 16 and 64, sequences ending inside a page */
     c = fbase(dt, 2, 8, 2, 1, 0, 128, 128, CM_NONE);
     c.kvc = 1, c.bwd = 0, c.snew = 1;
     c.page = 16, c.max_blocks = 40;

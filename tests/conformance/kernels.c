@@ -19,7 +19,7 @@
  *           "cuda.fa2.sm80.fwd.<dtype>.hd<D>[.rows16][.causal][.window][.softcap][.varlen]
  *           [.paged][.split<S>][.gqa<P>]", ".rows16" (the decoding kernel) allowed where a
  *           step's rows (query positions x packed heads) fit 16, dense forwards included, as
- *           ".rows16.bulk" on sm_90 above head dim 192 and over paged caches from head dim 96,
+ *           ".rows16.bulk" on sm_90 above head dim 192 and over paged caches above 128,
  *           ".rows16.halves" elsewhere above head dim 192.
  *           The backward over sequences (varlen, seqused_k) is fa3's
  *           "cuda.fa3.sm90.bwd.<dtype>.hd<D>[.causal][.window][.varlen]" where fa3 applies at
@@ -211,12 +211,12 @@ static void cuda_seqs_name(const kernel_facts *k, const char *suffix, int splits
 }
 
 /* Adds the decoding kernel's names: its bulk-copy form on sm_90 above head dim 192 and over paged
-   caches from head dim 96 (docs/backends.md; head dims padded to 32), either form where the shared
+   caches above 128 (docs/backends.md; head dims padded to 32), either form where the shared
    memory is limited below what the bulk form takes. */
 static void cuda_decode_names(const backend_ctx *bk, const kernel_facts *k, const char *suffix,
                               int splits, int smaller_gpu, kernel_expect *e) {
   const int64_t hd = cuda_padded_hd(k->d);
-  const int want = bk->cuda_sm90 && (hd > 192 || (k->paged && hd >= 96));
+  const int want = bk->cuda_sm90 && (hd > 192 || (k->paged && hd > 128));
   for (int bulk = want; bulk >= (smaller_gpu ? 0 : want); --bulk) {
     cuda_seqs_name(k, suffix, splits, 1, bulk, e->name[e->n], sizeof e->name[0]);
     e->gqa[e->n++] = 1;

@@ -49,11 +49,12 @@
 #   memcheck.decode, memcheck.decode.kvcache, racecheck.decode, synccheck.decode,
 #   racecheck.decode.paged
 #                the decoding kernel (on sm_90 its bulk-copy form above head dim 192 and over paged
-#                caches from 96: each warp's own buffers and mbarriers; elsewhere K and V staged as
-#                halves above 192): memcheck on the one-row cases (s1x1000, every head dim) and
+#                caches above 128: each warp's own buffers and mbarriers; elsewhere K and V staged
+#                as halves above 192): memcheck on the one-row cases (s1x1000, every head dim) and
 #                every kvcache case, racecheck and synccheck on f16.b1.h8x1.s1x1000.d256 (GQA 8
-#                rows, 16 key tiles, 3 buffers a warp), racecheck on kvcache.paged16.hd128.bf16
-#                (pages of 16, 6 buffers a warp)
+#                rows, 16 key tiles, 3 buffers a warp), racecheck on the paged kvcache cases
+#                (cp.async stages with the block table read a tile ahead at head dims 64 and 128,
+#                bulk copies at 256; pages of 16, 64 and 1024)
 #   memcheck.wideseqs, racecheck.wideseqs, synccheck.wideseqs, racecheck.wideseqs.grid1
 #                fa3's wide backward over sequences (--kernel-family fa3, so that the masked cases
 #                take it too): memcheck on the varlen.wide cases, racecheck and synccheck on
@@ -332,7 +333,7 @@ if [ "$DO_SAN" -eq 1 ]; then
       SAN_PROG=conformance sanitize synccheck.decode synccheck \
         synccheck_decode.log --backend cuda --filter f16.b1.h8x1.s1x1000.d256
       SAN_PROG=conformance sanitize racecheck.decode.paged racecheck \
-        racecheck_decode_paged.log --backend cuda --filter kvcache.paged16.hd128.bf16
+        racecheck_decode_paged.log --backend cuda --filter kvcache.paged
       # fa3's wide backward over sequences (each role walks the items with its own cursor), named
       # so that it also runs the masked cases.
       SAN_PROG=conformance SAN_NO_LEAK=1 sanitize memcheck.wideseqs memcheck \

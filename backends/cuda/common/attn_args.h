@@ -86,7 +86,7 @@ typedef struct cuda_seq_args {
   int32_t seqlen_new;
   const int32_t *block_table; /* [batch, pages] page of each page_size keys, or NULL */
   int64_t bt_batch, bt_page;  /* its strides */
-  int32_t bt_pages, page_size, num_blocks;
+  int32_t bt_pages, page_shift, num_blocks; /* page_shift: log2 of the page size */
   int32_t tile_m;  /* rows of a block: 64 (fa2_fwd_splitkv.cuh) or 16 (fa2_fwd_decode.cuh) */
   int32_t bulk;    /* tile_m 16 on sm_90: the bulk-copy decoding kernel (fa2_fwd_decode_bulk.cuh) */
   int32_t pack;    /* query heads of one K/V head in a tile (a power of two); rows per head:

@@ -234,16 +234,19 @@ __global__ void __launch_bounds__(128) fa2_decode_kernel(const cuda_seq_args A) 
 
   splitkv_load_q<BM, HD, NT, TL>(sQ, static_cast<const E *>(f.q), f.q_str, S, h0, m0, rph_log2, d,
                                  tid);
+  kv_tile_pages<BN, HD, NT> P; /* the entries of the next tile to copy */
   if constexpr (HALVES) {
     /* K and V of the first tile in flight, one commit group each (empty ones too: the count of
        groups decides what cp_async_wait waits for). */
     E *const half0 = sKV, *const half1 = sKV + BN * LD;
+    splitkv_pages_of(P, A, S, nb0 * BN, tid);
     if (nb0 < nb1)
-      splitkv_load_kv<BN, HD, NT, TL, SPLITKV_K>(half0, half0, A, S, nb0 * BN, hk, d, tid);
+      splitkv_load_kv<BN, HD, NT, TL, SPLITKV_K>(half0, half0, A, S, P, nb0 * BN, hk, d, tid);
     cp_async_commit();
     if (nb0 < nb1)
-      splitkv_load_kv<BN, HD, NT, TL, SPLITKV_V>(half1, half1, A, S, nb0 * BN, hk, d, tid);
+      splitkv_load_kv<BN, HD, NT, TL, SPLITKV_V>(half1, half1, A, S, P, nb0 * BN, hk, d, tid);
     cp_async_commit();
+    if (nb0 + 1 < nb1) splitkv_pages_of(P, A, S, (nb0 + 1) * BN, tid);
     for (int n = nb0, it = 0; n < nb1; ++n, ++it) {
       const int k_buf = 2 * it % 3; /* tile n's K half; its V half is the next buffer */
       E *const tK = sKV + k_buf * BN * LD;
@@ -254,7 +257,8 @@ __global__ void __launch_bounds__(128) fa2_decode_kernel(const cuda_seq_args A) 
       __syncthreads();
       if (n + 1 < nb1) {
         E *const next_k = sKV + (k_buf + 2) % 3 * BN * LD;
-        splitkv_load_kv<BN, HD, NT, TL, SPLITKV_K>(next_k, next_k, A, S, (n + 1) * BN, hk, d, tid);
+        splitkv_load_kv<BN, HD, NT, TL, SPLITKV_K>(next_k, next_k, A, S, P, (n + 1) * BN, hk, d,
+                                                   tid);
       }
       cp_async_commit();
       const int cw = n * BN + warp * KW; /* this warp's first key */
@@ -266,8 +270,9 @@ __global__ void __launch_bounds__(128) fa2_decode_kernel(const cuda_seq_args A) 
       cp_async_wait<1>();
       __syncthreads();
       if (n + 1 < nb1)
-        splitkv_load_kv<BN, HD, NT, TL, SPLITKV_V>(tK, tK, A, S, (n + 1) * BN, hk, d, tid);
+        splitkv_load_kv<BN, HD, NT, TL, SPLITKV_V>(tK, tK, A, S, P, (n + 1) * BN, hk, d, tid);
       cp_async_commit();
+      if (n + 2 < nb1) splitkv_pages_of(P, A, S, (n + 2) * BN, tid);
       if (cls != FA_TILE_EMPTY)
         fa2_softmax_pv<Tr, 1, NB, DB, TL>(s, o, row_max, row_sum, sl2, tV + warp * KW * LD, lane);
     }
@@ -276,11 +281,14 @@ __global__ void __launch_bounds__(128) fa2_decode_kernel(const cuda_seq_args A) 
        groups decides what cp_async_wait waits for). */
 #pragma unroll
     for (int s = 0; s < ST - 1; ++s) {
-      if (nb0 + s < nb1)
-        splitkv_load_kv<BN, HD, NT, TL>(sKV + s * 2 * BN * LD, sKV + (s * 2 + 1) * BN * LD, A, S,
+      if (nb0 + s < nb1) {
+        splitkv_pages_of(P, A, S, (nb0 + s) * BN, tid);
+        splitkv_load_kv<BN, HD, NT, TL>(sKV + s * 2 * BN * LD, sKV + (s * 2 + 1) * BN * LD, A, S, P,
                                         (nb0 + s) * BN, hk, d, tid);
+      }
       cp_async_commit();
     }
+    if (nb0 + ST - 1 < nb1) splitkv_pages_of(P, A, S, (nb0 + ST - 1) * BN, tid);
 
     for (int n = nb0, it = 0; n < nb1; ++n, ++it) {
       /* Tile n has landed; after the barrier every warp is done with tile n - 1, whose stage the
@@ -289,10 +297,11 @@ __global__ void __launch_bounds__(128) fa2_decode_kernel(const cuda_seq_args A) 
       __syncthreads();
       if (n + ST - 1 < nb1) {
         const int s = (it + ST - 1) % ST;
-        splitkv_load_kv<BN, HD, NT, TL>(sKV + s * 2 * BN * LD, sKV + (s * 2 + 1) * BN * LD, A, S,
+        splitkv_load_kv<BN, HD, NT, TL>(sKV + s * 2 * BN * LD, sKV + (s * 2 + 1) * BN * LD, A, S, P,
                                         (n + ST - 1) * BN, hk, d, tid);
       }
       cp_async_commit();
+      if (n + ST < nb1) splitkv_pages_of(P, A, S, (n + ST) * BN, tid);
       const int st = it % ST;
       const int cw = n * BN + warp * KW; /* this warp's first key */
       const E *tK = sKV + st * 2 * BN * LD + warp * KW * LD;

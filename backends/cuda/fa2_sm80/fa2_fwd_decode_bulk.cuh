@@ -12,7 +12,7 @@
  * swizzle), rows no copy fills (keys past the sequence, a page entry outside [0, num_blocks)) are
  * zeroed by their lane, and columns past d once at the start. The scores, softmax, P V and the
  * warps' merge are fa2_fwd_decode.cuh's. It runs where it measured faster than the cp.async stages
- * (fa2_tiles.h's FA2_DECODE_BULK_WANTED: above head dim 192, and over paged caches from 96).
+ * (fa2_tiles.h's FA2_DECODE_BULK_WANTED: above head dim 192, and over paged caches above 128).
  */
 #ifndef FA_CUDA_FA2_FWD_DECODE_BULK_CUH
 #define FA_CUDA_FA2_FWD_DECODE_BULK_CUH
@@ -21,24 +21,25 @@
 #include "fa2_fwd_decode.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-/* Lane l < 16 of a warp: row l of its half-tile at buf, the K (v false) or V row of key
-   key0 + l, copied in one piece that completes on bar; the expected bytes (the rows copied)
-   announced by lane 0. A row no copy fills is zeroed by its lane. */
-template <int LD, typename E>
+/* Half h of a warp's pipeline (K of tile nb0 + h / 2 for h even, else its V) into buffer
+   buf: lane l < 16 copies the row of key (nb0 + h / 2) * BN + KW * warp + l in one piece that
+   completes on bar; lane 0 announces the expected bytes (the rows copied). A row no copy fills
+   is zeroed by its lane. */
+template <int BN, int KW, int LD, typename E>
 __device__ __forceinline__ void decode_bulk_half(E *buf, uint64_t *bar, const cuda_seq_args &A,
-                                                 const splitkv_seq &S, int key0, int hk, bool v,
-                                                 int lane) {
+                                                 const decode_block &B, int h, int warp, int lane) {
   const cuda_fwd_args &f = A.f;
-  const int j = key0 + lane, d = f.p.head_dim;
+  const splitkv_seq &S = B.S;
+  const bool v = h & 1;
+  const int j = (B.nb0 + h / 2) * BN + warp * KW + lane, d = f.p.head_dim;
   const cuda_strides &st = v ? f.v_str : f.k_str;
-  bool ok = lane < 16 && j < S.sk;
+  bool ok = lane < KW && j < S.sk;
   int64_t at = 0;
   if (ok) {
     if (A.block_table) {
-      const int page = j / A.page_size;
-      const int blk = A.block_table[(int64_t)S.b * A.bt_batch + (int64_t)page * A.bt_page];
+      const int blk = splitkv_page_entry(A, S, j);
       ok = blk >= 0 && blk < A.num_blocks;
-      at = (int64_t)blk * st.batch + (int64_t)(j - page * A.page_size) * st.row;
+      at = splitkv_paged_row(A, st, blk, j);
     } else {
       at = (v ? S.v_base : S.k_base) + (int64_t)j * st.row;
     }
@@ -48,9 +49,9 @@ __device__ __forceinline__ void decode_bulk_half(E *buf, uint64_t *bar, const cu
   if (lane == 0) mbar_arrive_expect_tx(bar, (uint32_t)__popc(copied) * row_bytes);
   E *row = buf + lane * LD;
   if (ok) {
-    const E *src = static_cast<const E *>(v ? f.v : f.k) + at + (int64_t)hk * st.head;
+    const E *src = static_cast<const E *>(v ? f.v : f.k) + at + (int64_t)B.hk * st.head;
     bulk_load(smem_u32(row), src, row_bytes, (uint32_t)__cvta_generic_to_shared(bar));
-  } else if (lane < 16) {
+  } else if (lane < KW) {
     for (int c = 0; c < d; c += 8) *reinterpret_cast<uint4 *>(row + c) = make_uint4(0, 0, 0, 0);
     fence_proxy_async_smem(); /* before a later copy writes the row */
   }
@@ -100,9 +101,7 @@ __global__ void __launch_bounds__(128) fa2_decode_bulk_kernel(const cuda_seq_arg
   const int halves = 2 * (nb1 - nb0);
 #pragma unroll
   for (int h = 0; h < NBUF - 1; ++h)
-    if (h < halves)
-      decode_bulk_half<LD>(mine + h * KW * LD, &bar[h], A, S, (nb0 + h / 2) * BN + warp * KW, B.hk,
-                           h & 1, lane);
+    if (h < halves) decode_bulk_half<BN, KW, LD>(mine + h * KW * LD, &bar[h], A, B, h, warp, lane);
   cp_async_wait<0>();
   __syncthreads(); /* Q, from every thread's copies */
 
@@ -120,9 +119,7 @@ __global__ void __launch_bounds__(128) fa2_decode_bulk_kernel(const cuda_seq_arg
     /* The buffer V of tile n - 1 held: half h + NBUF - 1 (every lane done with it). */
     __syncwarp();
     if (h + NBUF - 1 < halves)
-      decode_bulk_half<LD>(mine + fb * KW * LD, &bar[fb], A, S,
-                           (nb0 + (h + NBUF - 1) / 2) * BN + warp * KW, B.hk, (h + NBUF - 1) & 1,
-                           lane);
+      decode_bulk_half<BN, KW, LD>(mine + fb * KW * LD, &bar[fb], A, B, h + NBUF - 1, warp, lane);
     if (++fb == NBUF) fb = 0;
     float s[1][NB][4];
     const fa_tile_class cls = decode_warp_scores<Tr, HD, NB, TL>(s, sQ, tK, cw, S.sk, B.ranges,
@@ -133,8 +130,7 @@ __global__ void __launch_bounds__(128) fa2_decode_bulk_kernel(const cuda_seq_arg
     /* K of tile n's buffer: half h + NBUF. */
     __syncwarp();
     if (h + NBUF < halves)
-      decode_bulk_half<LD>(mine + fb * KW * LD, &bar[fb], A, S,
-                           (nb0 + (h + NBUF) / 2) * BN + warp * KW, B.hk, (h + NBUF) & 1, lane);
+      decode_bulk_half<BN, KW, LD>(mine + fb * KW * LD, &bar[fb], A, B, h + NBUF, warp, lane);
     if (++fb == NBUF) fb = 0;
     if (cls != FA_TILE_EMPTY)
       fa2_softmax_pv<Tr, 1, NB, DB, TL>(s, o, row_max, row_sum, sl2, tV, lane);

@@ -112,10 +112,11 @@
    of K and of V as half-tiles in as many buffers a warp (at most 8) as fit 108 KiB with the Q
    tile, so that two blocks share an SM: 3 at head dim 256, 4 at 192, 6 at 128, 8 at 96 and below.
    Where it is the faster (H100, batch 8, 32k keys, bench/NOTES.md): above head dim 192 (MHA
-   +2-9%), and over paged caches from head dim 96 (+2-15%, hd256 1.6x); below, or dense at 96-192,
-   the cp.async stages (up to 1.5x at hd64). */
+   +2-9%), and over paged caches above 128 (+2-15% at 160-192, hd256 1.6x); at 128 and below the
+   cp.async stages, paged too (3-6% faster than bulk copies over paged caches at 128, up to 1.5x
+   at 64). */
 #define FA2_DECODE_BULK_WANTED(cc_major, hd, paged) \
-  ((cc_major) >= 9 && ((hd) > 192 || ((paged) && (hd) >= 96)))
+  ((cc_major) >= 9 && ((hd) > 192 || ((paged) && (hd) > 128)))
 #define FA2_DECODE_BULK_FIT(hd) \
   ((110592 / (2 * ((hd) + 8)) - FA2_DECODE_TILE_M) / (4 * (FA2_DECODE_TILE_N / 4)))
 #define FA2_DECODE_BULK_BUFS(hd) (FA2_DECODE_BULK_FIT(hd) > 8 ? 8 : FA2_DECODE_BULK_FIT(hd))
