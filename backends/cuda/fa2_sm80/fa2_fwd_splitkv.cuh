@@ -94,7 +94,7 @@ __device__ __forceinline__ int64_t splitkv_paged_row(const cuda_seq_args &A, con
 
 /* A thread's block-table entries for the rows it copies of one K/V tile (one a pass of
    tile_walk), read a tile ahead of the copies, so that issuing them waits for no table load:
-   paged decoding at head dims 64-128 went from 10-31% behind the dense cache to within 3%
+   paged decoding at head dims 64-128 went from 10-31% behind the dense cache to within 0-5.5%
    (H100, bench/NOTES.md). -1 where the key is past the sequence; unused where not paged. */
 template <int BN, int HD, int NT>
 struct kv_tile_pages {
