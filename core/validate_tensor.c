@@ -10,7 +10,7 @@
 #include "validate.h"
 
 /* Structure of one tensor: non-NULL, rank, dtype, device, shapes, strides, and that every byte it
- * can address is representable in 64 bits. */
+ * can address, and every stride in bytes, is representable in 64 bits. */
 fa_status fa_check_tensor(const char *name, const fa_tensor *t, int32_t ndim) {
   if (!t) return fa_core_set_error(INVALID, "%s: NULL tensor", name);
   if (t->ndim != ndim)
@@ -36,6 +36,14 @@ fa_status fa_check_tensor(const char *name, const fa_tensor *t, int32_t ndim) {
     if (t->strides[i] < 0)
       return fa_core_set_error(INVALID, "%s.strides[%d] = %lld is negative", name, (int)i,
                                (long long)t->strides[i]);
+    /* The extent bound below covers every stride but those of dimensions of size 0 or 1, which
+       reach nothing; backends still scale each stride to bytes. */
+    int64_t stride_bytes;
+    if (__builtin_mul_overflow(t->strides[i], (int64_t)esize, &stride_bytes))
+      return fa_core_set_error(INVALID,
+                               "%s.strides[%d] = %lld is more than 2^63 bytes (%zu-byte "
+                               "elements)",
+                               name, (int)i, (long long)t->strides[i], esize);
   }
   /* The byte bound holds for empty tensors too, with each zero extent counted as 1: the other
      extents still size the problem (a q of [0, 2^62, ...] has 2^62 rows to plan for), and every

@@ -85,6 +85,14 @@ static void mut_table(call *c, fixture *f) {
   if (g_tm->tensor2 >= 0) apply_one(c, g_tm->tensor2, g_tm);
 }
 
+/* A batch of 1 whose k.strides[0] in bytes overflows 64 bits: that dimension reaches nothing, so
+   only the stride's own check refuses it (a backend scales every stride to bytes). */
+static void mut_size1_stride(call *c, fixture *f) {
+  (void)f;
+  for (int i = T_Q; i <= T_LSE; ++i) c->view[i].shape[0] = 1;
+  c->view[T_K].strides[0] = INT64_C(1) << 62;
+}
+
 static void run_table(fixture *f, const tmut *tab, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     g_tm = &tab[i];
@@ -187,6 +195,14 @@ int main(void) {
 
   run_params(&f, OP_FWD);
   run_table(&f, fwd, sizeof fwd / sizeof fwd[0]);
+  const spec size1 = {OP_FWD,
+                      "k stride[0] 2^62 over a batch of 1 (byte stride overflows)",
+                      mut_size1_stride,
+                      ACCEPT_INVALID,
+                      0,
+                      0,
+                      "k.strides[0]"};
+  run_case(&f, &size1);
   run_params(&f, OP_BWD);
   run_table(&f, bwd, sizeof bwd / sizeof bwd[0]);
   run_aliasing(&f);
