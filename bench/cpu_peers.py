@@ -10,7 +10,11 @@ which is how a machine with no network and no ggml build runs it (--peers torch)
 
 - decode (the default): one query token per sequence over a full KV cache, head dim 128, 32 query
   heads over 32 K/V heads (MHA) and over 8 (GQA), caches of 4096, 8192, 16384 and 32768 keys,
-  batch 1, no mask. Reported: ms, and GB/s of the K and V a call must read.
+  batch 1, no mask, each on both cache layouts (--layouts): token-major, [batch, keys, kv_heads,
+  dim] in memory (llama.cpp's cache), and head-major, [batch, kv_heads, keys, dim] (a PyTorch or
+  Hugging Face cache). Ours and ggml read the cache in the row's layout (ggml's decode path is 4-5x
+  faster on head-major); torch's SDPA takes head-major K/V in both rows. Reported: ms, and GB/s of
+  the K and V a call must read.
 - prefill: seqlen_q = seqlen_k (--seqlens, default 1024 and 4096), head dims 64 and 128
   (--hdims), 8 query heads over 8 K/V heads (MHA; --kv-heads adds GQA), batch 1, not causal and
   causal (--causal). Reported: ms, and GFLOP/s = 4 * batch * heads * seqlen_q * seqlen_k *
@@ -29,8 +33,8 @@ so none reads another's cache lines.
 - ours: the library's C API through ctypes (the struct mirror of python/flashattn/_capi.py),
   backend cpu with strict, q, K, V and out in one dtype of --dtypes (f16, bf16, f32), a caller
   workspace sized by the first call's run report. Decode: fa_forward_kvcache, q [batch, 1, heads,
-  128], caches [batch, cache, kv_heads, 128], cache_seqlens = cache, lse f32; default f16 and
-  bf16. Prefill: fa_forward, q and out [batch, seqlen, heads, dim], K and V [batch, seqlen,
+  128], caches [batch, cache, kv_heads, 128] (head-major: the transposed view of a contiguous
+  [batch, kv_heads, cache, 128]), cache_seqlens = cache, lse f32; default f16 and bf16. Prefill: fa_forward, q and out [batch, seqlen, heads, dim], K and V [batch, seqlen,
   kv_heads, dim], params.causal when causal (aligned bottom-right, which is top-left when seqlen_q
   = seqlen_k), no lse (return_lse 0, lse NULL: an inference prefill, which is what the peers
   produce); default f16, bf16 and f32. Timed: one call (validation, dispatch, the kernel), the
@@ -46,8 +50,9 @@ so none reads another's cache lines.
   which vendors llama.cpp and its ggml), with GGML_NATIVE=ON, OpenMP, Release, no GPU backend;
   bench/ggml_attn.c (ours) is compiled against it into a shared library. q is f32 holding the
   f16-rounded values (ggml's CPU flash attention takes q as f32: its decode path rounds it to f16
-  itself, its tiled path computes in f32), K and V f16 in the same layout as ours (llama.cpp's KV
-  cache layout) and viewed as llama.cpp views them, out f32. Timed: one ggml_graph_compute of the
+  itself, its tiled path computes in f32), K and V f16 in the same layout as ours (token-major:
+  llama.cpp's KV cache layout, viewed as llama.cpp views it; head-major: a plain ggml tensor
+  [dim, keys, kv_heads, batch]), out f32. Timed: one ggml_graph_compute of the
   planned one-node graph (its threadpool, work buffer and graph made beforehand). Decode: with
   batch 1 and at least 512 keys this is ggml's split-KV decode path; llama.cpp also passes a KQ
   mask, here there is none, which spares ggml the mask's reads. Prefill: all seqlen_q query rows
@@ -155,6 +160,7 @@ QUICK = {"decode": [(32, 4096), (8, 4096)],             # (kv_heads, cache), hea
 ELEM = {"f16": 2, "bf16": 2, "f32": 4}
 PEERS = ["ggml", "torch"]
 PASSES = ["fwd", "bwd"]
+LAYOUTS = ["token", "head"]
 BWD_FLOP = 2.5  # the backward's FLOPs over the forward's (the FlashAttention papers', fa-bench's)
 
 
@@ -234,6 +240,9 @@ def parse_args(argv):
     ap.add_argument("--causal", type=int_list, default=None,
                     help="prefill: 0 (not causal), 1 (causal) or both (default 0,1)")
     ap.add_argument("--batch", type=int, default=1, help="batch (default 1)")
+    ap.add_argument("--layouts", type=choice_list(LAYOUTS), default=LAYOUTS,
+                    help="decode: the caches' memory layouts, token ([batch, keys, kv_heads, "
+                         "dim]) and head ([batch, kv_heads, keys, dim]); default token,head")
     ap.add_argument("--dtypes", type=dtype_list, default=None,
                     help="our dtypes (default decode f16,bf16, prefill f16,bf16,f32; ggml is "
                          "always f32 q and f16 K/V)")
@@ -279,6 +288,8 @@ def parse_args(argv):
         ap.error("--causal takes 0, 1 or 0,1")
     if a.mode == "decode" and a.causal != [0]:
         ap.error("--causal is a prefill option (decode's one query row sees every key)")
+    if a.mode == "prefill" and a.layouts != LAYOUTS:
+        ap.error("--layouts is a decode option (prefill's K and V are token-major)")
     if a.mode == "decode" and a.passes != ["fwd"]:
         ap.error("--pass is a prefill option (decode times the forward over a KV cache)")
     return a
@@ -397,7 +408,7 @@ class Ggml:
             raise PeerUnavailable(f"cannot load {path}: {e}")
         P = ctypes.c_void_p
         d.ga_create.restype = P
-        d.ga_create.argtypes = [ctypes.c_int] * 8 + [P, P, P, ctypes.c_char_p, ctypes.c_size_t]
+        d.ga_create.argtypes = [ctypes.c_int] * 9 + [P, P, P, ctypes.c_char_p, ctypes.c_size_t]
         d.ga_run.restype = ctypes.c_double
         d.ga_run.argtypes = [P, ctypes.c_int]
         d.ga_output.restype = ctypes.c_size_t
@@ -479,6 +490,7 @@ class Shape(typing.NamedTuple):
     kv_heads: int
     hdim: int
     causal: int     # 0 in decode
+    layout: str = "token"  # decode: the cache's memory layout, "token" or "head"
 
     def flop(self, pass_: str = "fwd") -> float:
         """4 * batch * heads * seqlen_q * seqlen_k * hdim, halved when causal; BWD_FLOP times
@@ -551,6 +563,14 @@ def run_report(C, info) -> dict:
             "workspace_bytes": info.workspace_bytes, "fell_back": info.fell_back}
 
 
+def cache_layout(t, layout: str):
+    """A [B, Sk, HKV, D] tensor with the memory of the layout: token-major contiguous, head-major
+    the transposed view of a contiguous [B, HKV, Sk, D]."""
+    if layout == "head":
+        return t.transpose(1, 2).contiguous().transpose(1, 2)
+    return t.contiguous()
+
+
 def make_ours(C, lib, torch, dt, inputs, sh: Shape, args) -> Impl:
     """fa_forward_kvcache (decode) or fa_forward (prefill) on ctypes structs built once over
     torch's CPU tensors."""
@@ -558,8 +578,7 @@ def make_ours(C, lib, torch, dt, inputs, sh: Shape, args) -> Impl:
     tdt = getattr(torch, TORCH_DT[dt])
     fdt = {"f16": C.FA_F16, "bf16": C.FA_BF16, "f32": C.FA_F32}[dt]
     q = inputs["q32"].to(tdt).contiguous()           # [B, Sq, H, D]
-    k = inputs["k32"].to(tdt).contiguous()           # [B, Sk, HKV, D]
-    v = inputs["v32"].to(tdt).contiguous()
+    k, v = (cache_layout(inputs[n].to(tdt), sh.layout) for n in ("k32", "v32"))  # [B, Sk, HKV, D]
     out = torch.empty_like(q)
     tq, tk, tv, to = (fa_tensor(C, t, fdt) for t in (q, k, v, out))
     params = cpu_params(C, lib, sh.causal)
@@ -618,11 +637,11 @@ def make_ggml(gg, torch, inputs, sh: Shape, threads) -> Impl:
     """ggml_flash_attn_ext over f32 q (the f16-rounded values) and f16 K/V in our layout."""
     B, Sq, Sk, H, HKV, D = sh.batch, sh.seqlen_q, sh.seqlen_k, sh.heads, sh.kv_heads, sh.hdim
     q = inputs["q32"].to(torch.float16).float().contiguous()
-    k = inputs["k32"].to(torch.float16).contiguous()
-    v = inputs["v32"].to(torch.float16).contiguous()
+    head_major = sh.layout == "head"
+    k, v = (cache_layout(inputs[n].to(torch.float16), sh.layout) for n in ("k32", "v32"))
     err = ctypes.create_string_buffer(512)
-    p = gg.dll.ga_create(D, H, HKV, Sq, Sk, B, sh.causal, threads, q.data_ptr(), k.data_ptr(),
-                         v.data_ptr(), err, len(err))
+    p = gg.dll.ga_create(D, H, HKV, Sq, Sk, B, sh.causal, int(head_major), threads, q.data_ptr(),
+                         k.data_ptr(), v.data_ptr(), err, len(err))
     if not p:
         raise RuntimeError(f"ga_create: {err.value.decode()}")
     out = torch.empty(B, Sq, H, D, dtype=torch.float32)
@@ -640,7 +659,8 @@ def make_ggml(gg, torch, inputs, sh: Shape, threads) -> Impl:
 
     run(1)
     impl = Impl("ggml_f16", "ggml", "f16", 2, run, output,
-                {"q_dtype": "f32", "mask": "f16 causal" if sh.causal else "none"})
+                {"q_dtype": "f32", "mask": "f16 causal" if sh.causal else "none",
+                 "kv_layout": "head-major" if head_major else "token-major"})
     impl.keep = (q, k, v, out)
     impl.close = lambda: gg.dll.ga_destroy(p)
     return impl
@@ -844,6 +864,7 @@ def run_shape(ctx, sh: Shape, args, inputs, pass_: str) -> tuple[dict, list[str]
     rec = {"batch": B, "seqlen_q": Sq, "cache" if decode else "seqlen_k": Sk, "heads": H,
            "kv_heads": HKV, "hdim": D, "impls": {}}
     if decode:
+        rec["layout"] = sh.layout
         rec["kv_mib"] = 2 * B * Sk * HKV * D * 2 / 2 ** 20
     else:
         rec["causal"] = sh.causal
@@ -864,7 +885,7 @@ def run_shape(ctx, sh: Shape, args, inputs, pass_: str) -> tuple[dict, list[str]
         makers += [(f"torch_{dt}", lambda dt=dt: make_torch(torch, dt, inputs, sh, pass_))
                    for dt in args.torch_dtypes]
     refs = {}
-    label = (f"{H}/{HKV} heads, cache {Sk}" if decode else
+    label = (f"{H}/{HKV} heads, cache {Sk}, {sh.layout}-major" if decode else
              f"{H}/{HKV} heads, hdim {D}, seqlen {Sq}, {'causal' if sh.causal else 'not causal'}"
              + (", backward" if bwd else ""))
     for key, make in makers:
@@ -999,7 +1020,7 @@ def ratio_legend(ggml: list, torches: list, ggml_what: str) -> str:
 def print_table(results: list, args, bw: float | None) -> None:
     """Decode: one row per shape, ms and GB/s of each, then the ratios (> 1 = ours faster)."""
     ours, ggml, torches = table_keys(args)
-    cols = ["heads", "cache", "K+V MiB"]
+    cols = ["heads", "cache", "layout", "K+V MiB"]
     for key in ours + ggml:
         cols += [f"{key} ms", "GB/s"] + (["%bw"] if bw else [])
     cols += [f"{key} ms" for key in torches]
@@ -1007,7 +1028,8 @@ def print_table(results: list, args, bw: float | None) -> None:
     rows = []
     for r in results:
         im = r["impls"]
-        row = [f"{r['heads']}/{r['kv_heads']}", str(r["cache"]), f"{r['kv_mib']:.0f}"]
+        row = [f"{r['heads']}/{r['kv_heads']}", str(r["cache"]), r["layout"],
+               f"{r['kv_mib']:.0f}"]
         for key in ours + ggml:
             row += cells(im, key, [("ms", "{:.3f}"), ("gbs", "{:.1f}")])
             if bw:
@@ -1018,7 +1040,7 @@ def print_table(results: list, args, bw: float | None) -> None:
         row += ratio_cells(im, ours, ggml, torches)
         rows.append(row)
     print_rows(cols, rows)
-    print(ratio_legend(ggml, torches, "ggml f16")
+    print(ratio_legend(ggml, torches, "ggml f16 on the row's layout")
           + ("; %bw: GB/s over the read probe's median" if bw else ""))
     print_kernels(results, ours)
 
@@ -1150,7 +1172,8 @@ def main(argv=None) -> int:
     if decode:
         quick = [(h, s, d) for h, s in QUICK["decode"] for d in args.hdims]
         full = [(h, s, d) for d in args.hdims for h in args.kv_heads for s in args.seqlens]
-        shapes = [Shape(B, 1, s, H, h, d, 0) for h, s, d in (quick if args.quick else full)]
+        shapes = [Shape(B, 1, s, H, h, d, 0, lay) for h, s, d in (quick if args.quick else full)
+                  for lay in args.layouts]
     else:
         quick = [(h, d, s, c) for h in args.kv_heads for d, s, c in QUICK["prefill"]]
         full = [(h, d, s, c) for h in args.kv_heads for d in args.hdims for s in args.seqlens
@@ -1203,8 +1226,8 @@ def main(argv=None) -> int:
         inputs = shape_inputs(torch, sh, args)
         for pass_ in args.passes:
             if decode:
-                log(f"shape: batch {sh.batch}, cache {sh.seqlen_k}, heads {sh.heads}/"
-                    f"{sh.kv_heads}, hdim {sh.hdim} ...")
+                log(f"shape: batch {sh.batch}, cache {sh.seqlen_k} ({sh.layout}-major), heads "
+                    f"{sh.heads}/{sh.kv_heads}, hdim {sh.hdim} ...")
             else:
                 log(f"shape: batch {sh.batch}, seqlen {sh.seqlen_q}, heads {sh.heads}/"
                     f"{sh.kv_heads}, hdim {sh.hdim}, {'causal' if sh.causal else 'not causal'}, "
