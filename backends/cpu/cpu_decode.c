@@ -18,9 +18,8 @@
  * (head_major_rows, a head's rows one stream), and on the token-major one it reads each block
  * token-major (block_token_major): the scores key by key with each key's heads in address order,
  * then the softmax step head by head, then P·V key by key the same way. Each of K's and V's blocks
- * is then one front-to-back run of whole token rows, a single stream the hardware prefetchers
- * follow, where head by head reads each head's 64 slices a token row apart and needs the row
- * kernels' prefetch.
+ * is then one front-to-back run of whole token rows, where head by head reads each head's 64
+ * slices a token row apart; the row kernels ask for a later key's row head by head as they go.
  *
  * Per block and KV head it is the tile path's attend() (cpu_forward.c) with the two tile products
  * replaced: the same mask classification, score transform (softcap, ALiBi) and online-softmax
@@ -45,6 +44,13 @@
    that way and 29-34 this way (2 threads, hd128 f16/bf16; hd64 batch 4 1.3-1.7x). 2, 3, 4 and 6
    steps measured alike, 1 step less at hd64. */
 #define PREFETCH_AHEAD 2
+
+/* How far ahead, in bytes of token rows, the token-major MHA path prefetches: the next key's row
+   at 32 heads of hd128 (8 KiB), two keys at hd64. Asked for head by head beside the head computed,
+   A/B in alternation (2 threads, hd128, f16 and bf16): 1.2-1.5x at 4k-32k keys, where the
+   hardware prefetchers alone left the core waiting on misses and the whole row asked for at once
+   was 0.8x; 4 or 8 keys ahead measured like 1; at hd64 within the noise. */
+#define TOKEN_PREFETCH_BYTES 8192
 
 static int elem_kind(fa_dtype dtype) {
   return dtype == FA_F16 ? CPU_ELEM_F16 : (dtype == FA_BF16 ? CPU_ELEM_BF16 : CPU_ELEM_F32);
@@ -93,20 +99,43 @@ static void block_kv_head(const cpu_problem *pb, const cpu_kernels *kern, const 
    head (row x of q, s, m, l and o is head h0 + x): the scores of every head key by key, each
    key's heads in address order (one contiguous token row), the softmax step head by head, then
    P·V key by key the same way. In address order because the prefetchers then see one stream per
-   block and tensor: hd128 16k-32k keys 31-32 -> 35-37 GB/s. */
+   block and tensor: hd128 16k-32k keys 31-32 -> 35-37 GB/s. While the kernels use key j's row
+   they ask for the row TOKEN_PREFETCH_BYTES ahead (from the next block past the last key; next
+   NULL: none left), head by head beside the head they compute. */
 static void block_token_major(const cpu_problem *pb, const cpu_kernels *kern, const cpu_seq *sq,
-                              block_rows *br, int64_t h0, int heads, int64_t r0, int64_t c0, int nc,
-                              int nb, const int *lo, const int *hi, const float *q, float *s,
-                              float *m, float *l, float *o) {
+                              block_rows *br, const block_rows *next, int64_t h0, int heads,
+                              int64_t r0, int64_t c0, int nc, int nb, const int *lo, const int *hi,
+                              const float *q, float *s, float *m, float *l, float *o) {
   const int d = pb->d, dv = pb->dv;
-  const int64_t kstride = sq->k.hs * (int64_t)fa_dtype_size(sq->k.dtype);
-  const int64_t vstride = sq->v.hs * (int64_t)fa_dtype_size(sq->v.dtype);
+  const int64_t ksz = (int64_t)fa_dtype_size(sq->k.dtype),
+                vsz = (int64_t)fa_dtype_size(sq->v.dtype);
+  const int64_t kstride = sq->k.hs * ksz, vstride = sq->v.hs * vsz;
+  const char *kn[ROWS_BLOCK], *vn[ROWS_BLOCK]; /* key j + ahead's rows, from head h0 */
   for (int j = 0; j < nc; ++j) {
     br->k[j] += h0 * kstride;
     br->v[j] += h0 * vstride;
   }
+  const int64_t row_bytes = heads * kstride;
+  const int ahead = row_bytes >= TOKEN_PREFETCH_BYTES
+                        ? 1
+                        : (int)((TOKEN_PREFETCH_BYTES + row_bytes - 1) / row_bytes);
+  for (int j = 0; j < nc; ++j) {
+    const int t = j + ahead;
+    if (t < nc) {
+      kn[j] = br->k[t];
+      vn[j] = br->v[t];
+    } else if (next && t - nc < ROWS_BLOCK) {
+      kn[j] = next->k[t - nc] + h0 * kstride;
+      vn[j] = next->v[t - nc] + h0 * vstride;
+    } else { /* none left: the current rows again, already on their way */
+      kn[j] = br->k[j];
+      vn[j] = br->v[j];
+    }
+  }
+  const cpu_rows_prefetch pk = {kn, 0, (int)((d * ksz + 63) / 64)};
+  const cpu_rows_prefetch pv = {vn, 0, (int)((dv * vsz + 63) / 64)};
   kern->dot_heads(heads, nc, d, q, d, elem_kind(sq->k.dtype), (const void *const *)br->k, kstride,
-                  s, nb);
+                  s, nb, &pk);
   for (int x = 0; x < heads; ++x) {
     float scale = pb->scale;
     if (pb->transform) {
@@ -117,7 +146,7 @@ static void block_token_major(const cpu_problem *pb, const cpu_kernels *kern, co
                        o + (ptrdiff_t)x * dv, dv, dv);
   }
   kern->pv_heads(heads, nc, dv, s, nb, elem_kind(sq->v.dtype), (const void *const *)br->v, vstride,
-                 o, dv);
+                 o, dv, &pv);
 }
 
 /* The rows of block [c0, c0 + nc) into br; a short block repeats its last row up to ROWS_BLOCK, so
@@ -213,7 +242,8 @@ void cpu_attend_rows(const cpu_problem *pb, const cpu_kernels *kern, const cpu_s
     const int *lo, *hi;
     if (block_class(sq, r0, mr, c0, nc, jlo, jhi, &lo, &hi) == FA_TILE_EMPTY) continue;
     if (token_major) {
-      block_token_major(pb, kern, sq, &rows[cur], h0, heads, r0, c0, nc, nb, lo, hi, q, s, m, l, o);
+      block_token_major(pb, kern, sq, &rows[cur], c1 < k1 ? &rows[cur ^ 1] : NULL, h0, heads, r0,
+                        c0, nc, nb, lo, hi, q, s, m, l, o);
       continue;
     }
     for (int64_t hk = hk0; hk < hk1; ++hk) {

@@ -56,7 +56,9 @@
  * c] += sum_j p[h * ldp + j] · V_{j,h}[c], keys in order. Each output element is the sum pv_rows
  * gives with one row, each score the one dot_rows gives (bf16: widened 16 elements at a time, not
  * in dot_rows' even/odd pairs); what differs is the order memory is read in: key by key, every
- * head of a key in address order (one contiguous token row of the cache).
+ * head of a key in address order (one contiguous token row of the cache). Both ask for head h's
+ * lines of pf's key j, pf->row[j] + pf->offset + h * kstride (vstride), as they use head h of key
+ * j (NULL: none).
  *
  * The bf16 products (the avx512bf16 and amx tables only, NULL in every other; cpu_bf16dp.c, and
  * cpu_amx.c for the amx table's gemm_bf16): operands are
@@ -104,9 +106,11 @@ typedef struct cpu_kernels {
   void (*pv_rows)(int rows, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,
                   const void *const *vrow, float *o, ptrdiff_t ldo, const cpu_rows_prefetch *pf);
   void (*dot_heads)(int heads, int nc, int d, const float *q, ptrdiff_t ldq, int dtype,
-                    const void *const *krow, ptrdiff_t kstride, float *s, ptrdiff_t lds);
+                    const void *const *krow, ptrdiff_t kstride, float *s, ptrdiff_t lds,
+                    const cpu_rows_prefetch *pf);
   void (*pv_heads)(int heads, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,
-                   const void *const *vrow, ptrdiff_t vstride, float *o, ptrdiff_t ldo);
+                   const void *const *vrow, ptrdiff_t vstride, float *o, ptrdiff_t ldo,
+                   const cpu_rows_prefetch *pf);
   /* The bf16 products: set in the avx512bf16 and amx tables only. */
   void (*bf16_pairs)(int rows, int n, const float *x, ptrdiff_t ldx, uint32_t *dst, ptrdiff_t ldd);
   void (*bf16_interleave)(const uint16_t *r0, const uint16_t *r1, int n, uint32_t *dst);
@@ -154,9 +158,11 @@ const char *cpu_kernels_amx_note(void);
                          const void *const *vrow, float *o, ptrdiff_t ldo,                         \
                          const cpu_rows_prefetch *pf);                                             \
   void cpu_dot_heads_##isa(int heads, int nc, int d, const float *q, ptrdiff_t ldq, int dtype,     \
-                           const void *const *krow, ptrdiff_t kstride, float *s, ptrdiff_t lds);   \
+                           const void *const *krow, ptrdiff_t kstride, float *s, ptrdiff_t lds,    \
+                           const cpu_rows_prefetch *pf);                                           \
   void cpu_pv_heads_##isa(int heads, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,     \
-                          const void *const *vrow, ptrdiff_t vstride, float *o, ptrdiff_t ldo);
+                          const void *const *vrow, ptrdiff_t vstride, float *o, ptrdiff_t ldo,     \
+                          const cpu_rows_prefetch *pf);
 
 CPU_KERNEL_DECLS(generic)
 #if defined(FA_CPU_HAVE_AVX2)

@@ -13,7 +13,8 @@
  * then one transposing reduction turns the NACC vectors into NACC scores. pv_rows: per block of
  * output columns, the rows' accumulators stay in registers over all keys of the block.
  * dot_heads, pv_heads (MHA, one row per head): the same, key by key with the NACC accumulators
- * over heads instead of keys, and each head's output row updated in L1 key by key.
+ * over heads instead of keys, and each head's output row updated in L1 key by key; the prefetch
+ * of a later key's row goes head by head beside the head it computes.
  *
  * Summation order: each score is a lane-wise FMA chain over head-dim chunks (two chains, added at
  * the end, in a group of one row) and a fixed tree over lanes, whatever the key's position in its
@@ -499,12 +500,20 @@ void CPU_KFN(pv_rows)(int rows, int nc, int dv, const float *p, ptrdiff_t ldp, i
 
 /* ---- dot_heads, pv_heads ------------------------------------------------------------------- */
 
+/* The lines of head h of key j's prefetch row (none when pf is NULL). */
+INLINE void prefetch_head(const cpu_rows_prefetch *pf, int j, int h, ptrdiff_t stride) {
+  if (!pf) return;
+  const char *r = pf->row[j] + pf->offset + h * stride;
+  for (int x = 0; x < pf->lines; ++x) __builtin_prefetch(r + 64 * x, 0, 2);
+}
+
 /* NACC heads of one key: out[x] = q_x · k_x, q_x at qh[x], k_x at k[x]. The chains of dot_group
    with one row (two per score on AVX-512, added at the end; the same lane tree), the heads in
    place of the keys. bf16 is widened 16 elements at a time: the pair form (q split per call)
-   measured slower here. */
+   measured slower here. Each pass asks for its heads' lines of pf's key j (heads h0 + x). */
 INLINE void dot_heads_group(const int DT, int d, const float *const *qh, const void *const *k,
-                            float out[NACC]) {
+                            float out[NACC], const cpu_rows_prefetch *pf, int j, int h0, int heads,
+                            ptrdiff_t kstride) {
   const int P = NACC < KEYS_PER_PASS ? NACC : KEYS_PER_PASS;
   const int SPLIT = NACC >= 16 ? 2 : 1;
   vf acc[NACC];
@@ -514,6 +523,7 @@ INLINE void dot_heads_group(const int DT, int d, const float *const *qh, const v
     for (int kk = 0; kk < P; ++kk) {
       kr[kk] = k[kp + kk];
       qr[kk] = qh[kp + kk];
+      if (h0 + kp + kk < heads) prefetch_head(pf, j, h0 + kp + kk, kstride);
     }
     vf a[2 * NACC];
     for (int x = 0; x < SPLIT * P; ++x) a[x] = v_zero();
@@ -534,7 +544,8 @@ INLINE void dot_heads_group(const int DT, int d, const float *const *qh, const v
 
 /* Key by key, its heads NACC at a time in address order. */
 INLINE void dot_heads_dt(const int DT, int heads, int nc, int d, const float *q, ptrdiff_t ldq,
-                         const void *const *krow, ptrdiff_t kstride, float *s, ptrdiff_t lds) {
+                         const void *const *krow, ptrdiff_t kstride, float *s, ptrdiff_t lds,
+                         const cpu_rows_prefetch *pf) {
   for (int j = 0; j < nc; ++j)
     for (int h0 = 0; h0 < heads; h0 += NACC) {
       const void *k[NACC];
@@ -546,7 +557,7 @@ INLINE void dot_heads_dt(const int DT, int heads, int nc, int d, const float *q,
         qh[x] = q + h * ldq;
       }
       float out[NACC];
-      dot_heads_group(DT, d, qh, k, out);
+      dot_heads_group(DT, d, qh, k, out, pf, j, h0, heads, kstride);
       const int n = heads - h0 < NACC ? heads - h0 : NACC;
       for (int x = 0; x < n; ++x) s[(h0 + x) * lds + j] = out[x];
     }
@@ -554,32 +565,36 @@ INLINE void dot_heads_dt(const int DT, int heads, int nc, int d, const float *q,
 
 /* The head dim as a constant for 64 and 128, as dot_d. */
 INLINE void dot_heads_d(const int DT, int heads, int nc, int d, const float *q, ptrdiff_t ldq,
-                        const void *const *krow, ptrdiff_t kstride, float *s, ptrdiff_t lds) {
+                        const void *const *krow, ptrdiff_t kstride, float *s, ptrdiff_t lds,
+                        const cpu_rows_prefetch *pf) {
   if (d == 128)
-    dot_heads_dt(DT, heads, nc, 128, q, ldq, krow, kstride, s, lds);
+    dot_heads_dt(DT, heads, nc, 128, q, ldq, krow, kstride, s, lds, pf);
   else if (d == 64)
-    dot_heads_dt(DT, heads, nc, 64, q, ldq, krow, kstride, s, lds);
+    dot_heads_dt(DT, heads, nc, 64, q, ldq, krow, kstride, s, lds, pf);
   else
-    dot_heads_dt(DT, heads, nc, d, q, ldq, krow, kstride, s, lds);
+    dot_heads_dt(DT, heads, nc, d, q, ldq, krow, kstride, s, lds, pf);
 }
 
 void CPU_KFN(dot_heads)(int heads, int nc, int d, const float *q, ptrdiff_t ldq, int dtype,
-                        const void *const *krow, ptrdiff_t kstride, float *s, ptrdiff_t lds) {
+                        const void *const *krow, ptrdiff_t kstride, float *s, ptrdiff_t lds,
+                        const cpu_rows_prefetch *pf) {
   if (nc <= 0 || heads <= 0) return;
   if (dtype == CPU_ELEM_F16)
-    dot_heads_d(CPU_ELEM_F16, heads, nc, d, q, ldq, krow, kstride, s, lds);
+    dot_heads_d(CPU_ELEM_F16, heads, nc, d, q, ldq, krow, kstride, s, lds, pf);
   else if (dtype == CPU_ELEM_BF16)
-    dot_heads_d(CPU_ELEM_BF16, heads, nc, d, q, ldq, krow, kstride, s, lds);
+    dot_heads_d(CPU_ELEM_BF16, heads, nc, d, q, ldq, krow, kstride, s, lds, pf);
   else
-    dot_heads_d(CPU_ELEM_F32, heads, nc, d, q, ldq, krow, kstride, s, lds);
+    dot_heads_d(CPU_ELEM_F32, heads, nc, d, q, ldq, krow, kstride, s, lds, pf);
 }
 
-/* One key's V rows, every head in address order: o_h += p_h · V_{j,h}, o's rows read and written
-   through L1 (all heads' outputs do not fit the registers). Keeping a head's output in registers
-   over 4 or 16 keys instead (so 4 or 16 token rows read at once) measured slower. */
+/* One key's (key j's) V rows, every head in address order: o_h += p_h · V_{j,h}, o's rows read
+   and written through L1 (all heads' outputs do not fit the registers). Keeping a head's output
+   in registers over 4 or 16 keys instead (so 4 or 16 token rows read at once) measured slower. */
 INLINE void pv_heads_key(const int DT, int heads, int dv, const float *p, ptrdiff_t ldp,
-                         const void *row, ptrdiff_t vstride, float *o, ptrdiff_t ldo) {
+                         const void *row, ptrdiff_t vstride, float *o, ptrdiff_t ldo,
+                         const cpu_rows_prefetch *pf, int j) {
   for (int h = 0; h < heads; ++h) {
+    prefetch_head(pf, j, h, vstride);
     const void *vr = (const char *)row + h * vstride;
     const vf ph = v_set1(p[h * ldp]);
     float *oh = o + h * ldo;
@@ -588,24 +603,26 @@ INLINE void pv_heads_key(const int DT, int heads, int dv, const float *p, ptrdif
 }
 
 INLINE void pv_heads_dt(const int DT, int heads, int nc, int dv, const float *p, ptrdiff_t ldp,
-                        const void *const *vrow, ptrdiff_t vstride, float *o, ptrdiff_t ldo) {
+                        const void *const *vrow, ptrdiff_t vstride, float *o, ptrdiff_t ldo,
+                        const cpu_rows_prefetch *pf) {
   for (int j = 0; j < nc; ++j) {
     if (dv == 128)
-      pv_heads_key(DT, heads, 128, p + j, ldp, vrow[j], vstride, o, ldo);
+      pv_heads_key(DT, heads, 128, p + j, ldp, vrow[j], vstride, o, ldo, pf, j);
     else if (dv == 64)
-      pv_heads_key(DT, heads, 64, p + j, ldp, vrow[j], vstride, o, ldo);
+      pv_heads_key(DT, heads, 64, p + j, ldp, vrow[j], vstride, o, ldo, pf, j);
     else
-      pv_heads_key(DT, heads, dv, p + j, ldp, vrow[j], vstride, o, ldo);
+      pv_heads_key(DT, heads, dv, p + j, ldp, vrow[j], vstride, o, ldo, pf, j);
   }
 }
 
 void CPU_KFN(pv_heads)(int heads, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,
-                       const void *const *vrow, ptrdiff_t vstride, float *o, ptrdiff_t ldo) {
+                       const void *const *vrow, ptrdiff_t vstride, float *o, ptrdiff_t ldo,
+                       const cpu_rows_prefetch *pf) {
   if (nc <= 0 || heads <= 0) return;
   if (dtype == CPU_ELEM_F16)
-    pv_heads_dt(CPU_ELEM_F16, heads, nc, dv, p, ldp, vrow, vstride, o, ldo);
+    pv_heads_dt(CPU_ELEM_F16, heads, nc, dv, p, ldp, vrow, vstride, o, ldo, pf);
   else if (dtype == CPU_ELEM_BF16)
-    pv_heads_dt(CPU_ELEM_BF16, heads, nc, dv, p, ldp, vrow, vstride, o, ldo);
+    pv_heads_dt(CPU_ELEM_BF16, heads, nc, dv, p, ldp, vrow, vstride, o, ldo, pf);
   else
-    pv_heads_dt(CPU_ELEM_F32, heads, nc, dv, p, ldp, vrow, vstride, o, ldo);
+    pv_heads_dt(CPU_ELEM_F32, heads, nc, dv, p, ldp, vrow, vstride, o, ldo, pf);
 }

@@ -3,7 +3,8 @@
  * fa_forward_kvcache (no new tokens appended): q [batch, 1, heads, hdim], caches [batch, seqlen,
  * kv-heads, hdim] with cache_seqlens = seqlen, or with --page-size P pages [batch * ceil(seqlen /
  * P), P, kv-heads, hdim] reached through a block table whose entries are a random permutation of
- * the pages (no two sequences' pages adjacent by construction). Reported: the median time of a
+ * the pages (no two sequences' pages adjacent by construction); with --kv-layout head the caches'
+ * memory is [.., kv-heads, keys, hdim] (a head's keys adjacent), passed as the transposed view. Reported: the median time of a
  * synchronised call, tokens/s (batch / time), GB/s of the K and V a call must read, GFLOP/s counted
  * as 4 * batch * heads * keys * hdim (q.k and p.v for each key of each query head), then the time
  * a call of --iters calls issued back to back (b2b ms, as a decoding loop calls it) and the host
@@ -73,6 +74,17 @@ static int time_decode(const options *o, const decode_shape *x, buffer *q, buffe
   return 0;
 }
 
+/* A contiguous [.., kv-heads, keys, hdim] cache as the [.., keys, kv-heads, hdim] view the API
+   takes. */
+static void transpose_keys_heads(fa_tensor *t) {
+  int64_t x = t->shape[1];
+  t->shape[1] = t->shape[2];
+  t->shape[2] = x;
+  x = t->strides[1];
+  t->strides[1] = t->strides[2];
+  t->strides[2] = x;
+}
+
 /* Allocates and fills one shape's tensors, times it, frees them; 1 when it failed. */
 static int run_shape(const options *o, const decode_shape *x) {
   buffer q, kc, vc, out, lse, cs, table;
@@ -80,11 +92,17 @@ static int run_shape(const options *o, const decode_shape *x) {
   const int64_t qs[4] = {x->b, 1, x->h, x->d};
   const int64_t ks[4] = {page > 0 ? x->b * pages : x->b, page > 0 ? page : x->s, x->hkv, x->d};
   const int64_t ls[3] = {x->b, x->h, 1}, bs[1] = {x->b}, ts[2] = {x->b, pages > 0 ? pages : 1};
-  int ok = buffer_alloc(&q, o->dtype, 4, qs) & buffer_alloc(&kc, o->dtype, 4, ks) &
-           buffer_alloc(&vc, o->dtype, 4, ks) & buffer_alloc(&out, o->dtype, 4, qs) &
+  const int64_t hs[4] = {ks[0], ks[2], ks[1], ks[3]};
+  const int64_t *mem = o->kv_head_major ? hs : ks;
+  int ok = buffer_alloc(&q, o->dtype, 4, qs) & buffer_alloc(&kc, o->dtype, 4, mem) &
+           buffer_alloc(&vc, o->dtype, 4, mem) & buffer_alloc(&out, o->dtype, 4, qs) &
            buffer_alloc(&lse, FA_F32, 3, ls) & buffer_alloc(&cs, FA_I32, 1, bs) &
            buffer_alloc(&table, FA_I32, 2, ts);
   ok = ok && fill_random(&q) && fill_random(&kc) && fill_random(&vc);
+  if (ok && o->kv_head_major) {
+    transpose_keys_heads(&kc.t);
+    transpose_keys_heads(&vc.t);
+  }
   int32_t *entries = ok && page > 0 ? (int32_t *)buffer_host(&table) : NULL;
   if (entries) { /* a random permutation of the pages (Fisher-Yates, a fixed LCG) */
     const int64_t n = x->b * pages;

@@ -45,6 +45,7 @@ typedef struct options {
   int quantize;      /* quantize mode: fa_quantize to FP8 against a device copy */
   int64_t kv_heads;  /* decode: KV heads (0: as many as query heads) */
   int64_t page_size; /* decode: pages of this many keys through a block table (0: dense) */
+  int kv_head_major; /* decode: caches [.., kv_heads, keys, hdim] in memory (token-major: 0) */
   int splits;        /* params.num_splits (0: the backend chooses) */
   int given;         /* GIVEN_* bits */
   int full;          /* --full: FlashAttention's GPU sweep whatever the memory */

@@ -46,6 +46,9 @@ static void usage(FILE *f) {
           "  --kv-heads N       decode: KV heads (default: --heads); heads must be a multiple\n"
           "  --page-size N      decode: the cache in pages of N keys through a shuffled block\n"
           "                     table (params.block_table; 0 = a dense cache, the default)\n"
+          "  --kv-layout L      decode: the caches' memory, token ([.., keys, kv-heads, hdim], the\n"
+          "                     default) or head ([.., kv-heads, keys, hdim]: each head's keys\n"
+          "                     adjacent, passed as the transposed view)\n"
           "  --splits N         params.num_splits (0 = the backend chooses, 1 = no split)\n"
           "  --full             FlashAttention's sweep (the defaults above) also in host memory,\n"
           "                     where the sweep otherwise takes the CPU-sized defaults: the full\n"
@@ -182,6 +185,9 @@ static int parse_one(options *o, const char *a, const char *v) {
     ok = cli_parse_i64(v, 1, 1 << 16, &o->kv_heads);
   } else if (!strcmp(a, "--page-size")) {
     ok = cli_parse_i64(v, 0, 1 << 20, &o->page_size);
+  } else if (!strcmp(a, "--kv-layout")) {
+    ok = !strcmp(v, "token") || !strcmp(v, "head");
+    o->kv_head_major = !strcmp(v, "head");
   } else if (!strcmp(a, "--splits")) {
     ok = cli_parse_i64(v, 0, 1024, &x);
     o->splits = (int)x;
