@@ -16,6 +16,11 @@ untimed. FLOPs: forward 4*B*H*S*S*D, halved when causal; backward 2.5x the forwa
 --device cpu is a smoke test that needs no GPU: CPU tensors, our cpu backend, SDPA's math backend
 as the peer, tiny shapes, wall-clock timing.
 
+With --seqlen-q (decode-like shapes) on CUDA, a read probe runs before and after the shapes: a
+float32 sum over a bf16 tensor of --read-probe-gib GiB (torch.sum, which streams it once; the
+best of 20 calls between CUDA events, 2 rounds), whose GB/s is the measured HBM read rate the
+table's %bw divides our K+V GB/s by (the median of the two probes).
+
 Exit status: 0 when every call of ours ran (and, with --check, matched the first peer within a
 relative L2 error of --tol, without NaN/Inf, with a kernel of the backend asked for); 1 otherwise.
 A peer that cannot run a shape (e.g. cuDNN refusing it) shows as n/a and does not change it.
@@ -112,6 +117,9 @@ def parse_args(argv):
     ap.add_argument("--host-time", action="store_true",
                     help="add each implementation's host microseconds a call to the table (the "
                          "time to issue the back-to-back calls; always in the JSON as host_us)")
+    ap.add_argument("--read-probe-gib", type=float, default=4.0,
+                    help="with --seqlen-q on cuda: the read probe's tensor in GiB (default 4; 0: "
+                         "no probe)")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
     a.passes = [p for p in a.passes.split(",") if p]
@@ -163,12 +171,35 @@ def fmt_host(slot: dict) -> str:
     return "n/a" if us is None else f"{us:.1f}"
 
 
-def print_table(results: list[dict], peers, kv_rate: bool, host_time: bool) -> None:
+def read_probe(torch, gib: float) -> dict:
+    """GB/s of a float32 sum over a bf16 tensor of gib GiB (one pass over it): the best of 20
+    calls between CUDA events, over 2 rounds."""
+    n = int(gib * 2 ** 30) // 2
+    x = torch.ones(n, dtype=torch.bfloat16, device="cuda")
+    torch.sum(x, dtype=torch.float32)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    best = None
+    for _ in range(2):
+        for _ in range(20):
+            start.record()
+            torch.sum(x, dtype=torch.float32)
+            end.record()
+            end.synchronize()
+            ms = start.elapsed_time(end)
+            best = ms if best is None or ms < best else best
+    del x
+    torch.cuda.empty_cache()
+    return {"bytes": 2 * n, "best_ms": best, "gbs": 2 * n / (best * 1e-3) / 1e9,
+            "how": "torch.sum(bf16, dtype=float32), best of 2 x 20 calls"}
+
+
+def print_table(results: list[dict], peers, kv_rate: bool, host_time: bool,
+                read_gbs: float | None = None) -> None:
     head = ["hdim", "seqlen", "causal", "pass", "ours TFLOP/s"]
     head += [f"{label} TFLOP/s" for _, label, _ in peers]
     head += [f"ours/{label}" for _, label, _ in peers]
     if kv_rate:
-        head += ["ours K+V GB/s"]
+        head += ["ours K+V GB/s"] + (["%bw"] if read_gbs else [])
     if host_time:
         head += ["ours host us"] + [f"{label} host us" for _, label, _ in peers]
     head += ["kernel (tile_m x tile_n)"]
@@ -180,7 +211,10 @@ def print_table(results: list[dict], peers, kv_rate: bool, host_time: bool) -> N
         row += [fmt_ratio(r["ours"], r[key]) for key, _, _ in peers]
         if kv_rate:
             ms = r["ours"].get("ms")
-            row += [f"{r['kv_bytes'] / (ms * 1e-3) / 1e9:.3g}" if ms else "n/a"]
+            gbs = r["kv_bytes"] / (ms * 1e-3) / 1e9 if ms else None
+            row += [f"{gbs:.3g}" if gbs else "n/a"]
+            if read_gbs:
+                row += [f"{100 * gbs / read_gbs:.0f}%" if gbs else "n/a"]
         if host_time:
             row += [fmt_host(r["ours"])] + [fmt_host(r[key]) for key, _, _ in peers]
         row += [kernel_cell(r["ours"])]
@@ -376,6 +410,22 @@ def main(argv=None) -> int:
                 return 2
             shapes.append(peer_run.Shape(b, args.seqlen_q or s, s, h, hkv, d, bool(c)))
 
+    probes = []
+
+    def probe(when):
+        if dv.cuda and args.seqlen_q is not None and args.read_probe_gib > 0:
+            try:
+                r = read_probe(dv.torch, args.read_probe_gib)
+            except Exception as e:  # noqa: BLE001 (out of memory: no probe, said so)
+                r = {"error": peer_run.fmt_err(e)}
+            r["when"] = when
+            probes.append(r)
+            meta["read_probe"] = probes
+            print(f"read probe ({when}): " + (f"{r['gbs']:.0f} GB/s ({r['how']}, "
+                                               f"{r['bytes'] / 2 ** 30:.1f} GiB)"
+                                               if "gbs" in r else r["error"]), flush=True)
+
+    probe("before")
     results, problems = [], []
     for i, sh in enumerate(shapes):
         print(f"[{i + 1}/{len(shapes)}] {sh.label()}", flush=True)
@@ -400,9 +450,15 @@ def main(argv=None) -> int:
         if args.json:
             write_json(args.json, meta, results, problems, complete=False)
 
+    probe("after")
+    rates = sorted(r["gbs"] for r in probes if "gbs" in r)
+    read_gbs = (rates[0] + rates[-1]) / 2 if rates else None
     print()
     print_kernel_times(results, dv.peers)
-    print_table(results, dv.peers, kv_rate=args.seqlen_q is not None, host_time=args.host_time)
+    print_table(results, dv.peers, kv_rate=args.seqlen_q is not None, host_time=args.host_time,
+                read_gbs=read_gbs)
+    if read_gbs:
+        print(f"%bw: ours K+V GB/s over the read probes' median, {read_gbs:.0f} GB/s")
     if args.json:
         write_json(args.json, meta, results, problems, complete=True)
         print(f"wrote {args.json}")
