@@ -4,11 +4,11 @@
  * kv-heads, hdim] with cache_seqlens = seqlen, or with --page-size P pages [batch * ceil(seqlen /
  * P), P, kv-heads, hdim] reached through a block table whose entries are a random permutation of
  * the pages (no two sequences' pages adjacent by construction); with --kv-layout head the caches'
- * memory is [.., kv-heads, keys, hdim] (a head's keys adjacent), passed as the transposed view. Reported: the median time of a
- * synchronised call, tokens/s (batch / time), GB/s of the K and V a call must read, GFLOP/s counted
- * as 4 * batch * heads * keys * hdim (q.k and p.v for each key of each query head), then the time
- * a call of --iters calls issued back to back (b2b ms, as a decoding loop calls it) and the host
- * time of issuing one (host us).
+ * memory is [.., kv-heads, keys, hdim] (a head's keys adjacent), passed as the transposed view.
+ * Reported: the median time of a synchronised call, tokens/s (batch / time), GB/s of the K and V a
+ * call must read, GFLOP/s counted as 4 * batch * heads * keys * hdim (q.k and p.v for each key of
+ * each query head), then the time a call of --iters calls issued back to back (b2b ms, as a
+ * decoding loop calls it) and the host time of issuing one (host us).
  */
 #include <stdio.h>
 #include <stdlib.h>
