@@ -6,8 +6,8 @@
 #      examples/torch_train_step.py cuda                         -> python.txt
 #   3. with SWEEP=1: bench/peer.py --check $SWEEP_ARGS           -> sweep.txt, sweep.json, sweep.png
 #   4. with DECODE=1: decoding against the peers (bench/peer.py --seqlen-q 1: GQA 32:8 and MHA,
-#      head dims 64/128/256, batch 1/8/64, 4k-128k keys; DECODE_SHAPES="opts;opts" for other
-#      batch / kv-heads choices) and fa-bench --decode on dense and
+#      head dims 64/128/256, batch 1/8/64, 4k-128k keys, %bw against peer.py's read probe;
+#      DECODE_SHAPES="opts;opts" for other batch / kv-heads choices) and fa-bench --decode on dense and
 #      paged caches (page sizes 16 and 64), fa-bench --varlen (packed against padded prefill)
 #                                                                -> decode.txt
 #   5. with CPU=1: the CPU backend on the machine's host CPU (all its cores; AMX where it has it):
@@ -61,12 +61,12 @@ fi
 
 if [ "${DECODE:-0}" = 1 ]; then
   {
-    IFS=';' read -r -a shapes <<< "${DECODE_SHAPES:---batch 8 --kv-heads 8;--batch 8 --kv-heads 32;--batch 1 --kv-heads 8;--batch 64 --kv-heads 8}"
+    IFS=';' read -r -a shapes <<< "${DECODE_SHAPES:---batch 8 --kv-heads 8;--batch 8 --kv-heads 32;--batch 1 --kv-heads 8;--batch 1 --kv-heads 32;--batch 64 --kv-heads 8}"
     for shape in "${shapes[@]}"; do
       # shellcheck disable=SC2086 # shape is a list of options
       PYTHONUNBUFFERED=1 timeout 200 python3 bench/peer.py --check --host-time --lib "$lib" --pass fwd \
         --seqlen-q 1 --heads 32 --hdims 64,128,256 --causal 0 \
-        --seqlens 4096,8192,32768,131072 $shape 2>&1 | grep -E "^ *(64|128|256) |FAIL|rror"
+        --seqlens 4096,8192,32768,131072 $shape 2>&1 | grep -E "^ *(64|128|256) |FAIL|rror|read probe|%bw"
     done
     for page in 0 64 16; do
       LD_LIBRARY_PATH="$PWD/$BUILD/lib" timeout 120 "$BUILD/bin/fa-bench" --backend cuda --decode \
