@@ -7,8 +7,8 @@
 #   3. with SWEEP=1: bench/peer.py --check $SWEEP_ARGS           -> sweep.txt, sweep.json, sweep.png
 #   4. with DECODE=1: decoding against the peers (bench/peer.py --seqlen-q 1: GQA 32:8 and MHA,
 #      head dims 64/128/256, batch 1/8/64, 4k-128k keys, %bw against peer.py's read probe;
-#      DECODE_SHAPES="opts;opts" for other batch / kv-heads choices) and fa-bench --decode on dense and
-#      paged caches (page sizes 16 and 64), fa-bench --varlen (packed against padded prefill)
+#      DECODE_SHAPES="opts;opts" for other batch / kv-heads choices) and fa-bench --decode on
+#      dense and paged caches (page sizes 16 and 64), fa-bench --varlen (packed against padded prefill)
 #                                                                -> decode.txt
 #   5. with CPU=1: the CPU backend on the machine's host CPU (all its cores; AMX where it has it):
 #      fa-info, the conformance suite's quick subset with the default build, the peak probes
