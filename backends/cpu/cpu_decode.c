@@ -52,6 +52,9 @@
    was 0.8x; 4 or 8 keys ahead measured like 1; at hd64 within the noise. */
 #define TOKEN_PREFETCH_BYTES 8192
 
+/* The 64-byte lines a row of n elements of size bytes spans. */
+static int row_lines(int n, int64_t size) { return (int)((n * size + 63) / 64); }
+
 static int elem_kind(fa_dtype dtype) {
   return dtype == FA_F16 ? CPU_ELEM_F16 : (dtype == FA_BF16 ? CPU_ELEM_BF16 : CPU_ELEM_F32);
 }
@@ -115,10 +118,8 @@ static void block_token_major(const cpu_problem *pb, const cpu_kernels *kern, co
     br->k[j] += h0 * kstride;
     br->v[j] += h0 * vstride;
   }
-  const int64_t row_bytes = heads * kstride;
-  const int ahead = row_bytes >= TOKEN_PREFETCH_BYTES
-                        ? 1
-                        : (int)((TOKEN_PREFETCH_BYTES + row_bytes - 1) / row_bytes);
+  const int64_t row_bytes = heads * kstride; /* at least 1 key ahead */
+  const int ahead = (int)((TOKEN_PREFETCH_BYTES + row_bytes - 1) / row_bytes);
   for (int j = 0; j < nc; ++j) {
     const int t = j + ahead;
     if (t < nc) {
@@ -132,8 +133,7 @@ static void block_token_major(const cpu_problem *pb, const cpu_kernels *kern, co
       vn[j] = br->v[j];
     }
   }
-  const cpu_rows_prefetch pk = {kn, 0, (int)((d * ksz + 63) / 64)};
-  const cpu_rows_prefetch pv = {vn, 0, (int)((dv * vsz + 63) / 64)};
+  const cpu_rows_prefetch pk = {kn, 0, row_lines(d, ksz)}, pv = {vn, 0, row_lines(dv, vsz)};
   kern->dot_heads(heads, nc, d, q, d, elem_kind(sq->k.dtype), (const void *const *)br->k, kstride,
                   s, nb, &pk);
   for (int x = 0; x < heads; ++x) {
@@ -189,7 +189,7 @@ static void head_major_rows(const cpu_problem *pb, const cpu_kernels *kern, cons
   const int nb = pb->tn < ROWS_BLOCK ? pb->tn : ROWS_BLOCK;
   const int64_t ksz = (int64_t)fa_dtype_size(sq->k.dtype),
                 vsz = (int64_t)fa_dtype_size(sq->v.dtype);
-  const int klines = (int)((pb->d * ksz + 63) / 64), vlines = (int)((pb->dv * vsz + 63) / 64);
+  const int klines = row_lines(pb->d, ksz), vlines = row_lines(pb->dv, vsz);
   int jlo[1], jhi[1];
   block_rows rows[2];
   int cur = 0;
@@ -222,7 +222,7 @@ void cpu_attend_rows(const cpu_problem *pb, const cpu_kernels *kern, const cpu_s
   int jlo[CPU_ROWS_MAX], jhi[CPU_ROWS_MAX]; /* mr <= CPU_ROWS_MAX */
   const int64_t ksz = (int64_t)fa_dtype_size(sq->k.dtype),
                 vsz = (int64_t)fa_dtype_size(sq->v.dtype);
-  const int klines = (int)((pb->d * ksz + 63) / 64), vlines = (int)((pb->dv * vsz + 63) / 64);
+  const int klines = row_lines(pb->d, ksz), vlines = row_lines(pb->dv, vsz);
   block_rows rows[2]; /* this block's and the next one's */
   int cur = 0;
   /* MHA with one query row per head: the block read token by token (block_token_major). */
