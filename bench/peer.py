@@ -18,7 +18,7 @@ as the peer, tiny shapes, wall-clock timing.
 
 With --seqlen-q (decode-like shapes) on CUDA, a read probe runs before and after the shapes: a
 float32 sum over a bf16 tensor of --read-probe-gib GiB (torch.sum, which streams it once; the
-best of 20 calls between CUDA events, 2 rounds), whose GB/s is the measured HBM read rate the
+best of 40 calls, each between CUDA events), whose GB/s is the measured HBM read rate the
 table's %bw divides our K+V GB/s by (the median of the two probes).
 
 Exit status: 0 when every call of ours ran (and, with --check, matched the first peer within a
@@ -172,25 +172,24 @@ def fmt_host(slot: dict) -> str:
 
 
 def read_probe(torch, gib: float) -> dict:
-    """GB/s of a float32 sum over a bf16 tensor of gib GiB (one pass over it): the best of 20
-    calls between CUDA events, over 2 rounds."""
+    """GB/s of a float32 sum over a bf16 tensor of gib GiB (one pass over it): the best of 40
+    calls, each between CUDA events."""
     n = int(gib * 2 ** 30) // 2
     x = torch.ones(n, dtype=torch.bfloat16, device="cuda")
     torch.sum(x, dtype=torch.float32)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    best = None
-    for _ in range(2):
-        for _ in range(20):
-            start.record()
-            torch.sum(x, dtype=torch.float32)
-            end.record()
-            end.synchronize()
-            ms = start.elapsed_time(end)
-            best = ms if best is None or ms < best else best
+    times = []
+    for _ in range(40):
+        start.record()
+        torch.sum(x, dtype=torch.float32)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    best = min(times)
     del x
     torch.cuda.empty_cache()
     return {"bytes": 2 * n, "best_ms": best, "gbs": 2 * n / (best * 1e-3) / 1e9,
-            "how": "torch.sum(bf16, dtype=float32), best of 2 x 20 calls"}
+            "how": "torch.sum(bf16, dtype=float32), best of 40 calls"}
 
 
 def print_table(results: list[dict], peers, kv_rate: bool, host_time: bool,
