@@ -436,10 +436,11 @@ FA_API void fa_release(void);
 /** How ranks exchange K/V blocks. MPI and NCCL are plugins loaded at run time (libfa_<name>.so). */
 typedef enum fa_transport_kind {
   FA_TRANSPORT_INVALID = 0,
-  FA_TRANSPORT_SELF = 1,  /**< one rank, no communication library: the ring run on one process */
+  FA_TRANSPORT_SELF = 1,  /**< one rank, no communication library: the ring run on one process
+                               (host or device tensors) */
   FA_TRANSPORT_MPI = 2,   /**< host tensors between processes; comm is the address of an MPI_Comm */
-  FA_TRANSPORT_NCCL = 3,  /**< reserved: device tensors over NCCL/RCCL (comm an ncclComm_t, the
-                               stream params.stream); not part of this build */
+  FA_TRANSPORT_NCCL = 3,  /**< CUDA tensors between GPUs; comm is the address of an ncclComm_t,
+                               the ring's work is enqueued on params.stream */
   FA_TRANSPORT_COUNT_ = 4 /**< number of kinds; not a transport */
 } fa_transport_kind;
 
@@ -459,6 +460,7 @@ typedef struct fa_ring_args {
   size_t struct_size;
   int32_t transport; /**< fa_transport_kind */
   void *comm;        /**< FA_TRANSPORT_MPI: the address of the caller's MPI_Comm (MPI_Comm *);
+                          FA_TRANSPORT_NCCL: the address of the caller's ncclComm_t;
                           FA_TRANSPORT_SELF: NULL */
   int32_t layout;    /**< fa_ring_layout */
   int32_t world;     /**< 0: rank and world come from the communicator; else both are checked
@@ -479,13 +481,17 @@ FA_API void fa_ring_args_init(fa_ring_args *ring);
  *
  * The call is collective: every rank checks its arguments, then the ranks agree (one small
  * reduction) before any output is written, so a refusal on one rank is returned on every rank
- * (the others' message says so). Blocks run in float32 on the host (bf16/f16 inputs are widened
- * exactly; outputs rounded once). With a causal mask, seqlen_q must equal seqlen_k (self-attention
+ * (the others' message says so). Host tensors: blocks run in float32 (bf16/f16 inputs are widened
+ * exactly; outputs rounded once). CUDA tensors (the NCCL or self transport): blocks run in the
+ * inputs' dtype on the GPU and their outputs and gradients sum in float32 there; every step,
+ * transfers included, is enqueued on params.stream and the call returns without waiting for it,
+ * as fa_forward does. With a causal mask, seqlen_q must equal seqlen_k (self-attention
  * shards; the two causal alignments coincide). A sliding window (equal local lengths too) counts
  * its keys in global positions, and so do dropout (the mask of fa_forward on the whole sequence,
  * drawn at the tokens' global positions) and ALiBi (distances between global positions). Refused
  * with FA_ERR_UNSUPPORTED, naming the field: varlen, seqused_k, paged KV, params.workspace, and
- * tensors outside host memory (device tensors need the NCCL transport, not part of this build).
+ * tensors in memory the transport does not carry (MPI: host; NCCL: CUDA) or whose backend offers
+ * no ring (HIP, OpenCL).
  * Deterministic: the summation order is fixed by the ring (block i merged at step i), so with
  * params.deterministic the results are bitwise reproducible for a given world size.
  * @param params  as fa_forward's

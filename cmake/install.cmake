@@ -42,7 +42,7 @@ install(FILES ${PROJECT_SOURCE_DIR}/api/flash_attn.h ${PROJECT_SOURCE_DIR}/api/f
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/flashattn COMPONENT dev)
 
 # The backends' plugins and the ring's transport plugins (cmake/transports.cmake), side by side.
-foreach(b ${FA_BACKENDS} MPI)
+foreach(b ${FA_BACKENDS} MPI NCCL)
   string(TOLOWER fa_${b} plugin)
   if(TARGET ${plugin})
     set_target_properties(${plugin} PROPERTIES INSTALL_RPATH "$ORIGIN/${fa_plugin_to_lib}")

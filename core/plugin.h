@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define FA_PLUGIN_ABI_VERSION 5u
+#define FA_PLUGIN_ABI_VERSION 6u
 #define FA_PLUGIN_ENTRY_SYMBOL "fa_plugin_entry"
 
 #define FA_DECISION_PAYLOAD_BYTES 64
@@ -112,6 +112,39 @@ typedef struct fa_plugin_probe {
   char dtypes[64];
 } fa_plugin_probe;
 
+/**
+ * The element-wise steps of a ring call over device tensors (core/ring_mem.c), on the memory of
+ * the backend that owns the tensors. Tensors have 1 to 4 dimensions on `device`, any strides;
+ * every step is enqueued on `stream` (params.stream) after the work already there, without
+ * synchronising the host. A backend that offers them offers all six.
+ */
+typedef enum fa_buffer_op_kind {
+  FA_BUFFER_ALLOC = 1, /* *alloc_out = `bytes` of device memory, usable in the stream's order */
+  FA_BUFFER_FREE = 2,  /* frees ptr once the stream's work so far is done (ptr may be NULL) */
+  FA_BUFFER_FILL = 3,  /* dst (float32) = value */
+  FA_BUFFER_COPY = 4,  /* dst = src, rounded to dst's dtype (f32, f16, bf16; same shapes) */
+  FA_BUFFER_ADD = 5,   /* dst (float32) += src (same shapes) */
+  FA_BUFFER_MERGE = 6  /* a block's output merged into a running one by the LSEs (below) */
+} fa_buffer_op_kind;
+
+/**
+ * One step. MERGE: src is a block's output [b, n, h, d] (f32, f16 or bf16) and src_lse its LSE
+ * [b, h, n] (float32); dst [b, n, h, d] and dst_lse [b, h, n] are the running output and LSE
+ * (float32). Per row (z, i, h): lse = fa_softmax_merge_lse(dst_lse, src_lse, &w1, &w2)
+ * (core/math/softmax.h), dst_lse = lse, dst[.., 0..d) = w1 * dst + w2 * src, element by element.
+ */
+typedef struct fa_buffer_op {
+  int32_t kind; /* fa_buffer_op_kind */
+  fa_device device;
+  void *stream;
+  size_t bytes;                       /* ALLOC */
+  void **alloc_out;                   /* ALLOC: receives the pointer */
+  void *ptr;                          /* FREE */
+  float value;                        /* FILL */
+  const fa_tensor *src, *dst;         /* COPY, ADD: src into dst; FILL: dst; MERGE: above */
+  const fa_tensor *src_lse, *dst_lse; /* MERGE */
+} fa_buffer_op;
+
 typedef struct fa_plugin {
   uint32_t abi_version; /* FA_PLUGIN_ABI_VERSION the plugin was built for */
   uint32_t struct_size; /* sizeof(fa_plugin) it was built with */
@@ -133,24 +166,28 @@ typedef struct fa_plugin {
      or, before writing anything, returns FA_ERR_UNSUPPORTED with the reason (fa_core_set_error).
      NULL: the backend does not offer fa_quantize. */
   fa_status (*quantize)(const fa_quantize_request *req, char *kernel);
+  /* One element-wise step of a ring over device tensors (fa_buffer_op above); FA_OK, or the
+     error set (fa_core_set_error). NULL: the backend offers no ring over its memory. */
+  fa_status (*buffer_op)(const fa_buffer_op *op);
 } fa_plugin;
 
 typedef const fa_plugin *(*fa_plugin_entry_fn)(uint32_t core_abi_version);
 
 /* Defines a plugin's table and its exported entry point, which hands the table only to a core of
    the same plugin ABI. */
-#define FA_PLUGIN_DEFINE(backend_id, name, probe, decide, run, release, quantize) \
-  FA_API const fa_plugin *fa_plugin_entry(uint32_t core_abi_version) {            \
-    static const fa_plugin table = {FA_PLUGIN_ABI_VERSION,                        \
-                                    (uint32_t)sizeof(fa_plugin),                  \
-                                    (backend_id),                                 \
-                                    (name),                                       \
-                                    (probe),                                      \
-                                    (decide),                                     \
-                                    (run),                                        \
-                                    (release),                                    \
-                                    (quantize)};                                  \
-    return core_abi_version == FA_PLUGIN_ABI_VERSION ? &table : NULL;             \
+#define FA_PLUGIN_DEFINE(backend_id, name, probe, decide, run, release, quantize, buffer_op) \
+  FA_API const fa_plugin *fa_plugin_entry(uint32_t core_abi_version) {                       \
+    static const fa_plugin table = {FA_PLUGIN_ABI_VERSION,                                   \
+                                    (uint32_t)sizeof(fa_plugin),                             \
+                                    (backend_id),                                            \
+                                    (name),                                                  \
+                                    (probe),                                                 \
+                                    (decide),                                                \
+                                    (run),                                                   \
+                                    (release),                                               \
+                                    (quantize),                                              \
+                                    (buffer_op)};                                            \
+    return core_abi_version == FA_PLUGIN_ABI_VERSION ? &table : NULL;                        \
   }
 
 /* --- services the core library exports to plugins (declared here, not in the public header) --- */

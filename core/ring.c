@@ -66,14 +66,15 @@ static fa_status check_ring_support(const fa_request *req, const fa_ring_args *r
   if (p->workspace)
     return fa_core_set_error(FA_ERR_UNSUPPORTED,
                              "params.workspace: the ring allocates its own buffers; pass NULL");
+  /* A ring of one rank moves nothing, so the self transport takes any memory. */
   const fa_transport_slot *s = fa_transport_slot_of(ring->transport);
-  if (req->device.kind != s->memory)
+  if (ring->transport != FA_TRANSPORT_SELF && req->device.kind != s->memory)
     return fa_core_set_error(
-        FA_ERR_UNSUPPORTED, "q.device = %s but the %s transport carries %s tensors%s",
+        FA_ERR_UNSUPPORTED, "q.device = %s but the %s transport carries %s tensors (%s)",
         fa_device_kind_name(req->device.kind), s->name, fa_device_kind_name(s->memory),
-        req->device.kind == FA_DEVICE_CPU
-            ? ""
-            : " (device tensors need the NCCL transport, not in this build)");
+        req->device.kind == FA_DEVICE_CPU    ? "host tensors need MPI"
+        : req->device.kind == FA_DEVICE_CUDA ? "CUDA tensors need NCCL"
+                                             : "no transport carries this memory");
   if ((p->causal || p->window_enabled) && req->seqlen_q != req->seqlen_k)
     return fa_core_set_error(FA_ERR_UNSUPPORTED,
                              "q.shape[1] = %lld but k.shape[1] = %lld: a %s ring needs shards of "
@@ -190,6 +191,7 @@ static fa_status prepare_local(fa_ring_ctx *ctx, const fa_ring_args *ring, const
     ctx->params.window_right = caller->window_right >= span ? -1 : caller->window_right;
   }
   ctx->req = req;
+  TRY(fa_ring_mem_open(&ctx->mem, req));
   if (pr->op == FA_OP_FORWARD) return fa_ring_forward_prepare(ctx, &pr->fwd);
   return fa_ring_backward_prepare(ctx, &pr->bwd);
 }

@@ -1,8 +1,8 @@
 /*
  * ring.h: what the files of the ring (context parallelism) share: the transports' table
- * (transports.c), the block each ring step computes (ring_plan.c), host tensors in float32
- * (ring_tensor.c), and the two passes (ring_forward.c, ring_backward.c) behind core/ring.c's
- * entry points.
+ * (transports.c), the block each ring step computes (ring_plan.c), the buffers and element-wise
+ * steps on host or device memory (ring_mem.c, ring_tensor.c), and the two passes (ring_forward.c,
+ * ring_backward.c) behind core/ring.c's entry points.
  */
 #ifndef FA_CORE_RING_H
 #define FA_CORE_RING_H
@@ -62,32 +62,59 @@ void fa_ring_plan_step(const fa_params *p, int32_t layout, int32_t rank, int32_t
 /* p restricted to block blk: its causal flag, or its band as a top-left window. */
 fa_params fa_ring_block_params(const fa_params *p, const fa_ring_block *blk);
 
-/* ring_tensor.c: host tensors the ring owns: contiguous [d0, d1, d2, d3] (or 3-D) buffers. */
+/* ring_mem.c: where a call's buffers live and who runs its element-wise steps: the host (plugin
+   NULL; blocks in float32) or the device backend that owns the shards' memory (its buffer_op;
+   blocks in the inputs' dtype), every step on stream (params.stream). */
+typedef struct fa_ring_mem {
+  fa_device device;
+  void *stream;
+  const fa_plugin *plugin;
+  fa_dtype block_dtype; /* what the block calls compute in and write */
+} fa_ring_mem;
 
-/* A contiguous host fa_tensor over data. */
-fa_tensor fa_ring_view(void *data, fa_dtype dtype, int ndim, const int64_t *shape);
+/* Finds who runs the steps for the shards of r; FA_ERR_UNSUPPORTED naming the memory when no
+   backend offers them. */
+fa_status fa_ring_mem_open(fa_ring_mem *m, const fa_request *r);
+/* n elements of size bytes (at least one byte: an empty tensor still gets a pointer). */
+fa_status fa_ring_mem_alloc(const fa_ring_mem *m, int64_t n, size_t size, void **out);
+void fa_ring_mem_free(const fa_ring_mem *m, void *p);
+/* dst (float32) = value; dst = src rounded to dst's dtype; dst (float32) += src; and the merge of
+   a block's output src [b, n, h, d] and LSE src_lse [b, h, n] into the running dst and dst_lse
+   (float32) by core/math/softmax.h's rule. Any strides; src and dst of one shape. */
+fa_status fa_ring_fill(const fa_ring_mem *m, const fa_tensor *dst, float value);
+fa_status fa_ring_copy(const fa_ring_mem *m, const fa_tensor *src, const fa_tensor *dst);
+fa_status fa_ring_add(const fa_ring_mem *m, const fa_tensor *src, const fa_tensor *dst);
+fa_status fa_ring_merge(const fa_ring_mem *m, const fa_tensor *src, const fa_tensor *src_lse,
+                        const fa_tensor *dst, const fa_tensor *dst_lse);
 
-/* A shard's shapes: q, k, v, out [batch, rows, heads, dim], lse [batch, heads_q, rows]; their
-   element counts; and malloc of n elements of size bytes, at least one byte (an empty tensor
-   still gets a pointer). */
+/* ring_tensor.c: the ring's tensors, and the steps above on host memory. */
+
+/* A contiguous fa_tensor over data in m's memory. */
+fa_tensor fa_ring_view(const fa_ring_mem *m, void *data, fa_dtype dtype, int ndim,
+                       const int64_t *shape);
+
+/* A shard's shapes: q, k, v, out [batch, rows, heads, dim], lse [batch, heads_q, rows]; and their
+   element counts. */
 typedef struct fa_ring_shapes {
   int64_t q[4], k[4], v[4], o[4], lse[3];
   int64_t nq, nk, nv, no, nlse;
 } fa_ring_shapes;
 void fa_ring_shapes_of(const fa_request *r, fa_ring_shapes *s);
-void *fa_ring_alloc(int64_t n, size_t size);
 /* t restricted to rows [row0, row0 + rows) of dimension dim (same strides, byte_offset moved). */
 fa_tensor fa_ring_rows(const fa_tensor *t, int dim, int64_t row0, int64_t rows);
-/* Copies src (any strides, f32/f16/bf16) into dst_f32, contiguous float32 of src's shape. */
-void fa_ring_to_f32(const fa_tensor *src, float *dst_f32);
-/* Copies src (any strides) into dst, contiguous in src's own dtype (the bytes that travel). */
-void fa_ring_pack(const fa_tensor *src, void *dst);
-/* Converts n contiguous elements of dtype at src to float32. */
-void fa_ring_widen(const void *src, fa_dtype dtype, int64_t n, float *dst);
-/* Writes contiguous float32 values (dst's shape) into dst (any strides), rounding to its dtype. */
-void fa_ring_from_f32(const float *src, fa_tensor *dst);
-/* Elements of a tensor (the product of its shape). */
-int64_t fa_ring_numel(const fa_tensor *t);
+
+/* ring_mem.c: a shard's K then V packed into kv in their dtype (what travels); and, host only, a
+   packed shard widened into float32 k and v. */
+fa_status fa_ring_pack_kv(const fa_ring_mem *m, const fa_ring_shapes *sh, const fa_request *r,
+                          void *kv);
+fa_status fa_ring_widen_kv(const fa_ring_mem *m, const fa_ring_shapes *sh, const fa_request *r,
+                           void *kv, void *k, void *v);
+
+void fa_ring_host_fill(const fa_tensor *dst, float value);
+void fa_ring_host_copy(const fa_tensor *src, const fa_tensor *dst);
+void fa_ring_host_add(const fa_tensor *src, const fa_tensor *dst);
+void fa_ring_host_merge(const fa_tensor *src, const fa_tensor *src_lse, const fa_tensor *dst,
+                        const fa_tensor *dst_lse);
 
 /* ring_forward.c / ring_backward.c: the passes, after core/ring.c has validated the arguments,
    opened the communicator and the ranks have agreed. The context holds what both need. */
@@ -97,6 +124,7 @@ typedef struct fa_ring_ctx {
   int32_t rank, world, layout;
   fa_params params; /* resolved, as the block calls use them */
   const fa_request *req;
+  fa_ring_mem mem; /* where the buffers live and who runs the steps */
 } fa_ring_ctx;
 
 /* ring_plan.c: the positions block blk's call runs at (set where fa_ring_positioned): its first
@@ -108,16 +136,14 @@ fa_positions fa_ring_block_positions(const fa_ring_ctx *ctx, const fa_ring_block
    where *pending is NULL) and the block step t computes. */
 fa_status fa_ring_step_begin(const fa_ring_ctx *ctx, int32_t t, void *kv_cur, void *kv_next,
                              size_t kv_bytes, void **pending, fa_ring_step *step);
-/* ring_tensor.c: a packed K/V shard (K's nk elements, then V's nv) widened to float32. */
-void fa_ring_widen_kv(const void *kv, fa_dtype dtype, int64_t nk, int64_t nv, float *k, float *v);
 
 /* Buffers of a pass, allocated before the ranks agree so that running out of memory is a refusal
    every rank sees, not a failure in the middle of the ring. */
 typedef struct fa_ring_forward_bufs fa_ring_forward_bufs;
 typedef struct fa_ring_backward_bufs fa_ring_backward_bufs;
 
-/* Allocates the forward's buffers and checks (fa_plan_forward) that a backend runs its float32
-   blocks; NULL with the error set otherwise. */
+/* Allocates the forward's buffers and checks (fa_plan_forward) that a backend runs its blocks;
+   NULL with the error set otherwise. */
 fa_status fa_ring_forward_prepare(const fa_ring_ctx *ctx, fa_ring_forward_bufs **bufs);
 fa_status fa_ring_forward_run(const fa_ring_ctx *ctx, fa_ring_forward_bufs *bufs,
                               fa_run_info *info);

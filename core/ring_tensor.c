@@ -1,19 +1,21 @@
 /*
- * ring_tensor.c: the ring's host tensors. The caller's shards may have any strides and a 16-bit
- * dtype; the ring computes on contiguous float32 copies (bf16/f16 widen exactly) and sends K/V
- * packed contiguously in their own dtype, so only the bytes of the elements travel.
+ * ring_tensor.c: the ring's tensors and its element-wise steps on host memory. The caller's shards
+ * may have any strides and a 16-bit dtype; the host ring computes its blocks on contiguous float32
+ * copies (bf16 and f16 widen exactly) and sends K/V packed contiguously in their own dtype, so only
+ * the bytes of the elements travel. On a device the backend does the same steps (ring_mem.c).
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "math/dtype.h"
+#include "math/softmax.h"
 #include "ring.h"
 
-fa_tensor fa_ring_view(void *data, fa_dtype dtype, int ndim, const int64_t *shape) {
+fa_tensor fa_ring_view(const fa_ring_mem *m, void *data, fa_dtype dtype, int ndim,
+                       const int64_t *shape) {
   fa_tensor t;
   memset(&t, 0, sizeof t);
   t.data = data;
-  t.device.kind = FA_DEVICE_CPU;
+  t.device = m->device;
   t.dtype = dtype;
   t.ndim = ndim;
   for (int d = 0; d < ndim; ++d) t.shape[d] = shape[d];
@@ -42,19 +44,11 @@ void fa_ring_shapes_of(const fa_request *r, fa_ring_shapes *s) {
   s->nlse = count(l, 3);
 }
 
-void *fa_ring_alloc(int64_t n, size_t size) { return malloc(n > 0 ? (size_t)n * size : 1); }
-
 fa_tensor fa_ring_rows(const fa_tensor *t, int dim, int64_t row0, int64_t rows) {
   fa_tensor r = *t;
   r.byte_offset += (uint64_t)(row0 * t->strides[dim]) * fa_dtype_size(t->dtype);
   r.shape[dim] = rows;
   return r;
-}
-
-int64_t fa_ring_numel(const fa_tensor *t) {
-  int64_t n = 1;
-  for (int d = 0; d < t->ndim; ++d) n *= t->shape[d];
-  return n;
 }
 
 static float load(const char *p, fa_dtype dtype) {
@@ -89,8 +83,8 @@ static void store(char *p, fa_dtype dtype, float value) {
   }
 }
 
-/* Calls fn on every element of t in row-major logical order: the element's address and its
-   position in that order. The ring's tensors have 3 or 4 dimensions. */
+/* A tensor of 1 to 4 dimensions seen as 4 (leading dimensions of one element): its elements are
+   visited in row-major logical order, so two tensors of one shape are walked in step. */
 typedef struct walk {
   int64_t shape[4], strides[4];
   char *base;
@@ -109,41 +103,60 @@ static walk walk_of(const fa_tensor *t) {
   return w;
 }
 
-#define FOR_EACH(w, ptr, flat)                                                              \
-  for (int64_t i0 = 0, flat = 0; i0 < (w).shape[0]; ++i0)                                   \
-    for (int64_t i1 = 0; i1 < (w).shape[1]; ++i1)                                           \
-      for (int64_t i2 = 0; i2 < (w).shape[2]; ++i2)                                         \
-        for (int64_t i3 = 0; i3 < (w).shape[3]; ++i3, ++flat)                               \
-          for (char *ptr = (w).base + (size_t)(i0 * (w).strides[0] + i1 * (w).strides[1] +  \
-                                               i2 * (w).strides[2] + i3 * (w).strides[3]) * \
-                                          (w).elem;                                         \
-               ptr; ptr = NULL)
+static char *at(const walk *w, const int64_t *i) {
+  return w->base + (size_t)(i[0] * w->strides[0] + i[1] * w->strides[1] + i[2] * w->strides[2] +
+                            i[3] * w->strides[3]) *
+                       w->elem;
+}
 
-void fa_ring_to_f32(const fa_tensor *src, float *dst) {
-  walk w = walk_of(src);
+/* Visits the indices of w's elements in row-major order. */
+#define FOR_EACH_INDEX(w, i)                                     \
+  for (int64_t i[4] = {0, 0, 0, 0}; i[0] < (w).shape[0]; ++i[0]) \
+    for (i[1] = 0; i[1] < (w).shape[1]; ++i[1])                  \
+      for (i[2] = 0; i[2] < (w).shape[2]; ++i[2])                \
+        for (i[3] = 0; i[3] < (w).shape[3]; ++i[3])
+
+void fa_ring_host_fill(const fa_tensor *dst, float value) {
+  const walk w = walk_of(dst);
   if (!w.base) return;
-  FOR_EACH(w, p, flat) dst[flat] = load(p, src->dtype);
+  FOR_EACH_INDEX(w, i) store(at(&w, i), dst->dtype, value);
 }
 
-void fa_ring_pack(const fa_tensor *src, void *dst) {
-  walk w = walk_of(src);
-  if (!w.base) return;
-  char *out = (char *)dst;
-  FOR_EACH(w, p, flat) memcpy(out + (size_t)flat * w.elem, p, w.elem);
+void fa_ring_host_copy(const fa_tensor *src, const fa_tensor *dst) {
+  const walk s = walk_of(src), d = walk_of(dst);
+  if (!s.base || !d.base) return;
+  if (src->dtype == dst->dtype) {
+    FOR_EACH_INDEX(s, i) memcpy(at(&d, i), at(&s, i), s.elem);
+  } else {
+    FOR_EACH_INDEX(s, i) store(at(&d, i), dst->dtype, load(at(&s, i), src->dtype));
+  }
 }
 
-void fa_ring_widen(const void *src, fa_dtype dtype, int64_t n, float *dst) {
-  const size_t elem = fa_dtype_size(dtype);
-  for (int64_t i = 0; i < n; ++i) dst[i] = load((const char *)src + (size_t)i * elem, dtype);
+void fa_ring_host_add(const fa_tensor *src, const fa_tensor *dst) {
+  const walk s = walk_of(src), d = walk_of(dst);
+  if (!s.base || !d.base) return;
+  FOR_EACH_INDEX(s, i) {
+    float *p = (float *)(void *)at(&d, i);
+    *p += load(at(&s, i), src->dtype);
+  }
 }
 
-void fa_ring_from_f32(const float *src, fa_tensor *dst) {
-  walk w = walk_of(dst);
-  if (!w.base) return;
-  FOR_EACH(w, p, flat) store(p, dst->dtype, src[flat]);
-}
-
-void fa_ring_widen_kv(const void *kv, fa_dtype dtype, int64_t nk, int64_t nv, float *k, float *v) {
-  fa_ring_widen(kv, dtype, nk, k);
-  fa_ring_widen((const char *)kv + (size_t)nk * fa_dtype_size(dtype), dtype, nv, v);
+void fa_ring_host_merge(const fa_tensor *src, const fa_tensor *src_lse, const fa_tensor *dst,
+                        const fa_tensor *dst_lse) {
+  const walk s = walk_of(src), d = walk_of(dst), sl = walk_of(src_lse), dl = walk_of(dst_lse);
+  if (!s.base || !d.base) return;
+  /* [b, n, h, dim] rows against the LSEs' [b, h, n] (seen as [1, b, h, n]). */
+  for (int64_t z = 0; z < s.shape[0]; ++z)
+    for (int64_t n = 0; n < s.shape[1]; ++n)
+      for (int64_t h = 0; h < s.shape[2]; ++h) {
+        const int64_t li[4] = {0, z, h, n};
+        float *lse = (float *)(void *)at(&dl, li);
+        float w1, w2;
+        *lse = fa_softmax_merge_lse(*lse, load(at(&sl, li), FA_F32), &w1, &w2);
+        for (int64_t e = 0; e < s.shape[3]; ++e) {
+          const int64_t i[4] = {z, n, h, e};
+          float *o = (float *)(void *)at(&d, i);
+          *o = w1 * *o + w2 * load(at(&s, i), src->dtype);
+        }
+      }
 }

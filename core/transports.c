@@ -66,8 +66,7 @@ typedef struct transport_def {
 static const transport_def defs[] = {
     {FA_TRANSPORT_SELF, "self", FA_DEVICE_CPU, ""},
     {FA_TRANSPORT_MPI, "mpi", FA_DEVICE_CPU, FA_BUILD_REASON_MPI},
-    {FA_TRANSPORT_NCCL, "nccl", FA_DEVICE_CUDA,
-     "not built: the NCCL transport is not part of this build"},
+    {FA_TRANSPORT_NCCL, "nccl", FA_DEVICE_CUDA, FA_BUILD_REASON_NCCL},
 };
 _Static_assert(sizeof defs / sizeof defs[0] == FA_TRANSPORT_COUNT_ - 1,
                "one table entry per fa_transport_kind but INVALID");

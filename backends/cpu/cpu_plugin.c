@@ -62,4 +62,4 @@ static fa_status run_pass(const fa_request *req, const cpu_choice *c, void *work
   return cpu_forward(req, &pb, &ws);
 }
 
-FA_PLUGIN_DEFINE(FA_BACKEND_CPU, "cpu", cpu_probe, cpu_decide, cpu_run, NULL, cpu_quantize)
+FA_PLUGIN_DEFINE(FA_BACKEND_CPU, "cpu", cpu_probe, cpu_decide, cpu_run, NULL, cpu_quantize, NULL)

@@ -93,6 +93,8 @@ fa_status cuda_check_indices(const fa_request *req);
 fa_status cuda_failure(int cuda_error, const char *what);
 /* cuda_quantize.c: the plugin's fa_quantize. */
 fa_status cuda_quantize(const fa_quantize_request *req, char *kernel);
+/* cuda_buffer_ops.c: the plugin's buffer_op (the ring's steps over CUDA device memory). */
+fa_status cuda_buffer_op(const fa_buffer_op *op);
 fa_status cuda_workspace_take(void *given, size_t bytes, void *stream, void **ws);
 int cuda_workspace_give_back(void *given, void *ws, void *stream, int e);
 void *cuda_workspace_aligned(void *ws);

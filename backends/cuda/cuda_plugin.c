@@ -220,4 +220,4 @@ void cuda_release(void) {
 }
 
 FA_PLUGIN_DEFINE(FA_BACKEND_CUDA, "cuda", cuda_probe, cuda_decide, cuda_run, cuda_release,
-                 cuda_quantize)
+                 cuda_quantize, cuda_buffer_op)

@@ -148,4 +148,4 @@ fa_status hip_run(const fa_request *req, const fa_decision *decision, void *work
   return st;
 }
 
-FA_PLUGIN_DEFINE(FA_BACKEND_HIP, "hip", hip_probe, hip_decide, hip_run, NULL, NULL)
+FA_PLUGIN_DEFINE(FA_BACKEND_HIP, "hip", hip_probe, hip_decide, hip_run, NULL, NULL, NULL)

@@ -236,4 +236,4 @@ fa_status ocl_run(const fa_request *req, const fa_decision *decision, void *work
 static void ocl_release(void) { ocl_program_release_all(); }
 
 FA_PLUGIN_DEFINE(FA_BACKEND_OPENCL, "opencl", ocl_probe, ocl_decide, ocl_run, ocl_release,
-                 ocl_quantize)
+                 ocl_quantize, NULL)

@@ -60,6 +60,8 @@
 #                take it too): memcheck on the varlen.wide cases, racecheck and synccheck on
 #                varlen.wide.seqused.f16, racecheck with FA_CUDA_FA3_GRID=1 (one block walks
 #                every item)
+#   memcheck.ring, racecheck.ring
+#                bin/cuda_ring under memcheck and racecheck: the ring's buffer steps on the GPU
 #   memcheck.tables
 #                memcheck on bin/cuda_bad_tables: out-of-range block tables, cu_seqlens, seqused_k
 #                and cache lengths in device memory, refused with params.check_indices and
@@ -84,6 +86,9 @@
 #   graph        bin/cuda_graph: fa_forward + fa_backward and a decoding step of fa_forward_kvcache
 #                captured in CUDA graphs and replayed with new inputs (and, for decoding, cache
 #                lengths advanced in device memory), bitwise equal to eager calls
+#   ring         bin/cuda_ring: fa_ring_forward / fa_ring_backward on CUDA tensors, one rank on the
+#                self transport and on an NCCL communicator of one rank, against float64 and the
+#                one-process calls (bitwise where a step is one block)
 #   seqs.hd192   bin/fa-bench --varlen at head dims 192 (twice) and 256, 4k packed tokens, both
 #                passes and masks: every row must run (fa3 over sequences at 192 once faulted
 #                there, depending on the allocations around the tensors), log in $OUT
@@ -301,6 +306,13 @@ if [ "$DO_SAN" -eq 1 ]; then
     else
       record memcheck.tables FAIL "cuda_bad_tables not built"
     fi
+    # The ring over CUDA tensors: its buffer steps (fill, copy, add, the LSE merge a warp a row).
+    if need_bin cuda_ring; then
+      SAN_PROG=cuda_ring sanitize memcheck.ring memcheck memcheck_ring.log
+      SAN_PROG=cuda_ring sanitize racecheck.ring racecheck racecheck_ring.log
+    else
+      record memcheck.ring FAIL "cuda_ring not built"
+    fi
     # The kernels over sequences (fa3's on sm_90 where its conformance cases reach them, fa2's
     # elsewhere): the suite's varlen cases under memcheck (device leaks are cuda_smoke's steps'
     # concern), racecheck and synccheck on several tiles of several sequences, and racecheck with
@@ -477,6 +489,9 @@ program_step sm90probe sm90_probe 60 SKIP
 program_step sm90fp8probe sm90_fp8_probe 60 SKIP
 # bin/cuda_graph: the calls captured in CUDA graphs and replayed against eager calls.
 program_step graph cuda_graph 120 FAIL
+# bin/cuda_ring: the ring calls on CUDA tensors (self and one-rank NCCL) against float64 and the
+# one-process calls.
+program_step ring cuda_ring 120 FAIL
 # bin/test_quantize_device cuda: fa_quantize on the GPU byte for byte against the CPU backend.
 program_step quantize test_quantize_device 300 FAIL cuda
 

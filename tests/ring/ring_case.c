@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_mem.h"
 #include "reference.h"
 
 const ring_extra ring_alibi_heads = {0, FA_CAUSAL_BOTTOM_RIGHT, 1, 0.0f};
@@ -118,8 +119,54 @@ static void check(int which, const tu_tensor *got_t, const ref_result *r64, cons
 
 enum { Q, K, V, DO, O, LSE, DQ, DK, DV, N_T };
 
+/* A host tensor's twin in a device's memory: the whole allocation (gaps too) and the same view. */
+typedef struct mirror {
+  void *p;
+  fa_tensor t;
+} mirror;
+
+/* Makes m the twin of x on dev (NULL: m's view is x's own); 0 on failure (reported). */
+static int mirror_to(mirror *m, const tu_tensor *x, const fa_device *dev) {
+  m->p = NULL;
+  m->t = x->t;
+  if (!dev) return 1;
+  char err[256];
+  const size_t bytes = x->buf_elems * x->elem_bytes;
+  if (devmem_alloc(*dev, bytes, &m->p, err, sizeof err) != 0 ||
+      devmem_copy_to_device(*dev, m->p, x->buf, bytes, err, sizeof err) != 0) {
+    fail("device memory: %s", err);
+    return 0;
+  }
+  m->t.data = (unsigned char *)m->p + ((unsigned char *)x->t.data - x->buf);
+  m->t.device = *dev;
+  return 1;
+}
+
+/* Copies m's twin back into x (after the calls that wrote it); 0 on failure (reported). */
+static int mirror_back(const mirror *m, tu_tensor *x, const fa_device *dev) {
+  if (!dev) return 1;
+  char err[256];
+  if (devmem_sync(*dev, err, sizeof err) != 0 ||
+      devmem_copy_to_host(*dev, x->buf, m->p, x->buf_elems * x->elem_bytes, err, sizeof err) != 0) {
+    fail("device memory: %s", err);
+    return 0;
+  }
+  return 1;
+}
+
+static void mirror_free(mirror *m, const fa_device *dev) {
+  char err[256];
+  if (dev && m->p) devmem_free(*dev, m->p, err, sizeof err);
+  m->p = NULL;
+}
+
 void ring_case_run(const ring_case *c, uint64_t seed, const fa_ring_args *comm, int rank, int world,
                    ring_result *res) {
+  ring_case_run_on(c, seed, comm, rank, world, NULL, res);
+}
+
+void ring_case_run_on(const ring_case *c, uint64_t seed, const fa_ring_args *comm, int rank,
+                      int world, const fa_device *dev, ring_result *res) {
   memset(res, 0, sizeof *res);
   fa_ring_args shard_ring = *comm;
   shard_ring.layout = c->layout;
@@ -150,6 +197,10 @@ void ring_case_run(const ring_case *c, uint64_t seed, const fa_ring_args *comm, 
   ref_result r64, rst;
   memset(&r64, 0, sizeof r64);
   memset(&rst, 0, sizeof rst);
+  mirror gd[N_T], ld[N_T], again_d;
+  memset(gd, 0, sizeof gd);
+  memset(ld, 0, sizeof ld);
+  memset(&again_d, 0, sizeof again_d);
   int ok = 1;
   for (int i = 0; i < N_T && ok; ++i) {
     const int nd = i == LSE ? 3 : 4, seq = i == LSE ? 2 : 1;
@@ -198,12 +249,17 @@ void ring_case_run(const ring_case *c, uint64_t seed, const fa_ring_args *comm, 
   p.dropout_p = x->dropout_p;
   p.dropout_seed = tu_seed_for(seed, "dropout");
   p.dropout_offset = 3;
-  if (fa_forward(&p, &g[Q].t, &g[K].t, &g[V].t, &g[O].t, &g[LSE].t, NULL) != FA_OK ||
-      fa_backward(&p, &g[Q].t, &g[K].t, &g[V].t, &g[O].t, &g[LSE].t, &g[DO].t, &g[DQ].t, &g[DK].t,
-                  &g[DV].t, NULL) != FA_OK) {
+  for (int i = 0; i < N_T; ++i)
+    if (!mirror_to(&gd[i], &g[i], dev) || !mirror_to(&ld[i], &l[i], dev)) goto done;
+  if (!mirror_to(&again_d, &again, dev)) goto done;
+  if (fa_forward(&p, &gd[Q].t, &gd[K].t, &gd[V].t, &gd[O].t, &gd[LSE].t, NULL) != FA_OK ||
+      fa_backward(&p, &gd[Q].t, &gd[K].t, &gd[V].t, &gd[O].t, &gd[LSE].t, &gd[DO].t, &gd[DQ].t,
+                  &gd[DK].t, &gd[DV].t, NULL) != FA_OK) {
     fail("one-process call failed: %s", fa_last_error());
     goto done;
   }
+  for (int i = O; i < N_T; ++i)
+    if (!mirror_back(&gd[i], &g[i], dev)) goto done;
   ref_problem rp = {
       b, S, Sk, hq, hkv, d, dv, ref_resolve_scale(0.0f, d), c->causal, x->causal_align};
   ref_ext rx;
@@ -222,17 +278,20 @@ void ring_case_run(const ring_case *c, uint64_t seed, const fa_ring_args *comm, 
     goto done;
   }
 
-  fa_status st = fa_ring_forward(&p, ring, &l[Q].t, &l[K].t, &l[V].t, &l[O].t, &l[LSE].t, NULL);
+  fa_status st =
+      fa_ring_forward(&p, ring, &ld[Q].t, &ld[K].t, &ld[V].t, &ld[O].t, &ld[LSE].t, NULL);
   if (st != FA_OK) {
     fail("fa_ring_forward: %s: %s", fa_status_string(st), fa_last_error());
     goto done;
   }
-  st = fa_ring_backward(&p, ring, &l[Q].t, &l[K].t, &l[V].t, &l[O].t, &l[LSE].t, &l[DO].t, &l[DQ].t,
-                        &l[DK].t, &l[DV].t, NULL);
+  st = fa_ring_backward(&p, ring, &ld[Q].t, &ld[K].t, &ld[V].t, &ld[O].t, &ld[LSE].t, &ld[DO].t,
+                        &ld[DQ].t, &ld[DK].t, &ld[DV].t, NULL);
   if (st != FA_OK) {
     fail("fa_ring_backward: %s: %s", fa_status_string(st), fa_last_error());
     goto done;
   }
+  for (int i = O; i < N_T; ++i)
+    if (!mirror_back(&ld[i], &l[i], dev)) goto done;
   for (int i = O; i < N_T; ++i) {
     char msg[160];
     if (tu_gaps_intact(&l[i], msg, sizeof msg) != 1)
@@ -242,10 +301,10 @@ void ring_case_run(const ring_case *c, uint64_t seed, const fa_ring_args *comm, 
   for (int i = O; i < N_T; ++i) check(which_of[i], &l[i], &r64, &rst, &rp, &g[i], map[i], count[i]);
 
   /* The ring's order of summation is fixed: a second run gives the same bits. */
-  st = fa_ring_forward(&p, ring, &l[Q].t, &l[K].t, &l[V].t, &again.t, NULL, NULL);
+  st = fa_ring_forward(&p, ring, &ld[Q].t, &ld[K].t, &ld[V].t, &again_d.t, NULL, NULL);
   if (st != FA_OK)
     fail("second fa_ring_forward: %s: %s", fa_status_string(st), fa_last_error());
-  else
+  else if (mirror_back(&again_d, &again, dev))
     for (int64_t f = 0; f < count[O]; ++f)
       if (tu_get_flat(&again, f) != tu_get_flat(&l[O], f) &&
           !(isnan(tu_get_flat(&again, f)) && isnan(tu_get_flat(&l[O], f)))) {
@@ -253,6 +312,11 @@ void ring_case_run(const ring_case *c, uint64_t seed, const fa_ring_args *comm, 
         break;
       }
 done:
+  for (int i = 0; i < N_T; ++i) {
+    mirror_free(&gd[i], dev);
+    mirror_free(&ld[i], dev);
+  }
+  mirror_free(&again_d, dev);
   for (int i = 0; i < N_T; ++i) {
     tu_free(&g[i]);
     tu_free(&l[i]);

@@ -48,8 +48,13 @@ typedef struct ring_result {
 } ring_result;
 
 /* Runs c on this rank of the communicator in comm (rank and world as it says), with the case's
-   layout. */
+   layout, on host tensors. */
 void ring_case_run(const ring_case *c, uint64_t seed, const fa_ring_args *comm, int rank, int world,
                    ring_result *res);
+/* The same with every tensor of the ring and of the one-process calls in dev's memory (copies of
+   the host tensors, gaps included, made with tools/device_mem.h; results copied back before they
+   are checked); dev NULL: host. */
+void ring_case_run_on(const ring_case *c, uint64_t seed, const fa_ring_args *comm, int rank,
+                      int world, const fa_device *dev, ring_result *res);
 
 #endif /* FA_TESTS_RING_CASE_H */

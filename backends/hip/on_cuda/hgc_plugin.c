@@ -129,4 +129,4 @@ static fa_status hgc_run(const fa_request *req, const fa_decision *decision, voi
   return st;
 }
 
-FA_PLUGIN_DEFINE(FA_BACKEND_CUDA, "cuda", hgc_probe, hgc_decide, hgc_run, NULL, NULL)
+FA_PLUGIN_DEFINE(FA_BACKEND_CUDA, "cuda", hgc_probe, hgc_decide, hgc_run, NULL, NULL, NULL)

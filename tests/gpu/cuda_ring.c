@@ -1,0 +1,176 @@
+/*
+ * cuda_ring.c: the ring calls on CUDA tensors, one rank on one GPU (tests/gpu/h200_check.sh runs
+ * it: step ring).
+ *
+ *   cuda_ring
+ *
+ * Each case is tests/ring's (ring_case_run_on): the local shards, the one-process calls and every
+ * output live in device memory; out, lse, dq, dk and dv are checked against the float64 reference
+ * by the suite's pass rule and against fa_forward / fa_backward on the whole sequence on the same
+ * GPU, and a second run must give the same bits.
+ * 1. On the built-in self transport: causal and not, bf16 and f16, head dims 64, 128 and 256, GQA,
+ *    both layouts. Where a step is one block (no window) the ring's result is the one-process
+ *    call's bit for bit: the block's output merged into nothing and its gradients added to zero
+ *    are exact in float32, and the block runs the same kernel on the same values (deterministic).
+ *    With a sliding window the zig-zag shard's chunk pairs are several blocks a step, so the
+ *    device's merge and sums do real work; those cases are held to the tolerance.
+ * 2. On the NCCL transport, where it is built and available: a communicator of one rank on GPU 0
+ *    (ncclCommInitAll), the same cases.
+ * 3. Refusals: a workspace (FA_ERR_UNSUPPORTED: the ring allocates its own), the NCCL transport
+ *    with no communicator (FA_ERR_INVALID_ARGUMENT); the outputs untouched.
+ *
+ * Prints one PASS / FAIL line per check and a summary; exits 0 when all pass, 1 on a failure, 77
+ * when the CUDA backend is not available here (with the library's reason).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_backend.h"
+#include "device_mem.h"
+#include "ring/ring_case.h"
+#if FA_TEST_NCCL
+#include <nccl.h>
+#endif
+
+static int g_failed = 0, g_passed = 0;
+
+static void check(int ok, const char *what, const char *detail) {
+  printf("%s %s%s%s\n", ok ? "PASS" : "FAIL", what, detail && *detail ? ": " : "",
+         detail ? detail : "");
+  if (ok)
+    ++g_passed;
+  else
+    ++g_failed;
+}
+
+static const char *const output_names[5] = {"out", "lse", "dq", "dk", "dv"};
+
+/* Runs the cases on one transport. bitwise[i]: case i must equal the one-process call exactly. */
+static void run_cases(const char *transport, const fa_ring_args *ring, const fa_device *dev,
+                      uint64_t seed) {
+  static const ring_case cases[] = {
+      {"bf16.causal.contiguous.gqa.hd128", FA_BF16, 1, FA_RING_CONTIGUOUS, 2, 256, 4, 2, 128, 128,
+       TU_CONTIGUOUS, 0, 0, 0, NULL},
+      {"f16.full.zigzag.hd64", FA_F16, 0, FA_RING_ZIGZAG, 1, 200, 4, 4, 64, 64, TU_CONTIGUOUS, 0, 0,
+       0, NULL},
+      {"bf16.causal.zigzag.mqa.hd256", FA_BF16, 1, FA_RING_ZIGZAG, 1, 128, 4, 1, 256, 256,
+       TU_CONTIGUOUS, 0, 0, 0, NULL},
+      {"bf16.full.contiguous.padded.hd128", FA_BF16, 0, FA_RING_CONTIGUOUS, 2, 160, 4, 2, 128, 128,
+       TU_PADDED, 0, 0, 0, NULL},
+      {"bf16.window.causal.zigzag.gqa.hd128", FA_BF16, 1, FA_RING_ZIGZAG, 2, 256, 4, 2, 128, 128,
+       TU_CONTIGUOUS, 1, 40, -1, NULL},
+      {"f16.window.both.zigzag.hd64", FA_F16, 0, FA_RING_ZIGZAG, 1, 192, 4, 2, 64, 64, TU_PERMUTED,
+       1, 30, 20, NULL},
+  };
+  static const int bitwise[] = {1, 1, 1, 0, 0, 0};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    ring_result r;
+    ring_case_run_on(&cases[i], seed, ring, 0, 1, dev, &r);
+    char what[160], detail[400];
+    snprintf(what, sizeof what, "%s %s", transport, cases[i].name);
+    int n = snprintf(detail, sizeof detail, "error / tolerance / vs one call:");
+    int exact = 1;
+    for (int o = 0; o < 5 && n > 0 && (size_t)n < sizeof detail; ++o) {
+      n += snprintf(detail + n, sizeof detail - (size_t)n, " %s %.2g/%.2g/%.2g", output_names[o],
+                    r.err[o], r.tol[o], r.vs_one[o]);
+      if (r.vs_one[o] != 0.0) exact = 0;
+    }
+    check(r.failures == 0, what, detail);
+    if (bitwise[i]) {
+      snprintf(what, sizeof what, "%s %s equals the one-process call bitwise", transport,
+               cases[i].name);
+      check(r.failures == 0 && exact, what, "");
+    }
+  }
+}
+
+/* A refused ring call: its status, and the output left as it was. */
+static void refusal(const char *what, const fa_ring_args *ring, const fa_device *dev,
+                    int with_workspace, fa_status want) {
+  const int64_t shape[4] = {1, 64, 2, 64}, lshape[3] = {1, 2, 64};
+  const size_t bytes = 64 * 2 * 64 * 2;
+  void *buf[5] = {NULL};
+  char err[256];
+  int ok = 1;
+  for (int i = 0; i < 5 && ok; ++i)
+    ok = devmem_alloc(*dev, i == 4 ? 64 * 2 * 4 : bytes, &buf[i], err, sizeof err) == 0 &&
+         devmem_memset(*dev, buf[i], 0x5a, i == 4 ? 64 * 2 * 4 : bytes, err, sizeof err) == 0;
+  if (!ok) {
+    check(0, what, err);
+    return;
+  }
+  fa_tensor t[4], lse;
+  for (int i = 0; i < 4; ++i) t[i] = tu_view(buf[i], FA_BF16, *dev, 4, shape);
+  lse = tu_view(buf[4], FA_F32, *dev, 3, lshape);
+  fa_params p;
+  fa_params_init(&p);
+  if (with_workspace) {
+    p.workspace = buf[0];
+    p.workspace_size = bytes;
+  }
+  const fa_status st = fa_ring_forward(&p, ring, &t[0], &t[1], &t[2], &t[3], &lse, NULL);
+  unsigned char host[64 * 2 * 64 * 2];
+  int untouched = devmem_copy_to_host(*dev, host, buf[3], bytes, err, sizeof err) == 0;
+  for (size_t i = 0; untouched && i < bytes; ++i) untouched = host[i] == 0x5a;
+  char detail[400];
+  snprintf(detail, sizeof detail, "%s: %s%s", fa_status_string(st), fa_last_error(),
+           untouched ? "" : " (and the output was written)");
+  check(st == want && untouched, what, detail);
+  for (int i = 0; i < 5; ++i) devmem_free(*dev, buf[i], err, sizeof err);
+}
+
+int main(void) {
+  fa_backend_desc cuda;
+  const int skip = cuda_backend_or_skip(&cuda);
+  if (skip) return skip;
+  fa_device dev;
+  char err[256];
+  if (devmem_default_device(FA_DEVICE_CUDA, &dev, err, sizeof err) != 0) {
+    printf("FAIL device: %s\n", err);
+    return 1;
+  }
+  const uint64_t seed = tu_run_seed();
+  printf("seed 0x%016llx\n", (unsigned long long)seed);
+
+  fa_ring_args self;
+  fa_ring_args_init(&self);
+  self.transport = FA_TRANSPORT_SELF;
+  run_cases("self", &self, &dev, seed);
+
+  refusal("a ring over CUDA tensors given a workspace is refused", &self, &dev, 1,
+          FA_ERR_UNSUPPORTED);
+
+  fa_transport_desc descs[FA_TRANSPORT_COUNT_];
+  int32_t count = 0;
+  for (int i = 0; i < FA_TRANSPORT_COUNT_; ++i) fa_transport_desc_init(&descs[i]);
+  fa_transport_info(descs, FA_TRANSPORT_COUNT_, &count);
+  const fa_transport_desc *nccl_desc = NULL;
+  for (int32_t i = 0; i < count && i < FA_TRANSPORT_COUNT_; ++i)
+    if (descs[i].kind == FA_TRANSPORT_NCCL) nccl_desc = &descs[i];
+  fa_ring_args nccl;
+  fa_ring_args_init(&nccl);
+  nccl.transport = FA_TRANSPORT_NCCL;
+  if (!nccl_desc || !nccl_desc->available) {
+    printf("SKIP nccl: %s\n", nccl_desc ? nccl_desc->reason : "not known to this library");
+  } else {
+    printf("nccl: %s (%s)\n", nccl_desc->runtime, nccl_desc->plugin_path);
+    refusal("the NCCL transport without a communicator is refused", &nccl, &dev, 0,
+            FA_ERR_INVALID_ARGUMENT);
+#if FA_TEST_NCCL
+    ncclComm_t comm;
+    int devs[1] = {dev.id};
+    const ncclResult_t nr = ncclCommInitAll(&comm, 1, devs);
+    if (nr != ncclSuccess) {
+      check(0, "ncclCommInitAll (one rank)", ncclGetErrorString(nr));
+    } else {
+      nccl.comm = &comm;
+      run_cases("nccl", &nccl, &dev, seed);
+      ncclCommDestroy(comm);
+    }
+#else
+    printf("SKIP nccl cases: this test was built without NCCL's header\n");
+#endif
+  }
+  printf("%d passed, %d failed\n", g_passed, g_failed);
+  return g_failed ? 1 : 0;
+}
