@@ -202,8 +202,12 @@ fa_status fa_ring_backward_run(const fa_ring_ctx *ctx, fa_ring_backward_bufs *b,
     for (int32_t i = 0; i < step.n && st == FA_OK; ++i)
       st = block_backward(ctx, b, &whole, &step.b[i], &dq, summed ? &step_k : NULL,
                           summed ? &step_v : NULL, t == 0 && i == 0 ? info : NULL);
-    if (st == FA_OK && dkv_pending) st = ctx->ops->exchange_wait(ctx->comm, dkv_pending);
-    dkv_pending = NULL;
+    /* Waited for even after a failure: its buffers are freed when the call returns. */
+    if (dkv_pending) {
+      const fa_status w = ctx->ops->exchange_wait(ctx->comm, dkv_pending);
+      if (st == FA_OK) st = w;
+      dkv_pending = NULL;
+    }
     dkv_views(b, b->dkv[dcur], &dkv_k, &dkv_v);
     if (st == FA_OK && step.n == 1) st = add_kv_rows(m, &whole, &step.b[0], &dkv_k, &dkv_v);
     if (st == FA_OK && summed) st = fa_ring_add(m, &step_k, &dkv_k);
