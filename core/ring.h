@@ -103,8 +103,11 @@ void fa_ring_shapes_of(const fa_request *r, fa_ring_shapes *s);
 /* t restricted to rows [row0, row0 + rows) of dimension dim (same strides, byte_offset moved). */
 fa_tensor fa_ring_rows(const fa_tensor *t, int dim, int64_t row0, int64_t rows);
 
-/* ring_mem.c: a shard's K then V packed into kv in their dtype (what travels); and, host only, a
-   packed shard widened into float32 k and v. */
+/* ring_mem.c: the K and V views (dtype) of a packed shard kv, K's nk elements then V's; a
+   shard's K and V packed into kv in their dtype (what travels); and, host only, a packed shard
+   widened into float32 k and v. */
+void fa_ring_kv_views(const fa_ring_mem *m, const fa_ring_shapes *sh, void *kv, fa_dtype dtype,
+                      fa_tensor *k, fa_tensor *v);
 fa_status fa_ring_pack_kv(const fa_ring_mem *m, const fa_ring_shapes *sh, const fa_request *r,
                           void *kv);
 fa_status fa_ring_widen_kv(const fa_ring_mem *m, const fa_ring_shapes *sh, const fa_request *r,

@@ -47,8 +47,7 @@ static bwd_tensors tensors_of(const fa_ring_backward_bufs *b, const fa_request *
   bwd_tensors t;
   if (m->plugin) {
     t.q = *r->q, t.o = *r->out, t.l = *r->lse, t.d = *r->dout;
-    t.k = fa_ring_view(m, kv, bt, 4, b->sh.k);
-    t.v = fa_ring_view(m, (char *)kv + (size_t)b->sh.nk * fa_dtype_size(bt), bt, 4, b->sh.v);
+    fa_ring_kv_views(m, &b->sh, kv, bt, &t.k, &t.v);
   } else {
     t.q = fa_ring_view(m, b->q, bt, 4, b->sh.q);
     t.o = fa_ring_view(m, b->o, bt, 4, b->sh.o);

@@ -43,8 +43,7 @@ static fwd_tensors tensors_of(const fa_ring_forward_bufs *b, const fa_request *r
   fwd_tensors t;
   if (m->plugin) {
     t.q = *r->q;
-    t.k = fa_ring_view(m, kv, bt, 4, b->sh.k);
-    t.v = fa_ring_view(m, (char *)kv + (size_t)b->sh.nk * fa_dtype_size(bt), bt, 4, b->sh.v);
+    fa_ring_kv_views(m, &b->sh, kv, bt, &t.k, &t.v);
   } else {
     t.q = fa_ring_view(m, b->q, bt, 4, b->sh.q);
     t.k = fa_ring_view(m, b->k, bt, 4, b->sh.k);

@@ -108,22 +108,24 @@ fa_status fa_ring_merge(const fa_ring_mem *m, const fa_tensor *src, const fa_ten
   return device_op(m, &op);
 }
 
-/* The shard's K then V packed into kv in their dtype (what travels). */
+void fa_ring_kv_views(const fa_ring_mem *m, const fa_ring_shapes *sh, void *kv, fa_dtype dtype,
+                      fa_tensor *k, fa_tensor *v) {
+  *k = fa_ring_view(m, kv, dtype, 4, sh->k);
+  *v = fa_ring_view(m, (char *)kv + (size_t)sh->nk * fa_dtype_size(dtype), dtype, 4, sh->v);
+}
+
 fa_status fa_ring_pack_kv(const fa_ring_mem *m, const fa_ring_shapes *sh, const fa_request *r,
                           void *kv) {
-  fa_tensor k = fa_ring_view(m, kv, r->dtype, 4, sh->k);
-  fa_tensor v =
-      fa_ring_view(m, (char *)kv + (size_t)sh->nk * fa_dtype_size(r->dtype), r->dtype, 4, sh->v);
+  fa_tensor k, v;
+  fa_ring_kv_views(m, sh, kv, r->dtype, &k, &v);
   TRY(fa_ring_copy(m, r->k, &k));
   return fa_ring_copy(m, r->v, &v);
 }
 
-/* Host only: the packed shard in kv widened into the float32 k and v. */
 fa_status fa_ring_widen_kv(const fa_ring_mem *m, const fa_ring_shapes *sh, const fa_request *r,
                            void *kv, void *k, void *v) {
-  fa_tensor ks = fa_ring_view(m, kv, r->dtype, 4, sh->k);
-  fa_tensor vs =
-      fa_ring_view(m, (char *)kv + (size_t)sh->nk * fa_dtype_size(r->dtype), r->dtype, 4, sh->v);
+  fa_tensor ks, vs;
+  fa_ring_kv_views(m, sh, kv, r->dtype, &ks, &vs);
   fa_tensor kd = fa_ring_view(m, k, FA_F32, 4, sh->k), vd = fa_ring_view(m, v, FA_F32, 4, sh->v);
   TRY(fa_ring_copy(m, &ks, &kd));
   return fa_ring_copy(m, &vs, &vd);
