@@ -116,6 +116,43 @@ static char *at(const walk *w, const int64_t *i) {
       for (i[2] = 0; i[2] < (w).shape[2]; ++i[2])                \
         for (i[3] = 0; i[3] < (w).shape[3]; ++i[3])
 
+/* Whether w's elements are contiguous in row-major order (extents of 1 have any stride). */
+static int dense(const walk *w) {
+  int64_t want = 1;
+  for (int d = 3; d >= 0; --d) {
+    if (w->shape[d] != 1 && w->strides[d] != want) return 0;
+    want *= w->shape[d];
+  }
+  return 1;
+}
+
+static int64_t count_of(const walk *w) {
+  return w->shape[0] * w->shape[1] * w->shape[2] * w->shape[3];
+}
+
+/* n contiguous elements of dtype at src widened to float32, or float32 ones narrowed to dtype:
+   the loops the ring's buffers take (the walk's per-element dispatch costs as much as a block's
+   compute at short shards). */
+static void widen(const void *src, fa_dtype dtype, int64_t n, float *dst) {
+  const uint16_t *h = src;
+  if (dtype == FA_BF16)
+    for (int64_t i = 0; i < n; ++i) dst[i] = fa_bf16_to_f32(h[i]);
+  else if (dtype == FA_F16)
+    for (int64_t i = 0; i < n; ++i) dst[i] = fa_f16_to_f32(h[i]);
+  else
+    memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+static void narrow(const float *src, int64_t n, fa_dtype dtype, void *dst) {
+  uint16_t *h = dst;
+  if (dtype == FA_BF16)
+    for (int64_t i = 0; i < n; ++i) h[i] = fa_f32_to_bf16(src[i]);
+  else if (dtype == FA_F16)
+    for (int64_t i = 0; i < n; ++i) h[i] = fa_f32_to_f16(src[i]);
+  else
+    memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
 void fa_ring_host_fill(const fa_tensor *dst, float value) {
   const walk w = walk_of(dst);
   if (!w.base) return;
@@ -125,7 +162,16 @@ void fa_ring_host_fill(const fa_tensor *dst, float value) {
 void fa_ring_host_copy(const fa_tensor *src, const fa_tensor *dst) {
   const walk s = walk_of(src), d = walk_of(dst);
   if (!s.base || !d.base) return;
-  if (src->dtype == dst->dtype) {
+  if (dense(&s) && dense(&d)) {
+    if (src->dtype == dst->dtype)
+      memcpy(d.base, s.base, (size_t)count_of(&s) * s.elem);
+    else if (dst->dtype == FA_F32)
+      widen(s.base, src->dtype, count_of(&s), (float *)(void *)d.base);
+    else if (src->dtype == FA_F32)
+      narrow((const float *)(const void *)s.base, count_of(&s), dst->dtype, d.base);
+    else
+      FOR_EACH_INDEX(s, i) store(at(&d, i), dst->dtype, load(at(&s, i), src->dtype));
+  } else if (src->dtype == dst->dtype) {
     FOR_EACH_INDEX(s, i) memcpy(at(&d, i), at(&s, i), s.elem);
   } else {
     FOR_EACH_INDEX(s, i) store(at(&d, i), dst->dtype, load(at(&s, i), src->dtype));
@@ -135,10 +181,22 @@ void fa_ring_host_copy(const fa_tensor *src, const fa_tensor *dst) {
 void fa_ring_host_add(const fa_tensor *src, const fa_tensor *dst) {
   const walk s = walk_of(src), d = walk_of(dst);
   if (!s.base || !d.base) return;
-  FOR_EACH_INDEX(s, i) {
-    float *p = (float *)(void *)at(&d, i);
-    *p += load(at(&s, i), src->dtype);
-  }
+  /* Rows of the last dimension at a time: the blocks' views cut rows, not columns. */
+  const int64_t cols = s.shape[3];
+  float row[256];
+  for (int64_t i0 = 0; i0 < s.shape[0]; ++i0)
+    for (int64_t i1 = 0; i1 < s.shape[1]; ++i1)
+      for (int64_t i2 = 0; i2 < s.shape[2]; ++i2) {
+        int64_t i[4] = {i0, i1, i2, 0};
+        float *o = (float *)(void *)at(&d, i);
+        if (s.strides[3] == 1 && d.strides[3] == 1 && cols <= 256) {
+          widen(at(&s, i), src->dtype, cols, row);
+          for (int64_t c = 0; c < cols; ++c) o[c] += row[c];
+        } else {
+          for (i[3] = 0; i[3] < cols; ++i[3])
+            *(float *)(void *)at(&d, i) += load(at(&s, i), src->dtype);
+        }
+      }
 }
 
 void fa_ring_host_merge(const fa_tensor *src, const fa_tensor *src_lse, const fa_tensor *dst,
@@ -146,6 +204,8 @@ void fa_ring_host_merge(const fa_tensor *src, const fa_tensor *src_lse, const fa
   const walk s = walk_of(src), d = walk_of(dst), sl = walk_of(src_lse), dl = walk_of(dst_lse);
   if (!s.base || !d.base) return;
   /* [b, n, h, dim] rows against the LSEs' [b, h, n] (seen as [1, b, h, n]). */
+  const int64_t cols = s.shape[3];
+  float row[256];
   for (int64_t z = 0; z < s.shape[0]; ++z)
     for (int64_t n = 0; n < s.shape[1]; ++n)
       for (int64_t h = 0; h < s.shape[2]; ++h) {
@@ -153,10 +213,16 @@ void fa_ring_host_merge(const fa_tensor *src, const fa_tensor *src_lse, const fa
         float *lse = (float *)(void *)at(&dl, li);
         float w1, w2;
         *lse = fa_softmax_merge_lse(*lse, load(at(&sl, li), FA_F32), &w1, &w2);
-        for (int64_t e = 0; e < s.shape[3]; ++e) {
-          const int64_t i[4] = {z, n, h, e};
-          float *o = (float *)(void *)at(&d, i);
-          *o = w1 * *o + w2 * load(at(&s, i), src->dtype);
+        int64_t i[4] = {z, n, h, 0};
+        float *o = (float *)(void *)at(&d, i);
+        if (s.strides[3] == 1 && d.strides[3] == 1 && cols <= 256) {
+          widen(at(&s, i), src->dtype, cols, row);
+          for (int64_t e = 0; e < cols; ++e) o[e] = w1 * o[e] + w2 * row[e];
+        } else {
+          for (i[3] = 0; i[3] < cols; ++i[3]) {
+            float *oe = (float *)(void *)at(&d, i);
+            *oe = w1 * *oe + w2 * load(at(&s, i), src->dtype);
+          }
         }
       }
 }

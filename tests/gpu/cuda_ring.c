@@ -22,7 +22,9 @@
  * Prints one PASS / FAIL line per check and a summary; exits 0 when all pass, 1 on a failure, 77
  * when the CUDA backend is not available here (with the library's reason).
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_backend.h"
@@ -129,6 +131,7 @@ int main(void) {
     printf("FAIL device: %s\n", err);
     return 1;
   }
+  setenv("FA_RING_DEVICE", "1", 1); /* the opt-in docs/ring.md describes */
   const uint64_t seed = tu_run_seed();
   printf("seed 0x%016llx\n", (unsigned long long)seed);
 
