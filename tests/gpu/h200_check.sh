@@ -89,6 +89,8 @@
 #   ring         bin/cuda_ring: fa_ring_forward / fa_ring_backward on CUDA tensors, one rank on the
 #                self transport and on an NCCL communicator of one rank, against float64 and the
 #                one-process calls (bitwise where a step is one block)
+#   nccl         bin/nccl_transport: the NCCL transport plugin through its table, one rank: the
+#                agreement, exchanges in flight on three kinds of caller stream, every byte checked
 #   seqs.hd192   bin/fa-bench --varlen at head dims 192 (twice) and 256, 4k packed tokens, both
 #                passes and masks: every row must run (fa3 over sequences at 192 once faulted
 #                there, depending on the allocations around the tensors), log in $OUT
@@ -492,6 +494,8 @@ program_step graph cuda_graph 120 FAIL
 # bin/cuda_ring: the ring calls on CUDA tensors (self and one-rank NCCL) against float64 and the
 # one-process calls.
 program_step ring cuda_ring 120 FAIL
+# bin/nccl_transport: the NCCL transport's table on one GPU (exchanges in flight, a 2.5 GiB message).
+program_step nccl nccl_transport 120 FAIL
 # bin/test_quantize_device cuda: fa_quantize on the GPU byte for byte against the CPU backend.
 program_step quantize test_quantize_device 300 FAIL cuda
 
