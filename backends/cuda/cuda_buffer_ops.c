@@ -153,11 +153,8 @@ fa_status cuda_buffer_op(const fa_buffer_op *op) {
   if (st != FA_OK || work == 0) return st;
 
   const int id = op->device.id;
-  int previous = -1;
-  cudaError_t e = cudaGetDevice(&previous);
-  if (e != cudaSuccess) return cuda_failure(e, "cudaGetDevice");
-  if (previous != id && (e = cudaSetDevice(id)) != cudaSuccess)
-    return cuda_failure(e, "cudaSetDevice");
+  int previous;
+  if ((st = cuda_device_enter(id, &previous)) != FA_OK) return st;
   const cudaStream_t stream = (cudaStream_t)op->stream;
   int err = 0;
   const char *what = "";
@@ -188,6 +185,6 @@ fa_status cuda_buffer_op(const fa_buffer_op *op) {
       what = "the buffer op merge kernel";
       break;
   }
-  if (previous != id) cudaSetDevice(previous);
+  cuda_device_leave(id, previous);
   return err == 0 ? FA_OK : cuda_failure(err, what);
 }

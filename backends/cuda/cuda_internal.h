@@ -91,6 +91,10 @@ fa_status cuda_check_indices(const fa_request *req);
    caller's workspace or one from the stream-ordered pool, and its return; a workspace pointer
    aligned to CUDA_WORKSPACE_ALIGN. */
 fa_status cuda_failure(int cuda_error, const char *what);
+/* Makes device id current for a call's work, *previous the device that was (cuda_device_leave
+   restores it); FA_OK or the CUDA error as the call's status. */
+fa_status cuda_device_enter(int id, int *previous);
+void cuda_device_leave(int id, int previous);
 /* cuda_quantize.c: the plugin's fa_quantize. */
 fa_status cuda_quantize(const fa_quantize_request *req, char *kernel);
 /* cuda_buffer_ops.c: the plugin's buffer_op (the ring's steps over CUDA device memory). */

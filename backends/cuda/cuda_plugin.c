@@ -28,6 +28,19 @@ fa_status cuda_failure(int cuda_error, const char *what) {
                            cudaGetErrorString(e));
 }
 
+fa_status cuda_device_enter(int id, int *previous) {
+  *previous = -1;
+  cudaError_t e = cudaGetDevice(previous);
+  if (e != cudaSuccess) return cuda_failure(e, "cudaGetDevice");
+  if (*previous != id && (e = cudaSetDevice(id)) != cudaSuccess)
+    return cuda_failure(e, "cudaSetDevice");
+  return FA_OK;
+}
+
+void cuda_device_leave(int id, int previous) {
+  if (previous != id) cudaSetDevice(previous);
+}
+
 /* Raises the kernels' shared-memory limit on the current device, once per device. */
 static fa_status prepare_device(int id) {
   pthread_mutex_lock(&prepared_lock);
@@ -189,20 +202,18 @@ fa_status cuda_run(const fa_request *req, const fa_decision *decision, void *wor
   if (!decision->supported)
     return fa_core_set_error(FA_ERR_UNSUPPORTED, "cuda: %s", decision->reason);
   const int id = req->device.id;
-  int previous = -1;
-  cudaError_t e = cudaGetDevice(&previous);
-  if (e != cudaSuccess) return cuda_failure(e, "cudaGetDevice");
-  if (previous != id && (e = cudaSetDevice(id)) != cudaSuccess)
-    return cuda_failure(e, "cudaSetDevice");
+  int previous;
+  fa_status st = cuda_device_enter(id, &previous);
+  if (st != FA_OK) return st;
   cuda_choice ch;
   fa_decision_get(decision, &ch, sizeof ch);
-  fa_status st = prepare_device(id);
+  st = prepare_device(id);
   if (st == FA_OK && req->params->check_indices) st = cuda_check_indices(req);
   if (st == FA_OK)
     st = ch.seqs                    ? cuda_seqs_run(req, decision, &ch, workspace)
          : req->op == FA_OP_FORWARD ? run_forward(req, decision, &ch, workspace)
                                     : run_backward(req, decision, &ch, workspace);
-  if (previous != id) cudaSetDevice(previous);
+  cuda_device_leave(id, previous);
   return st;
 }
 

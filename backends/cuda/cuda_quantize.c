@@ -54,13 +54,11 @@ fa_status cuda_quantize(const fa_quantize_request *req, char *kernel) {
   a.fp8_max = req->y->dtype == FA_F8E4M3 ? FA_F8E4M3_MAX : FA_F8E5M2_MAX;
   a.stream = req->args->stream;
 
-  int previous = -1;
-  cudaError_t e = cudaGetDevice(&previous);
-  if (e != cudaSuccess) return cuda_failure(e, "cudaGetDevice");
   const int id = req->device.id;
-  if (previous != id && (e = cudaSetDevice(id)) != cudaSuccess)
-    return cuda_failure(e, "cudaSetDevice");
+  int previous;
+  const fa_status st = cuda_device_enter(id, &previous);
+  if (st != FA_OK) return st;
   const int err = cuda_quant_launch(&a);
-  if (previous != id) cudaSetDevice(previous);
+  cuda_device_leave(id, previous);
   return err == cudaSuccess ? FA_OK : cuda_failure(err, "the fa_quantize kernels");
 }
