@@ -239,7 +239,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "rank %d: ring call failed: %s\n", rank, fa_last_error());
     rc = 1;
   }
-  /* The one-device baseline on rank 0: one shard's attention alone. */
+  /* The baseline on rank 0: one shard's attention alone, as one device would run it. */
   double of = -1, ob = -1;
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0 && rc == 0) {
@@ -259,7 +259,7 @@ int main(int argc, char **argv) {
     printf("%-9s %12.3f %12.3f %14.3f %10.1f%%\n", "backward", 1e3 * tb, 1e3 * ob,
            2.5 * flops / tb * 1e-12, 100.0 * world * ob / tb);
     if (of < 0 || ob < 0) {
-      fprintf(stderr, "one-device call failed: %s\n", fa_last_error());
+      fprintf(stderr, "fa_forward / fa_backward on one shard failed: %s\n", fa_last_error());
       rc = 1;
     }
   }

@@ -77,6 +77,15 @@ typedef struct fa_ring_mem {
 fa_status fa_ring_mem_open(fa_ring_mem *m, const fa_request *r);
 /* n elements of size bytes (at least one byte: an empty tensor still gets a pointer). */
 fa_status fa_ring_mem_alloc(const fa_ring_mem *m, int64_t n, size_t size, void **out);
+/* A pass's buffers: each wanted one allocated as fa_ring_mem_alloc does, in order, until one
+   fails (those allocated stay for the pass's free). */
+typedef struct fa_ring_need {
+  void **p;
+  int64_t n;
+  size_t size;
+  int want;
+} fa_ring_need;
+fa_status fa_ring_mem_alloc_all(const fa_ring_mem *m, const fa_ring_need *need, size_t count);
 void fa_ring_mem_free(const fa_ring_mem *m, void *p);
 /* dst (float32) = value; dst = src rounded to dst's dtype; dst (float32) += src; and the merge of
    a block's output src [b, n, h, d] and LSE src_lse [b, h, n] into the running dst and dst_lse

@@ -79,29 +79,22 @@ fa_status fa_ring_backward_prepare(const fa_ring_ctx *ctx, fa_ring_backward_bufs
   const size_t f = sizeof(float), belem = fa_dtype_size(m->block_dtype);
   b->kv_bytes = (size_t)(nk + nv) * fa_dtype_size(r->dtype);
   b->dkv_bytes = (size_t)(nk + nv) * f;
-  struct {
-    void **p;
-    int64_t n;
-    size_t size;
-    int want;
-  } const need[] = {{&b->kv[0], (int64_t)b->kv_bytes, 1, 1},
-                    {&b->kv[1], (int64_t)b->kv_bytes, 1, 1},
-                    {&b->dkv[0], nk + nv, f, 1},
-                    {&b->dkv[1], nk + nv, f, 1},
-                    {&b->dq, nq, f, 1},
-                    {&b->dq_blk, nq, belem, 1},
-                    {&b->dk_blk, nk, belem, 1},
-                    {&b->dv_blk, nv, belem, 1},
-                    {&b->dkv_step, nk + nv, f, fa_ring_chunk_pairs(&ctx->params)},
-                    {&b->q, nq, f, !m->plugin},
-                    {&b->o, no, f, !m->plugin},
-                    {&b->dout, no, f, !m->plugin},
-                    {&b->lse, b->sh.nlse, f, !m->plugin},
-                    {&b->k, nk, f, !m->plugin},
-                    {&b->v, nv, f, !m->plugin}};
-  fa_status st = FA_OK;
-  for (size_t i = 0; i < sizeof need / sizeof need[0] && st == FA_OK; ++i)
-    if (need[i].want) st = fa_ring_mem_alloc(m, need[i].n, need[i].size, need[i].p);
+  const fa_ring_need need[] = {{&b->kv[0], (int64_t)b->kv_bytes, 1, 1},
+                               {&b->kv[1], (int64_t)b->kv_bytes, 1, 1},
+                               {&b->dkv[0], nk + nv, f, 1},
+                               {&b->dkv[1], nk + nv, f, 1},
+                               {&b->dq, nq, f, 1},
+                               {&b->dq_blk, nq, belem, 1},
+                               {&b->dk_blk, nk, belem, 1},
+                               {&b->dv_blk, nv, belem, 1},
+                               {&b->dkv_step, nk + nv, f, fa_ring_chunk_pairs(&ctx->params)},
+                               {&b->q, nq, f, !m->plugin},
+                               {&b->o, no, f, !m->plugin},
+                               {&b->dout, no, f, !m->plugin},
+                               {&b->lse, b->sh.nlse, f, !m->plugin},
+                               {&b->k, nk, f, !m->plugin},
+                               {&b->v, nv, f, !m->plugin}};
+  fa_status st = fa_ring_mem_alloc_all(m, need, sizeof need / sizeof need[0]);
   if (st == FA_OK) {
     bwd_tensors t = tensors_of(b, r, b->kv[0]);
     fa_run_info plan;

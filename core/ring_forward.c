@@ -61,18 +61,18 @@ fa_status fa_ring_forward_prepare(const fa_ring_ctx *ctx, fa_ring_forward_bufs *
   b->mem = ctx->mem;
   const fa_ring_mem *m = &b->mem;
   fa_ring_shapes_of(r, &b->sh);
-  const size_t elem = fa_dtype_size(r->dtype), belem = fa_dtype_size(m->block_dtype);
-  b->kv_bytes = (size_t)(b->sh.nk + b->sh.nv) * elem;
-  fa_status st = FA_OK;
-  for (int i = 0; i < 2 && st == FA_OK; ++i)
-    st = fa_ring_mem_alloc(m, (int64_t)b->kv_bytes, 1, &b->kv[i]);
-  if (st == FA_OK && !m->plugin) st = fa_ring_mem_alloc(m, b->sh.nq, sizeof(float), &b->q);
-  if (st == FA_OK && !m->plugin) st = fa_ring_mem_alloc(m, b->sh.nk, sizeof(float), &b->k);
-  if (st == FA_OK && !m->plugin) st = fa_ring_mem_alloc(m, b->sh.nv, sizeof(float), &b->v);
-  if (st == FA_OK) st = fa_ring_mem_alloc(m, b->sh.no, sizeof(float), &b->acc);
-  if (st == FA_OK) st = fa_ring_mem_alloc(m, b->sh.no, belem, &b->blk);
-  if (st == FA_OK) st = fa_ring_mem_alloc(m, b->sh.nlse, sizeof(float), &b->lse);
-  if (st == FA_OK) st = fa_ring_mem_alloc(m, b->sh.nlse, sizeof(float), &b->blse);
+  const size_t f = sizeof(float), belem = fa_dtype_size(m->block_dtype);
+  b->kv_bytes = (size_t)(b->sh.nk + b->sh.nv) * fa_dtype_size(r->dtype);
+  const fa_ring_need need[] = {{&b->kv[0], (int64_t)b->kv_bytes, 1, 1},
+                               {&b->kv[1], (int64_t)b->kv_bytes, 1, 1},
+                               {&b->acc, b->sh.no, f, 1},
+                               {&b->blk, b->sh.no, belem, 1},
+                               {&b->lse, b->sh.nlse, f, 1},
+                               {&b->blse, b->sh.nlse, f, 1},
+                               {&b->q, b->sh.nq, f, !m->plugin},
+                               {&b->k, b->sh.nk, f, !m->plugin},
+                               {&b->v, b->sh.nv, f, !m->plugin}};
+  fa_status st = fa_ring_mem_alloc_all(m, need, sizeof need / sizeof need[0]);
   /* The blocks are calls of the caller's params on these tensors: a backend must take them. */
   if (st == FA_OK) {
     fwd_tensors t = tensors_of(b, r, b->kv[0]);

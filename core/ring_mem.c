@@ -61,12 +61,16 @@ fa_status fa_ring_mem_alloc(const fa_ring_mem *m, int64_t n, size_t size, void *
     *out = malloc(bytes);
     return *out ? FA_OK
                 : fa_core_set_error(FA_ERR_OUT_OF_MEMORY,
-                                    "ring: no memory for its buffers (%zu "
-                                    "bytes)",
-                                    bytes);
+                                    "ring: no memory for its buffers (%zu bytes)", bytes);
   }
   fa_buffer_op op = {.kind = FA_BUFFER_ALLOC, .bytes = bytes, .alloc_out = out};
   return device_op(m, &op);
+}
+
+fa_status fa_ring_mem_alloc_all(const fa_ring_mem *m, const fa_ring_need *need, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    if (need[i].want) TRY(fa_ring_mem_alloc(m, need[i].n, need[i].size, need[i].p));
+  return FA_OK;
 }
 
 void fa_ring_mem_free(const fa_ring_mem *m, void *p) {

@@ -178,24 +178,33 @@ void fa_ring_host_copy(const fa_tensor *src, const fa_tensor *dst) {
   }
 }
 
+/* Row i (i[3] = 0) of dst (float32) = w1 * dst + w2 * src, element by element, src widened: a
+   row at a time where both are contiguous along it (the blocks' views cut rows, not columns). */
+static void blend_row(const walk *s, fa_dtype sdt, const walk *d, int64_t *i, float w1, float w2) {
+  const int64_t cols = s->shape[3];
+  float row[256];
+  if (s->strides[3] == 1 && d->strides[3] == 1 && cols <= 256) {
+    float *o = (float *)(void *)at(d, i);
+    widen(at(s, i), sdt, cols, row);
+    for (int64_t c = 0; c < cols; ++c) o[c] = w1 * o[c] + w2 * row[c];
+    return;
+  }
+  for (i[3] = 0; i[3] < cols; ++i[3]) {
+    float *o = (float *)(void *)at(d, i);
+    *o = w1 * *o + w2 * load(at(s, i), sdt);
+  }
+  i[3] = 0;
+}
+
+/* dst += src as the blend with weights 1 (1 * x is x exactly, so the sum is rounded once). */
 void fa_ring_host_add(const fa_tensor *src, const fa_tensor *dst) {
   const walk s = walk_of(src), d = walk_of(dst);
   if (!s.base || !d.base) return;
-  /* Rows of the last dimension at a time: the blocks' views cut rows, not columns. */
-  const int64_t cols = s.shape[3];
-  float row[256];
   for (int64_t i0 = 0; i0 < s.shape[0]; ++i0)
     for (int64_t i1 = 0; i1 < s.shape[1]; ++i1)
       for (int64_t i2 = 0; i2 < s.shape[2]; ++i2) {
         int64_t i[4] = {i0, i1, i2, 0};
-        float *o = (float *)(void *)at(&d, i);
-        if (s.strides[3] == 1 && d.strides[3] == 1 && cols <= 256) {
-          widen(at(&s, i), src->dtype, cols, row);
-          for (int64_t c = 0; c < cols; ++c) o[c] += row[c];
-        } else {
-          for (i[3] = 0; i[3] < cols; ++i[3])
-            *(float *)(void *)at(&d, i) += load(at(&s, i), src->dtype);
-        }
+        blend_row(&s, src->dtype, &d, i, 1.0f, 1.0f);
       }
 }
 
@@ -204,8 +213,6 @@ void fa_ring_host_merge(const fa_tensor *src, const fa_tensor *src_lse, const fa
   const walk s = walk_of(src), d = walk_of(dst), sl = walk_of(src_lse), dl = walk_of(dst_lse);
   if (!s.base || !d.base) return;
   /* [b, n, h, dim] rows against the LSEs' [b, h, n] (seen as [1, b, h, n]). */
-  const int64_t cols = s.shape[3];
-  float row[256];
   for (int64_t z = 0; z < s.shape[0]; ++z)
     for (int64_t n = 0; n < s.shape[1]; ++n)
       for (int64_t h = 0; h < s.shape[2]; ++h) {
@@ -214,15 +221,6 @@ void fa_ring_host_merge(const fa_tensor *src, const fa_tensor *src_lse, const fa
         float w1, w2;
         *lse = fa_softmax_merge_lse(*lse, load(at(&sl, li), FA_F32), &w1, &w2);
         int64_t i[4] = {z, n, h, 0};
-        float *o = (float *)(void *)at(&d, i);
-        if (s.strides[3] == 1 && d.strides[3] == 1 && cols <= 256) {
-          widen(at(&s, i), src->dtype, cols, row);
-          for (int64_t e = 0; e < cols; ++e) o[e] = w1 * o[e] + w2 * row[e];
-        } else {
-          for (i[3] = 0; i[3] < cols; ++i[3]) {
-            float *oe = (float *)(void *)at(&d, i);
-            *oe = w1 * *oe + w2 * load(at(&s, i), src->dtype);
-          }
-        }
+        blend_row(&s, src->dtype, &d, i, w1, w2);
       }
 }
