@@ -69,6 +69,8 @@ TENSOR_PARAMS = ("alibi_slopes", "cu_seqlens_q", "cu_seqlens_k", "seqused_k", "b
                  "workspace", "q_descale", "k_descale", "v_descale")
 _TENSOR_PARAMS = frozenset(TENSOR_PARAMS)
 _GPU = (C.FA_DEVICE_CUDA, C.FA_DEVICE_HIP)
+_QKV = ("q", "k", "v")
+_OUT_LSE_DOUT = ("out", "lse", "dout")
 FP8 = (C.FA_F8E4M3, C.FA_F8E5M2)
 _DTYPE_BYTES = {C.FA_F32: 4, C.FA_F16: 2, C.FA_BF16: 2, C.FA_I32: 4, C.FA_F8E4M3: 1,
                 C.FA_F8E5M2: 1}
@@ -113,7 +115,10 @@ def error(call: str, status: int) -> FlashAttnError:
 
 def _invoke(name: str, plan) -> None:
     """Calls the C function `name` with a plan's arguments; FlashAttnError on any status but FA_OK."""
-    st = getattr(library().dll, name)(*plan.args)
+    fn = plan.fn  # the C function, looked up on a plan's first call (one name per plan)
+    if fn is None:
+        fn = plan.fn = getattr(library().dll, name)
+    st = fn(*plan.args)
     if st != C.FA_OK:
         e = error(name, st)
         e.ring_joined = True  # a ring call that reached the library took part in its agreement
@@ -205,7 +210,10 @@ class _Plan:
     """The ctypes structs of one signature (see the module's docstring)."""
 
     __slots__ = ("tensors", "params", "kv", "info", "args", "shapes", "gpu", "ws", "odtype",
-                 "ring")
+                 "ring", "fn")
+
+    def __init__(self):
+        self.fn = None
 
     def bind(self, addresses, stream) -> None:
         for t, a in zip(self.tensors, addresses):
@@ -217,26 +225,28 @@ class _Plan:
 
 
 def _scan(params: dict, keep: list, stream):
-    """The hashable key of a call's keywords, the names and keys of its tensor keywords and their
-    addresses."""
+    """The hashable key of a call's keywords (a tensor keyword's value replaced by its layout
+    key), the names and keys of its tensor keywords and their addresses. The key keeps the
+    keywords' order (a call site passes them in one order; another order only makes another
+    plan)."""
     if not params:
         return (), (), ()
-    if _TENSOR_PARAMS.isdisjoint(params):  # the common call: scalars only
-        return tuple(sorted(kv for kv in params.items() if kv[0] != "stream")), (), ()
-    items, names, keys, addrs = [], [], [], []
-    for name, value in params.items():
-        if name in _TENSOR_PARAMS:
-            if value is None:
-                continue
+    names = _TENSOR_PARAMS.intersection(params)
+    if not names:  # the common call: scalars only
+        if "stream" in params:
+            return tuple([kv for kv in params.items() if kv[0] != "stream"]), (), ()
+        return tuple(params.items()), (), ()
+    d = dict(params)
+    d.pop("stream", None)
+    slots, addrs = [], []
+    for name in sorted(names):  # one order for the slots of every call of a plan
+        value = d[name]
+        if value is not None:
             key, addr = T.describe(value, "params." + name, keep, stream)
-            names.append(name)
-            keys.append(key)
+            d[name] = key
+            slots.append((name, key))
             addrs.append(addr)
-            items.append((name, key))
-        elif name != "stream":
-            items.append((name, value))
-    items.sort(key=lambda kv: kv[0])
-    return tuple(items), tuple(zip(names, keys)), tuple(addrs)
+    return tuple(d.items()), tuple(slots), tuple(addrs)
 
 
 def _lookup(sig, keep: list):
@@ -429,9 +439,7 @@ def forward(q, k, v, out, lse, params: dict, plan_only: bool = False, ring=None)
     via = _dlpack_stream(explicit, q)
     want_lse = not plan_only and (bool(params.get("return_lse")) or lse is not None)
     try:
-        kq, aq = T.describe(q, "q", keep, via)
-        kk, ak = T.describe(k, "k", keep, via)
-        kv, av = T.describe(v, "v", keep, via)
+        (kq, aq), (kk, ak), (kv, av) = T.describe3(q, k, v, _QKV, keep, via)
         ko, ao, kl, al = _describe_out_lse(out, lse, keep, via)
         pkey, pslots, paddrs = _scan(params, keep, via)
         op = ("ring_fwd", ring[0], ring[1]) if ring is not None else \
@@ -464,12 +472,10 @@ def backward(dout, q, k, v, out, lse, dq, dk, dv, params: dict, ring=None):
     explicit = _stream(params)
     via = _dlpack_stream(explicit, q)
     try:
-        keys, addrs = [], []
-        for name, obj in (("q", q), ("k", k), ("v", v), ("out", out), ("lse", lse),
-                          ("dout", dout)):
-            key, addr = T.describe(obj, name, keep, via)
-            keys.append(key)
-            addrs.append(addr)
+        described = T.describe3(q, k, v, _QKV, keep, via) + \
+            T.describe3(out, lse, dout, _OUT_LSE_DOUT, keep, via)
+        keys = [d[0] for d in described]
+        addrs = [d[1] for d in described]
         given = []
         for name, obj in (("dq", dq), ("dk", dk), ("dv", dv)):
             key, addr = T.describe_output(obj, name, keep, via) if obj is not None \

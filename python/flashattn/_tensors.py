@@ -23,7 +23,7 @@ ViewError = D.ViewError
 
 _MAX_TEMPLATES = 4096
 _templates: dict = {}  # key -> FaTensor (data 0); written under the GIL, never mutated after
-_readers: dict = {}  # type -> (describe, address, allocate)
+_readers: dict = {}  # type -> (describe, address, allocate, check_writable)
 
 
 class _Generic:
@@ -46,20 +46,30 @@ def describe(obj, name: str, keep: list, stream=None):
     return _describe_generic(obj, name, keep, stream)
 
 
+def describe3(a, b, c, names: tuple, keep: list, stream=None):
+    """describe() of three arrays (q, k, v of a call): ((key, address) of each), with one reader
+    lookup where they are of one type."""
+    tp = type(a)
+    if stream is None and type(b) is tp and type(c) is tp:
+        r = _readers.get(tp)
+        if r is None:
+            r = _reader_for(tp)
+        d = r[0]
+        return d(a, names[0], keep), d(b, names[1], keep), d(c, names[2], keep)
+    return (describe(a, names[0], keep, stream), describe(b, names[1], keep, stream),
+            describe(c, names[2], keep, stream))
+
+
 def describe_output(obj, name: str, keep: list, stream=None):
     """describe() for an array the call writes: a read-only NumPy array is refused, and so is a
     torch tensor that requires grad while grad mode is on (written outside autograd's record)."""
-    mod = type(obj).__module__
-    if mod == "numpy" and not obj.flags.writeable:
-        raise ViewError(C.FA_ERR_INVALID_ARGUMENT, f"{name}: the array is read-only")
-    if mod.startswith("torch") and getattr(obj, "requires_grad", False):
-        import torch
-
-        if torch.is_grad_enabled():
-            raise ViewError(C.FA_ERR_UNSUPPORTED,
-                            f"{name}: the tensor requires grad, and the call would write it in "
-                            f"place without autograd recording it (use torch.no_grad())")
-    return describe(obj, name, keep, stream)
+    r = _readers.get(type(obj))
+    if r is None:
+        r = _reader_for(type(obj))
+    r[3](obj, name)
+    if stream is None:
+        return r[0](obj, name, keep)
+    return _describe_generic(obj, name, keep, stream)
 
 
 def address(obj) -> int:
@@ -186,7 +196,11 @@ def _numpy_reader():
     def alloc(like, shape, dtype):
         return np.empty(shape, like.dtype if dtype is None else D.numpy_dtype(D.DTYPE_NAMES[dtype]))
 
-    return desc, addr, alloc
+    def writable(a, name):
+        if not a.flags.writeable:
+            raise ViewError(C.FA_ERR_INVALID_ARGUMENT, f"{name}: the array is read-only")
+
+    return desc, addr, alloc, writable
 
 
 # --- PyTorch ------------------------------------------------------------------------------------
@@ -229,6 +243,16 @@ def _torch_template(key, name: str) -> C.FaTensor:
     return t
 
 
+def _torch_writable(t, name: str) -> None:
+    """Refuses a tensor that requires grad as an output while grad mode is on."""
+    import torch
+
+    if torch.is_grad_enabled():
+        raise ViewError(C.FA_ERR_UNSUPPORTED,
+                        f"{name}: the tensor requires grad, and the call would write it in "
+                        f"place without autograd recording it (use torch.no_grad())")
+
+
 def _torch_reader():
     import torch
 
@@ -250,7 +274,11 @@ def _torch_reader():
             return torch.empty(shape, dtype=dt)
         return torch.empty(shape, dtype=dt, device=like.device)
 
-    return desc, addr, alloc
+    def writable(t, name):
+        if t.requires_grad:
+            _torch_writable(t, name)
+
+    return desc, addr, alloc, writable
 
 
 # --- everything else: DLPack --------------------------------------------------------------------
@@ -273,7 +301,14 @@ def _generic_reader():
         return D.empty_like_namespace(D.as_array(like, "like"), shape,
                                       "like" if dtype is None else D.DTYPE_NAMES[dtype])
 
-    return desc, addr, alloc
+    def writable(obj, name):  # subclasses of NumPy's and torch's arrays
+        mod = type(obj).__module__
+        if mod.startswith("numpy") and not obj.flags.writeable:
+            raise ViewError(C.FA_ERR_INVALID_ARGUMENT, f"{name}: the array is read-only")
+        if mod.startswith("torch") and getattr(obj, "requires_grad", False):
+            _torch_writable(obj, name)
+
+    return desc, addr, alloc, writable
 
 
 def _reader_for(tp):

@@ -36,6 +36,22 @@ class TestSignatureCache(unittest.TestCase):
             assert_close(self, fa.attention(q, q, q, **kw), reference(q, q, q, **ref)[0], 2e-5,
                          str(kw))
 
+    def test_tensor_keywords_in_either_order(self):
+        """Two index arrays of one layout passed in both orders, with new values every call:
+        each reaches its own field."""
+        rng = np.random.default_rng(5)
+        q, k, v = rand(9, 2, 8), rand(11, 2, 8), rand(11, 2, 8)
+        for i in range(4):
+            cq = np.array([0, rng.integers(1, 9), 9], np.int32)
+            ck = np.array([0, rng.integers(1, 11), 11], np.int32)
+            idx = {"cu_seqlens_q": cq, "cu_seqlens_k": ck}
+            kw = dict(reversed(idx.items())) if i % 2 else idx
+            out = fa.attention(q, k, v, max_seqlen_q=9, max_seqlen_k=11, **kw)
+            for b in range(2):
+                sq, sk = slice(cq[b], cq[b + 1]), slice(ck[b], ck[b + 1])
+                wo = reference(q[None, sq], k[None, sk], v[None, sk])[0]
+                assert_close(self, out[None, sq], wo, 2e-5, f"call {i} out {b}")
+
     def test_threads(self):
         """Each thread has its own structs: concurrent calls of one signature stay apart."""
         errors = []
