@@ -1,8 +1,8 @@
 /*
  * transports.c: the transports a ring call can run on (core/transport.h), in one table, and
  * fa_transport_info. "self" (one rank) is built in; the others are plugins libfa_<name>.so found
- * where the backends' plugins are (fa_plugin_locate) and loaded once per process, on the first call
- * that needs a transport. Each failure to load keeps its reason, word for word.
+ * where the backends' plugins are (fa_plugin_locate) and loaded once per process, each on the first
+ * call that needs it. Each failure to load keeps its reason, word for word.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -119,26 +119,35 @@ static void load_plugin(fa_transport_slot *s, const char *build_reason) {
   s->reason[0] = '\0';
 }
 
-static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+/* Each transport is loaded on the first call that names it (or lists them all), not with the
+   others: a ring over MPI never loads the NCCL plugin and the CUDA runtime behind it. */
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int loaded[FA_TRANSPORT_COUNT_];
 
-static void load_all(void) {
-  for (size_t i = 0; i < sizeof defs / sizeof defs[0]; ++i) {
-    fa_transport_slot *s = &slots[defs[i].kind];
-    s->kind = defs[i].kind;
-    s->name = defs[i].name;
-    s->memory = defs[i].memory;
-    if (defs[i].kind == FA_TRANSPORT_SELF) {
-      s->ops = &self_table;
-      self_table.probe(&s->probe);
-    } else {
-      load_plugin(s, defs[i].build_reason);
-    }
+static void load_one(const transport_def *def) {
+  fa_transport_slot *s = &slots[def->kind];
+  s->kind = def->kind;
+  s->name = def->name;
+  s->memory = def->memory;
+  if (def->kind == FA_TRANSPORT_SELF) {
+    s->ops = &self_table;
+    self_table.probe(&s->probe);
+  } else {
+    load_plugin(s, def->build_reason);
   }
 }
 
 const fa_transport_slot *fa_transport_slot_of(int32_t kind) {
   if (kind <= FA_TRANSPORT_INVALID || kind >= FA_TRANSPORT_COUNT_) return NULL;
-  pthread_once(&load_once, load_all);
+  if (!loaded[kind]) {
+    pthread_mutex_lock(&load_lock);
+    if (!loaded[kind]) {
+      for (size_t i = 0; i < sizeof defs / sizeof defs[0]; ++i)
+        if (defs[i].kind == kind) load_one(&defs[i]);
+      loaded[kind] = 1;
+    }
+    pthread_mutex_unlock(&load_lock);
+  }
   return &slots[kind];
 }
 

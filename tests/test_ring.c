@@ -3,8 +3,10 @@
  * output and gradient against the float64 reference and fa_forward / fa_backward (tests/ring);
  * float32 results bitwise equal to the one-process calls (a ring of one rank merges one block into
  * nothing, which is exact); every refusal with its status, the argument it names, and the outputs
- * untouched; fa_transport_info.
+ * untouched; fa_transport_info; which libraries the transports load, and when.
  */
+#define _GNU_SOURCE /* dl_iterate_phdr */
+#include <link.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -263,6 +265,52 @@ static void empty_shards(void) {
   test_case_end();
 }
 
+static int has_suffix(const char *s, const char *suffix) {
+  const size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+typedef struct loaded_query {
+  const char *name; /* a file name: "libfa_nccl.so", "libnccl.so" */
+  int found;
+} loaded_query;
+
+static int match_loaded(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  loaded_query *q = data;
+  const char *path = info->dlpi_name ? info->dlpi_name : "";
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  if (strncmp(base, q->name, strlen(q->name)) == 0) q->found = 1;
+  return 0;
+}
+
+/* Whether a library whose file name starts with name is loaded in this process. */
+static int is_loaded(const char *name) {
+  loaded_query q = {name, 0};
+  dl_iterate_phdr(match_loaded, &q);
+  return q.found;
+}
+
+/* A transport's plugin is loaded by the first call that names it: the self rings above load
+   neither MPI's nor NCCL's. */
+static void lazy_plugins(void) {
+  test_case_begin("transports loaded when named");
+  if (is_loaded("libfa_mpi.so") || is_loaded("libfa_nccl.so"))
+    test_fail("self rings loaded a transport plugin (mpi %d, nccl %d)", is_loaded("libfa_mpi.so"),
+              is_loaded("libfa_nccl.so"));
+  test_case_end();
+}
+
+/* Without a CUDA device the NCCL plugin leaves libnccl unloaded (a PyTorch imported later then
+   brings its own). */
+static void nccl_without_device(const fa_transport_desc *d) {
+  if (d->kind != FA_TRANSPORT_NCCL || d->available || !has_suffix(d->plugin_path, ".so")) return;
+  if (strncmp(d->reason, "no CUDA device", 14) != 0) return;
+  if (is_loaded("libnccl.so"))
+    test_fail("nccl: unavailable (%s), yet libnccl is loaded", d->reason);
+}
+
 static void transport_info(void) {
   test_case_begin("fa_transport_info");
   fa_transport_desc d[4];
@@ -280,6 +328,7 @@ static void transport_info(void) {
         test_fail("nccl carries %d memory", (int)d[i].memory);
       if (d[i].kind == FA_TRANSPORT_MPI || d[i].kind == FA_TRANSPORT_NCCL)
         printf("  %s: %s\n", d[i].name, d[i].available ? d[i].runtime : d[i].reason);
+      nccl_without_device(&d[i]);
     }
   }
   d[0].struct_size = 8;
@@ -298,6 +347,7 @@ int main(void) {
   printf("test_ring: seed 0x%llx (FA_TEST_SEED replays it)\n", (unsigned long long)seed);
   ring_cases(seed);
   bitwise_case(seed);
+  lazy_plugins();
   refusals();
   empty_shards();
   transport_info();

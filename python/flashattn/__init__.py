@@ -18,6 +18,7 @@
                                         causal=True, return_lse=True)  # this rank's shards
     dq, dk, dv = flashattn.ring_attention_backward(dout, q, k, v, out, lse, comm=MPI.COMM_WORLD,
                                                    layout="zigzag", causal=True)
+    out = flashattn.ring_attention(q, k, v, comm=group)   # CUDA tensors, an NCCL process group
 
     from flashattn import flash_attn_func                # FlashAttention's names and conventions
     out = flash_attn_func(q, k, v, causal=True)          # torch tensors: differentiable, compilable
@@ -55,6 +56,7 @@ from __future__ import annotations
 
 from ._api import (
     BackendInfo,
+    NcclComm,
     RunInfo,
     TransportInfo,
     attention,
@@ -104,6 +106,7 @@ __all__ = [
     "RunInfo",
     "BackendInfo",
     "TransportInfo",
+    "NcclComm",
     "PARAMS",
     "flash_attn_func",
     "flash_attn_varlen_func",

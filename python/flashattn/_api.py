@@ -225,30 +225,106 @@ def transport_info() -> list:
 _RING_LAYOUTS = {"contiguous": C.FA_RING_CONTIGUOUS, "zigzag": C.FA_RING_ZIGZAG}
 
 
-def _ring_of(call: str, comm, layout) -> tuple:
-    """(transport, layout, communicator address) of a ring call's comm and layout: comm None is
-    the ring of this process alone (FA_TRANSPORT_SELF); an mpi4py communicator, or an int (the
-    address of an MPI_Comm), is FA_TRANSPORT_MPI. A layout refused here on one rank of a valid
-    communicator still joins the ring's agreement (_call.ring_abstain)."""
+class NcclComm:
+    """An NCCL communicator for the ring calls (FA_TRANSPORT_NCCL, CUDA tensors): handle is the
+    ncclComm_t itself (an int), as CuPy's NcclCommunicator.comm or ProcessGroupNCCL's
+    _comm_ptr() give it. The caller owns the communicator: it stays alive and unused by others
+    for the length of a call. A torch.distributed process group with an NCCL backend may be
+    passed as comm directly."""
+
+    __slots__ = ("handle", "_box")
+
+    def __init__(self, handle: int):
+        if isinstance(handle, bool) or not isinstance(handle, int):
+            raise TypeError(f"NcclComm(handle): an int (the ncclComm_t), not "
+                            f"{type(handle).__name__}")
+        self.handle = handle
+        self._box = ctypes.c_void_p(handle)  # the C call takes the address of an ncclComm_t
+
+    def address(self) -> int:
+        return ctypes.addressof(self._box)
+
+    def __repr__(self) -> str:
+        return f"NcclComm({self.handle:#x})"
+
+
+def _invalid_comm(call: str, message: str) -> FlashAttnError:
+    return FlashAttnError(call, C.FA_ERR_INVALID_ARGUMENT, "FA_ERR_INVALID_ARGUMENT",
+                          "comm: " + message)
+
+
+def _process_group_comm(call: str, group, q) -> NcclComm:
+    """The NCCL communicator on q's CUDA device of a torch.distributed process group, or of its
+    backend (ProcessGroupNCCL)."""
+    import torch
+
+    if not (isinstance(q, torch.Tensor) and q.is_cuda):
+        raise _invalid_comm(call, "a process group is taken for CUDA tensors (its NCCL "
+                            "communicator); these are not CUDA tensors")
+    backend = group  # a backend itself (ProcessGroupNCCL), or the group's CUDA backend
+    if isinstance(group, torch.distributed.ProcessGroup):
+        try:
+            backend = group._get_backend(torch.device("cuda"))
+        except (RuntimeError, ValueError) as e:
+            raise _invalid_comm(call, f"the process group has no CUDA backend ({e})") from None
+    comm_ptr = getattr(backend, "_comm_ptr", None)
+    if comm_ptr is None:
+        raise _invalid_comm(call, f"the process group's CUDA backend is "
+                            f"{type(backend).__name__}, not NCCL (or this PyTorch does not give "
+                            f"out its communicator)")
+    with torch.cuda.device(q.device):  # the communicator is looked up by the current device
+        handle = int(comm_ptr())
+    if handle == 0:
+        raise _invalid_comm(call, f"the process group has no NCCL communicator on {q.device} "
+                            f"yet: run one collective on it first, or pass device_id to "
+                            f"init_process_group")
+    return NcclComm(handle)
+
+
+def _torch_comm_types(dist) -> tuple:
+    """torch.distributed's process group class and its backends' base class (ProcessGroupNCCL's),
+    where this PyTorch has them."""
+    c10d = sys.modules.get("torch._C._distributed_c10d")
+    backend = getattr(c10d, "Backend", None)
+    return (dist.ProcessGroup,) + ((backend,) if isinstance(backend, type) else ())
+
+
+def _ring_of(call: str, comm, layout, q=None) -> tuple:
+    """(transport, layout, communicator address, what keeps it alive) of a ring call's comm and
+    layout: comm None is the ring of this process alone (FA_TRANSPORT_SELF); an mpi4py
+    communicator, or an int (the address of an MPI_Comm), is FA_TRANSPORT_MPI; an NcclComm, or a
+    torch.distributed process group with an NCCL backend (its communicator on q's device), is
+    FA_TRANSPORT_NCCL. A layout refused here on one rank of a valid communicator still joins the
+    ring's agreement (_call.ring_abstain)."""
+    keep = None
     if comm is None:
         transport, address = C.FA_TRANSPORT_SELF, None
     elif isinstance(comm, int) and not isinstance(comm, bool):
         transport, address = C.FA_TRANSPORT_MPI, comm
+        if address == 0:
+            raise _invalid_comm(call, "the address of an MPI_Comm is NULL")
     else:
         mpi = sys.modules.get("mpi4py.MPI")
-        if mpi is None or not isinstance(comm, mpi.Comm):
-            raise FlashAttnError(call, C.FA_ERR_INVALID_ARGUMENT, "FA_ERR_INVALID_ARGUMENT",
-                                 f"comm: None (this process alone), an mpi4py communicator or "
-                                 f"the address of an MPI_Comm (int), not {type(comm).__name__}")
-        transport, address = C.FA_TRANSPORT_MPI, mpi._addressof(comm)
-    if address == 0:
-        raise FlashAttnError(call, C.FA_ERR_INVALID_ARGUMENT, "FA_ERR_INVALID_ARGUMENT",
-                             "comm: the address of an MPI_Comm is NULL")
+        dist = sys.modules.get("torch.distributed")
+        if mpi is not None and isinstance(comm, mpi.Comm):
+            transport, address = C.FA_TRANSPORT_MPI, mpi._addressof(comm)
+        else:
+            if dist is not None and dist.is_available() and \
+                    isinstance(comm, _torch_comm_types(dist)):
+                comm = _process_group_comm(call, comm, q)
+            if not isinstance(comm, NcclComm):
+                raise _invalid_comm(call, f"None (this process alone), an mpi4py communicator, "
+                                    f"the address of an MPI_Comm (int), an NcclComm or a "
+                                    f"torch.distributed process group with an NCCL backend, not "
+                                    f"{type(comm).__name__}")
+            if comm.handle == 0:
+                raise _invalid_comm(call, "the NCCL communicator is NULL")
+            transport, address, keep = C.FA_TRANSPORT_NCCL, comm.address(), comm
     if layout not in _RING_LAYOUTS:
         _call.ring_abstain(_RING_C_NAMES[call], (transport, 0, address))
         raise FlashAttnError(call, C.FA_ERR_INVALID_ARGUMENT, "FA_ERR_INVALID_ARGUMENT",
                              f"layout {layout!r}: one of {sorted(_RING_LAYOUTS)}")
-    return transport, _RING_LAYOUTS[layout], address
+    return transport, _RING_LAYOUTS[layout], address, keep
 
 
 _RING_C_NAMES = {"ring_attention": "fa_ring_forward",
@@ -277,15 +353,17 @@ def _refuse_ring_grad(call: str, *xs) -> None:
 def ring_attention(q, k, v, *, comm=None, layout: str = "contiguous", out=None, lse=None,
                    return_info: bool = False, **params):
     """fa_ring_forward: attention over a sequence sharded across the processes of comm (ring
-    attention, docs/ring.md). q, k, v are this process's shards, [batch, local seqlen, heads, dim]
-    in host memory (NumPy arrays, CPU torch tensors); every process calls it with the same shapes,
-    params and layout ("contiguous": rank r holds tokens r*n..; "zigzag": chunks r and 2*world-1-r
-    of n/2 tokens, balanced under a causal mask). comm: None (this process alone), an mpi4py
-    communicator or the address of an MPI_Comm. Returns this rank's rows of the output, or
+    attention, docs/ring.md). q, k, v are this process's shards, [batch, local seqlen, heads, dim];
+    every process calls it with the same shapes, params and layout ("contiguous": rank r holds
+    tokens r*n..; "zigzag": chunks r and 2*world-1-r of n/2 tokens, balanced under a causal mask).
+    comm: None (this process alone, any memory), for host arrays (NumPy, CPU torch tensors) an
+    mpi4py communicator or the address of an MPI_Comm, for CUDA tensors an NcclComm or a
+    torch.distributed process group with an NCCL backend (the ring runs on torch's current
+    stream; the device ring is refused unless FA_RING_DEVICE=1, docs/ring.md). Returns this rank's rows of the output, or
     (out, lse) with return_lse=True (lse is needed by ring_attention_backward), plus a RunInfo
     (the diagonal block's call) last with return_info=True. params: see PARAMS; what the ring
     refuses is refused with FlashAttnError (FA_ERR_UNSUPPORTED naming it)."""
-    ring = _ring_of("ring_attention", comm, layout)
+    ring = _ring_of("ring_attention", comm, layout, q)
 
     def call():
         _refuse_ring_grad("ring_attention", q, k, v)
@@ -303,7 +381,7 @@ def ring_attention_backward(dout, q, k, v, out, lse, *, comm=None, layout: str =
     """fa_ring_backward: this rank's gradients (dq, dk, dv) of ring_attention over the same shards,
     comm, layout and params, from its out and lse. Returns (dq, dk, dv), plus a RunInfo last with
     return_info=True."""
-    ring = _ring_of("ring_attention_backward", comm, layout)
+    ring = _ring_of("ring_attention_backward", comm, layout, q)
 
     def call():
         _refuse_ring_grad("ring_attention_backward", dout, q, k, v, out, lse)

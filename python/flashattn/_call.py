@@ -129,7 +129,7 @@ def ring_abstain(name: str, ring) -> None:
     """Takes part in a ring call's agreement without arguments (the C call with no tensors, which
     every rank then refuses), for a rank whose arguments failed before reaching the library:
     without it the other ranks would wait for this one forever."""
-    if ring[0] != C.FA_TRANSPORT_MPI:
+    if ring[0] == C.FA_TRANSPORT_SELF:
         return
     r = _ring_args(ring)
     r.comm = ring[2]

@@ -103,6 +103,70 @@ class TestRingSelf(unittest.TestCase):
             self.assertEqual(cm.exception.status_name, status, str(kw))
             self.assertIn(words, str(cm.exception), str(kw))
 
+    def test_nccl_communicators(self):
+        """NcclComm and process groups: what the binding refuses before the library, and the
+        library's refusal of an NCCL ring where the transport is unavailable."""
+        q = rand(1, 8, 2, 8)
+        with self.assertRaises(TypeError):
+            fa.NcclComm("world")
+        with self.assertRaises(fa.FlashAttnError) as cm:
+            fa.ring_attention(q, q, q, comm=fa.NcclComm(0))
+        self.assertEqual(cm.exception.status_name, "FA_ERR_INVALID_ARGUMENT")
+        self.assertIn("comm: the NCCL communicator is NULL", str(cm.exception))
+        nccl = next(t for t in fa.transport_info() if t.name == "nccl")
+        if not nccl.available:  # elsewhere the library would use the made-up handle
+            out = np.full_like(q, np.nan)
+            for call in (lambda c: fa.ring_attention(q, q, q, comm=c, out=out),
+                         lambda c: fa.ring_attention_backward(q, q, q, q, q, q[:, 0, :, :1],
+                                                              comm=c)):
+                with self.assertRaises(fa.FlashAttnError) as cm:
+                    call(fa.NcclComm(0x1000))
+                self.assertEqual(cm.exception.status_name, "FA_ERR_UNSUPPORTED")
+                self.assertIn("ring.transport = nccl is unavailable", str(cm.exception))
+            self.assertTrue(np.isnan(out).all(), "out written by a refused call")
+
+    def test_process_group_takes_cuda_tensors(self):
+        try:
+            import torch
+            import torch.distributed as dist
+        except ImportError:
+            self.skipTest("PyTorch not installed")
+        if not dist.is_available():
+            self.skipTest("this PyTorch has no torch.distributed")
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            store = dist.FileStore(os.path.join(tmp, "store"), 1)
+            q = torch.randn(1, 8, 2, 8)
+            for group in (dist.ProcessGroupGloo(store, 0, 1),  # a backend
+                          dist.ProcessGroup(store, 0, 1)):      # a group (no backend needed)
+                with self.assertRaises(fa.FlashAttnError) as cm:
+                    fa.ring_attention(q, q, q, comm=group)
+                self.assertEqual(cm.exception.status_name, "FA_ERR_INVALID_ARGUMENT")
+                self.assertIn("a process group is taken for CUDA tensors", str(cm.exception))
+
+    def test_torch_imports_after_the_transports(self):
+        """Listing the transports and running a ring leave no NCCL in a process without a CUDA
+        device, so a PyTorch imported afterwards loads its own (a system libnccl loaded first
+        would serve PyTorch's too, and fail it on any function it lacks)."""
+        if importlib.util.find_spec("torch") is None:
+            self.skipTest("PyTorch not installed")
+        nccl = next(t for t in fa.transport_info() if t.name == "nccl")
+        if nccl.available or not nccl.reason.startswith("no CUDA device"):
+            self.skipTest(f"the NCCL transport: {nccl.reason or 'available'}")
+        code = ("import numpy as np, flashattn as fa\n"
+                "fa.transport_info()\n"
+                "q = np.ones((1, 4, 1, 8), np.float32)\n"
+                "fa.ring_attention(q, q, q)\n"
+                "import torch\n"
+                "print('torch', torch.__version__)\n")
+        env = dict(os.environ, FLASHATTN_LIBRARY=fa.library().path,
+                   PYTHONPATH=os.pathsep.join([os.path.dirname(HERE)] + sys.path))
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        self.assertIn("torch ", r.stdout)
+
     def test_torch_inputs_that_require_grad_are_refused(self):
         try:
             import torch

@@ -5,6 +5,8 @@ in float32 (relative L2 error of bf16 results)."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 import unittest
 
 import torch_reference as R
@@ -88,6 +90,56 @@ class TestCuda(unittest.TestCase):
             self.assertTrue(torch.equal(k_cache[:, 100], k[:, 0]))
             want = sdpa_bshd(q, k_cache[:, :101], v_cache[:, :101], False)
             self.assertLess(rel(out, want), 2e-2)
+
+
+class TestRingNccl(unittest.TestCase):
+    """ring_attention on CUDA tensors over an NCCL process group of one rank (torch.distributed,
+    a FileStore): the same results as attention() on the same GPU, the communicator passed as
+    the group, as its ProcessGroupNCCL and as an NcclComm."""
+
+    def setUp(self):
+        import torch.distributed as dist
+
+        nccl = next(t for t in fa.transport_info() if t.name == "nccl")
+        if not nccl.available:
+            self.skipTest(f"the NCCL transport: {nccl.reason}")
+        if not dist.is_available() or not dist.is_nccl_available():
+            self.skipTest("this PyTorch has no NCCL process groups")
+        if dist.is_initialized():
+            self.skipTest("a default process group exists already")
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        dist.init_process_group("nccl", store=dist.FileStore(os.path.join(self.tmp.name, "s"), 1),
+                                rank=0, world_size=1, device_id=torch.device("cuda", 0))
+        self.addCleanup(dist.destroy_process_group)
+        # The device ring is opt-in until it has run on a GPU (docs/ring.md).
+        old = os.environ.get("FA_RING_DEVICE")
+        os.environ["FA_RING_DEVICE"] = "1"
+        self.addCleanup(lambda: os.environ.pop("FA_RING_DEVICE") if old is None
+                        else os.environ.__setitem__("FA_RING_DEVICE", old))
+
+    def test_forward_and_backward(self):
+        import torch.distributed as dist
+
+        group = dist.group.WORLD
+        backend = group._get_backend(torch.device("cuda"))
+        g = torch.Generator(device="cuda").manual_seed(7)
+        q, k, v, dout = (torch.randn(2, 256, h, 128, device="cuda", dtype=torch.bfloat16,
+                                     generator=g) for h in (8, 2, 2, 8))
+        with torch.no_grad():
+            want, want_lse = fa.attention(q, k, v, causal=True, return_lse=True)
+            grads = fa.attention_backward(dout, q, k, v, want, want_lse, causal=True)
+            ref = sdpa_bshd(q, k, v, True)
+            for comm in (group, backend, fa.NcclComm(backend._comm_ptr())):
+                out, lse = fa.ring_attention(q, k, v, comm=comm, causal=True, return_lse=True)
+                got = fa.ring_attention_backward(dout, q, k, v, out, lse, comm=comm, causal=True)
+                torch.cuda.synchronize()
+                what = type(comm).__name__
+                self.assertLess(rel(out, want), 1e-3, what)
+                self.assertLess(rel(out, ref), 2e-2, what)
+                self.assertLess((lse - want_lse).abs().max().item(), 1e-3, what)
+                for name, a, b in zip(("dq", "dk", "dv"), got, grads):
+                    self.assertLess(rel(a, b), 1e-2, f"{name} {what}")
 
 
 if __name__ == "__main__":

@@ -35,16 +35,16 @@
  * as for any NCCL use: ncclCommAbort is the caller's recourse.
  */
 #include <cuda_runtime_api.h>
-/* nccl.h declares ncclGroupStart() and a few others without (void). */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstrict-prototypes"
-#include <nccl.h>
-#pragma GCC diagnostic pop
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "core/transport.h"
+#include "nccl_lib.h"
+
+/* libnccl's functions, set by the probe; the core opens no ring on a transport whose probe
+   failed. */
+static const nccl_lib *nccl;
 
 /* The agreement's values: 1 + 2 * FACTS int64s in core/ring.c; the buffer grows if ever needed. */
 #define VALUES_MIN 64
@@ -82,13 +82,9 @@ static fa_status cuda_failed(const char *what, cudaError_t e) {
 }
 
 static fa_status nccl_failed(ncclComm_t comm, const char *what, ncclResult_t rc) {
-  const char *detail = NULL;
-  (void)comm;
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 13, 0)
-  detail = ncclGetLastError(comm);
-#endif
+  const char *detail = nccl->GetLastError ? nccl->GetLastError(comm) : NULL;
   return fa_core_set_error(FA_ERR_BACKEND_FAILURE, "nccl transport: %s failed: %s%s%s", what,
-                           ncclGetErrorString(rc), detail && detail[0] ? ": " : "",
+                           nccl->GetErrorString(rc), detail && detail[0] ? ": " : "",
                            detail && detail[0] ? detail : "");
 }
 
@@ -98,7 +94,7 @@ static ncclResult_t settle(ncclComm_t comm, ncclResult_t rc) {
 #if HAVE_NCCL_IN_PROGRESS
   while (rc == ncclInProgress) {
     ncclResult_t state = ncclSuccess;
-    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) break;
+    if (nccl->CommGetAsyncError(comm, &state) != ncclSuccess) break;
     rc = state;
   }
 #endif
@@ -113,14 +109,14 @@ static fa_status nccl_check(ncclComm_t comm, const char *what, ncclResult_t rc) 
 /* The communicator's asynchronous error (host-side, cheap). */
 static fa_status comm_healthy(ncclComm_t comm, const char *where) {
   ncclResult_t state = ncclSuccess;
-  ncclResult_t rc = ncclCommGetAsyncError(comm, &state);
+  ncclResult_t rc = nccl->CommGetAsyncError(comm, &state);
   if (rc != ncclSuccess) return nccl_failed(comm, "ncclCommGetAsyncError", rc);
   state = settle(comm, state);
   if (state == ncclSuccess) return FA_OK;
   return fa_core_set_error(FA_ERR_BACKEND_FAILURE,
                            "nccl transport: %s: the communicator reports an asynchronous error: %s "
                            "(the caller aborts it with ncclCommAbort)",
-                           where, ncclGetErrorString(state));
+                           where, nccl->GetErrorString(state));
 }
 
 /* --- the communicator's device, current while the plugin calls CUDA (the legacy default stream
@@ -167,18 +163,7 @@ static void nccl_probe(fa_transport_probe *out) {
   out->available = 0;
   out->reason[0] = '\0';
   out->runtime[0] = '\0';
-  int code = 0;
-  ncclResult_t rc = ncclGetVersion(&code);
-  if (rc != ncclSuccess) {
-    snprintf(out->reason, sizeof out->reason, "ncclGetVersion failed: %s", ncclGetErrorString(rc));
-    return;
-  }
-  /* NCCL_VERSION_CODE: major*1000 + minor*100 + patch up to 2.8, major*10000 + minor*100 + patch
-     from 2.9 on. */
-  const int wide = code >= 20900;
-  const int major = wide ? code / 10000 : code / 1000;
-  const int minor = wide ? code % 10000 / 100 : code % 1000 / 100;
-  snprintf(out->runtime, sizeof out->runtime, "NCCL %d.%d.%d", major, minor, code % 100);
+  /* The device first: without one, libnccl is not loaded at all (nccl_lib.h). */
   int devices = 0;
   cudaError_t e = cudaGetDeviceCount(&devices);
   if (e != cudaSuccess) {
@@ -190,6 +175,23 @@ static void nccl_probe(fa_transport_probe *out) {
     snprintf(out->reason, sizeof out->reason, "no CUDA device (cudaGetDeviceCount reports 0)");
     return;
   }
+  nccl = nccl_lib_load(out->reason, sizeof out->reason);
+  if (!nccl) return;
+  int code = 0;
+  ncclResult_t rc = nccl->GetVersion(&code);
+  if (rc != ncclSuccess) {
+    snprintf(out->reason, sizeof out->reason, "ncclGetVersion failed: %s",
+             nccl->GetErrorString(rc));
+    nccl = NULL;
+    return;
+  }
+  /* NCCL_VERSION_CODE: major*1000 + minor*100 + patch up to 2.8, major*10000 + minor*100 + patch
+     from 2.9 on. */
+  const int wide = code >= 20900;
+  const int major = wide ? code / 10000 : code / 1000;
+  const int minor = wide ? code % 10000 / 100 : code % 1000 / 100;
+  snprintf(out->runtime, sizeof out->runtime, "NCCL %d.%d.%d (%.180s%s)", major, minor, code % 100,
+           nccl->path, nccl->already_loaded ? ", the process's own" : "");
   out->available = 1;
 }
 
@@ -247,9 +249,9 @@ static fa_status nccl_open(void *handle, void *stream, void **comm, int32_t *ran
   fa_status st = comm_healthy(user, "ring.comm");
   if (st != FA_OK) return st;
   int r = 0, w = 0, device = 0;
-  if ((st = nccl_check(user, "ncclCommUserRank", ncclCommUserRank(user, &r))) != FA_OK ||
-      (st = nccl_check(user, "ncclCommCount", ncclCommCount(user, &w))) != FA_OK ||
-      (st = nccl_check(user, "ncclCommCuDevice", ncclCommCuDevice(user, &device))) != FA_OK)
+  if ((st = nccl_check(user, "ncclCommUserRank", nccl->CommUserRank(user, &r))) != FA_OK ||
+      (st = nccl_check(user, "ncclCommCount", nccl->CommCount(user, &w))) != FA_OK ||
+      (st = nccl_check(user, "ncclCommCuDevice", nccl->CommCuDevice(user, &device))) != FA_OK)
     return st;
   nccl_ring_comm *c = calloc(1, sizeof *c);
   if (!c) return fa_core_set_error(FA_ERR_OUT_OF_MEMORY, "nccl transport: no memory");
@@ -284,7 +286,7 @@ static fa_status allreduce_on_device(nccl_ring_comm *c, int64_t *values, int32_t
   if (e != cudaSuccess) return cuda_failed("cudaMemcpyAsync (to the device)", e);
   fa_status st = nccl_check(
       c->comm, "ncclAllReduce",
-      ncclAllReduce(c->values, c->values, (size_t)count, ncclInt64, ncclMax, c->comm, c->stream));
+      nccl->AllReduce(c->values, c->values, (size_t)count, ncclInt64, ncclMax, c->comm, c->stream));
   if (st != FA_OK) return st;
   e = cudaMemcpyAsync(values, c->values, bytes, cudaMemcpyDeviceToHost, c->stream);
   if (e != cudaSuccess) return cuda_failed("cudaMemcpyAsync (to the host)", e);
@@ -331,13 +333,13 @@ static fa_status exchange_issue(nccl_ring_comm *c, nccl_exchange *x, const void 
   if (e != cudaSuccess) return cuda_failed("cudaEventRecord (the caller's stream)", e);
   e = cudaStreamWaitEvent(c->stream, c->ready, 0);
   if (e != cudaSuccess) return cuda_failed("cudaStreamWaitEvent (the communication stream)", e);
-  ncclResult_t rc = ncclGroupStart();
+  ncclResult_t rc = nccl->GroupStart();
   if (rc != ncclSuccess) return nccl_failed(c->comm, "ncclGroupStart", rc);
   /* NCCL counts are size_t: no limit below the message's size. */
-  const ncclResult_t rs = ncclSend(send, bytes, ncclInt8, to, c->comm, c->stream);
+  const ncclResult_t rs = nccl->Send(send, bytes, ncclInt8, to, c->comm, c->stream);
   const ncclResult_t rr =
-      rs == ncclSuccess ? ncclRecv(recv, bytes, ncclInt8, from, c->comm, c->stream) : ncclSuccess;
-  const ncclResult_t re = settle(c->comm, ncclGroupEnd()); /* closes the group in any case */
+      rs == ncclSuccess ? nccl->Recv(recv, bytes, ncclInt8, from, c->comm, c->stream) : ncclSuccess;
+  const ncclResult_t re = settle(c->comm, nccl->GroupEnd()); /* closes the group in any case */
   if (rs != ncclSuccess) return nccl_failed(c->comm, "ncclSend", rs);
   if (rr != ncclSuccess) return nccl_failed(c->comm, "ncclRecv", rr);
   if (re != ncclSuccess) return nccl_failed(c->comm, "ncclGroupEnd", re);
