@@ -71,6 +71,8 @@ _TENSOR_PARAMS = frozenset(TENSOR_PARAMS)
 _GPU = (C.FA_DEVICE_CUDA, C.FA_DEVICE_HIP)
 _QKV = ("q", "k", "v")
 _OUT_LSE_DOUT = ("out", "lse", "dout")
+_BWD_INPUTS = _QKV + _OUT_LSE_DOUT
+_GRADS = ("dq", "dk", "dv")
 FP8 = (C.FA_F8E4M3, C.FA_F8E5M2)
 _DTYPE_BYTES = {C.FA_F32: 4, C.FA_F16: 2, C.FA_BF16: 2, C.FA_I32: 4, C.FA_F8E4M3: 1,
                 C.FA_F8E5M2: 1}
@@ -466,50 +468,53 @@ def forward(q, k, v, out, lse, params: dict, plan_only: bool = False, ring=None)
     return out, (lse if want_lse else None), plan.info
 
 
+def _backward_plan(keys, given, params: dict, pslots: tuple, ring) -> _Plan:
+    """A new plan of backward()'s: the structs of q, k, v, out, lse, dout (keys), dq, dk, dv (the
+    caller's keys given, or contiguous ones shaped as q, k, v), the params and the arguments."""
+    ts = [_copy(key, name) for key, name in zip(keys, _BWD_INPUTS)]
+    for i, name in enumerate(("dq", "dk", "dv")):
+        like = ts[i]
+        ts.append(_copy(given[i], name) if given[i] is not None
+                  else T.contiguous(like, T.shape_of(like), like.dtype))
+    plan = _new_plan(ts, params, pslots)
+    plan.shapes = tuple(T.shape_of(ts[i]) for i in range(3))
+    r = ctypes.byref
+    plan.args = (r(plan.params),) + tuple(r(t) for t in ts) + (r(plan.info),)
+    if ring is not None:
+        _attach_ring(plan, ring)
+    return plan
+
+
 def backward(dout, q, k, v, out, lse, dq, dk, dv, params: dict, ring=None):
     """fa_backward (fa_ring_backward with ring, as forward's): (dq, dk, dv, RunInfo struct)."""
     keep: list = []
     explicit = _stream(params)
     via = _dlpack_stream(explicit, q)
     try:
-        described = T.describe3(q, k, v, _QKV, keep, via) + \
-            T.describe3(out, lse, dout, _OUT_LSE_DOUT, keep, via)
-        keys = [d[0] for d in described]
-        addrs = [d[1] for d in described]
-        given = []
-        for name, obj in (("dq", dq), ("dk", dk), ("dv", dv)):
-            key, addr = T.describe_output(obj, name, keep, via) if obj is not None \
-                else (None, None)
-            given.append(key)
-            addrs.append(addr)
+        (kq, aq), (kk, ak), (kv, av) = T.describe3(q, k, v, _QKV, keep, via)
+        (ko, ao), (kl, al), (kd, ad) = T.describe3(out, lse, dout, _OUT_LSE_DOUT, keep, via)
+        grads = [dq, dk, dv]
+        given = [None, None, None]
+        gaddrs = [None, None, None]
+        for i in range(3):
+            if grads[i] is not None:
+                given[i], gaddrs[i] = T.describe_output(grads[i], _GRADS[i], keep, via)
         pkey, pslots, paddrs = _scan(params, keep, via)
-
-        def build():
-            ts = [_copy(key, name) for key, name in zip(keys, ("q", "k", "v", "out", "lse",
-                                                               "dout"))]
-            for i, name in enumerate(("dq", "dk", "dv")):
-                like = ts[i]
-                ts.append(_copy(given[i], name) if given[i] is not None
-                          else T.contiguous(like, T.shape_of(like), like.dtype))
-            plan = _new_plan(ts, params, pslots)
-            plan.shapes = tuple(T.shape_of(ts[i]) for i in range(3))
-            r = ctypes.byref
-            plan.args = (r(plan.params),) + tuple(r(t) for t in ts) + (r(plan.info),)
-            if ring is not None:
-                _attach_ring(plan, ring)
-            return plan
-
-        cached = not keep
+        keys = (kq, kk, kv, ko, kl, kd)
         op = ("ring_bwd", ring[0], ring[1]) if ring is not None else ("bwd",)
-        plan = _plan((*op, *keys, *given, pkey), keep, build)
+        plan, cacheable = _lookup((*op, *keys, *given, pkey), keep)
+        if plan is None:
+            plan = _backward_plan(keys, given, params, pslots, ring)
+            if cacheable:
+                _store((*op, *keys, *given, pkey), plan)
         if ring is not None:
             plan.ring.comm = ring[2]
-        grads = [dq, dk, dv]
-        for i, (like, name) in enumerate(((q, "dq"), (k, "dk"), (v, "dv"))):
+        cached = not keep
+        for i, like in enumerate((q, k, v)):
             if grads[i] is None:
-                grads[i], addrs[6 + i] = _alloc(like, name, plan.shapes[i], None, keep, via,
-                                                cached)
-        plan.bind(tuple(addrs) + paddrs, _call_stream(plan, explicit, q))
+                grads[i], gaddrs[i] = _alloc(like, _GRADS[i], plan.shapes[i], None, keep, via,
+                                             cached)
+        plan.bind((aq, ak, av, ao, al, ad, *gaddrs) + paddrs, _call_stream(plan, explicit, q))
     except ViewError as e:
         raise view_error(e) from None
     _invoke("fa_ring_backward" if ring is not None else "fa_backward", plan)
