@@ -524,6 +524,32 @@ def backward(dout, q, k, v, out, lse, dq, dk, dv, params: dict, ring=None):
 _KV_FIELDS = ("k_new", "v_new", "cache_seqlens", "rotary_cos", "rotary_sin")
 
 
+def _kvcache_plan(keys, names, ko, kl, want_lse: bool, rotary_interleaved: bool, params: dict,
+                  pslots: tuple, plan_only: bool) -> _Plan:
+    """A new plan of forward_kvcache()'s: the structs of q, k_cache, v_cache and the present
+    fa_kvcache_args fields (keys, names), out and lse, fa_kvcache_args, the params and the
+    arguments."""
+    tq, tkc, tvc = (_copy(k, n) for k, n in zip(keys, ("q", "k_cache", "v_cache")))
+    tkv = [_copy(k, "kv." + n) for k, n in zip(keys[3:], names)]
+    tout, tlse, out_shape, lse_shape = _out_lse_structs(tq, tvc, ko, kl, want_lse, params)
+    slots = [tq, tkc, tvc] + tkv + [tout] + ([tlse] if tlse is not None else [])
+    plan = _new_plan(slots, params, pslots)
+    plan.shapes = (out_shape, lse_shape)
+    plan.odtype = out_dtype(tq.dtype)
+    args = C.FaKvcacheArgs()
+    library().dll.fa_kvcache_args_init(ctypes.byref(args))
+    for n, t in zip(names, tkv):
+        setattr(args, n, ctypes.pointer(t))
+    args.rotary_interleaved = int(bool(rotary_interleaved))
+    plan.kv = args
+    if plan_only:
+        tout.data = 1 << 63  # as forward()'s plan
+    r = ctypes.byref
+    plan.args = (r(plan.params), r(tq), r(tkc), r(tvc), r(args), r(tout),
+                 r(tlse) if tlse is not None else None, r(plan.info))
+    return plan
+
+
 def forward_kvcache(q, k_cache, v_cache, kv: dict, rotary_interleaved: bool, out, lse,
                     params: dict, plan_only: bool = False):
     """fa_forward_kvcache (fa_plan_forward_kvcache with plan_only): (out, lse or None, RunInfo
@@ -533,12 +559,10 @@ def forward_kvcache(q, k_cache, v_cache, kv: dict, rotary_interleaved: bool, out
     via = _dlpack_stream(explicit, q)
     want_lse = not plan_only and (bool(params.get("return_lse")) or lse is not None)
     try:
-        keys, addrs, names = [], [], []
-        for name, obj in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
-            describe = T.describe if name == "q" else T.describe_output  # the caches are written
-            key, addr = describe(obj, name, keep, via)
-            keys.append(key)
-            addrs.append(addr)
+        kq, aq = T.describe(q, "q", keep, via)
+        kkc, akc = T.describe_output(k_cache, "k_cache", keep, via)  # the caches are written
+        kvc, avc = T.describe_output(v_cache, "v_cache", keep, via)
+        keys, addrs, names = [kq, kkc, kvc], [aq, akc, avc], []
         for name in _KV_FIELDS:
             obj = kv.get(name)
             if obj is not None:
@@ -548,31 +572,15 @@ def forward_kvcache(q, k_cache, v_cache, kv: dict, rotary_interleaved: bool, out
                 addrs.append(addr)
         ko, ao, kl, al = _describe_out_lse(out, lse, keep, via)
         pkey, pslots, paddrs = _scan(params, keep, via)
-
-        def build():
-            tq, tkc, tvc = (_copy(k, n) for k, n in zip(keys, ("q", "k_cache", "v_cache")))
-            tkv = [_copy(k, "kv." + n) for k, n in zip(keys[3:], names)]
-            tout, tlse, out_shape, lse_shape = _out_lse_structs(tq, tvc, ko, kl, want_lse, params)
-            slots = [tq, tkc, tvc] + tkv + [tout] + ([tlse] if tlse is not None else [])
-            plan = _new_plan(slots, params, pslots)
-            plan.shapes = (out_shape, lse_shape)
-            plan.odtype = out_dtype(tq.dtype)
-            args = C.FaKvcacheArgs()
-            library().dll.fa_kvcache_args_init(ctypes.byref(args))
-            for n, t in zip(names, tkv):
-                setattr(args, n, ctypes.pointer(t))
-            args.rotary_interleaved = int(bool(rotary_interleaved))
-            plan.kv = args
-            if plan_only:
-                tout.data = 1 << 63  # as forward()'s plan
-            r = ctypes.byref
-            plan.args = (r(plan.params), r(tq), r(tkc), r(tvc), r(args), r(tout),
-                         r(tlse) if tlse is not None else None, r(plan.info))
-            return plan
-
-        sig = ("kvplan" if plan_only else "kv", *keys, tuple(names), bool(rotary_interleaved),
+        names = tuple(names)
+        sig = ("kvplan" if plan_only else "kv", *keys, names, bool(rotary_interleaved),
                ko, kl, want_lse, pkey)
-        plan = _plan(sig, keep, build)
+        plan, cacheable = _lookup(sig, keep)
+        if plan is None:
+            plan = _kvcache_plan(keys, names, ko, kl, want_lse, rotary_interleaved, params,
+                                 pslots, plan_only)
+            if cacheable:
+                _store(sig, plan)
         out, lse, tail = _out_lse_addresses(q, out, lse, ao, al, plan, plan_only, want_lse, keep,
                                             via)
         plan.bind(tuple(addrs) + tail + paddrs, _call_stream(plan, explicit, q))
