@@ -257,10 +257,10 @@ def _torch_reader():
     import torch
 
     def desc(t, name, keep):
-        if t.is_cpu:
-            dev = -1
-        elif t.is_cuda:
+        if t.is_cuda:  # GPU tensors first: their calls are the ones whose host time shows
             dev = t.get_device()
+        elif t.is_cpu:
+            dev = -1
         else:  # other devices: DLPack says whether a backend can take them
             return _describe_generic(t, name, keep, None)
         return ("t", t.dtype, dev, t.shape, t.stride()), t.data_ptr()
