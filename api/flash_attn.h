@@ -491,7 +491,8 @@ FA_API void fa_ring_args_init(fa_ring_args *ring);
  * drawn at the tokens' global positions) and ALiBi (distances between global positions). Refused
  * with FA_ERR_UNSUPPORTED, naming the field: varlen, seqused_k, paged KV, params.workspace, and
  * tensors in memory the transport does not carry (MPI: host; NCCL: CUDA) or whose backend offers
- * no ring (HIP, OpenCL).
+ * no ring (HIP, OpenCL), and an NCCL ring on a stream capturing a CUDA graph (its agreement waits
+ * on the host).
  * Deterministic: the summation order is fixed by the ring (block i merged at step i), so with
  * params.deterministic the results are bitwise reproducible for a given world size.
  * @param params  as fa_forward's

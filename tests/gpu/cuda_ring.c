@@ -86,9 +86,10 @@ static void run_cases(const char *transport, const fa_ring_args *ring, const fa_
   }
 }
 
-/* A refused ring call: its status, and the output left as it was. */
+/* A refused ring call: its status, and the output left as it was. With capture, the call is made
+   on a stream capturing a CUDA graph (relaxed mode, so the test's own copies may run meanwhile). */
 static void refusal(const char *what, const fa_ring_args *ring, const fa_device *dev,
-                    int with_workspace, fa_status want) {
+                    int with_workspace, int capture, fa_status want) {
   const int64_t shape[4] = {1, 64, 2, 64}, lshape[3] = {1, 2, 64};
   const size_t bytes = 64 * 2 * 64 * 2;
   void *buf[5] = {NULL};
@@ -110,7 +111,28 @@ static void refusal(const char *what, const fa_ring_args *ring, const fa_device 
     p.workspace = buf[0];
     p.workspace_size = bytes;
   }
+#if FA_TEST_NCCL
+  cudaStream_t stream = NULL;
+  if (capture) {
+    const cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed);
+    p.stream = stream;
+  }
+#else
+  if (capture) {
+    check(0, what, "built without the CUDA runtime's header");
+    return;
+  }
+#endif
   const fa_status st = fa_ring_forward(&p, ring, &t[0], &t[1], &t[2], &t[3], &lse, NULL);
+#if FA_TEST_NCCL
+  if (stream) {
+    cudaGraph_t graph = NULL;
+    cudaStreamEndCapture(stream, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+  }
+#endif
   unsigned char host[64 * 2 * 64 * 2];
   int untouched = devmem_copy_to_host(*dev, host, buf[3], bytes, err, sizeof err) == 0;
   for (size_t i = 0; untouched && i < bytes; ++i) untouched = host[i] == 0x5a;
@@ -140,7 +162,7 @@ int main(void) {
   self.transport = FA_TRANSPORT_SELF;
   run_cases("self", &self, &dev, seed);
 
-  refusal("a ring over CUDA tensors given a workspace is refused", &self, &dev, 1,
+  refusal("a ring over CUDA tensors given a workspace is refused", &self, &dev, 1, 0,
           FA_ERR_UNSUPPORTED);
 
   fa_transport_desc descs[FA_TRANSPORT_COUNT_];
@@ -157,7 +179,7 @@ int main(void) {
     printf("SKIP nccl: %s\n", nccl_desc ? nccl_desc->reason : "not known to this library");
   } else {
     printf("nccl: %s (%s)\n", nccl_desc->runtime, nccl_desc->plugin_path);
-    refusal("the NCCL transport without a communicator is refused", &nccl, &dev, 0,
+    refusal("the NCCL transport without a communicator is refused", &nccl, &dev, 0, 0,
             FA_ERR_INVALID_ARGUMENT);
 #if FA_TEST_NCCL
     ncclComm_t comm;
@@ -168,6 +190,8 @@ int main(void) {
     } else {
       nccl.comm = &comm;
       run_cases("nccl", &nccl, &dev, seed);
+      refusal("an NCCL ring on a stream capturing a graph is refused", &nccl, &dev, 0, 1,
+              FA_ERR_UNSUPPORTED);
       ncclCommDestroy(comm);
     }
 #else

@@ -246,6 +246,13 @@ static fa_status nccl_open(void *handle, void *stream, void **comm, int32_t *ran
   ncclComm_t user = *(ncclComm_t *)handle;
   if (!user)
     return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "ring.comm: *comm is a NULL ncclComm_t");
+  enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (stream && cudaStreamIsCapturing((cudaStream_t)stream, &capture) == cudaSuccess &&
+      capture != cudaStreamCaptureStatusNone)
+    return fa_core_set_error(FA_ERR_UNSUPPORTED,
+                             "params.stream is capturing a CUDA graph: the NCCL ring cannot be "
+                             "captured (its agreement waits for an all-reduce on the host); call "
+                             "it outside the capture");
   fa_status st = comm_healthy(user, "ring.comm");
   if (st != FA_OK) return st;
   int r = 0, w = 0, device = 0;
