@@ -274,11 +274,12 @@ def _store(sig, plan: _Plan) -> None:
     cache[sig] = plan
 
 
-def _plan(sig, keep: list, build):
-    """The cached plan of sig, or build() (cached where _lookup allows)."""
+def _plan(sig, keep: list, build, *args):
+    """The cached plan of sig, or build(*args) (cached where _lookup allows). The builder takes its
+    inputs as arguments, so a call whose plan is cached makes no closure."""
     plan, cacheable = _lookup(sig, keep)
     if plan is None:
-        plan = build()
+        plan = build(*args)
         if cacheable:
             _store(sig, plan)
     return plan
@@ -446,13 +447,8 @@ def forward(q, k, v, out, lse, params: dict, plan_only: bool = False, ring=None)
         pkey, pslots, paddrs = _scan(params, keep, via)
         op = ("ring_fwd", ring[0], ring[1]) if ring is not None else \
             ("plan" if plan_only else "fwd")
-        sig = (op, kq, kk, kv, ko, kl, want_lse, pkey)
-        # the cache looked up in line: a call whose plan is cached builds no closure
-        plan, cacheable = _lookup(sig, keep)
-        if plan is None:
-            plan = _forward_plan(kq, kk, kv, ko, kl, want_lse, params, pslots, plan_only, ring)
-            if cacheable:
-                _store(sig, plan)
+        plan = _plan((op, kq, kk, kv, ko, kl, want_lse, pkey), keep, _forward_plan, kq, kk, kv,
+                     ko, kl, want_lse, params, pslots, plan_only, ring)
         if ring is not None:
             plan.ring.comm = ring[2]
         if out is not None and (lse is not None or not want_lse) and not plan_only:
@@ -472,7 +468,7 @@ def _backward_plan(keys, given, params: dict, pslots: tuple, ring) -> _Plan:
     """A new plan of backward()'s: the structs of q, k, v, out, lse, dout (keys), dq, dk, dv (the
     caller's keys given, or contiguous ones shaped as q, k, v), the params and the arguments."""
     ts = [_copy(key, name) for key, name in zip(keys, _BWD_INPUTS)]
-    for i, name in enumerate(("dq", "dk", "dv")):
+    for i, name in enumerate(_GRADS):
         like = ts[i]
         ts.append(_copy(given[i], name) if given[i] is not None
                   else T.contiguous(like, T.shape_of(like), like.dtype))
@@ -502,11 +498,8 @@ def backward(dout, q, k, v, out, lse, dq, dk, dv, params: dict, ring=None):
         pkey, pslots, paddrs = _scan(params, keep, via)
         keys = (kq, kk, kv, ko, kl, kd)
         op = ("ring_bwd", ring[0], ring[1]) if ring is not None else ("bwd",)
-        plan, cacheable = _lookup((*op, *keys, *given, pkey), keep)
-        if plan is None:
-            plan = _backward_plan(keys, given, params, pslots, ring)
-            if cacheable:
-                _store((*op, *keys, *given, pkey), plan)
+        plan = _plan((*op, *keys, *given, pkey), keep, _backward_plan, keys, given, params,
+                     pslots, ring)
         if ring is not None:
             plan.ring.comm = ring[2]
         cached = not keep
@@ -575,12 +568,8 @@ def forward_kvcache(q, k_cache, v_cache, kv: dict, rotary_interleaved: bool, out
         names = tuple(names)
         sig = ("kvplan" if plan_only else "kv", *keys, names, bool(rotary_interleaved),
                ko, kl, want_lse, pkey)
-        plan, cacheable = _lookup(sig, keep)
-        if plan is None:
-            plan = _kvcache_plan(keys, names, ko, kl, want_lse, rotary_interleaved, params,
-                                 pslots, plan_only)
-            if cacheable:
-                _store(sig, plan)
+        plan = _plan(sig, keep, _kvcache_plan, keys, names, ko, kl, want_lse, rotary_interleaved,
+                     params, pslots, plan_only)
         out, lse, tail = _out_lse_addresses(q, out, lse, ao, al, plan, plan_only, want_lse, keep,
                                             via)
         plan.bind(tuple(addrs) + tail + paddrs, _call_stream(plan, explicit, q))
