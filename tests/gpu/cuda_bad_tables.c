@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_tally.h"
 #include "cuda_backend.h"
 #include "tensor_util.h"
 
@@ -37,15 +38,11 @@
 #define HQ 4
 #define HKV 2
 
-static int g_failed = 0, g_passed = 0;
-
-static void check(int ok, const char *name, const char *what, const char *detail) {
-  printf("%s %s: %s%s%s\n", ok ? "PASS" : "FAIL", name, what, detail ? ": " : "",
-         detail ? detail : "");
-  if (ok)
-    ++g_passed;
-  else
-    ++g_failed;
+/* One check of the case `name`: its line reads "name: what". */
+static void check_case(int ok, const char *name, const char *what, const char *detail) {
+  char line[256];
+  snprintf(line, sizeof line, "%s: %s", name, what);
+  check(ok, line, detail);
 }
 
 /* One device allocation: GUARD bytes, the tensor's bytes, GUARD bytes; `snap` a host copy of the
@@ -190,32 +187,32 @@ static fa_status issue(call *c, fa_run_info *info) {
 static void both_modes(problem *pb, call *c, const char *expect) {
   char what[160], why[200];
   if (pb->broken) {
-    check(0, c->name, "setup", "a CUDA allocation or copy failed");
+    check_case(0, c->name, "setup", "a CUDA allocation or copy failed");
     return;
   }
   c->p.backend = FA_BACKEND_CUDA;
   c->p.strict = 1;
   c->p.check_indices = 1;
   if (!snapshot(pb)) {
-    check(0, c->name, "snapshot", "copy failed");
+    check_case(0, c->name, "snapshot", "copy failed");
     return;
   }
   fa_status st = issue(c, NULL);
   const char *msg = fa_last_error();
   snprintf(what, sizeof what, "check mode refuses with \"%s\"", expect);
-  check(st == FA_ERR_INVALID_ARGUMENT && msg && strstr(msg, expect), c->name, what,
-        st == FA_OK ? "FA_OK" : msg);
+  check_case(st == FA_ERR_INVALID_ARGUMENT && msg && strstr(msg, expect), c->name, what,
+             st == FA_OK ? "FA_OK" : msg);
   cudaError_t e = cudaDeviceSynchronize();
-  check(e == cudaSuccess && kept(pb, 1, why, sizeof why), c->name, "check mode writes nothing",
-        e == cudaSuccess ? why : cudaGetErrorName(e));
+  check_case(e == cudaSuccess && kept(pb, 1, why, sizeof why), c->name, "check mode writes nothing",
+             e == cudaSuccess ? why : cudaGetErrorName(e));
 
   c->p.check_indices = 0;
   st = issue(c, NULL);
-  check(st == FA_OK, c->name, "default mode runs", st == FA_OK ? NULL : fa_last_error());
+  check_case(st == FA_OK, c->name, "default mode runs", st == FA_OK ? NULL : fa_last_error());
   e = cudaDeviceSynchronize();
-  check(e == cudaSuccess && kept(pb, 0, why, sizeof why), c->name,
-        "default mode writes nothing outside its outputs",
-        e == cudaSuccess ? why : cudaGetErrorName(e));
+  check_case(e == cudaSuccess && kept(pb, 0, why, sizeof why), c->name,
+             "default mode writes nothing outside its outputs",
+             e == cudaSuccess ? why : cudaGetErrorName(e));
 }
 
 /* q [b, sq, HQ, D], out and lse written; k/v caches or inputs [kb, ks, HKV, D]. */
@@ -400,7 +397,7 @@ static void case_valid_and_capture(void) {
   c.p.strict = 1;
   char why[200];
   if (pb.broken || !snapshot(&pb)) {
-    check(0, c.name, "setup", "a CUDA allocation or copy failed");
+    check_case(0, c.name, "setup", "a CUDA allocation or copy failed");
     problem_free(&pb);
     return;
   }
@@ -414,8 +411,8 @@ static void case_valid_and_capture(void) {
     fa_status st = issue(&c, &info);
     char what[64];
     snprintf(what, sizeof what, "%s mode runs .kvcache", mode ? "check" : "default");
-    check(st == FA_OK && strstr(info.kernel, ".kvcache"), c.name, what,
-          st == FA_OK ? info.kernel : fa_last_error());
+    check_case(st == FA_OK && strstr(info.kernel, ".kvcache"), c.name, what,
+               st == FA_OK ? info.kernel : fa_last_error());
     if (cudaDeviceSynchronize() != cudaSuccess) ok = 0;
     for (int i = 0; i < pb.n && ok; ++i) {
       region *r = &pb.r[i];
@@ -432,14 +429,15 @@ static void case_valid_and_capture(void) {
       }
     }
   }
-  check(ok, c.name, "check mode's out, lse and caches bitwise equal to the default mode's", NULL);
+  check_case(ok, c.name, "check mode's out, lse and caches bitwise equal to the default mode's",
+             NULL);
   for (int i = 0; i < MAX_REGIONS; ++i) free(after[i]);
 
   /* On a capturing stream the check cannot read back: refused before anything is written. */
   cudaStream_t s;
   cudaGraph_t graph = NULL;
   if (!snapshot(&pb) || cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
-    check(0, c.name, "capture setup", "failed");
+    check_case(0, c.name, "capture setup", "failed");
     problem_free(&pb);
     return;
   }
@@ -452,10 +450,10 @@ static void case_valid_and_capture(void) {
     msg = fa_last_error();
     cudaStreamEndCapture(s, &graph);
   }
-  check(st == FA_ERR_UNSUPPORTED && msg && strstr(msg, "capturing"), c.name,
-        "check mode on a capturing stream is FA_ERR_UNSUPPORTED", msg);
-  check(cudaDeviceSynchronize() == cudaSuccess && kept(&pb, 1, why, sizeof why), c.name,
-        "the refused capture writes nothing", why);
+  check_case(st == FA_ERR_UNSUPPORTED && msg && strstr(msg, "capturing"), c.name,
+             "check mode on a capturing stream is FA_ERR_UNSUPPORTED", msg);
+  check_case(cudaDeviceSynchronize() == cudaSuccess && kept(&pb, 1, why, sizeof why), c.name,
+             "the refused capture writes nothing", why);
   if (graph) cudaGraphDestroy(graph);
   cudaStreamDestroy(s);
   problem_free(&pb);
@@ -507,8 +505,7 @@ int main(void) {
   case_valid_and_capture();
 
   const cudaError_t e = cudaDeviceSynchronize();
-  check(e == cudaSuccess, "device", "no CUDA error pending", cudaGetErrorName(e));
+  check_case(e == cudaSuccess, "device", "no CUDA error pending", cudaGetErrorName(e));
   fa_release(); /* the backend's cached memory (kept tile counters too): memcheck's leak check */
-  printf("cuda_bad_tables: %d passed, %d failed\n", g_passed, g_failed);
-  return g_failed ? 1 : 0;
+  return check_summary("cuda_bad_tables");
 }

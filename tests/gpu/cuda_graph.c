@@ -37,19 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_tally.h"
 #include "cuda_backend.h"
 #include "tensor_util.h"
-
-static int g_failed = 0, g_passed = 0;
-
-static void check(int ok, const char *what, const char *detail) {
-  printf("%s %s%s%s\n", ok ? "PASS" : "FAIL", what, detail && *detail ? ": " : "",
-         detail ? detail : "");
-  if (ok)
-    ++g_passed;
-  else
-    ++g_failed;
-}
 
 /* A device buffer and its size. */
 typedef struct dbuf {
@@ -496,6 +486,5 @@ int main(void) {
   part_streams();
   const cudaError_t e = cudaDeviceSynchronize();
   check(e == cudaSuccess, "device: no CUDA error pending", cudaGetErrorName(e));
-  printf("cuda_graph: %d passed, %d failed\n", g_passed, g_failed);
-  return g_failed ? 1 : 0;
+  return check_summary("cuda_graph");
 }

@@ -64,6 +64,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check_tally.h"
 #include "cuda_backend.h"
 #include "flash_attn.h"
 #include "reference.h"
@@ -151,18 +152,10 @@ static int g_streams = 4;
 static double g_deadline; /* monotonic seconds */
 static atomic_int g_reports;
 static atomic_int g_stop;
-static int g_failed = 0;
 static size_t g_max_bytes[O_COUNT];
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER;
 static int g_done; /* threads finished, under g_lock */
-
-static void check(int ok, const char *what, const char *detail) {
-  printf("%s %s%s%s\n", ok ? "PASS" : "FAIL", what, detail && *detail ? ": " : "",
-         detail ? detail : "");
-  if (!ok) g_failed = 1;
-  fflush(stdout);
-}
 
 static void skip(const char *what, const char *why) {
   printf("SKIP %s: %s\n", what, why);
@@ -943,6 +936,5 @@ done:
         "device memory free before %.0f MiB after %.0f MiB\n",
         calls, elapsed, nthreads, nstreams, mismatches, errors, (double)free_before / 1048576.0,
         (double)free_after / 1048576.0);
-  printf("cuda_load: %s\n", g_failed ? "FAILED" : "all checks passed");
-  return g_failed ? 1 : 0;
+  return check_summary("cuda_load");
 }

@@ -27,23 +27,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_tally.h"
 #include "cuda_backend.h"
 #include "device_mem.h"
 #include "ring/ring_case.h"
 #if FA_TEST_NCCL
 #include <nccl.h>
 #endif
-
-static int g_failed = 0, g_passed = 0;
-
-static void check(int ok, const char *what, const char *detail) {
-  printf("%s %s%s%s\n", ok ? "PASS" : "FAIL", what, detail && *detail ? ": " : "",
-         detail ? detail : "");
-  if (ok)
-    ++g_passed;
-  else
-    ++g_failed;
-}
 
 static const char *const output_names[5] = {"out", "lse", "dq", "dk", "dv"};
 
@@ -198,6 +188,5 @@ int main(void) {
     printf("SKIP nccl cases: this test was built without NCCL's header\n");
 #endif
   }
-  printf("%d passed, %d failed\n", g_passed, g_failed);
-  return g_failed ? 1 : 0;
+  return check_summary("cuda_ring");
 }

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "device_mem.h"
+#include "check_tally.h"
 #include "cuda_backend.h"
 #include "flash_attn.h"
 #include "reference.h"
@@ -32,15 +33,6 @@
 
 enum { T_Q, T_K, T_V, T_OUT, T_LSE, T_DOUT, T_DQ, T_DK, T_DV, T_COUNT };
 static const char *const names[T_COUNT] = {"q", "k", "v", "out", "lse", "dout", "dq", "dk", "dv"};
-
-static int g_failed = 0;
-
-static void check(int ok, const char *what, const char *detail) {
-  printf("%s %s%s%s\n", ok ? "PASS" : "FAIL", what, detail && *detail ? ": " : "",
-         detail ? detail : "");
-  if (!ok) g_failed = 1;
-  fflush(stdout);
-}
 
 static int parse_int(const char *s, long lo, long hi, long *out) {
   char *end = NULL;
@@ -303,6 +295,5 @@ done:
   ref_result_free(&r64);
   ref_result_free(&rn);
   fa_release();
-  printf("cuda_smoke: %s\n", g_failed ? "FAILED" : "all checks passed");
-  return g_failed ? 1 : 0;
+  return check_summary("cuda_smoke");
 }
