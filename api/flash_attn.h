@@ -195,7 +195,9 @@ typedef struct fa_params {
   int32_t strict;        /**< non-zero: never fall back; refuse with the reason instead */
   const char
       *kernel_family;    /**< NULL = backend's choice; else e.g. "fa2", "fa3" (backend-specific) */
-  void *workspace;       /**< caller-owned scratch, or NULL to let the backend allocate */
+  void *workspace;       /**< caller-owned scratch in the tensors' memory (the device's for a
+                             device backend; a bare address the library cannot check), or NULL to
+                             let the backend allocate */
   size_t workspace_size; /**< bytes at workspace; see fa_forward_workspace_size */
 
   /* --- since 0.2 --- */

@@ -51,7 +51,8 @@ PARAMS = {
     "backend": "'auto' | 'cpu' | 'cuda' | 'hip' | 'opencl' | an fa_backend_id",
     "strict": "bool; refuse instead of falling back",
     "kernel_family": "str, e.g. 'fa2'",
-    "workspace": "a writable DLPack array used as scratch (workspace_size: its bytes)",
+    "workspace": "a writable DLPack array in the tensors' memory, used as scratch (workspace_size: "
+                 "its bytes)",
     "workspace_size": "int; bytes at workspace (default: the whole array)",
     "check_indices": "bool; copy index arrays in device memory to the host and check them "
     "(a synchronisation); host ones are always checked",
@@ -297,8 +298,23 @@ def _new_plan(tensors: list, params: dict, pslots: tuple) -> _Plan:
     plan.gpu = tensors[0].device.kind in _GPU
     plan.ws = len(tensors) + [n for n, _ in pslots].index("workspace") \
         if params.get("workspace") is not None else None
+    if plan.ws is not None:
+        _check_workspace_device(plan.tensors[plan.ws].device, tensors[0].device)
     plan.odtype = None
     return plan
+
+
+def _device_name(d: C.FaDevice) -> str:
+    return f"{C.text(library().dll.fa_device_kind_name(d.kind))}:{d.id}"
+
+
+def _check_workspace_device(ws: C.FaDevice, first: C.FaDevice) -> None:
+    """fa_params.workspace is a bare address, which the library cannot place: a workspace in
+    another memory than the call's tensors would be written by the wrong device."""
+    if (ws.kind, ws.id) != (first.kind, first.id):
+        raise ViewError(C.FA_ERR_INVALID_ARGUMENT,
+                        f"params.workspace is in {_device_name(ws)} memory but the call's tensors "
+                        f"are in {_device_name(first)} memory")
 
 
 def _copy(key, name):

@@ -14,6 +14,26 @@ from flashattn import _call
 from test_flashattn import assert_close, rand, reference
 
 
+class _OnCuda:
+    """A NumPy array exported through DLPack as if it lived in CUDA device 0's memory (the
+    capsule's device rewritten): what the binding reads from a GPU array, on a machine without
+    one. The library must refuse it before touching the memory."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+    def __dlpack__(self, stream=None):
+        from flashattn import _dlpack
+
+        capsule = self.a.__dlpack__()
+        m = _dlpack.DLManagedTensor.from_address(_dlpack._get_pointer(capsule, b"dltensor"))
+        m.dl_tensor.device.device_type = _dlpack.kDLCUDA
+        return capsule
+
+
 class TestSignatureCache(unittest.TestCase):
     def test_same_signature_new_data(self):
         for _ in range(3):
@@ -144,6 +164,28 @@ class TestCalls(unittest.TestCase):
             fa.attention(q, q, q)
         self.assertEqual(cm.exception.status_name, "FA_ERR_UNSUPPORTED")
         self.assertIn("q: dtype", cm.exception.message)
+
+    def test_workspace_in_other_memory_refused(self):
+        """params.workspace is a bare address: one in another device's memory than the tensors'
+        is refused before the library runs, for each call that takes it; the outputs and the
+        workspace keep their bytes."""
+        q = rand(1, 4, 1, 8)
+        calls = (lambda out, w: fa.attention(q, q, q, out=out, workspace=w),
+                 lambda out, w: fa.attention_backward(q, q, q, q, q, np.zeros((1, 1, 4), np.float32),
+                                                      dq=out, workspace=w),
+                 lambda out, w: fa.attention_kvcache(q, q.copy(), q.copy(), np.array([4], np.int32),
+                                                     out=out, workspace=w))
+        for i, call in enumerate(calls):
+            out, ws = np.full_like(q, np.nan), np.full(1 << 14, 7, np.int32)
+            with self.assertRaises(fa.FlashAttnError) as cm:
+                call(out, _OnCuda(ws))
+            self.assertEqual(cm.exception.status_name, "FA_ERR_INVALID_ARGUMENT", i)
+            self.assertIn("params.workspace is in cuda:0 memory but the call's tensors are in "
+                          "cpu:0 memory", cm.exception.message)
+            self.assertTrue(np.isnan(out).all(), i)
+            self.assertTrue((ws == 7).all(), i)
+            call(out, ws)  # the same call with the workspace in the tensors' memory runs
+            self.assertFalse(np.isnan(out).any(), i)
 
     def test_numpy_flash_attn_dropout_uses_numpy_seed(self):
         q = rand(1, 8, 2, 8)
