@@ -221,13 +221,13 @@ static fa_status execute(fa_op op, const fa_params *params, const fa_call_args *
 }
 
 static fa_status plan(fa_op op, const fa_params *params, const fa_call_args *args,
-                      fa_run_info *info, size_t *bytes) {
+                      const fa_positions *pos, fa_run_info *info, size_t *bytes) {
   prepared pr;
   fa_core_clear_error();
   fa_status st = fa_check_run_info(info);
   if (st != FA_OK) return st;
   if (!info && !bytes) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "plan: NULL output");
-  st = prepare(op, params, args, NULL, &pr);
+  st = prepare(op, params, args, pos, &pr);
   if (st != FA_OK) return st;
   fa_fill_run_info(info, pr.c.slot, pr.req.device, &pr.c.decision, pr.c.fell_back, pr.c.rejected);
   if (bytes) *bytes = pr.c.decision.workspace_bytes;
@@ -261,12 +261,17 @@ fa_status fa_backward_at(const fa_params *params, const fa_positions *pos, const
   return execute(FA_OP_BACKWARD, params, &a, pos, info);
 }
 
+fa_status fa_workspace_size_at(fa_op op, const fa_params *params, const fa_positions *pos,
+                               const fa_call_args *args, size_t *bytes) {
+  return plan(op, params, args, pos, NULL, bytes);
+}
+
 fa_status fa_plan_forward(const fa_params *params, const fa_tensor *q, const fa_tensor *k,
                           const fa_tensor *v, const fa_tensor *out, const fa_tensor *lse,
                           fa_run_info *info) {
   fa_call_args a = {q, k, v, out, lse, NULL, NULL, NULL, NULL, NULL};
   if (!info) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "plan: NULL fa_run_info");
-  return plan(FA_OP_FORWARD, params, &a, info, NULL);
+  return plan(FA_OP_FORWARD, params, &a, NULL, info, NULL);
 }
 
 fa_status fa_plan_backward(const fa_params *params, const fa_tensor *q, const fa_tensor *k,
@@ -275,7 +280,7 @@ fa_status fa_plan_backward(const fa_params *params, const fa_tensor *q, const fa
                            const fa_tensor *dv, fa_run_info *info) {
   fa_call_args a = {q, k, v, out, lse, dout, dq, dk, dv, NULL};
   if (!info) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "plan: NULL fa_run_info");
-  return plan(FA_OP_BACKWARD, params, &a, info, NULL);
+  return plan(FA_OP_BACKWARD, params, &a, NULL, info, NULL);
 }
 
 fa_status fa_forward_workspace_size(const fa_params *params, const fa_tensor *q, const fa_tensor *k,
@@ -283,7 +288,7 @@ fa_status fa_forward_workspace_size(const fa_params *params, const fa_tensor *q,
                                     size_t *bytes) {
   fa_call_args a = {q, k, v, out, lse, NULL, NULL, NULL, NULL, NULL};
   if (!bytes) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "bytes: NULL pointer");
-  return plan(FA_OP_FORWARD, params, &a, NULL, bytes);
+  return plan(FA_OP_FORWARD, params, &a, NULL, NULL, bytes);
 }
 
 fa_status fa_backward_workspace_size(const fa_params *params, const fa_tensor *q,
@@ -293,7 +298,7 @@ fa_status fa_backward_workspace_size(const fa_params *params, const fa_tensor *q
                                      size_t *bytes) {
   fa_call_args a = {q, k, v, out, lse, dout, dq, dk, dv, NULL};
   if (!bytes) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "bytes: NULL pointer");
-  return plan(FA_OP_BACKWARD, params, &a, NULL, bytes);
+  return plan(FA_OP_BACKWARD, params, &a, NULL, NULL, bytes);
 }
 
 void fa_kvcache_args_init(fa_kvcache_args *args) {
@@ -315,7 +320,7 @@ fa_status fa_plan_forward_kvcache(const fa_params *params, const fa_tensor *q,
                                   const fa_tensor *lse, fa_run_info *info) {
   fa_call_args a = {q, k_cache, v_cache, out, lse, NULL, NULL, NULL, NULL, kv};
   if (!info) return fa_core_set_error(FA_ERR_INVALID_ARGUMENT, "plan: NULL fa_run_info");
-  return plan(FA_OP_KVCACHE, params, &a, info, NULL);
+  return plan(FA_OP_KVCACHE, params, &a, NULL, info, NULL);
 }
 
 fa_status fa_backend_info(fa_backend_desc *out, int32_t capacity, int32_t *count) {

@@ -33,6 +33,11 @@ fa_status fa_backward_at(const fa_params *params, const fa_positions *pos, const
                          const fa_tensor *lse, const fa_tensor *dout, fa_tensor *dq, fa_tensor *dk,
                          fa_tensor *dv, fa_run_info *info);
 
+/* api.c: the bytes of workspace the call of fa_forward_at / fa_backward_at with these arguments
+   needs (fa_forward_workspace_size at positions pos). */
+fa_status fa_workspace_size_at(fa_op op, const fa_params *params, const fa_positions *pos,
+                               const fa_call_args *args, size_t *bytes);
+
 /* backends.c: the one table of the backends the library knows, in AUTO's order. */
 typedef struct fa_backend_def {
   int32_t id;               /* fa_backend_id */

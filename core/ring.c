@@ -23,6 +23,7 @@ static const char *transport_name(int32_t kind) {
   return s ? s->name : "invalid";
 }
 
+/* What opening the communicator needs: the struct, a transport that is available. */
 static fa_status resolve_ring(const fa_ring_args *user, fa_ring_args *out) {
   if (!user) return fa_core_set_error(INVALID, "ring: NULL pointer");
   memset(out, 0, sizeof *out);
@@ -30,19 +31,31 @@ static fa_status resolve_ring(const fa_ring_args *user, fa_ring_args *out) {
   if (out->transport <= FA_TRANSPORT_INVALID || out->transport >= FA_TRANSPORT_COUNT_)
     return fa_core_set_error(INVALID, "ring.transport = %d is not an fa_transport_kind",
                              (int)out->transport);
-  if (out->layout != FA_RING_CONTIGUOUS && out->layout != FA_RING_ZIGZAG)
-    return fa_core_set_error(INVALID, "ring.layout = %d is not an fa_ring_layout",
-                             (int)out->layout);
-  if (out->world < 0)
-    return fa_core_set_error(INVALID, "ring.world = %d must be >= 0 (0: ask the communicator)",
-                             (int)out->world);
-  if (out->world > 0 && (out->rank < 0 || out->rank >= out->world))
-    return fa_core_set_error(INVALID, "ring.rank = %d must be in [0, ring.world = %d)",
-                             (int)out->rank, (int)out->world);
   const fa_transport_slot *s = fa_transport_slot_of(out->transport);
   if (!s->ops)
     return fa_core_set_error(FA_ERR_UNSUPPORTED, "ring.transport = %s is unavailable: %s", s->name,
                              s->reason);
+  return FA_OK;
+}
+
+/* The rest of the ring's arguments, checked once the communicator is open, where a refusal is
+   heard by every rank. */
+static fa_status check_ring_args(const fa_ring_args *ring, const fa_ring_ctx *ctx) {
+  if (ring->layout != FA_RING_CONTIGUOUS && ring->layout != FA_RING_ZIGZAG)
+    return fa_core_set_error(INVALID, "ring.layout = %d is not an fa_ring_layout",
+                             (int)ring->layout);
+  if (ring->world < 0)
+    return fa_core_set_error(INVALID, "ring.world = %d must be >= 0 (0: ask the communicator)",
+                             (int)ring->world);
+  if (ring->world > 0 && (ring->rank < 0 || ring->rank >= ring->world))
+    return fa_core_set_error(INVALID, "ring.rank = %d must be in [0, ring.world = %d)",
+                             (int)ring->rank, (int)ring->world);
+  if (ring->world > 0 && (ring->world != ctx->world || ring->rank != ctx->rank))
+    return fa_core_set_error(INVALID,
+                             "ring.world = %d, ring.rank = %d but the %s communicator has world "
+                             "%d and this process is its rank %d",
+                             (int)ring->world, (int)ring->rank, transport_name(ring->transport),
+                             (int)ctx->world, (int)ctx->rank);
   return FA_OK;
 }
 
@@ -199,7 +212,6 @@ static fa_status prepare_local(fa_ring_ctx *ctx, const fa_ring_args *ring, const
 static fa_status ring_call(fa_op op, const fa_params *params, const fa_ring_args *user_ring,
                            const fa_call_args *args, fa_run_info *info) {
   fa_core_clear_error();
-  TRY(fa_check_run_info(info));
   fa_ring_args ring;
   TRY(resolve_ring(user_ring, &ring));
   fa_ring_ctx ctx;
@@ -221,13 +233,8 @@ static fa_status ring_call(fa_op op, const fa_params *params, const fa_ring_args
   prepared pr = {op, NULL, NULL};
   fa_params resolved;
   fa_request req;
-  fa_status local = FA_OK;
-  if (ring.world > 0 && (ring.world != ctx.world || ring.rank != ctx.rank))
-    local = fa_core_set_error(INVALID,
-                              "ring.world = %d, ring.rank = %d but the %s communicator has world "
-                              "%d and this process is its rank %d",
-                              (int)ring.world, (int)ring.rank, transport_name(ring.transport),
-                              (int)ctx.world, (int)ctx.rank);
+  fa_status local = fa_check_run_info(info);
+  if (local == FA_OK) local = check_ring_args(&ring, &ctx);
   if (local == FA_OK)
     local = prepare_local(&ctx, &ring, params, &early, args, &resolved, &req, &pr);
 
@@ -249,9 +256,12 @@ static fa_status ring_call(fa_op op, const fa_params *params, const fa_ring_args
   if (st == FA_OK)
     st = op == FA_OP_FORWARD ? fa_ring_forward_run(&ctx, pr.fwd, info)
                              : fa_ring_backward_run(&ctx, pr.bwd, info);
+  /* Closed first: a device transport's close orders the stream after every exchange it enqueued
+     (one an error left unwaited too), so the buffers are freed after the last transfer into them.
+   */
+  ctx.ops->close(ctx.comm);
   fa_ring_forward_free(pr.fwd);
   fa_ring_backward_free(pr.bwd);
-  ctx.ops->close(ctx.comm);
   return st;
 }
 

@@ -149,8 +149,15 @@ fa_positions fa_ring_block_positions(const fa_ring_ctx *ctx, const fa_ring_block
 fa_status fa_ring_step_begin(const fa_ring_ctx *ctx, int32_t t, void *kv_cur, void *kv_next,
                              size_t kv_bytes, void **pending, fa_ring_step *step);
 
+/* ring_plan.c: fn(ctx, blk, arg) for each block this rank's ring computes, every step's as
+   fa_ring_step_begin gives them (a block of the same rows, keys and mask as one before it only
+   once); the first error stops it and is returned. */
+typedef fa_status (*fa_ring_block_fn)(const fa_ring_ctx *ctx, const fa_ring_block *blk, void *arg);
+fa_status fa_ring_each_block(const fa_ring_ctx *ctx, fa_ring_block_fn fn, void *arg);
+
 /* Buffers of a pass, allocated before the ranks agree so that running out of memory is a refusal
-   every rank sees, not a failure in the middle of the ring. */
+   every rank sees, not a failure in the middle of the ring: the blocks' workspace among them (the
+   most any block needs, given to every block call), so that no block allocates. */
 typedef struct fa_ring_forward_bufs fa_ring_forward_bufs;
 typedef struct fa_ring_backward_bufs fa_ring_backward_bufs;
 

@@ -25,13 +25,16 @@ struct fa_ring_backward_bufs {
   void *dq_blk, *dk_blk, *dv_blk;   /* one block's gradients, in the block dtype */
   void *dkv_step; /* chunk-pair blocks (a window, dropout, ALiBi): a step's blocks' dk then dv,
                      summed before the shard's */
+  void *ws;       /* the blocks' workspace (ws_bytes: the most any block needs) */
+  size_t ws_bytes;
   fa_ring_shapes sh;
 };
 
 void fa_ring_backward_free(fa_ring_backward_bufs *b) {
   if (!b) return;
-  void *all[] = {b->kv[0], b->kv[1], b->dkv[0], b->dkv[1], b->q,      b->o,      b->dout,    b->lse,
-                 b->k,     b->v,     b->dq,     b->dq_blk, b->dk_blk, b->dv_blk, b->dkv_step};
+  void *all[] = {b->kv[0],  b->kv[1],  b->dkv[0],   b->dkv[1], b->q,  b->o,
+                 b->dout,   b->lse,    b->k,        b->v,      b->dq, b->dq_blk,
+                 b->dk_blk, b->dv_blk, b->dkv_step, b->ws};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) fa_ring_mem_free(&b->mem, all[i]);
   free(b);
 }
@@ -68,6 +71,49 @@ static void dkv_views(const fa_ring_backward_bufs *b, void *dkv, fa_tensor *dk, 
   *dv = fa_ring_view(&b->mem, (float *)dkv + b->sh.nk, FA_F32, 4, b->sh.v);
 }
 
+/* Block blk's call: its params (the ring's workspace given) and its rows of the whole tensors. */
+typedef struct bwd_block {
+  fa_params p;
+  fa_positions pos;
+  bwd_tensors t;
+} bwd_block;
+
+static bwd_block block_of(const fa_ring_ctx *ctx, const fa_ring_backward_bufs *b,
+                          const bwd_tensors *w, const fa_ring_block *blk) {
+  const int64_t q0 = blk->q_row0, nq = blk->q_rows, k0 = blk->k_row0, nk = blk->k_rows;
+  bwd_block c;
+  c.p = fa_ring_block_params(&ctx->params, blk);
+  c.p.workspace = b->ws;
+  c.p.workspace_size = b->ws_bytes;
+  c.pos = fa_ring_block_positions(ctx, blk);
+  c.t.q = fa_ring_rows(&w->q, 1, q0, nq), c.t.o = fa_ring_rows(&w->o, 1, q0, nq);
+  c.t.d = fa_ring_rows(&w->d, 1, q0, nq), c.t.l = fa_ring_rows(&w->l, 2, q0, nq);
+  c.t.dq = fa_ring_rows(&w->dq, 1, q0, nq);
+  c.t.k = fa_ring_rows(&w->k, 1, k0, nk), c.t.v = fa_ring_rows(&w->v, 1, k0, nk);
+  c.t.dk = fa_ring_rows(&w->dk, 1, k0, nk), c.t.dv = fa_ring_rows(&w->dv, 1, k0, nk);
+  return c;
+}
+
+typedef struct bwd_sizing {
+  fa_ring_backward_bufs *b;
+  bwd_tensors whole;
+} bwd_sizing;
+
+/* Raises b->ws_bytes to what block blk's call needs (fa_ring_each_block's function). */
+static fa_status size_block(const fa_ring_ctx *ctx, const fa_ring_block *blk, void *arg) {
+  bwd_sizing *s = arg;
+  const bwd_block c = block_of(ctx, s->b, &s->whole, blk);
+  fa_params p = c.p;
+  p.workspace = NULL;
+  p.workspace_size = 0;
+  const bwd_tensors *t = &c.t;
+  const fa_call_args a = {&t->q, &t->k, &t->v, &t->o, &t->l, &t->d, &t->dq, &t->dk, &t->dv, NULL};
+  size_t bytes = 0;
+  const fa_status st = fa_workspace_size_at(FA_OP_BACKWARD, &p, &c.pos, &a, &bytes);
+  if (st == FA_OK && bytes > s->b->ws_bytes) s->b->ws_bytes = bytes;
+  return st;
+}
+
 fa_status fa_ring_backward_prepare(const fa_ring_ctx *ctx, fa_ring_backward_bufs **out) {
   const fa_request *r = ctx->req;
   fa_ring_backward_bufs *b = calloc(1, sizeof *b);
@@ -102,6 +148,11 @@ fa_status fa_ring_backward_prepare(const fa_ring_ctx *ctx, fa_ring_backward_bufs
     st = fa_plan_backward(&ctx->params, &t.q, &t.k, &t.v, &t.o, &t.l, &t.d, &t.dq, &t.dk, &t.dv,
                           &plan);
   }
+  if (st == FA_OK) {
+    bwd_sizing s = {b, tensors_of(b, r, b->kv[0])};
+    st = fa_ring_each_block(ctx, size_block, &s);
+  }
+  if (st == FA_OK && b->ws_bytes > 0) st = fa_ring_mem_alloc(m, (int64_t)b->ws_bytes, 1, &b->ws);
   if (st != FA_OK) {
     fa_ring_backward_free(b);
     return st;
@@ -141,17 +192,12 @@ static fa_status block_backward(const fa_ring_ctx *ctx, const fa_ring_backward_b
                                 const fa_tensor *dk_sum, const fa_tensor *dv_sum,
                                 fa_run_info *info) {
   const fa_ring_mem *m = &b->mem;
-  const fa_params p = fa_ring_block_params(&ctx->params, blk);
-  const int64_t q0 = blk->q_row0, nq = blk->q_rows, k0 = blk->k_row0, nk = blk->k_rows;
-  fa_tensor qb = fa_ring_rows(&w->q, 1, q0, nq), ob = fa_ring_rows(&w->o, 1, q0, nq);
-  fa_tensor db = fa_ring_rows(&w->d, 1, q0, nq), lb = fa_ring_rows(&w->l, 2, q0, nq);
-  fa_tensor dqb = fa_ring_rows(&w->dq, 1, q0, nq);
-  fa_tensor kb = fa_ring_rows(&w->k, 1, k0, nk), vb = fa_ring_rows(&w->v, 1, k0, nk);
-  fa_tensor dkb = fa_ring_rows(&w->dk, 1, k0, nk), dvb = fa_ring_rows(&w->dv, 1, k0, nk);
-  const fa_positions pos = fa_ring_block_positions(ctx, blk);
-  TRY(fa_backward_at(&p, &pos, &qb, &kb, &vb, &ob, &lb, &db, &dqb, &dkb, &dvb, info));
-  fa_tensor qs = fa_ring_rows(dq_sum, 1, q0, nq);
-  TRY(fa_ring_add(m, &dqb, &qs));
+  bwd_block c = block_of(ctx, b, w, blk);
+  bwd_tensors *t = &c.t;
+  TRY(fa_backward_at(&c.p, &c.pos, &t->q, &t->k, &t->v, &t->o, &t->l, &t->d, &t->dq, &t->dk, &t->dv,
+                     info));
+  fa_tensor qs = fa_ring_rows(dq_sum, 1, blk->q_row0, blk->q_rows);
+  TRY(fa_ring_add(m, &t->dq, &qs));
   if (!dk_sum) return FA_OK;
   return add_kv_rows(m, w, blk, dk_sum, dv_sum);
 }

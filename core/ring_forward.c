@@ -21,12 +21,14 @@ struct fa_ring_forward_bufs {
   void *q, *k, *v;  /* host only: float32 copies of the local queries and the current shard */
   void *acc, *lse;  /* running output [b, nq, hq, dv] and LSE [b, hq, nq], float32 */
   void *blk, *blse; /* one block's output (the block dtype) and LSE (float32), same shapes */
+  void *ws;         /* the blocks' workspace (ws_bytes: the most any block needs) */
+  size_t ws_bytes;
   fa_ring_shapes sh;
 };
 
 void fa_ring_forward_free(fa_ring_forward_bufs *b) {
   if (!b) return;
-  void *all[] = {b->kv[0], b->kv[1], b->q, b->k, b->v, b->acc, b->lse, b->blk, b->blse};
+  void *all[] = {b->kv[0], b->kv[1], b->q, b->k, b->v, b->acc, b->lse, b->blk, b->blse, b->ws};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) fa_ring_mem_free(&b->mem, all[i]);
   free(b);
 }
@@ -52,6 +54,47 @@ static fwd_tensors tensors_of(const fa_ring_forward_bufs *b, const fa_request *r
   t.o = fa_ring_view(m, b->blk, bt, 4, b->sh.o);
   t.l = fa_ring_view(m, b->blse, FA_F32, 3, b->sh.lse);
   return t;
+}
+
+/* Block blk's call: its params (the ring's workspace given) and its rows of the whole tensors. */
+typedef struct fwd_block {
+  fa_params p;
+  fa_positions pos;
+  fwd_tensors t;
+} fwd_block;
+
+static fwd_block block_of(const fa_ring_ctx *ctx, const fa_ring_forward_bufs *b,
+                          const fwd_tensors *whole, const fa_ring_block *blk) {
+  fwd_block c;
+  c.p = fa_ring_block_params(&ctx->params, blk);
+  c.p.workspace = b->ws;
+  c.p.workspace_size = b->ws_bytes;
+  c.pos = fa_ring_block_positions(ctx, blk);
+  c.t.q = fa_ring_rows(&whole->q, 1, blk->q_row0, blk->q_rows);
+  c.t.k = fa_ring_rows(&whole->k, 1, blk->k_row0, blk->k_rows);
+  c.t.v = fa_ring_rows(&whole->v, 1, blk->k_row0, blk->k_rows);
+  c.t.o = fa_ring_rows(&whole->o, 1, blk->q_row0, blk->q_rows);
+  c.t.l = fa_ring_rows(&whole->l, 2, blk->q_row0, blk->q_rows);
+  return c;
+}
+
+typedef struct fwd_sizing {
+  fa_ring_forward_bufs *b;
+  fwd_tensors whole;
+} fwd_sizing;
+
+/* Raises b->ws_bytes to what block blk's call needs (fa_ring_each_block's function). */
+static fa_status size_block(const fa_ring_ctx *ctx, const fa_ring_block *blk, void *arg) {
+  fwd_sizing *s = arg;
+  const fwd_block c = block_of(ctx, s->b, &s->whole, blk);
+  fa_params p = c.p;
+  p.workspace = NULL;
+  p.workspace_size = 0;
+  const fa_call_args a = {&c.t.q, &c.t.k, &c.t.v, &c.t.o, &c.t.l, NULL, NULL, NULL, NULL, NULL};
+  size_t bytes = 0;
+  const fa_status st = fa_workspace_size_at(FA_OP_FORWARD, &p, &c.pos, &a, &bytes);
+  if (st == FA_OK && bytes > s->b->ws_bytes) s->b->ws_bytes = bytes;
+  return st;
 }
 
 fa_status fa_ring_forward_prepare(const fa_ring_ctx *ctx, fa_ring_forward_bufs **out) {
@@ -80,6 +123,11 @@ fa_status fa_ring_forward_prepare(const fa_ring_ctx *ctx, fa_ring_forward_bufs *
     fa_run_info_init(&plan);
     st = fa_plan_forward(&ctx->params, &t.q, &t.k, &t.v, &t.o, &t.l, &plan);
   }
+  if (st == FA_OK) {
+    fwd_sizing s = {b, tensors_of(b, r, b->kv[0])};
+    st = fa_ring_each_block(ctx, size_block, &s);
+  }
+  if (st == FA_OK && b->ws_bytes > 0) st = fa_ring_mem_alloc(m, (int64_t)b->ws_bytes, 1, &b->ws);
   if (st != FA_OK) {
     fa_ring_forward_free(b);
     return st;
@@ -110,18 +158,13 @@ fa_status fa_ring_forward_run(const fa_ring_ctx *ctx, fa_ring_forward_bufs *b, f
     const fwd_tensors whole = tensors_of(b, r, b->kv[cur]);
     for (int32_t i = 0; i < step.n && st == FA_OK; ++i) {
       const fa_ring_block *blk = &step.b[i];
-      const fa_params p = fa_ring_block_params(&ctx->params, blk);
-      fa_tensor qb = fa_ring_rows(&whole.q, 1, blk->q_row0, blk->q_rows);
-      fa_tensor kb = fa_ring_rows(&whole.k, 1, blk->k_row0, blk->k_rows);
-      fa_tensor vb = fa_ring_rows(&whole.v, 1, blk->k_row0, blk->k_rows);
-      fa_tensor ob = fa_ring_rows(&whole.o, 1, blk->q_row0, blk->q_rows);
-      fa_tensor lb = fa_ring_rows(&whole.l, 2, blk->q_row0, blk->q_rows);
-      const fa_positions pos = fa_ring_block_positions(ctx, blk);
-      st = fa_forward_at(&p, &pos, &qb, &kb, &vb, &ob, &lb, t == 0 && i == 0 ? info : NULL);
+      fwd_block c = block_of(ctx, b, &whole, blk);
+      st = fa_forward_at(&c.p, &c.pos, &c.t.q, &c.t.k, &c.t.v, &c.t.o, &c.t.l,
+                         t == 0 && i == 0 ? info : NULL);
       if (st == FA_OK) {
         fa_tensor ab = fa_ring_rows(&acc, 1, blk->q_row0, blk->q_rows);
         fa_tensor al = fa_ring_rows(&lse, 2, blk->q_row0, blk->q_rows);
-        st = fa_ring_merge(m, &ob, &lb, &ab, &al);
+        st = fa_ring_merge(m, &c.t.o, &c.t.l, &ab, &al);
       }
     }
     if (pending) {

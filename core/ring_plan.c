@@ -130,6 +130,36 @@ fa_positions fa_ring_block_positions(const fa_ring_ctx *ctx, const fa_ring_block
   return pos;
 }
 
+/* Whether two blocks are the same call but for their global positions. */
+static int same_block(const fa_ring_block *a, const fa_ring_block *b) {
+  return a->q_row0 == b->q_row0 && a->q_rows == b->q_rows && a->k_row0 == b->k_row0 &&
+         a->k_rows == b->k_rows && a->causal == b->causal && a->window == b->window &&
+         a->left == b->left && a->right == b->right;
+}
+
+fa_status fa_ring_each_block(const fa_ring_ctx *ctx, fa_ring_block_fn fn, void *arg) {
+  /* A ring has few distinct blocks (the diagonal, whole shards, halves, a window's bands). */
+  enum { SEEN = 16 };
+  fa_ring_block seen[SEEN];
+  int32_t nseen = 0;
+  for (int32_t t = 0; t < ctx->world; ++t) {
+    const int32_t src = (ctx->rank - t + ctx->world) % ctx->world;
+    fa_ring_step step;
+    fa_ring_plan_step(&ctx->params, ctx->layout, ctx->rank, src, ctx->world, ctx->req->seqlen_q,
+                      ctx->req->seqlen_k, &step);
+    for (int32_t i = 0; i < step.n; ++i) {
+      const fa_ring_block *blk = &step.b[i];
+      int known = 0;
+      for (int32_t j = 0; j < nseen && !known; ++j) known = same_block(&seen[j], blk);
+      if (known) continue;
+      if (nseen < SEEN) seen[nseen++] = *blk;
+      const fa_status st = fn(ctx, blk, arg);
+      if (st != FA_OK) return st;
+    }
+  }
+  return FA_OK;
+}
+
 fa_status fa_ring_step_begin(const fa_ring_ctx *ctx, int32_t t, void *kv_cur, void *kv_next,
                              size_t kv_bytes, void **pending, fa_ring_step *step) {
   *pending = NULL;

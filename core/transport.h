@@ -53,7 +53,9 @@ typedef struct fa_transport {
                               int32_t from, size_t bytes, void **pending);
   /* Waits for an exchange to finish (both directions) and frees *pending. */
   fa_status (*exchange_wait)(void *comm, void *pending);
-  /* Closes what open opened. Collective. */
+  /* Closes what open opened. Collective. The core calls it before it frees the call's buffers: a
+     device transport orders the stream after every exchange it enqueued (waited for or not), so
+     that memory freed in the stream's order is no longer a transfer's. */
   void (*close)(void *comm);
 } fa_transport;
 

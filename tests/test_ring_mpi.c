@@ -4,7 +4,8 @@
  * against the float64 reference and the one-process result (tests/ring/ring_case.c); f32 and bf16,
  * causal or not, sliding windows, both layouts, GQA, padded and permuted shards. Then the
  * agreement: a rank whose arguments are refused, and ranks that disagree, make every rank return
- * the error with nothing written and nobody left waiting. Rank 0 prints each case's largest errors
+ * the error with nothing written and nobody left waiting (a bad ring argument or run report on
+ * one rank too). Rank 0 prints each case's largest errors
  * over all ranks.
  */
 #include <math.h>
@@ -75,6 +76,28 @@ static void agreement_cases(MPI_Comm comm, int rank, int world, uint64_t seed) {
            strstr(fa_last_error(), rank == last ? "params.workspace" : "another rank") != NULL;
   if (!ok) printf("  [rank %d] status %s: %s\n", rank, fa_status_string(st), fa_last_error());
   expect_all("agreement: one rank's refusal (workspace) returned on every rank", ok, rank);
+
+  /* The last rank's own ring arguments or run report are bad (an unknown layout, a rank outside
+     the world it names, an uninitialised fa_run_info): refused there, and every other rank hears
+     of it instead of waiting for that rank in the agreement. */
+  fa_params_init(&p);
+  for (int what = 0; what < 3; ++what) {
+    static const char *const field[3] = {"ring.layout", "ring.rank", "info.struct_size"};
+    fa_ring_args bad = ring;
+    fa_run_info info;
+    fa_run_info_init(&info);
+    if (rank == last && what == 0) bad.layout = 7;
+    if (rank == last && what == 1) bad.world = world, bad.rank = world;
+    if (rank == last && what == 2) info.struct_size = 0;
+    tu_poison(&out);
+    st = fa_ring_forward(&p, &bad, &q.t, &k.t, &v.t, &out.t, &lse.t, &info);
+    ok = st == FA_ERR_INVALID_ARGUMENT && tu_unchanged(&out, NULL, 0) == 1 &&
+         strstr(fa_last_error(), rank == last ? field[what] : "another rank") != NULL;
+    if (!ok) printf("  [rank %d] status %s: %s\n", rank, fa_status_string(st), fa_last_error());
+    char name[96];
+    snprintf(name, sizeof name, "agreement: one rank's bad %s returned on every rank", field[what]);
+    expect_all(name, ok, rank);
+  }
 
   /* The last rank (of several) differs in the mask, the dropout's seed or the ALiBi slopes: every
      rank refuses, naming it. */
