@@ -194,6 +194,13 @@ static fa_status prepare_local(fa_ring_ctx *ctx, const fa_ring_args *ring, const
   fa_kvcache_args kv;
   TRY(fa_validate(pr->op, params, args, resolved, &kv, req));
   TRY(check_ring_support(req, ring));
+  if (ctx->device >= 0 && req->device.id != ctx->device)
+    return fa_core_set_error(INVALID,
+                             "q.device = %s:%d but the %s communicator (ring.comm) is on device "
+                             "%d: its exchanges and the blocks would run on two GPUs; create the "
+                             "communicator on the tensors' device",
+                             fa_device_kind_name(req->device.kind), (int)req->device.id,
+                             transport_name(ring->transport), (int)ctx->device);
   ctx->params = *resolved;
   /* fa_validate reads a window side at least the local seqlen_q + seqlen_k wide as unbounded; a
      ring's window spans the global sequence, so the caller's sides stand, unbounded only from the
@@ -228,7 +235,7 @@ static fa_status ring_call(fa_op op, const fa_params *params, const fa_ring_args
     fa_params_init(&early);
   void *stream = early.stream;
   fa_core_clear_error();
-  TRY(ctx.ops->open(ring.comm, stream, &ctx.comm, &ctx.rank, &ctx.world));
+  TRY(ctx.ops->open(ring.comm, stream, &ctx.comm, &ctx.rank, &ctx.world, &ctx.device));
 
   prepared pr = {op, NULL, NULL};
   fa_params resolved;

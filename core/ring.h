@@ -134,6 +134,7 @@ typedef struct fa_ring_ctx {
   const fa_transport *ops;
   void *comm;
   int32_t rank, world, layout;
+  int32_t device;   /* the communicator's device (its memory's), -1: host memory or any */
   fa_params params; /* resolved, as the block calls use them */
   const fa_request *req;
   fa_ring_mem mem; /* where the buffers live and who runs the steps */

@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define FA_TRANSPORT_ABI_VERSION 1u
+#define FA_TRANSPORT_ABI_VERSION 2u
 #define FA_TRANSPORT_ENTRY_SYMBOL "fa_transport_entry"
 
 /** What probe() reports: whether the communication library is usable, and which one it is. */
@@ -42,8 +42,10 @@ typedef struct fa_transport {
   void (*probe)(fa_transport_probe *out);
   /* Opens the caller's communicator (fa_ring_args.comm) for one ring call: a private channel of
      the transport's own (messages never match the caller's) with this process's rank and the
-     world size. stream is params.stream (NCCL; NULL for host transports). Collective. */
-  fa_status (*open)(void *handle, void *stream, void **comm, int32_t *rank, int32_t *world);
+     world size, and the device whose memory it carries (NCCL: the communicator's GPU; -1 for host
+     memory). stream is params.stream (NCCL; NULL for host transports). Collective. */
+  fa_status (*open)(void *handle, void *stream, void **comm, int32_t *rank, int32_t *world,
+                    int32_t *device);
   /* Element-wise maximum of values[0..count) over the ranks, in place. Collective, blocking. */
   fa_status (*allreduce_max)(void *comm, int64_t *values, int32_t count);
   /* Starts sending bytes from send to rank `to` and receiving bytes into recv from rank `from`

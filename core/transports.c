@@ -20,13 +20,15 @@ static void self_probe(fa_transport_probe *out) {
   snprintf(out->runtime, sizeof out->runtime, "built in (one rank, no communication)");
 }
 
-static fa_status self_open(void *handle, void *stream, void **comm, int32_t *rank, int32_t *world) {
+static fa_status self_open(void *handle, void *stream, void **comm, int32_t *rank, int32_t *world,
+                           int32_t *device) {
   if (handle)
     return fa_core_set_error(FA_ERR_INVALID_ARGUMENT,
                              "ring.comm must be NULL for the self transport (one rank)");
   *comm = NULL;
   *rank = 0;
   *world = 1;
+  *device = -1; /* a ring of one moves nothing: any memory */
   return FA_OK;
 }
 

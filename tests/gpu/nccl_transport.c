@@ -63,10 +63,10 @@ static int all_equal(const unsigned char *p, size_t n, unsigned char v) {
 static void run(const fa_transport *t, ncclComm_t comm, cudaStream_t s, const char *label) {
   printf("== %s\n", label);
   void *c = NULL;
-  int32_t rank = -1, world = -1;
-  fa_status st = t->open(&comm, s, &c, &rank, &world);
-  EXPECT(st == FA_OK && rank == 0 && world == 1, "open: %d %s rank %d world %d", st,
-         fa_last_error(), rank, world);
+  int32_t rank = -1, world = -1, device = -2;
+  fa_status st = t->open(&comm, s, &c, &rank, &world, &device);
+  EXPECT(st == FA_OK && rank == 0 && world == 1 && device == 0,
+         "open: %d %s rank %d world %d device %d", st, fa_last_error(), rank, world, device);
   int64_t v[9] = {3, -5, 7, 0, 1, 2, 3, 4, 5};
   st = t->allreduce_max(c, v, 9);
   EXPECT(st == FA_OK && v[0] == 3 && v[1] == -5 && v[8] == 5, "allreduce: %d %s", st,
@@ -148,8 +148,8 @@ static void huge(const fa_transport *t, ncclComm_t comm) {
     return;
   }
   void *c = NULL;
-  int32_t r, w;
-  EXPECT(t->open(&comm, NULL, &c, &r, &w) == FA_OK, "open %s", fa_last_error());
+  int32_t r, w, cdev;
+  EXPECT(t->open(&comm, NULL, &c, &r, &w, &cdev) == FA_OK, "open %s", fa_last_error());
   CK(cudaMemset(a, 0x5A, n));
   CK(cudaMemset(a + n - 1, 0x77, 1));
   CK(cudaMemset(b, 0, n));
@@ -190,12 +190,12 @@ int main(int argc, char **argv) {
     return 77;
   }
   void *c = NULL;
-  int32_t r, w;
-  fa_status st = t->open(NULL, NULL, &c, &r, &w);
+  int32_t r, w, cdev;
+  fa_status st = t->open(NULL, NULL, &c, &r, &w, &cdev);
   printf("open(NULL): %d %s\n", st, fa_last_error());
   EXPECT(st == FA_ERR_INVALID_ARGUMENT && strstr(fa_last_error(), "ring.comm"), "NULL handle");
   ncclComm_t none = NULL;
-  st = t->open(&none, NULL, &c, &r, &w);
+  st = t->open(&none, NULL, &c, &r, &w, &cdev);
   printf("open(&NULL): %d %s\n", st, fa_last_error());
   EXPECT(st == FA_ERR_INVALID_ARGUMENT && strstr(fa_last_error(), "ring.comm"), "NULL comm");
 
@@ -219,7 +219,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 200; ++i) {
     void *cc = NULL;
     int64_t v = i;
-    if (t->open(&comm, s, &cc, &r, &w) != FA_OK || t->allreduce_max(cc, &v, 1) != FA_OK) {
+    if (t->open(&comm, s, &cc, &r, &w, &cdev) != FA_OK || t->allreduce_max(cc, &v, 1) != FA_OK) {
       EXPECT(0, "open loop %d: %s", i, fa_last_error());
       break;
     }

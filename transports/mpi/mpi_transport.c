@@ -69,7 +69,8 @@ static void mpi_probe(fa_transport_probe *out) {
              version);
 }
 
-static fa_status mpi_open(void *handle, void *stream, void **comm, int32_t *rank, int32_t *world) {
+static fa_status mpi_open(void *handle, void *stream, void **comm, int32_t *rank, int32_t *world,
+                          int32_t *device) {
   if (!handle)
     return fa_core_set_error(FA_ERR_INVALID_ARGUMENT,
                              "ring.comm: NULL, but the MPI transport takes the address of an "
@@ -105,6 +106,7 @@ static fa_status mpi_open(void *handle, void *stream, void **comm, int32_t *rank
   MPI_Comm_size(c->comm, &w);
   *rank = r;
   *world = w;
+  *device = -1; /* host memory */
   *comm = c;
   return FA_OK;
 }

@@ -238,7 +238,8 @@ static fa_status setup(nccl_ring_comm *c) {
   return values_alloc(c, VALUES_MIN);
 }
 
-static fa_status nccl_open(void *handle, void *stream, void **comm, int32_t *rank, int32_t *world) {
+static fa_status nccl_open(void *handle, void *stream, void **comm, int32_t *rank, int32_t *world,
+                           int32_t *device_out) {
   if (!handle)
     return fa_core_set_error(FA_ERR_INVALID_ARGUMENT,
                              "ring.comm: NULL, but the NCCL transport takes the address of an "
@@ -279,6 +280,7 @@ static fa_status nccl_open(void *handle, void *stream, void **comm, int32_t *ran
   }
   *rank = r;
   *world = w;
+  *device_out = device;
   *comm = c;
   return FA_OK;
 }
