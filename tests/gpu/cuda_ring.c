@@ -15,31 +15,53 @@
  *    With a sliding window the zig-zag shard's chunk pairs are several blocks a step, so the
  *    device's merge and sums do real work; those cases are held to the tolerance.
  * 2. On the NCCL transport, where it is built and available: a communicator of one rank on GPU 0
- *    (ncclCommInitAll), the same cases.
+ *    (ncclCommInitAll), the same cases; then again with params.stream a non-blocking stream of the
+ *    caller's (the blocks, the buffer steps and the exchanges' events ordered on it, not on the
+ *    legacy default stream).
  * 3. Refusals: a workspace (FA_ERR_UNSUPPORTED: the ring allocates its own), the NCCL transport
- *    with no communicator (FA_ERR_INVALID_ARGUMENT); the outputs untouched.
+ *    with no communicator (FA_ERR_INVALID_ARGUMENT), and on a machine with two GPUs a
+ *    communicator of GPU 0 given tensors of GPU 1 (FA_ERR_INVALID_ARGUMENT); the outputs
+ *    untouched.
+ * 4. With two GPUs or more: a ring of two ranks, one process and one GPU each (this program
+ *    started again with --rank), the communicator made by ncclCommInitRank from an id passed
+ *    through a pipe: the cases on both ranks, each checking its own rows against the float64
+ *    reference and the one-process calls on its GPU; the K/V shards, and the backward's dk/dv,
+ *    really travel between the GPUs. Each rank's process must exit 0 within its time limit.
  *
+ *   cuda_ring [--require-nccl]
+ *
+ * --require-nccl: the NCCL parts must run (a missing NCCL or its header at build time is then a
+ * failure, not a skip; tests/gpu/h200_check.sh passes it). Part 4 is skipped on one GPU.
  * Prints one PASS / FAIL line per check and a summary; exits 0 when all pass, 1 on a failure, 77
  * when the CUDA backend is not available here (with the library's reason).
  */
-#define _POSIX_C_SOURCE 200809L /* setenv */
+#define _POSIX_C_SOURCE 200809L /* setenv, kill */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "check_tally.h"
 #include "cuda_backend.h"
 #include "device_mem.h"
 #include "ring/ring_case.h"
 #if FA_TEST_NCCL
+#include <cuda_runtime_api.h>
 #include <nccl.h>
 #endif
 
+/* Seconds a rank's process of the two-rank ring may take. */
+#define RANK_SECONDS 150
+
 static const char *const output_names[5] = {"out", "lse", "dq", "dk", "dv"};
 
-/* Runs the cases on one transport. bitwise[i]: case i must equal the one-process call exactly. */
+/* Runs the cases on one transport, as rank `rank` of `world`. bitwise[i]: in a ring of one, case i
+   must equal the one-process call exactly. */
 static void run_cases(const char *transport, const fa_ring_args *ring, const fa_device *dev,
-                      uint64_t seed) {
+                      uint64_t seed, int rank, int world) {
   static const ring_case cases[] = {
       {"bf16.causal.contiguous.gqa.hd128", FA_BF16, 1, FA_RING_CONTIGUOUS, 2, 256, 4, 2, 128, 128,
        TU_CONTIGUOUS, 0, 0, 0, NULL},
@@ -57,7 +79,7 @@ static void run_cases(const char *transport, const fa_ring_args *ring, const fa_
   static const int bitwise[] = {1, 1, 1, 0, 0, 0};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     ring_result r;
-    ring_case_run_on(&cases[i], seed, ring, 0, 1, dev, &r);
+    ring_case_run_on(&cases[i], seed, ring, rank, world, dev, &r);
     char what[160], detail[400];
     snprintf(what, sizeof what, "%s %s", transport, cases[i].name);
     int n = snprintf(detail, sizeof detail, "error / tolerance / vs one call:");
@@ -68,7 +90,7 @@ static void run_cases(const char *transport, const fa_ring_args *ring, const fa_
       if (r.vs_one[o] != 0.0) exact = 0;
     }
     check(r.failures == 0, what, detail);
-    if (bitwise[i]) {
+    if (bitwise[i] && world == 1) {
       snprintf(what, sizeof what, "%s %s equals the one-process call bitwise", transport,
                cases[i].name);
       check(r.failures == 0 && exact, what, "");
@@ -133,7 +155,149 @@ static void refusal(const char *what, const fa_ring_args *ring, const fa_device 
   for (int i = 0; i < 5; ++i) devmem_free(*dev, buf[i], err, sizeof err);
 }
 
-int main(void) {
+#if FA_TEST_NCCL
+/* Rank `rank` of a two-process ring (this program started with --rank): rank 0 makes the NCCL id
+   and writes a copy for every other rank to the pipe id_fd, the others read theirs. */
+static int rank_main(int rank, int world, int id_fd) {
+  setenv("FA_RING_DEVICE", "1", 1);
+  const fa_device dev = {FA_DEVICE_CUDA, rank};
+  char what[96];
+  snprintf(what, sizeof what, "rank %d: cudaSetDevice(%d)", rank, rank);
+  const cudaError_t ce = cudaSetDevice(rank);
+  if (ce != cudaSuccess) {
+    check(0, what, cudaGetErrorString(ce));
+    return check_summary("cuda_ring rank");
+  }
+  ncclUniqueId id;
+  int ok = 1;
+  if (rank == 0) {
+    ncclResult_t nr = ncclGetUniqueId(&id);
+    if (nr != ncclSuccess) {
+      check(0, "rank 0: ncclGetUniqueId", ncclGetErrorString(nr));
+      ok = 0;
+      memset(&id, 0, sizeof id); /* the others still get an id, and fail to join */
+    }
+    for (int r = 1; r < world; ++r)
+      if (write(id_fd, &id, sizeof id) != (ssize_t)sizeof id) ok = 0;
+  } else if (read(id_fd, &id, sizeof id) != (ssize_t)sizeof id) {
+    ok = 0;
+  }
+  if (!ok) {
+    check(0, "the NCCL id through the pipe", "");
+    return check_summary("cuda_ring rank");
+  }
+  ncclComm_t comm;
+  const ncclResult_t nr = ncclCommInitRank(&comm, world, id, rank);
+  snprintf(what, sizeof what, "rank %d: ncclCommInitRank (world %d)", rank, world);
+  if (nr != ncclSuccess) {
+    check(0, what, ncclGetErrorString(nr));
+    return check_summary("cuda_ring rank");
+  }
+  const uint64_t seed = tu_run_seed();
+  fa_ring_args ring;
+  fa_ring_args_init(&ring);
+  ring.transport = FA_TRANSPORT_NCCL;
+  ring.comm = &comm;
+  snprintf(what, sizeof what, "nccl rank %d/%d", rank, world);
+  run_cases(what, &ring, &dev, seed, rank, world);
+  cudaStream_t stream;
+  if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess) {
+    ring_case_set_stream(stream);
+    snprintf(what, sizeof what, "nccl rank %d/%d, a non-blocking stream", rank, world);
+    run_cases(what, &ring, &dev, seed, rank, world);
+    ring_case_set_stream(NULL);
+    cudaStreamDestroy(stream);
+  }
+  ncclCommDestroy(comm);
+  snprintf(what, sizeof what, "cuda_ring rank %d", rank);
+  return check_summary(what);
+}
+
+/* The two-rank ring: this program started once per rank (a fresh process each: CUDA does not
+   survive fork), the NCCL id passed on a pipe, each process given RANK_SECONDS. */
+static void two_ranks(const char *self_path) {
+  enum { WORLD = 2 };
+  int fds[2];
+  if (pipe(fds) != 0) {
+    check(0, "two ranks: pipe", "");
+    return;
+  }
+  pid_t pid[WORLD];
+  for (int r = 0; r < WORLD; ++r) {
+    pid[r] = fork();
+    if (pid[r] == 0) {
+      char rank[16], world[16], fd[16];
+      snprintf(rank, sizeof rank, "%d", r);
+      snprintf(world, sizeof world, "%d", WORLD);
+      snprintf(fd, sizeof fd, "%d", r == 0 ? fds[1] : fds[0]);
+      execl(self_path, self_path, "--rank", rank, "--world", world, "--id-fd", fd, (char *)NULL);
+      _exit(127);
+    }
+  }
+  close(fds[0]);
+  close(fds[1]);
+  int status[WORLD] = {-1, -1}, done = 0;
+  const time_t deadline = time(NULL) + RANK_SECONDS;
+  while (done < WORLD && time(NULL) < deadline) {
+    for (int r = 0; r < WORLD; ++r) {
+      int st = 0;
+      if (pid[r] > 0 && status[r] == -1 && waitpid(pid[r], &st, WNOHANG) == pid[r]) {
+        status[r] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+        ++done;
+      }
+    }
+    if (done < WORLD) {
+      const struct timespec tenth = {0, 100000000};
+      nanosleep(&tenth, NULL);
+    }
+  }
+  for (int r = 0; r < WORLD; ++r)
+    if (pid[r] > 0 && status[r] == -1) {
+      kill(pid[r], SIGKILL);
+      waitpid(pid[r], NULL, 0);
+    }
+  char detail[160];
+  snprintf(detail, sizeof detail, "rank 0 exit %d, rank 1 exit %d (-1: killed after %d s)",
+           status[0], status[1], RANK_SECONDS);
+  check(pid[0] > 0 && pid[1] > 0 && status[0] == 0 && status[1] == 0,
+        "a ring of two ranks over NCCL, one process and one GPU each", detail);
+}
+#endif
+
+/* The option's value as an int, or exits with a usage error. */
+static int int_arg(int argc, char **argv, int i) {
+  if (i + 1 >= argc) {
+    printf("FAIL usage: %s needs a value\n", argv[i]);
+    exit(2);
+  }
+  return atoi(argv[i + 1]);
+}
+
+int main(int argc, char **argv) {
+  int require_nccl = 0, rank = -1, world = 0, id_fd = -1;
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--require-nccl") == 0) {
+      require_nccl = 1;
+    } else if (strcmp(argv[i], "--rank") == 0) {
+      rank = int_arg(argc, argv, i++);
+    } else if (strcmp(argv[i], "--world") == 0) {
+      world = int_arg(argc, argv, i++);
+    } else if (strcmp(argv[i], "--id-fd") == 0) {
+      id_fd = int_arg(argc, argv, i++);
+    } else {
+      printf("FAIL usage: cuda_ring [--require-nccl] (unknown option %s)\n", argv[i]);
+      return 2;
+    }
+  }
+#if FA_TEST_NCCL
+  if (rank >= 0) return rank_main(rank, world, id_fd);
+#else
+  (void)world, (void)id_fd;
+  if (rank >= 0) {
+    printf("FAIL --rank: this test was built without NCCL's header\n");
+    return 1;
+  }
+#endif
   fa_backend_desc cuda;
   const int skip = cuda_backend_or_skip(&cuda);
   if (skip) return skip;
@@ -146,11 +310,15 @@ int main(void) {
   setenv("FA_RING_DEVICE", "1", 1); /* the opt-in docs/ring.md describes */
   const uint64_t seed = tu_run_seed();
   printf("seed 0x%016llx\n", (unsigned long long)seed);
+  /* The processes of the two-rank ring draw the same inputs. */
+  char seed_text[32];
+  snprintf(seed_text, sizeof seed_text, "0x%016llx", (unsigned long long)seed);
+  setenv("FA_TEST_SEED", seed_text, 1);
 
   fa_ring_args self;
   fa_ring_args_init(&self);
   self.transport = FA_TRANSPORT_SELF;
-  run_cases("self", &self, &dev, seed);
+  run_cases("self", &self, &dev, seed, 0, 1);
 
   refusal("a ring over CUDA tensors given a workspace is refused", &self, &dev, 1, 0,
           FA_ERR_UNSUPPORTED);
@@ -166,7 +334,11 @@ int main(void) {
   fa_ring_args_init(&nccl);
   nccl.transport = FA_TRANSPORT_NCCL;
   if (!nccl_desc || !nccl_desc->available) {
-    printf("SKIP nccl: %s\n", nccl_desc ? nccl_desc->reason : "not known to this library");
+    const char *why = nccl_desc ? nccl_desc->reason : "not known to this library";
+    if (require_nccl)
+      check(0, "the NCCL transport (--require-nccl)", why);
+    else
+      printf("SKIP nccl: %s\n", why);
   } else {
     printf("nccl: %s (%s)\n", nccl_desc->runtime, nccl_desc->plugin_path);
     refusal("the NCCL transport without a communicator is refused", &nccl, &dev, 0, 0,
@@ -179,13 +351,36 @@ int main(void) {
       check(0, "ncclCommInitAll (one rank)", ncclGetErrorString(nr));
     } else {
       nccl.comm = &comm;
-      run_cases("nccl", &nccl, &dev, seed);
+      run_cases("nccl", &nccl, &dev, seed, 0, 1);
+      cudaStream_t stream;
+      if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess) {
+        ring_case_set_stream(stream);
+        run_cases("nccl, a non-blocking stream", &nccl, &dev, seed, 0, 1);
+        ring_case_set_stream(NULL);
+        cudaStreamDestroy(stream);
+      } else {
+        check(0, "cudaStreamCreateWithFlags", "");
+      }
       refusal("an NCCL ring on a stream capturing a graph is refused", &nccl, &dev, 0, 1,
               FA_ERR_UNSUPPORTED);
+      int gpus = 0;
+      if (cudaGetDeviceCount(&gpus) != cudaSuccess) gpus = 0;
+      if (gpus >= 2 && dev.id == 0) {
+        const fa_device other = {FA_DEVICE_CUDA, 1};
+        refusal("a communicator of GPU 0 with tensors of GPU 1 is refused", &nccl, &other, 0, 0,
+                FA_ERR_INVALID_ARGUMENT);
+      }
       ncclCommDestroy(comm);
+      if (gpus >= 2)
+        two_ranks(argv[0]);
+      else
+        printf("SKIP two ranks: this machine has %d GPU\n", gpus);
     }
 #else
-    printf("SKIP nccl cases: this test was built without NCCL's header\n");
+    if (require_nccl)
+      check(0, "the NCCL cases (--require-nccl)", "built without NCCL's header");
+    else
+      printf("SKIP nccl cases: this test was built without NCCL's header\n");
 #endif
   }
   return check_summary("cuda_ring");

@@ -86,9 +86,12 @@
 #   graph        bin/cuda_graph: fa_forward + fa_backward and a decoding step of fa_forward_kvcache
 #                captured in CUDA graphs and replayed with new inputs (and, for decoding, cache
 #                lengths advanced in device memory), bitwise equal to eager calls
-#   ring         bin/cuda_ring: fa_ring_forward / fa_ring_backward on CUDA tensors, one rank on the
-#                self transport and on an NCCL communicator of one rank, against float64 and the
-#                one-process calls (bitwise where a step is one block)
+#   ring         bin/cuda_ring --require-nccl: fa_ring_forward / fa_ring_backward on CUDA tensors,
+#                one rank on the self transport and on an NCCL communicator of one rank (on the
+#                legacy default stream and on a non-blocking one), against float64 and the
+#                one-process calls (bitwise where a step is one block); on a machine with two GPUs
+#                also a ring of two processes, one a GPU, and a communicator of another GPU than
+#                the tensors' refused
 #   nccl         bin/nccl_transport: the NCCL transport plugin through its table, one rank: the
 #                agreement, exchanges in flight on three kinds of caller stream, every byte checked
 #   seqs.hd192   bin/fa-bench --varlen at head dims 192 (twice) and 256, 4k packed tokens, both
@@ -491,9 +494,9 @@ program_step sm90probe sm90_probe 60 SKIP
 program_step sm90fp8probe sm90_fp8_probe 60 SKIP
 # bin/cuda_graph: the calls captured in CUDA graphs and replayed against eager calls.
 program_step graph cuda_graph 120 FAIL
-# bin/cuda_ring: the ring calls on CUDA tensors (self and one-rank NCCL) against float64 and the
-# one-process calls.
-program_step ring cuda_ring 120 FAIL
+# bin/cuda_ring: the ring calls on CUDA tensors (self, one-rank NCCL, two ranks on two GPUs)
+# against float64 and the one-process calls.
+program_step ring cuda_ring 180 FAIL --require-nccl
 # bin/nccl_transport: the NCCL transport's table on one GPU (exchanges in flight, a 2.5 GiB message).
 program_step nccl nccl_transport 120 FAIL
 # bin/test_quantize_device cuda: fa_quantize on the GPU byte for byte against the CPU backend.

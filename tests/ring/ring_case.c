@@ -16,6 +16,7 @@ const ring_extra ring_alibi_heads = {0, FA_CAUSAL_BOTTOM_RIGHT, 1, 0.0f};
 const ring_extra ring_dropout = {0, FA_CAUSAL_BOTTOM_RIGHT, 0, 0.2f};
 const ring_extra ring_alibi_batch_dropout = {0, FA_CAUSAL_BOTTOM_RIGHT, 2, 0.15f};
 
+static void *g_stream;
 static const ring_case *g_case;
 static int g_rank;
 static ring_result *g_res;
@@ -36,6 +37,8 @@ fail(const char *fmt, ...) {
 }
 
 /* The global position of local row i of a shard of n rows. */
+void ring_case_set_stream(void *stream) { g_stream = stream; }
+
 static int64_t global_row(int32_t layout, int rank, int world, int64_t n, int64_t i) {
   if (layout == FA_RING_CONTIGUOUS) return rank * n + i;
   const int64_t c = n / 2;
@@ -278,6 +281,13 @@ void ring_case_run_on(const ring_case *c, uint64_t seed, const fa_ring_args *com
     goto done;
   }
 
+  /* The copies to the device are done before a ring call on another stream reads them. */
+  char err[256];
+  if (dev && devmem_sync(*dev, err, sizeof err) != 0) {
+    fail("devmem_sync: %s", err);
+    goto done;
+  }
+  p.stream = g_stream;
   fa_status st =
       fa_ring_forward(&p, ring, &ld[Q].t, &ld[K].t, &ld[V].t, &ld[O].t, &ld[LSE].t, NULL);
   if (st != FA_OK) {

@@ -57,4 +57,8 @@ void ring_case_run(const ring_case *c, uint64_t seed, const fa_ring_args *comm, 
 void ring_case_run_on(const ring_case *c, uint64_t seed, const fa_ring_args *comm, int rank,
                       int world, const fa_device *dev, ring_result *res);
 
+/* The stream (params.stream) the ring calls of later cases run on; NULL (the default): the
+   backend's default stream. The case synchronises the device around them (devmem_sync). */
+void ring_case_set_stream(void *stream);
+
 #endif /* FA_TESTS_RING_CASE_H */
