@@ -1,7 +1,8 @@
 """The PyTorch integration on CUDA tensors (run where PyTorch sees a GPU and the library's cuda
 backend is available; skipped otherwise): autograd and torch.compile through the cuda backend, a
-broadcast incoming gradient, PyTorch's current stream, the KV-cache call, against PyTorch's SDPA
-in float32 (relative L2 error of bf16 results)."""
+broadcast incoming gradient, PyTorch's current stream, the KV-cache call, the ring over NCCL
+process groups (one rank; two ranks on a machine with two GPUs), against PyTorch's SDPA in float32
+(relative L2 error of bf16 results)."""
 
 from __future__ import annotations
 
@@ -142,6 +143,41 @@ class TestRingNccl(unittest.TestCase):
                 self.assertLess((lse - want_lse).abs().max().item(), 1e-3, what)
                 for name, a, b in zip(("dq", "dk", "dv"), got, grads):
                     self.assertLess(rel(a, b), 1e-2, f"{name} {what}")
+
+
+class TestRingNcclRanks(unittest.TestCase):
+    """ring_attention over an NCCL process group of two processes, one GPU each
+    (ring_nccl_check.py per rank): each rank's rows against attention() on the whole sequence.
+    Skipped on a machine with one GPU."""
+
+    def test_two_ranks(self):
+        import subprocess
+        import sys
+
+        if torch.cuda.device_count() < 2:
+            self.skipTest(f"this machine has {torch.cuda.device_count()} GPU")
+        nccl = next(t for t in fa.transport_info() if t.name == "nccl")
+        if not nccl.available:
+            self.skipTest(f"the NCCL transport: {nccl.reason}")
+        here = os.path.dirname(os.path.abspath(__file__))
+        with tempfile.TemporaryDirectory() as tmp:
+            env = dict(os.environ, FA_RING_DEVICE="1", FLASHATTN_LIBRARY=fa.library().path,
+                       PYTHONPATH=os.pathsep.join([os.path.dirname(here)] + sys.path))
+            procs = [subprocess.Popen([sys.executable, os.path.join(here, "ring_nccl_check.py"),
+                                       str(r), "2", os.path.join(tmp, "store")], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                     for r in range(2)]
+            outs = []
+            for p in procs:
+                try:
+                    outs.append(p.communicate(timeout=300)[0])
+                except subprocess.TimeoutExpired:
+                    for q in procs:
+                        q.kill()
+                    outs.append(p.communicate()[0] + "\n(killed after 300 s)")
+            for r, (p, out) in enumerate(zip(procs, outs)):
+                self.assertEqual(p.returncode, 0, f"rank {r}:\n{out[-3000:]}")
+                self.assertIn(f"rank {r}/2: all passed", out)
 
 
 if __name__ == "__main__":
