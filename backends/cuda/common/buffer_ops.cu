@@ -10,8 +10,9 @@
  *   merge: a block's output folded into the running one, one warp a row (z, i, h): both LSEs
  *          read, merged by core/'s rule (fa_softmax_merge_lse), the row's columns weighted
  *          with unfused multiplies and an add (__fmul_rn, __fadd_rn: the host's w1 * o + w2 * x
- *          without fma contraction, bit for bit), then the new LSE written after every lane has
- *          read the old one.
+ *          without fma contraction; the weights come from the device's expf and logf, which may
+ *          differ from the host's in the last bit), then the new LSE written after every lane
+ *          has read the old one.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
