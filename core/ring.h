@@ -155,6 +155,10 @@ fa_status fa_ring_step_begin(const fa_ring_ctx *ctx, int32_t t, void *kv_cur, vo
    once); the first error stops it and is returned. */
 typedef fa_status (*fa_ring_block_fn)(const fa_ring_ctx *ctx, const fa_ring_block *blk, void *arg);
 fa_status fa_ring_each_block(const fa_ring_ctx *ctx, fa_ring_block_fn fn, void *arg);
+/* ring_mem.c: *most raised to the workspace a block call (op, params p without its workspace, at
+   pos, on args) needs. */
+fa_status fa_ring_block_workspace(fa_op op, fa_params p, const fa_positions *pos,
+                                  const fa_call_args *args, size_t *most);
 
 /* Buffers of a pass, allocated before the ranks agree so that running out of memory is a refusal
    every rank sees, not a failure in the middle of the ring: the blocks' workspace among them (the

@@ -103,15 +103,9 @@ typedef struct bwd_sizing {
 static fa_status size_block(const fa_ring_ctx *ctx, const fa_ring_block *blk, void *arg) {
   bwd_sizing *s = arg;
   const bwd_block c = block_of(ctx, s->b, &s->whole, blk);
-  fa_params p = c.p;
-  p.workspace = NULL;
-  p.workspace_size = 0;
   const bwd_tensors *t = &c.t;
   const fa_call_args a = {&t->q, &t->k, &t->v, &t->o, &t->l, &t->d, &t->dq, &t->dk, &t->dv, NULL};
-  size_t bytes = 0;
-  const fa_status st = fa_workspace_size_at(FA_OP_BACKWARD, &p, &c.pos, &a, &bytes);
-  if (st == FA_OK && bytes > s->b->ws_bytes) s->b->ws_bytes = bytes;
-  return st;
+  return fa_ring_block_workspace(FA_OP_BACKWARD, c.p, &c.pos, &a, &s->b->ws_bytes);
 }
 
 fa_status fa_ring_backward_prepare(const fa_ring_ctx *ctx, fa_ring_backward_bufs **out) {

@@ -87,14 +87,8 @@ typedef struct fwd_sizing {
 static fa_status size_block(const fa_ring_ctx *ctx, const fa_ring_block *blk, void *arg) {
   fwd_sizing *s = arg;
   const fwd_block c = block_of(ctx, s->b, &s->whole, blk);
-  fa_params p = c.p;
-  p.workspace = NULL;
-  p.workspace_size = 0;
   const fa_call_args a = {&c.t.q, &c.t.k, &c.t.v, &c.t.o, &c.t.l, NULL, NULL, NULL, NULL, NULL};
-  size_t bytes = 0;
-  const fa_status st = fa_workspace_size_at(FA_OP_FORWARD, &p, &c.pos, &a, &bytes);
-  if (st == FA_OK && bytes > s->b->ws_bytes) s->b->ws_bytes = bytes;
-  return st;
+  return fa_ring_block_workspace(FA_OP_FORWARD, c.p, &c.pos, &a, &s->b->ws_bytes);
 }
 
 fa_status fa_ring_forward_prepare(const fa_ring_ctx *ctx, fa_ring_forward_bufs **out) {

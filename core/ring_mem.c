@@ -4,7 +4,7 @@
  * in float32. Device shards: the buffers and steps of the backend that owns the memory (its
  * buffer_op, core/plugin.h), enqueued on params.stream like the block calls themselves, and blocks
  * computed in the inputs' dtype (the device kernels take f16/bf16); outputs and gradients still
- * sum in float32.
+ * sum in float32. And the size of the blocks' workspace, allocated with the other buffers.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,4 +142,14 @@ fa_status fa_ring_widen_kv(const fa_ring_mem *m, const fa_ring_shapes *sh, const
   fa_tensor kd = fa_ring_view(m, k, FA_F32, 4, sh->k), vd = fa_ring_view(m, v, FA_F32, 4, sh->v);
   TRY(fa_ring_copy(m, &ks, &kd));
   return fa_ring_copy(m, &vs, &vd);
+}
+
+fa_status fa_ring_block_workspace(fa_op op, fa_params p, const fa_positions *pos,
+                                  const fa_call_args *args, size_t *most) {
+  p.workspace = NULL;
+  p.workspace_size = 0;
+  size_t bytes = 0;
+  const fa_status st = fa_workspace_size_at(op, &p, pos, args, &bytes);
+  if (st == FA_OK && bytes > *most) *most = bytes;
+  return st;
 }
