@@ -226,6 +226,8 @@ static void two_ranks(const char *self_path) {
   for (int r = 0; r < WORLD; ++r) {
     pid[r] = fork();
     if (pid[r] == 0) {
+      /* Each rank keeps only its end: a reader then sees the end of the pipe if rank 0 dies. */
+      close(r == 0 ? fds[0] : fds[1]);
       char rank[16], world[16], fd[16];
       snprintf(rank, sizeof rank, "%d", r);
       snprintf(world, sizeof world, "%d", WORLD);
