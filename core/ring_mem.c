@@ -8,7 +8,6 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "ring.h"
 #include "validate.h"
@@ -19,14 +18,6 @@ fa_status fa_ring_mem_open(fa_ring_mem *m, const fa_request *r) {
   m->plugin = NULL;
   m->block_dtype = FA_F32;
   if (r->device.kind == FA_DEVICE_CPU) return FA_OK;
-  /* The device ring is built and tested on the CPU side only so far: until it has run on a GPU
-     (tests/gpu/cuda_ring.c), a caller opts in. */
-  const char *opt_in = getenv("FA_RING_DEVICE");
-  if (!opt_in || strcmp(opt_in, "1") != 0)
-    return fa_core_set_error(FA_ERR_UNSUPPORTED,
-                             "q.device = %s: the ring over device tensors has not yet run on a "
-                             "GPU; set FA_RING_DEVICE=1 to use it (docs/ring.md)",
-                             fa_device_kind_name(r->device.kind));
   int32_t order[FA_BACKEND_COUNT_];
   const int n = fa_backend_candidates(r->params->backend, r->device.kind, 0, order);
   char tried[FA_REASON_LEN] = "";

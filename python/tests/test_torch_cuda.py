@@ -113,11 +113,6 @@ class TestRingNccl(unittest.TestCase):
         dist.init_process_group("nccl", store=dist.FileStore(os.path.join(self.tmp.name, "s"), 1),
                                 rank=0, world_size=1, device_id=torch.device("cuda", 0))
         self.addCleanup(dist.destroy_process_group)
-        # The device ring is opt-in until it has run on a GPU (docs/ring.md).
-        old = os.environ.get("FA_RING_DEVICE")
-        os.environ["FA_RING_DEVICE"] = "1"
-        self.addCleanup(lambda: os.environ.pop("FA_RING_DEVICE") if old is None
-                        else os.environ.__setitem__("FA_RING_DEVICE", old))
 
     def test_forward_and_backward(self):
         import torch.distributed as dist
@@ -161,7 +156,7 @@ class TestRingNcclRanks(unittest.TestCase):
             self.skipTest(f"the NCCL transport: {nccl.reason}")
         here = os.path.dirname(os.path.abspath(__file__))
         with tempfile.TemporaryDirectory() as tmp:
-            env = dict(os.environ, FA_RING_DEVICE="1", FLASHATTN_LIBRARY=fa.library().path,
+            env = dict(os.environ, FLASHATTN_LIBRARY=fa.library().path,
                        PYTHONPATH=os.pathsep.join([os.path.dirname(here)] + sys.path))
             procs = [subprocess.Popen([sys.executable, os.path.join(here, "ring_nccl_check.py"),
                                        str(r), "2", os.path.join(tmp, "store")], env=env,
