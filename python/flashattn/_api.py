@@ -359,11 +359,10 @@ def ring_attention(q, k, v, *, comm=None, layout: str = "contiguous", out=None, 
     comm: None (this process alone, any memory), for host arrays (NumPy, CPU torch tensors) an
     mpi4py communicator or the address of an MPI_Comm, for CUDA tensors an NcclComm or a
     torch.distributed process group with an NCCL backend (the ring runs on torch's current
-    stream). Returns this
-    rank's rows of the output, or (out, lse) with return_lse=True (lse is needed by
-    ring_attention_backward), plus a RunInfo (the diagonal block's call) last with
-    return_info=True. params: see PARAMS; what the ring
-    refuses is refused with FlashAttnError (FA_ERR_UNSUPPORTED naming it)."""
+    stream). Returns this rank's rows of the output, or (out, lse) with return_lse=True (lse is
+    needed by ring_attention_backward), plus a RunInfo (the diagonal block's call) last with
+    return_info=True. params: see PARAMS; what the ring refuses is refused with FlashAttnError
+    (FA_ERR_UNSUPPORTED naming it)."""
     ring = _ring_of("ring_attention", comm, layout, q)
 
     def call():
