@@ -156,6 +156,21 @@ static void refusal(const char *what, const fa_ring_args *ring, const fa_device 
 }
 
 #if FA_TEST_NCCL
+/* run_cases with params.stream a non-blocking stream of the caller's, made for them. */
+static void run_cases_on_new_stream(const char *label, const fa_ring_args *ring,
+                                    const fa_device *dev, uint64_t seed, int rank, int world) {
+  cudaStream_t stream;
+  const cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (e != cudaSuccess) {
+    check(0, label, cudaGetErrorString(e));
+    return;
+  }
+  ring_case_set_stream(stream);
+  run_cases(label, ring, dev, seed, rank, world);
+  ring_case_set_stream(NULL);
+  cudaStreamDestroy(stream);
+}
+
 /* Rank `rank` of a two-process ring (this program started with --rank): rank 0 makes the NCCL id
    and writes a copy for every other rank to the pipe id_fd, the others read theirs. */
 static int rank_main(int rank, int world, int id_fd) {
@@ -199,14 +214,8 @@ static int rank_main(int rank, int world, int id_fd) {
   ring.comm = &comm;
   snprintf(what, sizeof what, "nccl rank %d/%d", rank, world);
   run_cases(what, &ring, &dev, seed, rank, world);
-  cudaStream_t stream;
-  if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess) {
-    ring_case_set_stream(stream);
-    snprintf(what, sizeof what, "nccl rank %d/%d, a non-blocking stream", rank, world);
-    run_cases(what, &ring, &dev, seed, rank, world);
-    ring_case_set_stream(NULL);
-    cudaStreamDestroy(stream);
-  }
+  snprintf(what, sizeof what, "nccl rank %d/%d, a non-blocking stream", rank, world);
+  run_cases_on_new_stream(what, &ring, &dev, seed, rank, world);
   ncclCommDestroy(comm);
   snprintf(what, sizeof what, "cuda_ring rank %d", rank);
   return check_summary(what);
@@ -352,15 +361,7 @@ int main(int argc, char **argv) {
     } else {
       nccl.comm = &comm;
       run_cases("nccl", &nccl, &dev, seed, 0, 1);
-      cudaStream_t stream;
-      if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess) {
-        ring_case_set_stream(stream);
-        run_cases("nccl, a non-blocking stream", &nccl, &dev, seed, 0, 1);
-        ring_case_set_stream(NULL);
-        cudaStreamDestroy(stream);
-      } else {
-        check(0, "cudaStreamCreateWithFlags", "");
-      }
+      run_cases_on_new_stream("nccl, a non-blocking stream", &nccl, &dev, seed, 0, 1);
       refusal("an NCCL ring on a stream capturing a graph is refused", &nccl, &dev, 0, 1,
               FA_ERR_UNSUPPORTED);
       int gpus = 0;
