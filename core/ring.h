@@ -166,9 +166,8 @@ fa_status fa_ring_block_workspace(fa_op op, fa_params p, const fa_positions *pos
 typedef struct fa_ring_forward_bufs fa_ring_forward_bufs;
 typedef struct fa_ring_backward_bufs fa_ring_backward_bufs;
 
-/* Allocates the forward's buffers, the blocks' workspace among them, and checks that a backend
-   runs every distinct block (each planned as it will be called); NULL with the error set
-   otherwise. */
+/* Allocates the forward's buffers and checks (fa_plan_forward) that a backend runs its blocks;
+   NULL with the error set otherwise. */
 fa_status fa_ring_forward_prepare(const fa_ring_ctx *ctx, fa_ring_forward_bufs **bufs);
 fa_status fa_ring_forward_run(const fa_ring_ctx *ctx, fa_ring_forward_bufs *bufs,
                               fa_run_info *info);

@@ -135,8 +135,13 @@ fa_status fa_ring_backward_prepare(const fa_ring_ctx *ctx, fa_ring_backward_bufs
                                {&b->k, nk, f, !m->plugin},
                                {&b->v, nv, f, !m->plugin}};
   fa_status st = fa_ring_mem_alloc_all(m, need, sizeof need / sizeof need[0]);
-  /* Every distinct block planned as it will be called: a backend must take each, and the largest
-     workspace is allocated now. */
+  if (st == FA_OK) {
+    bwd_tensors t = tensors_of(b, r, b->kv[0]);
+    fa_run_info plan;
+    fa_run_info_init(&plan);
+    st = fa_plan_backward(&ctx->params, &t.q, &t.k, &t.v, &t.o, &t.l, &t.d, &t.dq, &t.dk, &t.dv,
+                          &plan);
+  }
   if (st == FA_OK) {
     bwd_sizing s = {b, tensors_of(b, r, b->kv[0])};
     st = fa_ring_each_block(ctx, size_block, &s);

@@ -110,8 +110,13 @@ fa_status fa_ring_forward_prepare(const fa_ring_ctx *ctx, fa_ring_forward_bufs *
                                {&b->k, b->sh.nk, f, !m->plugin},
                                {&b->v, b->sh.nv, f, !m->plugin}};
   fa_status st = fa_ring_mem_alloc_all(m, need, sizeof need / sizeof need[0]);
-  /* Every distinct block planned as it will be called: a backend must take each, and the largest
-     workspace is allocated now. */
+  /* The blocks are calls of the caller's params on these tensors: a backend must take them. */
+  if (st == FA_OK) {
+    fwd_tensors t = tensors_of(b, r, b->kv[0]);
+    fa_run_info plan;
+    fa_run_info_init(&plan);
+    st = fa_plan_forward(&ctx->params, &t.q, &t.k, &t.v, &t.o, &t.l, &plan);
+  }
   if (st == FA_OK) {
     fwd_sizing s = {b, tensors_of(b, r, b->kv[0])};
     st = fa_ring_each_block(ctx, size_block, &s);
