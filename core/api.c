@@ -193,6 +193,7 @@ static fa_status execute(fa_op op, const fa_params *params, const fa_call_args *
 
   size_t need = c->decision.workspace_bytes;
   void *workspace = NULL, *owned = NULL;
+  int scratch = 0; /* workspace is host_scratch.c's */
   if (need > 0 && resolved.workspace) {
     if (resolved.workspace_size < need)
       return fa_core_set_error(FA_ERR_INVALID_ARGUMENT,
@@ -201,15 +202,17 @@ static fa_status execute(fa_op op, const fa_params *params, const fa_call_args *
                                resolved.workspace_size, c->decision.kernel, need, op_name(op));
     workspace = resolved.workspace;
   } else if (need > 0 && req->device.kind == FA_DEVICE_CPU) {
-    /* Host scratch is cheap to get per call; device backends keep their own per-stream caches. */
-    owned = workspace = malloc(need);
-    if (!owned)
+    /* The calling thread's kept block (host_scratch.c); device backends keep their own
+       per-stream caches. */
+    workspace = fa_host_scratch_take(need, &owned);
+    scratch = 1;
+    if (!workspace)
       return fa_core_set_error(FA_ERR_OUT_OF_MEMORY,
                                "workspace: could not allocate %zu bytes for %s", need,
                                c->decision.kernel);
   }
   st = c->slot->plugin->run(req, &c->decision, workspace);
-  free(owned);
+  if (scratch) fa_host_scratch_give(workspace, owned);
   if (st != FA_OK) {
     if (!fa_last_error()[0])
       fa_core_set_error(st, "%s: kernel %s failed without a message", c->slot->name,
@@ -359,6 +362,7 @@ fa_status fa_backend_info(fa_backend_desc *out, int32_t capacity, int32_t *count
 }
 
 void fa_release(void) {
+  fa_host_scratch_release();
   for (int32_t id = FA_BACKEND_CPU; id < FA_BACKEND_COUNT_; ++id) {
     const fa_backend_slot *s = fa_registry_slot(id);
     if (s->plugin && s->plugin->release) s->plugin->release();

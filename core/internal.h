@@ -12,6 +12,16 @@ void fa_core_clear_error(void);
 /* api.c: an fa_run_info the caller passes (NULL allowed) is one of this version's size. */
 fa_status fa_check_run_info(const fa_run_info *info);
 
+/* host_scratch.c: the workspace of a host call without params.workspace: the calling thread's
+   kept block when it is free and large enough (grown to need), else a block of the call's own
+   (*owned, also the return value). NULL when no memory could be had. Given back by
+   fa_host_scratch_give with the same two pointers. fa_host_scratch_release frees every kept
+   block no call holds (fa_release); fa_host_scratch_kept sums the kept blocks' bytes (tests). */
+void *fa_host_scratch_take(size_t need, void **owned);
+void fa_host_scratch_give(void *block, void *owned);
+void fa_host_scratch_release(void);
+size_t fa_host_scratch_kept(void);
+
 /* validate.c: every argument checked once. On success *req is filled (pointing into *params_out,
  * which holds the caller's params resolved to this version's struct). */
 typedef struct fa_call_args {

@@ -24,11 +24,15 @@
  * 2. Never allocate: calls refused for sizes near 2^31 and 2^63 bytes, and plans of shapes of
  *    more than 2^31 elements, make no allocation at all (any caller, this thread), and the
  *    refusals are FA_ERR_INVALID_ARGUMENT with a message.
+ * 3. The kept workspace: a second identical fa_forward on the CPU makes no allocation of ours
+ *    (the first one's workspace is kept for the thread), a thread's block is freed when the
+ *    thread exits, and fa_release frees the rest.
  */
 #define _GNU_SOURCE /* RTLD_NEXT, dladdr */
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -579,6 +583,72 @@ static int huge_shapes(void) {
   return bad;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * The kept host workspace (core/host_scratch.c): reused by the next call of the same thread,
+ * freed at the thread's exit and by fa_release
+ * ------------------------------------------------------------------------------------------- */
+
+static long ours_during(int which, tensors *t, fa_status *st) {
+  long before = atomic_load(&g_ours);
+  *st = do_call(which, t);
+  return atomic_load(&g_ours) - before;
+}
+
+static void *thread_call(void *arg) {
+  fa_status *st = arg;
+  tensors t;
+  make_all(&t, tu_run_seed() + 7);
+  *st = do_call(C_BWD, &t); /* any outputs: this thread only needs the workspace */
+  free_all(&t);
+  return NULL;
+}
+
+static int kept_workspace(void) {
+  int bad = 0;
+  tensors t;
+  make_all(&t, tu_run_seed() + 5);
+  fa_release();
+  const int base = live_count();
+  fa_status st1, st2;
+  long first = ours_during(C_FWD, &t, &st1); /* grows this thread's block */
+  const int kept = live_count() - base;
+  long again = ours_during(C_FWD, &t, &st2);
+  if (st1 != FA_OK || st2 != FA_OK || first < 1 || kept != 1 || again != 0) {
+    fprintf(stderr,
+            "FAIL: kept workspace: first fa_forward %s with %ld allocation(s) of ours and %d "
+            "block(s) kept (want 1), the same call again %s with %ld (want 0)\n",
+            fa_status_string(st1), first, kept, fa_status_string(st2), again);
+    ++bad;
+  }
+  /* Another thread's block is freed when the thread ends. */
+  pthread_t th;
+  fa_status tst = FA_ERR_INTERNAL;
+  if (pthread_create(&th, NULL, thread_call, &tst) != 0 || pthread_join(th, NULL) != 0) {
+    fprintf(stderr, "test setup: no thread\n");
+    exit(3);
+  }
+  const int after_thread = live_count() - base;
+  if (tst != FA_OK || after_thread != kept) {
+    fprintf(stderr,
+            "FAIL: kept workspace: a thread's fa_backward %s left %d block(s) of ours live after "
+            "its exit beside this thread's %d\n",
+            fa_status_string(tst), after_thread - kept, kept);
+    ++bad;
+  }
+  fa_release();
+  const int after_release = live_count() - base;
+  if (after_release != 0) {
+    fprintf(stderr, "FAIL: kept workspace: %d block(s) live after fa_release\n", after_release);
+    ++bad;
+  }
+  printf(
+      "kept workspace: first call %ld allocation(s) of ours, the next 0; a thread's block "
+      "freed at its exit, this thread's by fa_release\n",
+      first);
+  free_all(&t);
+  return bad;
+}
+
 int main(int argc, char **argv) {
   printf("test_alloc_fail: seed 0x%llx (FA_TEST_SEED replays it)\n",
          (unsigned long long)tu_run_seed());
@@ -586,6 +656,7 @@ int main(int argc, char **argv) {
   /* The sweep first: its children must start with no plugin loaded (fork copies this process). */
   if (argc < 2 || strcmp(argv[1], "--no-sweep") != 0) fail += sweep();
   fail += huge_shapes();
-  printf("%d passed, %d failed\n", fail ? 0 : 2, fail ? 1 : 0);
+  fail += kept_workspace();
+  printf("%d passed, %d failed\n", fail ? 0 : 3, fail ? 1 : 0);
   return fail ? 1 : 0;
 }
