@@ -19,7 +19,9 @@
  * bf16 computation's error) covers.
  */
 #include <immintrin.h>
+#include <math.h>
 
+#include "core/math/softmax.h"
 #include "cpu_kernels.h"
 
 /* Rows of x (fp32) as bf16 pairs: dst[i * ldd + p] = bf16(x[2p]) | bf16(x[2p+1]) << 16, 32
@@ -43,6 +45,84 @@ void cpu_bf16_pairs_avx512bf16(int rows, int n, const float *x, ptrdiff_t ldx, u
                                        _mm512_maskz_loadu_ps(lo, xr + j));
       const int words = (left + 1) / 2;
       _mm512_mask_storeu_epi32(dr + j / 2, (__mmask16)((1u << words) - 1u), (__m512i)b);
+    }
+  }
+}
+
+/* 2^x for x <= 0 (x >= -160 by the caller's clamp, where the result rounds to 0): x = n + f,
+   |f| <= 1/2, 2^f by a degree-5 polynomial fitted on Chebyshev nodes (relative error 2.3e-7
+   evaluated in fp32), scaled by 2^n with vscalefps. P is rounded to bf16 next, so the error that
+   counts is the row sum's, far below the bf16 rounding's. */
+static inline __m512 exp2_avx512(__m512 x) {
+  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(x, n);
+  __m512 p = _mm512_set1_ps(1.3266970636323094e-3f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.675459936261177e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550742521882057e-2f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.24022121727466583f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6931469440460205f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0000001192092896f));
+  return _mm512_scalef_ps(p, n);
+}
+
+/* The lanes of the 16 columns from j that lie in [lo, hi). */
+static inline __mmask16 cols_in(int j, int lo, int hi) {
+  const int a = lo - j > 0 ? lo - j : 0, b = hi - j < 16 ? hi - j : 16;
+  if (b <= a) return 0;
+  return (__mmask16)(((1u << (b - a)) - 1u) << a);
+}
+
+void cpu_softmax_pairs_avx512bf16(int mr, int nc, const float *s, ptrdiff_t lds, float scale,
+                                  const int *jlo, const int *jhi, float *m, float *l, float *o,
+                                  ptrdiff_t ldo, int dv, uint32_t *p, ptrdiff_t ldp) {
+  const float log2e = 1.44269504088896341f;
+  const __m512 c = _mm512_set1_ps(scale * log2e), floor2 = _mm512_set1_ps(-160.0f);
+  for (int i = 0; i < mr; ++i) {
+    const float *restrict row = s + i * lds;
+    uint32_t *restrict prow = p + i * ldp;
+    int lo = jlo ? jlo[i] : 0, hi = jhi ? jhi[i] : nc;
+    if (hi < lo) hi = lo;
+    /* The raw scores' max times scale (> 0): the max of the scaled scores, bit for bit. */
+    __m512 mx0 = _mm512_set1_ps(-INFINITY), mx1 = mx0;
+    int j = lo;
+    for (; j + 32 <= hi; j += 32) {
+      mx0 = _mm512_max_ps(_mm512_loadu_ps(row + j), mx0);
+      mx1 = _mm512_max_ps(_mm512_loadu_ps(row + j + 16), mx1);
+    }
+    for (; j < hi; j += 16) {
+      const __mmask16 k = cols_in(j, lo, hi);
+      mx0 = _mm512_mask_max_ps(mx0, k, _mm512_maskz_loadu_ps(k, row + j), mx0);
+    }
+    const float tile_max =
+        hi > lo ? _mm512_reduce_max_ps(_mm512_max_ps(mx0, mx1)) * scale : -INFINITY;
+    /* As softmax_tile: a tile that does not raise the max leaves (m, l) and O as they are. */
+    const float alpha = tile_max <= m[i] && m[i] != -INFINITY
+                            ? 1.0f
+                            : fa_softmax_online_step(&m[i], &l[i], tile_max);
+    const __m512 shift = _mm512_set1_ps(-fa_softmax_safe_max(m[i]) * log2e);
+    __m512 sum0 = _mm512_setzero_ps(), sum1 = sum0;
+    /* Every word of the row's pairs, the masked columns' as 0. */
+    for (j = 0; j < nc; j += 32) {
+      const __mmask16 k0 = cols_in(j, lo, hi), k1 = cols_in(j + 16, lo, hi);
+      __m512 e0 = _mm512_setzero_ps(), e1 = e0;
+      if (k0) {
+        const __m512 x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k0, row + j), c, shift);
+        e0 = _mm512_maskz_mov_ps(k0, exp2_avx512(_mm512_max_ps(x, floor2)));
+        sum0 = _mm512_add_ps(sum0, e0);
+      }
+      if (k1) {
+        const __m512 x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k1, row + j + 16), c, shift);
+        e1 = _mm512_maskz_mov_ps(k1, exp2_avx512(_mm512_max_ps(x, floor2)));
+        sum1 = _mm512_add_ps(sum1, e1);
+      }
+      const __m512i b = (__m512i)_mm512_cvtne2ps_pbh(e1, e0);
+      const int words = nc - j >= 32 ? 16 : (nc - j + 1) / 2;
+      _mm512_mask_storeu_epi32(prow + j / 2, (__mmask16)((1u << words) - 1u), b);
+    }
+    l[i] += _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
+    if (alpha != 1.0f) {
+      float *restrict orow = o + i * ldo;
+      for (int x = 0; x < dv; ++x) orow[x] *= alpha;
     }
   }
 }

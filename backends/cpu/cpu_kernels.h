@@ -69,6 +69,10 @@
  * a[i * lda + p] and B(p, j) = b[p * ldb + j] pairs, p < k2, in fp32 lanes by vdpbf16ps (or
  * AMX-BF16's tdpbf16ps). The forward uses them for S = Q·Kᵀ and O += P·V; with bf16_backward
  * set, the backward too, for S, dP = dO·Vᵀ, dV += Pᵀ·dO, dK += dSᵀ·Q and dQ += dS·K.
+ * softmax_pairs: softmax_tile's online step without dropout, leaving s as it was and writing the
+ * probabilities as bf16_pairs would (row i at p + i * ldp, every word of the row: 0 outside
+ * [jlo, jhi)), in one pass over the scores with a base-2 exponential (cpu_bf16dp.c): the
+ * separate conversion re-read the whole tile.
  */
 /* The storage dtypes of K/V rows the row kernels read (a plain int keeps this header free of the
    API's). */
@@ -116,6 +120,9 @@ typedef struct cpu_kernels {
   void (*bf16_interleave)(const uint16_t *r0, const uint16_t *r1, int n, uint32_t *dst);
   void (*gemm_bf16)(int m, int n, int k2, const uint32_t *a, ptrdiff_t lda, const uint32_t *b,
                     ptrdiff_t ldb, float *c, ptrdiff_t ldc, int accumulate);
+  void (*softmax_pairs)(int mr, int nc, const float *s, ptrdiff_t lds, float scale, const int *jlo,
+                        const int *jhi, float *m, float *l, float *o, ptrdiff_t ldo, int dv,
+                        uint32_t *p, ptrdiff_t ldp);
   /* The build the fp32 kernels of this table come from ("avx512" for the avx512bf16 and amx
      tables, which share them): the name of every kernel that does not use the bf16 products. */
   const char *fp32_isa;
@@ -181,6 +188,9 @@ void cpu_bf16_interleave_avx512bf16(const uint16_t *r0, const uint16_t *r1, int 
 void cpu_gemm_bf16_avx512bf16(int m, int n, int k2, const uint32_t *a, ptrdiff_t lda,
                               const uint32_t *b, ptrdiff_t ldb, float *c, ptrdiff_t ldc,
                               int accumulate);
+void cpu_softmax_pairs_avx512bf16(int mr, int nc, const float *s, ptrdiff_t lds, float scale,
+                                  const int *jlo, const int *jhi, float *m, float *l, float *o,
+                                  ptrdiff_t ldo, int dv, uint32_t *p, ptrdiff_t ldp);
 #endif
 
 /* Inside a per-ISA build (CPU_ISA set by the build), CPU_KFN(gemm) is cpu_gemm_<isa>. */
