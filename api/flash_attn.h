@@ -197,7 +197,10 @@ typedef struct fa_params {
       *kernel_family;    /**< NULL = backend's choice; else e.g. "fa2", "fa3" (backend-specific) */
   void *workspace;       /**< caller-owned scratch in the tensors' memory (the device's for a
                              device backend; a bare address the library cannot check), or NULL to
-                             let the backend allocate */
+                             let the library allocate: for host tensors a block kept per calling
+                             thread and reused by its next calls (up to 256 MiB; freed at the
+                             thread's exit or by fa_release), for device tensors the backend's
+                             per-stream cache */
   size_t workspace_size; /**< bytes at workspace; see fa_forward_workspace_size */
 
   /* --- since 0.2 --- */
@@ -428,7 +431,11 @@ FA_API const char *fa_backend_name(int32_t id);
 /** Parses "auto", "cpu", "cuda", "hip", "opencl"; returns FA_ERR_INVALID_ARGUMENT otherwise. */
 FA_API fa_status fa_backend_from_name(const char *name, int32_t *id);
 
-/** Frees every workspace and cached resource the backends hold. Plugins stay loaded. */
+/**
+ * Frees every workspace and cached resource the backends hold, and every host workspace the
+ * library keeps for calls made without params.workspace (except one a call on another thread is
+ * using at that moment). Plugins stay loaded.
+ */
 FA_API void fa_release(void);
 
 /* ---------------------------------------------------------------------------------------------
