@@ -9,6 +9,8 @@
  *    columns and pairs below, at and past one tile (16) and one block (32), C = A·B and C += A·B,
  *    operands with row strides wider than the shapes (the words past them poisoned with NaN: a
  *    product that read them would show it), and C's words outside the shape left as they were.
+ * 3. cpu_gemm_bf16_amx_tiled on the same operands laid out as tiles: bitwise the row-major
+ *    product's C, for 32-multiples of rows and columns and 16-multiples of pairs, C = and C +=.
  */
 #include <math.h>
 #include <stdio.h>
@@ -102,6 +104,40 @@ static void product(int m, int n, int k2, int accumulate, tu_rng *rng) {
   free(a), free(b), free(c), free(c_in);
 }
 
+/* cpu_gemm_bf16_amx_tiled on the same operands laid out as tiles (m, n multiples of 32, k2 of
+   16): the same TDPBF16PS sequence per output tile as the row-major product, so the same bits. */
+static void tiled_product(int m, int n, int k2, int accumulate, tu_rng *rng) {
+  const int kt = k2 / 16;
+  uint32_t *a = malloc(sizeof *a * (size_t)m * (size_t)k2);
+  uint32_t *b = malloc(sizeof *b * (size_t)k2 * (size_t)n);
+  uint32_t *at = malloc(sizeof *at * (size_t)m * (size_t)k2);
+  uint32_t *bt = malloc(sizeof *bt * (size_t)k2 * (size_t)n);
+  float *c = malloc(sizeof *c * (size_t)m * (size_t)n);
+  float *ct = malloc(sizeof *ct * (size_t)m * (size_t)n);
+  if (!a || !b || !at || !bt || !c || !ct) {
+    fprintf(stderr, "out of memory\n");
+    exit(1);
+  }
+  for (int i = 0; i < m * k2; ++i)
+    a[i] = pair((float)tu_rng_normal(rng), (float)tu_rng_normal(rng));
+  for (int i = 0; i < k2 * n; ++i)
+    b[i] = pair((float)tu_rng_normal(rng), (float)tu_rng_normal(rng));
+  for (int i = 0; i < m * n; ++i) c[i] = ct[i] = (float)tu_rng_normal(rng);
+  for (int i = 0; i < m; ++i) /* A's tile (i / 16, p / 16), row i % 16 */
+    for (int p = 0; p < k2; ++p)
+      at[((i / 16) * kt + p / 16) * 256 + (i % 16) * 16 + p % 16] = a[i * k2 + p];
+  for (int p = 0; p < k2; ++p) /* B's tile (p / 16, j / 16) at (j / 16) * kt + p / 16 */
+    for (int j = 0; j < n; ++j)
+      bt[((j / 16) * kt + p / 16) * 256 + (p % 16) * 16 + j % 16] = b[p * n + j];
+  cpu_gemm_bf16_amx(m, n, k2, a, k2, b, n, c, n, accumulate);
+  cpu_gemm_bf16_amx_tiled(m, n, k2, at, bt, ct, n, accumulate);
+  const int ok = memcmp(c, ct, sizeof *c * (size_t)m * (size_t)n) == 0;
+  if (!ok) ++fails;
+  printf("%s tiled m %d n %d k2 %d %s: %s the row-major product\n", ok ? "ok  " : "FAIL", m, n, k2,
+         accumulate ? "C +=" : "C =", ok ? "bitwise equal to" : "differs from");
+  free(a), free(b), free(at), free(bt), free(c), free(ct);
+}
+
 int main(void) {
   worked_example();
   tu_rng rng;
@@ -111,6 +147,11 @@ int main(void) {
   for (int x = 0; x < 9; ++x)
     for (int y = 0; y < 9; y += 2)
       for (int z = 0; z < 6; ++z) product(sizes[x], sizes[y], pairs[z], (x + y + z) % 2, &rng);
+  static const int blocks[] = {32, 64, 96};
+  for (int x = 0; x < 3; ++x)
+    for (int y = 0; y < 3; ++y)
+      for (int z = 1; z <= 4; z *= 2)
+        tiled_product(blocks[x], blocks[y], 16 * z, (x + y + z) % 2, &rng);
   printf("cpu_amx_gemm: %d failed (seed %llu)\n", fails, (unsigned long long)tu_run_seed());
   return fails ? 1 : 0;
 }

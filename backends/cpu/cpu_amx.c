@@ -13,6 +13,8 @@
  * target("amx-tile,amx-bf16") and the instructions are inline assembly; the plugin calls it only
  * after cpu_amx_detect.c's permission request succeeded.
  *
+ * cpu_gemm_bf16_amx_tiled: the same product from operands stored as whole tiles (cpu_amx.h).
+ *
  * Blocking: 32 x 32 outputs in four fp32 tiles (tmm0-3), 16 pairs of the reduction per step from
  * two A tiles (tmm4-5) and two B tiles (tmm6-7), so each loaded tile feeds two products. Tiles are
  * always configured 16 rows x 64 bytes; the edges (rows, columns or pairs past the operands) go
@@ -145,4 +147,51 @@ AMX_TARGET void cpu_gemm_bf16_amx(int m, int n, int k2, const uint32_t *a, ptrdi
     }
   }
   amx_release(); /* back to the init state: no tile data for the OS to save at a switch */
+}
+
+/* Tile t of a tiled operand at p: 16 rows of 64 bytes, one after another. */
+#define TILE_BYTES 64
+
+AMX_TARGET void cpu_gemm_bf16_amx_tiled(int m, int n, int k2, const uint32_t *a, const uint32_t *b,
+                                        float *c_f32, ptrdiff_t ldc, int accumulate) {
+  uint32_t *c = (uint32_t *)c_f32;
+  const int kt = k2 / TILE;
+  const ptrdiff_t ld = ldc * (ptrdiff_t)sizeof(uint32_t);
+  amx_config cfg;
+  full_tiles(&cfg);
+  amx_loadconfig(&cfg);
+  for (int i0 = 0; i0 < m; i0 += 2 * TILE) {
+    const uint32_t *a0 = a + (ptrdiff_t)(i0 / TILE) * kt * TILE * TILE, *a1 = a0 + kt * TILE * TILE;
+    uint32_t *c0 = c + (ptrdiff_t)i0 * ldc, *c1 = c0 + TILE * ldc;
+    for (int j0 = 0; j0 < n; j0 += 2 * TILE) {
+      const uint32_t *b0 = b + (ptrdiff_t)(j0 / TILE) * kt * TILE * TILE;
+      const uint32_t *b1 = b0 + kt * TILE * TILE;
+      if (accumulate) {
+        amx_load(0, c0 + j0, ld);
+        amx_load(1, c0 + j0 + TILE, ld);
+        amx_load(2, c1 + j0, ld);
+        amx_load(3, c1 + j0 + TILE, ld);
+      } else {
+        amx_zero(0);
+        amx_zero(1);
+        amx_zero(2);
+        amx_zero(3);
+      }
+      for (int p = 0; p < kt; ++p) {
+        amx_load(4, a0 + p * TILE * TILE, TILE_BYTES);
+        amx_load(6, b0 + p * TILE * TILE, TILE_BYTES);
+        amx_dp(0, 4, 6);
+        amx_load(7, b1 + p * TILE * TILE, TILE_BYTES);
+        amx_dp(1, 4, 7);
+        amx_load(5, a1 + p * TILE * TILE, TILE_BYTES);
+        amx_dp(2, 5, 6);
+        amx_dp(3, 5, 7);
+      }
+      amx_store(0, c0 + j0, ld);
+      amx_store(1, c0 + j0 + TILE, ld);
+      amx_store(2, c1 + j0, ld);
+      amx_store(3, c1 + j0 + TILE, ld);
+    }
+  }
+  amx_release();
 }

@@ -74,12 +74,15 @@ static inline __mmask16 cols_in(int j, int lo, int hi) {
 
 void cpu_softmax_pairs_avx512bf16(int mr, int nc, const float *s, ptrdiff_t lds, float scale,
                                   const int *jlo, const int *jhi, float *m, float *l, float *o,
-                                  ptrdiff_t ldo, int dv, uint32_t *p, ptrdiff_t ldp) {
+                                  ptrdiff_t ldo, int dv, uint32_t *p, ptrdiff_t ldp, int kt) {
   const float log2e = 1.44269504088896341f;
   const __m512 c = _mm512_set1_ps(scale * log2e), floor2 = _mm512_set1_ps(-160.0f);
   for (int i = 0; i < mr; ++i) {
     const float *restrict row = s + i * lds;
-    uint32_t *restrict prow = p + i * ldp;
+    /* A row's 32-column chunks (16 words each): consecutive, or a tile (1 KB) apart. */
+    uint32_t *restrict prow = kt ? p + (ptrdiff_t)(i / 16) * kt * 256 + (i % 16) * 16 : p + i * ldp;
+    const ptrdiff_t step = kt ? 256 : 16;
+    const int end = kt ? 32 * kt : nc;
     int lo = jlo ? jlo[i] : 0, hi = jhi ? jhi[i] : nc;
     if (hi < lo) hi = lo;
     /* The raw scores' max times scale (> 0): the max of the scaled scores, bit for bit. */
@@ -112,9 +115,9 @@ void cpu_softmax_pairs_avx512bf16(int mr, int nc, const float *s, ptrdiff_t lds,
         const __m512 e1 = exp2_avx512(_mm512_max_ps(x1, floor2));
         sum0 = _mm512_add_ps(sum0, e0);
         sum1 = _mm512_add_ps(sum1, e1);
-        _mm512_storeu_si512((void *)(prow + j / 2), (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
+        _mm512_storeu_si512((void *)(prow + j / 32 * step), (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
       }
-    for (; j < nc; j += 32) {
+    for (; j < end; j += 32) {
       const __mmask16 k0 = cols_in(j, lo, hi), k1 = cols_in(j + 16, lo, hi);
       __m512 e0 = _mm512_setzero_ps(), e1 = e0;
       if (k0) {
@@ -128,8 +131,8 @@ void cpu_softmax_pairs_avx512bf16(int mr, int nc, const float *s, ptrdiff_t lds,
         sum1 = _mm512_add_ps(sum1, e1);
       }
       const __m512i b = (__m512i)_mm512_cvtne2ps_pbh(e1, e0);
-      const int words = nc - j >= 32 ? 16 : (nc - j + 1) / 2;
-      _mm512_mask_storeu_epi32(prow + j / 2, (__mmask16)((1u << words) - 1u), b);
+      const int words = kt || nc - j >= 32 ? 16 : (nc - j + 1) / 2;
+      _mm512_mask_storeu_epi32(prow + j / 32 * step, (__mmask16)((1u << words) - 1u), b);
     }
     l[i] += _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
     if (alpha != 1.0f) {
@@ -139,16 +142,42 @@ void cpu_softmax_pairs_avx512bf16(int mr, int nc, const float *s, ptrdiff_t lds,
   }
 }
 
-/* Two bf16 rows interleaved: dst[c] = r0[c] | r1[c] << 16 (r1 NULL: a 0 high half). */
-void cpu_bf16_interleave_avx512bf16(const uint16_t *r0, const uint16_t *r1, int n, uint32_t *dst) {
+/* Rows of x as bf16 pairs in tiles (cpu_amx.h's A layout): row i's pairs 16c .. 16c + 15 at
+   dst + ((i / 16) * kt + c) * 256 + (i % 16) * 16, for c < kt; the pairs past n and the rows in
+   [rows, rows_pad) are 0. */
+void cpu_bf16_pairs_tiled_avx512bf16(int rows, int rows_pad, int n, const float *x, ptrdiff_t ldx,
+                                     uint32_t *dst, int kt) {
+  for (int i = 0; i < rows_pad; ++i) {
+    const float *xr = x + (ptrdiff_t)(i < rows ? i : 0) * ldx; /* read only below rows */
+    uint32_t *dr = dst + (ptrdiff_t)(i / 16) * kt * 256 + (i % 16) * 16;
+    for (int c = 0; c < kt; ++c) {
+      const int j = 32 * c, left = i < rows ? n - j : 0;
+      const __mmask16 lo = (__mmask16)(left >= 16 ? 0xffffu : left > 0 ? (1u << left) - 1u : 0u);
+      const __mmask16 hi = (__mmask16)(left >= 32  ? 0xffffu
+                                       : left > 16 ? (1u << (left - 16)) - 1u
+                                                   : 0u);
+      const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, xr + j + 16),
+                                             _mm512_maskz_loadu_ps(lo, xr + j));
+      _mm512_storeu_si512((void *)(dr + c * 256), (__m512i)b);
+    }
+  }
+}
+
+/* Two bf16 rows interleaved: the pair (r0[c], r1[c]) (r1 NULL: a 0 high half) at
+   dst[(c / 16) * step + c % 16]; step 16 is one row of n words, 256 puts each 16 in its own
+   tile row (cpu_amx.h's layout; n a multiple of 16 there). */
+void cpu_bf16_interleave_avx512bf16(const uint16_t *r0, const uint16_t *r1, int n, uint32_t *dst,
+                                    ptrdiff_t step) {
   int c = 0;
   for (; c + 16 <= n; c += 16) {
     __m512i a = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(r0 + c)));
     __m512i b = r1 ? _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(r1 + c)))
                    : _mm512_setzero_si512();
-    _mm512_storeu_si512((void *)(dst + c), _mm512_or_si512(a, _mm512_slli_epi32(b, 16)));
+    _mm512_storeu_si512((void *)(dst + c / 16 * step),
+                        _mm512_or_si512(a, _mm512_slli_epi32(b, 16)));
   }
-  for (; c < n; ++c) dst[c] = (uint32_t)r0[c] | (r1 ? (uint32_t)r1[c] << 16 : 0u);
+  for (; c < n; ++c)
+    dst[c / 16 * step + c % 16] = (uint32_t)r0[c] | (r1 ? (uint32_t)r1[c] << 16 : 0u);
 }
 
 /* R rows (1..4) x V vectors of 16 columns (1..4), the last vector holding `tail` columns; as the

@@ -59,7 +59,7 @@ static int has_avx512bf16(void) {
     cpu_ds_tile_##name, cpu_transpose_##name, cpu_f16_row_##name,               \
     cpu_bf16_row_##name, cpu_bf16_transpose_##name, cpu_dot_rows_##name,        \
     cpu_pv_rows_##name, cpu_dot_heads_##name, cpu_pv_heads_##name
-#define CPU_KERNEL_TABLE(name) { #name, CPU_KERNEL_FNS(name), NULL, NULL, NULL, NULL, #name, 0 }
+#define CPU_KERNEL_TABLE(name) { #name, CPU_KERNEL_FNS(name), NULL, NULL, NULL, NULL, NULL, NULL, #name, 0 }
 /* clang-format on */
 
 static const cpu_kernels kernels_generic = CPU_KERNEL_TABLE(generic);
@@ -81,6 +81,8 @@ static const cpu_kernels kernels_avx512bf16 = {"avx512bf16",
                                                cpu_bf16_interleave_avx512bf16,
                                                cpu_gemm_bf16_avx512bf16,
                                                cpu_softmax_pairs_avx512bf16,
+                                               NULL,
+                                               NULL,
                                                "avx512",
                                                0};
 #endif
@@ -94,6 +96,8 @@ static const cpu_kernels kernels_amx = {"amx",
                                         cpu_bf16_interleave_avx512bf16,
                                         cpu_gemm_bf16_amx,
                                         cpu_softmax_pairs_avx512bf16,
+                                        cpu_gemm_bf16_amx_tiled,
+                                        cpu_bf16_pairs_tiled_avx512bf16,
                                         "avx512",
                                         1};
 #endif

@@ -138,7 +138,14 @@ static void attend(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scr
   const int tn = pb->tn, d = pb->d, dv = pb->dv, mr = rw->mr, rows = rows_total(rw);
   const int64_t hk = rw->h0 / pb->group, sk = sq->sk, r0 = rw->r0;
   int jlo[CPU_MAX_TILE_M], jhi[CPU_MAX_TILE_M];
-  if (pb->bf16dp) kern->bf16_pairs(rows, d, sc->q, d, sc->qp, d / 2); /* exact: q is bf16 */
+  /* The tiled products cover rows and keys up to multiples of 32 (cpu_amx.h); the rows past
+     `rows` are zeros in Q, so their scores are 0, and what lands in O's rows past `rows` is never
+     read. */
+  const int tiled = pb->pairs_tiled, rows32 = (int)cpu_round32(rows);
+  if (tiled) /* exact: q is bf16 */
+    kern->bf16_pairs_tiled(rows, rows32, d, sc->q, d, sc->qp, d / 32);
+  else if (pb->bf16dp)
+    kern->bf16_pairs(rows, d, sc->q, d, sc->qp, d / 2);
   for (int64_t c0 = t0 * tn; c0 < t1 * tn && c0 < sk; c0 += tn) {
     const int nc = (int)(sk - c0 < tn ? sk - c0 : tn);
     fa_tile_class cls = fa_mask_tile_class(&sq->mask, r0, r0 + mr, c0, c0 + nc, sk);
@@ -147,8 +154,13 @@ static void attend(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scr
       /* The scores differ from the backward pass's fp32 recomputation only in the order of
          additions (bf16 products are exact in fp32): within rounding, not bit for bit. */
       uint32_t *kp = (uint32_t *)sc->kt;
-      cpu_load_tile_pairs_t(kern, &sq->k, c0, nc, hk, d, kp, tn);
-      kern->gemm_bf16(rows, nc, d / 2, sc->qp, d / 2, kp, tn, sc->s, tn, 0);
+      if (tiled) {
+        cpu_load_tile_pairs_tiled(kern, &sq->k, c0, nc, hk, d, kp);
+        kern->gemm_bf16_tiled(rows32, (int)cpu_round32(nc), d / 2, sc->qp, kp, sc->s, tn, 0);
+      } else {
+        cpu_load_tile_pairs_t(kern, &sq->k, c0, nc, hk, d, kp, tn);
+        kern->gemm_bf16(rows, nc, d / 2, sc->qp, d / 2, kp, tn, sc->s, tn, 0);
+      }
     } else {
       /* The same product as the backward pass's recomputation, so both see identical scores (a
          dot-product form for few rows would sum in another order and break that). */
@@ -177,7 +189,7 @@ static void attend(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scr
     if (pb->bf16dp && !pb->dropout) {
       /* P straight to bf16 pairs from the scores. */
       kern->softmax_pairs(rows, nc, sc->s, tn, scale, lo, hi, acc->m, acc->l, acc->o, dv, dv,
-                          sc->pp, pairs_ld(pb));
+                          sc->pp, pairs_ld(pb), tiled ? (int)cpu_round32(nc) / 32 : 0);
     } else {
       kern->softmax_tile(rows, nc, sc->s, tn, scale, lo, hi, acc->m, acc->l, acc->o, dv, dv);
       /* l has summed the undropped probabilities (the LSE is dropout's undropped one); only the
@@ -187,7 +199,11 @@ static void attend(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scr
           cpu_dropout_tile(pb, sq, rw->h0 + s, r0, mr, c0, nc, sc->s + (ptrdiff_t)s * mr * tn, tn);
       if (pb->bf16dp) kern->bf16_pairs(rows, nc, sc->s, tn, sc->pp, pairs_ld(pb));
     }
-    if (pb->bf16dp) { /* V interleaved by pairs of keys */
+    if (tiled) {
+      uint32_t *vp = (uint32_t *)sc->v;
+      cpu_load_tile_pairs_v_tiled(kern, &sq->v, c0, nc, hk, dv, vp);
+      kern->gemm_bf16_tiled(rows32, dv, (int)cpu_round32(nc) / 2, sc->pp, vp, acc->o, dv, 1);
+    } else if (pb->bf16dp) { /* V interleaved by pairs of keys */
       uint32_t *vp = (uint32_t *)sc->v;
       cpu_load_tile_pairs_v(kern, &sq->v, c0, nc, hk, dv, vp);
       kern->gemm_bf16(rows, dv, (nc + 1) / 2, sc->pp, pairs_ld(pb), vp, dv, acc->o, dv, 1);

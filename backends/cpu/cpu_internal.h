@@ -80,6 +80,9 @@ typedef struct cpu_problem {
      P·V by the bf16 products (cpu_bf16dp.c, cpu_amx.c), P rounded to bf16. fa_backward on bf16
      with the amx table and even head dims: its five products on them, P and dS rounded to bf16. */
   int bf16dp;
+  /* The bf16 forward on the tiled products (the amx table's gemm_bf16_tiled, cpu_amx.h): bf16dp
+     without dropout, tiles and head dims multiples of 32. */
+  int pairs_tiled;
 } cpu_problem;
 
 /* Whether the request takes the few-query-rows path (decide() asks, once): fa_forward_kvcache, at

@@ -64,15 +64,16 @@
  * cpu_amx.c for the amx table's gemm_bf16): operands are
  * bf16 pairs along the reduction dimension, one 32-bit word per pair, the even element in the low
  * half. bf16_pairs: dst[i * ldd + p] = the pair (x[i][2p], x[i][2p+1]) of fp32 rows rounded to
- * bf16 (nearest even; an odd n pads with 0). bf16_interleave: dst[c] = the pair (r0[c], r1[c]) of
- * two bf16 rows (r1 NULL: 0). gemm_bf16: C[m x n] = A·B (accumulate = 0) or C += A·B, A(i, p) =
- * a[i * lda + p] and B(p, j) = b[p * ldb + j] pairs, p < k2, in fp32 lanes by vdpbf16ps (or
- * AMX-BF16's tdpbf16ps). The forward uses them for S = Q·Kᵀ and O += P·V; with bf16_backward
- * set, the backward too, for S, dP = dO·Vᵀ, dV += Pᵀ·dO, dK += dSᵀ·Q and dQ += dS·K.
- * softmax_pairs: softmax_tile's online step without dropout, leaving s as it was and writing the
- * probabilities as bf16_pairs would (row i at p + i * ldp, every word of the row: 0 outside
- * [jlo, jhi)), in one pass over the scores with a base-2 exponential (cpu_bf16dp.c): the
- * separate conversion re-read the whole tile.
+ * bf16 (nearest even; an odd n pads with 0). bf16_interleave: the pair (r0[c], r1[c]) of two
+ * bf16 rows (r1 NULL: 0) at dst[(c / 16) * step + c % 16] (step 16: dst[c]). gemm_bf16: C[m x n] =
+ * A·B (accumulate = 0) or C += A·B, A(i, p) = a[i * lda + p] and B(p, j) = b[p * ldb + j] pairs, p
+ * < k2, in fp32 lanes by vdpbf16ps (or AMX-BF16's tdpbf16ps). The forward uses them for S = Q·Kᵀ
+ * and O += P·V; with bf16_backward set, the backward too, for S, dP = dO·Vᵀ, dV += Pᵀ·dO, dK +=
+ * dSᵀ·Q and dQ += dS·K. softmax_pairs: softmax_tile's online step without dropout, leaving s as it
+ * was and writing the probabilities as bf16_pairs would (row i at p + i * ldp, every word of the
+ * row: 0 outside [jlo, jhi)), in one pass over the scores with a base-2 exponential (cpu_bf16dp.c):
+ * the separate conversion re-read the whole tile. With kt > 0 it writes them in tiles instead (the
+ * A layout of cpu_amx.h with kt pair blocks a row block; ldp unused), 0 past nc up to 32 kt.
  */
 /* The storage dtypes of K/V rows the row kernels read (a plain int keeps this header free of the
    API's). */
@@ -117,12 +118,19 @@ typedef struct cpu_kernels {
                    const cpu_rows_prefetch *pf);
   /* The bf16 products: set in the avx512bf16 and amx tables only. */
   void (*bf16_pairs)(int rows, int n, const float *x, ptrdiff_t ldx, uint32_t *dst, ptrdiff_t ldd);
-  void (*bf16_interleave)(const uint16_t *r0, const uint16_t *r1, int n, uint32_t *dst);
+  void (*bf16_interleave)(const uint16_t *r0, const uint16_t *r1, int n, uint32_t *dst,
+                          ptrdiff_t step);
   void (*gemm_bf16)(int m, int n, int k2, const uint32_t *a, ptrdiff_t lda, const uint32_t *b,
                     ptrdiff_t ldb, float *c, ptrdiff_t ldc, int accumulate);
   void (*softmax_pairs)(int mr, int nc, const float *s, ptrdiff_t lds, float scale, const int *jlo,
                         const int *jhi, float *m, float *l, float *o, ptrdiff_t ldo, int dv,
-                        uint32_t *p, ptrdiff_t ldp);
+                        uint32_t *p, ptrdiff_t ldp, int kt);
+  /* The tiled forward (the amx table only, NULL in every other): cpu_amx.h's tiled product, and
+     fp32 rows as bf16 pairs in its A layout. */
+  void (*gemm_bf16_tiled)(int m, int n, int k2, const uint32_t *a, const uint32_t *b, float *c,
+                          ptrdiff_t ldc, int accumulate);
+  void (*bf16_pairs_tiled)(int rows, int rows_pad, int n, const float *x, ptrdiff_t ldx,
+                           uint32_t *dst, int kt);
   /* The build the fp32 kernels of this table come from ("avx512" for the avx512bf16 and amx
      tables, which share them): the name of every kernel that does not use the bf16 products. */
   const char *fp32_isa;
@@ -184,13 +192,16 @@ CPU_KERNEL_DECLS(neon)
 #if defined(FA_CPU_HAVE_AVX512BF16)
 void cpu_bf16_pairs_avx512bf16(int rows, int n, const float *x, ptrdiff_t ldx, uint32_t *dst,
                                ptrdiff_t ldd);
-void cpu_bf16_interleave_avx512bf16(const uint16_t *r0, const uint16_t *r1, int n, uint32_t *dst);
+void cpu_bf16_interleave_avx512bf16(const uint16_t *r0, const uint16_t *r1, int n, uint32_t *dst,
+                                    ptrdiff_t step);
 void cpu_gemm_bf16_avx512bf16(int m, int n, int k2, const uint32_t *a, ptrdiff_t lda,
                               const uint32_t *b, ptrdiff_t ldb, float *c, ptrdiff_t ldc,
                               int accumulate);
 void cpu_softmax_pairs_avx512bf16(int mr, int nc, const float *s, ptrdiff_t lds, float scale,
                                   const int *jlo, const int *jhi, float *m, float *l, float *o,
-                                  ptrdiff_t ldo, int dv, uint32_t *p, ptrdiff_t ldp);
+                                  ptrdiff_t ldo, int dv, uint32_t *p, ptrdiff_t ldp, int kt);
+void cpu_bf16_pairs_tiled_avx512bf16(int rows, int rows_pad, int n, const float *x, ptrdiff_t ldx,
+                                     uint32_t *dst, int kt);
 #endif
 
 /* Inside a per-ISA build (CPU_ISA set by the build), CPU_KFN(gemm) is cpu_gemm_<isa>. */

@@ -141,7 +141,66 @@ static inline void cpu_load_tile_pairs_v(const cpu_kernels *kern, const cpu_rows
         r[k] = tmp[k];
       }
     }
-    kern->bf16_interleave(r[0], r[1], (int)dv, dst + q * dv);
+    kern->bf16_interleave(r[0], r[1], (int)dv, dst + q * dv, 16);
+  }
+}
+
+/* The forward's tiled operands (cpu_amx.h's layout; head dims multiples of 32): the first
+   multiple of 32 at or above n, the rows or keys a tiled product covers. */
+static inline int64_t cpu_round32(int64_t n) { return (n + 31) / 32 * 32; }
+
+/* K tile rows [row0, row0 + rows) of head h as the B tiles of S = Q·Kᵀ: column block j (keys
+   16j ..) holds d/32 tiles of 16 pairs each, the keys' pairs transposed; keys past rows, up to a
+   multiple of 32, are 0. */
+static inline void cpu_load_tile_pairs_tiled(const cpu_kernels *kern, const cpu_rows *t,
+                                             int64_t row0, int64_t rows, int64_t h, int64_t d,
+                                             uint32_t *restrict dst) {
+  uint32_t block[CPU_T_BLOCK][CPU_MAX_HEAD_DIM / 2];
+  const int64_t d2 = d / 2;
+  for (int64_t r0 = 0; r0 < cpu_round32(rows); r0 += CPU_T_BLOCK) {
+    for (int64_t r = 0; r < CPU_T_BLOCK; ++r) {
+      const int64_t row = row0 + r0 + r;
+      if (r0 + r >= rows)
+        memset(block[r], 0, (size_t)d2 * sizeof(uint32_t));
+      else if (t->cs == 1)
+        memcpy(block[r], (const uint16_t *)t->data + cpu_rows_off(t, row, h),
+               (size_t)d * sizeof(uint16_t));
+      else
+        for (int64_t p = 0; p < d2; ++p)
+          block[r][p] = (uint32_t)cpu_bf16_at(t, row, h, 2 * p) |
+                        (uint32_t)cpu_bf16_at(t, row, h, 2 * p + 1) << 16;
+    }
+    kern->transpose(CPU_T_BLOCK, (int)d2, (const float *)&block[0][0], CPU_MAX_HEAD_DIM / 2,
+                    (float *)(dst + r0 * d2), CPU_T_BLOCK);
+  }
+}
+
+/* V tile rows [row0, row0 + rows) of head h as the B tiles of O += P·V: pairs of keys, columns
+   of V; tile (pair block q, column block j) at dst + (j * kt + q) * 256, kt = the padded key
+   count / 32; pairs past rows are 0. */
+static inline void cpu_load_tile_pairs_v_tiled(const cpu_kernels *kern, const cpu_rows *t,
+                                               int64_t row0, int64_t rows, int64_t h, int64_t dv,
+                                               uint32_t *restrict dst) {
+  uint16_t tmp[2][CPU_MAX_HEAD_DIM_V];
+  const int64_t kt = cpu_round32(rows) / 32;
+  for (int64_t q = 0; q < 16 * kt; ++q) {
+    /* Pair row q of every column block's tile: column c at (c / 16) * kt * 256 + c % 16. */
+    uint32_t *at = dst + (q / 16) * 256 + (q % 16) * 16;
+    if (2 * q >= rows) {
+      for (int64_t j = 0; j < dv / 16; ++j) memset(at + j * kt * 256, 0, 16 * sizeof(uint32_t));
+      continue;
+    }
+    const uint16_t *r[2] = {NULL, NULL};
+    for (int k = 0; k < 2 && 2 * q + k < rows; ++k) {
+      const int64_t row = row0 + 2 * q + k;
+      if (t->cs == 1) {
+        r[k] = (const uint16_t *)t->data + cpu_rows_off(t, row, h);
+      } else {
+        for (int64_t c = 0; c < dv; ++c) tmp[k][c] = cpu_bf16_at(t, row, h, c);
+        r[k] = tmp[k];
+      }
+    }
+    kern->bf16_interleave(r[0], r[1], (int)dv, at, kt * 256);
   }
 }
 
