@@ -63,13 +63,30 @@ static const char *cpu_expected_isa(void) {
   return widest_first[best];
 }
 
+/* Whether the CPU backend's device line says its AMX table is in use: FA_CPU_ISA=amx, or by
+   default on a CPU and OS that run AMX (asked once). */
+static int cpu_amx_running(void) {
+  static int known = -1;
+  if (known < 0) {
+    fa_backend_desc descs[8];
+    int32_t n = 0;
+    for (int32_t i = 0; i < 8; ++i) fa_backend_desc_init(&descs[i]);
+    known = 0;
+    if (fa_backend_info(descs, 8, &n) == FA_OK)
+      for (int32_t i = 0; i < n && i < 8; ++i)
+        if (descs[i].id == FA_BACKEND_CPU) known = strstr(descs[i].devices, "amx: in use") != NULL;
+  }
+  return known;
+}
+
 /* The build named for one call: FA_CPU_ISA=avx512bf16 (asked for by name only) runs the bf16
    products in fa_forward on bf16 with even head dims, on a CPU with AVX512-BF16 (CPUID leaf 7
    subleaf 1, EAX bit 5); everything else runs and is named as the AVX-512 build.
    FA_CPU_ISA=amx (by name only; the suite skips when the backend's device line does not say AMX
    is in use, since the backend then refuses every call) runs the same products on AMX-BF16 tiles
    in fa_forward and in fa_backward, on bf16 with even head dims, named amx; everything else
-   (f32, f16, odd head dims, fa_forward_kvcache) runs and is named as the AVX-512 build. */
+   (f32, f16, odd head dims, fa_forward_kvcache) runs and is named as the AVX-512 build. With
+   FA_CPU_ISA unset the backend takes the AMX table wherever AMX runs: the same names. */
 const char *cpu_expected_isa_for(const char *op, fa_dtype dt, int64_t d, int64_t dv) {
   const char *isa = cpu_expected_isa();
   const char *forced = getenv("FA_CPU_ISA");
@@ -80,8 +97,8 @@ const char *cpu_expected_isa_for(const char *op, fa_dtype dt, int64_t d, int64_t
       __get_cpuid_count(7, 1, &a, &b, &c, &dd) && (a & (1u << 5)) && !strcmp(op, "fwd") &&
       bf16_pairs)
     return "avx512bf16";
-  if (!strcmp(isa, "avx512") && forced && !strcmp(forced, "amx") && bf16_pairs &&
-      (!strcmp(op, "fwd") || !strcmp(op, "bwd")))
+  const int amx = forced && *forced ? !strcmp(forced, "amx") : cpu_amx_running();
+  if (!strcmp(isa, "avx512") && amx && bf16_pairs && (!strcmp(op, "fwd") || !strcmp(op, "bwd")))
     return "amx";
 #else
   (void)op, (void)dt, (void)d, (void)dv, (void)forced;
