@@ -124,25 +124,32 @@ static inline void cpu_load_tile_pairs_t(const cpu_kernels *kern, const cpu_rows
   }
 }
 
+/* Keys 2q and 2q + 1 of the tile rows [row0, row0 + rows) of head h, interleaved as bf16 pairs
+   by bf16_interleave at dst with its step; a key past rows gives 0 halves. */
+static inline void cpu_interleave_key_pair(const cpu_kernels *kern, const cpu_rows *t, int64_t row0,
+                                           int64_t rows, int64_t q, int64_t h, int64_t dv,
+                                           uint32_t *dst, ptrdiff_t step) {
+  uint16_t tmp[2][CPU_MAX_HEAD_DIM_V];
+  const uint16_t *r[2] = {NULL, NULL};
+  for (int k = 0; k < 2 && 2 * q + k < rows; ++k) {
+    const int64_t row = row0 + 2 * q + k;
+    if (t->cs == 1) {
+      r[k] = (const uint16_t *)t->data + cpu_rows_off(t, row, h);
+    } else {
+      for (int64_t c = 0; c < dv; ++c) tmp[k][c] = cpu_bf16_at(t, row, h, c);
+      r[k] = tmp[k];
+    }
+  }
+  kern->bf16_interleave(r[0], r[1], (int)dv, dst, step);
+}
+
 /* V tile rows [row0, row0 + rows) of head h as pairs along the keys: dst[q * dv + c] =
    (V[2q][c], V[2q+1][c]), 0 in the high half of the last word when rows is odd. */
 static inline void cpu_load_tile_pairs_v(const cpu_kernels *kern, const cpu_rows *t, int64_t row0,
                                          int64_t rows, int64_t h, int64_t dv,
                                          uint32_t *restrict dst) {
-  uint16_t tmp[2][CPU_MAX_HEAD_DIM_V];
-  for (int64_t q = 0; 2 * q < rows; ++q) {
-    const uint16_t *r[2] = {NULL, NULL};
-    for (int k = 0; k < 2 && 2 * q + k < rows; ++k) {
-      const int64_t row = row0 + 2 * q + k;
-      if (t->cs == 1) {
-        r[k] = (const uint16_t *)t->data + cpu_rows_off(t, row, h);
-      } else {
-        for (int64_t c = 0; c < dv; ++c) tmp[k][c] = cpu_bf16_at(t, row, h, c);
-        r[k] = tmp[k];
-      }
-    }
-    kern->bf16_interleave(r[0], r[1], (int)dv, dst + q * dv, 16);
-  }
+  for (int64_t q = 0; 2 * q < rows; ++q)
+    cpu_interleave_key_pair(kern, t, row0, rows, q, h, dv, dst + q * dv, 16);
 }
 
 /* The forward's tiled operands (cpu_amx.h's layout; head dims multiples of 32): the first
@@ -181,26 +188,14 @@ static inline void cpu_load_tile_pairs_tiled(const cpu_kernels *kern, const cpu_
 static inline void cpu_load_tile_pairs_v_tiled(const cpu_kernels *kern, const cpu_rows *t,
                                                int64_t row0, int64_t rows, int64_t h, int64_t dv,
                                                uint32_t *restrict dst) {
-  uint16_t tmp[2][CPU_MAX_HEAD_DIM_V];
   const int64_t kt = cpu_round32(rows) / 32;
   for (int64_t q = 0; q < 16 * kt; ++q) {
     /* Pair row q of every column block's tile: column c at (c / 16) * kt * 256 + c % 16. */
     uint32_t *at = dst + (q / 16) * 256 + (q % 16) * 16;
-    if (2 * q >= rows) {
+    if (2 * q >= rows)
       for (int64_t j = 0; j < dv / 16; ++j) memset(at + j * kt * 256, 0, 16 * sizeof(uint32_t));
-      continue;
-    }
-    const uint16_t *r[2] = {NULL, NULL};
-    for (int k = 0; k < 2 && 2 * q + k < rows; ++k) {
-      const int64_t row = row0 + 2 * q + k;
-      if (t->cs == 1) {
-        r[k] = (const uint16_t *)t->data + cpu_rows_off(t, row, h);
-      } else {
-        for (int64_t c = 0; c < dv; ++c) tmp[k][c] = cpu_bf16_at(t, row, h, c);
-        r[k] = tmp[k];
-      }
-    }
-    kern->bf16_interleave(r[0], r[1], (int)dv, at, kt * 256);
+    else
+      cpu_interleave_key_pair(kern, t, row0, rows, q, h, dv, at, kt * 256);
   }
 }
 
