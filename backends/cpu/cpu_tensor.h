@@ -99,6 +99,18 @@ static inline uint16_t cpu_bf16_at(const cpu_rows *t, int64_t r, int64_t h, int6
   return ((const uint16_t *)t->data)[cpu_rows_off(t, r, h) + c * t->cs];
 }
 
+/* Row `row` of head h (bf16, d even) as its d/2 pairs: a contiguous row already is them. */
+static inline void cpu_row_pairs(const cpu_rows *t, int64_t row, int64_t h, int64_t d,
+                                 uint32_t *restrict dst) {
+  if (t->cs == 1) {
+    memcpy(dst, (const uint16_t *)t->data + cpu_rows_off(t, row, h), (size_t)d * sizeof(uint16_t));
+    return;
+  }
+  for (int64_t p = 0; p < d / 2; ++p)
+    dst[p] = (uint32_t)cpu_bf16_at(t, row, h, 2 * p) | (uint32_t)cpu_bf16_at(t, row, h, 2 * p + 1)
+                                                           << 16;
+}
+
 /* K tile rows [row0, row0 + rows) of head h as pairs along the head dimension, transposed:
    dst[p * ld + r] = (K[r][2p], K[r][2p+1]). A contiguous row already is its pairs in memory, so
    the 32-bit transpose of the fp32 tiles serves (it moves bits, no arithmetic). */
@@ -109,16 +121,7 @@ static inline void cpu_load_tile_pairs_t(const cpu_kernels *kern, const cpu_rows
   const int64_t d2 = d / 2;
   for (int64_t r0 = 0; r0 < rows; r0 += CPU_T_BLOCK) {
     int64_t n = rows - r0 < CPU_T_BLOCK ? rows - r0 : CPU_T_BLOCK;
-    for (int64_t r = 0; r < n; ++r) {
-      const int64_t row = row0 + r0 + r;
-      if (t->cs == 1)
-        memcpy(block[r], (const uint16_t *)t->data + cpu_rows_off(t, row, h),
-               (size_t)d * sizeof(uint16_t));
-      else
-        for (int64_t p = 0; p < d2; ++p)
-          block[r][p] = (uint32_t)cpu_bf16_at(t, row, h, 2 * p) |
-                        (uint32_t)cpu_bf16_at(t, row, h, 2 * p + 1) << 16;
-    }
+    for (int64_t r = 0; r < n; ++r) cpu_row_pairs(t, row0 + r0 + r, h, d, block[r]);
     kern->transpose((int)n, (int)d2, (const float *)&block[0][0], CPU_MAX_HEAD_DIM / 2,
                     (float *)(dst + r0), (ptrdiff_t)ld);
   }
@@ -166,16 +169,10 @@ static inline void cpu_load_tile_pairs_tiled(const cpu_kernels *kern, const cpu_
   const int64_t d2 = d / 2;
   for (int64_t r0 = 0; r0 < cpu_round32(rows); r0 += CPU_T_BLOCK) {
     for (int64_t r = 0; r < CPU_T_BLOCK; ++r) {
-      const int64_t row = row0 + r0 + r;
-      if (r0 + r >= rows)
-        memset(block[r], 0, (size_t)d2 * sizeof(uint32_t));
-      else if (t->cs == 1)
-        memcpy(block[r], (const uint16_t *)t->data + cpu_rows_off(t, row, h),
-               (size_t)d * sizeof(uint16_t));
+      if (r0 + r < rows)
+        cpu_row_pairs(t, row0 + r0 + r, h, d, block[r]);
       else
-        for (int64_t p = 0; p < d2; ++p)
-          block[r][p] = (uint32_t)cpu_bf16_at(t, row, h, 2 * p) |
-                        (uint32_t)cpu_bf16_at(t, row, h, 2 * p + 1) << 16;
+        memset(block[r], 0, (size_t)d2 * sizeof(uint32_t));
     }
     kern->transpose(CPU_T_BLOCK, (int)d2, (const float *)&block[0][0], CPU_MAX_HEAD_DIM / 2,
                     (float *)(dst + r0 * d2), CPU_T_BLOCK);
