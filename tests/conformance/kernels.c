@@ -63,6 +63,7 @@ static const char *cpu_expected_isa(void) {
   return widest_first[best];
 }
 
+#if defined(__GNUC__) && defined(__x86_64__)
 /* Whether the CPU backend's device line says its AMX table is in use: FA_CPU_ISA=amx, or by
    default on a CPU and OS that run AMX (asked once). */
 static int cpu_amx_running(void) {
@@ -78,6 +79,7 @@ static int cpu_amx_running(void) {
   }
   return known;
 }
+#endif
 
 /* The build named for one call: FA_CPU_ISA=avx512bf16 (asked for by name only) runs the bf16
    products in fa_forward on bf16 with even head dims, on a CPU with AVX512-BF16 (CPUID leaf 7
