@@ -39,7 +39,7 @@ typedef struct fwd_scratch {
   float *l;  /* [tm]     running row sum */
   /* The bf16 products only (pb->bf16dp; kt and v then hold K and V as bf16 pairs): */
   uint32_t *qp; /* [tm][d/2]  the query tile as bf16 pairs */
-  uint32_t *pp; /* [tm][tn/2 + 1] the probabilities as bf16 pairs */
+  uint32_t *pp; /* [tm][pairs_ld] the probabilities as bf16 pairs (or their tiles) */
 } fwd_scratch;
 
 /* Words of one row of the probabilities' pairs (an odd tile width gets a padded last pair),
