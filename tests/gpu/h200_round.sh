@@ -91,7 +91,9 @@ if [ "${CPU:-0}" = 1 ] || [ "${CPU:-0}" = quick ]; then
     grep -o -w -E "amx_[a-z0-9]+|avx512_bf16|avx512_fp16" /proc/cpuinfo | sort -u | tr '\n' ' '
     echo
     cpu_run "$cores" "$bin/fa-info" 2>&1 | grep -A4 "^  cpu:"
-    cpu_run "$cores" timeout 120 "$bin/conformance" --backend cpu --quick 2>&1 | tail -1
+    # the first failures with their reasons, then the count
+    cpu_run "$cores" timeout 120 "$bin/conformance" --backend cpu --quick 2>&1 |
+      awk '/^FAIL/ && n < 5 { n++; print; getline; print } /^conformance: .* passed/ { print }'
     cpu_run "$cores" "$bin/cpu-amx-peak" 2>&1 | tail -1
     cpu_run "$cores" "$bin/cpu-fma-peak" | tail -1
     # shellcheck disable=SC2054 # the commas separate the values of one option
