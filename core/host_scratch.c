@@ -119,14 +119,6 @@ void fa_host_scratch_release(void) {
   pthread_mutex_unlock(&lock);
 }
 
-size_t fa_host_scratch_kept(void) {
-  size_t total = 0;
-  pthread_mutex_lock(&lock);
-  for (const host_scratch *e = listed; e; e = e->next) total += e->bytes;
-  pthread_mutex_unlock(&lock);
-  return total;
-}
-
 /* A library unloaded before its threads exit must not leave them a destructor to call. */
 __attribute__((destructor)) static void unload(void) {
   if (key_made) pthread_key_delete(key);

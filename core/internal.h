@@ -16,11 +16,10 @@ fa_status fa_check_run_info(const fa_run_info *info);
    kept block when it is free and large enough (grown to need), else a block of the call's own
    (*owned, also the return value). NULL when no memory could be had. Given back by
    fa_host_scratch_give with the same two pointers. fa_host_scratch_release frees every kept
-   block no call holds (fa_release); fa_host_scratch_kept sums the kept blocks' bytes (tests). */
+   block no call holds (fa_release). */
 void *fa_host_scratch_take(size_t need, void **owned);
 void fa_host_scratch_give(void *block, void *owned);
 void fa_host_scratch_release(void);
-size_t fa_host_scratch_kept(void);
 
 /* validate.c: every argument checked once. On success *req is filled (pointing into *params_out,
  * which holds the caller's params resolved to this version's struct). */

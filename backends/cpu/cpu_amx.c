@@ -149,7 +149,7 @@ AMX_TARGET void cpu_gemm_bf16_amx(int m, int n, int k2, const uint32_t *a, ptrdi
   amx_release(); /* back to the init state: no tile data for the OS to save at a switch */
 }
 
-/* Tile t of a tiled operand at p: 16 rows of 64 bytes, one after another. */
+/* The row stride of a tiled operand's tile: its 16 rows of 64 bytes lie one after another. */
 #define TILE_BYTES 64
 
 AMX_TARGET void cpu_gemm_bf16_amx_tiled(int m, int n, int k2, const uint32_t *a, const uint32_t *b,

@@ -24,6 +24,20 @@
 #include "core/math/softmax.h"
 #include "cpu_kernels.h"
 
+/* The lanes of the 16 columns from j that lie in [lo, hi). */
+static inline __mmask16 cols_in(int j, int lo, int hi) {
+  const int a = lo - j > 0 ? lo - j : 0, b = hi - j < 16 ? hi - j : 16;
+  if (b <= a) return 0;
+  return (__mmask16)(((1u << (b - a)) - 1u) << a);
+}
+
+/* x[0 .. 32) as 16 bf16 pairs (the second argument of vcvtne2ps2bf16 fills the low 16 values),
+   the values from x[left] on read as 0 and not loaded. */
+static inline __m512bh pairs_of(const float *x, int left) {
+  return _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(cols_in(16, 0, left), x + 16),
+                             _mm512_maskz_loadu_ps(cols_in(0, 0, left), x));
+}
+
 /* Rows of x (fp32) as bf16 pairs: dst[i * ldd + p] = bf16(x[2p]) | bf16(x[2p+1]) << 16, 32
    values per vcvtne2ps2bf16; an odd n gets a 0 high half in its last word. */
 void cpu_bf16_pairs_avx512bf16(int rows, int n, const float *x, ptrdiff_t ldx, uint32_t *dst,
@@ -39,10 +53,7 @@ void cpu_bf16_pairs_avx512bf16(int rows, int n, const float *x, ptrdiff_t ldx, u
     }
     if (j < n) {
       const int left = n - j; /* 1 .. 31 */
-      const __mmask16 lo = (__mmask16)(left >= 16 ? 0xffffu : (1u << left) - 1u);
-      const __mmask16 hi = (__mmask16)(left > 16 ? (1u << (left - 16)) - 1u : 0u);
-      __m512bh b = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, xr + j + 16),
-                                       _mm512_maskz_loadu_ps(lo, xr + j));
+      const __m512bh b = pairs_of(xr + j, left);
       const int words = (left + 1) / 2;
       _mm512_mask_storeu_epi32(dr + j / 2, (__mmask16)((1u << words) - 1u), (__m512i)b);
     }
@@ -63,13 +74,6 @@ static inline __m512 exp2_avx512(__m512 x) {
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6931469440460205f));
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0000001192092896f));
   return _mm512_scalef_ps(p, n);
-}
-
-/* The lanes of the 16 columns from j that lie in [lo, hi). */
-static inline __mmask16 cols_in(int j, int lo, int hi) {
-  const int a = lo - j > 0 ? lo - j : 0, b = hi - j < 16 ? hi - j : 16;
-  if (b <= a) return 0;
-  return (__mmask16)(((1u << (b - a)) - 1u) << a);
 }
 
 void cpu_softmax_pairs_avx512bf16(int mr, int nc, const float *s, ptrdiff_t lds, float scale,
@@ -151,13 +155,8 @@ void cpu_bf16_pairs_tiled_avx512bf16(int rows, int rows_pad, int n, const float 
     const float *xr = x + (ptrdiff_t)(i < rows ? i : 0) * ldx; /* read only below rows */
     uint32_t *dr = dst + (ptrdiff_t)(i / 16) * kt * 256 + (i % 16) * 16;
     for (int c = 0; c < kt; ++c) {
-      const int j = 32 * c, left = i < rows ? n - j : 0;
-      const __mmask16 lo = (__mmask16)(left >= 16 ? 0xffffu : left > 0 ? (1u << left) - 1u : 0u);
-      const __mmask16 hi = (__mmask16)(left >= 32  ? 0xffffu
-                                       : left > 16 ? (1u << (left - 16)) - 1u
-                                                   : 0u);
-      const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, xr + j + 16),
-                                             _mm512_maskz_loadu_ps(lo, xr + j));
+      const int j = 32 * c;
+      const __m512bh b = pairs_of(xr + j, i < rows ? n - j : 0);
       _mm512_storeu_si512((void *)(dr + c * 256), (__m512i)b);
     }
   }

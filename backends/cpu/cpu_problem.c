@@ -46,7 +46,7 @@ void cpu_problem_init(cpu_problem *pb, const fa_request *req, const cpu_choice *
   pb->pos_shift = pb->positioned ? req->pos.shift : 0;
   pb->rotary_dim = req->op == FA_OP_KVCACHE ? req->rotary_dim : 0;
   pb->bf16dp = choice->bf16dp;
-  pb->pairs_tiled = pb->bf16dp && pb->kern->gemm_bf16_tiled && !pb->dropout && !pb->rows_path &&
+  pb->pairs_tiled = pb->bf16dp && pb->kern->gemm_bf16_tiled && !pb->dropout &&
                     req->op == FA_OP_FORWARD && tile_m % 32 == 0 && tile_n % 32 == 0 &&
                     pb->d % 32 == 0 && pb->dv % 32 == 0;
 }

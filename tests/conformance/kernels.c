@@ -39,6 +39,7 @@
 #endif
 
 #include "conformance.h"
+#include "test_cpu_amx.h"
 
 /* The CPU kernel build meant to run: the widest this CPU has (asked here independently of the
    plugin, so a wrong choice in the plugin is caught), or a narrower one forced by FA_CPU_ISA. */
@@ -69,13 +70,9 @@ static const char *cpu_expected_isa(void) {
 static int cpu_amx_running(void) {
   static int known = -1;
   if (known < 0) {
-    fa_backend_desc descs[8];
-    int32_t n = 0;
-    for (int32_t i = 0; i < 8; ++i) fa_backend_desc_init(&descs[i]);
-    known = 0;
-    if (fa_backend_info(descs, 8, &n) == FA_OK)
-      for (int32_t i = 0; i < n && i < 8; ++i)
-        if (descs[i].id == FA_BACKEND_CPU) known = strstr(descs[i].devices, "amx: in use") != NULL;
+    char line[sizeof(((fa_backend_desc *)0)->devices)];
+    cpu_device_line(line, sizeof line);
+    known = cpu_line_says_amx(line);
   }
   return known;
 }
