@@ -27,6 +27,7 @@
 #include "core/math/softmax.h"
 #include "cpu_internal.h"
 #include "cpu_kernels.h"
+#include "cpu_kv_share.h"
 #include "cpu_tensor.h"
 
 typedef struct fwd_scratch {
@@ -126,9 +127,53 @@ static void visible_tiles(const cpu_problem *pb, const cpu_seq *sq, const fwd_ro
   *last = hi_last > lo_first ? (hi_last + pb->tn - 1) / pb->tn : *first;
 }
 
+/* A task's use of the shared K/V tiles (cpu_kv_share.h): its unit (batch, KV head), and whether
+   it may use the unit's slot. */
+typedef struct kv_use {
+  cpu_kv_share *share;
+  int64_t unit;
+  int claimed;
+} kv_use;
+
+/* The unit of the task (b, head group hg): its query heads' KV head. */
+static int64_t kv_unit(const cpu_problem *pb, int64_t b, int64_t hg) {
+  return b * pb->heads_kv + hg * pb->pack / pb->group;
+}
+
+static kv_use kv_use_of(cpu_kv_share *share, const cpu_problem *pb, int64_t b, int64_t hg) {
+  kv_use use = {share, kv_unit(pb, b, hg), 0};
+  use.claimed = cpu_kv_share_claim(share, use.unit);
+  return use;
+}
+
+/* The keys [c0, c0 + nc) of KV head hk in the tiled pair layouts: from the unit's slot, packed
+   there by the first task that needs them, else packed into this task's scratch. */
+static void tiled_kv(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scratch *sc,
+                     const cpu_seq *sq, const kv_use *use, int64_t c0, int nc, int64_t hk,
+                     const uint32_t **kp, const uint32_t **vp) {
+  const int64_t t = c0 / pb->tn;
+  cpu_kv_tile_mode mode = CPU_KV_PRIVATE;
+  uint32_t *k = NULL, *v;
+  if (use->claimed && t < use->share->k_tiles)
+    k = cpu_kv_share_tile(use->share, use->unit, t, &mode);
+  if (mode == CPU_KV_PRIVATE) {
+    k = (uint32_t *)sc->kt;
+    v = (uint32_t *)sc->v;
+  } else {
+    v = k + use->share->k_words;
+  }
+  if (mode != CPU_KV_READY) {
+    cpu_load_tile_pairs_tiled(kern, &sq->k, c0, nc, hk, pb->d, k);
+    cpu_load_tile_pairs_v_tiled(kern, &sq->v, c0, nc, hk, pb->dv, v);
+    if (mode == CPU_KV_PACK) cpu_kv_share_publish(use->share, use->unit, t);
+  }
+  *kp = k;
+  *vp = v;
+}
+
 /* Streams the key tiles [t0, t1) through the rows in sc->q into acc. */
 static void attend(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scratch *sc,
-                   const cpu_seq *sq, const fwd_rows *rw, int64_t t0, int64_t t1,
+                   const cpu_seq *sq, const fwd_rows *rw, const kv_use *use, int64_t t0, int64_t t1,
                    const fwd_acc *acc) {
   if (pb->rows_path) { /* decoding: K and V read in place (cpu_decode.c) */
     cpu_attend_rows(pb, kern, sq, rw->h0, rw->heads, rw->r0, rw->mr, sc->q, sc->s, t0 * pb->tn,
@@ -150,13 +195,15 @@ static void attend(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scr
     const int nc = (int)(sk - c0 < tn ? sk - c0 : tn);
     fa_tile_class cls = fa_mask_tile_class(&sq->mask, r0, r0 + mr, c0, c0 + nc, sk);
     if (cls == FA_TILE_EMPTY) continue;
+    const uint32_t *vt = NULL; /* tiled: V's pairs */
     if (pb->bf16dp) {
       /* The scores differ from the backward pass's fp32 recomputation only in the order of
          additions (bf16 products are exact in fp32): within rounding, not bit for bit. */
       uint32_t *kp = (uint32_t *)sc->kt;
       if (tiled) {
-        cpu_load_tile_pairs_tiled(kern, &sq->k, c0, nc, hk, d, kp);
-        kern->gemm_bf16_tiled(rows32, (int)cpu_round32(nc), d / 2, sc->qp, kp, sc->s, tn, 0);
+        const uint32_t *kt;
+        tiled_kv(pb, kern, sc, sq, use, c0, nc, hk, &kt, &vt);
+        kern->gemm_bf16_tiled(rows32, (int)cpu_round32(nc), d / 2, sc->qp, kt, sc->s, tn, 0);
       } else {
         cpu_load_tile_pairs_t(kern, &sq->k, c0, nc, hk, d, kp, tn);
         kern->gemm_bf16(rows, nc, d / 2, sc->qp, d / 2, kp, tn, sc->s, tn, 0);
@@ -200,9 +247,7 @@ static void attend(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scr
       if (pb->bf16dp) kern->bf16_pairs(rows, nc, sc->s, tn, sc->pp, pairs_ld(pb));
     }
     if (tiled) {
-      uint32_t *vp = (uint32_t *)sc->v;
-      cpu_load_tile_pairs_v_tiled(kern, &sq->v, c0, nc, hk, dv, vp);
-      kern->gemm_bf16_tiled(rows32, dv, (int)cpu_round32(nc) / 2, sc->pp, vp, acc->o, dv, 1);
+      kern->gemm_bf16_tiled(rows32, dv, (int)cpu_round32(nc) / 2, sc->pp, vt, acc->o, dv, 1);
     } else if (pb->bf16dp) { /* V interleaved by pairs of keys */
       uint32_t *vp = (uint32_t *)sc->v;
       cpu_load_tile_pairs_v(kern, &sq->v, c0, nc, hk, dv, vp);
@@ -239,7 +284,8 @@ static int task_rows(const fa_request *req, const cpu_problem *pb, int64_t b, in
 }
 
 static void forward_task(const fa_request *req, const cpu_problem *pb, const cpu_kernels *kern,
-                         const fwd_scratch *sc, int64_t b, int64_t hg, int64_t tile) {
+                         const fwd_scratch *sc, cpu_kv_share *share, int64_t b, int64_t hg,
+                         int64_t tile) {
   cpu_seq sq;
   fwd_rows rw;
   if (!task_rows(req, pb, b, hg, tile, &sq, &rw)) return;
@@ -248,7 +294,8 @@ static void forward_task(const fa_request *req, const cpu_problem *pb, const cpu
   acc_reset(&acc, rows_total(&rw), pb->dv);
   int64_t first, last;
   visible_tiles(pb, &sq, &rw, &first, &last);
-  attend(pb, kern, sc, &sq, &rw, first, last, &acc);
+  const kv_use use = kv_use_of(share, pb, b, hg);
+  attend(pb, kern, sc, &sq, &rw, &use, first, last, &acc);
   store_rows(pb, &sq, &rw, &acc);
 }
 
@@ -263,8 +310,8 @@ static fwd_acc partial_at(const cpu_problem *pb, float *partials, int64_t b, int
 }
 
 static void chunk_task(const fa_request *req, const cpu_problem *pb, const cpu_kernels *kern,
-                       const fwd_scratch *sc, float *partials, int64_t b, int64_t hg, int64_t tile,
-                       int c) {
+                       const fwd_scratch *sc, cpu_kv_share *share, float *partials, int64_t b,
+                       int64_t hg, int64_t tile, int c) {
   cpu_seq sq;
   fwd_rows rw;
   if (!task_rows(req, pb, b, hg, tile, &sq, &rw)) return;
@@ -275,7 +322,8 @@ static void chunk_task(const fa_request *req, const cpu_problem *pb, const cpu_k
   cpu_split_chunk(first, last, c, pb->splits, &t0, &t1);
   if (t0 >= t1) return; /* more chunks than tiles: this one stays empty (m = -inf, l = 0) */
   load_queries(req, pb, &sq, sc, &rw);
-  attend(pb, kern, sc, &sq, &rw, t0, t1, &acc);
+  const kv_use use = kv_use_of(share, pb, b, hg);
+  attend(pb, kern, sc, &sq, &rw, &use, t0, t1, &acc);
 }
 
 /* Merges the chunks of the task (b, hg, tile) in chunk order (a fixed order: deterministic). */
@@ -313,6 +361,8 @@ fa_status cpu_forward(const fa_request *req, const cpu_problem *pb, const cpu_wo
   if (splits > 1 && !ws->shared)
     return fa_core_set_error(FA_ERR_INTERNAL, "cpu: the workspace has no room for the splits");
   const cpu_kernels *kern = pb->kern;
+  cpu_kv_share share;
+  cpu_kv_share_init(&share, pb, CPU_KV_SHARE_BUDGET, ws->kv_share);
 
   if (splits == 1) {
 #pragma omp parallel num_threads(team)
@@ -327,8 +377,9 @@ fa_status cpu_forward(const fa_request *req, const cpu_problem *pb, const cpu_wo
          of one head, and the tiles' conversion would wait on K/V rows. */
 #pragma omp for schedule(dynamic, 1)
       for (int64_t t = 0; t < tasks; ++t) {
-        int64_t tile = tiles - 1 - t % tiles, bh = t / tiles;
-        forward_task(req, pb, kern, &sc, bh / heads, bh % heads, tile);
+        int64_t tile = tiles - 1 - t % tiles, bh = t / tiles, b = bh / heads, hg = bh % heads;
+        forward_task(req, pb, kern, &sc, &share, b, hg, tile);
+        cpu_kv_share_done(&share, kv_unit(pb, b, hg));
       }
     }
     return FA_OK;
@@ -341,7 +392,9 @@ fa_status cpu_forward(const fa_request *req, const cpu_problem *pb, const cpu_wo
 #pragma omp for schedule(dynamic, 1)
     for (int64_t w = 0; w < work; ++w) {
       int64_t t = w / splits, tile = tiles - 1 - t / units, bh = t % units;
-      chunk_task(req, pb, kern, &sc, ws->shared, bh / heads, bh % heads, tile, (int)(w % splits));
+      int64_t b = bh / heads, hg = bh % heads;
+      chunk_task(req, pb, kern, &sc, &share, ws->shared, b, hg, tile, (int)(w % splits));
+      cpu_kv_share_done(&share, kv_unit(pb, b, hg));
     }
     /* The implicit barrier of the loop above: every chunk is done before any merge. */
 #pragma omp for schedule(static)

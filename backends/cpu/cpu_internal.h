@@ -174,13 +174,14 @@ size_t cpu_backward_thread_bytes(const cpu_problem *pb);
 /* Independent tasks of the op's widest parallel loop: the most threads it can use. */
 int64_t cpu_parallel_tasks(const cpu_problem *pb, fa_op op);
 
-/* Workspace: [alignment slack][shared: D for the backward pass, the chunks' partial (m, l, o) for
-   a split forward][one scratch region per thread].
-   threads = number of per-thread regions. */
+/* Workspace: [alignment slack][shared: D for the backward pass; the chunks' partial (m, l, o) of
+   a split forward, then the forward's shared K/V tiles (cpu_kv_share.h)][one scratch region per
+   thread]. threads = number of per-thread regions. */
 size_t cpu_workspace_bytes(const cpu_problem *pb, fa_op op, int threads);
 /* Splits a workspace of `bytes` bytes: the shared region, the per-thread regions, how many. */
 typedef struct cpu_workspace {
   float *shared;
+  void *kv_share; /* the forward's shared K/V tiles, NULL without */
   char *threads_base;
   size_t thread_bytes;
   int threads;

@@ -12,6 +12,7 @@
 #include <omp.h>
 
 #include "cpu_internal.h"
+#include "cpu_kv_share.h"
 
 static size_t align_up(size_t bytes) { return (bytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN; }
 
@@ -28,14 +29,17 @@ int64_t cpu_parallel_tasks(const cpu_problem *pb, fa_op op) {
   return query_tasks > key_tasks ? query_tasks : key_tasks;
 }
 
-/* The backward pass's D = rowsum(dO ∘ O), one float per query row of every head; a split
-   forward's partial (m, l, O), one per chunk of every query tile. */
+/* A split forward's partial (m, l, O), one per chunk of every query tile. */
+static size_t partial_bytes(const cpu_problem *pb) {
+  if (pb->splits <= 1) return 0;
+  return align_up((size_t)pb->batch * (size_t)(pb->heads_q / pb->pack) * (size_t)pb->q_tiles *
+                  (size_t)pb->splits * cpu_split_partial_floats(pb) * sizeof(float));
+}
+
+/* The backward pass's D = rowsum(dO ∘ O), one float per query row of every head; the forward's
+   partials, then its shared K/V tiles (cpu_kv_share.h). */
 static size_t shared_bytes(const cpu_problem *pb, fa_op op) {
-  if (op != FA_OP_BACKWARD) {
-    if (pb->splits <= 1) return 0;
-    return align_up((size_t)pb->batch * (size_t)(pb->heads_q / pb->pack) * (size_t)pb->q_tiles *
-                    (size_t)pb->splits * cpu_split_partial_floats(pb) * sizeof(float));
-  }
+  if (op != FA_OP_BACKWARD) return partial_bytes(pb) + cpu_kv_share_bytes(pb, CPU_KV_SHARE_BUDGET);
   return align_up((size_t)pb->batch * (size_t)pb->heads_q * (size_t)pb->seqlen_q * sizeof(float));
 }
 
@@ -53,6 +57,7 @@ fa_status cpu_workspace_split(const cpu_problem *pb, fa_op op, void *workspace, 
                               cpu_workspace *ws) {
   size_t shared = shared_bytes(pb, op);
   ws->shared = NULL;
+  ws->kv_share = NULL;
   ws->threads_base = NULL;
   ws->thread_bytes = thread_bytes(pb, op);
   ws->threads = 0;
@@ -65,6 +70,8 @@ fa_status cpu_workspace_split(const cpu_problem *pb, fa_op op, void *workspace, 
   uintptr_t at = (uintptr_t)workspace;
   char *base = (char *)workspace + (CPU_ALIGN - at % CPU_ALIGN) % CPU_ALIGN;
   ws->shared = shared ? (float *)(void *)base : NULL;
+  if (op != FA_OP_BACKWARD && cpu_kv_share_bytes(pb, CPU_KV_SHARE_BUDGET))
+    ws->kv_share = base + partial_bytes(pb);
   ws->threads_base = base + shared;
   size_t regions = ws->thread_bytes ? (bytes - CPU_ALIGN - shared) / ws->thread_bytes : 0;
   ws->threads = regions > INT_MAX ? INT_MAX : (int)regions;
