@@ -76,5 +76,12 @@ if(TARGET fa_cpu)
     set_tests_properties(conformance.cpu.amx_emulated PROPERTIES
       LABELS "conformance;cpu;release_only" SKIP_RETURN_CODE 77
       ENVIRONMENT "${fa_amx_emulated_env}")
+    # The quick subset again with a packed K/V budget of 256 KiB: the bf16 forward's KV heads run
+    # in chunks of what fits (cpu_kv_share.h), one head a chunk at the larger head dims.
+    add_test(NAME conformance.cpu.amx_emulated.chunks
+      COMMAND conformance --backend cpu --quick --require ${FA_REQUIRE_cpu})
+    set_tests_properties(conformance.cpu.amx_emulated.chunks PROPERTIES
+      LABELS "conformance;cpu" SKIP_RETURN_CODE 77
+      ENVIRONMENT "${fa_amx_emulated_env};FA_CPU_KV_SHARE_BUDGET=262144")
   endif()
 endif()

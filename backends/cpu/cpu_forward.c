@@ -127,54 +127,29 @@ static void visible_tiles(const cpu_problem *pb, const cpu_seq *sq, const fwd_ro
   *last = hi_last > lo_first ? (hi_last + pb->tn - 1) / pb->tn : *first;
 }
 
-/* A task's use of the shared K/V tiles (cpu_kv_share.h): its unit (batch, KV head), and whether
-   it may use the unit's slot. */
-typedef struct kv_use {
-  cpu_kv_share *share;
-  int64_t unit;
-  int claimed;
-} kv_use;
-
-/* The unit of the task (b, head group hg): its query heads' KV head. */
-static int64_t kv_unit(const cpu_problem *pb, int64_t b, int64_t hg) {
-  return b * pb->heads_kv + hg * pb->pack / pb->group;
+/* The keys [c0, c0 + nc) of KV head hk in the tiled pair layouts into k and v. */
+static void pack_tiled_kv(const cpu_problem *pb, const cpu_kernels *kern, const cpu_seq *sq,
+                          int64_t c0, int nc, int64_t hk, uint32_t *k, uint32_t *v) {
+  cpu_load_tile_pairs_tiled(kern, &sq->k, c0, nc, hk, pb->d, k);
+  cpu_load_tile_pairs_v_tiled(kern, &sq->v, c0, nc, hk, pb->dv, v);
 }
 
-static kv_use kv_use_of(cpu_kv_share *share, const cpu_problem *pb, int64_t b, int64_t hg) {
-  kv_use use = {share, kv_unit(pb, b, hg), 0};
-  use.claimed = cpu_kv_share_claim(share, use.unit);
-  return use;
-}
-
-/* The keys [c0, c0 + nc) of KV head hk in the tiled pair layouts: from the unit's slot, packed
-   there by the first task that needs them, else packed into this task's scratch. */
-static void tiled_kv(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scratch *sc,
-                     const cpu_seq *sq, const kv_use *use, int64_t c0, int nc, int64_t hk,
-                     const uint32_t **kp, const uint32_t **vp) {
-  const int64_t t = c0 / pb->tn;
-  cpu_kv_tile_mode mode = CPU_KV_PRIVATE;
-  uint32_t *k = NULL, *v;
-  if (use->claimed && t < use->share->k_tiles)
-    k = cpu_kv_share_tile(use->share, use->unit, t, &mode);
-  if (mode == CPU_KV_PRIVATE) {
-    k = (uint32_t *)sc->kt;
-    v = (uint32_t *)sc->v;
-  } else {
-    v = k + use->share->k_words;
-  }
-  if (mode != CPU_KV_READY) {
-    cpu_load_tile_pairs_tiled(kern, &sq->k, c0, nc, hk, pb->d, k);
-    cpu_load_tile_pairs_v_tiled(kern, &sq->v, c0, nc, hk, pb->dv, v);
-    if (mode == CPU_KV_PACK) cpu_kv_share_publish(use->share, use->unit, t);
-  }
-  *kp = k;
-  *vp = v;
+/* The shared pass: key tile t of unit u packed into its slot (nothing past its sequence). */
+static void pack_shared_tile(const fa_request *req, const cpu_problem *pb, const cpu_kernels *kern,
+                             const cpu_kv_share *share, int64_t u, int64_t t) {
+  cpu_seq sq;
+  cpu_seq_init(req, pb, u / pb->heads_kv, &sq);
+  const int64_t c0 = t * pb->tn;
+  if (c0 >= sq.sk) return;
+  uint32_t *k = cpu_kv_share_tile(share, u, t);
+  pack_tiled_kv(pb, kern, &sq, c0, (int)(sq.sk - c0 < pb->tn ? sq.sk - c0 : pb->tn),
+                u % pb->heads_kv, k, k + share->k_words);
 }
 
 /* Streams the key tiles [t0, t1) through the rows in sc->q into acc. */
 static void attend(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scratch *sc,
-                   const cpu_seq *sq, const fwd_rows *rw, const kv_use *use, int64_t t0, int64_t t1,
-                   const fwd_acc *acc) {
+                   const cpu_seq *sq, const fwd_rows *rw, const cpu_kv_share *share, int64_t t0,
+                   int64_t t1, const fwd_acc *acc) {
   if (pb->rows_path) { /* decoding: K and V read in place (cpu_decode.c) */
     cpu_attend_rows(pb, kern, sq, rw->h0, rw->heads, rw->r0, rw->mr, sc->q, sc->s, t0 * pb->tn,
                     t1 * pb->tn, acc->m, acc->l, acc->o);
@@ -202,7 +177,14 @@ static void attend(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scr
       uint32_t *kp = (uint32_t *)sc->kt;
       if (tiled) {
         const uint32_t *kt;
-        tiled_kv(pb, kern, sc, sq, use, c0, nc, hk, &kt, &vt);
+        if (share->slots && c0 / tn < share->k_tiles) { /* packed by the shared pass */
+          kt = cpu_kv_share_tile(share, sq->b * pb->heads_kv + hk, c0 / tn);
+          vt = kt + share->k_words;
+        } else {
+          kt = kp;
+          vt = (const uint32_t *)sc->v;
+          pack_tiled_kv(pb, kern, sq, c0, nc, hk, kp, (uint32_t *)sc->v);
+        }
         kern->gemm_bf16_tiled(rows32, (int)cpu_round32(nc), d / 2, sc->qp, kt, sc->s, tn, 0);
       } else {
         cpu_load_tile_pairs_t(kern, &sq->k, c0, nc, hk, d, kp, tn);
@@ -284,7 +266,7 @@ static int task_rows(const fa_request *req, const cpu_problem *pb, int64_t b, in
 }
 
 static void forward_task(const fa_request *req, const cpu_problem *pb, const cpu_kernels *kern,
-                         const fwd_scratch *sc, cpu_kv_share *share, int64_t b, int64_t hg,
+                         const fwd_scratch *sc, const cpu_kv_share *share, int64_t b, int64_t hg,
                          int64_t tile) {
   cpu_seq sq;
   fwd_rows rw;
@@ -294,8 +276,7 @@ static void forward_task(const fa_request *req, const cpu_problem *pb, const cpu
   acc_reset(&acc, rows_total(&rw), pb->dv);
   int64_t first, last;
   visible_tiles(pb, &sq, &rw, &first, &last);
-  const kv_use use = kv_use_of(share, pb, b, hg);
-  attend(pb, kern, sc, &sq, &rw, &use, first, last, &acc);
+  attend(pb, kern, sc, &sq, &rw, share, first, last, &acc);
   store_rows(pb, &sq, &rw, &acc);
 }
 
@@ -310,7 +291,7 @@ static fwd_acc partial_at(const cpu_problem *pb, float *partials, int64_t b, int
 }
 
 static void chunk_task(const fa_request *req, const cpu_problem *pb, const cpu_kernels *kern,
-                       const fwd_scratch *sc, cpu_kv_share *share, float *partials, int64_t b,
+                       const fwd_scratch *sc, const cpu_kv_share *share, float *partials, int64_t b,
                        int64_t hg, int64_t tile, int c) {
   cpu_seq sq;
   fwd_rows rw;
@@ -322,8 +303,7 @@ static void chunk_task(const fa_request *req, const cpu_problem *pb, const cpu_k
   cpu_split_chunk(first, last, c, pb->splits, &t0, &t1);
   if (t0 >= t1) return; /* more chunks than tiles: this one stays empty (m = -inf, l = 0) */
   load_queries(req, pb, &sq, sc, &rw);
-  const kv_use use = kv_use_of(share, pb, b, hg);
-  attend(pb, kern, sc, &sq, &rw, &use, t0, t1, &acc);
+  attend(pb, kern, sc, &sq, &rw, share, t0, t1, &acc);
 }
 
 /* Merges the chunks of the task (b, hg, tile) in chunk order (a fixed order: deterministic). */
@@ -362,44 +342,51 @@ fa_status cpu_forward(const fa_request *req, const cpu_problem *pb, const cpu_wo
     return fa_core_set_error(FA_ERR_INTERNAL, "cpu: the workspace has no room for the splits");
   const cpu_kernels *kern = pb->kern;
   cpu_kv_share share;
-  cpu_kv_share_init(&share, pb, CPU_KV_SHARE_BUDGET, ws->kv_share);
-
-  if (splits == 1) {
-#pragma omp parallel num_threads(team)
-    {
-      fwd_scratch sc;
-      fwd_carve(pb, ws->threads_base + (size_t)omp_get_thread_num() * ws->thread_bytes, &sc);
-      /* Dynamic, one (batch, head group) after the other, and within it the last query tiles
-         first: under a causal mask they see the most keys, so the long tasks start early and the
-         short ones fill the gaps at the end. Head-major so that the threads stream the same
-         head's K/V while it is still in their caches: in tile-major order (every head per query
-         tile) several heads' K/V, megabytes at 4k keys, would pass through L2 between two tiles
-         of one head, and the tiles' conversion would wait on K/V rows. */
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t t = 0; t < tasks; ++t) {
-        int64_t tile = tiles - 1 - t % tiles, bh = t / tiles, b = bh / heads, hg = bh % heads;
-        forward_task(req, pb, kern, &sc, &share, b, hg, tile);
-        cpu_kv_share_done(&share, kv_unit(pb, b, hg));
-      }
-    }
-    return FA_OK;
-  }
+  cpu_kv_share_init(&share, pb, cpu_kv_share_budget(), ws->kv_share);
+  /* The (batch, head group) pairs run in chunks: with shared K/V tiles, those of `slots` KV
+     heads at a time (sharing implies pack = 1: a KV head's pairs are its group of query heads,
+     adjacent), each chunk's tiles packed first; else all of them in one. */
+  const int64_t chunk = share.slots ? share.slots * pb->group : units;
 
 #pragma omp parallel num_threads(team)
   {
     fwd_scratch sc;
     fwd_carve(pb, ws->threads_base + (size_t)omp_get_thread_num() * ws->thread_bytes, &sc);
+    for (int64_t bh0 = 0; bh0 < units; bh0 += chunk) {
+      const int64_t n = units - bh0 < chunk ? units - bh0 : chunk; /* pairs in this chunk */
+      if (share.slots) { /* the chunk's K/V tiles, before any task reads them (the barrier) */
+        const int64_t u0 = bh0 / pb->group, packs = n / pb->group * share.k_tiles;
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t w = 0; w < work; ++w) {
-      int64_t t = w / splits, tile = tiles - 1 - t / units, bh = t % units;
-      int64_t b = bh / heads, hg = bh % heads;
-      chunk_task(req, pb, kern, &sc, &share, ws->shared, b, hg, tile, (int)(w % splits));
-      cpu_kv_share_done(&share, kv_unit(pb, b, hg));
+        for (int64_t i = 0; i < packs; ++i)
+          pack_shared_tile(req, pb, kern, &share, u0 + i / share.k_tiles, i % share.k_tiles);
+      }
+      if (splits == 1) {
+        /* Dynamic, one (batch, head group) after the other, and within it the last query tiles
+           first: under a causal mask they see the most keys, so the long tasks start early and
+           the short ones fill the gaps at the end. Head-major so that the threads stream the
+           same head's K/V while it is still in their caches: in tile-major order (every head per
+           query tile) several heads' K/V, megabytes at 4k keys, would pass through L2 between
+           two tiles of one head, and the tiles' conversion would wait on K/V rows. */
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t t = 0; t < n * tiles; ++t) {
+          const int64_t tile = tiles - 1 - t % tiles, bh = bh0 + t / tiles;
+          forward_task(req, pb, kern, &sc, &share, bh / heads, bh % heads, tile);
+        }
+      } else {
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t w = 0; w < n * tiles * splits; ++w) {
+          const int64_t t = w / splits, tile = tiles - 1 - t / n, bh = bh0 + t % n;
+          chunk_task(req, pb, kern, &sc, &share, ws->shared, bh / heads, bh % heads, tile,
+                     (int)(w % splits));
+        }
+      }
     }
-    /* The implicit barrier of the loop above: every chunk is done before any merge. */
+    /* The implicit barrier of the loops above: every chunk is done before any merge. */
+    if (splits > 1) {
 #pragma omp for schedule(static)
-    for (int64_t t = 0; t < tasks; ++t)
-      merge_task(req, pb, &sc, ws->shared, t / tiles / heads, t / tiles % heads, t % tiles);
+      for (int64_t t = 0; t < tasks; ++t)
+        merge_task(req, pb, &sc, ws->shared, t / tiles / heads, t / tiles % heads, t % tiles);
+    }
   }
   return FA_OK;
 }

@@ -39,7 +39,8 @@ static size_t partial_bytes(const cpu_problem *pb) {
 /* The backward pass's D = rowsum(dO ∘ O), one float per query row of every head; the forward's
    partials, then its shared K/V tiles (cpu_kv_share.h). */
 static size_t shared_bytes(const cpu_problem *pb, fa_op op) {
-  if (op != FA_OP_BACKWARD) return partial_bytes(pb) + cpu_kv_share_bytes(pb, CPU_KV_SHARE_BUDGET);
+  if (op != FA_OP_BACKWARD)
+    return partial_bytes(pb) + cpu_kv_share_bytes(pb, cpu_kv_share_budget());
   return align_up((size_t)pb->batch * (size_t)pb->heads_q * (size_t)pb->seqlen_q * sizeof(float));
 }
 
@@ -70,7 +71,7 @@ fa_status cpu_workspace_split(const cpu_problem *pb, fa_op op, void *workspace, 
   uintptr_t at = (uintptr_t)workspace;
   char *base = (char *)workspace + (CPU_ALIGN - at % CPU_ALIGN) % CPU_ALIGN;
   ws->shared = shared ? (float *)(void *)base : NULL;
-  if (op != FA_OP_BACKWARD && cpu_kv_share_bytes(pb, CPU_KV_SHARE_BUDGET))
+  if (op != FA_OP_BACKWARD && cpu_kv_share_bytes(pb, cpu_kv_share_budget()))
     ws->kv_share = base + partial_bytes(pb);
   ws->threads_base = base + shared;
   size_t regions = ws->thread_bytes ? (bytes - CPU_ALIGN - shared) / ws->thread_bytes : 0;

@@ -129,8 +129,11 @@ int main(void) {
   expect_pick(128, 1, 8193, "hd128_masked");
   expect_pick(256, 0, 8192, "hd256");
   expect_pick(192, 0, 100, "hd256");
+  expect_pick(256, 1, 512, "hd256_masked_bn64");
+  expect_pick(192, 1, 1000, "hd256_masked_bn64");
+  expect_pick(256, 1, 1024, "hd256_masked_bn64");
+  expect_pick(256, 1, 1025, "hd256_masked_short");
   expect_pick(256, 1, 4096, "hd256_masked_short");
-  expect_pick(192, 1, 1000, "hd256_masked_short");
   expect_pick(256, 1, 4097, "hd256_masked");
   expect_pick(192, 1, 16384, "hd256_masked");
   expect_pick(72, 0, 1024, "(none)");

@@ -90,7 +90,9 @@
      the dynamic schedule, pinned (+1-4.5%); the split row max (+0.6-1.3%).
    - hd256: one Q buffer (two do not fit), O through the last K/V stage (+5% at 1k without a mask,
      +7% under one); pinned without a mask (+4-6% at 4k-16k); under a mask each consumer's own key
-     end up to 4k keys (+4.2% at causal 1k, -1.6% at 16k).
+     end up to 4k keys (+4.2% at causal 1k, -1.6% at 16k), and up to 1k keys 64-key tiles
+     (masked_bn64: less of the diagonal computed; causal 512 +3.5%, 1k +1.5% on an H100; without
+     a mask 64-key tiles gained 0-2% at 512 and lost 2.5% at 1k).
    - *_seqs: the forward over sequences, at each head dim the masked configuration's features
      but the short block first (the schedule's order is its own).
    - *_low_smem: where the planned configuration does not fit a device's shared memory (a testing
@@ -126,6 +128,9 @@
   X(hd256_masked, 256, 2, 80,                                                                   \
     FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TMA_EPILOGUE | FA3_EPILOGUE_IN_KV_STAGE |       \
         FA3_SPLIT_ROW_MAX)                                                                      \
+  X(hd256_masked_bn64, 256, 2, 64,                                                              \
+    FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TMA_EPILOGUE | FA3_EPILOGUE_IN_KV_STAGE |       \
+        FA3_SPLIT_ROW_MAX | FA3_OWN_KEY_END)                                                    \
   X(hd64_seqs, 64, 3, 128,                                                                      \
     FA3_PERSISTENT | FA3_DYNAMIC_SCHEDULE | FA3_TWO_Q_BUFFERS | FA3_TMA_EPILOGUE |              \
         FA3_THREE_KV_STAGES | FA3_MMA_ROW_SUM | FA3_SPLIT_ROW_MAX | FA3_OWN_KEY_END | FA3_SEQS) \
@@ -203,6 +208,7 @@ static inline int fa3_fwd_tile_size(int64_t head_dim, int masked, int64_t seqlen
       break;
     case 256:
       planned = !masked            ? FA3_FWD_hd256
+                : seqlen_k <= 1024 ? FA3_FWD_hd256_masked_bn64
                 : seqlen_k <= 4096 ? FA3_FWD_hd256_masked_short
                                    : FA3_FWD_hd256_masked;
       low = -1; /* every hd256 configuration takes 225 KiB */
