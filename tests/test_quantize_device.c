@@ -13,8 +13,8 @@
  * head of subnormal-sized values or infinities (unrotated). Then: empty tensors (batch 0, seqlen 0,
  * heads 0 with NULL data, and head dim 0: y untouched, every descale 1), and a head dim that is
  * not a power of two with rotation (FA_ERR_UNSUPPORTED from both backends, nothing written). Each
- * device call asks for its backend with args.strict set, and its run report must give the CPU's
- * kernel name with the backend's name in place of "cpu".
+ * call on the device asks for its backend with args.strict set, and its run report must give the
+ * CPU's kernel name with the backend's name in place of "cpu".
  *
  * A device without IEEE division or subnormals is refused by the plugin for FP8 output or any
  * arithmetic (its reason says which); those cases are counted as skipped there. Exits 77 where the

@@ -71,7 +71,7 @@ fa_status cpu_workspace_split(const cpu_problem *pb, fa_op op, void *workspace, 
   uintptr_t at = (uintptr_t)workspace;
   char *base = (char *)workspace + (CPU_ALIGN - at % CPU_ALIGN) % CPU_ALIGN;
   ws->shared = shared ? (float *)(void *)base : NULL;
-  if (op != FA_OP_BACKWARD && cpu_kv_share_bytes(pb, cpu_kv_share_budget()))
+  if (op != FA_OP_BACKWARD && shared > partial_bytes(pb)) /* the K/V tiles follow the partials */
     ws->kv_share = base + partial_bytes(pb);
   ws->threads_base = base + shared;
   size_t regions = ws->thread_bytes ? (bytes - CPU_ALIGN - shared) / ws->thread_bytes : 0;
