@@ -5,9 +5,9 @@
  *
  *   ocl-fma-peak [--device N] [--seconds S]
  *
- * The device: --device N, else FA_OPENCL_DEVICE, else the first GPU, else device 0, numbered as
- * the OpenCL plugin numbers them (each platform in clGetPlatformIDs order, its devices in
- * clGetDeviceIDs(CL_DEVICE_TYPE_ALL) order). The kernel: every work-item runs 16 independent
+ * The device: --device N, else FA_OPENCL_DEVICE (a value naming no device is an error), else the
+ * first GPU, else device 0, numbered as the OpenCL plugin numbers them (each platform in
+ * clGetPlatformIDs order, its devices in clGetDeviceIDs(CL_DEVICE_TYPE_ALL) order). The kernel: every work-item runs 16 independent
  * chains x = fma(x, a, b) (no chain waits on another, so the FMA pipes stay full), 64 fmas per loop
  * trip, in float (or float16 on a CPU device, whose runtime vectorises within a work-item);
  * enough work-items to fill every compute unit many times over. The launch is repeated with
@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/env.h"
 
 /* VT: float on a GPU (a work-item is a lane), float16 on a CPU (W = 16: PoCL runs work-items one
    after the other, and the vector type is what fills its SIMD lanes); 16 independent chains. */
@@ -118,8 +120,16 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (want < 0) {
-    const char *env = getenv("FA_OPENCL_DEVICE");
-    if (env && *env) want = strtol(env, NULL, 10);
+    long long v;
+    const fa_env_result r = fa_env_int("FA_OPENCL_DEVICE", 0, n - 1, &v);
+    if (r == FA_ENV_INVALID) {
+      fprintf(stderr,
+              "ocl-fma-peak: FA_OPENCL_DEVICE='%s' names no device (%d OpenCL device(s), "
+              "numbered from 0)\n",
+              getenv("FA_OPENCL_DEVICE"), n);
+      return 1;
+    }
+    if (r == FA_ENV_SET) want = (long)v;
   }
   if (want < 0) {
     want = 0;

@@ -1,7 +1,7 @@
 /*
  * test_core.c: unit tests of the backend-neutral algebra in core/ (Philox and dropout, the
  * online-softmax merge, the mask, the storage conversions, the tile plan, the string builder of
- * the per-call paths; one file each in
+ * the per-call paths, the reading of integer knobs; one file each in
  * tests/test_core/) and of the public name functions. No plugin is loaded: these are the
  * definitions every backend is held to, so they are checked against independent formulations
  * (published known answers, brute force, float64 arithmetic), never against themselves.
@@ -78,6 +78,7 @@ int main(int argc, char **argv) {
   test_enum_names();
   test_plan_invariants();
   test_strbuf_matches_snprintf();
+  test_env_int();
 
   return test_summary("test_core");
 }

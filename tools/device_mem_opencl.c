@@ -6,12 +6,12 @@
  * The global device list is every platform's devices in order, numbered the way the OpenCL plugin
  * numbers them; one context and one in-order queue per device are made at its first use.
  */
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/env.h"
 #include "device_mem_impl.h"
 
 #if defined(FA_DEVMEM_OPENCL) && FA_DEVMEM_OPENCL
@@ -308,30 +308,20 @@ static int cl_bounds(cl_mem mem, size_t offset, size_t bytes, const char *what, 
   return 0;
 }
 
-/* Parses FA_OPENCL_DEVICE's value as the plugin does: strtol base 10 (leading spaces and a sign
-   allowed), nothing after the number, not negative. */
-static int cl_parse_index(const char *s, long *out) {
-  errno = 0;
-  char *end = NULL;
-  long v = strtol(s, &end, 10);
-  if (end == s || *end != '\0' || errno || v < 0) return -1;
-  *out = v;
-  return 0;
-}
-
 static int cl_default(fa_device *dev, char *err, size_t n) {
   int count = 0;
-  const char *env = getenv("FA_OPENCL_DEVICE");
-  if (env && *env) {
-    long v = 0;
-    if (cl_parse_index(env, &v))
-      return devmem_set_err(err, n, "FA_OPENCL_DEVICE='%s' is not a device index (a number from 0)",
-                            env);
+  /* read as the plugin reads it (core/env.h) */
+  long long v = 0;
+  const fa_env_result set = fa_env_int("FA_OPENCL_DEVICE", 0, INT32_MAX, &v);
+  if (set == FA_ENV_INVALID)
+    return devmem_set_err(err, n, "FA_OPENCL_DEVICE='%s' is not a device index (a number from 0)",
+                          getenv("FA_OPENCL_DEVICE"));
+  if (set == FA_ENV_SET) {
     if (cl_count(&count, err, n)) return -1;
     if (v >= count) {
       if (count == 0)
-        return devmem_set_err(err, n, "FA_OPENCL_DEVICE=%ld but there is no OpenCL device", v);
-      return devmem_set_err(err, n, "FA_OPENCL_DEVICE=%ld but there %s %d OpenCL device%s (0..%d)",
+        return devmem_set_err(err, n, "FA_OPENCL_DEVICE=%lld but there is no OpenCL device", v);
+      return devmem_set_err(err, n, "FA_OPENCL_DEVICE=%lld but there %s %d OpenCL device%s (0..%d)",
                             v, count == 1 ? "is" : "are", count, count == 1 ? "" : "s", count - 1);
     }
     dev->kind = FA_DEVICE_OPENCL;

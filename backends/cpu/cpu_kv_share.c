@@ -4,19 +4,19 @@
  */
 #include "cpu_kv_share.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
+
+#include "core/env.h"
 
 static size_t budget_value = CPU_KV_SHARE_BUDGET;
 static pthread_once_t budget_once = PTHREAD_ONCE_INIT;
 
 static void read_budget(void) {
-  const char *v = getenv("FA_CPU_KV_SHARE_BUDGET");
-  char *end = NULL;
-  if (v && *v) {
-    unsigned long long b = strtoull(v, &end, 10);
-    if (end && *end == '\0') budget_value = (size_t)b;
-  }
+  long long b;
+  if (fa_env_int("FA_CPU_KV_SHARE_BUDGET", 0, LLONG_MAX, &b) == FA_ENV_SET)
+    budget_value = (size_t)b;
 }
 
 size_t cpu_kv_share_budget(void) {

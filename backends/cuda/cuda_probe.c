@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/env.h"
 #include "cuda_internal.h"
 
 /* The architectures this plugin carries machine code for, from the build ("80;90"). */
@@ -55,14 +56,10 @@ static void describe_device(int id, cuda_device_info *d) {
   /* FA_CUDA_SMEM_LIMIT=<bytes>: the device is treated as if it allowed no more shared memory per
      block, so a large GPU shows what a smaller one (an A100's 163 KiB, sm_86/89's 99 KiB) runs
      and refuses. Named in the device line; a malformed value is ignored. */
-  const char *limit = getenv("FA_CUDA_SMEM_LIMIT");
-  if (limit && *limit) {
-    char *end = NULL;
-    long bytes = strtol(limit, &end, 10);
-    if (end && *end == '\0' && bytes > 0 && bytes < d->smem_optin) {
-      d->smem_optin = (int32_t)bytes;
-      d->smem_limited = 1;
-    }
+  long long bytes;
+  if (fa_env_int("FA_CUDA_SMEM_LIMIT", 1, (long long)d->smem_optin - 1, &bytes) == FA_ENV_SET) {
+    d->smem_optin = (int32_t)bytes;
+    d->smem_limited = 1;
   }
   /* FA_CUDA_AS_SM80=1: a newer device is treated as sm_80 (kernel choice, dQ layout, the check
      below), so a plugin built as compute_80 PTX (FA_CUDA_ARCHS=80-virtual), which the driver

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/env.h"
 #include "core/math/mask.h"
 #include "cuda_internal.h"
 #if FA_CUDA_HAS_FA3
@@ -13,9 +14,10 @@
 #endif
 
 int32_t cuda_fa3_grid(const cuda_device_info *dev) {
-  const char *cap = getenv("FA_CUDA_FA3_GRID");
-  const int n = cap ? atoi(cap) : 0;
-  return n > 0 && n < dev->sm_count ? n : dev->sm_count;
+  long long n;
+  return fa_env_int("FA_CUDA_FA3_GRID", 1, (long long)dev->sm_count - 1, &n) == FA_ENV_SET
+             ? (int32_t)n
+             : dev->sm_count;
 }
 
 void cuda_fa3_fwd_accept(fa_decision *out, const cuda_device_info *dev, int config, int tile_m,

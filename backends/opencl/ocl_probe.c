@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/env.h"
 #include "core/plan.h"
 #include "ocl_internal.h"
 
@@ -141,19 +142,16 @@ static void probe_once(void) {
     }
     s->kernels = strcmp(kern, "cpu") == 0;
   }
-  const char *env = getenv("FA_OPENCL_DEVICE");
-  if (env && *env) {
-    char *end = NULL;
-    long n = strtol(env, &end, 10);
-    if (*end != '\0' || n < 0 || n >= s->count) {
-      snprintf(s->reason, sizeof s->reason,
-               "FA_OPENCL_DEVICE=%s names no device (this process sees %d OpenCL device(s), "
-               "numbered from 0)",
-               env, s->count);
-      return;
-    }
-    s->default_device = (int)n;
+  long long n;
+  const fa_env_result dev = fa_env_int("FA_OPENCL_DEVICE", 0, (long long)s->count - 1, &n);
+  if (dev == FA_ENV_INVALID) {
+    snprintf(s->reason, sizeof s->reason,
+             "FA_OPENCL_DEVICE=%s names no device (this process sees %d OpenCL device(s), "
+             "numbered from 0)",
+             getenv("FA_OPENCL_DEVICE"), s->count);
+    return;
   }
+  if (dev == FA_ENV_SET) s->default_device = (int)n;
   s->available = 1;
 }
 

@@ -36,6 +36,9 @@ void test_hadamard_rotation(void);
 /* strbuf.c */
 void test_strbuf_matches_snprintf(void);
 
+/* env.c */
+void test_env_int(void);
+
 /* plan.c */
 void test_plan_invariants(void);
 

@@ -18,6 +18,7 @@
 #include "backends/hip/cdna/hg_mfma_layout.h"
 #include "backends/hip/generic/hg_host.h"
 #include "backends/hip/on_cuda/hgc_kernels.h"
+#include "core/env.h"
 
 #define HGC_PREFIX "cuda.hipgen"
 /* The test plugin stands for a CDNA GPU's 64 KiB of LDS, less the static shared memory of the
@@ -61,11 +62,9 @@ static void hgc_probe(fa_plugin_probe *out) {
    32x32 at head dim 64, chosen where the 64x32 (33,024 bytes) does not fit
    (tests/gpu/h200_hip_generic.sh). */
 static int64_t hgc_lds(void) {
-  const char *env = getenv("FA_HIPGEN_LDS");
-  char *end = NULL;
-  long long v = env ? strtoll(env, &end, 10) : 0;
-  return env && end != env && *end == '\0' && v > 0 && v < HGC_SMEM_LIMIT ? (int64_t)v
-                                                                          : HGC_SMEM_LIMIT;
+  long long v;
+  return fa_env_int("FA_HIPGEN_LDS", 1, HGC_SMEM_LIMIT - 1, &v) == FA_ENV_SET ? (int64_t)v
+                                                                              : HGC_SMEM_LIMIT;
 }
 
 static void hgc_decide(const fa_request *req, fa_decision *out) {
