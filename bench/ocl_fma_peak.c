@@ -7,12 +7,12 @@
  *
  * The device: --device N, else FA_OPENCL_DEVICE (a value naming no device is an error), else the
  * first GPU, else device 0, numbered as the OpenCL plugin numbers them (each platform in
- * clGetPlatformIDs order, its devices in clGetDeviceIDs(CL_DEVICE_TYPE_ALL) order). The kernel: every work-item runs 16 independent
- * chains x = fma(x, a, b) (no chain waits on another, so the FMA pipes stay full), 64 fmas per loop
- * trip, in float (or float16 on a CPU device, whose runtime vectorises within a work-item);
- * enough work-items to fill every compute unit many times over. The launch is repeated with
- * more trips until one takes about --seconds / 5 (default 1 s in all), then timed 5 times with
- * OpenCL's profiling events; the best is reported, counting 2 FLOPs per fma.
+ * clGetPlatformIDs order, its devices in clGetDeviceIDs(CL_DEVICE_TYPE_ALL) order). The kernel:
+ * every work-item runs 16 independent chains x = fma(x, a, b) (no chain waits on another, so the
+ * FMA pipes stay full), 64 fmas per loop trip, in float (or float16 on a CPU device, whose runtime
+ * vectorises within a work-item); enough work-items to fill every compute unit many times over. The
+ * launch is repeated with more trips until one takes about --seconds / 5 (default 1 s in all), then
+ * timed 5 times with OpenCL's profiling events; the best is reported, counting 2 FLOPs per fma.
  * Output: one line per run, then `fma_peak_gflops=<G> device="<name>" platform="<name>"`.
  * Exit status 0, or 1 when no device or an OpenCL call failed (the reason on stderr).
  */
