@@ -118,8 +118,13 @@ static void block_token_major(const cpu_problem *pb, const cpu_kernels *kern, co
     br->k[j] += h0 * kstride;
     br->v[j] += h0 * vstride;
   }
-  const int64_t row_bytes = heads * kstride; /* at least 1 key ahead */
-  const int ahead = (int)((TOKEN_PREFETCH_BYTES + row_bytes - 1) / row_bytes);
+  /* Keys ahead: TOKEN_PREFETCH_BYTES of token rows, at least one; one where the heads share a
+     row (a broadcast input's head stride of 0) or a row is longer. */
+  int64_t row_bytes;
+  if (__builtin_mul_overflow((int64_t)heads, kstride, &row_bytes)) row_bytes = INT64_MAX;
+  const int ahead = row_bytes <= 0 || row_bytes >= TOKEN_PREFETCH_BYTES
+                        ? 1
+                        : (int)((TOKEN_PREFETCH_BYTES + row_bytes - 1) / row_bytes);
   for (int j = 0; j < nc; ++j) {
     const int t = j + ahead;
     if (t < nc) {
