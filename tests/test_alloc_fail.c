@@ -41,6 +41,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "check_count.h"
 #include "flash_attn.h"
 #include "tensor_util.h"
 
@@ -240,16 +241,6 @@ HOOK void *memalign(size_t align, size_t n) {
 /* ---------------------------------------------------------------------------------------------
  * The scenario
  * ------------------------------------------------------------------------------------------- */
-
-static int g_fail;
-#define CHECK(cond, ...)                     \
-  do {                                       \
-    if (!(cond)) {                           \
-      fprintf(stderr, "FAIL: " __VA_ARGS__); \
-      fprintf(stderr, "\n");                 \
-      ++g_fail;                              \
-    }                                        \
-  } while (0)
 
 enum { B = 2, SQ = 37, SK = 45, HQ = 4, HKV = 2, D = 32, CAP = 64, NEW = 3 };
 

@@ -18,19 +18,8 @@
 
 #include "flash_attn.h"
 #include "reference.h"
+#include "check_count.h"
 #include "tensor_util.h"
-
-static int g_fail, g_pass;
-#define CHECK(cond, ...)                     \
-  do {                                       \
-    if (cond) {                              \
-      ++g_pass;                              \
-    } else {                                 \
-      ++g_fail;                              \
-      fprintf(stderr, "FAIL: " __VA_ARGS__); \
-      fprintf(stderr, "\n");                 \
-    }                                        \
-  } while (0)
 
 typedef struct shape {
   const char *name;
@@ -149,6 +138,5 @@ int main(void) {
   const fa_dtype dts[] = {FA_BF16, FA_F32};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
     for (size_t j = 0; j < sizeof dts / sizeof dts[0]; ++j) run(&shapes[i], dts[j]);
-  printf("test_broadcast: %d passed, %d failed\n", g_pass, g_fail);
-  return g_fail ? 1 : 0;
+  return check_count_summary("test_broadcast");
 }

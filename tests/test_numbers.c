@@ -20,19 +20,8 @@
 #include <string.h>
 
 #include "flash_attn.h"
+#include "check_count.h"
 #include "tensor_util.h"
-
-static int g_fail, g_pass;
-#define CHECK(cond, ...)                     \
-  do {                                       \
-    if (cond) {                              \
-      ++g_pass;                              \
-    } else {                                 \
-      ++g_fail;                              \
-      fprintf(stderr, "FAIL: " __VA_ARGS__); \
-      fprintf(stderr, "\n");                 \
-    }                                        \
-  } while (0)
 
 typedef struct prob {
   int64_t b, sq, sk, hq, hkv, d;
@@ -293,6 +282,5 @@ int main(void) {
   empty_seqlen_q();
   empty_seqlen_k();
   empty_batch();
-  printf("%d passed, %d failed\n", g_pass, g_fail);
-  return g_fail ? 1 : 0;
+  return check_count_summary("test_numbers");
 }
