@@ -13,11 +13,7 @@
  * target("amx-tile,amx-bf16") and the instructions are inline assembly; the plugin calls it only
  * after cpu_amx_detect.c's permission request succeeded.
  *
- * cpu_gemm_bf16_amx_tiled: the same product from operands stored as whole tiles (cpu_amx.h), with
- * AVX-512 work beside it: the tile unit runs a TDPBF16PS for many cycles while the core's vector
- * units would idle, so the caller's items (the forward's softmax rows of the previous key tile)
- * are called between the steps, a few at a time, close enough for the out-of-order window to
- * hold both.
+ * cpu_gemm_bf16_amx_tiled: the same product from operands stored as whole tiles (cpu_amx.h).
  *
  * Blocking: 32 x 32 outputs in four fp32 tiles (tmm0-3), 16 pairs of the reduction per step from
  * two A tiles (tmm4-5) and two B tiles (tmm6-7), so each loaded tile feeds two products. Tiles are
@@ -157,17 +153,10 @@ AMX_TARGET void cpu_gemm_bf16_amx(int m, int n, int k2, const uint32_t *a, ptrdi
 #define TILE_BYTES 64
 
 AMX_TARGET void cpu_gemm_bf16_amx_tiled(int m, int n, int k2, const uint32_t *a, const uint32_t *b,
-                                        float *c_f32, ptrdiff_t ldc, int accumulate,
-                                        const cpu_tile_work *beside) {
+                                        float *c_f32, ptrdiff_t ldc, int accumulate) {
   uint32_t *c = (uint32_t *)c_f32;
   const int kt = k2 / TILE;
   const ptrdiff_t ld = ldc * (ptrdiff_t)sizeof(uint32_t);
-  /* The work's items, spread over the steps: after step s (of `steps`, four TDPBF16PS each), the
-     items below (s + 1) * items / steps have run. */
-  const int64_t steps = (int64_t)(m / (2 * TILE)) * (n / (2 * TILE)) * kt;
-  const int items = beside ? beside->items : 0;
-  int64_t step = 0;
-  int done = 0;
   amx_config cfg;
   full_tiles(&cfg);
   amx_loadconfig(&cfg);
@@ -197,10 +186,6 @@ AMX_TARGET void cpu_gemm_bf16_amx_tiled(int m, int n, int k2, const uint32_t *a,
         amx_load(5, a1 + p * TILE * TILE, TILE_BYTES);
         amx_dp(2, 5, 6);
         amx_dp(3, 5, 7);
-        if (items) {
-          const int upto = (int)(++step * items / steps);
-          while (done < upto) beside->fn(beside->ctx, done++);
-        }
       }
       amx_store(0, c0 + j0, ld);
       amx_store(1, c0 + j0 + TILE, ld);
@@ -208,6 +193,5 @@ AMX_TARGET void cpu_gemm_bf16_amx_tiled(int m, int n, int k2, const uint32_t *a,
       amx_store(3, c1 + j0 + TILE, ld);
     }
   }
-  while (done < items) beside->fn(beside->ctx, done++); /* a product of no steps */
   amx_release();
 }

@@ -19,8 +19,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cpu_kernels.h"
-
 /* What the CPU and the OS report (read by cpu_amx_read_facts, or made up by a test). */
 typedef struct cpu_amx_facts {
   int amx_tile, amx_bf16; /* CPUID.(7,0):EDX bits 24, 22 */
@@ -67,10 +65,8 @@ void cpu_gemm_bf16_amx(int m, int n, int k2, const uint32_t *a, ptrdiff_t lda, c
    b + (j * kt + q) * 256, kt = k2 / 16. m and n multiples of 32 and k2 of 16 (the caller pads
    with zeros). A tile then lies on 16 consecutive cache lines, which the hardware prefetchers
    follow; a row-major B tile's rows lie a K tile's width apart (16-core AMX host, 256 x 256
-   tiles, head dim 128: the two products 7-20% faster).
-   beside (NULL: none) is called between the product's steps of four TDPBF16PS, its items spread
-   evenly and all of them run by the return: vector work there overlaps the tile unit's. */
+   tiles, head dim 128: the two products 7-20% faster). */
 void cpu_gemm_bf16_amx_tiled(int m, int n, int k2, const uint32_t *a, const uint32_t *b, float *c,
-                             ptrdiff_t ldc, int accumulate, const cpu_tile_work *beside);
+                             ptrdiff_t ldc, int accumulate);
 
 #endif /* FA_CPU_AMX_H */

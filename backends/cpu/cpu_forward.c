@@ -41,9 +41,6 @@ typedef struct fwd_scratch {
   /* The bf16 products only (pb->bf16dp; kt and v then hold K and V as bf16 pairs): */
   uint32_t *qp; /* [tm][d/2]  the query tile as bf16 pairs */
   uint32_t *pp; /* [tm][pairs_ld] the probabilities as bf16 pairs (or their tiles) */
-  /* The tiled products only (pb->pairs_tiled): a second key tile's scores and packed K and V,
-     for the pipeline in attend_tiled. */
-  float *s2, *kt2, *v2;
 } fwd_scratch;
 
 /* Words of one row of the probabilities' pairs (an odd tile width gets a padded last pair),
@@ -66,12 +63,6 @@ static size_t fwd_carve(const cpu_problem *pb, char *base, fwd_scratch *sc) {
   if (pb->bf16dp) { /* 32-bit words, carved as floats */
     sc->qp = (uint32_t *)cpu_scratch_take(base, &at, tm * (d / 2));
     sc->pp = (uint32_t *)cpu_scratch_take(base, &at, tm * (size_t)pairs_ld(pb));
-  }
-  sc->s2 = sc->kt2 = sc->v2 = NULL;
-  if (pb->pairs_tiled) {
-    sc->s2 = cpu_scratch_take(base, &at, tm * tn);
-    sc->kt2 = cpu_scratch_take(base, &at, d * tn);
-    sc->v2 = cpu_scratch_take(base, &at, tn * dv);
   }
   return at;
 }
@@ -155,115 +146,6 @@ static void pack_shared_tile(const fa_request *req, const cpu_problem *pb, const
                 u % pb->heads_kv, k, k + share->k_words);
 }
 
-/* Row x's bounds in the tile [c0, c0 + nc) into jlo, jhi: one head's, repeated for every
-   stacked head (same rows, same mask). */
-static void tile_bounds(const cpu_seq *sq, const fwd_rows *rw, int64_t c0, int nc, int *jlo,
-                        int *jhi) {
-  cpu_tile_row_bounds(sq, rw->r0, rw->mr, c0, nc, jlo, jhi);
-  for (int x = rw->mr; x < rows_total(rw); ++x) {
-    jlo[x] = jlo[x % rw->mr];
-    jhi[x] = jhi[x % rw->mr];
-  }
-}
-
-/* One key tile in attend_tiled's pipeline. */
-typedef struct tiled_step {
-  float *s; /* its scores, then transformed in place when pb->transform */
-  int64_t c0;
-  int nc;
-  const uint32_t *k, *v; /* its K and V pairs in cpu_amx.h's tiled layouts */
-  const int *lo, *hi;    /* its rows' key bounds (NULL: every key of the tile) */
-  int jlo[CPU_MAX_TILE_M], jhi[CPU_MAX_TILE_M];
-} tiled_step;
-
-/* The softmax rows of one key tile, run beside the next tile's S product. */
-typedef struct softmax_rows {
-  const cpu_problem *pb;
-  const cpu_seq *sq;
-  const fwd_rows *rw;
-  const fwd_acc *acc;
-  const tiled_step *t;
-  uint32_t *pp;
-} softmax_rows;
-
-/* Row x of the tile: its score transform, its online-softmax step (rescaling O's row) and its
-   probabilities as bf16 pairs into P's tiles. */
-static void softmax_row(void *ctx, int x) {
-  const softmax_rows *w = ctx;
-  const cpu_problem *pb = w->pb;
-  const tiled_step *t = w->t;
-  const int tn = pb->tn, dv = pb->dv, kt = (int)cpu_round32(t->nc) / 32;
-  float *s = t->s + (ptrdiff_t)x * tn;
-  const int *lo = t->lo ? t->lo + x : NULL, *hi = t->hi ? t->hi + x : NULL;
-  float scale = pb->scale;
-  if (pb->transform) {
-    cpu_score_tile(pb, w->sq, w->rw->h0 + x / w->rw->mr, w->rw->r0 + x % w->rw->mr, 1, t->c0, t->nc,
-                   s, tn, lo, hi, NULL);
-    scale = 1.0f; /* the transform has scaled them */
-  }
-  pb->kern->softmax_pairs(1, t->nc, s, tn, scale, lo, hi, w->acc->m + x, w->acc->l + x,
-                          w->acc->o + (ptrdiff_t)x * dv, dv, dv,
-                          w->pp + (ptrdiff_t)(x / 16) * kt * 256 + (x % 16) * 16, pairs_ld(pb), kt);
-}
-
-/* attend on the tiled products (pb->pairs_tiled), pipelined: the AMX unit computes tile j + 1's
-   S = Q·Kᵀ while the vector units run tile j's softmax rows beside it (cpu_amx.h), then O +=
-   P·V for tile j. Every row sees the same operations in the same order as one tile at a time.
-   The products cover rows and keys up to multiples of 32: the rows past `rows` are zeros in Q,
-   and what lands in O's rows past `rows` is never read. */
-static void attend_tiled(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scratch *sc,
-                         const cpu_seq *sq, const fwd_rows *rw, const cpu_kv_share *share,
-                         int64_t t0, int64_t t1, const fwd_acc *acc) {
-  const int tn = pb->tn, d = pb->d, dv = pb->dv, rows = rows_total(rw);
-  const int rows32 = (int)cpu_round32(rows);
-  const int64_t hk = rw->h0 / pb->group, sk = sq->sk;
-  kern->bf16_pairs_tiled(rows, rows32, d, sc->q, d, sc->qp, d / 32); /* exact: q is bf16 */
-  tiled_step steps[2];
-  steps[0].s = sc->s;
-  steps[1].s = sc->s2;
-  softmax_rows work = {pb, sq, rw, acc, NULL, sc->pp};
-  const tiled_step *prev = NULL;
-  int next = 0;
-  for (int64_t c0 = t0 * tn; c0 < t1 * tn && c0 < sk; c0 += tn) {
-    const int nc = (int)(sk - c0 < tn ? sk - c0 : tn);
-    const fa_tile_class cls =
-        fa_mask_tile_class(&sq->mask, rw->r0, rw->r0 + rw->mr, c0, c0 + nc, sk);
-    if (cls == FA_TILE_EMPTY) continue;
-    tiled_step *t = &steps[next];
-    t->c0 = c0;
-    t->nc = nc;
-    if (share->slots && c0 / tn < share->k_tiles) { /* packed by the shared pass */
-      t->k = cpu_kv_share_tile(share, sq->b * pb->heads_kv + hk, c0 / tn);
-      t->v = t->k + share->k_words;
-    } else { /* into this step's buffers: the tile two steps back is done with them */
-      uint32_t *k = (uint32_t *)(next ? sc->kt2 : sc->kt), *v = (uint32_t *)(next ? sc->v2 : sc->v);
-      pack_tiled_kv(pb, kern, sq, c0, nc, hk, k, v);
-      t->k = k;
-      t->v = v;
-    }
-    t->lo = t->hi = NULL;
-    if (cls == FA_TILE_PARTIAL) {
-      tile_bounds(sq, rw, c0, nc, t->jlo, t->jhi);
-      t->lo = t->jlo;
-      t->hi = t->jhi;
-    }
-    work.t = prev;
-    const cpu_tile_work beside = {softmax_row, &work, prev ? rows : 0};
-    kern->gemm_bf16_tiled(rows32, (int)cpu_round32(nc), d / 2, sc->qp, t->k, t->s, tn, 0,
-                          prev ? &beside : NULL);
-    if (prev)
-      kern->gemm_bf16_tiled(rows32, dv, (int)cpu_round32(prev->nc) / 2, sc->pp, prev->v, acc->o, dv,
-                            1, NULL);
-    prev = t;
-    next ^= 1;
-  }
-  if (!prev) return;
-  work.t = prev;
-  for (int x = 0; x < rows; ++x) softmax_row(&work, x);
-  kern->gemm_bf16_tiled(rows32, dv, (int)cpu_round32(prev->nc) / 2, sc->pp, prev->v, acc->o, dv, 1,
-                        NULL);
-}
-
 /* Streams the key tiles [t0, t1) through the rows in sc->q into acc. */
 static void attend(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scratch *sc,
                    const cpu_seq *sq, const fwd_rows *rw, const cpu_kv_share *share, int64_t t0,
@@ -273,24 +155,41 @@ static void attend(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scr
                     t1 * pb->tn, acc->m, acc->l, acc->o);
     return;
   }
-  if (pb->pairs_tiled) {
-    attend_tiled(pb, kern, sc, sq, rw, share, t0, t1, acc);
-    return;
-  }
   const int tn = pb->tn, d = pb->d, dv = pb->dv, mr = rw->mr, rows = rows_total(rw);
   const int64_t hk = rw->h0 / pb->group, sk = sq->sk, r0 = rw->r0;
   int jlo[CPU_MAX_TILE_M], jhi[CPU_MAX_TILE_M];
-  if (pb->bf16dp) kern->bf16_pairs(rows, d, sc->q, d, sc->qp, d / 2);
+  /* The tiled products cover rows and keys up to multiples of 32 (cpu_amx.h); the rows past
+     `rows` are zeros in Q, so their scores are 0, and what lands in O's rows past `rows` is never
+     read. */
+  const int tiled = pb->pairs_tiled, rows32 = (int)cpu_round32(rows);
+  if (tiled) /* exact: q is bf16 */
+    kern->bf16_pairs_tiled(rows, rows32, d, sc->q, d, sc->qp, d / 32);
+  else if (pb->bf16dp)
+    kern->bf16_pairs(rows, d, sc->q, d, sc->qp, d / 2);
   for (int64_t c0 = t0 * tn; c0 < t1 * tn && c0 < sk; c0 += tn) {
     const int nc = (int)(sk - c0 < tn ? sk - c0 : tn);
     fa_tile_class cls = fa_mask_tile_class(&sq->mask, r0, r0 + mr, c0, c0 + nc, sk);
     if (cls == FA_TILE_EMPTY) continue;
+    const uint32_t *vt = NULL; /* tiled: V's pairs */
     if (pb->bf16dp) {
       /* The scores differ from the backward pass's fp32 recomputation only in the order of
          additions (bf16 products are exact in fp32): within rounding, not bit for bit. */
       uint32_t *kp = (uint32_t *)sc->kt;
-      cpu_load_tile_pairs_t(kern, &sq->k, c0, nc, hk, d, kp, tn);
-      kern->gemm_bf16(rows, nc, d / 2, sc->qp, d / 2, kp, tn, sc->s, tn, 0);
+      if (tiled) {
+        const uint32_t *kt;
+        if (share->slots && c0 / tn < share->k_tiles) { /* packed by the shared pass */
+          kt = cpu_kv_share_tile(share, sq->b * pb->heads_kv + hk, c0 / tn);
+          vt = kt + share->k_words;
+        } else {
+          kt = kp;
+          vt = (const uint32_t *)sc->v;
+          pack_tiled_kv(pb, kern, sq, c0, nc, hk, kp, (uint32_t *)sc->v);
+        }
+        kern->gemm_bf16_tiled(rows32, (int)cpu_round32(nc), d / 2, sc->qp, kt, sc->s, tn, 0);
+      } else {
+        cpu_load_tile_pairs_t(kern, &sq->k, c0, nc, hk, d, kp, tn);
+        kern->gemm_bf16(rows, nc, d / 2, sc->qp, d / 2, kp, tn, sc->s, tn, 0);
+      }
     } else {
       /* The same product as the backward pass's recomputation, so both see identical scores (a
          dot-product form for few rows would sum in another order and break that). */
@@ -300,7 +199,12 @@ static void attend(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scr
     }
     const int *lo = NULL, *hi = NULL;
     if (cls == FA_TILE_PARTIAL) {
-      tile_bounds(sq, rw, c0, nc, jlo, jhi);
+      /* One head's bounds, repeated for every stacked head (same rows, same mask). */
+      cpu_tile_row_bounds(sq, r0, mr, c0, nc, jlo, jhi);
+      for (int x = mr; x < rows; ++x) {
+        jlo[x] = jlo[x % mr];
+        jhi[x] = jhi[x % mr];
+      }
       lo = jlo;
       hi = jhi;
     }
@@ -314,7 +218,7 @@ static void attend(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scr
     if (pb->bf16dp && !pb->dropout) {
       /* P straight to bf16 pairs from the scores. */
       kern->softmax_pairs(rows, nc, sc->s, tn, scale, lo, hi, acc->m, acc->l, acc->o, dv, dv,
-                          sc->pp, pairs_ld(pb), 0);
+                          sc->pp, pairs_ld(pb), tiled ? (int)cpu_round32(nc) / 32 : 0);
     } else {
       kern->softmax_tile(rows, nc, sc->s, tn, scale, lo, hi, acc->m, acc->l, acc->o, dv, dv);
       /* l has summed the undropped probabilities (the LSE is dropout's undropped one); only the
@@ -324,7 +228,9 @@ static void attend(const cpu_problem *pb, const cpu_kernels *kern, const fwd_scr
           cpu_dropout_tile(pb, sq, rw->h0 + s, r0, mr, c0, nc, sc->s + (ptrdiff_t)s * mr * tn, tn);
       if (pb->bf16dp) kern->bf16_pairs(rows, nc, sc->s, tn, sc->pp, pairs_ld(pb));
     }
-    if (pb->bf16dp) { /* V interleaved by pairs of keys */
+    if (tiled) {
+      kern->gemm_bf16_tiled(rows32, dv, (int)cpu_round32(nc) / 2, sc->pp, vt, acc->o, dv, 1);
+    } else if (pb->bf16dp) { /* V interleaved by pairs of keys */
       uint32_t *vp = (uint32_t *)sc->v;
       cpu_load_tile_pairs_v(kern, &sq->v, c0, nc, hk, dv, vp);
       kern->gemm_bf16(rows, dv, (nc + 1) / 2, sc->pp, pairs_ld(pb), vp, dv, acc->o, dv, 1);

@@ -93,14 +93,6 @@ typedef struct cpu_rows_prefetch {
   int lines;
 } cpu_rows_prefetch;
 
-/* Items of other work run beside a tiled product (cpu_amx.h's cpu_gemm_bf16_amx_tiled): fn(ctx, i)
-   for every i in [0, items), in order, spread over the product's steps. */
-typedef struct cpu_tile_work {
-  void (*fn)(void *ctx, int i);
-  void *ctx;
-  int items;
-} cpu_tile_work;
-
 typedef struct cpu_kernels {
   const char *isa; /* "amx", "avx512bf16", "avx512", "avx2", "neon" or "generic" */
   void (*gemm)(int m, int n, int k, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,
@@ -133,10 +125,10 @@ typedef struct cpu_kernels {
   void (*softmax_pairs)(int mr, int nc, const float *s, ptrdiff_t lds, float scale, const int *jlo,
                         const int *jhi, float *m, float *l, float *o, ptrdiff_t ldo, int dv,
                         uint32_t *p, ptrdiff_t ldp, int kt);
-  /* The tiled forward (the amx table only, NULL in every other): cpu_amx.h's tiled product, with
-     `beside` (NULL: nothing) run between its steps, and fp32 rows as bf16 pairs in its A layout. */
+  /* The tiled forward (the amx table only, NULL in every other): cpu_amx.h's tiled product, and
+     fp32 rows as bf16 pairs in its A layout. */
   void (*gemm_bf16_tiled)(int m, int n, int k2, const uint32_t *a, const uint32_t *b, float *c,
-                          ptrdiff_t ldc, int accumulate, const cpu_tile_work *beside);
+                          ptrdiff_t ldc, int accumulate);
   void (*bf16_pairs_tiled)(int rows, int rows_pad, int n, const float *x, ptrdiff_t ldx,
                            uint32_t *dst, int kt);
   /* The build the fp32 kernels of this table come from ("avx512" for the avx512bf16 and amx
