@@ -60,6 +60,9 @@
 #                take it too): memcheck on the varlen.wide cases, racecheck and synccheck on
 #                varlen.wide.seqused.f16, racecheck with FA_CUDA_FA3_GRID=1 (one block walks
 #                every item)
+#   memcheck.quantize, racecheck.quantize
+#                bin/test_quantize_device cuda under memcheck (leak check on) and racecheck:
+#                fa_quantize's kernels on every layout, descale layout and head dim of the test
 #   memcheck.ring, racecheck.ring
 #                bin/cuda_ring under memcheck and racecheck: the ring's buffer steps on the GPU
 #   memcheck.tables
@@ -285,9 +288,9 @@ if [ "$DO_SAN" -eq 1 ]; then
   banner "compute-sanitizer"
   SANITIZER=$(find_tool compute-sanitizer)
   if [ -z "$SANITIZER" ]; then
-    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1 memcheck.decode memcheck.decode.kvcache racecheck.decode synccheck.decode racecheck.decode.paged memcheck.wideseqs racecheck.wideseqs synccheck.wideseqs racecheck.wideseqs.grid1; do record "$s" FAIL "compute-sanitizer not found"; done
+    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1 memcheck.decode memcheck.decode.kvcache racecheck.decode synccheck.decode racecheck.decode.paged memcheck.wideseqs racecheck.wideseqs synccheck.wideseqs racecheck.wideseqs.grid1 memcheck.quantize racecheck.quantize; do record "$s" FAIL "compute-sanitizer not found"; done
   elif ! need_bin cuda_smoke; then
-    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1 memcheck.decode memcheck.decode.kvcache racecheck.decode synccheck.decode racecheck.decode.paged memcheck.wideseqs racecheck.wideseqs synccheck.wideseqs racecheck.wideseqs.grid1; do record "$s" FAIL "cuda_smoke not built"; done
+    for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1 memcheck.decode memcheck.decode.kvcache racecheck.decode synccheck.decode racecheck.decode.paged memcheck.wideseqs racecheck.wideseqs synccheck.wideseqs racecheck.wideseqs.grid1 memcheck.quantize racecheck.quantize; do record "$s" FAIL "cuda_smoke not built"; done
   else
     "$SANITIZER" --version | tail -1
     sanitize memcheck memcheck memcheck.log
@@ -320,6 +323,16 @@ if [ "$DO_SAN" -eq 1 ]; then
       SAN_PROG=cuda_ring sanitize racecheck.ring racecheck racecheck_ring.log
     else
       record memcheck.ring FAIL "cuda_ring not built"
+    fi
+    # fa_quantize's kernels (a warp a run of rows, a thread block a descale block; a block a row
+    # for the other head dims): the test's every layout and head dim.
+    if need_bin test_quantize_device; then
+      SAN_PROG=test_quantize_device sanitize memcheck.quantize memcheck memcheck_quantize.log cuda
+      SAN_PROG=test_quantize_device sanitize racecheck.quantize racecheck racecheck_quantize.log \
+        cuda
+    else
+      record memcheck.quantize FAIL "test_quantize_device not built"
+      record racecheck.quantize FAIL "test_quantize_device not built"
     fi
     # The kernels over sequences (fa3's on sm_90 where its conformance cases reach them, fa2's
     # elsewhere): the suite's varlen cases under memcheck (device leaks are cuda_smoke's steps'
@@ -371,7 +384,7 @@ if [ "$DO_SAN" -eq 1 ]; then
     fi
   fi
 else
-  for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1 memcheck.decode memcheck.decode.kvcache racecheck.decode synccheck.decode racecheck.decode.paged memcheck.wideseqs racecheck.wideseqs synccheck.wideseqs racecheck.wideseqs.grid1; do record "$s" SKIP "--no-sanitize"; done
+  for s in memcheck memcheck.det memcheck.ws memcheck.compact memcheck.tail racecheck racecheck.hd256 racecheck.compact racecheck.tail synccheck oom memcheck.tables memcheck.seqs racecheck.seqs synccheck.seqs racecheck.seqs.grid1 memcheck.fp8 racecheck.fp8 synccheck.fp8 racecheck.fp8.grid1 memcheck.decode memcheck.decode.kvcache racecheck.decode synccheck.decode racecheck.decode.paged memcheck.wideseqs racecheck.wideseqs synccheck.wideseqs racecheck.wideseqs.grid1 memcheck.quantize racecheck.quantize; do record "$s" SKIP "--no-sanitize"; done
 fi
 
 # --- load ------------------------------------------------------------------------------------
