@@ -58,7 +58,8 @@ static int has_avx512bf16(void) {
   cpu_gemm_##name, cpu_softmax_tile_##name, cpu_probs_tile_##name,               \
     cpu_ds_tile_##name, cpu_transpose_##name, cpu_f16_row_##name,               \
     cpu_bf16_row_##name, cpu_bf16_transpose_##name, cpu_dot_rows_##name,        \
-    cpu_pv_rows_##name, cpu_dot_heads_##name, cpu_pv_heads_##name
+    cpu_pv_rows_##name, cpu_dot_heads_##name, cpu_pv_heads_##name,             \
+    cpu_quant_rotate_##name, cpu_quant_amax_##name, cpu_quant_fp8_##name
 #define CPU_KERNEL_TABLE(name) { #name, CPU_KERNEL_FNS(name), NULL, NULL, NULL, NULL, NULL, NULL, #name, 0 }
 /* clang-format on */
 

@@ -116,6 +116,11 @@ typedef struct cpu_kernels {
   void (*pv_heads)(int heads, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,
                    const void *const *vrow, ptrdiff_t vstride, float *o, ptrdiff_t ldo,
                    const cpu_rows_prefetch *pf);
+  /* fa_quantize's rows (cpu_quant_rows.c): the rotation in place (neg[j]: 0 or the sign bit),
+     a row's largest finite magnitude, and x / s rounded to e4m3 (e5m2 when e5m2) into y. */
+  void (*quant_rotate)(float *x, int log2_d, const uint32_t *neg, float norm);
+  float (*quant_amax)(const float *x, int64_t n);
+  void (*quant_fp8)(const float *x, int64_t n, float s, int e5m2, uint8_t *y);
   /* The bf16 products: set in the avx512bf16 and amx tables only. */
   void (*bf16_pairs)(int rows, int n, const float *x, ptrdiff_t ldx, uint32_t *dst, ptrdiff_t ldd);
   void (*bf16_interleave)(const uint16_t *r0, const uint16_t *r1, int n, uint32_t *dst,
@@ -177,7 +182,10 @@ const char *cpu_kernels_amx_note(void);
                            const cpu_rows_prefetch *pf);                                           \
   void cpu_pv_heads_##isa(int heads, int nc, int dv, const float *p, ptrdiff_t ldp, int dtype,     \
                           const void *const *vrow, ptrdiff_t vstride, float *o, ptrdiff_t ldo,     \
-                          const cpu_rows_prefetch *pf);
+                          const cpu_rows_prefetch *pf);                                            \
+  void cpu_quant_rotate_##isa(float *x, int log2_d, const uint32_t *neg, float norm);              \
+  float cpu_quant_amax_##isa(const float *x, int64_t n);                                           \
+  void cpu_quant_fp8_##isa(const float *x, int64_t n, float s, int e5m2, uint8_t *y);
 
 CPU_KERNEL_DECLS(generic)
 #if defined(FA_CPU_HAVE_AVX2)

@@ -3,9 +3,9 @@
  * token) is widened to fp32 and rotated (core/math/hadamard.h) when asked; for FP8 output a first
  * pass finds each descale block's largest finite magnitude, a second divides by the descale and
  * rounds (core/math/fp8.h). The rows are rotated in both passes rather than kept, so the call
- * needs no scratch beyond one row per thread.
+ * needs no scratch beyond one row per thread. The per-row steps are the kernel build's
+ * (cpu_quant_rows.c: vectorised, bit for bit the scalar rule).
  */
-#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,7 +20,8 @@
 typedef struct quant_job {
   const fa_quantize_request *req;
   const cpu_kernels *kern;
-  unsigned char signs[QUANT_MAX_DIM];
+  float norm;
+  uint32_t neg[QUANT_MAX_DIM]; /* the rotation's signs: 0 or the sign bit */
 } quant_job;
 
 /* Row (b, t, h) of x in fp32, rotated when asked. */
@@ -29,7 +30,7 @@ static void load_rotated(const quant_job *j, int64_t b, int64_t t, int64_t h, fl
   cpu_load_row(j->kern, x->dtype, fa_tensor_base(x),
                b * x->strides[0] + t * x->strides[1] + h * x->strides[2], x->strides[3],
                j->req->head_dim, row);
-  if (j->req->args->rotate) fa_hadamard_rotate_row(row, (uint32_t)j->req->log2_dim, j->signs);
+  if (j->req->args->rotate) j->kern->quant_rotate(row, (int)j->req->log2_dim, j->neg, j->norm);
 }
 
 /* The largest finite |value| of the rows one descale element covers: batches [b0, b1), heads
@@ -45,10 +46,8 @@ static float block_amax(const quant_job *j, int64_t b0, int64_t b1, int64_t h0, 
       for (int64_t h = h0; h < h1; ++h) {
         float row[QUANT_MAX_DIM];
         load_rotated(j, b, t, h, row);
-        for (int64_t c = 0; c < D; ++c) {
-          const float a = fabsf(row[c]);
-          if (a > amax && a <= 3.4028235e38f) amax = a; /* NaN and infinities left out */
-        }
+        const float a = j->kern->quant_amax(row, D); /* NaN and infinities left out */
+        amax = a > amax ? a : amax;
       }
   return amax;
 }
@@ -93,10 +92,13 @@ static void store_rows(const quant_job *j) {
         }
         const float s = *cpu_descale_ptr(d, rows, b, h, t);
         uint8_t *out = (uint8_t *)base + off;
-        for (int64_t c = 0; c < D; ++c) {
-          const float v = row[c] / s;
-          out[c * y->strides[3]] =
-              y->dtype == FA_F8E4M3 ? fa_f32_to_f8e4m3(v) : fa_f32_to_f8e5m2(v);
+        const int e5m2 = y->dtype == FA_F8E5M2;
+        if (y->strides[3] == 1) {
+          j->kern->quant_fp8(row, D, s, e5m2, out);
+        } else {
+          uint8_t codes[QUANT_MAX_DIM];
+          j->kern->quant_fp8(row, D, s, e5m2, codes);
+          for (int64_t c = 0; c < D; ++c) out[c * y->strides[3]] = codes[c];
         }
       }
 }
@@ -116,9 +118,10 @@ fa_status cpu_quantize(const fa_quantize_request *req, char *kernel) {
   quant_job j;
   j.req = req;
   j.kern = cpu_kernels_get();
+  j.norm = req->args->rotate ? fa_hadamard_norm((uint32_t)req->log2_dim) : 1.0f;
   if (req->args->rotate)
     for (int64_t c = 0; c < req->head_dim; ++c)
-      j.signs[c] = (unsigned char)fa_hadamard_sign_negative(req->args->rotate_seed, (uint32_t)c);
+      j.neg[c] = fa_hadamard_sign_negative(req->args->rotate_seed, (uint32_t)c) ? 0x80000000u : 0u;
   if (req->descale) find_descales(&j); /* a block without elements gets 1 too */
   store_rows(&j);
   fa_quantize_kernel_name(req, "cpu", kernel);
