@@ -70,18 +70,6 @@ static void fail(const char *isa, const char *what, uint32_t bits, unsigned got,
     printf("FAIL %s %s: input 0x%08x: got 0x%02x, want 0x%02x\n", isa, what, bits, got, want);
 }
 
-static float from_bits(uint32_t u) {
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-static uint32_t to_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-}
-
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static uint32_t rng(void) { /* xorshift64*, seeded by main */
   rng_state ^= rng_state >> 12;
@@ -98,13 +86,13 @@ static void fp8_patterns(const quant_build *b, uint64_t first, uint64_t count, u
   static uint8_t y[CHUNK];
   for (uint64_t done = 0; done < count;) {
     const int n = (int)(count - done < CHUNK ? count - done : CHUNK);
-    for (int i = 0; i < n; ++i) x[i] = from_bits((uint32_t)(first + (done + i) * step));
+    for (int i = 0; i < n; ++i) x[i] = fa_bits_to_f32((uint32_t)(first + (done + i) * step));
     for (int e5m2 = 0; e5m2 < 2; ++e5m2) {
       b->fp8(x, n, 1.0f, e5m2, y);
       for (int i = 0; i < n; ++i) {
         const float v = x[i] / 1.0f;
         const uint8_t want = e5m2 ? fa_f32_to_f8e5m2(v) : fa_f32_to_f8e4m3(v);
-        if (y[i] != want) fail(b->isa, e5m2 ? "e5m2" : "e4m3", to_bits(x[i]), y[i], want);
+        if (y[i] != want) fail(b->isa, e5m2 ? "e5m2" : "e4m3", fa_f32_to_bits(x[i]), y[i], want);
       }
     }
     done += (uint64_t)n;
@@ -129,7 +117,7 @@ static void test_fp8(const quant_build *b) {
       for (int i = 0; i < CHUNK; ++i) {
         const float v = x[i] / s;
         const uint8_t want = e5m2 ? fa_f32_to_f8e5m2(v) : fa_f32_to_f8e4m3(v);
-        if (y[i] != want) fail(b->isa, e5m2 ? "e5m2 / s" : "e4m3 / s", to_bits(x[i]), y[i], want);
+        if (y[i] != want) fail(b->isa, e5m2 ? "e5m2 / s" : "e4m3 / s", fa_f32_to_bits(x[i]), y[i], want);
       }
     }
   }
@@ -138,10 +126,10 @@ static void test_fp8(const quant_build *b) {
 /* A value for the rotation and amax rows: mostly normal, now and then a special one. */
 static float row_value(void) {
   const uint32_t r = rng() % 64;
-  if (r == 0) return from_bits(0x7fc00000u | (rng() & 0x3fffffu) | (rng() & 0x80000000u));
-  if (r == 1) return from_bits(0x7f800000u | (rng() & 0x80000000u));
-  if (r == 2) return from_bits(rng() & 0x80000000u);
-  if (r == 3) return from_bits(rng() & 0x807fffffu); /* subnormal */
+  if (r == 0) return fa_bits_to_f32(0x7fc00000u | (rng() & 0x3fffffu) | (rng() & 0x80000000u));
+  if (r == 1) return fa_bits_to_f32(0x7f800000u | (rng() & 0x80000000u));
+  if (r == 2) return fa_bits_to_f32(rng() & 0x80000000u);
+  if (r == 3) return fa_bits_to_f32(rng() & 0x807fffffu); /* subnormal */
   return ldexpf((float)(int32_t)rng() / 2147483648.0f, (int)(rng() % 20) - 10);
 }
 
@@ -165,12 +153,12 @@ static void test_rotate_amax(const quant_build *b) {
         if (a > want && a <= 3.4028235e38f) want = a;
       }
       const float got = b->amax(x, d);
-      if (to_bits(got) != to_bits(want)) fail(b->isa, "amax", (uint32_t)d, 0, 0);
+      if (fa_f32_to_bits(got) != fa_f32_to_bits(want)) fail(b->isa, "amax", (uint32_t)d, 0, 0);
       b->rotate(x, log2_d, neg, fa_hadamard_norm((uint32_t)log2_d));
       fa_hadamard_rotate_row(ref, (uint32_t)log2_d, signs);
       for (int j = 0; j < d; ++j)
-        if (to_bits(x[j]) != to_bits(ref[j]) && !(isnan(x[j]) && isnan(ref[j]))) {
-          fail(b->isa, "rotate", to_bits(x[j]), 0, 0);
+        if (fa_f32_to_bits(x[j]) != fa_f32_to_bits(ref[j]) && !(isnan(x[j]) && isnan(ref[j]))) {
+          fail(b->isa, "rotate", fa_f32_to_bits(x[j]), 0, 0);
           break;
         }
     }
