@@ -117,7 +117,8 @@ static void test_fp8(const quant_build *b) {
       for (int i = 0; i < CHUNK; ++i) {
         const float v = x[i] / s;
         const uint8_t want = e5m2 ? fa_f32_to_f8e5m2(v) : fa_f32_to_f8e4m3(v);
-        if (y[i] != want) fail(b->isa, e5m2 ? "e5m2 / s" : "e4m3 / s", fa_f32_to_bits(x[i]), y[i], want);
+        if (y[i] != want)
+          fail(b->isa, e5m2 ? "e5m2 / s" : "e4m3 / s", fa_f32_to_bits(x[i]), y[i], want);
       }
     }
   }
