@@ -41,11 +41,13 @@ typedef struct quant_build {
 } quant_build;
 
 static int always(void) { return 1; }
-#if defined(TEST_QUANT_AVX2) || defined(TEST_QUANT_AVX512)
+#if defined(TEST_QUANT_AVX2)
 static int has_avx2(void) {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
+#endif
+#if defined(TEST_QUANT_AVX512)
 static int has_avx512(void) {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&

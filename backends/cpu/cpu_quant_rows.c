@@ -117,6 +117,7 @@ float CPU_QUANT_FN(cpu_quant_amax)(const float *restrict x, int64_t n) {
 #endif
 }
 
+#if !defined(__AVX512F__)
 /* fa_f32_to_fp8 without branches: the subnormal and the normal code both computed, one kept. */
 static inline uint8_t fp8_code(uint32_t u, uint32_t mbits, int32_t bias, uint32_t sat,
                                uint32_t max_code, uint32_t nan_code) {
@@ -140,6 +141,7 @@ static inline uint8_t fp8_code(uint32_t u, uint32_t mbits, int32_t bias, uint32_
   c = a > 0x7f800000u ? nan_code : c;
   return (uint8_t)(sign | c);
 }
+#endif
 
 /* y[j] = x[j] / s rounded to e4m3 (e5m2: to e5m2), IEEE division as the scalar rule's. */
 #if defined(__AVX512F__)
