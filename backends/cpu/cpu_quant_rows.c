@@ -1,12 +1,14 @@
 /*
  * cpu_quant_rows.c: fa_quantize's per-row steps (cpu_quantize.c), compiled once per instruction
  * set like cpu_rowops.c: the rotation of core/math/hadamard.h, a row's largest finite magnitude,
- * and the division by the descale with core/math/fp8.h's rounding. Each is written as plain
- * loops over whole rows without branches inside them, and with AVX-512 in intrinsics (gcc kept the
- * plain loops scalar: 0.3-1.1 GB/s on the development VM); the operations and their order per
- * element are the scalar rule's, so every result is bit for bit fa_hadamard_rotate_row's and
- * fa_f32_to_f8e4m3's / fa_f32_to_f8e5m2's (tests/test_cpu_quant.c).
+ * and the division by the descale with core/math/fp8.h's rounding. With AVX-512 they are
+ * intrinsics (from plain loops gcc left the maximum and the rotation's small stages scalar: 0.3-1.1
+ * GB/s on the development VM); elsewhere plain loops, the rounding without branches so that the
+ * compiler vectorises it. The operations and their order per element are the scalar rule's, so
+ * every result is bit for bit fa_hadamard_rotate_row's and fa_f32_to_f8e4m3's /
+ * fa_f32_to_f8e5m2's (tests/test_cpu_quant.c).
  */
+#include <math.h>
 #include <string.h>
 
 #include "core/math/fp8.h"
@@ -20,8 +22,6 @@
 #define CPU_QUANT_NAME1(name, isa) CPU_QUANT_NAME2(name, isa)
 #define CPU_QUANT_FN(name) CPU_QUANT_NAME1(name, CPU_ISA)
 
-/* The rotation in place: the signs (neg[j]: 0 or the sign bit), the butterfly stages h = 1, 2,
-   4, ... (pairs (i, i + h) with i & h clear, a + b and a - b), then the multiplication by norm. */
 #if defined(__AVX512F__)
 /* Stages h = 1, 2, 4, 8 of one 16-value chunk: lane i's partner is lane i ^ h; the lane with bit h
    clear takes a + b (itself plus its partner), the other a - b (its partner minus itself). */
@@ -38,6 +38,8 @@ static inline __m512 butterfly16(__m512 v) {
 }
 #endif
 
+/* The rotation in place: the signs (neg[j]: 0 or the sign bit), the butterfly stages h = 1, 2,
+   4, ... (pairs (i, i + h) with i & h clear, a + b and a - b), then the multiplication by norm. */
 void CPU_QUANT_FN(cpu_quant_rotate)(float *restrict x, int log2_d, const uint32_t *restrict neg,
                                     float norm) {
   const int d = 1 << log2_d;
@@ -92,26 +94,10 @@ float CPU_QUANT_FN(cpu_quant_amax)(const float *restrict x, int64_t n) {
   }
   return _mm512_reduce_max_ps(mv); /* finite and >= 0: the maximum, in any order */
 #else
-  float m[16] = {0.0f};
-  int64_t j = 0;
-  for (; j + 16 <= n; j += 16)
-    for (int l = 0; l < 16; ++l) {
-      uint32_t u;
-      memcpy(&u, &x[j + l], sizeof u);
-      u &= 0x7fffffffu;
-      float a;
-      memcpy(&a, &u, sizeof a);
-      m[l] = u < 0x7f800000u && a > m[l] ? a : m[l];
-    }
   float r = 0.0f;
-  for (int l = 0; l < 16; ++l) r = m[l] > r ? m[l] : r;
-  for (; j < n; ++j) {
-    uint32_t u;
-    memcpy(&u, &x[j], sizeof u);
-    u &= 0x7fffffffu;
-    float a;
-    memcpy(&a, &u, sizeof a);
-    r = u < 0x7f800000u && a > r ? a : r;
+  for (int64_t j = 0; j < n; ++j) {
+    const float a = fabsf(x[j]);
+    if (a > r && a <= 3.4028235e38f) r = a;
   }
   return r;
 #endif
@@ -143,7 +129,6 @@ static inline uint8_t fp8_code(uint32_t u, uint32_t mbits, int32_t bias, uint32_
 }
 #endif
 
-/* y[j] = x[j] / s rounded to e4m3 (e5m2: to e5m2), IEEE division as the scalar rule's. */
 #if defined(__AVX512F__)
 /* fp8_code on 16 lanes. */
 static inline __m512i fp8_codes16(__m512i u, uint32_t mbits, int32_t bias, uint32_t sat,
@@ -182,6 +167,7 @@ static inline __m512i fp8_codes16(__m512i u, uint32_t mbits, int32_t bias, uint3
 }
 #endif
 
+/* y[j] = x[j] / s rounded to e4m3 (e5m2: to e5m2), IEEE division as the scalar rule's. */
 void CPU_QUANT_FN(cpu_quant_fp8)(const float *restrict x, int64_t n, float s, int e5m2,
                                  uint8_t *restrict y) {
 #if defined(__AVX512F__)
