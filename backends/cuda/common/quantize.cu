@@ -38,20 +38,39 @@ __device__ __forceinline__ float load_x(const cuda_quant_args &a, int64_t at) {
   return a.xdt == FA_F16 ? fa_f16_to_f32(h) : fa_bf16_to_f32(h);
 }
 
+/* The descale element of block blk of (b, h). */
+__device__ __forceinline__ int64_t descale_at(const cuda_quant_args &a, int64_t b, int64_t h,
+                                              int64_t blk) {
+  return (a.dshape[0] > 1 ? b : 0) * a.ds[0] + (a.dshape[1] > 1 ? h : 0) * a.ds[1] + blk * a.ds[2];
+}
+
+/* The descale element of token t of (b, h). */
 __device__ __forceinline__ int64_t descale_index(const cuda_quant_args &a, int64_t b, int64_t t,
                                                  int64_t h) {
-  return (a.dshape[0] > 1 ? b : 0) * a.ds[0] + (a.dshape[1] > 1 ? h : 0) * a.ds[1] +
-         (t / a.block_rows) * a.ds[2];
+  return descale_at(a, b, h, t / a.block_rows);
+}
+
+/* m raised to |v| where that is finite (NaN and infinities left out). */
+__device__ __forceinline__ float finite_max(float m, float v) {
+  const float x = fabsf(v);
+  return x > m && x <= 3.4028235e38f ? x : m;
+}
+
+/* v into y's element at as Y (FA_F8E4M3 or FA_F8E5M2): divided by the descale s, rounded. */
+template <int Y>
+__device__ __forceinline__ void store_fp8(const cuda_quant_args &a, int64_t at, float v, float s) {
+  static_cast<uint8_t *>(a.y)[at] =
+      Y == FA_F8E4M3 ? fa_f32_to_f8e4m3(__fdiv_rn(v, s)) : fa_f32_to_f8e5m2(__fdiv_rn(v, s));
 }
 
 /* v into y's element at: FP8 divided by the descale s, the float types as they are. */
 __device__ __forceinline__ void store_y(const cuda_quant_args &a, int64_t at, float v, float s) {
   switch (a.ydt) {
     case FA_F8E4M3:
-      static_cast<uint8_t *>(a.y)[at] = fa_f32_to_f8e4m3(__fdiv_rn(v, s));
+      store_fp8<FA_F8E4M3>(a, at, v, s);
       break;
     case FA_F8E5M2:
-      static_cast<uint8_t *>(a.y)[at] = fa_f32_to_f8e5m2(__fdiv_rn(v, s));
+      store_fp8<FA_F8E5M2>(a, at, v, s);
       break;
     case FA_F32:
       static_cast<float *>(a.y)[at] = v;
@@ -119,10 +138,7 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_amax(cuda_quant_args a, i
     int64_t b, t, h;
     load_row(a, row, sh, &b, &t, &h);
     float m = 0.0f;
-    for (int c = threadIdx.x; c < a.dim; c += blockDim.x) {
-      const float v = fabsf(sh[c]);
-      if (v > m && v <= 3.4028235e38f) m = v; /* NaN and infinities left out */
-    }
+    for (int c = threadIdx.x; c < a.dim; c += blockDim.x) m = finite_max(m, sh[c]);
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
     if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
     __syncthreads();
@@ -209,12 +225,6 @@ __device__ __forceinline__ void warp_run(const cuda_quant_args &a, int64_t *t0, 
   *t1 = *t0 + QUANT_RUN < a.seqlen ? *t0 + QUANT_RUN : a.seqlen;
 }
 
-/* The descale element of block blk of (b, h). */
-__device__ __forceinline__ int64_t descale_at(const cuda_quant_args &a, int64_t b, int64_t h,
-                                              int64_t blk) {
-  return (a.dshape[0] > 1 ? b : 0) * a.ds[0] + (a.dshape[1] > 1 ? h : 0) * a.ds[1] + blk * a.ds[2];
-}
-
 /* The warp's largest |value| m (every lane's) into descale block blk of (b, h). */
 __device__ __forceinline__ void amax_flush(const cuda_quant_args &a, int64_t b, int64_t h,
                                            int64_t blk, float m) {
@@ -247,8 +257,7 @@ __global__ void __launch_bounds__(32 * QUANT_WARPS) quant_amax_warps(cuda_quant_
     if (a.rotate) rotate_lane<E>(cur, signs, lane, norm);
 #pragma unroll
     for (int k = 0; k < E; ++k) {
-      const float v = fabsf(cur[k]);
-      if (v > m && v <= 3.4028235e38f) m = v; /* NaN and infinities left out */
+      m = finite_max(m, cur[k]);
       cur[k] = nxt[k];
     }
   }
@@ -283,10 +292,8 @@ __global__ void __launch_bounds__(32 * QUANT_WARPS) quant_store_warps(cuda_quant
     for (int k = 0; k < E; ++k) {
       const float v = cur[k];
       const int64_t at = row + (int64_t)(lane + 32 * k) * a.ys[3];
-      if (Y == FA_F8E4M3)
-        static_cast<uint8_t *>(a.y)[at] = fa_f32_to_f8e4m3(__fdiv_rn(v, s));
-      else if (Y == FA_F8E5M2)
-        static_cast<uint8_t *>(a.y)[at] = fa_f32_to_f8e5m2(__fdiv_rn(v, s));
+      if (Y)
+        store_fp8<Y>(a, at, v, s);
       else
         store_y(a, at, v, s);
       cur[k] = nxt[k];
@@ -366,10 +373,7 @@ __global__ void __launch_bounds__(512) quant_fused(cuda_quant_args a) {
     if (tw + i < t1) {
       if (a.rotate) rotate_lane<E>(v[i], signs, lane, norm);
 #pragma unroll
-      for (int k = 0; k < E; ++k) {
-        const float x = fabsf(v[i][k]);
-        if (x > m && x <= 3.4028235e38f) m = x; /* NaN and infinities left out */
-      }
+      for (int k = 0; k < E; ++k) m = finite_max(m, v[i][k]);
     }
   for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
   if (lane == 0) warp_max[warp] = m;
@@ -383,9 +387,7 @@ __global__ void __launch_bounds__(512) quant_fused(cuda_quant_args a) {
       const int64_t row = ybase + (tw + i) * a.ys[1];
 #pragma unroll
       for (int k = 0; k < E; ++k) {
-        const int64_t at = row + (int64_t)(lane + 32 * k) * a.ys[3];
-        static_cast<uint8_t *>(a.y)[at] = Y == FA_F8E4M3 ? fa_f32_to_f8e4m3(__fdiv_rn(v[i][k], s))
-                                                         : fa_f32_to_f8e5m2(__fdiv_rn(v[i][k], s));
+        store_fp8<Y>(a, row + (int64_t)(lane + 32 * k) * a.ys[3], v[i][k], s);
       }
     }
 }
