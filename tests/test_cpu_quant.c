@@ -15,7 +15,6 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/math/fp8.h"
@@ -72,13 +71,8 @@ static void fail(const char *isa, const char *what, uint32_t bits, unsigned got,
     printf("FAIL %s %s: input 0x%08x: got 0x%02x, want 0x%02x\n", isa, what, bits, got, want);
 }
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint32_t rng(void) { /* xorshift64*, seeded by main */
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  return (uint32_t)((rng_state * 0x2545f4914f6cdd1dull) >> 32);
-}
+static tu_rng rng_state; /* seeded by main from the run's seed */
+static uint32_t rng(void) { return (uint32_t)(tu_rng_u64(&rng_state) >> 32); }
 
 enum { CHUNK = 4096 };
 
@@ -170,7 +164,7 @@ static void test_rotate_amax(const quant_build *b) {
 
 int main(void) {
   const uint64_t seed = tu_run_seed(); /* printed; FA_TEST_SEED replays */
-  rng_state ^= seed;
+  tu_rng_init(&rng_state, seed);
   printf("test_cpu_quant: seed %llu\n", (unsigned long long)seed);
   for (size_t i = 0; i < sizeof builds / sizeof builds[0]; ++i) {
     const quant_build *b = &builds[i];
