@@ -8,8 +8,10 @@
  * The matrix: x f32/f16/bf16; y e4m3/e5m2 with descales per tensor [1,1,1], per batch and head
  * [B,H,1], per head [1,H,1] and per block [B,H,ceil(S/rows)] with rows not dividing S, and y
  * f32/f16/bf16 (rotation only, or now and then a plain conversion); rotation on and off with fresh
- * seeds; head dims 1, 8, 64, 128, 256 (and 24 unrotated, 1024 the largest); contiguous and strided
- * x, y and descale; outliers (a few entries x100) in every case, and in some a head of zeros, a
+ * seeds; head dims 1, 8, 32, 64, 128, 256 (and 24 unrotated, 1024 the largest); contiguous,
+ * strided, and contiguous one element off the alignment of whole rows, x, y and descale; blocks of
+ * up to 128 rows over a few hundred tokens at head dims 32-256 (one thread block a descale block
+ * on CUDA); outliers (a few entries x100) in every case, and in some a head of zeros, a
  * head of subnormal-sized values or infinities (unrotated). Then: empty tensors (batch 0, seqlen 0,
  * heads 0 with NULL data, and head dim 0: y untouched, every descale 1), and a head dim that is
  * not a power of two with rotation (FA_ERR_UNSUPPORTED from both backends, nothing written). Each
@@ -47,6 +49,7 @@ typedef struct qcase {
   dlayout dl;
   int64_t block_rows;
   int strided; /* bit 0: x, bit 1: y, bit 2: descale */
+  int shifted; /* contiguous one element past the buffer's start: bit 0: x, bit 1: y */
   special sp;
   int own_queue; /* args.stream NULL: the plugin's own queue */
 } qcase;
@@ -69,16 +72,20 @@ typedef struct pair {
   void *dev;
 } pair;
 
-/* The layout of a tensor of ndim extents: contiguous, or strided: (4-D) dims 1 and 2 swapped in
+/* The layout of a tensor of ndim extents: L_CONTIGUOUS; L_STRIDED: (4-D) dims 1 and 2 swapped in
    memory, a padding element after each dim's extent, a gap after every element of the last dim
-   and 3 elements before the first (byte_offset). Returns the buffer's size in bytes. */
-static size_t lay_out(fa_tensor *t, fa_dtype dt, int ndim, const int64_t *shape, int strided) {
+   and 3 elements before the first (byte_offset); L_SHIFTED: contiguous from one element past the
+   buffer's start (rows not aligned to their size). Returns the buffer's size in bytes. */
+enum { L_CONTIGUOUS, L_STRIDED, L_SHIFTED };
+
+static size_t lay_out(fa_tensor *t, fa_dtype dt, int ndim, const int64_t *shape, int layout) {
+  const int strided = layout == L_STRIDED;
   memset(t, 0, sizeof *t);
   t->dtype = dt;
   t->ndim = ndim;
   int perm[4] = {0, 1, 2, 3};
   if (strided && ndim == 4) perm[1] = 2, perm[2] = 1;
-  const int64_t pad = strided ? 1 : 0, lead = strided ? 3 : 0;
+  const int64_t pad = strided ? 1 : 0, lead = strided ? 3 : layout == L_SHIFTED;
   int64_t stride = strided ? 2 : 1;
   for (int p = ndim - 1; p >= 0; --p) {
     const int d = perm[p];
@@ -97,10 +104,10 @@ static int64_t numel_of(const fa_tensor *t) {
 }
 
 /* Allocates both copies, filled with the same random bytes; data NULL where the tensor is empty. */
-static int pair_make(pair *p, env *e, fa_dtype dt, int ndim, const int64_t *shape, int strided) {
+static int pair_make(pair *p, env *e, fa_dtype dt, int ndim, const int64_t *shape, int layout) {
   char err[256];
   memset(p, 0, sizeof *p);
-  p->bytes = lay_out(&p->cpu, dt, ndim, shape, strided);
+  p->bytes = lay_out(&p->cpu, dt, ndim, shape, layout);
   p->cpu.device.kind = FA_DEVICE_CPU;
   p->on_dev = p->cpu;
   p->on_dev.device = e->dev;
@@ -207,6 +214,11 @@ static int refused_by_device(fa_status st) {
 
 /* Both backends on the same inputs; the device's y and descale must equal the CPU's byte for byte.
    expect: the status both must return. */
+/* The layout of case c's tensor i (0 x, 1 y, 2 descale). */
+static int layout_of(const qcase *c, int i) {
+  return (c->strided >> i) & 1 ? L_STRIDED : (c->shifted >> i) & 1 ? L_SHIFTED : L_CONTIGUOUS;
+}
+
 static void run_case(env *e, const qcase *c, fa_status expect) {
   const int fp8 = c->ydt == FA_F8E4M3 || c->ydt == FA_F8E5M2;
   const int64_t shape[4] = {c->b, c->s, c->h, c->d};
@@ -216,9 +228,9 @@ static void run_case(env *e, const qcase *c, fa_status expect) {
   if (c->block_rows > 0) dshape[2] = (c->s + c->block_rows - 1) / c->block_rows;
   pair x, y, ds;
   memset(&ds, 0, sizeof ds);
-  if (pair_make(&x, e, c->xdt, 4, shape, c->strided & 1) != 0 ||
-      pair_make(&y, e, c->ydt, 4, shape, c->strided & 2) != 0 ||
-      (fp8 && pair_make(&ds, e, FA_F32, 3, dshape, c->strided & 4) != 0))
+  if (pair_make(&x, e, c->xdt, 4, shape, layout_of(c, 0)) != 0 ||
+      pair_make(&y, e, c->ydt, 4, shape, layout_of(c, 1)) != 0 ||
+      (fp8 && pair_make(&ds, e, FA_F32, 3, dshape, layout_of(c, 2)) != 0))
     goto done;
   if (x.host) {
     fill_x(&x, c, e);
@@ -276,8 +288,11 @@ static void describe(const qcase *c, char *name, size_t n) {
   if (c->rotate) snprintf(rot, sizeof rot, "rotate seed %#" PRIx64, c->seed);
   snprintf(name, n, "x %s [%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "] -> %s, %s%s, %s%s%s%s",
            fa_dtype_name(c->xdt), c->b, c->s, c->h, c->d, fa_dtype_name(c->ydt),
-           dlayout_names[c->dl], rows, rot, c->strided ? ", strided" : "", special_names[c->sp],
-           c->own_queue ? ", own queue" : "");
+           dlayout_names[c->dl], rows, rot,
+           c->strided   ? ", strided"
+           : c->shifted ? ", shifted"
+                        : "",
+           special_names[c->sp], c->own_queue ? ", own queue" : "");
 }
 
 /* A shape for head dim d: a few batches, heads and tokens (fewer rows for the larger dims). */
@@ -311,7 +326,7 @@ static void run_drawn(env *e, qcase *c, int *n) {
 
 static void matrix(env *e) {
   static const fa_dtype xdts[] = {FA_F32, FA_F16, FA_BF16};
-  static const int64_t dims[] = {1, 8, 64, 128, 256, 24, 1024};
+  static const int64_t dims[] = {1, 8, 32, 64, 128, 256, 24, 1024};
   static const fa_dtype fp8s[] = {FA_F8E4M3, FA_F8E5M2};
   static const fa_dtype floats[] = {FA_F32, FA_F16, FA_BF16};
   int n = 0;
@@ -334,6 +349,7 @@ static void matrix(env *e) {
               c.dl = (dlayout)dl;
               if (dl == D_BLOCK) c.block_rows = draw_block_rows(e, &c);
               c.strided = strided ? (int)(1 + tu_rng_u64(&e->rng) % 7) : 0;
+              if (!strided && n % 5 == 2) c.shifted = (int)(1 + tu_rng_u64(&e->rng) % 3);
               c.sp = (special)(n % 4);
               if (c.sp == S_INF && rotate) c.sp = S_NONE; /* a rotated inf is NaN: not compared */
               if (c.sp == S_TINY_HEAD && c.xdt == FA_F16) c.sp = S_NONE;
@@ -355,6 +371,31 @@ static void matrix(env *e) {
         }
       }
     }
+}
+
+/* Blocks of up to 128 rows over a few hundred tokens, contiguous, at the head dims of CUDA's
+   one-pass kernel (a thread block a descale block, 16 rows a warp at most). */
+static void long_blocks(env *e) {
+  static const fa_dtype xdts[] = {FA_F32, FA_F16, FA_BF16};
+  int n = 0;
+  for (size_t xi = 0; xi < sizeof xdts / sizeof xdts[0]; ++xi)
+    for (int64_t d = 32; d <= 256; d *= 2)
+      for (int i = 0; i < 2; ++i) {
+        qcase c;
+        memset(&c, 0, sizeof c);
+        c.xdt = xdts[xi];
+        c.ydt = i ? FA_F8E5M2 : FA_F8E4M3;
+        c.d = d;
+        c.b = 1 + (int64_t)(tu_rng_u64(&e->rng) % 2);
+        c.h = 1 + (int64_t)(tu_rng_u64(&e->rng) % 3);
+        c.s = 130 + (int64_t)(tu_rng_u64(&e->rng) % 300);
+        c.rotate = (n / 2 + i) % 2;
+        c.seed = tu_rng_u64(&e->rng);
+        c.dl = D_BLOCK;
+        c.block_rows = i ? 64 + (int64_t)(tu_rng_u64(&e->rng) % 64) : 128;
+        c.sp = n % 3 == 2 ? S_ZERO_HEAD : S_NONE;
+        run_drawn(e, &c, &n);
+      }
 }
 
 /* Empty tensors (data NULL) and the refused rotation. */
@@ -449,6 +490,7 @@ int main(int argc, char **argv) {
          seed, bname, (int)e.dev.id, name);
   tu_rng_init(&e.rng, tu_seed_for(seed, "test_quantize_device"));
   matrix(&e);
+  long_blocks(&e);
   edges(&e);
   if (e.refused) printf("%d case(s) refused by the device (see above)\n", e.refused);
   fa_release();
