@@ -166,49 +166,16 @@ __device__ __forceinline__ uint32_t fp8x2(float lo, float hi) {
 #endif
 }
 
-/* v / s for the FP8 store, where |v| <= 448 s or so (s a descale of v's block): __fdiv_rn's own
-   sequence for ordinary operands (s's reciprocal by MUFU.RCP and one Newton step, a quotient,
-   one FMA correction) with the reciprocal computed once per s. Zeros keep v's sign; infinities and
-   NaN go through v * r. Below v = 2^-103 the correction's residual can round (its exact value
-   needs bits below 2^-149), so the quotient may be an ulp off IEEE's: with s >= 2^-86 those
-   quotients are below 2^-17, half e5m2's smallest subnormal (and below e4m3's), and round to
-   zero either way. Where s is below that or 1/s not normal, __fdiv_rn. */
-struct fp8_div {
-  float s, r;
-  bool fast;
-};
-
-__device__ __forceinline__ fp8_div fp8_div_by(float s) {
-  fp8_div d;
-  float r0;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r0) : "f"(s));
-  d.s = s;
-  d.r = __fmaf_rn(r0, __fmaf_rn(-s, r0, 1.0f), r0);
-  const uint32_t e = (__float_as_uint(s) >> 23) & 0xffu;
-  d.fast = e >= 41u && e <= 252u; /* 2^-86 <= s < 2^126 */
-  return d;
-}
-
-/* FAST: d.fast is known true (the callers branch once per descale, not per value). */
-template <bool FAST>
-__device__ __forceinline__ float fp8_quot(const fp8_div &d, float v) {
-  if (!FAST) return __fdiv_rn(v, d.s);
-  const float q0 = __fmul_rn(v, d.r);
-  const float q = copysignf(__fmaf_rn(d.r, __fmaf_rn(-d.s, q0, v), q0), v);
-  return fabsf(v) <= 3.4028235e38f ? q : q0;
-}
-
-/* The lane's values divided by the descale (IEEE division) and rounded to Y, packed into words:
-   column E lane + k in byte k. */
-template <int E, int Y, bool FAST>
-__device__ __forceinline__ void pack_fp8(const float (&v)[E], const fp8_div &s,
-                                         uint32_t (&w)[(E + 3) / 4]) {
+/* The lane's values divided by the descale s (IEEE division) and rounded to Y, packed into
+   words: column E lane + k in byte k. */
+template <int E, int Y>
+__device__ __forceinline__ void pack_fp8(const float (&v)[E], float s, uint32_t (&w)[(E + 3) / 4]) {
 #pragma unroll
   for (int i = 0; i < (E + 3) / 4; ++i) w[i] = 0;
 #pragma unroll
   for (int k = 0; k < E; k += 2) {
-    const float hi = k + 1 < E ? fp8_quot<FAST>(s, v[k + 1]) : 0.0f;
-    const uint32_t c = fp8x2<Y>(fp8_quot<FAST>(s, v[k]), hi);
+    const float hi = k + 1 < E ? __fdiv_rn(v[k + 1], s) : 0.0f;
+    const uint32_t c = fp8x2<Y>(__fdiv_rn(v[k], s), hi);
     w[k / 4] |= (k + 1 < E ? c : c & 0xffu) << (8 * (k & 3));
   }
 }
@@ -228,11 +195,11 @@ __device__ __forceinline__ void store_lane_fp8(const cuda_quant_args &a, int64_t
 }
 
 /* The lane's values rounded to Y (FA_F8E4M3 or FA_F8E5M2) after division by s, stored. */
-template <int E, int Y, bool FAST>
+template <int E, int Y>
 __device__ __forceinline__ void store_fp8_lane(const cuda_quant_args &a, int64_t row, int lane,
-                                               bool vec, const float (&v)[E], const fp8_div &s) {
+                                               bool vec, const float (&v)[E], float s) {
   uint32_t w[(E + 3) / 4];
-  pack_fp8<E, Y, FAST>(v, s, w);
+  pack_fp8<E, Y>(v, s, w);
   store_lane_fp8<E>(a, row, lane, vec, w);
 }
 

@@ -249,17 +249,11 @@ __global__ void __launch_bounds__(32 * QUANT_WARPS) quant_amax_lanes(cuda_quant_
    FP8. */
 template <int E>
 __device__ __forceinline__ void store_lane(const cuda_quant_args &a, int64_t row, int lane,
-                                           bool yvec, const float (&v)[E], const fp8_div &s) {
+                                           bool yvec, const float (&v)[E], float s) {
   if (a.ydt == FA_F8E4M3) {
-    if (s.fast)
-      store_fp8_lane<E, FA_F8E4M3, true>(a, row, lane, yvec, v, s);
-    else
-      store_fp8_lane<E, FA_F8E4M3, false>(a, row, lane, yvec, v, s);
+    store_fp8_lane<E, FA_F8E4M3>(a, row, lane, yvec, v, s);
   } else if (a.ydt == FA_F8E5M2) {
-    if (s.fast)
-      store_fp8_lane<E, FA_F8E5M2, true>(a, row, lane, yvec, v, s);
-    else
-      store_fp8_lane<E, FA_F8E5M2, false>(a, row, lane, yvec, v, s);
+    store_fp8_lane<E, FA_F8E5M2>(a, row, lane, yvec, v, s);
   } else { /* a float type: the rotation only */
 #pragma unroll
     for (int k = 0; k < E; ++k) store_float(a, row + (int64_t)(lane * E + k) * a.ys[3], v[k]);
@@ -279,7 +273,7 @@ __global__ void __launch_bounds__(32 * QUANT_WARPS)
   const uint32_t signs = lane_signs<E>(a, lane);
   const float norm = fa_hadamard_norm((uint32_t)a.log2_dim);
   int64_t blk = t0 / a.block_rows, next = (blk + 1) * a.block_rows;
-  fp8_div s = fp8_div_by(a.descale ? a.descale[descale_at(a, b, h, blk)] : 1.0f);
+  float s = a.descale ? a.descale[descale_at(a, b, h, blk)] : 1.0f;
   for (int64_t t = t0; t < t1; t += C) {
     uint32_t w[C][W];
     load_rows<E, X, C>(a, base, t, t1, lane, xvec, w);
@@ -292,7 +286,7 @@ __global__ void __launch_bounds__(32 * QUANT_WARPS)
         if (t + i >= next) {
           ++blk;
           next += a.block_rows;
-          if (a.descale) s = fp8_div_by(a.descale[descale_at(a, b, h, blk)]);
+          if (a.descale) s = a.descale[descale_at(a, b, h, blk)];
         }
         store_lane<E>(a, ybase + (t + i) * a.ys[1], lane, yvec, v, s);
       }
@@ -375,17 +369,17 @@ bool rows_by_warps(const cuda_quant_args *a, bool amax, cudaStream_t stream) {
    the descale and the rows stored from the registers: x read once. */
 template <int E>
 struct fused_shape {
-  static constexpr int R = 8; /* tokens a warp: at most 16 warps */
+  static constexpr int R = E <= 4 ? 16 : 64 / E; /* tokens a warp: at most 16 warps */
 };
 
 /* The fused kernel's stores of a warp's rows v (those below t1) as Y. */
-template <int E, int Y, bool FAST, int R>
+template <int E, int Y, int R>
 __device__ __forceinline__ void fused_store(const cuda_quant_args &a, int64_t row0, int64_t tw,
                                             int64_t t1, int lane, bool yvec, const float (&v)[R][E],
-                                            const fp8_div &s) {
+                                            float s) {
 #pragma unroll
   for (int i = 0; i < R; ++i)
-    if (tw + i < t1) store_fp8_lane<E, Y, FAST>(a, row0 + (tw + i) * a.ys[1], lane, yvec, v[i], s);
+    if (tw + i < t1) store_fp8_lane<E, Y>(a, row0 + (tw + i) * a.ys[1], lane, yvec, v[i], s);
 }
 
 template <int E, int X>
@@ -416,15 +410,10 @@ __global__ void __launch_bounds__(512) quant_fused(cuda_quant_args a, bool xvec,
   for (int w = 0; w < warps; ++w) m = fmaxf(m, warp_max[w]);
   const float scale = __fdiv_rn(m, a.fp8_max), s = scale > 0.0f ? scale : 1.0f;
   if (threadIdx.x == 0) a.descale[descale_at(a, b, h, blk)] = s;
-  const fp8_div sd = fp8_div_by(s);
-  if (a.ydt == FA_F8E4M3 && sd.fast)
-    fused_store<E, FA_F8E4M3, true, R>(a, ybase, tw, t1, lane, yvec, v, sd);
-  else if (a.ydt == FA_F8E4M3)
-    fused_store<E, FA_F8E4M3, false, R>(a, ybase, tw, t1, lane, yvec, v, sd);
-  else if (sd.fast)
-    fused_store<E, FA_F8E5M2, true, R>(a, ybase, tw, t1, lane, yvec, v, sd);
+  if (a.ydt == FA_F8E4M3)
+    fused_store<E, FA_F8E4M3, R>(a, ybase, tw, t1, lane, yvec, v, s);
   else
-    fused_store<E, FA_F8E5M2, false, R>(a, ybase, tw, t1, lane, yvec, v, sd);
+    fused_store<E, FA_F8E5M2, R>(a, ybase, tw, t1, lane, yvec, v, s);
 }
 
 template <int E>
