@@ -13,7 +13,8 @@
  *
  * 1. Sweep. A child process (fork, so each starts with no plugin loaded) runs a scenario: the
  *    process's first call, fa_forward on the CPU backend (it loads the plugins), then
- *    fa_backward, fa_forward_kvcache and fa_plan_forward, each on fresh random inputs with
+ *    fa_backward, fa_forward_kvcache, fa_plan_forward and fa_quantize (rotated, descales per
+ *    block of 16 rows: the one pass with its scratch), each on fresh random inputs with
  *    outputs poisoned. A first child fails nothing and counts our allocations (T); then for
  *    N = 0 .. T-1 a child fails exactly our N-th allocation. In every child each call must either
  *    succeed with outputs bitwise equal to the same call repeated with nothing failing, or fail
@@ -242,10 +243,10 @@ HOOK void *memalign(size_t align, size_t n) {
  * The scenario
  * ------------------------------------------------------------------------------------------- */
 
-enum { B = 2, SQ = 37, SK = 45, HQ = 4, HKV = 2, D = 32, CAP = 64, NEW = 3 };
+enum { B = 2, SQ = 37, SK = 45, HQ = 4, HKV = 2, D = 32, CAP = 64, NEW = 3, QROWS = 16 };
 
 typedef struct tensors {
-  tu_tensor q, k, v, out, lse, dout, dq, dk, dv, kc, vc, kn, vn, lens;
+  tu_tensor q, k, v, out, lse, dout, dq, dk, dv, kc, vc, kn, vn, lens, qy, qd;
 } tensors;
 
 static void make(tu_tensor *x, fa_dtype dt, int nd, const int64_t *shape, tu_rng *r, int output) {
@@ -264,6 +265,7 @@ static void make_all(tensors *t, uint64_t seed) {
   tu_rng_init(&r, seed);
   const int64_t qs[4] = {B, SQ, HQ, D}, ks[4] = {B, SK, HKV, D}, ls[3] = {B, HQ, SQ};
   const int64_t cs[4] = {B, CAP, HKV, D}, ns[4] = {B, NEW, HKV, D}, bs[1] = {B};
+  const int64_t ds[3] = {B, HQ, (SQ + QROWS - 1) / QROWS};
   make(&t->q, FA_BF16, 4, qs, &r, 0);
   make(&t->k, FA_BF16, 4, ks, &r, 0);
   make(&t->v, FA_BF16, 4, ks, &r, 0);
@@ -278,6 +280,8 @@ static void make_all(tensors *t, uint64_t seed) {
   make(&t->kn, FA_BF16, 4, ns, &r, 0);
   make(&t->vn, FA_BF16, 4, ns, &r, 0);
   make(&t->lens, FA_I32, 1, bs, &r, 0);
+  make(&t->qy, FA_F8E4M3, 4, qs, &r, 1);
+  make(&t->qd, FA_F32, 3, ds, &r, 1);
   int32_t *lens = (int32_t *)(void *)t->lens.buf;
   lens[0] = 5;
   lens[1] = CAP - NEW;
@@ -286,14 +290,14 @@ static void make_all(tensors *t, uint64_t seed) {
 }
 
 static void free_all(tensors *t) {
-  tu_tensor *all[] = {&t->q,  &t->k,  &t->v,  &t->out, &t->lse, &t->dout, &t->dq,
-                      &t->dk, &t->dv, &t->kc, &t->vc,  &t->kn,  &t->vn,   &t->lens};
+  tu_tensor *all[] = {&t->q,  &t->k,  &t->v,  &t->out, &t->lse, &t->dout, &t->dq, &t->dk,
+                      &t->dv, &t->kc, &t->vc, &t->kn,  &t->vn,  &t->lens, &t->qy, &t->qd};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) tu_free(all[i]);
 }
 
-enum { C_FWD, C_BWD, C_KVCACHE, C_PLAN, C_COUNT };
+enum { C_FWD, C_BWD, C_KVCACHE, C_PLAN, C_QUANTIZE, C_COUNT };
 static const char *const call_names[C_COUNT] = {"fa_forward", "fa_backward", "fa_forward_kvcache",
-                                                "fa_plan_forward"};
+                                                "fa_plan_forward", "fa_quantize"};
 
 static fa_status do_call(int which, tensors *t) {
   fa_params p;
@@ -319,6 +323,16 @@ static fa_status do_call(int which, tensors *t) {
       kv.cache_seqlens = &t->lens.t;
       return fa_forward_kvcache(&p, &t->q.t, &t->kc.t, &t->vc.t, &kv, &t->out.t, &t->lse.t, &info);
     }
+    case C_QUANTIZE: {
+      fa_quantize_args a;
+      fa_quantize_args_init(&a);
+      a.backend = FA_BACKEND_CPU;
+      a.strict = 1;
+      a.block_rows = QROWS;
+      a.rotate = 1;
+      a.rotate_seed = 7;
+      return fa_quantize(&a, &t->q.t, &t->qy.t, &t->qd.t, &info);
+    }
     default:
       return fa_plan_forward(&p, &t->q.t, &t->k.t, &t->v.t, &t->out.t, &t->lse.t, &info);
   }
@@ -329,7 +343,12 @@ static tu_tensor *outputs(int which, tensors *t, int i) {
   tu_tensor *fwd[] = {&t->out, &t->lse, NULL};
   tu_tensor *bwd[] = {&t->dq, &t->dk, &t->dv, NULL};
   tu_tensor *kvc[] = {&t->out, &t->lse, &t->kc, &t->vc, NULL};
-  tu_tensor **list = which == C_FWD ? fwd : which == C_BWD ? bwd : which == C_KVCACHE ? kvc : NULL;
+  tu_tensor *qnt[] = {&t->qy, &t->qd, NULL};
+  tu_tensor **list = which == C_FWD        ? fwd
+                     : which == C_BWD      ? bwd
+                     : which == C_KVCACHE  ? kvc
+                     : which == C_QUANTIZE ? qnt
+                                           : NULL;
   return list ? list[i] : NULL;
 }
 

@@ -1,13 +1,19 @@
 /*
  * cpu_quantize.c: fa_quantize on host memory (docs/fp8.md). Each row (one head's vector of a
- * token) is widened to fp32 and rotated (core/math/hadamard.h) when asked; for FP8 output a first
- * pass finds each descale block's largest finite magnitude, a second divides by the descale and
- * rounds (core/math/fp8.h). The rows are rotated in both passes rather than kept, so the call
- * needs no scratch beyond one row per thread. The per-row steps are the kernel build's
- * (cpu_quant_rows.c: vectorised, bit for bit the scalar rule).
+ * token) is widened to fp32 and rotated (core/math/hadamard.h) when asked; for FP8 output each
+ * descale block's largest finite magnitude is found, then its rows are divided by the descale and
+ * rounded (core/math/fp8.h). Two forms:
+ *   one pass, where each descale element covers rows of one (batch, head) and a block's rows fit
+ *     QUANT_BLOCK_FLOATS: a thread takes a block, keeps its widened (rotated) rows in its scratch,
+ *     takes their maximum, then quantizes them from there (x read and rotated once);
+ *   two passes otherwise (descales shared across batches or heads, long blocks): the maxima, then
+ *     the stores, each row read and rotated in both, no scratch beyond one row a thread.
+ * The per-row steps are the kernel build's (cpu_quant_rows.c: vectorised, bit for bit the scalar
+ * rule), so both forms give the same bytes.
  */
 #include <omp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/math/fp8.h"
@@ -16,6 +22,10 @@
 #include "cpu_tensor.h"
 
 #define QUANT_MAX_DIM 1024 /* FA_MAX_HEAD_DIM, checked by the core */
+/* A one-pass item's rows (heads x block rows x head dim) at most: 256 KiB of fp32 a thread,
+   within a core's L2 */
+#define QUANT_BLOCK_FLOATS (256 * 256)
+#define QUANT_GROUP_MAX 64 /* heads a one-pass item takes together */
 
 typedef struct quant_job {
   const fa_quantize_request *req;
@@ -72,35 +82,98 @@ static void find_descales(const quant_job *j) {
   }
 }
 
+/* Row (b, t, h) into y: FP8 divided by the descale s and rounded where there are descales, else
+   the float type as it is. */
+static void store_row(const quant_job *j, int64_t b, int64_t t, int64_t h, const float *row,
+                      float s) {
+  const fa_tensor *y = j->req->y;
+  const int64_t D = j->req->head_dim;
+  char *base = (char *)fa_tensor_base(y);
+  const int64_t off = b * y->strides[0] + t * y->strides[1] + h * y->strides[2];
+  if (!j->req->descale) {
+    cpu_store_row(y->dtype, base, off, y->strides[3], D, row, 1.0f);
+    return;
+  }
+  uint8_t *out = (uint8_t *)base + off;
+  const int e5m2 = y->dtype == FA_F8E5M2;
+  if (y->strides[3] == 1) {
+    j->kern->quant_fp8(row, D, s, e5m2, out);
+  } else {
+    uint8_t codes[QUANT_MAX_DIM];
+    j->kern->quant_fp8(row, D, s, e5m2, codes);
+    for (int64_t c = 0; c < D; ++c) out[c * y->strides[3]] = codes[c];
+  }
+}
+
 static void store_rows(const quant_job *j) {
   const fa_quantize_request *r = j->req;
-  const fa_tensor *y = r->y, *d = r->descale;
-  const int64_t D = r->head_dim;
+  const fa_tensor *d = r->descale;
   const int64_t rows = r->args->block_rows > 0 ? r->args->block_rows : r->seqlen;
-  char *base = (char *)fa_tensor_base(y);
-  if (D == 0) return; /* nothing to store (the data may be NULL) */
+  if (r->head_dim == 0) return; /* nothing to store (the data may be NULL) */
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < r->batch; ++b)
     for (int64_t t = 0; t < r->seqlen; ++t)
       for (int64_t h = 0; h < r->heads; ++h) {
         float row[QUANT_MAX_DIM];
         load_rotated(j, b, t, h, row);
-        const int64_t off = b * y->strides[0] + t * y->strides[1] + h * y->strides[2];
-        if (!d) {
-          cpu_store_row(y->dtype, base, off, y->strides[3], D, row, 1.0f);
-          continue;
-        }
-        const float s = *cpu_descale_ptr(d, rows, b, h, t);
-        uint8_t *out = (uint8_t *)base + off;
-        const int e5m2 = y->dtype == FA_F8E5M2;
-        if (y->strides[3] == 1) {
-          j->kern->quant_fp8(row, D, s, e5m2, out);
-        } else {
-          uint8_t codes[QUANT_MAX_DIM];
-          j->kern->quant_fp8(row, D, s, e5m2, codes);
-          for (int64_t c = 0; c < D; ++c) out[c * y->strides[3]] = codes[c];
-        }
+        store_row(j, b, t, h, row, d ? *cpu_descale_ptr(d, rows, b, h, t) : 1.0f);
       }
+}
+
+/* Whether the one pass applies: descales per (batch, head) (batch or heads of 1 included), a
+   block's rows within QUANT_BLOCK_FLOATS, something to store. */
+static int one_pass_fits(const fa_quantize_request *r, int64_t rows) {
+  const fa_tensor *d = r->descale;
+  return d && d->shape[0] == r->batch && d->shape[1] == r->heads && r->head_dim > 0 &&
+         rows <= QUANT_BLOCK_FLOATS / r->head_dim;
+}
+
+/* The one pass. A thread takes one descale block of tokens for a group of adjacent heads, so that
+   it reads each token's rows of the group as one run of memory (token-major x) rather than one
+   head's rows far apart; the group's rows stay in the thread's scratch for the stores. */
+static fa_status quantize_one_pass(const quant_job *j, int64_t rows) {
+  const fa_quantize_request *r = j->req;
+  const fa_tensor *d = r->descale;
+  const int64_t D = r->head_dim, nblk = d->shape[2];
+  int64_t group = rows > 0 ? QUANT_BLOCK_FLOATS / (rows * D) : 1;
+  if (group > QUANT_GROUP_MAX) group = QUANT_GROUP_MAX;
+  if (group > r->heads) group = r->heads;
+  if (group < 1) group = 1;
+  const int64_t groups = (r->heads + group - 1) / group, n = r->batch * nblk * groups;
+  const float fmax = r->y->dtype == FA_F8E4M3 ? FA_F8E4M3_MAX : FA_F8E5M2_MAX;
+  const int threads = omp_get_max_threads();
+  const size_t per_thread = (size_t)(group * rows * D);
+  /* at least one float: a sequence of no tokens still gets its descales of 1 below */
+  float *scratch = malloc(((size_t)threads * per_thread + 1) * sizeof(float));
+  if (!scratch)
+    return fa_core_set_error(FA_ERR_OUT_OF_MEMORY,
+                             "cpu.quantize: no memory for %d scratch blocks of %lld floats",
+                             threads, (long long)per_thread);
+#pragma omp parallel for schedule(static)
+  for (int64_t e = 0; e < n; ++e) {
+    float *block = scratch + (size_t)omp_get_thread_num() * per_thread;
+    const int64_t b = e / (nblk * groups), blk = e / groups % nblk, h0 = e % groups * group;
+    const int64_t g = group < r->heads - h0 ? group : r->heads - h0;
+    const int64_t t0 = blk * rows, t1 = rows < r->seqlen - t0 ? t0 + rows : r->seqlen;
+    float amax[QUANT_GROUP_MAX] = {0.0f}, s[QUANT_GROUP_MAX];
+    for (int64_t t = t0; t < t1; ++t)
+      for (int64_t k = 0; k < g; ++k) {
+        float *row = block + (k * rows + (t - t0)) * D;
+        load_rotated(j, b, t, h0 + k, row);
+        const float a = j->kern->quant_amax(row, D); /* NaN and infinities left out */
+        amax[k] = a > amax[k] ? a : amax[k];
+      }
+    for (int64_t k = 0; k < g; ++k) {
+      const float scale = amax[k] / fmax;
+      s[k] = scale > 0.0f ? scale : 1.0f; /* as find_descales */
+      *cpu_descale_ptr(d, rows, b, h0 + k, t0) = s[k];
+    }
+    for (int64_t t = t0; t < t1; ++t)
+      for (int64_t k = 0; k < g; ++k)
+        store_row(j, b, t, h0 + k, block + (k * rows + (t - t0)) * D, s[k]);
+  }
+  free(scratch);
+  return FA_OK;
 }
 
 fa_status cpu_quantize(const fa_quantize_request *req, char *kernel) {
@@ -122,8 +195,14 @@ fa_status cpu_quantize(const fa_quantize_request *req, char *kernel) {
   if (req->args->rotate)
     for (int64_t c = 0; c < req->head_dim; ++c)
       j.neg[c] = fa_hadamard_sign_negative(req->args->rotate_seed, (uint32_t)c) ? 0x80000000u : 0u;
-  if (req->descale) find_descales(&j); /* a block without elements gets 1 too */
-  store_rows(&j);
+  const int64_t rows = req->args->block_rows > 0 ? req->args->block_rows : req->seqlen;
+  if (one_pass_fits(req, rows)) {
+    const fa_status st = quantize_one_pass(&j, rows);
+    if (st != FA_OK) return st;
+  } else {
+    if (req->descale) find_descales(&j); /* a block without elements gets 1 too */
+    store_rows(&j);
+  }
   fa_quantize_kernel_name(req, "cpu", kernel);
   return FA_OK;
 }
