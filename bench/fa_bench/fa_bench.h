@@ -28,7 +28,14 @@ enum { MAX_LIST = 16 };
 
 /* Which shape options the command line set (options.given): the others take their defaults, the
    CPU-sized ones when the tensors live in host memory (apply_host_defaults). */
-enum { GIVEN_HDIMS = 1, GIVEN_SEQLENS = 2, GIVEN_TOKENS = 4, GIVEN_HIDDEN = 8, GIVEN_PASS = 16 };
+enum {
+  GIVEN_HDIMS = 1,
+  GIVEN_SEQLENS = 2,
+  GIVEN_TOKENS = 4,
+  GIVEN_HIDDEN = 8,
+  GIVEN_PASS = 16,
+  GIVEN_SCALES = 32
+};
 
 typedef struct options {
   int32_t backend;
@@ -43,6 +50,7 @@ typedef struct options {
   int decode;        /* decode mode: fa_forward_kvcache, one query token */
   int varlen;        /* varlen mode: packed sequences of mixed lengths */
   int quantize;      /* quantize mode: fa_quantize to FP8 against a device copy */
+  int quant_scales;  /* quantize: QUANT_BLOCK, QUANT_HEAD or QUANT_TENSOR descales */
   int64_t kv_heads;  /* decode: KV heads (0: as many as query heads) */
   int64_t page_size; /* decode: pages of this many keys through a block table (0: dense) */
   int kv_head_major; /* decode: caches [.., kv_heads, keys, hdim] in memory (token-major: 0) */
@@ -52,6 +60,10 @@ typedef struct options {
   int list;          /* --list: print the sweep's shapes and exit */
   int progress_s;    /* progress on stderr once a sweep has run this long (-1: never) */
 } options;
+
+/* fa-bench --quantize --scales: a descale per 128 rows of each (batch, head), per (batch, head),
+   or one for the tensor. */
+enum { QUANT_BLOCK, QUANT_HEAD, QUANT_TENSOR };
 
 /* options.c: fills o from argv; 0 (after a message on stderr) on a bad command line. --help
    prints the usage and exits. */

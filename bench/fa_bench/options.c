@@ -39,11 +39,14 @@ static void usage(FILE *f) {
       "                     lengths between min(100, S) and S filling --tokens, against the\n"
       "                     same sequences padded to S; FLOPs over the real lengths\n"
       "  --quantize         quantize: fa_quantize of x [batch, S, heads, D] in --dtype to\n"
-      "                     f8e4m3 with descales per 128 rows, rotate 0 and 1 (seed 1234;\n"
+      "                     f8e4m3 with descales as --scales says, rotate 0 and 1 (seed 1234;\n"
       "                     D not a power of two: the rotate row is refused), GB/s of x read\n"
       "                     + y and descales written, against a device-to-device copy of\n"
       "                     x (its GB/s: 2 x x's bytes); --tokens/--hidden or --batch/--heads\n"
       "                     give the shape as in the sweep\n"
+      "  --scales L         quantize: the descales, block (per 128 rows of each batch and\n"
+      "                     head, [batch, heads, ceil(S/128)], the default), head (per batch\n"
+      "                     and head, [batch, heads, 1]) or tensor ([1, 1, 1])\n"
       "  --kv-heads N       decode: KV heads (default: --heads); heads must be a multiple\n"
       "  --page-size N      decode: the cache in pages of N keys through a shuffled block\n"
       "                     table (params.block_table; 0 = a dense cache, the default)\n"
@@ -189,6 +192,12 @@ static int parse_one(options *o, const char *a, const char *v) {
   } else if (!strcmp(a, "--kv-layout")) {
     ok = !strcmp(v, "token") || !strcmp(v, "head");
     o->kv_head_major = !strcmp(v, "head");
+  } else if (!strcmp(a, "--scales")) {
+    ok = !strcmp(v, "block") || !strcmp(v, "head") || !strcmp(v, "tensor");
+    o->quant_scales = !strcmp(v, "head")     ? QUANT_HEAD
+                      : !strcmp(v, "tensor") ? QUANT_TENSOR
+                                             : QUANT_BLOCK;
+    o->given |= GIVEN_SCALES;
   } else if (!strcmp(a, "--splits")) {
     ok = cli_parse_i64(v, 0, 1024, &x);
     o->splits = (int)x;
@@ -239,6 +248,10 @@ int parse_args(int argc, char **argv, options *o) {
     fprintf(stderr,
             "fa-bench: --list lists the sweep's shapes; not with --decode, --varlen or "
             "--quantize\n");
+    return 0;
+  }
+  if ((o->given & GIVEN_SCALES) && !o->quantize) {
+    fprintf(stderr, "fa-bench: --scales sets fa_quantize's descales: only with --quantize\n");
     return 0;
   }
   if (o->decode + o->varlen + o->quantize > 1) {

@@ -2,7 +2,8 @@
  * quantize.c: fa-bench --quantize. Times fa_quantize, the FP8 block quantization with optional
  * Hadamard rotation (docs/fp8.md), as the memory-bound pass it is: for each --hdims D and --seqlens
  * S, x [batch, S, heads, D] in --dtype (f32, f16 or bf16) becomes y of the same shape in f8e4m3
- * with descales float32 [batch, heads, ceil(S / 128)] (block_rows 128), once without the rotation
+ * with descales float32 as --scales says: [batch, heads, ceil(S / 128)] (block_rows 128, the
+ * default), [batch, heads, 1] or [1, 1, 1] (block_rows 0), once without the rotation
  * and once with it (rotate_seed 1234; D not a power of two is refused by the library, and the row
  * says so without failing the run). Reported per row: the median time of a synchronised call, GB/s
  * of the bytes a call must move (x read once, y and the descales written), that rate over the
@@ -19,11 +20,20 @@
 #include "tools/device_mem.h"
 
 enum { BLOCK_ROWS = 128 };
-static const uint64_t ROTATE_SEED = 1234;
 
 typedef struct quant_shape {
   int64_t d, s, b, h;
 } quant_shape;
+
+/* The descales' shape for --scales and a shape x, and their block_rows. */
+static int64_t descale_shape(const options *o, const quant_shape *x, int64_t ds[3]) {
+  const int tensor = o->quant_scales == QUANT_TENSOR, block = o->quant_scales == QUANT_BLOCK;
+  ds[0] = tensor ? 1 : x->b;
+  ds[1] = tensor ? 1 : x->h;
+  ds[2] = block ? (x->s + BLOCK_ROWS - 1) / BLOCK_ROWS : 1;
+  return block ? BLOCK_ROWS : 0;
+}
+static const uint64_t ROTATE_SEED = 1234;
 
 typedef struct quant_call {
   const fa_quantize_args *args;
@@ -86,7 +96,8 @@ static int time_quantize(const options *o, const quant_shape *x, buffer *xb, buf
                          buffer *descale, int rotate, double copy_gbs, int *refused) {
   fa_quantize_args args;
   fa_quantize_args_init(&args);
-  args.block_rows = BLOCK_ROWS;
+  int64_t ds[3];
+  args.block_rows = descale_shape(o, x, ds);
   args.rotate = rotate;
   args.rotate_seed = ROTATE_SEED;
   args.backend = o->backend;
@@ -98,10 +109,9 @@ static int time_quantize(const options *o, const quant_shape *x, buffer *xb, buf
   c.y = y;
   c.descale = descale;
   const double elems = (double)x->b * (double)x->s * (double)x->h * (double)x->d;
-  const double blocks = (double)((x->s + BLOCK_ROWS - 1) / BLOCK_ROWS);
+  const double blocks = (double)(ds[0] * ds[1] * ds[2]);
   const double bytes = elems * (double)fa_dtype_size(o->dtype) +
-                       elems * (double)fa_dtype_size(FA_F8E4M3) +
-                       (double)x->b * (double)x->h * blocks * 4.0;
+                       elems * (double)fa_dtype_size(FA_F8E4M3) + blocks * 4.0;
   measurement m;
   measure_calls(call_quantize, &c, o, 0.0, &m);
   printf("%6d | ", rotate);
@@ -137,7 +147,8 @@ static void run_shape(const options *o, const quant_shape *x, int *rows, int *fa
                       int *refusals) {
   buffer xb, y, descale, dst;
   const int64_t xs[4] = {x->b, x->s, x->h, x->d};
-  const int64_t ds[3] = {x->b, x->h, (x->s + BLOCK_ROWS - 1) / BLOCK_ROWS};
+  int64_t ds[3];
+  descale_shape(o, x, ds);
   int ok = buffer_alloc(&xb, o->dtype, 4, xs) & buffer_alloc(&y, FA_F8E4M3, 4, xs) &
            buffer_alloc(&descale, FA_F32, 3, ds) & buffer_alloc(&dst, o->dtype, 4, xs);
   ok = ok && fill_random(&xb);
