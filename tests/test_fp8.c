@@ -205,6 +205,10 @@ static void test_quantize(void) {
       {FA_F32, FA_F8E4M3, TU_STRIDED, 3, 9, 2, 8, 1, 1, 0, 1},
       {FA_F32, FA_F32, TU_CONTIGUOUS, 2, 7, 2, 256, 0, 0, 0, 1},
       {FA_F16, FA_BF16, TU_PERMUTED, 1, 5, 3, 1, 0, 0, 0, 1},
+      /* the CPU's one pass with groups of heads that do not divide the heads: 2 a group at hd256
+         over 128-row blocks, 64 (the most a group takes) of 70 heads over 16-row blocks */
+      {FA_BF16, FA_F8E4M3, TU_CONTIGUOUS, 1, 300, 5, 256, 1, 5, 128, 1},
+      {FA_F32, FA_F8E5M2, TU_PADDED, 2, 20, 70, 64, 2, 70, 16, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) run_quantize_case(&cases[i]);
 }
