@@ -30,6 +30,7 @@
 typedef struct quant_job {
   const fa_quantize_request *req;
   const cpu_kernels *kern;
+  int64_t rows; /* tokens per descale block (args.block_rows, or the whole sequence) */
   float norm;
   uint32_t neg[QUANT_MAX_DIM]; /* the rotation's signs: 0 or the sign bit */
 } quant_job;
@@ -41,6 +42,14 @@ static void load_rotated(const quant_job *j, int64_t b, int64_t t, int64_t h, fl
                b * x->strides[0] + t * x->strides[1] + h * x->strides[2], x->strides[3],
                j->req->head_dim, row);
   if (j->req->args->rotate) j->kern->quant_rotate(row, (int)j->req->log2_dim, j->neg, j->norm);
+}
+
+/* The descale of a block whose largest finite |value| is amax: amax / the FP8 maximum, or 1 where
+   that is 0 (a block of zeros, or a descale that underflows: any value quantizes it alike). */
+static float block_descale(const quant_job *j, float amax) {
+  const float fmax = j->req->y->dtype == FA_F8E4M3 ? FA_F8E4M3_MAX : FA_F8E5M2_MAX;
+  const float scale = amax / fmax;
+  return scale > 0.0f ? scale : 1.0f;
 }
 
 /* The largest finite |value| of the rows one descale element covers: batches [b0, b1), heads
@@ -66,8 +75,7 @@ static void find_descales(const quant_job *j) {
   const fa_quantize_request *r = j->req;
   const fa_tensor *d = r->descale;
   const int64_t nb = d->shape[0], nh = d->shape[1], nblk = d->shape[2];
-  const int64_t rows = r->args->block_rows > 0 ? r->args->block_rows : r->seqlen;
-  const float fmax = r->y->dtype == FA_F8E4M3 ? FA_F8E4M3_MAX : FA_F8E5M2_MAX;
+  const int64_t rows = j->rows;
   const int64_t n = nb * nh * nblk;
   const int team = n < 4 * (int64_t)omp_get_max_threads();
 #pragma omp parallel for schedule(dynamic, 1) if (!team)
@@ -76,9 +84,8 @@ static void find_descales(const quant_job *j) {
     const int64_t b0 = nb > 1 ? b : 0, b1 = nb > 1 ? b + 1 : r->batch;
     const int64_t h0 = nh > 1 ? h : 0, h1 = nh > 1 ? h + 1 : r->heads;
     const int64_t t0 = blk * rows, t1 = rows < r->seqlen - t0 ? t0 + rows : r->seqlen;
-    const float scale = block_amax(j, b0, b1, h0, h1, t0, t1, team) / fmax;
-    /* 1 where the block is all zeros (or its descale underflows): any value quantizes it alike */
-    *cpu_descale_ptr(d, rows, b, h, t0) = scale > 0.0f ? scale : 1.0f;
+    *cpu_descale_ptr(d, rows, b, h, t0) =
+        block_descale(j, block_amax(j, b0, b1, h0, h1, t0, t1, team));
   }
 }
 
@@ -108,7 +115,7 @@ static void store_row(const quant_job *j, int64_t b, int64_t t, int64_t h, const
 static void store_rows(const quant_job *j) {
   const fa_quantize_request *r = j->req;
   const fa_tensor *d = r->descale;
-  const int64_t rows = r->args->block_rows > 0 ? r->args->block_rows : r->seqlen;
+  const int64_t rows = j->rows;
   if (r->head_dim == 0) return; /* nothing to store (the data may be NULL) */
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < r->batch; ++b)
@@ -122,8 +129,10 @@ static void store_rows(const quant_job *j) {
 
 /* Whether the one pass applies: descales per (batch, head) (batch or heads of 1 included), a
    block's rows within QUANT_BLOCK_FLOATS, something to store. */
-static int one_pass_fits(const fa_quantize_request *r, int64_t rows) {
+static int one_pass_fits(const quant_job *j) {
+  const fa_quantize_request *r = j->req;
   const fa_tensor *d = r->descale;
+  const int64_t rows = j->rows;
   return d && d->shape[0] == r->batch && d->shape[1] == r->heads && r->head_dim > 0 &&
          rows <= QUANT_BLOCK_FLOATS / r->head_dim;
 }
@@ -131,16 +140,15 @@ static int one_pass_fits(const fa_quantize_request *r, int64_t rows) {
 /* The one pass. A thread takes one descale block of tokens for a group of adjacent heads, so that
    it reads each token's rows of the group as one run of memory (token-major x) rather than one
    head's rows far apart; the group's rows stay in the thread's scratch for the stores. */
-static fa_status quantize_one_pass(const quant_job *j, int64_t rows) {
+static fa_status quantize_one_pass(const quant_job *j) {
   const fa_quantize_request *r = j->req;
   const fa_tensor *d = r->descale;
-  const int64_t D = r->head_dim, nblk = d->shape[2];
+  const int64_t rows = j->rows, D = r->head_dim, nblk = d->shape[2];
   int64_t group = rows > 0 ? QUANT_BLOCK_FLOATS / (rows * D) : 1;
   if (group > QUANT_GROUP_MAX) group = QUANT_GROUP_MAX;
   if (group > r->heads) group = r->heads;
   if (group < 1) group = 1;
   const int64_t groups = (r->heads + group - 1) / group, n = r->batch * nblk * groups;
-  const float fmax = r->y->dtype == FA_F8E4M3 ? FA_F8E4M3_MAX : FA_F8E5M2_MAX;
   const int threads = omp_get_max_threads();
   const size_t per_thread = (size_t)(group * rows * D);
   /* at least one float: a sequence of no tokens still gets its descales of 1 below */
@@ -164,8 +172,7 @@ static fa_status quantize_one_pass(const quant_job *j, int64_t rows) {
         amax[k] = a > amax[k] ? a : amax[k];
       }
     for (int64_t k = 0; k < g; ++k) {
-      const float scale = amax[k] / fmax;
-      s[k] = scale > 0.0f ? scale : 1.0f; /* as find_descales */
+      s[k] = block_descale(j, amax[k]);
       *cpu_descale_ptr(d, rows, b, h0 + k, t0) = s[k];
     }
     for (int64_t t = t0; t < t1; ++t)
@@ -191,13 +198,13 @@ fa_status cpu_quantize(const fa_quantize_request *req, char *kernel) {
   quant_job j;
   j.req = req;
   j.kern = cpu_kernels_get();
+  j.rows = req->args->block_rows > 0 ? req->args->block_rows : req->seqlen;
   j.norm = req->args->rotate ? fa_hadamard_norm((uint32_t)req->log2_dim) : 1.0f;
   if (req->args->rotate)
     for (int64_t c = 0; c < req->head_dim; ++c)
       j.neg[c] = fa_hadamard_sign_negative(req->args->rotate_seed, (uint32_t)c) ? 0x80000000u : 0u;
-  const int64_t rows = req->args->block_rows > 0 ? req->args->block_rows : req->seqlen;
-  if (one_pass_fits(req, rows)) {
-    const fa_status st = quantize_one_pass(&j, rows);
+  if (one_pass_fits(&j)) {
+    const fa_status st = quantize_one_pass(&j);
     if (st != FA_OK) return st;
   } else {
     if (req->descale) find_descales(&j); /* a block without elements gets 1 too */
