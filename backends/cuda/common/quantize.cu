@@ -45,6 +45,13 @@ __device__ __forceinline__ int64_t descale_at(const cuda_quant_args &a, int64_t 
   return (a.dshape[0] > 1 ? b : 0) * a.ds[0] + (a.dshape[1] > 1 ? h : 0) * a.ds[1] + blk * a.ds[2];
 }
 
+/* The descale of a block whose largest finite |value| is amax: amax / the FP8 maximum, or 1
+   where that is 0. */
+__device__ __forceinline__ float block_descale(const cuda_quant_args &a, float amax) {
+  const float scale = __fdiv_rn(amax, a.fp8_max);
+  return scale > 0.0f ? scale : 1.0f;
+}
+
 /* The descale element of token t of (b, h). */
 __device__ __forceinline__ int64_t descale_index(const cuda_quant_args &a, int64_t b, int64_t t,
                                                  int64_t h) {
@@ -122,8 +129,7 @@ __global__ void quant_finish(cuda_quant_args a, int64_t n) {
     const int64_t b = e / (a.dshape[1] * a.dshape[2]), h = e / a.dshape[2] % a.dshape[1],
                   k = e % a.dshape[2];
     float *d = &a.descale[b * a.ds[0] + h * a.ds[1] + k * a.ds[2]];
-    const float scale = __fdiv_rn(*d, a.fp8_max);
-    *d = scale > 0.0f ? scale : 1.0f;
+    *d = block_descale(a, *d);
   }
 }
 
@@ -408,7 +414,7 @@ __global__ void __launch_bounds__(512) quant_fused(cuda_quant_args a, bool xvec,
   if (lane == 0) warp_max[warp] = m;
   __syncthreads();
   for (int w = 0; w < warps; ++w) m = fmaxf(m, warp_max[w]);
-  const float scale = __fdiv_rn(m, a.fp8_max), s = scale > 0.0f ? scale : 1.0f;
+  const float s = block_descale(a, m);
   if (threadIdx.x == 0) a.descale[descale_at(a, b, h, blk)] = s;
   if (a.ydt == FA_F8E4M3)
     fused_store<E, FA_F8E4M3, R>(a, ybase, tw, t1, lane, yvec, v, s);
