@@ -212,13 +212,13 @@ static int refused_by_device(fa_status st) {
          (strstr(m, "CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT") || strstr(m, "CL_FP_DENORM"));
 }
 
-/* Both backends on the same inputs; the device's y and descale must equal the CPU's byte for byte.
-   expect: the status both must return. */
 /* The layout of case c's tensor i (0 x, 1 y, 2 descale). */
 static int layout_of(const qcase *c, int i) {
   return (c->strided >> i) & 1 ? L_STRIDED : (c->shifted >> i) & 1 ? L_SHIFTED : L_CONTIGUOUS;
 }
 
+/* Both backends on the same inputs; the device's y and descale must equal the CPU's byte for byte.
+   expect: the status both must return. */
 static void run_case(env *e, const qcase *c, fa_status expect) {
   const int fp8 = c->ydt == FA_F8E4M3 || c->ydt == FA_F8E5M2;
   const int64_t shape[4] = {c->b, c->s, c->h, c->d};

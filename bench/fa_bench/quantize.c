@@ -20,6 +20,7 @@
 #include "tools/device_mem.h"
 
 enum { BLOCK_ROWS = 128 };
+static const uint64_t ROTATE_SEED = 1234;
 
 typedef struct quant_shape {
   int64_t d, s, b, h;
@@ -33,7 +34,6 @@ static int64_t descale_shape(const options *o, const quant_shape *x, int64_t ds[
   ds[2] = block ? (x->s + BLOCK_ROWS - 1) / BLOCK_ROWS : 1;
   return block ? BLOCK_ROWS : 0;
 }
-static const uint64_t ROTATE_SEED = 1234;
 
 typedef struct quant_call {
   const fa_quantize_args *args;
